@@ -1,0 +1,39 @@
+# InstantStart: `make run` serves the control plane on the digital twin; `make test` runs every check.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PORT ?= 3099
+
+.PHONY: setup run test lint typecheck pytest postgres-bin clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[twin,dev]'
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+run: setup
+	$(BIN)/instantstart serve --twin --port $(PORT)
+
+# Debian's PostgreSQL for the store and engine tests (a real server, started per run by scripts/with_postgres.py).
+postgres-bin:
+	@command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+	  { (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
+
+lint: setup
+	$(BIN)/ruff check src tests scripts bench
+
+typecheck: setup
+	$(BIN)/mypy
+
+pytest: setup postgres-bin
+	INSTANTSTART_REQUIRE_PG=1 $(BIN)/python scripts/with_postgres.py $(BIN)/pytest -p no:cacheprovider
+
+test: lint typecheck pytest
+
+clean:
+	rm -rf $(VENV) .tools .mypy_cache .ruff_cache .pytest_cache test-artifacts

@@ -1,0 +1,1 @@
+"""The REST face and the HTTP server that also carries the MCP endpoint, health and metrics."""

@@ -1,0 +1,199 @@
+"""The application: FastAPI REST routes, /mcp, /healthz, /metrics, auth, request ids, lifespan."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from anyio import to_thread
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from starlette.middleware.cors import CORSMiddleware
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from instantstart import __version__
+from instantstart.api.metrics import Metrics
+from instantstart.api.openapi import API_PREFIX, build_openapi
+from instantstart.api.rest import add_routes
+from instantstart.auth import check_bearer, ensure_token
+from instantstart.catalog import CATALOG, Catalog
+from instantstart.context import AppContext
+from instantstart.errors import InstantStartError, InvalidInput, NotFound, Unauthorized
+from instantstart.logs import register_secret, request_id_var
+from instantstart.mcp.http import session_manager
+from instantstart.operations.kinds import KINDS
+from instantstart.operations.runner import Runner
+from instantstart.operations.store import OperationStore
+from instantstart.services import load_all
+from instantstart.settings import Settings
+from instantstart.store.db import Database
+
+log = logging.getLogger(__name__)
+
+PUBLIC_PATHS = ("/healthz", "/metrics")
+
+
+def error_response(exc: InstantStartError, request_id: str | None = None) -> JSONResponse:
+    """The one HTTP form of an error: status from the class, body {error: {code, message, hint, details}}."""
+    body = exc.to_dict()
+    if request_id:
+        body["details"] = {**body["details"], "requestId": request_id}
+    return JSONResponse({"error": body}, status_code=exc.http_status)
+
+
+def load_plugins(settings: Settings) -> None:
+    """Import the modules named in settings.plugins (they register operation kinds and operations)."""
+    for name in settings.plugins:
+        importlib.import_module(name)
+
+
+class Gate:
+    """Outermost ASGI layer: request ids, bearer-token auth for /api and /mcp, metrics, the MCP route."""
+
+    def __init__(self, app: ASGIApp, token: str, metrics: Metrics, mcp: ASGIApp) -> None:
+        self.app = app
+        self.token = token
+        self.metrics = metrics
+        self.mcp = mcp
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        request_id = headers.get("x-request-id") or uuid.uuid4().hex[:16]
+        if not request_id.replace("-", "").isalnum() or len(request_id) > 64:
+            request_id = uuid.uuid4().hex[:16]
+        reset = request_id_var.set(request_id)
+        path: str = scope.get("path", "")
+        started = time.perf_counter()
+        status_holder = {"status": 500}
+
+        async def send_wrapper(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                status_holder["status"] = message["status"]
+                message.setdefault("headers", [])
+                message["headers"] = [*message["headers"], (b"x-request-id", request_id.encode())]
+            await send(message)
+
+        try:
+            protected = path.startswith("/api/") or path == "/api" or path == "/mcp" or path.startswith("/mcp/")
+            if protected and scope["type"] == "http" and not check_bearer(headers.get("authorization"), self.token):
+                response = error_response(Unauthorized("Missing or invalid API token."), request_id)
+                response.headers["WWW-Authenticate"] = 'Bearer realm="instantstart"'
+                await response(scope, receive, send_wrapper)
+                return
+            if path in ("/mcp", "/mcp/"):
+                await self.mcp(scope, receive, send_wrapper)
+                return
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            if scope["type"] == "http":
+                route = _route_label(scope, path)
+                self.metrics.latency.labels(scope.get("method", ""), route, str(status_holder["status"])).observe(
+                    time.perf_counter() - started
+                )
+            request_id_var.reset(reset)
+
+
+def _route_label(scope: Scope, path: str) -> str:
+    route = scope.get("route")
+    if route is not None and hasattr(route, "path"):
+        return str(route.path)
+    if path.startswith("/mcp"):
+        return "/mcp"
+    return path if path in PUBLIC_PATHS else "other"
+
+
+def create_app(settings: Settings | None = None, catalog: Catalog = CATALOG) -> ASGIApp:
+    """Build the whole server application for `settings`."""
+    settings = settings or Settings()
+    load_all()
+    load_plugins(settings)
+    token, created = ensure_token(settings)
+    register_secret(token)
+    if created:
+        # Shown once, on the terminal, never through the log pipeline.
+        print(f"API token created in {settings.data_dir / 'api-token'} (mode 0600): {token}", flush=True)
+    db = Database(settings.resolved_database_url)
+    store = OperationStore(db)
+    runner = Runner(settings, store, KINDS)
+    context = AppContext(settings=settings, db=db, runner=runner)
+    runner.app = context
+    host_port = f"{settings.host}:{settings.port}"
+    allowed_hosts = [host_port, f"127.0.0.1:{settings.port}", f"localhost:{settings.port}", "127.0.0.1:*",
+                     "localhost:*", "testserver"]
+    mcp_manager = session_manager(catalog, context, allowed_hosts)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        await to_thread.run_sync(db.migrate)
+        runner.start(context)
+        async with mcp_manager.run():
+            log.info("instantstart ready", extra={"url": settings.base_url, "version": __version__})
+            yield
+        await runner.stop()
+        db.dispose()
+
+    app = FastAPI(title="InstantStart", version=__version__, lifespan=lifespan, openapi_url=None,
+                  docs_url=None, redoc_url=None)
+    app.state.context = context
+    openapi = build_openapi(catalog)
+
+    @app.exception_handler(InstantStartError)
+    async def _known(request: Request, exc: InstantStartError) -> Response:
+        return error_response(exc, request_id_var.get())
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> Response:
+        return error_response(InvalidInput(f"Invalid input: {exc.errors()}"), request_id_var.get())
+
+    @app.exception_handler(404)
+    async def _not_found(request: Request, exc: Exception) -> Response:
+        return error_response(NotFound(f"No route {request.method} {request.url.path}.",
+                                       hint="See /api/v1/openapi.json for the routes."), request_id_var.get())
+
+    @app.exception_handler(405)
+    async def _not_allowed(request: Request, exc: Exception) -> Response:
+        err = InvalidInput(f"Method {request.method} is not allowed on {request.url.path}.")
+        response = error_response(err, request_id_var.get())
+        response.status_code = 405
+        return response
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> Response:
+        log.exception("unhandled error")
+        return error_response(InstantStartError("Internal error."), request_id_var.get())
+
+    @app.get("/healthz", include_in_schema=False)
+    async def healthz() -> dict[str, Any]:
+        return {"status": "ok", "version": __version__}
+
+    @app.get(API_PREFIX + "/openapi.json", include_in_schema=False)
+    async def openapi_json() -> dict[str, Any]:
+        return openapi
+
+    metrics = Metrics(store.stale_count)
+
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics_endpoint() -> Response:
+        body = await to_thread.run_sync(metrics.render)
+        return PlainTextResponse(body, media_type="text/plain; version=0.0.4")
+
+    add_routes(app, catalog, context)
+    outer: ASGIApp = app
+    if settings.allowed_origins:
+        if "*" in settings.allowed_origins:
+            raise ValueError("INSTANTSTART_ALLOWED_ORIGINS must list origins; a wildcard is refused")
+        outer = CORSMiddleware(outer, allow_origins=settings.allowed_origins, allow_credentials=True,
+                               allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+                               allow_headers=["Authorization", "Content-Type", "Idempotency-Key"])
+    gate = Gate(outer, token, metrics, mcp_manager.handle_request)
+    gate.fastapi = app  # type: ignore[attr-defined]
+    return gate

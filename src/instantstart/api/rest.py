@@ -1,0 +1,86 @@
+"""REST routes generated from the catalog: parse, call the one invocation path, shape the response."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+
+from instantstart.api.openapi import API_PREFIX
+from instantstart.catalog.invoke import invoke_spec
+from instantstart.catalog.registry import Catalog, OperationSpec
+from instantstart.context import AppContext, CallContext
+from instantstart.errors import InvalidInput, NotFound
+from instantstart.logs import request_id_var
+
+MAX_BODY = 1 << 20
+
+
+async def read_arguments(spec: OperationSpec, request: Request) -> dict[str, Any]:
+    """The operation's raw arguments: path params plus the JSON body (or the query string for GET)."""
+    args: dict[str, Any] = {}
+    if spec.method == "GET":
+        for key in request.query_params:
+            values = request.query_params.getlist(key)
+            args[key] = values[0] if len(values) == 1 else values
+    else:
+        raw = await request.body()
+        if len(raw) > MAX_BODY:
+            raise InvalidInput("Invalid input: (body): larger than 1 MiB")
+        if raw.strip():
+            try:
+                body = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                raise InvalidInput(f"Invalid input: (body): not valid JSON ({exc})") from None
+            if not isinstance(body, dict):
+                raise InvalidInput("Invalid input: (body): the arguments must be a JSON object")
+            args.update(body)
+    for name, value in request.path_params.items():
+        if name in args and args[name] != value:
+            raise InvalidInput(f"Invalid input: {name}: differs between the path and the body")
+        args[name] = value
+    return args
+
+
+def add_routes(app: FastAPI, catalog: Catalog, context: AppContext) -> None:
+    """One resource route per catalog operation under /api/v1, plus POST /api/v1/tools/{name}."""
+
+    async def call_tool(request: Request) -> Response:
+        spec = catalog.get(request.path_params["name"])
+        if spec is None:
+            raise NotFound(f"Unknown tool {request.path_params['name']!r}.", hint="See /api/v1/openapi.json.")
+        raw = await request.body()
+        args: Any = {}
+        if raw.strip():
+            try:
+                args = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                raise InvalidInput(f"Invalid input: (body): not valid JSON ({exc})") from None
+        call = CallContext(app=context, idempotency_key=request.headers.get("idempotency-key"),
+                           request_id=request_id_var.get(), face="rest")
+        result = await invoke_spec(spec, args, call)
+        return JSONResponse(result, status_code=202 if spec.mutating else 200)
+
+    app.add_api_route(API_PREFIX + "/tools/{name}", call_tool, methods=["POST"], include_in_schema=False)
+    for spec in catalog:
+        app.add_api_route(
+            API_PREFIX + spec.path,
+            _endpoint(spec, context),
+            methods=[spec.method],
+            include_in_schema=False,
+            name=spec.name,
+        )
+
+
+def _endpoint(spec: OperationSpec, context: AppContext) -> Any:
+    async def endpoint(request: Request) -> Response:
+        args = await read_arguments(spec, request)
+        call = CallContext(app=context, idempotency_key=request.headers.get("idempotency-key"),
+                           request_id=request_id_var.get(), face="rest")
+        result = await invoke_spec(spec, args, call)
+        return JSONResponse(result, status_code=202 if spec.mutating else 200)
+
+    endpoint.__name__ = spec.name
+    return endpoint

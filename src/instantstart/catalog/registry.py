@@ -1,0 +1,147 @@
+"""The `@operation` decorator and the registry that the REST, MCP and CLI faces are generated from."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, get_type_hints
+
+from pydantic import BaseModel
+
+from instantstart.catalog.base import WireModel
+
+Handler = Callable[[Any, Any], Awaitable[Any]]
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]{1,63}$")
+_PATH_PARAM = re.compile(r"{([A-Za-z][A-Za-z0-9]*)}")
+
+
+@dataclass(frozen=True)
+class OperationSpec:
+    """One declared operation: name, models, behaviour, route, and its documentation."""
+
+    name: str
+    handler: Handler
+    input_model: type[WireModel]
+    output_model: type[BaseModel]
+    method: str
+    path: str
+    mutating: bool
+    completion: str | None
+    description: str
+    example: dict[str, Any] = field(default_factory=dict)
+    cli_group: str = ""
+    cli_command: str = ""
+
+    @property
+    def summary(self) -> str:
+        """The first line of the description."""
+        return self.description.strip().splitlines()[0] if self.description.strip() else self.name
+
+    @property
+    def path_params(self) -> list[str]:
+        """Names of the `{param}` segments of the route path (camelCase wire names)."""
+        return _PATH_PARAM.findall(self.path)
+
+    @property
+    def tool_description(self) -> str:
+        """What an agent reads: constraints first (the docstring), then how completion is decided."""
+        text = inspect.cleandoc(self.description)
+        if self.mutating:
+            text += (
+                "\n\nReturns {operationId, status, statusTool, pollAfterSeconds} at once; the work runs in"
+                f" the background. Completion is decided by `{self.completion or 'operation_get'}`."
+                " Pass the same `clientToken` to retry safely: it returns the same operation."
+            )
+        else:
+            text += "\n\nRead-only."
+        return text
+
+
+class Catalog:
+    """The registry of every operation, keyed by its (tool) name."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, OperationSpec] = {}
+
+    def add(self, spec: OperationSpec) -> None:
+        """Register `spec`; names and (method, path) pairs are unique."""
+        if spec.name in self._specs:
+            raise ValueError(f"operation {spec.name} declared twice")
+        for other in self._specs.values():
+            if (other.method, other.path) == (spec.method, spec.path):
+                raise ValueError(f"{spec.name} and {other.name} share {spec.method} {spec.path}")
+        self._specs[spec.name] = spec
+
+    def get(self, name: str) -> OperationSpec | None:
+        """The spec named `name`, if declared."""
+        return self._specs.get(name)
+
+    def __iter__(self) -> Iterator[OperationSpec]:
+        return iter(sorted(self._specs.values(), key=lambda s: s.name))
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+
+CATALOG = Catalog()
+
+
+def operation(
+    name: str,
+    *,
+    method: str,
+    path: str,
+    completion: str | None = None,
+    mutating: bool | None = None,
+    example: dict[str, Any] | None = None,
+    cli: tuple[str, str] | None = None,
+    catalog: Catalog | None = None,
+) -> Callable[[Handler], Handler]:
+    """Declare an operation once: `async def handler(ctx: CallContext, req: InputModel) -> OutputModel`.
+
+    The input and output models come from the handler's annotations; the description is its
+    docstring. `mutating` defaults to method != GET. `example` is a valid input used by the test that
+    proves the faces agree. `cli` overrides the (group, command) derived from the name.
+    """
+
+    def decorate(handler: Handler) -> Handler:
+        if not _NAME.match(name):
+            raise ValueError(f"bad operation name {name!r}")
+        hints = get_type_hints(handler)
+        params = list(inspect.signature(handler).parameters)
+        if len(params) != 2:
+            raise TypeError(f"{name}: handler must take (ctx, req)")
+        input_model = hints[params[1]]
+        output_model = hints["return"]
+        if not (isinstance(input_model, type) and issubclass(input_model, WireModel)):
+            raise TypeError(f"{name}: input must be a WireModel subclass")
+        if not (isinstance(output_model, type) and issubclass(output_model, BaseModel)):
+            raise TypeError(f"{name}: output must be a pydantic model")
+        is_mutating = method.upper() != "GET" if mutating is None else mutating
+        if is_mutating and completion is None:
+            raise ValueError(f"{name}: a mutating operation names the status tool that decides completion")
+        for param in _PATH_PARAM.findall(path):
+            if param not in {f.alias or n for n, f in input_model.model_fields.items()}:
+                raise ValueError(f"{name}: path parameter {param} is not a field of {input_model.__name__}")
+        group, _, command = name.partition("_")
+        spec = OperationSpec(
+            name=name,
+            handler=handler,
+            input_model=input_model,
+            output_model=output_model,
+            method=method.upper(),
+            path=path,
+            mutating=is_mutating,
+            completion=completion,
+            description=inspect.getdoc(handler) or name,
+            example=example or {},
+            cli_group=cli[0] if cli else group,
+            cli_command=cli[1] if cli else command.replace("_", "-"),
+        )
+        (catalog or CATALOG).add(spec)
+        return handler
+
+    return decorate

@@ -1,0 +1,1 @@
+"""The CLI face: `instantstart serve`, `instantstart mcp`, and one command per catalog operation."""

@@ -1,0 +1,1 @@
+"""The operations engine: persisted operations with stages, a lease-holding runner, idempotency."""

@@ -1,0 +1,133 @@
+"""Clusters: the registry of managed clusters and the active-cluster choice."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from anyio import to_thread
+from pydantic import Field
+from sqlalchemy import select
+
+from instantstart.catalog import operation
+from instantstart.catalog.base import NoInput, WireModel
+from instantstart.context import CallContext
+from instantstart.errors import NotFound
+from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, StageSpec
+from instantstart.operations.models import OperationRef
+from instantstart.operations.runner import StageContext
+from instantstart.store.db import Database
+from instantstart.store.models import ClusterRow, StateRow, utcnow
+from instantstart.validation import ClusterTag
+
+ACTIVE_CLUSTER_KEY = "active_cluster"
+
+
+class ClusterSummary(WireModel):
+    """One managed cluster as cluster_list_all shows it."""
+
+    cluster_tag: str
+    region: str
+    eks_cluster_name: str
+    hyperpod_cluster_name: str | None
+    imported: bool
+    active: bool
+    stages: dict[str, Any] = Field(description="Stage name → status of its creation pipeline.")
+    created_at: datetime
+
+
+class ClusterListResult(WireModel):
+    """Every managed cluster and which one is active."""
+
+    clusters: list[ClusterSummary]
+    active_cluster: str | None
+    count: int
+
+
+class ClusterSwitchRequest(WireModel):
+    """The cluster to make active."""
+
+    cluster_tag: ClusterTag
+
+
+def _summary(row: ClusterRow, active: str | None) -> ClusterSummary:
+    return ClusterSummary(
+        cluster_tag=row.tag, region=row.region, eks_cluster_name=row.eks_cluster_name,
+        hyperpod_cluster_name=row.hyperpod_cluster_name, imported=row.imported,
+        active=row.tag == active, stages=dict(row.stages or {}), created_at=row.created_at,
+    )
+
+
+def active_cluster_tag(db: Database) -> str | None:
+    """The tag of the active cluster, if one is set."""
+    with db.session() as session:
+        row = session.get(StateRow, ACTIVE_CLUSTER_KEY)
+        return str(row.value) if row and row.value else None
+
+
+def list_clusters(db: Database) -> ClusterListResult:
+    """Every cluster row, oldest first, with the active flag."""
+    active = active_cluster_tag(db)
+    with db.session() as session:
+        rows = session.scalars(select(ClusterRow).order_by(ClusterRow.created_at, ClusterRow.tag)).all()
+        items = [_summary(r, active) for r in rows]
+    return ClusterListResult(clusters=items, active_cluster=active, count=len(items))
+
+
+def get_cluster(db: Database, tag: str) -> ClusterRow:
+    """One cluster row; NotFound with the known tags otherwise."""
+    with db.session() as session:
+        row = session.get(ClusterRow, tag)
+        if row is not None:
+            session.expunge(row)
+            return row
+        known = session.scalars(select(ClusterRow.tag).order_by(ClusterRow.tag)).all()
+    raise NotFound(
+        f"No managed cluster has the tag {tag!r}.",
+        hint=f"Known tags: {', '.join(known)}." if known else "Create one with cluster_create_eks or import one.",
+        details={"knownTags": list(known)},
+    )
+
+
+def set_active_cluster(db: Database, tag: str) -> None:
+    """Record `tag` as the active cluster."""
+    with db.session() as session:
+        row = session.get(StateRow, ACTIVE_CLUSTER_KEY)
+        if row is None:
+            session.add(StateRow(key=ACTIVE_CLUSTER_KEY, value=tag, updated_at=utcnow()))
+        else:
+            row.value = tag
+            row.updated_at = utcnow()
+
+
+@operation("cluster_list_all", method="GET", path="/clusters")
+async def cluster_list_all(ctx: CallContext, req: NoInput) -> ClusterListResult:
+    """Every managed cluster with its stage statuses and which one is active."""
+    return await to_thread.run_sync(list_clusters, ctx.app.db)
+
+
+async def _activate(stage: StageContext) -> dict[str, Any]:
+    tag = stage.params["clusterTag"]
+    db = stage.app.db
+    try:
+        await to_thread.run_sync(get_cluster, db, tag)
+    except NotFound as exc:
+        raise PermanentError(exc.message, code=exc.code, hint=exc.hint) from None
+    await to_thread.run_sync(set_active_cluster, db, tag)
+    await stage.progress(f"active cluster is now {tag}")
+    return {"activeCluster": tag}
+
+
+KINDS.register(OperationKind(name="cluster_switch", stages=(StageSpec("activate", _activate),)))
+
+
+@operation("cluster_switch", method="POST", path="/clusters/{clusterTag}/switch",
+           completion="cluster_list_all", example={"clusterTag": "demo"})
+async def cluster_switch(ctx: CallContext, req: ClusterSwitchRequest) -> OperationRef:
+    """Make the cluster with this tag the active one (the cluster every cluster-scoped tool acts on
+    when no clusterTag is given). An unknown tag is refused with NOT_FOUND before anything changes."""
+    await to_thread.run_sync(get_cluster, ctx.app.db, req.cluster_tag)
+    return await ctx.app.runner.submit(
+        "cluster_switch", {"clusterTag": req.cluster_tag}, target="state:active-cluster",
+        idempotency_key=ctx.idempotency_key, status_tool="cluster_list_all", poll_after_seconds=1,
+    )

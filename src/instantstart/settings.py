@@ -1,0 +1,49 @@
+"""The one typed Settings object, read from INSTANTSTART_* environment variables."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Every setting of the control plane; environment variables carry the INSTANTSTART_ prefix."""
+
+    model_config = SettingsConfigDict(env_prefix="INSTANTSTART_", extra="ignore")
+
+    data_dir: Path = Field(default=Path.home() / ".instantstart", description="State and token live here.")
+    database_url: str | None = Field(default=None, description="SQLAlchemy URL; SQLite in data_dir when unset.")
+    host: str = "127.0.0.1"
+    port: int = Field(default=3099, ge=1, le=65535)
+    api_token: SecretStr | None = Field(default=None, description="Overrides the token file in data_dir.")
+    server_url: str | None = Field(default=None, description="Where `instantstart mcp` and the CLI send calls.")
+    allowed_origins: list[str] = Field(default_factory=list, description="CORS origins; never a wildcard.")
+    worker_id: str | None = None
+    lease_seconds: float = Field(default=15.0, gt=0.5, le=600)
+    worker_poll_seconds: float = Field(default=1.0, gt=0.01, le=60)
+    max_concurrent_operations: int = Field(default=8, ge=1, le=256)
+    log_level: str = "INFO"
+    log_json: bool = True
+    plugins: list[str] = Field(
+        default_factory=list, description="Extra modules imported at start that register operation kinds."
+    )
+    aws_region: str = "us-west-2"
+    aws_endpoint_url: str | None = None
+
+    @cached_property
+    def resolved_database_url(self) -> str:
+        """The database URL in use: the configured one, or the SQLite file in the data dir."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{self.data_dir / 'instantstart.db'}"
+
+    @property
+    def base_url(self) -> str:
+        """The server's own URL, as clients should reach it."""
+        if self.server_url:
+            return self.server_url.rstrip("/")
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
+        return f"http://{host}:{self.port}"

@@ -1,0 +1,37 @@
+"""Shared fixtures: databases on SQLite and PostgreSQL, and the real server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.databases import new_database_url
+from tests.support.servers import Running, thread_server
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty database on each backend."""
+    return new_database_url(request.param, tmp_path)
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    """An empty SQLite database."""
+    return new_database_url("sqlite", tmp_path)
+
+
+@pytest.fixture
+def server(tmp_path: Path, sqlite_url: str) -> Iterator[Running]:
+    """The full server on SQLite, in a thread."""
+    with thread_server(tmp_path / "data", sqlite_url) as running:
+        yield running
+
+
+@pytest.fixture
+def server_any_db(tmp_path: Path, database_url: str) -> Iterator[Running]:
+    """The full server on each database backend, in a thread."""
+    with thread_server(tmp_path / "data", database_url) as running:
+        yield running

@@ -1,0 +1,32 @@
+"""Small helpers for skeleton tests: polling operations through the REST API."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+
+TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
+
+
+def wait_terminal(client: httpx.Client, operation_id: str, timeout: float = 60.0) -> dict[str, Any]:
+    """Poll operation_get until the operation ends."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        view: dict[str, Any] = client.get(f"/api/v1/operations/{operation_id}").json()
+        if view["status"] in TERMINAL:
+            return view
+        time.sleep(0.05)
+    raise TimeoutError(f"{operation_id} did not finish: {view}")
+
+
+def wait_for(client: httpx.Client, operation_id: str, predicate: Any, timeout: float = 30.0) -> dict[str, Any]:
+    """Poll until `predicate(view)` holds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        view: dict[str, Any] = client.get(f"/api/v1/operations/{operation_id}").json()
+        if predicate(view):
+            return view
+        time.sleep(0.02)
+    raise TimeoutError(f"{operation_id}: condition not reached: {view}")

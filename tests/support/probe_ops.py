@@ -1,0 +1,80 @@
+"""A test-only operation kind whose stages record their executions and side effects (loaded as a plugin).
+
+Each stage appends one line per execution to `<journalDir>/executions.log` and creates its side effect
+`<journalDir>/effect-<stage>` the way every real stage works: look first, create only if absent. The
+kill -9 test counts both: executions show where work was retried; effects must exist exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from instantstart.catalog import operation
+from instantstart.catalog.base import WireModel
+from instantstart.context import CallContext
+from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, StageSpec, TemporaryError
+from instantstart.operations.models import OperationRef
+from instantstart.operations.runner import StageContext
+
+STAGES = ("alpha", "beta", "gamma", "delta")
+
+
+def _journal(ctx: StageContext) -> Path:
+    return Path(ctx.params["journalDir"])
+
+
+def _behaviour(ctx: StageContext) -> dict[str, Any]:
+    behaviour: dict[str, Any] = ctx.params.get("behaviour", {}).get(ctx.stage, {})
+    return behaviour
+
+
+def _make_stage(name: str) -> StageSpec:
+    async def run(ctx: StageContext) -> dict[str, Any]:
+        journal = _journal(ctx)
+        with open(journal / "executions.log", "a") as handle:
+            handle.write(f"{name} {ctx.attempt} {os.getpid()}\n")
+        behaviour = _behaviour(ctx)
+        await ctx.progress(f"{name} working (attempt {ctx.attempt})")
+        await asyncio.sleep(float(ctx.params.get("stageSeconds", 0.05)))
+        fail_until = int(behaviour.get("temporaryFailures", 0))
+        if ctx.attempt <= fail_until:
+            raise TemporaryError(f"{name} transient failure {ctx.attempt}", code="THROTTLED")
+        flag = behaviour.get("failIfFileExists")
+        if flag and Path(flag).exists():
+            raise PermanentError(f"{name} refused: {flag} exists", code="PROBE_REFUSED", hint="remove the file")
+        effect = journal / f"effect-{name}"
+        # Look before you create: a rerun after a crash adopts the effect instead of duplicating it.
+        if not effect.exists():
+            with open(effect, "x") as handle:
+                handle.write(ctx.operation_id)
+        return {"effect": effect.name}
+
+    return StageSpec(name, run, max_attempts=4, timeout_seconds=30, backoff_seconds=0.05, backoff_max_seconds=0.2)
+
+
+KINDS.register(OperationKind(name="probe", stages=tuple(_make_stage(s) for s in STAGES)))
+
+
+class ProbeRequest(WireModel):
+    """Inputs of the probe operation."""
+
+    journal_dir: str = Field(min_length=1)
+    target: str = Field(default="probe-target", min_length=1, max_length=100)
+    stage_seconds: float = Field(default=0.05, ge=0, le=30)
+    behaviour: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+@operation("probe_run", method="POST", path="/test/probe", completion="operation_get",
+           example={"journalDir": "/tmp", "target": "faces-probe", "stageSeconds": 0})
+async def probe_run(ctx: CallContext, req: ProbeRequest) -> OperationRef:
+    """Test-only: run the four probe stages, recording executions and side effects in journalDir."""
+    Path(req.journal_dir).mkdir(parents=True, exist_ok=True)
+    return await ctx.app.runner.submit(
+        "probe", req.model_dump(by_alias=True), target=req.target, idempotency_key=ctx.idempotency_key,
+        status_tool="operation_get", poll_after_seconds=1,
+    )

@@ -1,0 +1,111 @@
+"""Running the real server for tests: in a thread (fast) or as a separate process (crash tests)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import uvicorn
+
+from instantstart.api.app import create_app
+from instantstart.settings import Settings
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    """An unused loopback port."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Running:
+    """A running server: where it is and how to authenticate."""
+
+    url: str
+    token: str
+    data_dir: Path
+    database_url: str
+
+    def client(self, **kwargs: object) -> httpx.Client:
+        """An authenticated client."""
+        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.token}"},
+                            timeout=60, **kwargs)  # type: ignore[arg-type]
+
+    def env(self) -> dict[str, str]:
+        """Environment for a CLI or stdio-proxy subprocess talking to this server."""
+        return {**os.environ, "INSTANTSTART_DATA_DIR": str(self.data_dir), "INSTANTSTART_SERVER_URL": self.url,
+                "INSTANTSTART_DATABASE_URL": self.database_url, "NO_COLOR": "1", "COLUMNS": "200"}
+
+
+def wait_healthy(url: str, timeout: float = 30.0, proc: subprocess.Popen[bytes] | None = None) -> None:
+    """Block until /healthz answers."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    raise TimeoutError(f"{url} did not become healthy")
+
+
+@contextmanager
+def thread_server(data_dir: Path, database_url: str, **settings: object) -> Iterator[Running]:
+    """The full app served by uvicorn in a background thread."""
+    port = free_port()
+    config = Settings(data_dir=data_dir, database_url=database_url, port=port, lease_seconds=3,
+                      worker_poll_seconds=0.1, plugins=["tests.support.probe_ops"], **settings)  # type: ignore[arg-type]
+    app = create_app(config)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="on"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    wait_healthy(url)
+    token = (data_dir / "api-token").read_text().strip()
+    try:
+        yield Running(url, token, data_dir, database_url)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+
+
+@contextmanager
+def process_server(data_dir: Path, database_url: str, port: int | None = None,
+                   log_path: Path | None = None) -> Iterator[tuple[Running, subprocess.Popen[bytes]]]:
+    """`instantstart serve` as a child process (so a test can kill -9 it)."""
+    port = port or free_port()
+    env = {**os.environ, "INSTANTSTART_DATA_DIR": str(data_dir), "INSTANTSTART_DATABASE_URL": database_url,
+           "INSTANTSTART_PORT": str(port), "INSTANTSTART_LEASE_SECONDS": "2",
+           "INSTANTSTART_WORKER_POLL_SECONDS": "0.1", "INSTANTSTART_PLUGINS": '["tests.support.probe_ops"]',
+           "PYTHONPATH": str(REPO)}
+    log = open(log_path or (data_dir / f"server-{port}.log"), "ab")  # noqa: SIM115
+    proc = subprocess.Popen([sys.executable, "-m", "instantstart.cli.main", "serve"], env=env, cwd=REPO,
+                            stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, proc=proc)
+        token = (data_dir / "api-token").read_text().strip()
+        yield Running(url, token, data_dir, database_url), proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        log.close()
