@@ -1,0 +1,27 @@
+"""The list of controllers every simulated cluster runs, in the order they hear each change."""
+
+from __future__ import annotations
+
+from hyperpod_twin.sim.core import ClusterSim, Controller
+from hyperpod_twin.sim.jobs import JobController
+from hyperpod_twin.sim.kubelet import Kubelet
+from hyperpod_twin.sim.nodes import NodeController
+from hyperpod_twin.sim.scheduler import Scheduler
+from hyperpod_twin.sim.services import EndpointsController
+from hyperpod_twin.sim.workloads import DeploymentController, ReplicaSetController
+
+
+def all_controllers() -> list[type[Controller]]:
+    """Controller classes, each constructed with the ClusterSim."""
+    return [
+        NodeController,
+        DeploymentController,
+        ReplicaSetController,
+        JobController,
+        Scheduler,
+        Kubelet,
+        EndpointsController,
+    ]
+
+
+__all__ = ["ClusterSim", "all_controllers"]

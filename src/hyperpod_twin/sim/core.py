@@ -1,0 +1,395 @@
+"""The simulator of one twin cluster: a serialized work queue that runs controllers on store changes."""
+
+from __future__ import annotations
+
+import builtins
+import copy
+import logging
+import threading
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from hyperpod_twin.clock import TwinClock
+from hyperpod_twin.kube.runtime import ClusterRuntime
+from hyperpod_twin.kube.store import NotFoundError, ResourceType, StoreError, WatchEvent
+from hyperpod_twin.sim import kobj
+from hyperpod_twin.sim.kobj import Obj
+
+if TYPE_CHECKING:
+    from hyperpod_twin.events import EventBus
+
+log = logging.getLogger(__name__)
+
+# A group/plural pair as the store keys types.
+TypeKey = tuple[str, str]
+
+PODS: TypeKey = ("", "pods")
+NODES: TypeKey = ("", "nodes")
+EVENTS: TypeKey = ("", "events")
+SERVICES: TypeKey = ("", "services")
+ENDPOINTS: TypeKey = ("", "endpoints")
+SECRETS: TypeKey = ("", "secrets")
+NAMESPACES: TypeKey = ("", "namespaces")
+PVS: TypeKey = ("", "persistentvolumes")
+PVCS: TypeKey = ("", "persistentvolumeclaims")
+DEPLOYMENTS: TypeKey = ("apps", "deployments")
+REPLICASETS: TypeKey = ("apps", "replicasets")
+DAEMONSETS: TypeKey = ("apps", "daemonsets")
+STATEFULSETS: TypeKey = ("apps", "statefulsets")
+JOBS: TypeKey = ("batch", "jobs")
+STORAGECLASSES: TypeKey = ("storage.k8s.io", "storageclasses")
+ENDPOINTSLICES: TypeKey = ("discovery.k8s.io", "endpointslices")
+CRDS: TypeKey = ("apiextensions.k8s.io", "customresourcedefinitions")
+
+
+def nsname(key: Hashable) -> tuple[str, str]:
+    """A (namespace, name) work key."""
+    assert isinstance(key, tuple) and len(key) == 2
+    return str(key[0]), str(key[1])
+
+
+@dataclass
+class SimConfig:
+    """Timings of the simulated kubelets and controllers, in twin seconds."""
+
+    pod_start_seconds: float = 2.0  # scheduling → Running (image pull, container start)
+    pod_ready_seconds: float = 1.0  # Running → Ready (readiness probe)
+    job_run_seconds: float = 5.0  # how long a run-to-completion container runs by default
+    node_reboot_seconds: float = 30.0  # NotReady time of a rebooting node
+    karpenter_interval_seconds: float = 10.0  # how often Karpenter reconsiders pending pods / idle nodes
+    keda_interval_seconds: float = 15.0  # how often KEDA re-reads its triggers
+
+
+class Controller(ABC):
+    """A reconciler: `watches` names the types whose changes it hears; `keys_for` maps a change to
+    the keys it must reconcile; `reconcile(key)` makes the world match. Reconciles are level-based,
+    so a key reconciled twice is harmless."""
+
+    watches: tuple[TypeKey, ...] = ()
+
+    def __init__(self, sim: ClusterSim) -> None:
+        self.sim = sim
+
+    def keys_for(self, event: WatchEvent) -> Iterable[Hashable]:
+        """Keys to reconcile because of `event` (default: the changed object's (namespace, name))."""
+        md = event.object.get("metadata", {})
+        return [(md.get("namespace", ""), md.get("name", ""))]
+
+    def resync_keys(self) -> Iterable[Hashable]:
+        """Keys to reconcile when the controller starts (everything it watches that exists)."""
+        return []
+
+    @abstractmethod
+    def reconcile(self, key: Hashable) -> None:
+        """Bring the object named by `key` to its desired state."""
+
+
+@dataclass
+class _Work:
+    controller: Controller | None
+    key: Hashable
+    fn: Callable[[], None] | None = None
+
+
+@dataclass
+class ClusterSim:
+    """Controllers of one twin cluster working on its runtime's store.
+
+    Every change in the store is turned into work items; one thread at a time drains the queue
+    (whoever wrote first, or the clock thread for timed steps), so controllers never race each
+    other and writes they make while draining are queued, not recursed into. A store listener never
+    blocks: if another thread is draining, it leaves its work for that thread.
+    """
+
+    runtime: ClusterRuntime
+    clock: TwinClock
+    bus: EventBus | None = None
+    config: SimConfig = field(default_factory=SimConfig)
+    extra: dict[str, Any] = field(default_factory=dict)  # plugin context (boto3 factory, HyperPod name)
+    controllers: list[Controller] = field(default_factory=list)
+    _queue: deque[_Work] = field(default_factory=deque)
+    _queued: set[tuple[int, Hashable]] = field(default_factory=set)
+    _qlock: threading.Lock = field(default_factory=threading.Lock)
+    _drain_lock: threading.RLock = field(default_factory=threading.RLock)
+    _draining: bool = False
+    _epoch: int = 0
+    _running: bool = False
+
+    @property
+    def store(self) -> Any:
+        """The cluster's ObjectStore."""
+        return self.runtime.store
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def add(self, controller: Controller) -> None:
+        """Add a controller (before `start`)."""
+        self.controllers.append(controller)
+
+    def start(self) -> None:
+        """Listen to the store and reconcile what already exists."""
+        if self._running:
+            return
+        self._running = True
+        self.store.add_listener(self._on_event)
+        for controller in self.controllers:
+            for key in controller.resync_keys():
+                self._enqueue(_Work(controller, key))
+        self.kick()
+
+    def stop(self) -> None:
+        """Stop listening; timers already scheduled become no-ops."""
+        self._running = False
+        self._epoch += 1
+        self.store.remove_listener(self._on_event)
+        with self._qlock:
+            self._queue.clear()
+            self._queued.clear()
+
+    def controller(self, cls: type[Any]) -> Any:
+        """The controller instance of a class (for cross-controller calls)."""
+        for controller in self.controllers:
+            if isinstance(controller, cls):
+                return controller
+        raise LookupError(cls.__name__)
+
+    # -- work queue --------------------------------------------------------------------------------
+    def _on_event(self, event: WatchEvent) -> None:
+        if not self._running:
+            return
+        for controller in self.controllers:
+            if event.rtype.key in controller.watches:
+                try:
+                    keys = list(controller.keys_for(event))
+                except Exception:
+                    log.exception("simulator: %s.keys_for failed", type(controller).__name__)
+                    continue
+                for key in keys:
+                    self._enqueue(_Work(controller, key))
+        self.kick()
+
+    def enqueue(self, controller: Controller, key: Hashable) -> None:
+        """Ask `controller` to reconcile `key` soon (drained by the current or next drainer)."""
+        self._enqueue(_Work(controller, key))
+
+    def _enqueue(self, work: _Work) -> None:
+        ident = (id(work.controller) if work.controller else id(work.fn), work.key)
+        with self._qlock:
+            if work.fn is None and ident in self._queued:
+                return
+            if work.fn is None:
+                self._queued.add(ident)
+            self._queue.append(work)
+
+    def after(self, delay: float, fn: Callable[[], None]) -> None:
+        """Run `fn` (serialized with the controllers) once `delay` twin seconds have passed."""
+        epoch = self._epoch
+
+        def fire() -> None:
+            if epoch != self._epoch or not self._running:
+                return
+            self._enqueue(_Work(None, None, fn))
+            self.kick(block=True)
+
+        self.clock.schedule(delay, fire)
+
+    def run(self, fn: Callable[[], None]) -> None:
+        """Run `fn` serialized with the controllers, waiting for the queue to drain."""
+        self._enqueue(_Work(None, None, fn))
+        self.kick(block=True)
+
+    def requeue(self, controller: Controller, key: Hashable, delay: float) -> None:
+        """Reconcile `key` again after `delay` twin seconds (periodic controllers)."""
+        self.after(delay, lambda: self.enqueue(controller, key))
+
+    def kick(self, *, block: bool = False) -> None:
+        """Drain the queue unless another thread is draining (then it will see our work)."""
+        while True:
+            if not self._drain_lock.acquire(blocking=block):
+                return
+            try:
+                if self._draining:  # re-entered from a write made while draining
+                    return
+                self._draining = True
+                try:
+                    self._drain()
+                finally:
+                    self._draining = False
+            finally:
+                self._drain_lock.release()
+            with self._qlock:
+                if not self._queue:
+                    return
+
+    def _drain(self) -> None:
+        budget = 100_000  # a runaway controller loop must not hang the twin
+        while budget > 0:
+            with self._qlock:
+                if not self._queue:
+                    return
+                work = self._queue.popleft()
+                if work.fn is None:
+                    self._queued.discard((id(work.controller), work.key))
+            budget -= 1
+            try:
+                if work.fn is not None:
+                    work.fn()
+                elif work.controller is not None:
+                    work.controller.reconcile(work.key)
+            except StoreError as exc:
+                # Conflicts and vanished objects are normal races with API clients: retry once later.
+                log.debug("simulator: %s while working on %s: %s", type(exc).__name__, work.key, exc)
+                if work.controller is not None and not isinstance(exc, NotFoundError):
+                    self.requeue(work.controller, work.key, 1.0)
+            except Exception:
+                log.exception("simulator: work item %r failed", work.key)
+        log.error("simulator: work queue did not settle; dropping the rest")
+        with self._qlock:
+            self._queue.clear()
+            self._queued.clear()
+
+    # -- store helpers -----------------------------------------------------------------------------
+    def rtype(self, key: TypeKey) -> ResourceType | None:
+        """The registered type for (group, plural), or None when not served (CRD not installed)."""
+        rtype: ResourceType | None = self.store.find_type(*key)
+        return rtype
+
+    def get(self, key: TypeKey, namespace: str, name: str) -> Obj | None:
+        """One object or None."""
+        rtype = self.rtype(key)
+        if rtype is None:
+            return None
+        try:
+            obj: Obj = self.store.get(rtype, namespace, name)
+        except NotFoundError:
+            return None
+        return obj
+
+    def list(self, key: TypeKey, namespace: str | None = None) -> list[Obj]:
+        """Objects of a type (all namespaces when `namespace` is None); [] when the type is absent."""
+        rtype = self.rtype(key)
+        if rtype is None:
+            return []
+        items, _ = self.store.list(rtype, namespace)
+        result: list[Obj] = items
+        return result
+
+    def create(self, key: TypeKey, obj: Obj) -> Obj | None:
+        """Create an object; None when the type is absent or the name is taken."""
+        rtype = self.rtype(key)
+        if rtype is None:
+            return None
+        try:
+            created: Obj = self.store.create(rtype, obj)
+        except StoreError as exc:
+            log.debug("simulator: create %s failed: %s", key, exc)
+            return None
+        return created
+
+    def update(self, key: TypeKey, obj: Obj) -> Obj:
+        """Replace an object (optimistic concurrency on its resourceVersion)."""
+        rtype = self.rtype(key)
+        if rtype is None:
+            raise NotFoundError(f"{key} is not served")
+        updated: Obj = self.store.update(rtype, obj)
+        return updated
+
+    def update_status(self, key: TypeKey, obj: Obj) -> Obj:
+        """Write obj.status through the status subresource when the type has one."""
+        rtype = self.rtype(key)
+        if rtype is None:
+            raise NotFoundError(f"{key} is not served")
+        sub = "status" if "status" in rtype.subresources else None
+        updated: Obj = self.store.update(rtype, obj, subresource=sub)
+        return updated
+
+    def save(self, key: TypeKey, obj: Obj) -> Obj:
+        """Write spec/metadata and status of `obj` (two writes when the type has a status subresource)."""
+        obj = copy.deepcopy(obj)
+        obj["metadata"].pop("resourceVersion", None)
+        stored = self.update(key, obj)
+        if "status" in obj and stored.get("status") != obj["status"]:
+            stored["status"] = obj["status"]
+            stored["metadata"].pop("resourceVersion", None)
+            stored = self.update_status(key, stored)
+        return stored
+
+    def patch_status(self, key: TypeKey, obj: Obj, status: Obj) -> Obj:
+        """Set obj.status to `status` if it differs; returns the stored object."""
+        if obj.get("status") == status:
+            return obj
+        new = copy.deepcopy(obj)
+        new["status"] = status
+        new["metadata"].pop("resourceVersion", None)
+        return self.update_status(key, new)
+
+    def delete(self, key: TypeKey, namespace: str, name: str) -> bool:
+        """Delete an object; False when it was already gone."""
+        rtype = self.rtype(key)
+        if rtype is None:
+            return False
+        try:
+            self.store.delete(rtype, namespace, name)
+        except NotFoundError:
+            return False
+        return True
+
+    def owned(self, key: TypeKey, owner: Obj) -> builtins.list[Obj]:
+        """Objects of a type in the owner's namespace whose controller is `owner`."""
+        ns = owner["metadata"].get("namespace")
+        return [o for o in self.list(key, ns) if kobj.is_owned_by(o, owner)]
+
+    # -- time and events ---------------------------------------------------------------------------
+    def now(self) -> str:
+        """Twin time as a Kubernetes timestamp."""
+        return kobj.rfc3339(self.clock.wall())
+
+    def event(self, involved: Obj, reason: str, message: str, etype: str = "Normal", source: str = "") -> None:
+        """Record a core/v1 Event about `involved`; a repeat bumps count and lastTimestamp."""
+        rtype = self.rtype(EVENTS)
+        if rtype is None:
+            return
+        md = involved.get("metadata", {})
+        ns = md.get("namespace") or "default"
+        now = self.now()
+        for existing in self.list(EVENTS, ns):
+            io = existing.get("involvedObject", {})
+            if (
+                io.get("uid") == md.get("uid")
+                and existing.get("reason") == reason
+                and existing.get("message") == message
+            ):
+                existing["count"] = int(existing.get("count", 1)) + 1
+                existing["lastTimestamp"] = now
+                existing["metadata"].pop("resourceVersion", None)
+                self.update(EVENTS, existing)
+                return
+        self.create(
+            EVENTS,
+            {
+                "metadata": {"name": f"{md.get('name', 'object')}.{kobj.random_suffix(16)}", "namespace": ns},
+                "involvedObject": {
+                    "apiVersion": involved.get("apiVersion", ""),
+                    "kind": involved.get("kind", ""),
+                    "name": md.get("name", ""),
+                    "namespace": md.get("namespace", ""),
+                    "uid": md.get("uid", ""),
+                    "resourceVersion": md.get("resourceVersion", ""),
+                },
+                "reason": reason,
+                "message": message,
+                "type": etype,
+                "count": 1,
+                "firstTimestamp": now,
+                "lastTimestamp": now,
+                "source": {"component": source or "twin-simulator"},
+                "reportingComponent": source or "twin-simulator",
+            },
+        )
+
+    def ensure_namespace(self, name: str) -> None:
+        """Create a namespace if it is missing (operators install into their own namespaces)."""
+        if self.get(NAMESPACES, "", name) is None:
+            self.create(NAMESPACES, {"metadata": {"name": name}, "spec": {}, "status": {"phase": "Active"}})

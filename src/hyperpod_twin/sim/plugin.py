@@ -1,0 +1,228 @@
+"""Twin plugin: runs a simulator on every twin EKS cluster and feeds it the AWS side's HyperPod events."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from hyperpod_twin.clock import TwinClock
+from hyperpod_twin.kube.runtime import ClusterRuntime
+from hyperpod_twin.sim import crds
+from hyperpod_twin.sim.core import CRDS, ClusterSim, SimConfig
+from hyperpod_twin.sim.kobj import Obj
+from hyperpod_twin.sim.nodes import NodeController
+
+if TYPE_CHECKING:
+    from hyperpod_twin.events import EventBus
+
+log = logging.getLogger(__name__)
+
+
+def build_simulator(
+    runtime: ClusterRuntime,
+    clock: TwinClock,
+    bus: EventBus | None = None,
+    *,
+    config: SimConfig | None = None,
+    boto3_client: Callable[[str], Any] | None = None,
+) -> ClusterSim:
+    """A simulator with every controller, not yet started."""
+    from hyperpod_twin.sim.controllers import all_controllers
+
+    sim = ClusterSim(runtime, clock, bus, config or SimConfig())
+    if boto3_client is not None:
+        sim.extra["boto3_client"] = boto3_client
+    for cls in all_controllers():
+        sim.add(cls(sim))
+    return sim
+
+
+def install_crds(sim: ClusterSim, bundle: str) -> list[str]:
+    """Create the CRDs of `bundle` that the cluster does not have yet; returns the names created."""
+    from hyperpod_twin.kube.controllers import crd_resource_type
+
+    created: list[str] = []
+    for manifest in crds.crd_manifests(bundle):
+        name = manifest["metadata"]["name"]
+        if sim.get(CRDS, "", name) is None and sim.create(CRDS, manifest) is not None:
+            created.append(name)
+        rtype, _ = crd_resource_type(manifest)
+        if sim.rtype(rtype.key) is None:  # no control plane registered it (store-only use)
+            sim.store.register(rtype)
+    return created
+
+
+@dataclass
+class SimPlugin:
+    """The simulator side of one Twin: one ClusterSim per running EKS API server, keyed by cluster ARN."""
+
+    clock: TwinClock
+    bus: EventBus
+    boto3_client: Callable[[str], Any] | None = None
+    config: SimConfig = field(default_factory=SimConfig)
+    sims: dict[str, ClusterSim] = field(default_factory=dict)
+    # HyperPod events that arrived before the cluster's API server was up (replayed on start).
+    _pending_nodes: dict[str, dict[str, tuple[str, Obj, Obj | None]]] = field(default_factory=dict)
+    _pending_bundles: dict[str, set[str]] = field(default_factory=dict)
+    _lock: threading.RLock = field(default_factory=threading.RLock)
+
+    def subscribe(self) -> None:
+        """Hook every topic the simulator reacts to."""
+        self.bus.subscribe("kube.cluster.started", self.on_cluster_started)
+        self.bus.subscribe("kube.cluster.stopped", self.on_cluster_stopped)
+        self.bus.subscribe("eks.cluster.deleted", self.on_eks_deleted)
+        self.bus.subscribe("hyperpod.node.changed", self.on_node_changed)
+        self.bus.subscribe("hyperpod.node.removed", self.on_node_removed)
+        self.bus.subscribe("hyperpod.node.health", self.on_node_health)
+        self.bus.subscribe("hyperpod.cluster.deleted", self.on_hyperpod_deleted)
+        self.bus.subscribe("hyperpod.autoscaling.active", self.on_autoscaling_active)
+        self.bus.subscribe("eks.addon.active", self.on_addon_active)
+        self.bus.subscribe("twin.reset", self.on_reset)
+
+    # -- clusters -------------------------------------------------------------------------------
+    def on_cluster_started(self, runtime: ClusterRuntime, **_: Any) -> None:
+        """Start the controllers on a new API server's store and replay early HyperPod events."""
+        with self._lock:
+            old = self.sims.pop(runtime.arn, None)
+            if old is not None:
+                old.stop()
+            sim = build_simulator(runtime, self.clock, self.bus, config=self.config, boto3_client=self.boto3_client)
+            self.sims[runtime.arn] = sim
+            sim.start()
+            for bundle in sorted(self._pending_bundles.pop(runtime.arn, set())):
+                install_crds(sim, bundle)
+            for cluster_name, node, group in self._pending_nodes.pop(runtime.arn, {}).values():
+                self._node_controller(sim).instance_changed(cluster_name, node, group)
+            sim.kick()
+
+    def on_cluster_stopped(self, name: str = "", arn: str = "", **_: Any) -> None:
+        """The API server went away: stop its simulator."""
+        with self._lock:
+            for key, sim in list(self.sims.items()):
+                if key == arn or sim.runtime.name == name:
+                    sim.stop()
+                    del self.sims[key]
+
+    def on_eks_deleted(self, name: str = "", arn: str = "", **_: Any) -> None:
+        """EKS cluster deleted: same as its API server stopping."""
+        self.on_cluster_stopped(name=name, arn=arn)
+        with self._lock:
+            self._pending_nodes.pop(arn, None)
+            self._pending_bundles.pop(arn, None)
+
+    def sim_for(self, eks_cluster_arn: str) -> ClusterSim | None:
+        """The simulator of an EKS cluster, if its API server runs."""
+        with self._lock:
+            return self.sims.get(eks_cluster_arn)
+
+    # -- HyperPod nodes -------------------------------------------------------------------------
+    def on_node_changed(
+        self,
+        cluster_name: str,
+        eks_cluster_arn: str,
+        node: Obj,
+        instance_group: Obj | None = None,
+        **_: Any,
+    ) -> None:
+        """A HyperPod instance changed state."""
+        with self._lock:
+            sim = self.sims.get(eks_cluster_arn)
+            if sim is None:
+                self._pending_nodes.setdefault(eks_cluster_arn, {})[node.get("InstanceId", "")] = (
+                    cluster_name,
+                    node,
+                    instance_group,
+                )
+                return
+        sim.extra["hyperpod_cluster_name"] = cluster_name
+        sim.run(lambda: self._node_controller(sim).instance_changed(cluster_name, node, instance_group))
+
+    def on_node_removed(self, eks_cluster_arn: str, instance_id: str, **_: Any) -> None:
+        """A HyperPod instance is gone."""
+        with self._lock:
+            self._pending_nodes.get(eks_cluster_arn, {}).pop(instance_id, None)
+            sim = self.sims.get(eks_cluster_arn)
+        if sim is not None:
+            sim.run(lambda: self._node_controller(sim).instance_removed(instance_id))
+
+    def on_node_health(
+        self,
+        eks_cluster_arn: str,
+        instance_id: str,
+        health_status: str = "",
+        reason: str = "",
+        deep_health_check_status: str | None = None,
+        fault_type: str | None = None,
+        **_: Any,
+    ) -> None:
+        """A health finding on a HyperPod instance: label + taint on its Node."""
+        sim = self.sim_for(eks_cluster_arn)
+        if sim is None or not health_status:
+            return
+        sim.run(
+            lambda: self._node_controller(sim).health_finding(
+                instance_id,
+                health_status,
+                deep_health_check_status=deep_health_check_status,
+                fault_type=fault_type,
+                fault_reason=reason or None,
+            )
+        )
+
+    def on_hyperpod_deleted(self, eks_cluster_arn: str, **_: Any) -> None:
+        """The HyperPod cluster is gone (its nodes were removed one by one already)."""
+        with self._lock:
+            self._pending_nodes.pop(eks_cluster_arn, None)
+
+    # -- add-ons --------------------------------------------------------------------------------
+    def on_addon_active(self, arn: str, addon_name: str, **_: Any) -> None:
+        """An EKS add-on became ACTIVE: install its CRDs (its operator then runs in the simulator)."""
+        bundle = crds.ADDON_BUNDLES.get(addon_name)
+        if bundle is not None:
+            self._install(arn, bundle)
+
+    def on_autoscaling_active(self, eks_cluster_arn: str, **_: Any) -> None:
+        """HyperPod Karpenter autoscaling reached InService: install NodePool/HyperpodNodeClass CRDs."""
+        self._install(eks_cluster_arn, "karpenter")
+
+    def _install(self, arn: str, bundle: str) -> None:
+        with self._lock:
+            sim = self.sims.get(arn)
+            if sim is None:
+                self._pending_bundles.setdefault(arn, set()).add(bundle)
+                return
+        sim.run(lambda: log.info("installed CRDs %s", install_crds(sim, bundle)))
+
+    # -- reset ----------------------------------------------------------------------------------
+    def on_reset(self, **_: Any) -> None:
+        """Forget every cluster (the API servers are reset by their own plugin)."""
+        with self._lock:
+            for sim in self.sims.values():
+                sim.stop()
+            self.sims.clear()
+            self._pending_nodes.clear()
+            self._pending_bundles.clear()
+
+    @staticmethod
+    def _node_controller(sim: ClusterSim) -> NodeController:
+        controller: NodeController = sim.controller(NodeController)
+        return controller
+
+
+_PLUGINS: weakref.WeakKeyDictionary[Any, SimPlugin] = weakref.WeakKeyDictionary()
+
+
+def attach(twin: Any) -> None:
+    """Twin plugin entry point: subscribe the simulator to the twin's bus."""
+    plugin = SimPlugin(twin.clock, twin.bus, boto3_client=getattr(twin, "boto3_client", None))
+    plugin.subscribe()
+    _PLUGINS[twin] = plugin
+
+
+def plugin_of(twin: Any) -> SimPlugin:
+    """The simulator plugin attached to `twin` (tests use it to reach a cluster's simulator)."""
+    return _PLUGINS[twin]

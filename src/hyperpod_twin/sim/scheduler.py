@@ -1,0 +1,198 @@
+"""The twin's kube-scheduler: binds pending pods to nodes by requests, selectors, affinity and taints."""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+from collections.abc import Hashable, Iterable
+
+from hyperpod_twin.kube.store import WatchEvent
+from hyperpod_twin.sim import kobj
+from hyperpod_twin.sim.core import NODES, PODS, PVCS, Controller
+from hyperpod_twin.sim.kobj import Obj
+
+ALL = "all"
+_IGNORED_RESOURCES = ("hugepages-1Gi", "hugepages-2Mi")
+
+
+def needs_scheduling(pod: Obj) -> bool:
+    """A live pod with no node yet."""
+    return (
+        not pod.get("spec", {}).get("nodeName")
+        and kobj.pod_is_active(pod)
+        and pod.get("status", {}).get("phase", "Pending") == "Pending"
+    )
+
+
+def _uses_node(pod: Obj) -> bool:
+    return bool(pod.get("spec", {}).get("nodeName")) and not kobj.pod_is_terminal(pod)
+
+
+class Scheduler(Controller):
+    """Filters nodes the way kube-scheduler's default plugins do, scores by least allocation, binds.
+
+    A pod that fits nowhere gets PodScheduled=False (reason Unschedulable) with kube's message,
+    e.g. ``0/2 nodes are available: 2 Insufficient nvidia.com/gpu.``, and a FailedScheduling
+    Event; it is retried whenever a node, a pod or a claim changes.
+    """
+
+    watches = (PODS, NODES, PVCS)
+
+    def keys_for(self, event: WatchEvent) -> Iterable[Hashable]:
+        if event.rtype.key == PODS:
+            pod = event.object
+            if event.type == "DELETED" or needs_scheduling(pod) or kobj.pod_is_terminal(pod):
+                return [ALL]
+            return []
+        return [ALL]
+
+    def resync_keys(self) -> Iterable[Hashable]:
+        return [ALL]
+
+    def reconcile(self, key: Hashable) -> None:
+        pods = self.sim.list(PODS)
+        pending = [p for p in pods if needs_scheduling(p)]
+        if not pending:
+            return
+        nodes = self.sim.list(NODES)
+        used: dict[str, Counter[str]] = {n["metadata"]["name"]: Counter() for n in nodes}
+        counts: Counter[str] = Counter()
+        for pod in pods:
+            if _uses_node(pod):
+                node = pod["spec"]["nodeName"]
+                used.setdefault(node, Counter()).update(kobj.pod_requests(pod))
+                counts[node] += 1
+        pending.sort(key=lambda p: (-int(p["spec"].get("priority") or 0), p["metadata"].get("creationTimestamp", "")))
+        for pod in pending:
+            if pod["spec"].get("schedulingGates"):
+                self._unschedulable(pod, "SchedulingGated", "Scheduling is blocked due to non-empty scheduling gates")
+                continue
+            claim_problem = self._claims_problem(pod)
+            if claim_problem:
+                self._unschedulable(pod, "Unschedulable", claim_problem)
+                continue
+            requests = kobj.pod_requests(pod)
+            fits: list[tuple[float, str, Obj]] = []
+            reasons: Counter[str] = Counter()
+            for node in nodes:
+                name = node["metadata"]["name"]
+                problems = self._filter(pod, node, requests, used[name], counts[name])
+                if problems:
+                    reasons.update(problems)
+                else:
+                    fits.append((self._score(pod, node, requests, used[name]), name, node))
+            if not fits:
+                self._unschedulable(pod, "Unschedulable", _fit_error(len(nodes), reasons))
+                continue
+            fits.sort(key=lambda f: (-f[0], f[1]))
+            _, name, node = fits[0]
+            if self._bind(pod, name):
+                used[name].update(requests)
+                counts[name] += 1
+
+    # -- filters -----------------------------------------------------------------------------------
+    def _filter(self, pod: Obj, node: Obj, requests: dict[str, float], used: Counter[str], count: int) -> list[str]:
+        spec = pod.get("spec", {})
+        taints = node.get("spec", {}).get("taints") or []
+        tolerations = spec.get("tolerations") or []
+        for taint in taints:
+            if taint.get("effect") in ("NoSchedule", "NoExecute") and not kobj.tolerates(tolerations, taint):
+                return [f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"]
+        if node.get("spec", {}).get("unschedulable"):
+            return ["node(s) were unschedulable"]
+        if not self._affinity_ok(pod, node):
+            return ["node(s) didn't match Pod's node affinity/selector"]
+        problems: list[str] = []
+        alloc = node.get("status", {}).get("allocatable") or {}
+        if count + 1 > kobj.quantity(alloc.get("pods", 110)):
+            problems.append("Too many pods")
+        for resource, amount in sorted(requests.items()):
+            if amount <= 0 or resource in _IGNORED_RESOURCES:
+                continue
+            if used[resource] + amount > kobj.quantity(alloc.get(resource, 0)) + 1e-9:
+                problems.append(f"Insufficient {resource}")
+        return problems
+
+    @staticmethod
+    def _affinity_ok(pod: Obj, node: Obj) -> bool:
+        spec = pod.get("spec", {})
+        if not kobj.match_map(spec.get("nodeSelector"), node["metadata"].get("labels")):
+            return False
+        required = (
+            ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+                "requiredDuringSchedulingIgnoredDuringExecution"
+            )
+            or {}
+        ).get("nodeSelectorTerms")
+        if required:
+            return any(kobj.node_selector_term_matches(term, node) for term in required)
+        return True
+
+    def _claims_problem(self, pod: Obj) -> str:
+        ns = pod["metadata"].get("namespace", "default")
+        for volume in pod.get("spec", {}).get("volumes") or []:
+            claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+            if not claim:
+                continue
+            pvc = self.sim.get(PVCS, ns, claim)
+            if pvc is None:
+                return f'persistentvolumeclaim "{claim}" not found'
+            if pvc.get("status", {}).get("phase") != "Bound":
+                total = len(self.sim.list(NODES))
+                return f"0/{total} nodes are available: pod has unbound immediate PersistentVolumeClaims."
+        return ""
+
+    # -- scoring -----------------------------------------------------------------------------------
+    @staticmethod
+    def _score(pod: Obj, node: Obj, requests: dict[str, float], used: Counter[str]) -> float:
+        alloc = node.get("status", {}).get("allocatable") or {}
+        fractions = []
+        for resource in ("cpu", "memory"):
+            total = kobj.quantity(alloc.get(resource, 0))
+            if total > 0:
+                fractions.append(1 - (used[resource] + requests.get(resource, 0.0)) / total)
+        score = 100 * (sum(fractions) / len(fractions) if fractions else 0.0)
+        preferred = (
+            ((pod.get("spec", {}).get("affinity") or {}).get("nodeAffinity") or {}).get(
+                "preferredDuringSchedulingIgnoredDuringExecution"
+            )
+        ) or []
+        for term in preferred:
+            if kobj.node_selector_term_matches(term.get("preference") or {}, node):
+                score += float(term.get("weight", 0))
+        return score
+
+    # -- writes ------------------------------------------------------------------------------------
+    def _bind(self, pod: Obj, node_name: str) -> bool:
+        current = self.sim.get(PODS, pod["metadata"].get("namespace", "default"), pod["metadata"]["name"])
+        if current is None or current["metadata"]["uid"] != pod["metadata"]["uid"] or not needs_scheduling(current):
+            return False
+        current["spec"]["nodeName"] = node_name
+        status = current.setdefault("status", {})
+        status.setdefault("phase", "Pending")
+        kobj.set_condition(status, "PodScheduled", "True", self.sim.now())
+        self.sim.save(PODS, current)
+        ns, name = current["metadata"]["namespace"], current["metadata"]["name"]
+        self.sim.event(
+            current, "Scheduled", f"Successfully assigned {ns}/{name} to {node_name}", source="default-scheduler"
+        )
+        return True
+
+    def _unschedulable(self, pod: Obj, reason: str, message: str) -> None:
+        cond = kobj.condition(pod, "PodScheduled")
+        if cond and cond.get("status") == "False" and cond.get("message") == message:
+            return
+        status = copy.deepcopy(pod.get("status") or {})
+        status.setdefault("phase", "Pending")
+        kobj.set_condition(status, "PodScheduled", "False", self.sim.now(), reason, message)
+        self.sim.patch_status(PODS, pod, status)
+        if reason == "Unschedulable":
+            self.sim.event(pod, "FailedScheduling", message, "Warning", source="default-scheduler")
+
+
+def _fit_error(total: int, reasons: Counter[str]) -> str:
+    """kube-scheduler's FitError text: reasons with their node counts, sorted."""
+    if total == 0:
+        return "no nodes available to schedule pods"
+    parts = sorted(f"{count} {reason}" for reason, count in reasons.items())
+    return f"0/{total} nodes are available: {', '.join(parts)}."
