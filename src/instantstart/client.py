@@ -40,6 +40,12 @@ def decode(response: httpx.Response) -> tuple[bool, dict[str, Any]]:
     return response.status_code >= 400, payload
 
 
+def unreachable(exc: Exception) -> dict[str, Any]:
+    """The error payload when the server cannot be reached."""
+    return {"error": {"code": "UNREACHABLE", "message": f"Cannot reach the InstantStart server: {type(exc).__name__}",
+                      "hint": "Start it with `instantstart serve` or set INSTANTSTART_SERVER_URL.", "details": {}}}
+
+
 class RestClient:
     """Synchronous client (the CLI)."""
 
@@ -50,7 +56,10 @@ class RestClient:
 
     def call(self, spec: OperationSpec, args: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
         """Call one operation."""
-        return decode(self.http.post(tool_path(spec), json=args))
+        try:
+            return decode(self.http.post(tool_path(spec), json=args))
+        except httpx.HTTPError as exc:
+            return True, unreachable(exc)
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -70,10 +79,7 @@ class AsyncRestClient:
         try:
             response = await self.http.post(tool_path(spec), json=args)
         except httpx.HTTPError as exc:
-            return True, {"error": {"code": "PROVIDER_ERROR",
-                                    "message": f"Cannot reach the InstantStart server: {type(exc).__name__}",
-                                    "hint": "Start it with `instantstart serve` or set INSTANTSTART_SERVER_URL.",
-                                    "details": {}}}
+            return True, unreachable(exc)
         return decode(response)
 
     async def aclose(self) -> None:

@@ -33,8 +33,21 @@ def _region(value: str) -> str:
     return value
 
 
+# The pattern is published in the JSON Schema (so clients and fuzzers see the rule); the validator
+# gives the readable message every face shows.
 ClusterTag = Annotated[
-    str, Field(description="Cluster tag: 1-32 lowercase letters, digits or hyphens."), AfterValidator(_cluster_tag)
+    str,
+    Field(description="Cluster tag: 1-32 lowercase letters, digits or hyphens.",
+          json_schema_extra={"pattern": CLUSTER_TAG_RE.pattern}),
+    AfterValidator(_cluster_tag),
 ]
-KubeName = Annotated[str, Field(description="A Kubernetes DNS-1123 label."), AfterValidator(_dns_label)]
-Region = Annotated[str, Field(description="AWS Region, e.g. us-west-2."), AfterValidator(_region)]
+KubeName = Annotated[
+    str,
+    Field(description="A Kubernetes DNS-1123 label.", json_schema_extra={"pattern": DNS1123_LABEL_RE.pattern}),
+    AfterValidator(_dns_label),
+]
+Region = Annotated[
+    str,
+    Field(description="AWS Region, e.g. us-west-2.", json_schema_extra={"pattern": REGION_RE.pattern}),
+    AfterValidator(_region),
+]

@@ -46,7 +46,8 @@ class Running:
     def env(self) -> dict[str, str]:
         """Environment for a CLI or stdio-proxy subprocess talking to this server."""
         return {**os.environ, "INSTANTSTART_DATA_DIR": str(self.data_dir), "INSTANTSTART_SERVER_URL": self.url,
-                "INSTANTSTART_DATABASE_URL": self.database_url, "NO_COLOR": "1", "COLUMNS": "200"}
+                "INSTANTSTART_DATABASE_URL": self.database_url, "NO_COLOR": "1", "COLUMNS": "200",
+                "INSTANTSTART_PLUGINS": '["tests.support.probe_ops"]'}
 
 
 def wait_healthy(url: str, timeout: float = 30.0, proc: subprocess.Popen[bytes] | None = None) -> None:
@@ -89,6 +90,7 @@ def process_server(data_dir: Path, database_url: str, port: int | None = None,
                    log_path: Path | None = None) -> Iterator[tuple[Running, subprocess.Popen[bytes]]]:
     """`instantstart serve` as a child process (so a test can kill -9 it)."""
     port = port or free_port()
+    data_dir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "INSTANTSTART_DATA_DIR": str(data_dir), "INSTANTSTART_DATABASE_URL": database_url,
            "INSTANTSTART_PORT": str(port), "INSTANTSTART_LEASE_SECONDS": "2",
            "INSTANTSTART_WORKER_POLL_SECONDS": "0.1", "INSTANTSTART_PLUGINS": '["tests.support.probe_ops"]',

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import importlib
 import logging
 import time
 import uuid
@@ -45,12 +44,6 @@ def error_response(exc: InstantStartError, request_id: str | None = None) -> JSO
     if request_id:
         body["details"] = {**body["details"], "requestId": request_id}
     return JSONResponse({"error": body}, status_code=exc.http_status)
-
-
-def load_plugins(settings: Settings) -> None:
-    """Import the modules named in settings.plugins (they register operation kinds and operations)."""
-    for name in settings.plugins:
-        importlib.import_module(name)
 
 
 class Gate:
@@ -114,8 +107,7 @@ def _route_label(scope: Scope, path: str) -> str:
 def create_app(settings: Settings | None = None, catalog: Catalog = CATALOG) -> ASGIApp:
     """Build the whole server application for `settings`."""
     settings = settings or Settings()
-    load_all()
-    load_plugins(settings)
+    load_all(settings.plugins)
     token, created = ensure_token(settings)
     register_secret(token)
     if created:

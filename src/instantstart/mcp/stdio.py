@@ -17,7 +17,7 @@ from instantstart.settings import Settings
 
 async def serve_stdio(settings: Settings, server_url: str | None = None, token: str | None = None) -> None:
     """Serve the catalog's tools on stdin/stdout, each call becoming one REST request."""
-    load_all()
+    load_all(settings.plugins)
     client = AsyncRestClient(settings, server_url, token)
 
     async def call(spec: OperationSpec, args: dict[str, Any]) -> tuple[bool, dict[str, Any]]:

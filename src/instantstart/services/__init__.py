@@ -5,7 +5,9 @@ import importlib
 MODULES = ("utility", "operations", "clusters")
 
 
-def load_all() -> None:
-    """Import every service module so their operations register in the catalog."""
+def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:
+    """Import every service module, then each plugin module, so their operations register in the catalog."""
     for name in MODULES:
         importlib.import_module(f"{__name__}.{name}")
+    for name in plugins:
+        importlib.import_module(name)

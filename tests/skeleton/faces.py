@@ -1,0 +1,114 @@
+"""Calling one operation through each face: REST resource route, REST tool route, MCP (HTTP, stdio), CLI."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamablehttp_client
+from typer.testing import CliRunner
+
+from instantstart.catalog.registry import OperationSpec
+from instantstart.cli.commands import kebab
+from instantstart.cli.main import build_app
+from instantstart.settings import Settings
+from tests.support.servers import REPO, Running
+
+
+def strip_volatile(payload: dict[str, Any]) -> dict[str, Any]:
+    """Drop what legitimately differs per request (the request id)."""
+    if "error" in payload:
+        error = dict(payload["error"])
+        error["details"] = {k: v for k, v in (error.get("details") or {}).items() if k != "requestId"}
+        return {"error": error}
+    return payload
+
+
+def call_rest(running: Running, spec: OperationSpec, args: dict[str, Any]) -> dict[str, Any]:
+    """Through the operation's own REST route."""
+    path = spec.path
+    rest = dict(args)
+    for name in spec.path_params:
+        path = path.replace("{" + name + "}", str(rest.pop(name)))
+    with running.client() as client:
+        if spec.method == "GET":
+            params = {k: json.dumps(v) if isinstance(v, dict | list) else str(v) for k, v in rest.items()}
+            response = client.get("/api/v1" + path, params=params)
+        else:
+            response = client.request(spec.method, "/api/v1" + path, json=rest)
+    body: dict[str, Any] = response.json()
+    return strip_volatile(body)
+
+
+def call_tool_route(running: Running, spec: OperationSpec, args: dict[str, Any]) -> dict[str, Any]:
+    """Through POST /api/v1/tools/{name} (what the CLI and the stdio proxy use)."""
+    with running.client() as client:
+        body: dict[str, Any] = client.post(f"/api/v1/tools/{spec.name}", json=args).json()
+    return strip_volatile(body)
+
+
+def cli_args(spec: OperationSpec, args: dict[str, Any]) -> list[str]:
+    """The CLI command line for `args`."""
+    argv = [spec.cli_group, spec.cli_command, "-o", "json"]
+    for key, value in args.items():
+        if key == "clientToken":
+            argv += ["--client-token", str(value)]
+        elif isinstance(value, bool):
+            argv.append(f"--{kebab(key)}" if value else f"--no-{kebab(key)}")
+        elif isinstance(value, dict | list):
+            argv += [f"--{kebab(key)}", json.dumps(value)]
+        else:
+            argv += [f"--{kebab(key)}", str(value)]
+    return argv
+
+
+def call_cli(running: Running, spec: OperationSpec, args: dict[str, Any]) -> dict[str, Any]:
+    """Through the `instantstart` CLI (in-process Click runner, real HTTP to the server)."""
+    settings = Settings(data_dir=running.data_dir, server_url=running.url, plugins=["tests.support.probe_ops"])
+    runner = CliRunner()
+    result = runner.invoke(build_app(settings), cli_args(spec, args), catch_exceptions=False)
+    text = result.stdout if result.exit_code == 0 else result.stderr
+    payload: dict[str, Any] = json.loads(text)
+    return strip_volatile(payload)
+
+
+def tool_payload(result: Any) -> dict[str, Any]:
+    """The JSON payload of an MCP tool result (checked to match its structured content)."""
+    text = result.content[0].text
+    payload: dict[str, Any] = json.loads(text)
+    assert result.structuredContent == payload
+    assert bool(result.isError) == ("error" in payload and set(payload) == {"error"})
+    return strip_volatile(payload)
+
+
+@asynccontextmanager
+async def mcp_http(running: Running) -> AsyncIterator[ClientSession]:
+    """An MCP client session over streamable HTTP at /mcp."""
+    headers = {"Authorization": f"Bearer {running.token}"}
+    async with streamablehttp_client(running.url + "/mcp", headers=headers) as (read, write, _), \
+            ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+@asynccontextmanager
+async def mcp_stdio(running: Running) -> AsyncIterator[ClientSession]:
+    """An MCP client session over `instantstart mcp` (stdio proxy to REST)."""
+    env = running.env()
+    env["PYTHONPATH"] = str(REPO)
+    params = StdioServerParameters(command=sys.executable, args=["-m", "instantstart.cli.main", "mcp"], env=env,
+                                   cwd=str(REPO))
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+def unauthenticated(running: Running) -> httpx.Client:
+    """A client without the token."""
+    return httpx.Client(base_url=running.url, timeout=30)

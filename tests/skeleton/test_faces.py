@@ -1,0 +1,142 @@
+"""The four faces agree: same tools, same input schema, same validation error text, same result."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import pytest
+
+from instantstart.catalog import CATALOG
+from instantstart.catalog.registry import OperationSpec
+from instantstart.mcp.tools import SERVER_NAME, tool_input_schema
+from instantstart.services import load_all
+from instantstart.store.db import Database
+from instantstart.store.models import ClusterRow
+from tests.skeleton.faces import (
+    call_cli,
+    call_rest,
+    call_tool_route,
+    mcp_http,
+    mcp_stdio,
+    tool_payload,
+)
+from tests.support.servers import Running
+
+load_all()
+
+
+def seed_cluster(running: Running, tag: str = "demo") -> None:
+    """A cluster row, as cluster creation or import would leave it."""
+    db = Database(running.database_url)
+    with db.session() as session:
+        session.add(ClusterRow(tag=tag, region="us-west-2", eks_cluster_name=f"eks-cluster-{tag}",
+                               hyperpod_cluster_name=f"hp-cluster-{tag}", stages={"eks": "SUCCEEDED"}, details={}))
+    db.dispose()
+
+
+def violation(spec: OperationSpec) -> tuple[str, Any] | None:
+    """A (field, value) that breaks one of the input model's constraints, derived from its JSON Schema."""
+    schema = tool_input_schema(spec)
+    for name, prop in schema["properties"].items():
+        if name == "clientToken":
+            continue
+        if "maximum" in prop:
+            return name, prop["maximum"] + 1
+        if "minimum" in prop:
+            return name, prop["minimum"] - 1
+        if "pattern" in prop:
+            return name, "Not Valid!"
+        if "minLength" in prop:
+            return name, ""
+        for option in prop.get("anyOf", [prop]):
+            if option.get("type") == "integer":
+                return name, "not-a-number"
+    return None
+
+
+def specs() -> list[OperationSpec]:
+    return list(CATALOG)
+
+
+async def test_every_face_lists_the_same_tools_with_the_same_schemas(server: Running) -> None:
+    async with mcp_http(server) as http_session, mcp_stdio(server) as stdio_session:
+        assert http_session  # initialized
+        http_tools = {t.name: t for t in (await http_session.list_tools()).tools}
+        stdio_tools = {t.name: t for t in (await stdio_session.list_tools()).tools}
+    names = {spec.name for spec in CATALOG}
+    assert set(http_tools) == names == set(stdio_tools)
+    with server.client() as client:
+        openapi = client.get("/api/v1/openapi.json").json()
+    routes = {op["operationId"] for item in openapi["paths"].values() for op in item.values()}
+    assert routes == names
+    for spec in CATALOG:
+        assert http_tools[spec.name].inputSchema == stdio_tools[spec.name].inputSchema == tool_input_schema(spec)
+        assert http_tools[spec.name].description == spec.tool_description
+        if spec.mutating:
+            assert spec.completion and spec.completion in http_tools[spec.name].description
+
+
+async def test_server_name_is_hypd_inst(server: Running) -> None:
+    async with mcp_http(server) as session:
+        assert session  # the name comes back in initialize
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamablehttp_client
+
+    headers = {"Authorization": f"Bearer {server.token}"}
+    async with streamablehttp_client(server.url + "/mcp", headers=headers) as (read, write, _), \
+            ClientSession(read, write) as raw:
+        init = await raw.initialize()
+    assert init.serverInfo.name == SERVER_NAME
+
+
+async def test_faces_agree_on_validation_errors_and_results(server: Running, tmp_path: Any) -> None:
+    seed_cluster(server)
+    async with mcp_http(server) as http_session, mcp_stdio(server) as stdio_session:
+
+        async def all_faces(spec: OperationSpec, args: dict[str, Any], *, cli: bool = True) -> list[dict[str, Any]]:
+            results = [
+                call_rest(server, spec, args),
+                call_tool_route(server, spec, args),
+                tool_payload(await http_session.call_tool(spec.name, args)),
+                tool_payload(await stdio_session.call_tool(spec.name, args)),
+            ]
+            if cli:
+                results.append(call_cli(server, spec, args))
+            return results
+
+        # Reads first (their results must not change between faces), then mutations.
+        ordered = sorted(specs(), key=lambda s: (s.mutating, s.name))
+        for spec in ordered:
+            example = dict(spec.example)
+            if spec.name == "probe_run":
+                example["journalDir"] = str(tmp_path / "probe")
+            # 1. An unknown field: the same INVALID_INPUT text everywhere (the CLI cannot send one).
+            bogus = await all_faces(spec, {**example, "bogusField": 1}, cli=False)
+            assert all(r == bogus[0] for r in bogus), (spec.name, bogus)
+            assert bogus[0]["error"]["code"] == "INVALID_INPUT"
+            assert "bogusField" in bogus[0]["error"]["message"]
+            # 2. A value that breaks a constraint: the same text on all five faces.
+            broken = violation(spec)
+            if broken is not None:
+                field, value = broken
+                bad = await all_faces(spec, {**example, field: value})
+                assert all(r == bad[0] for r in bad), (spec.name, bad)
+                assert bad[0]["error"]["code"] == "INVALID_INPUT" and field in bad[0]["error"]["message"]
+            # 3. The valid example: the same result everywhere (mutations share one clientToken).
+            args = {**example, "clientToken": f"faces-{spec.name}"} if spec.mutating else example
+            good = await all_faces(spec, args)
+            if spec.mutating and "error" not in good[0]:
+                # An idempotent replay reports the operation's current status, which moves on.
+                good = [{k: v for k, v in r.items() if k != "status"} for r in good]
+            assert all(r == good[0] for r in good), (spec.name, good)
+            if spec.mutating and "error" not in good[0]:
+                assert set(good[0]) == {"operationId", "statusTool", "pollAfterSeconds"}
+                assert good[0]["statusTool"] == spec.completion
+
+
+@pytest.mark.parametrize("python", [sys.executable])
+def test_catalog_covers_the_compatibility_tools_built_so_far(python: str) -> None:
+    names = {spec.name for spec in CATALOG}
+    assert {"wait_seconds", "cluster_list_all", "cluster_switch", "operation_get", "operation_list",
+            "operation_retry", "operation_cancel"} <= names

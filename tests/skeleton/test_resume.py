@@ -1,0 +1,52 @@
+"""Crash and resume: kill -9 the server mid-operation, start it again, the operation completes once."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from tests.skeleton.helpers import wait_for, wait_terminal
+from tests.support.servers import Running, process_server, thread_server
+
+
+def test_kill_9_mid_operation_resumes_with_each_side_effect_once(tmp_path: Path, database_url: str) -> None:
+    data = tmp_path / "data"
+    journal = tmp_path / "journal"
+    with process_server(data, database_url) as (running, proc):
+        with running.client() as client:
+            ref = client.post("/api/v1/test/probe", json={"journalDir": str(journal), "stageSeconds": 1.0}).json()
+            operation_id = ref["operationId"]
+            wait_for(client, operation_id, lambda v: v["stages"][1]["status"] == "RUNNING", timeout=30)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    with process_server(data, database_url) as (restarted, _proc), restarted.client() as client:
+        view = wait_terminal(client, operation_id, timeout=60)
+    assert view["status"] == "SUCCEEDED", view
+    # Side effects exist exactly once (they are created with O_EXCL: a duplicate would have failed the stage).
+    assert sorted(p.name for p in journal.glob("effect-*")) == [f"effect-{s}" for s in
+                                                                  ("alpha", "beta", "delta", "gamma")]
+    executions = [line.split() for line in (journal / "executions.log").read_text().splitlines()]
+    by_stage = {name: [e for e in executions if e[0] == name] for name in ("alpha", "beta", "gamma", "delta")}
+    assert len(by_stage["alpha"]) == 1, "a stage that succeeded is never rerun"
+    assert len(by_stage["beta"]) == 2, "the interrupted stage ran again after the restart"
+    assert by_stage["beta"][0][2] != by_stage["beta"][1][2], "by a different process"
+    assert len(by_stage["gamma"]) == 1 and len(by_stage["delta"]) == 1
+    assert view["stages"][1]["attempts"] == 2
+
+
+def test_two_servers_on_one_database_never_drive_the_same_operation(tmp_path: Path, database_url: str) -> None:
+    with thread_server(tmp_path / "a", database_url) as first, thread_server(tmp_path / "b", database_url) as second:
+        runs: list[tuple[Running, str]] = []
+        for i in range(6):
+            running = first if i % 2 == 0 else second
+            with running.client() as client:
+                ref = client.post("/api/v1/test/probe", json={"journalDir": str(tmp_path / f"j{i}"),
+                                                              "target": f"t{i}", "stageSeconds": 0.2}).json()
+                runs.append((running, ref["operationId"]))
+        for running, operation_id in runs:
+            with running.client() as client:
+                assert wait_terminal(client, operation_id)["status"] == "SUCCEEDED"
+    for i in range(6):
+        executions = (tmp_path / f"j{i}" / "executions.log").read_text().splitlines()
+        assert [e.split()[0] for e in executions] == ["alpha", "beta", "gamma", "delta"]
