@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import copy
 import itertools
 import threading
@@ -267,7 +268,9 @@ class ObjectStore:
             if listener in self._listeners:
                 self._listeners.remove(listener)
 
-    def events_since(self, resource_version: int, rtype: ResourceType | None = None) -> list[WatchEvent] | None:
+    def events_since(
+        self, resource_version: int, rtype: ResourceType | None = None
+    ) -> builtins.list[WatchEvent] | None:
         """Recorded events newer than `resource_version`, or None when history no longer reaches back
         that far (the API server then answers 410 Gone, as Kubernetes does)."""
         with self._lock:
@@ -291,7 +294,7 @@ class ObjectStore:
             del self._history[: len(self._history) - self.history_limit]
         return event
 
-    def _notify(self, events: list[WatchEvent]) -> None:
+    def _notify(self, events: builtins.list[WatchEvent]) -> None:
         with self._lock:
             listeners = list(self._listeners)
         for event in events:

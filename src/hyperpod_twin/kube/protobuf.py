@@ -1,0 +1,189 @@
+"""Decode protobuf request bodies (the `k8s\\x00` envelope around runtime.Unknown) for Secret and ConfigMap.
+
+helm's storage driver writes its release Secrets with client-go's protobuf serializer and has no
+JSON fallback, so the server must read them. This is a minimal wire-format reader with the field
+numbers of k8s.io/api core/v1 and apimachinery meta/v1 generated.proto, for the few messages needed.
+"""
+
+from __future__ import annotations
+
+import base64
+from datetime import UTC, datetime
+from typing import Any
+
+MAGIC = b"k8s\x00"
+Obj = dict[str, Any]
+
+
+class ProtobufError(ValueError):
+    """The body is not a protobuf object this server can read."""
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= len(data):
+            raise ProtobufError("truncated varint")
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise ProtobufError("varint too long")
+
+
+def fields(data: bytes) -> list[tuple[int, int | bytes]]:
+    """(field number, value) pairs of one message: ints for varints/fixed, bytes for length-delimited."""
+    out: list[tuple[int, int | bytes]] = []
+    pos = 0
+    while pos < len(data):
+        tag, pos = _varint(data, pos)
+        number, wire = tag >> 3, tag & 7
+        if wire == 0:
+            value, pos = _varint(data, pos)
+            out.append((number, value))
+        elif wire == 2:
+            length, pos = _varint(data, pos)
+            if pos + length > len(data):
+                raise ProtobufError("truncated field")
+            out.append((number, data[pos : pos + length]))
+            pos += length
+        elif wire == 1:
+            out.append((number, int.from_bytes(data[pos : pos + 8], "little")))
+            pos += 8
+        elif wire == 5:
+            out.append((number, int.from_bytes(data[pos : pos + 4], "little")))
+            pos += 4
+        else:
+            raise ProtobufError(f"unsupported wire type {wire}")
+    return out
+
+
+def _bytes(value: int | bytes) -> bytes:
+    if not isinstance(value, bytes):
+        raise ProtobufError("expected a length-delimited field")
+    return value
+
+
+def _str(value: int | bytes) -> str:
+    return _bytes(value).decode()
+
+
+def _map_entry(value: int | bytes) -> tuple[str, bytes]:
+    key, val = "", b""
+    for number, item in fields(_bytes(value)):
+        if number == 1:
+            key = _str(item)
+        elif number == 2:
+            val = _bytes(item)
+    return key, val
+
+
+def _time(value: int | bytes) -> str:
+    """meta/v1 Time as RFC 3339; "" for Go's zero time (encoded as a negative int64 of seconds)."""
+    seconds = 0
+    for number, item in fields(_bytes(value)):
+        if number == 1 and isinstance(item, int):
+            seconds = item - (1 << 64) if item >= 1 << 63 else item
+    if seconds <= 0:
+        return ""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _owner_reference(value: int | bytes) -> Obj:
+    names = {1: "kind", 3: "name", 4: "uid", 5: "apiVersion"}
+    ref: Obj = {}
+    for number, item in fields(_bytes(value)):
+        if number in names:
+            ref[names[number]] = _str(item)
+        elif number == 6:
+            ref["controller"] = bool(item)
+        elif number == 7:
+            ref["blockOwnerDeletion"] = bool(item)
+    return ref
+
+
+def object_meta(data: bytes) -> Obj:
+    """meta/v1 ObjectMeta."""
+    strings = {1: "name", 2: "generateName", 3: "namespace", 5: "uid", 6: "resourceVersion"}
+    meta: Obj = {}
+    for number, item in fields(data):
+        if number in strings:
+            if _str(item):
+                meta[strings[number]] = _str(item)
+        elif number == 7 and isinstance(item, int):
+            meta["generation"] = item
+        elif number in (8, 9) and _time(item):
+            meta["creationTimestamp" if number == 8 else "deletionTimestamp"] = _time(item)
+        elif number == 10 and isinstance(item, int):
+            meta["deletionGracePeriodSeconds"] = item
+        elif number in (11, 12):
+            key, val = _map_entry(item)
+            meta.setdefault("labels" if number == 11 else "annotations", {})[key] = val.decode()
+        elif number == 13:
+            meta.setdefault("ownerReferences", []).append(_owner_reference(item))
+        elif number == 14:
+            meta.setdefault("finalizers", []).append(_str(item))
+    return meta
+
+
+def _secret(data: bytes) -> Obj:
+    obj: Obj = {"apiVersion": "v1", "kind": "Secret"}
+    for number, item in fields(data):
+        if number == 1:
+            obj["metadata"] = object_meta(_bytes(item))
+        elif number == 2:
+            key, val = _map_entry(item)
+            obj.setdefault("data", {})[key] = base64.b64encode(val).decode()
+        elif number == 3:
+            obj["type"] = _str(item)
+        elif number == 4:
+            key, val = _map_entry(item)
+            obj.setdefault("stringData", {})[key] = val.decode()
+        elif number == 5:
+            obj["immutable"] = bool(item)
+    return obj
+
+
+def _config_map(data: bytes) -> Obj:
+    obj: Obj = {"apiVersion": "v1", "kind": "ConfigMap"}
+    for number, item in fields(data):
+        if number == 1:
+            obj["metadata"] = object_meta(_bytes(item))
+        elif number == 2:
+            key, val = _map_entry(item)
+            obj.setdefault("data", {})[key] = val.decode()
+        elif number == 3:
+            key, val = _map_entry(item)
+            obj.setdefault("binaryData", {})[key] = base64.b64encode(val).decode()
+        elif number == 4:
+            obj["immutable"] = bool(item)
+    return obj
+
+
+DECODERS = {("v1", "Secret"): _secret, ("v1", "ConfigMap"): _config_map}
+
+
+def decode(body: bytes) -> Obj:
+    """The JSON-shaped object of a protobuf-encoded request body; ProtobufError for anything else."""
+    if not body.startswith(MAGIC):
+        raise ProtobufError("missing the k8s protobuf magic prefix")
+    api_version = kind = ""
+    raw = b""
+    for number, item in fields(body[len(MAGIC) :]):
+        if number == 1:
+            for sub, val in fields(_bytes(item)):
+                if sub == 1:
+                    api_version = _str(val)
+                elif sub == 2:
+                    kind = _str(val)
+        elif number == 2:
+            raw = _bytes(item)
+        elif number == 3 and _str(item):
+            raise ProtobufError(f"content encoding {_str(item)!r} not supported")
+    decoder = DECODERS.get((api_version, kind))
+    if decoder is None:
+        raise ProtobufError(f"protobuf bodies of {api_version}/{kind} are not supported; send JSON")
+    return decoder(raw)

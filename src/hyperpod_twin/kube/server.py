@@ -1,0 +1,336 @@
+"""The twin's Kubernetes API server for one EKS cluster: authentication, routing, content negotiation."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from hyperpod_twin.kube import discovery, protobuf
+from hyperpod_twin.kube.api import ResourceApi, Target, WriteOptions
+from hyperpod_twin.kube.auth import AuthError, Identity
+from hyperpod_twin.kube.controllers import ControlPlane
+from hyperpod_twin.kube.http import HttpServer, Request, Response
+from hyperpod_twin.kube.proxy import ServiceProxy
+from hyperpod_twin.kube.runtime import ClusterRuntime
+from hyperpod_twin.kube.selectors import combine, parse_field_selector, parse_label_selector
+from hyperpod_twin.kube.status import ApiError, status_body
+from hyperpod_twin.kube.store import NotFoundError, ObjectStore, ResourceType
+from hyperpod_twin.kube.streams import log_stream, pick_container, watch_stream
+from hyperpod_twin.kube.table import to_table
+from hyperpod_twin.kube.types import REVIEW_TYPES, bootstrap, core
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+Authenticator = Callable[[str | None], Identity]
+ANONYMOUS_PATHS = {"/version", "/version/", "/healthz", "/livez", "/readyz"}
+DEFAULT_WATCH_TIMEOUT = 1800.0
+
+
+def new_cluster_runtime(name: str, arn: str) -> ClusterRuntime:
+    """A runtime whose store serves the built-in types and holds what a new EKS cluster has."""
+    return ClusterRuntime(name=name, arn=arn, store=ObjectStore())
+
+
+class KubeApiServer:
+    """One cluster's API server over HTTP on loopback (start/stop; `url` once started)."""
+
+    def __init__(
+        self, runtime: ClusterRuntime, authenticate: Authenticator, host: str = "127.0.0.1", port: int = 0
+    ) -> None:
+        self.runtime = runtime
+        self.authenticate = authenticate
+        self.control = ControlPlane(runtime.store)
+        if ("", "namespaces") not in runtime.store.types:
+            bootstrap(runtime.store)
+        self.api = ResourceApi(runtime.store, self.control)
+        self.proxy = ServiceProxy(runtime)
+        self._http = HttpServer(self.handle, host, port, name=f"kube-api-{runtime.name}")
+
+    @property
+    def url(self) -> str:
+        """http://host:port of the server."""
+        return f"http://{self._http.host}:{self._http.port}"
+
+    def start(self) -> None:
+        """Listen."""
+        self._http.start()
+
+    def stop(self) -> None:
+        """Stop listening, end streams and detach the controllers."""
+        self._http.stop()
+        self.control.close()
+
+    # -- entry ---------------------------------------------------------------------------------
+    def handle(self, request: Request) -> Response:
+        """Serve one request (the HTTP layer's app)."""
+        try:
+            if request.path not in ANONYMOUS_PATHS or "authorization" in request.headers:
+                try:
+                    request.identity = self.authenticate(request.headers.get("authorization"))
+                except AuthError as err:
+                    log.info("rejected request to %s: %s", request.path, err)
+                    raise ApiError(401, "Unauthorized", "Unauthorized") from err
+            return self._route(request)
+        except ApiError as err:
+            return Response.json(err.code, err.body())
+
+    def _route(self, request: Request) -> Response:
+        path = request.path.rstrip("/") or "/"
+        store = self.runtime.store
+        gv = discovery.group_versions(list(store.types.values()), self.control.crds)
+        if path == "/version" or request.path == "/version/":
+            return Response.json(200, discovery.version_info())
+        if path in ("/healthz", "/livez", "/readyz"):
+            return Response(200, b"ok", "text/plain; charset=utf-8")
+        if path == "/api":
+            return Response.json(200, discovery.api_versions())
+        if path == "/apis":
+            return Response.json(200, discovery.api_group_list(gv))
+        if path == "/openapi/v2":
+            raise ApiError(404, "the server could not find the requested resource", "NotFound")
+        if path == "/openapi/v3":
+            return Response.json(200, discovery.openapi_v3_index(gv))
+        if path.startswith("/openapi/v3/"):
+            parts = path[len("/openapi/v3/"):].split("/")
+            group, version = ("", parts[1]) if parts[0] == "api" and len(parts) == 2 else (
+                (parts[1], parts[2]) if parts[0] == "apis" and len(parts) == 3 else ("?", "?"))
+            types = gv.get(group, {}).get(version)
+            if types is None:
+                raise ApiError(404, "the server could not find the requested resource", "NotFound")
+            return Response.json(200, discovery.openapi_v3_document(group, version, types, self.control.crds))
+        segments = [s for s in path.split("/") if s]
+        if segments[0] == "api" and len(segments) >= 2:
+            group, version, rest = "", segments[1], segments[2:]
+        elif segments[0] == "apis" and len(segments) >= 2:
+            if len(segments) == 2:
+                versions = gv.get(segments[1])
+                if not versions:
+                    raise ApiError(404, "the server could not find the requested resource", "NotFound")
+                return Response.json(200, {"kind": "APIGroup", "apiVersion": "v1",
+                                           **discovery.api_group(segments[1], sorted(versions))})
+            if len(segments) < 3:
+                raise ApiError(404, "the server could not find the requested resource", "NotFound")
+            group, version, rest = segments[1], segments[2], segments[3:]
+        else:
+            raise ApiError(404, "the server could not find the requested resource", "NotFound")
+        types = gv.get(group, {}).get(version)
+        if types is None:
+            raise ApiError(404, "the server could not find the requested resource", "NotFound")
+        if not rest:
+            return Response.json(200, discovery.resource_list(group, version, types, self.control.crds))
+        return self._resource(request, group, version, rest, types)
+
+    # -- resources -----------------------------------------------------------------------------
+    def _resource(self, request: Request, group: str, version: str, rest: list[str],
+                  types: list[ResourceType]) -> Response:
+        watch = request.flag("watch")
+        if rest[0] == "watch":
+            watch, rest = True, rest[1:]
+        namespace: str | None = None
+        if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in ("status", "finalize"):
+            namespace, rest = rest[1], rest[2:]
+        by_plural = {t.plural: t for t in types}
+        rtype = by_plural.get(rest[0])
+        if rtype is None:
+            raise ApiError(404, "the server could not find the requested resource", "NotFound")
+        if namespace is not None and not rtype.namespaced:
+            raise ApiError(404, "the server could not find the requested resource", "NotFound")
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        target = Target(rtype, version, namespace, name, sub, "/".join(rest[3:]))
+        if rtype in REVIEW_TYPES:
+            return self._review(request, rtype)
+        if sub == "proxy":
+            return self._proxy(request, target)
+        if sub == "log":
+            return self._logs(request, target)
+        if sub is not None and sub not in rtype.subresources:
+            raise ApiError(404, "the server could not find the requested resource", "NotFound")
+        method = request.method
+        opts = WriteOptions(
+            dry_run=request.param("dryRun") == "All",
+            field_manager=request.param("fieldManager") or _manager_from_agent(request),
+            force=request.flag("force"),
+        )
+        if name is None:
+            if method == "GET" and watch:
+                return self._watch(request, target)
+            if method == "GET":
+                return self._list(request, target)
+            if method == "POST":
+                obj = self.api.create(target, self._body(request), opts)
+                return self._object(request, target, obj, 201)
+            if method == "DELETE":
+                options = self._delete_options(request)
+                params = {k: request.param(k) for k in ("labelSelector", "fieldSelector")}
+                return Response.json(200, self.api.delete_collection(target, params, options, opts))
+            raise ApiError(405, f"{method} is not supported on a collection", "MethodNotAllowed")
+        if method == "GET" and watch:
+            target.namespace = namespace
+            request.query["fieldSelector"] = [f"metadata.name={name}"]
+            return self._watch(request, Target(rtype, version, namespace))
+        if method == "GET":
+            obj = self.api.get_scale(target) if sub == "scale" else self.api.get(target)
+            return self._object(request, target, obj)
+        if method == "PUT":
+            return self._object(request, target, self.api.update(target, self._body(request), opts))
+        if method == "PATCH":
+            code, obj = self.api.patch(target, request.body, request.content_type, opts)
+            return self._object(request, target, obj, code)
+        if method == "DELETE":
+            code, obj = self.api.delete(target, self._delete_options(request), opts)
+            return Response.json(code, obj)
+        raise ApiError(405, f"{method} is not supported", "MethodNotAllowed")
+
+    def _body(self, request: Request) -> Obj:
+        if request.content_type == "application/vnd.kubernetes.protobuf":
+            try:
+                return protobuf.decode(request.body)
+            except protobuf.ProtobufError as err:
+                raise ApiError(415, str(err), "UnsupportedMediaType") from err
+        try:
+            if request.content_type in ("application/yaml", "application/apply-patch+yaml"):
+                import yaml
+
+                body = yaml.safe_load(request.body)
+            else:
+                body = json.loads(request.body or b"null")
+        except ValueError as err:
+            raise ApiError(400, f"couldn't decode the request body: {err}", "BadRequest") from err
+        if not isinstance(body, dict):
+            raise ApiError(400, "the request body must be an object", "BadRequest")
+        return body
+
+    def _delete_options(self, request: Request) -> Obj:
+        options: Obj = {}
+        if request.body.strip():
+            if request.content_type == "application/vnd.kubernetes.protobuf":
+                raise ApiError(415, "send DeleteOptions as JSON", "UnsupportedMediaType")
+            try:
+                parsed = json.loads(request.body)
+            except ValueError as err:
+                raise ApiError(400, f"couldn't decode DeleteOptions: {err}", "BadRequest") from err
+            if isinstance(parsed, dict):
+                options = parsed
+        if request.param("propagationPolicy"):
+            options["propagationPolicy"] = request.param("propagationPolicy")
+        if request.param("orphanDependents"):
+            options["orphanDependents"] = request.flag("orphanDependents")
+        return options
+
+    def _wants_table(self, request: Request) -> bool:
+        return "as=Table" in request.headers.get("accept", "").replace(" ", "")
+
+    def _check_accept(self, request: Request) -> None:
+        accept = request.headers.get("accept", "")
+        if accept and "json" not in accept and "*/*" not in accept and "yaml" not in accept:
+            raise ApiError(406, "only application/json responses are served", "NotAcceptable")
+
+    def _object(self, request: Request, target: Target, obj: Obj, code: int = 200) -> Response:
+        self._check_accept(request)
+        if self._wants_table(request) and request.method == "GET" and target.subresource is None:
+            info = self.control.crds.get(target.rtype.key)
+            table = to_table(target.rtype, [obj], {"resourceVersion": obj["metadata"].get("resourceVersion", "")},
+                             request.param("includeObject", "Metadata"),
+                             info.printer_columns.get(target.version) if info else None)
+            return Response.json(200, table)
+        return Response.json(code, obj)
+
+    def _list(self, request: Request, target: Target) -> Response:
+        self._check_accept(request)
+        params = {k: request.param(k) for k in ("labelSelector", "fieldSelector", "limit", "continue")}
+        items, meta = self.api.list(target, params)
+        if self._wants_table(request):
+            info = self.control.crds.get(target.rtype.key)
+            return Response.json(200, to_table(target.rtype, items, meta, request.param("includeObject", "Metadata"),
+                                               info.printer_columns.get(target.version) if info else None))
+        return Response.json(200, {"kind": target.rtype.list_kind, "apiVersion": target.api_version,
+                                    "metadata": meta, "items": items})
+
+    def _watch(self, request: Request, target: Target) -> Response:
+        predicate = combine(parse_label_selector(request.param("labelSelector")),
+                            parse_field_selector(request.param("fieldSelector")))
+        timeout = float(request.param("timeoutSeconds") or DEFAULT_WATCH_TIMEOUT)
+        table = self._wants_table(request)
+        info = self.control.crds.get(target.rtype.key)
+        columns = info.printer_columns.get(target.version) if info else None
+        include = request.param("includeObject", "Metadata")
+
+        def render(obj: Obj) -> Obj:
+            obj = self.api.present(target, obj)
+            if table:
+                return to_table(target.rtype, [obj], {"resourceVersion": obj["metadata"].get("resourceVersion")},
+                                include, columns)
+            return obj
+
+        stream = watch_stream(
+            self.runtime.store, target.rtype, target.namespace, predicate, request.param("resourceVersion"),
+            timeout, request.flag("allowWatchBookmarks"), self._http.stopping, render,
+        )
+        return Response(200, stream=stream, content_type="application/json")
+
+    def _logs(self, request: Request, target: Target) -> Response:
+        if target.rtype.key != ("", "pods") or request.method != "GET" or target.name is None:
+            raise ApiError(404, "the server could not find the requested resource", "NotFound")
+        pod = self.api.get(target)
+        container = pick_container(pod, request.param("container"))
+        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        logs = self.runtime.logs
+        if (pod.get("status") or {}).get("phase", "Pending") == "Pending" and not logs.read(ns, name, container):
+            raise ApiError(400, f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating',
+                           "BadRequest")
+
+        def pod_exists() -> bool:
+            try:
+                current = self.runtime.store.get(core("pods"), ns, name)
+            except NotFoundError:
+                return False
+            return bool(current["metadata"].get("uid") == pod["metadata"].get("uid"))
+
+        def number(key: str) -> int | None:
+            value = request.param(key)
+            return int(value) if value.lstrip("-").isdigit() else None
+
+        stream = log_stream(logs, ns, name, container, request.flag("follow"), number("tailLines"),
+                            number("sinceSeconds"), request.flag("timestamps"), number("limitBytes"),
+                            self._http.stopping, pod_exists)
+        if request.flag("follow"):
+            return Response(200, stream=stream, content_type="text/plain")
+        return Response(200, b"".join(stream), "text/plain")
+
+    def _proxy(self, request: Request, target: Target) -> Response:
+        if target.name is None or target.namespace is None:
+            raise ApiError(404, "the server could not find the requested resource", "NotFound")
+        if target.rtype.key == ("", "services"):
+            return self.proxy.service(target.namespace, target.name, target.rest, request)
+        if target.rtype.key == ("", "pods"):
+            return self.proxy.pod(target.namespace, target.name, target.rest, request)
+        raise ApiError(404, "the server could not find the requested resource", "NotFound")
+
+    def _review(self, request: Request, rtype: ResourceType) -> Response:
+        if request.method != "POST":
+            raise ApiError(405, "only create is supported", "MethodNotAllowed")
+        body = self._body(request)
+        identity: Identity = request.identity
+        if rtype.kind == "SelfSubjectReview":
+            body["status"] = {"userInfo": {"username": identity.username, "uid": identity.uid,
+                                           "groups": list(identity.groups), "extra": identity.extra}}
+        else:
+            # Authorization is not modelled: every authenticated identity acts as cluster admin.
+            body["status"] = {"allowed": True, "reason": "the twin grants authenticated callers everything"}
+        body["apiVersion"], body["kind"] = rtype.api_version, rtype.kind
+        body.setdefault("metadata", {})["creationTimestamp"] = None
+        return Response.json(201, body)
+
+
+def _manager_from_agent(request: Request) -> str:
+    """kube-apiserver's default field manager: the user agent's program name."""
+    agent = request.headers.get("user-agent", "")
+    return agent.split("/")[0] if agent else ""
+
+
+def status_response(code: int, message: str) -> Response:
+    """A bare Status response."""
+    return Response.json(code, status_body(code, message))
