@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from hyperpod_twin.sim.core import ClusterSim, Controller
+from hyperpod_twin.sim.inference import InferenceOperator
 from hyperpod_twin.sim.jobs import JobController
 from hyperpod_twin.sim.kubelet import Kubelet
 from hyperpod_twin.sim.nodes import NodeController
 from hyperpod_twin.sim.scheduler import Scheduler
 from hyperpod_twin.sim.services import EndpointsController
+from hyperpod_twin.sim.sets import DaemonSetController, StatefulSetController
+from hyperpod_twin.sim.training import TrainingOperator
+from hyperpod_twin.sim.volumes import VolumeBinder
 from hyperpod_twin.sim.workloads import DeploymentController, ReplicaSetController
 
 
@@ -18,6 +22,11 @@ def all_controllers() -> list[type[Controller]]:
         DeploymentController,
         ReplicaSetController,
         JobController,
+        DaemonSetController,
+        StatefulSetController,
+        VolumeBinder,
+        TrainingOperator,
+        InferenceOperator,
         Scheduler,
         Kubelet,
         EndpointsController,

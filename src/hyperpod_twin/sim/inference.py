@@ -1,0 +1,178 @@
+"""The HyperPod inference operator: InferenceEndpointConfig → worker Deployment + Service, and its status."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Hashable, Iterable
+
+from hyperpod_twin.kube.store import WatchEvent
+from hyperpod_twin.sim import kobj
+from hyperpod_twin.sim.core import DEPLOYMENTS, SERVICES, Controller, TypeKey, nsname
+from hyperpod_twin.sim.kobj import Obj
+
+IECS: TypeKey = ("inference.sagemaker.aws.amazon.com", "inferenceendpointconfigs")
+APP_LABEL = "app"
+ENDPOINT_LABEL = "inference.sagemaker.aws.amazon.com/endpoint-config"
+
+
+def _model_volume(spec: Obj) -> tuple[Obj | None, Obj]:
+    """The model volume (by modelSourceType) and its mount in the worker."""
+    worker = spec.get("worker") or {}
+    mount = worker.get("modelVolumeMount") or {}
+    mount_obj = {"name": mount.get("name", "model-weights"), "mountPath": mount.get("mountPath", "/opt/ml/model")}
+    source = spec.get("modelSourceConfig") or {}
+    kind = source.get("modelSourceType", "")
+    if kind == "kubernetesVolume" or not kind:
+        return None, mount_obj
+    return {"name": mount_obj["name"], "emptyDir": {}}, mount_obj
+
+
+class InferenceOperator(Controller):
+    """Renders each InferenceEndpointConfig as a Deployment `<name>` (worker container from
+    spec.worker, replicas, instanceType node selection) and a ClusterIP Service `<name>` on the
+    invocation port; status follows the Deployment (DeploymentInProgress → DeploymentComplete)."""
+
+    watches = (IECS, DEPLOYMENTS)
+
+    def keys_for(self, event: WatchEvent) -> Iterable[Hashable]:
+        if event.rtype.key == DEPLOYMENTS:
+            ref = kobj.controller_of(event.object)
+            if ref and ref.get("kind") == "InferenceEndpointConfig":
+                return [(event.object["metadata"].get("namespace", "default"), ref["name"])]
+            return []
+        return super().keys_for(event)
+
+    def resync_keys(self) -> Iterable[Hashable]:
+        return [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in self.sim.list(IECS)]
+
+    def reconcile(self, key: Hashable) -> None:
+        ns, name = nsname(key)
+        iec = self.sim.get(IECS, ns, name)
+        if iec is None or iec["metadata"].get("deletionTimestamp"):
+            return
+        spec = iec.get("spec") or {}
+        worker = spec.get("worker") or {}
+        port = int((worker.get("modelInvocationPort") or {}).get("containerPort", 8080))
+        port_name = (worker.get("modelInvocationPort") or {}).get("name", "http")
+        replicas = int(spec.get("replicas", spec.get("InitialReplicaCount", 1)) or 1)
+        labels = {APP_LABEL: name, ENDPOINT_LABEL: name}
+        volume, mount = _model_volume(spec)
+        container: Obj = {
+            "name": "worker",
+            "image": worker.get("image", ""),
+            "ports": [{"name": port_name, "containerPort": port, "protocol": "TCP"}],
+            "resources": copy.deepcopy(worker.get("resources") or {}),
+            "env": copy.deepcopy(worker.get("environmentVariables") or []),
+            "volumeMounts": [mount],
+        }
+        for field_name in ("args", "command", "workingDir"):
+            if worker.get(field_name):
+                container[field_name] = copy.deepcopy(worker[field_name])
+        pod_spec: Obj = {"containers": [container]}
+        if volume is not None:
+            pod_spec["volumes"] = [volume]
+        instance_types = spec.get("instanceTypes") or ([spec["instanceType"]] if spec.get("instanceType") else [])
+        if instance_types:
+            pod_spec["affinity"] = {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {
+                                        "key": "node.kubernetes.io/instance-type",
+                                        "operator": "In",
+                                        "values": instance_types,
+                                    }
+                                ]
+                            }
+                        ]
+                    }
+                }
+            }
+        elif spec.get("nodeAffinity"):
+            pod_spec["affinity"] = {"nodeAffinity": copy.deepcopy(spec["nodeAffinity"])}
+        deployment: Obj = {
+            "metadata": {
+                "name": name,
+                "namespace": ns,
+                "labels": dict(labels),
+                "ownerReferences": [kobj.owner_ref(iec)],
+            },
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": dict(labels)},
+                "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
+            },
+        }
+        current = self.sim.get(DEPLOYMENTS, ns, name)
+        if current is None:
+            current = self.sim.create(DEPLOYMENTS, deployment)
+        elif (
+            current["spec"].get("template") != deployment["spec"]["template"]
+            or current["spec"].get("replicas") != replicas
+        ):
+            current["spec"].update(deployment["spec"])
+            current["metadata"].pop("resourceVersion", None)
+            current = self.sim.update(DEPLOYMENTS, current)
+        service = {
+            "metadata": {
+                "name": name,
+                "namespace": ns,
+                "labels": dict(labels),
+                "ownerReferences": [kobj.owner_ref(iec)],
+            },
+            "spec": {
+                "type": "ClusterIP",
+                "selector": dict(labels),
+                "ports": [{"name": port_name, "port": port, "targetPort": port, "protocol": "TCP"}],
+            },
+        }
+        if self.sim.get(SERVICES, ns, name) is None:
+            self.sim.create(SERVICES, service)
+        self._status(iec, current, replicas)
+
+    def _status(self, iec: Obj, deployment: Obj | None, replicas: int) -> None:
+        ns, name = iec["metadata"]["namespace"], iec["metadata"]["name"]
+        now = self.sim.now()
+        status = copy.deepcopy(iec.get("status") or {})
+        dep_status = (deployment or {}).get("status") or {}
+        available = int(dep_status.get("availableReplicas", 0))
+        complete = deployment is not None and available >= replicas
+        state = "DeploymentComplete" if complete else "DeploymentInProgress"
+        status.update(
+            {
+                "state": state,
+                "replicas": available,
+                "selector": f"{APP_LABEL}={name}",
+                "observedGeneration": iec["metadata"].get("generation", 1),
+                "deploymentStatus": {
+                    "name": name,
+                    "lastUpdated": now,
+                    "deploymentObjectOverallState": state,
+                    "status": copy.deepcopy(dep_status),
+                },
+                "endpoints": {"sagemaker": {"state": "CreationCompleted" if complete else "CreationInProgress"}}
+                if (iec.get("spec") or {}).get("endpointName")
+                else {},
+            }
+        )
+        if not status["endpoints"]:
+            status.pop("endpoints")
+        kobj.set_condition(
+            status,
+            "DeploymentComplete" if complete else "DeploymentInProgress",
+            "True",
+            now,
+            state,
+            f"{available}/{replicas} replicas available",
+        )
+        kobj.set_condition(status, "DeploymentInProgress" if complete else "DeploymentComplete", "False", now, state)
+        self.sim.patch_status(IECS, iec, status)
+        if complete and (iec.get("status") or {}).get("state") != "DeploymentComplete":
+            self.sim.event(
+                iec,
+                "DeploymentComplete",
+                f"Model {name} is serving on {ns}/{name}",
+                source="hyperpod-inference-operator",
+            )
