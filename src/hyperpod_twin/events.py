@@ -20,14 +20,42 @@ class EventBus:
     - ``eks.cluster.activating`` name, arn, region → a handler returns ``(endpoint, ca_data_b64)``
       for the cluster's Kubernetes API server; the AWS side stores the first non-None answer.
     - ``eks.cluster.deleted`` name, arn
-    - ``hyperpod.node.changed`` cluster_name, cluster_arn, eks_cluster_arn, node (dict: InstanceId,
-      InstanceGroupName, InstanceType, AvailabilityZone, InstanceStatus {Status, Message}, LaunchTime)
+    - ``eks.addon.changed`` cluster_name, cluster_arn, arn (= cluster_arn), addon_name, addon_version,
+      status (CREATING|ACTIVE|UPDATING|DELETING), configuration_values (str|None), namespace
+    - ``eks.addon.active`` same payload, once an add-on reaches ACTIVE (after create or update)
+    - ``eks.addon.deleted`` cluster_name, cluster_arn, addon_name, preserve (bool)
+    - ``eks.access_entries.changed`` cluster_name, cluster_arn, entries (list of AccessEntry dicts:
+      principalArn, kubernetesGroups, username, type, accessPolicies [{policyArn, accessScope}]).
+      Published at ACTIVE (the creator's entry when bootstrapClusterCreatorAdminPermissions) and on
+      every access entry / policy change; the Kubernetes side maps IAM principals through it.
+    - ``eks.pod_identity.changed`` cluster_name, cluster_arn, associations (list of
+      PodIdentityAssociation dicts)
+    - ``hyperpod.node.changed`` cluster_name, cluster_arn, eks_cluster_arn, node (dict exactly as
+      DescribeClusterNode.NodeDetails: InstanceId, NodeLogicalId, InstanceGroupName, InstanceType,
+      InstanceStatus {Status: Pending|Running|ShuttingDown|SystemUpdating|DeepHealthCheckInProgress|
+      Failure, Message}, LaunchTime (epoch float), Placement {AvailabilityZone, AvailabilityZoneId},
+      ThreadsPerCore, PrivatePrimaryIp, PrivateDnsHostname, CapacityType, SubnetId, KubernetesConfig
+      {CurrentLabels, CurrentTaints, …}, NetworkInterface, InstanceStorageConfigs …), instance_group
+      (the group's CreateCluster/UpdateCluster specification dict, or None). Published on every
+      status change and when a group's specification (labels, taints) is updated.
+      Reboot: Pending ("Rebooting instance") then Running. Replace: the old instance goes
+      ShuttingDown then ``hyperpod.node.removed``; a new instance id appears Pending then Running.
     - ``hyperpod.node.removed`` cluster_name, cluster_arn, eks_cluster_arn, instance_id
+    - ``hyperpod.node.health`` cluster_name, cluster_arn, eks_cluster_arn, instance_id,
+      health_status (Schedulable|Unschedulable|UnschedulablePendingReplacement|
+      UnschedulablePendingReboot), reason. Injected through POST /_twin/nodes/{instanceId}/health;
+      with NodeRecovery=Automatic the AWS side replaces (PendingReplacement) or reboots
+      (PendingReboot) the node 60 twin seconds later.
+    - ``hyperpod.cluster.changed`` cluster_name, cluster_arn, eks_cluster_arn, cluster (the
+      DescribeCluster dict) on create and update (tiered storage, autoscaling, node recovery …)
+    - ``hyperpod.autoscaling.active`` cluster_name, cluster_arn, eks_cluster_arn: AutoScaling
+      (Karpenter) reached InService with Mode Enable
     - ``hyperpod.cluster.deleted`` cluster_name, cluster_arn, eks_cluster_arn
     - ``kube.cluster.started`` runtime (hyperpod_twin.kube.runtime.ClusterRuntime): the API server
       of an EKS cluster is up; the simulator starts its controllers on ``runtime.store``.
     - ``kube.cluster.stopped`` name
     - ``twin.reset`` (no payload): every component returns to a clean state.
+    - ``twin.stopping`` (no payload): Twin.stop() is about to stop the clock and the HTTP server.
     """
 
     def __init__(self) -> None:

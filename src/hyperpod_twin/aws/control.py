@@ -1,0 +1,129 @@
+"""The `/_twin/…` HTTP control endpoints: health, clock, faults, quotas, node health findings, reset."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from werkzeug.wrappers import Request, Response
+
+if TYPE_CHECKING:
+    from .side import AwsSide
+
+_NODE_HEALTH = re.compile(r"^/_twin/nodes/(i-[0-9a-f]+)/health$")
+HEALTH_STATUSES = (
+    "Schedulable",
+    "Unschedulable",
+    "UnschedulablePendingReplacement",
+    "UnschedulablePendingReboot",
+)
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    return Response(json.dumps(data, default=str), status=status, content_type="application/json")
+
+
+def _error(message: str, status: int = 400) -> Response:
+    return _json({"error": message}, status)
+
+
+def make_control(
+    side: AwsSide, reset: Callable[[], None], info: Callable[[], dict[str, Any]]
+) -> Callable[[Request], Response]:
+    """The WSGI handler for `/_twin/…`; `reset` resets the whole twin, `info` describes it."""
+    ctx = side.ctx
+
+    def body(request: Request) -> dict[str, Any]:
+        if not request.get_data():
+            return {}
+        data = json.loads(request.get_data())
+        if not isinstance(data, dict):
+            raise ValueError("body must be a JSON object")
+        return data
+
+    def clock(request: Request) -> Response:
+        if request.method == "POST":
+            data = body(request)
+            if "scale" in data:
+                scale = float(data["scale"])
+                if scale <= 0:
+                    return _error("scale must be positive")
+                ctx.clock.set_scale(scale)
+            if "advance" in data:
+                seconds = float(data["advance"])
+                if seconds < 0:
+                    return _error("advance must not be negative")
+                ctx.clock.advance(seconds)
+        wall = ctx.clock.wall()
+        return _json(
+            {
+                "now": ctx.clock.now(),
+                "wall": wall,
+                "iso": dt.datetime.fromtimestamp(wall, dt.UTC).isoformat(),
+                "scale": ctx.clock.scale,
+            }
+        )
+
+    def faults(request: Request, path: str) -> Response:
+        m = re.match(r"^/_twin/faults/(\d+)$", path)
+        if m and request.method == "DELETE":
+            ok = ctx.faults.remove(int(m.group(1)))
+            return _json({"removed": ok}, 200 if ok else 404)
+        if request.method == "POST":
+            data = body(request)
+            specs: list[dict[str, Any]] = list(data["faults"]) if "faults" in data else [data]
+            added = [ctx.faults.add(s).to_dict() for s in specs]
+            return _json({"faults": added}, 201)
+        if request.method == "DELETE":
+            ctx.faults.clear()
+            return _json({"faults": []})
+        return _json({"faults": [f.to_dict() for f in ctx.faults.list()]})
+
+    def quotas(request: Request) -> Response:
+        if request.method in ("POST", "PUT"):
+            with ctx.locked():
+                q = side.quotas.set(body(request))
+            return _json(q.shape(ctx.account_id, ctx.region))
+        with ctx.locked():
+            items = [q.shape(ctx.account_id, ctx.region) for q in side.quotas.items.values()]
+        return _json({"quotas": items})
+
+    def node_health(request: Request, instance_id: str) -> Response:
+        data = body(request)
+        status = data.get("status")
+        if status not in HEALTH_STATUSES:
+            return _error(f"status must be one of {', '.join(HEALTH_STATUSES)}")
+        with ctx.locked():
+            found = side.life.find_node(instance_id)
+            if found is None:
+                return _error(f"no HyperPod node {instance_id}", 404)
+            cluster, node = found
+            side.life.node_health(cluster, node, str(status), str(data.get("reason") or "Injected by /_twin"))
+            recovery = cluster.node_recovery
+        return _json({"instance_id": instance_id, "health_status": status, "node_recovery": recovery})
+
+    def handle(request: Request) -> Response:
+        path = request.path.rstrip("/")
+        try:
+            if path == "/_twin/health":
+                return _json({"status": "ok", **info()})
+            if path == "/_twin/clock":
+                return clock(request)
+            if path == "/_twin/reset" and request.method == "POST":
+                reset()
+                return _json({"reset": True})
+            if path.startswith("/_twin/faults"):
+                return faults(request, path)
+            if path == "/_twin/quotas":
+                return quotas(request)
+            m = _NODE_HEALTH.match(path)
+            if m and request.method == "POST":
+                return node_health(request, m.group(1))
+        except (ValueError, TypeError, KeyError) as exc:
+            return _error(str(exc))
+        return _error(f"unknown twin control endpoint {request.method} {path}", 404)
+
+    return handle

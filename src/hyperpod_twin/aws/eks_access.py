@@ -1,0 +1,358 @@
+"""EKS access entries, access policy associations and pod identity associations."""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+from .context import AwsContext, alnum_id
+from .eks_clusters import EKS, EksState, invalid_param, not_found
+from .protocol import AwsError, AwsRequest, RawResponse, json_response
+
+POLICY_PREFIX = "arn:aws:eks::aws:cluster-access-policy/"
+ACCESS_POLICIES = (
+    "AmazonEKSAdminPolicy",
+    "AmazonEKSAdminViewPolicy",
+    "AmazonEKSClusterAdminPolicy",
+    "AmazonEKSEditPolicy",
+    "AmazonEKSViewPolicy",
+    "AmazonEKSAutoNodePolicy",
+    "AmazonEKSBlockStoragePolicy",
+    "AmazonEKSComputePolicy",
+    "AmazonEKSLoadBalancingPolicy",
+    "AmazonEKSNetworkingPolicy",
+    "AmazonSagemakerHyperpodClusterSchedulerPolicy",
+    "AmazonSagemakerHyperpodControllerPolicy",
+    "AmazonSagemakerHyperpodInferenceMonitoringPolicy",
+    "AmazonSagemakerHyperpodInferencePolicy",
+    "AmazonSagemakerHyperpodSystemNamespacePolicy",
+    "AmazonSagemakerHyperpodTrainingPolicy",
+)
+ENTRY_TYPES = ("STANDARD", "FARGATE_LINUX", "EC2_LINUX", "EC2_WINDOWS", "EC2", "HYBRID_LINUX", "HYPERPOD_LINUX")
+PRINCIPAL_RE = re.compile(r"^arn:aws[a-z\-]*:(iam|sts)::\d{12}:(role|user|assumed-role)/.+$")
+ROLE_RE = re.compile(r"^arn:aws[a-z\-]*:iam::\d{12}:role/.+$")
+
+
+def _require_api_mode(cluster: Any) -> None:
+    mode = cluster.access_config.get("authenticationMode", "CONFIG_MAP")
+    if mode not in ("API", "API_AND_CONFIG_MAP"):
+        raise AwsError(
+            "InvalidRequestException",
+            "The cluster's authentication mode must be set to one of [API, API_AND_CONFIG_MAP] to perform this "
+            "operation.",
+            clusterName=cluster.name,
+        )
+
+
+def _entry(ctx: AwsContext, region: str, cluster: Any, principal: str, p: dict[str, Any]) -> dict[str, Any]:
+    kind = str(p.get("type") or "STANDARD")
+    if kind not in ENTRY_TYPES:
+        raise invalid_param(f"Unsupported access entry type {kind}")
+    groups = list(p.get("kubernetesGroups") or [])
+    username = p.get("username")
+    if kind != "STANDARD":
+        if groups or username:
+            raise invalid_param(f"kubernetesGroups and username cannot be set for access entries of type {kind}")
+        username = "system:node:{{EC2PrivateDNSName}}" if kind != "FARGATE_LINUX" else "system:node:{{SessionName}}"
+    elif not username:
+        # EKS derives the username from the principal ARN (assumed-role session placeholder for roles).
+        username = principal + ("/{{SessionName}}" if ":role/" in principal else "")
+    now = ctx.clock.wall()
+    uid = alnum_id(8)
+    return {
+        "clusterName": cluster.name,
+        "principalArn": principal,
+        "kubernetesGroups": groups,
+        "accessEntryArn": ctx.arn(
+            "eks", region, f"access-entry/{cluster.name}/{principal.split(':', 5)[-1].replace('/', '/')}/{uid}"
+        ),
+        "createdAt": now,
+        "modifiedAt": now,
+        "tags": dict(p.get("tags") or {}),
+        "username": username,
+        "type": kind,
+    }
+
+
+def bootstrap_creator(ctx: AwsContext, state: EksState, region: str, cluster: Any) -> None:
+    """bootstrapClusterCreatorAdminPermissions: the creator gets an entry with cluster-admin."""
+    extra = state.cluster_extras(region, cluster.name)
+    principal = ctx.caller_arn
+    if principal in extra.access_entries:
+        return
+    extra.access_entries[principal] = _entry(ctx, region, cluster, principal, {})
+    policy = POLICY_PREFIX + "AmazonEKSClusterAdminPolicy"
+    extra.policies.setdefault(principal, {})[policy] = {
+        "policyArn": policy,
+        "accessScope": {"type": "cluster", "namespaces": []},
+        "associatedAt": ctx.clock.wall(),
+        "modifiedAt": ctx.clock.wall(),
+    }
+
+
+def register(ctx: AwsContext, state: EksState) -> None:
+    """Answer the access-entry, access-policy and pod-identity APIs."""
+
+    def entry_of(region: str, cluster: Any, principal: Any) -> dict[str, Any]:
+        entry = state.cluster_extras(region, cluster.name).access_entries.get(str(principal))
+        if entry is None:
+            raise not_found(f"The specified access entry resource is not found: {principal}", clusterName=cluster.name)
+        return entry
+
+    @ctx.route(EKS, "CreateAccessEntry")
+    def create_entry(req: AwsRequest) -> RawResponse:
+        p = req.params
+        principal = str(p.get("principalArn") or "")
+        with ctx.locked():
+            cluster = state.active(req.region, p.get("clusterName"))
+            _require_api_mode(cluster)
+            if not PRINCIPAL_RE.match(principal):
+                raise invalid_param(f"The principalArn parameter format is not valid: {principal}")
+            extra = state.cluster_extras(req.region, cluster.name)
+            if principal in extra.access_entries:
+                raise AwsError(
+                    "ResourceInUseException",
+                    "The specified access entry resource is already in use on this cluster.",
+                    409,
+                    clusterName=cluster.name,
+                )
+            entry = _entry(ctx, req.region, cluster, principal, p)
+            extra.access_entries[principal] = entry
+            state.publish_access(req.region, cluster)
+            return json_response(req, {"accessEntry": copy.deepcopy(entry)})
+
+    @ctx.route(EKS, "DescribeAccessEntry")
+    def describe_entry(req: AwsRequest) -> RawResponse:
+        with ctx.locked():
+            cluster = state.cluster(req.region, req.params.get("clusterName"))
+            return json_response(
+                req, {"accessEntry": copy.deepcopy(entry_of(req.region, cluster, req.params.get("principalArn")))}
+            )
+
+    @ctx.route(EKS, "ListAccessEntries")
+    def list_entries(req: AwsRequest) -> RawResponse:
+        p = req.params
+        with ctx.locked():
+            cluster = state.cluster(req.region, p.get("clusterName"))
+            _require_api_mode(cluster)
+            extra = state.cluster_extras(req.region, cluster.name)
+            arns = sorted(extra.access_entries)
+            if p.get("associatedPolicyArn"):
+                arns = [a for a in arns if p["associatedPolicyArn"] in extra.policies.get(a, {})]
+        return json_response(req, {"accessEntries": arns})
+
+    @ctx.route(EKS, "UpdateAccessEntry")
+    def update_entry(req: AwsRequest) -> RawResponse:
+        p = req.params
+        with ctx.locked():
+            cluster = state.cluster(req.region, p.get("clusterName"))
+            entry = entry_of(req.region, cluster, p.get("principalArn"))
+            if entry["type"] != "STANDARD" and (p.get("kubernetesGroups") or p.get("username")):
+                raise invalid_param("kubernetesGroups and username can only be updated on STANDARD access entries")
+            if "kubernetesGroups" in p:
+                entry["kubernetesGroups"] = list(p["kubernetesGroups"] or [])
+            if p.get("username"):
+                entry["username"] = p["username"]
+            entry["modifiedAt"] = ctx.clock.wall()
+            state.publish_access(req.region, cluster)
+            return json_response(req, {"accessEntry": copy.deepcopy(entry)})
+
+    @ctx.route(EKS, "DeleteAccessEntry")
+    def delete_entry(req: AwsRequest) -> RawResponse:
+        p = req.params
+        with ctx.locked():
+            cluster = state.cluster(req.region, p.get("clusterName"))
+            entry_of(req.region, cluster, p.get("principalArn"))
+            extra = state.cluster_extras(req.region, cluster.name)
+            del extra.access_entries[str(p["principalArn"])]
+            extra.policies.pop(str(p["principalArn"]), None)
+            state.publish_access(req.region, cluster)
+        return json_response(req, {})
+
+    @ctx.route(EKS, "AssociateAccessPolicy")
+    def associate(req: AwsRequest) -> RawResponse:
+        p = req.params
+        with ctx.locked():
+            cluster = state.cluster(req.region, p.get("clusterName"))
+            entry = entry_of(req.region, cluster, p.get("principalArn"))
+            policy = str(p.get("policyArn") or "")
+            if not policy.startswith(POLICY_PREFIX) or policy.removeprefix(POLICY_PREFIX) not in ACCESS_POLICIES:
+                raise invalid_param(f"The policyArn {policy} is not a valid EKS access policy")
+            if entry["type"] != "STANDARD":
+                raise AwsError(
+                    "InvalidRequestException",
+                    f"Access policies cannot be associated with access entries of type {entry['type']}",
+                    clusterName=cluster.name,
+                )
+            scope = copy.deepcopy(p.get("accessScope") or {})
+            if scope.get("type") not in ("cluster", "namespace"):
+                raise invalid_param("accessScope.type must be cluster or namespace")
+            if scope["type"] == "namespace" and not scope.get("namespaces"):
+                raise invalid_param("accessScope.namespaces is required for a namespace scope")
+            scope.setdefault("namespaces", [])
+            now = ctx.clock.wall()
+            extra = state.cluster_extras(req.region, cluster.name)
+            previous = extra.policies.setdefault(entry["principalArn"], {}).get(policy)
+            assoc = {
+                "policyArn": policy,
+                "accessScope": scope,
+                "associatedAt": previous["associatedAt"] if previous else now,
+                "modifiedAt": now,
+            }
+            extra.policies[entry["principalArn"]][policy] = assoc
+            state.publish_access(req.region, cluster)
+        return json_response(
+            req, {"clusterName": cluster.name, "principalArn": entry["principalArn"], "associatedAccessPolicy": assoc}
+        )
+
+    @ctx.route(EKS, "DisassociateAccessPolicy")
+    def disassociate(req: AwsRequest) -> RawResponse:
+        p = req.params
+        with ctx.locked():
+            cluster = state.cluster(req.region, p.get("clusterName"))
+            entry = entry_of(req.region, cluster, p.get("principalArn"))
+            policies = state.cluster_extras(req.region, cluster.name).policies.get(entry["principalArn"], {})
+            if str(p.get("policyArn")) not in policies:
+                raise not_found(
+                    f"The specified policy is not associated: {p.get('policyArn')}", clusterName=cluster.name
+                )
+            del policies[str(p["policyArn"])]
+            state.publish_access(req.region, cluster)
+        return json_response(req, {})
+
+    @ctx.route(EKS, "ListAssociatedAccessPolicies")
+    def list_associated(req: AwsRequest) -> RawResponse:
+        p = req.params
+        with ctx.locked():
+            cluster = state.cluster(req.region, p.get("clusterName"))
+            entry = entry_of(req.region, cluster, p.get("principalArn"))
+            policies = state.cluster_extras(req.region, cluster.name).policies
+            items = list(policies.get(entry["principalArn"], {}).values())
+        return json_response(
+            req,
+            {
+                "clusterName": cluster.name,
+                "principalArn": entry["principalArn"],
+                "associatedAccessPolicies": copy.deepcopy(items),
+            },
+        )
+
+    @ctx.route(EKS, "ListAccessPolicies")
+    def list_policies(req: AwsRequest) -> RawResponse:
+        items = [{"name": n, "arn": POLICY_PREFIX + n} for n in ACCESS_POLICIES]
+        return json_response(req, {"accessPolicies": items})
+
+    _register_pod_identity(ctx, state)
+
+
+def _register_pod_identity(ctx: AwsContext, state: EksState) -> None:
+    def find(region: str, cluster: Any, association_id: Any) -> dict[str, Any]:
+        assoc = state.cluster_extras(region, cluster.name).pod_identities.get(str(association_id))
+        if assoc is None:
+            raise not_found(f"Pod Identity Association {association_id} not found", clusterName=cluster.name)
+        return assoc
+
+    @ctx.route(EKS, "CreatePodIdentityAssociation")
+    def create(req: AwsRequest) -> RawResponse:
+        p = req.params
+        with ctx.locked():
+            cluster = state.active(req.region, p.get("clusterName"))
+            assoc = create_association(ctx, state, req.region, cluster, p)
+            return json_response(req, {"association": copy.deepcopy(assoc)})
+
+    @ctx.route(EKS, "DescribePodIdentityAssociation")
+    def describe(req: AwsRequest) -> RawResponse:
+        with ctx.locked():
+            cluster = state.cluster(req.region, req.params.get("clusterName"))
+            assoc = find(req.region, cluster, req.params.get("associationId"))
+            return json_response(req, {"association": copy.deepcopy(assoc)})
+
+    @ctx.route(EKS, "ListPodIdentityAssociations")
+    def list_assocs(req: AwsRequest) -> RawResponse:
+        p = req.params
+        with ctx.locked():
+            cluster = state.cluster(req.region, p.get("clusterName"))
+            items = list(state.cluster_extras(req.region, cluster.name).pod_identities.values())
+        if p.get("namespace"):
+            items = [a for a in items if a["namespace"] == p["namespace"]]
+        if p.get("serviceAccount"):
+            items = [a for a in items if a["serviceAccount"] == p["serviceAccount"]]
+        keys = ("clusterName", "namespace", "serviceAccount", "associationArn", "associationId", "ownerArn")
+        summaries = [{k: a[k] for k in keys if k in a} for a in items]
+        return json_response(req, {"associations": summaries})
+
+    @ctx.route(EKS, "UpdatePodIdentityAssociation")
+    def update(req: AwsRequest) -> RawResponse:
+        p = req.params
+        with ctx.locked():
+            cluster = state.cluster(req.region, p.get("clusterName"))
+            assoc = find(req.region, cluster, p.get("associationId"))
+            if p.get("roleArn"):
+                if not ROLE_RE.match(str(p["roleArn"])):
+                    raise invalid_param(f"Invalid role ARN {p['roleArn']}")
+                assoc["roleArn"] = p["roleArn"]
+            for key in ("disableSessionTags", "targetRoleArn", "policy"):
+                if key in p:
+                    assoc[key] = p[key]
+            assoc["modifiedAt"] = ctx.clock.wall()
+            _publish(ctx, state, req.region, cluster)
+            return json_response(req, {"association": copy.deepcopy(assoc)})
+
+    @ctx.route(EKS, "DeletePodIdentityAssociation")
+    def delete(req: AwsRequest) -> RawResponse:
+        p = req.params
+        with ctx.locked():
+            cluster = state.cluster(req.region, p.get("clusterName"))
+            assoc = find(req.region, cluster, p.get("associationId"))
+            del state.cluster_extras(req.region, cluster.name).pod_identities[assoc["associationId"]]
+            _publish(ctx, state, req.region, cluster)
+            return json_response(req, {"association": copy.deepcopy(assoc)})
+
+
+def create_association(
+    ctx: AwsContext, state: EksState, region: str, cluster: Any, p: dict[str, Any], owner: str | None = None
+) -> dict[str, Any]:
+    """Create one pod identity association (also used by CreateAddon's podIdentityAssociations)."""
+    ns, sa, role = p.get("namespace"), p.get("serviceAccount"), str(p.get("roleArn") or "")
+    if not ns or not sa:
+        raise invalid_param("namespace and serviceAccount are required")
+    if not ROLE_RE.match(role):
+        raise invalid_param(f"Invalid role ARN {role}")
+    extra = state.cluster_extras(region, cluster.name)
+    for existing in extra.pod_identities.values():
+        if existing["namespace"] == ns and existing["serviceAccount"] == sa:
+            raise AwsError(
+                "ResourceInUseException",
+                "Association already exists for the specified namespace and service account",
+                409,
+                clusterName=cluster.name,
+            )
+    aid = "a-" + alnum_id(17)
+    now = ctx.clock.wall()
+    assoc: dict[str, Any] = {
+        "clusterName": cluster.name,
+        "namespace": ns,
+        "serviceAccount": sa,
+        "roleArn": role,
+        "associationArn": ctx.arn("eks", region, f"podidentityassociation/{cluster.name}/{aid}"),
+        "associationId": aid,
+        "tags": dict(p.get("tags") or {}),
+        "createdAt": now,
+        "modifiedAt": now,
+        "disableSessionTags": bool(p.get("disableSessionTags", False)),
+    }
+    if owner:
+        assoc["ownerArn"] = owner
+    if p.get("targetRoleArn"):
+        assoc["targetRoleArn"] = p["targetRoleArn"]
+    if p.get("policy"):
+        assoc["policy"] = p["policy"]
+    extra.pod_identities[aid] = assoc
+    _publish(ctx, state, region, cluster)
+    return assoc
+
+
+def _publish(ctx: AwsContext, state: EksState, region: str, cluster: Any) -> None:
+    items = [copy.deepcopy(a) for a in state.cluster_extras(region, cluster.name).pod_identities.values()]
+    ctx.emit("eks.pod_identity.changed", cluster_name=cluster.name, cluster_arn=cluster.arn, associations=items)

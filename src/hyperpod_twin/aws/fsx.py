@@ -1,0 +1,221 @@
+"""FSx for Lustre file systems: CREATING→AVAILABLE on the twin clock, with DNSName and MountName."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from .context import AwsContext, alnum_id, hex_id
+from .protocol import AwsError, AwsRequest, PassThrough, RawResponse, json_response
+
+FSX = "fsx"
+CREATE_SECONDS = 360.0
+DELETE_SECONDS = 180.0
+DEPLOYMENT_TYPES = ("SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2")
+THROUGHPUT = {"PERSISTENT_1": (50, 100, 200), "PERSISTENT_2": (125, 250, 500, 1000)}
+
+
+def bad_request(message: str) -> AwsError:
+    """FSx BadRequest."""
+    return AwsError("BadRequest", message)
+
+
+def _check_capacity(deployment: str, capacity: Any, storage_type: str) -> int:
+    if not isinstance(capacity, int):
+        raise AwsError("InvalidParameterValue", "StorageCapacity is required for Lustre file systems.")
+    if storage_type == "SSD":
+        step = 3600 if deployment == "SCRATCH_1" else 2400
+        if capacity not in (1200, 2400) and (capacity < 2400 or capacity % step):
+            raise AwsError(
+                "InvalidParameterValue",
+                f"StorageCapacity {capacity} is invalid for {deployment}: use 1200, 2400, or increments of {step} GiB.",
+            )
+    return capacity
+
+
+class FsxState:
+    """Lustre file systems by id."""
+
+    def __init__(self) -> None:
+        self.file_systems: dict[str, dict[str, Any]] = {}
+
+    def reset(self) -> None:
+        """Forget every file system."""
+        self.file_systems.clear()
+
+
+def register(ctx: AwsContext, state: FsxState) -> None:
+    """Answer FSx Create/Describe/Delete/UpdateFileSystem and tags for Lustre file systems."""
+
+    @ctx.route(FSX, "CreateFileSystem")
+    def create(req: AwsRequest) -> RawResponse:
+        p = req.params
+        if p.get("FileSystemType") != "LUSTRE":
+            raise PassThrough()
+        lustre = copy.deepcopy(p.get("LustreConfiguration") or {})
+        deployment = lustre.get("DeploymentType", "SCRATCH_1")
+        if deployment not in DEPLOYMENT_TYPES:
+            raise bad_request(f"Invalid DeploymentType {deployment}")
+        storage_type = p.get("StorageType", "SSD")
+        capacity = _check_capacity(deployment, p.get("StorageCapacity"), storage_type)
+        if deployment in THROUGHPUT:
+            tput = lustre.get("PerUnitStorageThroughput")
+            if tput not in THROUGHPUT[deployment] and storage_type == "SSD":
+                raise AwsError(
+                    "InvalidPerUnitStorageThroughput",
+                    f"PerUnitStorageThroughput must be one of {THROUGHPUT[deployment]} for {deployment}.",
+                )
+        subnets = list(p.get("SubnetIds") or [])
+        if len(subnets) != 1:
+            raise AwsError("InvalidNetworkSettings", "Lustre file systems require exactly one subnet.")
+        with ctx.locked():
+            try:
+                az, az_id, vpc_id = ctx.subnet_az(req.region, subnets[0])
+            except AwsError as exc:
+                raise AwsError("InvalidNetworkSettings", f"The subnet ID '{subnets[0]}' does not exist") from exc
+            ec2 = ctx.ec2(req.region)
+            for sg in p.get("SecurityGroupIds") or []:
+                if ec2.get_security_group_from_id(sg) is None:
+                    raise AwsError("InvalidNetworkSettings", f"The security group '{sg}' does not exist")
+            token = p.get("ClientRequestToken")
+            if token:
+                for known in state.file_systems.values():
+                    if known.get("_token") == token:
+                        return json_response(req, {"FileSystem": _public(known)})
+            fs_id = "fs-" + hex_id(17)
+            mount = "fsx" if deployment == "SCRATCH_1" else alnum_id(8)
+            lustre.setdefault("DeploymentType", deployment)
+            lustre["MountName"] = mount
+            lustre.setdefault("DataCompressionType", "NONE")
+            lustre.setdefault("WeeklyMaintenanceStartTime", "1:05:00")
+            fs: dict[str, Any] = {
+                "OwnerId": ctx.account_id,
+                "CreationTime": ctx.clock.wall(),
+                "FileSystemId": fs_id,
+                "FileSystemType": "LUSTRE",
+                "FileSystemTypeVersion": p.get("FileSystemTypeVersion", "2.15"),
+                "Lifecycle": "CREATING",
+                "StorageCapacity": capacity,
+                "StorageType": storage_type,
+                "VpcId": vpc_id,
+                "SubnetIds": subnets,
+                "NetworkInterfaceIds": ["eni-" + hex_id(17)],
+                "DNSName": f"{fs_id}.fsx.{req.region}.amazonaws.com",
+                "ResourceARN": ctx.arn("fsx", req.region, f"file-system/{fs_id}"),
+                "Tags": list(p.get("Tags") or []),
+                "LustreConfiguration": lustre,
+                "_token": token,
+                "_region": req.region,
+                "_az": (az, az_id),
+            }
+            if p.get("KmsKeyId"):
+                fs["KmsKeyId"] = p["KmsKeyId"]
+            state.file_systems[fs_id] = fs
+
+            def available() -> None:
+                if state.file_systems.get(fs_id) is fs and fs["Lifecycle"] == "CREATING":
+                    fs["Lifecycle"] = "AVAILABLE"
+
+            def failed() -> None:
+                if state.file_systems.get(fs_id) is fs:
+                    fs["Lifecycle"] = "FAILED"
+                    fs["FailureDetails"] = {"Message": "Insufficient capacity to create the file system in " + az}
+
+            # A scripted capacity shortage for "fsx.lustre" in this AZ fails the file system.
+            short = ctx.faults.capacity_short("fsx.lustre", az, az_id)
+            ctx.later(CREATE_SECONDS if not short else 60.0, failed if short else available)
+            return json_response(req, {"FileSystem": _public(fs)})
+
+    @ctx.route(FSX, "DescribeFileSystems")
+    def describe(req: AwsRequest) -> RawResponse:
+        p = req.params
+        with ctx.locked():
+            ids = list(p.get("FileSystemIds") or [])
+            for fid in ids:
+                if fid not in state.file_systems:
+                    raise AwsError("FileSystemNotFound", f"File system '{fid}' does not exist.")
+            items = [
+                _public(fs)
+                for fid, fs in sorted(state.file_systems.items())
+                if fs["_region"] == req.region and (not ids or fid in ids)
+            ]
+        start = int(p.get("NextToken") or 0)
+        size = int(p.get("MaxResults") or 2147483647)
+        out: dict[str, Any] = {"FileSystems": items[start : start + size]}
+        if start + size < len(items):
+            out["NextToken"] = str(start + size)
+        return json_response(req, out)
+
+    @ctx.route(FSX, "DeleteFileSystem")
+    def delete(req: AwsRequest) -> RawResponse:
+        fid = str(req.params.get("FileSystemId"))
+        with ctx.locked():
+            fs = state.file_systems.get(fid)
+            if fs is None:
+                raise AwsError("FileSystemNotFound", f"File system '{fid}' does not exist.")
+            if fs["Lifecycle"] == "CREATING":
+                raise bad_request(f"File system '{fid}' is CREATING and cannot be deleted yet.")
+            fs["Lifecycle"] = "DELETING"
+
+            def gone() -> None:
+                if state.file_systems.get(fid) is fs:
+                    del state.file_systems[fid]
+
+            ctx.later(DELETE_SECONDS, gone)
+        return json_response(req, {"FileSystemId": fid, "Lifecycle": "DELETING"})
+
+    @ctx.route(FSX, "UpdateFileSystem")
+    def update(req: AwsRequest) -> RawResponse:
+        p = req.params
+        fid = str(p.get("FileSystemId"))
+        with ctx.locked():
+            fs = state.file_systems.get(fid)
+            if fs is None:
+                raise AwsError("FileSystemNotFound", f"File system '{fid}' does not exist.")
+            if fs["Lifecycle"] != "AVAILABLE":
+                raise bad_request(f"File system '{fid}' is {fs['Lifecycle']}.")
+            if p.get("StorageCapacity") is not None:
+                deployment = fs["LustreConfiguration"]["DeploymentType"]
+                fs["StorageCapacity"] = _check_capacity(deployment, p["StorageCapacity"], fs["StorageType"])
+            for key, value in (p.get("LustreConfiguration") or {}).items():
+                fs["LustreConfiguration"][key] = value
+            return json_response(req, {"FileSystem": _public(fs)})
+
+    def tagged(arn: str) -> dict[str, Any] | None:
+        return next((fs for fs in state.file_systems.values() if fs["ResourceARN"] == arn), None)
+
+    @ctx.route(FSX, "TagResource")
+    def tag(req: AwsRequest) -> RawResponse:
+        with ctx.locked():
+            fs = tagged(str(req.params.get("ResourceARN")))
+            if fs is None:
+                raise PassThrough()
+            new = {t["Key"]: t["Value"] for t in req.params.get("Tags") or []}
+            fs["Tags"] = [t for t in fs["Tags"] if t["Key"] not in new] + [
+                {"Key": k, "Value": v} for k, v in new.items()
+            ]
+        return json_response(req, {})
+
+    @ctx.route(FSX, "UntagResource")
+    def untag(req: AwsRequest) -> RawResponse:
+        with ctx.locked():
+            fs = tagged(str(req.params.get("ResourceARN")))
+            if fs is None:
+                raise PassThrough()
+            keys = set(req.params.get("TagKeys") or [])
+            fs["Tags"] = [t for t in fs["Tags"] if t["Key"] not in keys]
+        return json_response(req, {})
+
+    @ctx.route(FSX, "ListTagsForResource")
+    def list_tags(req: AwsRequest) -> RawResponse:
+        with ctx.locked():
+            fs = tagged(str(req.params.get("ResourceARN")))
+            if fs is None:
+                raise PassThrough()
+            return json_response(req, {"Tags": list(fs["Tags"])})
+
+    ctx.on_reset(state.reset)
+
+
+def _public(fs: dict[str, Any]) -> dict[str, Any]:
+    return {k: copy.deepcopy(v) for k, v in fs.items() if not k.startswith("_")}

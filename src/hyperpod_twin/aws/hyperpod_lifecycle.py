@@ -1,0 +1,468 @@
+"""HyperPod progressions on the twin clock: nodes launching, failing for capacity, rebooting, going away."""
+
+from __future__ import annotations
+
+import ipaddress
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from .context import AwsContext, hex_id
+from .faults import INSUFFICIENT_CAPACITY_MESSAGE
+from .hyperpod_model import (
+    LATEST_IMAGE_RELEASE,
+    LEAVING,
+    Cluster,
+    InstanceGroup,
+    Node,
+    node_details,
+    spec_for_event,
+)
+
+# Twin seconds for each progression (realistic orders of magnitude for HyperPod on EKS).
+CLUSTER_SETUP = 480.0  # Creating -> InService at the earliest
+NODE_BOOT = 420.0  # Pending -> Running (or -> deep health check)
+DEEP_HEALTH_CHECK = 240.0  # DeepHealthCheckInProgress -> Running
+SHUTDOWN = 60.0  # ShuttingDown -> gone
+REBOOT = 180.0
+CLUSTER_DELETE = 300.0
+SOFTWARE_UPDATE = 600.0
+CAPACITY_RETRY = 300.0  # Continuous mode retries a short group this often
+ROLLBACK = 120.0
+AUTO_REPAIR_DELAY = 60.0  # NodeRecovery=Automatic acts this long after a health finding
+
+
+class Lifecycle:
+    """Drives clusters and nodes through their states; every method runs under `ctx.locked()`."""
+
+    def __init__(self, ctx: AwsContext) -> None:
+        self.ctx = ctx
+        self.clusters: dict[tuple[str, str], Cluster] = {}
+        self.on_release: list[Callable[[Cluster], None]] = []
+
+    # lookups ----------------------------------------------------------------------------------
+    def find_node(self, instance_id: str) -> tuple[Cluster, Node] | None:
+        """The cluster and node that own an instance id."""
+        for cluster in self.clusters.values():
+            node = cluster.nodes.get(instance_id)
+            if node is not None:
+                return cluster, node
+        return None
+
+    # events -----------------------------------------------------------------------------------
+    def publish_node(self, cluster: Cluster, node: Node) -> None:
+        self.ctx.emit(
+            "hyperpod.node.changed",
+            cluster_name=cluster.name,
+            cluster_arn=cluster.arn,
+            eks_cluster_arn=cluster.eks_arn,
+            node=node_details(cluster, node),
+            instance_group=spec_for_event(cluster.groups.get(node.group)),
+        )
+
+    def _set(self, cluster: Cluster, node: Node, status: str, message: str = "") -> None:
+        node.status = status
+        node.message = message
+        node.version += 1
+        self.publish_node(cluster, node)
+
+    def _at(self, delay: float, cluster: Cluster, node: Node, fn: Callable[[], None]) -> None:
+        """Schedule `fn` unless the node changed (or the cluster went away) in the meantime."""
+        version, cluster_version = node.version, cluster.version
+
+        def run() -> None:
+            if self.clusters.get((cluster.region, cluster.name)) is not cluster:
+                return
+            if cluster.nodes.get(node.instance_id) is not node or node.version != version:
+                return
+            if cluster.version != cluster_version and cluster.status == "Deleting":
+                return
+            fn()
+
+        self.ctx.later(delay, run)
+
+    # launching --------------------------------------------------------------------------------
+    def group_subnets(self, cluster: Cluster, group: InstanceGroup) -> list[str]:
+        """Subnets a group's nodes go into (its OverrideVpcConfig, else the cluster's)."""
+        override = group.spec.get("OverrideVpcConfig") or {}
+        subnets = override.get("Subnets") or cluster.vpc_config.get("Subnets") or []
+        return [str(s) for s in subnets]
+
+    def launch(self, cluster: Cluster, group: InstanceGroup, count: int) -> int:
+        """Start `count` nodes; returns how many could not be placed for lack of capacity."""
+        subnets = self.group_subnets(cluster, group)
+        short = 0
+        for _ in range(count):
+            per_subnet = {s: 0 for s in subnets}
+            for n in cluster.nodes.values():
+                if n.group == group.name and n.subnet_id in per_subnet and n.status not in LEAVING:
+                    per_subnet[n.subnet_id] += 1
+            subnet = min(subnets, key=lambda s: (per_subnet[s], subnets.index(s)))
+            az, az_id, _vpc = self.ctx.subnet_az(cluster.region, subnet)
+            types = self._instance_types(group)
+            chosen = next((t for t in types if not self.ctx.faults.capacity_short(t, az, az_id)), None)
+            if chosen is None:
+                short += 1
+                continue
+            self._new_node(cluster, group, chosen, subnet, az, az_id)
+        if short:
+            self._capacity_shortage(cluster, group, short)
+        return short
+
+    def _instance_types(self, group: InstanceGroup) -> list[str]:
+        if "InstanceType" in group.spec:
+            return [str(group.spec["InstanceType"])]
+        return [str(t) for t in group.spec.get("InstanceRequirements", {}).get("InstanceTypes", [])]
+
+    def _new_node(
+        self, cluster: Cluster, group: InstanceGroup, instance_type: str, subnet: str, az: str, az_id: str
+    ) -> Node:
+        node = Node(
+            instance_id="i-" + hex_id(17),
+            logical_id=str(uuid.uuid4()),
+            group=group.name,
+            instance_type=instance_type,
+            availability_zone=az,
+            availability_zone_id=az_id,
+            subnet_id=subnet,
+            private_ip=self._private_ip(cluster.region, subnet),
+            launch_time=self.ctx.clock.wall(),
+            threads_per_core=int(group.spec.get("ThreadsPerCore", 1)),
+            capacity_type="Spot" if "Spot" in (group.spec.get("CapacityRequirements") or {}) else "OnDemand",
+            image_release=group.image_release,
+        )
+        cluster.nodes[node.instance_id] = node
+        cluster.add_event(
+            self.ctx.clock.wall(),
+            f"Launching instance {node.instance_id} ({instance_type}) in {az}",
+            resource_type="Instance",
+            group=group.name,
+            instance_id=node.instance_id,
+        )
+        self.publish_node(cluster, node)
+        self._boot(cluster, node)
+        return node
+
+    def _private_ip(self, region: str, subnet_id: str) -> str:
+        try:
+            cidr = ipaddress.ip_network(self.ctx.ec2(region).get_subnet(subnet_id).cidr_block)
+        except Exception:
+            cidr = ipaddress.ip_network("10.0.0.0/16")
+        used = {n.private_ip for c in self.clusters.values() for n in c.nodes.values()}
+        for offset in range(10, cidr.num_addresses - 1):
+            ip = str(cidr.network_address + offset)
+            if ip not in used:
+                return ip
+        return str(cidr.network_address + 4)
+
+    def _boot(self, cluster: Cluster, node: Node, delay: float = NODE_BOOT) -> None:
+        group = cluster.groups.get(node.group)
+        checks = (group.spec.get("OnStartDeepHealthChecks") if group else None) or []
+
+        def booted() -> None:
+            if checks:
+                self._set(cluster, node, "DeepHealthCheckInProgress", "Running deep health checks")
+                self._at(DEEP_HEALTH_CHECK, cluster, node, lambda: self._running(cluster, node))
+            else:
+                self._running(cluster, node)
+
+        self._at(delay, cluster, node, booted)
+
+    def _running(self, cluster: Cluster, node: Node) -> None:
+        self._set(cluster, node, "Running")
+        self.reconcile(cluster)
+
+    # capacity ---------------------------------------------------------------------------------
+    def _capacity_shortage(self, cluster: Cluster, group: InstanceGroup, short: int) -> None:
+        now = self.ctx.clock.wall()
+        msg = INSUFFICIENT_CAPACITY_MESSAGE
+        group.failure = msg
+        cluster.failure_message = msg
+        cluster.add_event(
+            now,
+            f"InsufficientCapacity: {short} instance(s) for instance group {group.name} could not be launched. {msg}",
+            level="Error",
+            resource_type="InstanceGroup",
+            group=group.name,
+        )
+        if cluster.continuous:
+            # Continuous provisioning keeps retrying until the target is reached.
+            version = cluster.version
+
+            def retry() -> None:
+                if self.clusters.get((cluster.region, cluster.name)) is not cluster:
+                    return
+                if cluster.version != version or cluster.groups.get(group.name) is not group:
+                    return
+                missing = group.target - cluster.live_count(group.name)
+                if missing > 0:
+                    group.failure = None
+                    if self.launch(cluster, group, missing) == 0:
+                        cluster.failure_message = None
+                self.reconcile(cluster)
+
+            self.ctx.later(CAPACITY_RETRY, retry)
+            return
+        if cluster.status == "Creating":
+            self._roll_back_creation(cluster)
+        else:
+            self._roll_back_group(cluster, group)
+
+    def _roll_back_creation(self, cluster: Cluster) -> None:
+        cluster.status = "RollingBack"
+        cluster.version += 1
+        for node in list(cluster.nodes.values()):
+            self.remove_node(cluster, node, "Cluster creation is rolling back")
+        for group in cluster.groups.values():
+            group.status = "Failed"
+
+        def failed() -> None:
+            if self.clusters.get((cluster.region, cluster.name)) is cluster:
+                cluster.status = "Failed"
+                cluster.add_event(self.ctx.clock.wall(), "Cluster creation failed", level="Error")
+
+        self.ctx.later(ROLLBACK, failed)
+
+    def _roll_back_group(self, cluster: Cluster, group: InstanceGroup) -> None:
+        """A classic-mode update that cannot reach its target returns the group to its previous count."""
+        group.target = group.previous_target
+        excess = cluster.live_count(group.name) - group.target
+        if excess > 0:
+            for node in self.pick_for_removal(cluster, group.name, excess):
+                self.remove_node(cluster, node, "Scaling rolled back")
+        group.status = "InService"
+        group.scaling = False
+        self.reconcile(cluster)
+
+    # removal ----------------------------------------------------------------------------------
+    def pick_for_removal(self, cluster: Cluster, group: str, count: int) -> list[Node]:
+        """Nodes to take away when scaling in: not-yet-running first, then the newest."""
+        candidates = [n for n in cluster.group_nodes(group) if n.status not in LEAVING]
+        candidates.sort(key=lambda n: (n.status == "Running", -n.launch_time))
+        return candidates[:count]
+
+    def remove_node(self, cluster: Cluster, node: Node, message: str = "Terminating") -> None:
+        """ShuttingDown now, gone after SHUTDOWN twin seconds."""
+        self._set(cluster, node, "ShuttingDown", message)
+
+        def gone() -> None:
+            cluster.nodes.pop(node.instance_id, None)
+            self.ctx.emit(
+                "hyperpod.node.removed",
+                cluster_name=cluster.name,
+                cluster_arn=cluster.arn,
+                eks_cluster_arn=cluster.eks_arn,
+                instance_id=node.instance_id,
+            )
+            self.reconcile(cluster)
+
+        self._at(SHUTDOWN, cluster, node, gone)
+
+    def reboot(self, cluster: Cluster, node: Node) -> None:
+        """Soft reboot: Pending ("Rebooting") then Running again."""
+        self._set(cluster, node, "Pending", "Rebooting instance")
+        cluster.add_event(
+            self.ctx.clock.wall(),
+            f"Rebooting {node.instance_id}",
+            resource_type="Instance",
+            group=node.group,
+            instance_id=node.instance_id,
+        )
+        self._at(REBOOT, cluster, node, lambda: self._running(cluster, node))
+
+    def replace(self, cluster: Cluster, node: Node) -> Node | None:
+        """New hardware: the old instance is terminated, a new instance id launches in the same subnet."""
+        group = cluster.groups.get(node.group)
+        if group is None:
+            return None
+        self.remove_node(cluster, node, "Replacing instance")
+        fresh = self._new_node(
+            cluster, group, node.instance_type, node.subnet_id, node.availability_zone, node.availability_zone_id
+        )
+        cluster.add_event(
+            self.ctx.clock.wall(),
+            f"Replacing {node.instance_id} with {fresh.instance_id}",
+            resource_type="Instance",
+            group=node.group,
+            instance_id=node.instance_id,
+        )
+        return fresh
+
+    def delete_cluster(self, cluster: Cluster) -> None:
+        """Deleting: every node shuts down, then the cluster disappears."""
+        cluster.status = "Deleting"
+        cluster.version += 1
+        for group in cluster.groups.values():
+            group.status = "Deleting"
+        for node in list(cluster.nodes.values()):
+            if node.status not in LEAVING:
+                self._set(cluster, node, "ShuttingDown", "Cluster is being deleted")
+
+        def gone() -> None:
+            if self.clusters.get((cluster.region, cluster.name)) is not cluster:
+                return
+            for node in list(cluster.nodes.values()):
+                cluster.nodes.pop(node.instance_id)
+                self.ctx.emit(
+                    "hyperpod.node.removed",
+                    cluster_name=cluster.name,
+                    cluster_arn=cluster.arn,
+                    eks_cluster_arn=cluster.eks_arn,
+                    instance_id=node.instance_id,
+                )
+            del self.clusters[(cluster.region, cluster.name)]
+            for fn in self.on_release:
+                fn(cluster)
+            self.ctx.emit(
+                "hyperpod.cluster.deleted",
+                cluster_name=cluster.name,
+                cluster_arn=cluster.arn,
+                eks_cluster_arn=cluster.eks_arn,
+            )
+
+        self.ctx.later(CLUSTER_DELETE, gone)
+
+    # groups -----------------------------------------------------------------------------------
+    def scale(self, cluster: Cluster, group: InstanceGroup, target: int) -> None:
+        """Move a group to `target` nodes (launch or terminate the difference)."""
+        group.previous_target = group.target
+        group.target = target
+        live = cluster.live_count(group.name)
+        if target > live:
+            group.scaling = True
+            if group.status not in ("Creating",):
+                group.status = "Updating"
+            self.launch(cluster, group, target - live)
+        elif target < live:
+            for node in self.pick_for_removal(cluster, group.name, live - target):
+                self.remove_node(cluster, node, "Scaling in")
+        self.reconcile(cluster)
+
+    def delete_group(self, cluster: Cluster, group: InstanceGroup) -> None:
+        """InstanceGroupsToDelete: nodes shut down, then the group is gone."""
+        group.status = "Deleting"
+        group.target = 0
+        nodes = [n for n in cluster.group_nodes(group.name) if n.status not in LEAVING]
+        for node in nodes:
+            self.remove_node(cluster, node, "Instance group is being deleted")
+
+        def gone() -> None:
+            if cluster.groups.get(group.name) is group and cluster.live_count(group.name) == 0:
+                del cluster.groups[group.name]
+                self.reconcile(cluster)
+
+        self.ctx.later(SHUTDOWN + 1, gone)
+
+    def software_update(self, cluster: Cluster, groups: list[InstanceGroup]) -> None:
+        """UpdateClusterSoftware: nodes go SystemUpdating, then run the latest image release."""
+        cluster.status = "SystemUpdating"
+        for group in groups:
+            group.software_update_status = "InProgress"
+            group.desired_image_release = LATEST_IMAGE_RELEASE
+            group.status = "SystemUpdating"
+            for node in cluster.group_nodes(group.name):
+                if node.status == "Running":
+                    self._set(cluster, node, "SystemUpdating", "Applying software update")
+        version = cluster.version
+
+        def done() -> None:
+            if self.clusters.get((cluster.region, cluster.name)) is not cluster or cluster.version != version:
+                return
+            now = self.ctx.clock.wall()
+            for group in groups:
+                group.image_release = LATEST_IMAGE_RELEASE
+                group.software_update_status = "Succeeded"
+                group.status = "InService"
+                for node in cluster.group_nodes(group.name):
+                    node.image_release = LATEST_IMAGE_RELEASE
+                    node.last_software_update = now
+                    if node.status == "SystemUpdating":
+                        self._set(cluster, node, "Running")
+            cluster.status = "Updating"
+            cluster.add_event(now, "Cluster software update completed")
+            self.reconcile(cluster)
+
+        self.ctx.later(SOFTWARE_UPDATE, done)
+
+    def node_health(self, cluster: Cluster, node: Node, status: str, reason: str) -> None:
+        """A health finding (HMA / deep health check / operator label); NodeRecovery=Automatic acts on it."""
+        node.health_status = status
+        self.ctx.emit(
+            "hyperpod.node.health",
+            cluster_name=cluster.name,
+            cluster_arn=cluster.arn,
+            eks_cluster_arn=cluster.eks_arn,
+            instance_id=node.instance_id,
+            health_status=status,
+            reason=reason,
+        )
+        cluster.add_event(
+            self.ctx.clock.wall(),
+            f"Node {node.instance_id} health: {status} ({reason})",
+            level="Warn" if status != "Schedulable" else "Info",
+            resource_type="Instance",
+            group=node.group,
+            instance_id=node.instance_id,
+        )
+        if cluster.node_recovery != "Automatic":
+            return
+        if status == "UnschedulablePendingReplacement":
+            self._at(AUTO_REPAIR_DELAY, cluster, node, lambda: self._auto(cluster, node, replace=True))
+        elif status == "UnschedulablePendingReboot":
+            self._at(AUTO_REPAIR_DELAY, cluster, node, lambda: self._auto(cluster, node, replace=False))
+
+    def deep_health_check(self, cluster: Cluster, node: Node) -> None:
+        """StartClusterHealthCheck on one node: DeepHealthCheckInProgress, then Running."""
+        self._set(cluster, node, "DeepHealthCheckInProgress", "Running deep health checks")
+        self._at(DEEP_HEALTH_CHECK, cluster, node, lambda: self._running(cluster, node))
+
+    def _auto(self, cluster: Cluster, node: Node, *, replace: bool) -> None:
+        if replace:
+            self.replace(cluster, node)
+        else:
+            node.health_status = "Schedulable"
+            self.reboot(cluster, node)
+
+    # convergence ------------------------------------------------------------------------------
+    def reconcile(self, cluster: Cluster) -> None:
+        """Recompute group and cluster statuses from the nodes."""
+        if cluster.status in ("Deleting", "Failed", "RollingBack"):
+            return
+        settled = True
+        for group in cluster.groups.values():
+            if group.status == "Deleting":
+                settled = False
+                continue
+            nodes = [n for n in cluster.group_nodes(group.name) if n.status not in LEAVING]
+            pending = any(n.status not in ("Running",) for n in nodes)
+            current = cluster.current_count(group.name)
+            if current >= group.target and not pending:
+                group.scaling = False
+                if group.status in ("Creating", "Updating", "Degraded"):
+                    group.status = "InService"
+            else:
+                waiting_for_capacity = group.failure is not None and not pending
+                if not (cluster.continuous and waiting_for_capacity):
+                    settled = False
+                if group.status == "SystemUpdating":
+                    settled = False
+        # FailureMessage stays until a later operation succeeds (see the API and capacity retry).
+        if cluster.status in ("Creating", "Updating") and settled and cluster.setup_done:
+            if cluster.status == "Creating":
+                cluster.add_event(self.ctx.clock.wall(), "Cluster is InService")
+            cluster.status = "InService"
+
+    def creation_started(self, cluster: Cluster) -> None:
+        """Mark the cluster in setup until CLUSTER_SETUP twin seconds have passed."""
+        cluster.setup_done = False
+
+        def setup() -> None:
+            if self.clusters.get((cluster.region, cluster.name)) is cluster:
+                cluster.setup_done = True
+                self.reconcile(cluster)
+
+        self.ctx.later(CLUSTER_SETUP, setup)
+
+    def payload(self, cluster: Cluster) -> dict[str, Any]:
+        """Keys shared by every hyperpod.* event."""
+        return {"cluster_name": cluster.name, "cluster_arn": cluster.arn, "eks_cluster_arn": cluster.eks_arn}

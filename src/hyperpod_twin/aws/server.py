@@ -1,0 +1,163 @@
+"""One HTTP port for the twin's AWS side: `/_twin/…` control, scripted faults, extensions, then moto."""
+
+from __future__ import annotations
+
+import io
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from werkzeug.serving import BaseWSGIServer, make_server
+from werkzeug.wrappers import Request, Response
+
+from .context import AwsContext
+from .protocol import AwsError, AwsRequest, PassThrough, RawResponse, error_response, identify
+
+log = logging.getLogger(__name__)
+
+StartResponse = Callable[..., Any]
+WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
+ControlHandler = Callable[[Request], Response]
+
+
+class TwinAwsApp:
+    """The WSGI application: routes each request to control, a fault, an extension, or moto."""
+
+    def __init__(self, ctx: AwsContext, control: ControlHandler) -> None:
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+
+        self.ctx = ctx
+        self.control = control
+        self.moto: WsgiApp = DomainDispatcherApplication(create_backend_app)
+        # Python-level hooks run on moto's answers (e.g. to notice a VPC deletion); (service, op) -> fn.
+        self.after_moto: dict[tuple[str, str], Callable[[AwsRequest, int], None]] = {}
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "") or "/"
+        request = Request(environ)
+        if path.startswith("/_twin/") or path == "/_twin":
+            response = self.control(request)
+            return response(environ, start_response)
+        body = request.get_data(cache=True)
+        # moto reads the body again from wsgi.input.
+        environ["wsgi.input"] = io.BytesIO(body)
+        environ["CONTENT_LENGTH"] = str(len(body))
+        environ["HTTP_X_MOTO_ACCOUNT_ID"] = self.ctx.account_id
+        headers = {k: v for k, v in request.headers.items()}
+        req = identify(
+            request.method,
+            path,
+            environ.get("QUERY_STRING", ""),
+            headers,
+            body,
+            self.ctx.region,
+        )
+        if req is not None:
+            err = self.ctx.faults.check_request(req)
+            if err is not None:
+                return _send(error_response(req, err), environ, start_response)
+            guard = self.ctx.guards.get((req.service, req.operation or ""))
+            if guard is not None:
+                try:
+                    with self.ctx.locked():
+                        guard(req)
+                except AwsError as exc:
+                    return _send(error_response(req, exc), environ, start_response)
+            handler = self.ctx.handlers.get((req.service, req.operation or ""))
+            if handler is not None:
+                try:
+                    answer = handler(req)
+                except PassThrough:
+                    return self._call_moto(req, environ, start_response)
+                except AwsError as exc:
+                    answer = error_response(req, exc)
+                except Exception:
+                    log.exception("twin extension %s.%s failed", req.service, req.operation)
+                    answer = error_response(
+                        req, AwsError("InternalFailure", "The twin's extension failed; see its log.", 500)
+                    )
+                return _send(answer, environ, start_response)
+        return self._call_moto(req, environ, start_response)
+
+    def _call_moto(
+        self, req: AwsRequest | None, environ: dict[str, Any], start_response: StartResponse
+    ) -> Iterable[bytes]:
+        captured: dict[str, Any] = {}
+
+        def capture(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[..., Any]:
+            captured["status"] = status
+            captured["headers"] = headers
+            return lambda data: None
+
+        try:
+            chunks = b"".join(self.moto(environ, capture))
+        except NotImplementedError as exc:
+            captured = {"status": "500 INTERNAL SERVER ERROR", "headers": [], "error": str(exc)}
+            chunks = str(exc).encode()
+        code = int(str(captured.get("status", "500")).split()[0])
+        if code == 500 and req is not None:
+            # moto answers calls it does not implement with a bare 500, which botocore retries for a
+            # long time. Answer like AWS does for an operation it does not know: a 4xx, not retried.
+            op = f"{req.service}.{req.operation or '?'}"
+            log.warning("moto could not answer %s: %s", op, chunks[:300])
+            err_code = "InvalidAction" if req.protocol in ("query", "ec2") else "UnknownOperationException"
+            err = AwsError(
+                err_code,
+                f"The digital twin (moto 5.2.5 + extensions) does not implement {op}: "
+                + chunks[:200].decode("utf-8", "replace"),
+                400,
+            )
+            return _send(error_response(req, err), environ, start_response)
+        if req is not None and req.operation:
+            hook = self.after_moto.get((req.service, req.operation))
+            if hook is not None:
+                try:
+                    hook(req, code)
+                except Exception:
+                    log.exception("twin hook after moto %s.%s failed", req.service, req.operation)
+        start_response(str(captured["status"]), list(captured["headers"]))
+        return [chunks]
+
+
+def _send(answer: RawResponse, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+    response = Response(answer.body, status=answer.status, headers=answer.headers)
+    return response(environ, start_response)
+
+
+def _quiet_handler() -> type:
+    from moto.moto_server.werkzeug_app import MotoRequestHandler
+
+    class QuietHandler(MotoRequestHandler):
+        """moto's request handler without a log line per request."""
+
+        def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+            return None
+
+    return QuietHandler
+
+
+class TwinHttpServer:
+    """A threaded werkzeug server running `app` on host:port (port 0 picks a free one)."""
+
+    def __init__(self, app: WsgiApp, host: str, port: int) -> None:
+        self._server: BaseWSGIServer = make_server(host, port, app, threaded=True, request_handler=_quiet_handler())
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port."""
+        return int(self._server.server_address[1])
+
+    def start(self) -> None:
+        """Serve in a background thread."""
+        self._thread = threading.Thread(target=self._server.serve_forever, name="twin-aws-http", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop serving and close the socket."""
+        self._server.shutdown()
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None

@@ -1,0 +1,105 @@
+"""The AWS side assembled: context, every extension module, STS identity, the project bucket, reset."""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from typing import Any
+
+from hyperpod_twin.clock import TwinClock
+from hyperpod_twin.events import EventBus
+
+from . import eks_access, eks_addons, eks_clusters, fsx, iam_ext, quotas, sagemaker_hyperpod, training_plans
+from .context import AwsContext
+from .faults import FaultBook
+from .hyperpod_lifecycle import Lifecycle
+from .protocol import AwsRequest, PassThrough, RawResponse, xml_response
+from .server import TwinAwsApp
+
+log = logging.getLogger(__name__)
+
+
+class AwsSide:
+    """moto plus the twin's extensions for one account, served by `app` (a WSGI application)."""
+
+    def __init__(
+        self,
+        *,
+        account_id: str,
+        region: str,
+        clock: TwinClock,
+        bus: EventBus,
+        access_key_id: str,
+        caller_arn: str,
+        project_bucket: str,
+    ) -> None:
+        # AWS-managed IAM policies (AmazonSageMakerClusterInstanceRolePolicy …) attach only when moto
+        # loads them; moto reads this when an IAM backend is created.
+        os.environ.setdefault("MOTO_IAM_LOAD_MANAGED_POLICIES", "true")
+        self.faults = FaultBook()
+        self.ctx = AwsContext(
+            account_id=account_id,
+            region=region,
+            clock=clock,
+            bus=bus,
+            faults=self.faults,
+            caller_arn=caller_arn,
+            access_key_id=access_key_id,
+        )
+        self.project_bucket = project_bucket
+        self.quotas = quotas.Quotas(self.ctx)
+        self.plans = training_plans.TrainingPlans(self.ctx)
+        self.life = Lifecycle(self.ctx)
+        self.hyperpod = sagemaker_hyperpod.HyperPod(self.ctx, self.life, self.quotas, self.plans)
+        self.eks = eks_clusters.EksState(self.ctx)
+        self.fsx = fsx.FsxState()
+        quotas.register(self.ctx, self.quotas)
+        training_plans.register(self.ctx, self.plans)
+        sagemaker_hyperpod.register(self.ctx, self.hyperpod)
+        eks_clusters.register(self.ctx, self.eks)
+        eks_access.register(self.ctx, self.eks)
+        eks_addons.register(self.ctx, self.eks)
+        fsx.register(self.ctx, self.fsx)
+        iam_ext.register(self.ctx)
+        self._register_sts()
+
+    def _register_sts(self) -> None:
+        ctx = self.ctx
+
+        @ctx.route("sts", "GetCallerIdentity")
+        def whoami(req: AwsRequest) -> RawResponse:
+            # The twin's fixed credentials belong to an IAM user; other keys (moto-issued, assumed
+            # roles) are moto's to answer.
+            if req.access_key != ctx.access_key_id:
+                raise PassThrough()
+            user_id = "AIDA" + uuid.uuid5(uuid.NAMESPACE_URL, ctx.caller_arn).hex[:17].upper()
+            return xml_response(
+                req,
+                f"<UserId>{user_id}</UserId><Account>{ctx.account_id}</Account><Arn>{ctx.caller_arn}</Arn>",
+            )
+
+    def app(self, control: Any) -> TwinAwsApp:
+        """The WSGI application serving moto, the extensions and `control` on one port."""
+        return TwinAwsApp(self.ctx, control)
+
+    def reset(self) -> None:
+        """A clean account: moto's backends, every extension, faults; then the baseline again."""
+        from moto.core.base_backend import BackendDict
+        from moto.core.model_instances import reset_model_data
+
+        self.faults.clear()
+        self.ctx.reset()
+        BackendDict.reset()
+        reset_model_data()
+        self.baseline()
+
+    def baseline(self) -> None:
+        """What a fresh twin account has besides moto's defaults: the project bucket."""
+        from moto.s3.models import s3_backends
+
+        s3 = s3_backends[self.ctx.account_id]["aws"]
+        try:
+            s3.create_bucket(self.project_bucket, self.ctx.region)
+        except Exception as exc:  # the bucket exists already (baseline run twice)
+            log.debug("project bucket: %s", exc)
