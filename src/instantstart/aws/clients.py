@@ -1,0 +1,52 @@
+"""One boto3 session and cached clients per Region, with adaptive retries and an overridable endpoint."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from instantstart import __version__
+from instantstart.settings import Settings
+
+
+class AwsClients:
+    """boto3 clients for the control plane's account.
+
+    Credentials come from the default chain (environment, profile, instance role). `aws_endpoint_url`
+    (INSTANTSTART_AWS_ENDPOINT_URL, or boto3's own AWS_ENDPOINT_URL) points every service at one
+    endpoint, which is how the digital twin is reached.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.default_region = settings.aws_region
+        self._session = boto3.session.Session()
+        self._clients: dict[tuple[str, str], Any] = {}
+        self._lock = threading.Lock()
+        self._config = Config(
+            retries={"mode": "adaptive", "max_attempts": 8},
+            connect_timeout=5,
+            read_timeout=60,
+            user_agent_extra=f"instantstart/{__version__}",
+        )
+
+    @property
+    def session(self) -> boto3.session.Session:
+        """The underlying boto3 session (for presigning)."""
+        return self._session
+
+    def client(self, service: str, region: str | None = None) -> Any:
+        """A cached, thread-safe boto3 client for `service` in `region`."""
+        key = (service, region or self.default_region)
+        with self._lock:
+            client = self._clients.get(key)
+            if client is None:
+                # The service name is dynamic, so the typed overloads of boto3-stubs cannot apply.
+                factory: Any = self._session.client
+                client = factory(service, region_name=key[1], config=self._config,
+                                 endpoint_url=self.settings.aws_endpoint_url)
+                self._clients[key] = client
+            return client

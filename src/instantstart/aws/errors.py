@@ -1,0 +1,64 @@
+"""Translating botocore errors into the control plane's error hierarchy, once."""
+
+from __future__ import annotations
+
+from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
+
+from instantstart.errors import (
+    CapacityUnavailable,
+    Conflict,
+    InstantStartError,
+    InvalidInput,
+    NotFound,
+    ProviderError,
+    QuotaExceeded,
+    Throttled,
+)
+
+_THROTTLE = {"Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException",
+             "SlowDown", "RequestThrottled", "PriorRequestNotComplete"}
+_NOT_FOUND_SUFFIXES = ("NotFound", "NotFoundException", "NoSuchEntity", "NoSuchBucket")
+_QUOTA = {"ResourceLimitExceeded", "LimitExceededException", "ResourceLimitExceededException",
+          "VpcLimitExceeded", "AddressLimitExceeded", "ServiceQuotaExceededException"}
+_CAPACITY = {"InsufficientInstanceCapacity", "InsufficientCapacityException", "InsufficientCapacity"}
+_CONFLICT = {"ResourceInUse", "ResourceInUseException", "ConflictException", "EntityAlreadyExists",
+             "BucketAlreadyOwnedByYou", "DependencyViolation"}
+
+
+def error_code(exc: ClientError) -> str:
+    """The AWS error code of a ClientError."""
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def translate(exc: Exception, action: str) -> InstantStartError:
+    """The domain error for a failed AWS call; `action` says what was being done (for the message)."""
+    if isinstance(exc, InstantStartError):
+        return exc
+    if isinstance(exc, ClientError):
+        code = error_code(exc)
+        message = exc.response.get("Error", {}).get("Message", "") or str(exc)
+        text = f"{action}: {code}: {message}"
+        details = {"awsErrorCode": code}
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        if code in _THROTTLE:
+            return Throttled(text, details=details)
+        if code in _CAPACITY or "insufficient capacity" in message.lower():
+            return CapacityUnavailable(text, details=details)
+        if code in _QUOTA:
+            return QuotaExceeded(text, details=details)
+        if code.endswith(_NOT_FOUND_SUFFIXES) or code in ("ResourceNotFound", "ResourceNotFoundException"):
+            return NotFound(text, details=details)
+        if code in _CONFLICT:
+            return Conflict(text, details=details)
+        if code in ("ValidationException", "InvalidParameterException", "InvalidParameterValue",
+                    "InvalidParameterCombination", "InvalidRequestException", "MalformedPolicyDocument"):
+            return InvalidInput(text, hint="AWS rejected the request as built; check the values named.",
+                                details=details)
+        if status >= 500 or code in ("InternalError", "InternalFailure", "ServiceUnavailable", "ServerException"):
+            return ProviderError(text, details=details)
+        return ProviderError(text, details=details)
+    if isinstance(exc, EndpointConnectionError):
+        return ProviderError(f"{action}: cannot reach the AWS endpoint ({exc})")
+    if isinstance(exc, BotoCoreError):
+        return ProviderError(f"{action}: {exc}")
+    return ProviderError(f"{action}: {type(exc).__name__}: {exc}")

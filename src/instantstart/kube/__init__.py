@@ -1,0 +1,1 @@
+"""Kubernetes adapter: EKS bearer tokens and API clients built from DescribeCluster."""

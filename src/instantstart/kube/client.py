@@ -1,0 +1,90 @@
+"""Kubernetes API clients per EKS cluster: endpoint and CA from DescribeCluster, an in-process EKS token."""
+
+from __future__ import annotations
+
+import base64
+import os
+import tempfile
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client as k8s
+
+from instantstart.aws.clients import AwsClients
+from instantstart.aws.errors import translate
+from instantstart.errors import PreconditionFailed
+from instantstart.kube.token import EksToken, eks_token
+
+
+@dataclass
+class _Entry:
+    api: k8s.ApiClient
+    token: EksToken
+    endpoint: str
+
+
+class KubeClients:
+    """Builds and caches an ApiClient per (region, EKS cluster), refreshing the token before it expires."""
+
+    def __init__(self, aws: AwsClients) -> None:
+        self.aws = aws
+        self._entries: dict[tuple[str, str], _Entry] = {}
+        self._lock = threading.Lock()
+        self._ca_dir = tempfile.mkdtemp(prefix="instantstart-ca-")
+
+    def api_client(self, cluster_name: str, region: str | None = None) -> k8s.ApiClient:
+        """An ApiClient for the cluster (blocking; call from a worker thread)."""
+        region = region or self.aws.default_region
+        key = (region, cluster_name)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None and entry.token.fresh():
+                return entry.api
+        entry = self._build(cluster_name, region)
+        with self._lock:
+            old = self._entries.get(key)
+            self._entries[key] = entry
+        if old is not None and old.api is not entry.api:
+            old.api.close()  # type: ignore[no-untyped-call]
+        return entry.api
+
+    def forget(self, cluster_name: str, region: str | None = None) -> None:
+        """Drop a cached client (after the cluster is deleted or its endpoint changed)."""
+        with self._lock:
+            entry = self._entries.pop((region or self.aws.default_region, cluster_name), None)
+        if entry is not None:
+            entry.api.close()  # type: ignore[no-untyped-call]
+
+    def _build(self, cluster_name: str, region: str) -> _Entry:
+        eks = self.aws.client("eks", region)
+        try:
+            cluster = eks.describe_cluster(name=cluster_name)["cluster"]
+        except Exception as exc:
+            raise translate(exc, f"describe EKS cluster {cluster_name}") from exc
+        endpoint = cluster.get("endpoint")
+        if cluster.get("status") != "ACTIVE" or not endpoint:
+            raise PreconditionFailed(
+                f"EKS cluster {cluster_name} is {cluster.get('status')} and has no API endpoint yet.",
+                hint="Wait for the EKS stage to finish (cluster_get_eks_creation_status).",
+            )
+        try:
+            token = eks_token(self.aws.client("sts", region), cluster_name)
+        except Exception as exc:
+            raise translate(exc, "sign an EKS token") from exc
+        config = k8s.Configuration()
+        config.host = endpoint
+        config.api_key = {"authorization": token.value}
+        config.api_key_prefix = {"authorization": "Bearer"}
+        ca_data = (cluster.get("certificateAuthority") or {}).get("data")
+        if endpoint.startswith("https://") and ca_data:
+            path = os.path.join(self._ca_dir, f"{region}-{cluster_name}.crt")
+            with open(path, "wb") as handle:
+                handle.write(base64.b64decode(ca_data))
+            config.ssl_ca_cert = path
+        return _Entry(api=k8s.ApiClient(config), token=token, endpoint=endpoint)
+
+
+def describe(api: Any) -> str:
+    """The host an ApiClient talks to (for messages)."""
+    return str(api.configuration.host)

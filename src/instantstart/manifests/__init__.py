@@ -1,0 +1,1 @@
+"""Pure builders: Kubernetes objects and AWS request bodies, computed from validated inputs."""

@@ -1,0 +1,108 @@
+"""Address planning: a VPC CIDR that avoids the Region's VPCs, and the subnets carved from it."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from instantstart.errors import InvalidInput
+
+Net = ipaddress.IPv4Network
+COMPUTE_MAX_PREFIX = 20  # a HyperPod compute subnet is /20 or larger (4,091 usable addresses)
+AWS_RESERVED_PER_SUBNET = 5
+
+
+@dataclass(frozen=True)
+class AddressPlan:
+    """The VPC and its subnets: two public, two EKS control-plane (private), one compute per AZ."""
+
+    vpc: str
+    public: tuple[str, str]
+    eks_private: tuple[str, str]
+    compute: str
+
+    def all_subnets(self) -> list[str]:
+        """Every subnet CIDR of the plan."""
+        return [*self.public, *self.eks_private, self.compute]
+
+
+def parse_cidr(value: str, field: str) -> Net:
+    """An IPv4 network from user input, with a field-named error."""
+    try:
+        net = ipaddress.ip_network(value, strict=True)
+    except ValueError as exc:
+        raise InvalidInput(f"Invalid input: {field}: {value!r} is not a valid IPv4 CIDR ({exc})",
+                           details={"fields": [{"field": field, "message": str(exc)}]}) from None
+    if not isinstance(net, ipaddress.IPv4Network):
+        raise InvalidInput(f"Invalid input: {field}: only IPv4 CIDRs are supported",
+                           details={"fields": [{"field": field, "message": "IPv4 only"}]})
+    return net
+
+
+def choose_vpc_cidr(existing: Iterable[str], prefix: int = 16) -> str:
+    """The first private /16 (10.x, then 172.16-31) that overlaps none of the existing VPC CIDRs."""
+    taken = [ipaddress.ip_network(c) for c in existing]
+    pools = [ipaddress.ip_network("10.0.0.0/8"), ipaddress.ip_network("172.16.0.0/12")]
+    for pool in pools:
+        for candidate in pool.subnets(new_prefix=prefix):
+            if not any(candidate.overlaps(t) for t in taken):
+                return str(candidate)
+    raise InvalidInput("No free private /16 is left in this Region; give vpcCidr explicitly or reuse a VPC.")
+
+
+def plan_addresses(vpc_cidr: str) -> AddressPlan:
+    """Default subnets of a VPC: publics and EKS privates are small /24s at the bottom; compute is a /20
+    above them (EKS control-plane subnets need a handful of addresses, compute needs thousands)."""
+    vpc = parse_cidr(vpc_cidr, "vpcCidr")
+    if vpc.prefixlen > 18:
+        raise InvalidInput(f"Invalid input: vpcCidr: /{vpc.prefixlen} is too small; use /18 or larger",
+                           details={"fields": [{"field": "vpcCidr", "message": "use /18 or larger"}]})
+    small = list(vpc.subnets(new_prefix=24))
+    computes = list(vpc.subnets(new_prefix=COMPUTE_MAX_PREFIX))
+    return AddressPlan(vpc=str(vpc), public=(str(small[0]), str(small[1])),
+                       eks_private=(str(small[2]), str(small[3])), compute=str(computes[1]))
+
+
+def validate_plan(plan: AddressPlan) -> None:
+    """Every subnet inside the VPC, none overlapping, compute /20 or larger. Errors name the field."""
+    vpc = parse_cidr(plan.vpc, "vpcCidr")
+    named = [("publicSubnet1Cidr", plan.public[0]), ("publicSubnet2Cidr", plan.public[1]),
+             ("eksPrivateSubnet1Cidr", plan.eks_private[0]), ("eksPrivateSubnet2Cidr", plan.eks_private[1]),
+             ("hyperPodPrivateSubnetCidr", plan.compute)]
+    nets: list[tuple[str, Net]] = [(field, parse_cidr(value, field)) for field, value in named]
+    for field, net in nets:
+        if not net.subnet_of(vpc):
+            raise InvalidInput(f"Invalid input: {field}: {net} is not inside the VPC {vpc}",
+                               details={"fields": [{"field": field, "message": f"not inside {vpc}"}]})
+        if net.prefixlen > 28:
+            raise InvalidInput(f"Invalid input: {field}: {net} is smaller than /28, the smallest AWS subnet",
+                               details={"fields": [{"field": field, "message": "smaller than /28"}]})
+    for i, (field, net) in enumerate(nets):
+        for other_field, other in nets[i + 1:]:
+            if net.overlaps(other):
+                raise InvalidInput(
+                    f"Invalid input: {other_field}: {other} overlaps {field} {net}",
+                    details={"fields": [{"field": other_field, "message": f"overlaps {field}"}]})
+    compute = nets[-1][1]
+    if compute.prefixlen > COMPUTE_MAX_PREFIX:
+        raise InvalidInput(
+            f"Invalid input: hyperPodPrivateSubnetCidr: {compute} is smaller than /{COMPUTE_MAX_PREFIX}; HyperPod "
+            "compute subnets need /20 or larger (each node and pod takes an address)",
+            details={"fields": [{"field": "hyperPodPrivateSubnetCidr", "message": "use /20 or larger"}]})
+
+
+def usable_addresses(cidr: str) -> int:
+    """Addresses AWS lets instances use in a subnet (it reserves five)."""
+    return int(ipaddress.ip_network(cidr).num_addresses) - AWS_RESERVED_PER_SUBNET
+
+
+def next_free_subnet(vpc_cidr: str, used: Iterable[str], prefix: int = COMPUTE_MAX_PREFIX) -> str:
+    """The lowest /prefix block of the VPC that overlaps no used subnet (for new compute subnets)."""
+    vpc = parse_cidr(vpc_cidr, "vpcCidr")
+    taken = [ipaddress.ip_network(c) for c in used]
+    for candidate in vpc.subnets(new_prefix=prefix):
+        if not any(candidate.overlaps(t) for t in taken):
+            return str(candidate)
+    raise InvalidInput(f"The VPC {vpc} has no free /{prefix} left for a compute subnet.",
+                       hint="Give subnetId to reuse an existing subnet, or add a secondary CIDR to the VPC.")
