@@ -9,6 +9,7 @@ import uvicorn
 from instantstart.api.app import create_app
 from instantstart.logs import configure
 from instantstart.settings import Settings
+from instantstart.twin_process import apply_env, start_twin
 
 log = logging.getLogger(__name__)
 
@@ -22,8 +23,18 @@ def run_server(settings: Settings, *, host: str | None = None, port: int | None 
         updates["port"] = port
     settings = settings.model_copy(update=updates)
     configure(settings.log_level, settings.log_json)
+    child = None
     if twin:
-        log.warning("--twin: the digital twin is not available in this build; serving without a cloud backend")
-    app = create_app(settings)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, access_log=False,
-                lifespan="on", timeout_graceful_shutdown=10)
+        child = start_twin()
+        apply_env(child)
+        settings = settings.model_copy(update={"aws_endpoint_url": child.endpoint_url,
+                                               "aws_region": child.env.get("AWS_REGION", settings.aws_region)})
+        log.info("digital twin started", extra={"endpoint": child.endpoint_url})
+    try:
+        # Uvicorn re-raises SIGTERM after its graceful shutdown, so the twin is stopped from the lifespan.
+        app = create_app(settings, on_shutdown=(child.stop,) if child is not None else ())
+        uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, access_log=False,
+                    lifespan="on", timeout_graceful_shutdown=10)
+    finally:
+        if child is not None:
+            child.stop()

@@ -6,7 +6,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from anyio import to_thread
@@ -104,8 +104,10 @@ def _route_label(scope: Scope, path: str) -> str:
     return path if path in PUBLIC_PATHS else "other"
 
 
-def create_app(settings: Settings | None = None, catalog: Catalog = CATALOG) -> ASGIApp:
-    """Build the whole server application for `settings`."""
+def create_app(
+    settings: Settings | None = None, catalog: Catalog = CATALOG, on_shutdown: tuple[Callable[[], None], ...] = ()
+) -> ASGIApp:
+    """Build the whole server application for `settings`; `on_shutdown` runs after the server stops."""
     settings = settings or Settings()
     load_all(settings.plugins)
     token, created = ensure_token(settings)
@@ -132,6 +134,8 @@ def create_app(settings: Settings | None = None, catalog: Catalog = CATALOG) -> 
             yield
         await runner.stop()
         db.dispose()
+        for hook in on_shutdown:
+            await to_thread.run_sync(hook)
 
     app = FastAPI(title="InstantStart", version=__version__, lifespan=lifespan, openapi_url=None,
                   docs_url=None, redoc_url=None)
