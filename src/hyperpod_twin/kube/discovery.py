@@ -176,13 +176,21 @@ def openapi_v3_document(
     }
     for rtype in types:
         gvk = {"group": group, "version": version, "kind": rtype.kind}
+        # Custom resources take no strategic merge patch, and their PATCH says so (kubectl reads it).
+        patch_types = ["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"]
+        if rtype.key not in crds:
+            patch_types.append("application/strategic-merge-patch+json")
         name = schema_name(rtype, version)
         ref = {"$ref": f"#/components/schemas/{name}"}
         content = {"application/json": {"schema": ref}}
         info = crds.get(rtype.key)
         schema: Obj = dict(info.schemas.get(version) or {}) if info else {}
         schema.setdefault("type", "object")
-        schema["x-kubernetes-group-version-kind"] = [gvk]
+        if info is not None:
+            # Custom resources carry their CRD schema. Built-in kinds get no GVK-tagged schema on
+            # purpose: kubectl then computes strategic merge patches from its compiled-in types
+            # instead of failing to find fields in a schema without properties.
+            schema["x-kubernetes-group-version-kind"] = [gvk]
         schemas[name] = schema
         if rtype in REVIEW_TYPES:
             paths[f"{prefix}/{rtype.plural}"] = {
@@ -202,9 +210,7 @@ def openapi_v3_document(
                 "x-kubernetes-group-version-kind": gvk,
                 "x-kubernetes-action": "patch",
                 "parameters": [field_validation],
-                "requestBody": {"content": {t: {"schema": {"type": "object"}} for t in (
-                    "application/json-patch+json", "application/merge-patch+json",
-                    "application/strategic-merge-patch+json", "application/apply-patch+yaml")}},
+                "requestBody": {"content": {t: {"schema": {"type": "object"}} for t in patch_types}},
                 "responses": {"200": {"description": "OK", "content": content}},
             },
             "delete": {"x-kubernetes-group-version-kind": gvk, "x-kubernetes-action": "delete",

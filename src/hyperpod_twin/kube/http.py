@@ -11,6 +11,7 @@ import json
 import logging
 import select
 import socket
+import ssl
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -68,12 +69,13 @@ Handler = Callable[[Request], Response]
 
 
 def client_gone(sock: socket.socket) -> bool:
-    """Whether the peer closed the connection (readable with EOF) while we stream to it."""
+    """Whether the peer went away while we stream to it.
+
+    Clients send nothing on a connection while reading a streamed response (no pipelining), so a
+    readable socket means EOF or a TLS close_notify: either way the stream is over."""
     try:
-        readable, _, _ = select.select([sock], [], [], 0)
-        if not readable:
-            return False
-        return sock.recv(1, socket.MSG_PEEK) == b""
+        readable, _, _ = select.select([sock.fileno()], [], [], 0)
+        return bool(readable)
     except (OSError, ValueError):
         return True
 
@@ -160,17 +162,43 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], app: Handler) -> None:
+    def __init__(self, address: tuple[str, int], app: Handler, tls: ssl.SSLContext | None) -> None:
         self.app = app
         self.stopping = threading.Event()
+        self.tls = tls
         super().__init__(address, _RequestHandler)
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        # The TLS handshake runs here, in the connection's own thread, so a slow client never
+        # holds up the accept loop.
+        if self.tls is None:
+            super().finish_request(request, client_address)
+            return
+        try:
+            tls_socket = self.tls.wrap_socket(request, server_side=True)
+        except (ssl.SSLError, OSError) as err:
+            log.debug("TLS handshake with %s failed: %s", client_address, err)
+            return
+        try:
+            super().finish_request(tls_socket, client_address)
+        finally:
+            # wrap_socket detached the raw socket, so the TLS socket is the one to close.
+            tls_socket.close()
 
 
 class HttpServer:
     """Serve `app` on host:port (0 picks a free port) from a background thread."""
 
-    def __init__(self, app: Handler, host: str = "127.0.0.1", port: int = 0, name: str = "kube-api") -> None:
-        self._server = _Server((host, port), app)
+    def __init__(
+        self,
+        app: Handler,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        name: str = "kube-api",
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
+        self._server = _Server((host, port), app, tls)
+        self.scheme = "https" if tls is not None else "http"
         self._thread: threading.Thread | None = None
         self._name = name
 

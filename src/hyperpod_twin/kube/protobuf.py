@@ -1,4 +1,4 @@
-"""Decode protobuf request bodies (the `k8s\\x00` envelope around runtime.Unknown) for Secret and ConfigMap.
+"""Decode protobuf request bodies (`k8s\\x00` + runtime.Unknown) for Secret, ConfigMap and DeleteOptions.
 
 helm's storage driver writes its release Secrets with client-go's protobuf serializer and has no
 JSON fallback, so the server must read them. This is a minimal wire-format reader with the field
@@ -163,7 +163,31 @@ def _config_map(data: bytes) -> Obj:
     return obj
 
 
-DECODERS = {("v1", "Secret"): _secret, ("v1", "ConfigMap"): _config_map}
+def _delete_options(data: bytes) -> Obj:
+    obj: Obj = {"kind": "DeleteOptions", "apiVersion": "v1"}
+    for number, item in fields(data):
+        if number == 1 and isinstance(item, int):
+            obj["gracePeriodSeconds"] = item
+        elif number == 2:
+            pre: Obj = {}
+            for sub, val in fields(_bytes(item)):
+                pre["uid" if sub == 1 else "resourceVersion"] = _str(val)
+            obj["preconditions"] = pre
+        elif number == 3:
+            obj["orphanDependents"] = bool(item)
+        elif number == 4:
+            obj["propagationPolicy"] = _str(item)
+        elif number == 5:
+            obj.setdefault("dryRun", []).append(_str(item))
+    return obj
+
+
+DECODERS = {
+    ("v1", "Secret"): _secret,
+    ("v1", "ConfigMap"): _config_map,
+    ("v1", "DeleteOptions"): _delete_options,
+    ("meta.k8s.io/v1", "DeleteOptions"): _delete_options,
+}
 
 
 def decode(body: bytes) -> Obj:

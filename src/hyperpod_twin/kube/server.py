@@ -10,6 +10,7 @@ from typing import Any
 from hyperpod_twin.kube import discovery, protobuf
 from hyperpod_twin.kube.api import ResourceApi, Target, WriteOptions
 from hyperpod_twin.kube.auth import AuthError, Identity
+from hyperpod_twin.kube.certs import ClusterCertificates, make_certificates
 from hyperpod_twin.kube.controllers import ControlPlane
 from hyperpod_twin.kube.http import HttpServer, Request, Response
 from hyperpod_twin.kube.proxy import ServiceProxy
@@ -37,21 +38,34 @@ class KubeApiServer:
     """One cluster's API server over HTTP on loopback (start/stop; `url` once started)."""
 
     def __init__(
-        self, runtime: ClusterRuntime, authenticate: Authenticator, host: str = "127.0.0.1", port: int = 0
+        self,
+        runtime: ClusterRuntime,
+        authenticate: Authenticator,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        certificates: ClusterCertificates | None = None,
     ) -> None:
         self.runtime = runtime
+        self.certificates = certificates or make_certificates(runtime.name, (host, "localhost"))
         self.authenticate = authenticate
         self.control = ControlPlane(runtime.store)
         if ("", "namespaces") not in runtime.store.types:
             bootstrap(runtime.store)
         self.api = ResourceApi(runtime.store, self.control)
         self.proxy = ServiceProxy(runtime)
-        self._http = HttpServer(self.handle, host, port, name=f"kube-api-{runtime.name}")
+        self._http = HttpServer(
+            self.handle, host, port, name=f"kube-api-{runtime.name}", tls=self.certificates.server_context()
+        )
 
     @property
     def url(self) -> str:
-        """http://host:port of the server."""
-        return f"http://{self._http.host}:{self._http.port}"
+        """https://host:port of the server (the EKS cluster endpoint)."""
+        return f"{self._http.scheme}://{self._http.host}:{self._http.port}"
+
+    @property
+    def ca_data_b64(self) -> str:
+        """The cluster CA as eks.describe_cluster returns it."""
+        return self.certificates.ca_data_b64
 
     def start(self) -> None:
         """Listen."""
@@ -206,10 +220,11 @@ class KubeApiServer:
     def _delete_options(self, request: Request) -> Obj:
         options: Obj = {}
         if request.body.strip():
-            if request.content_type == "application/vnd.kubernetes.protobuf":
-                raise ApiError(415, "send DeleteOptions as JSON", "UnsupportedMediaType")
             try:
-                parsed = json.loads(request.body)
+                if request.content_type == "application/vnd.kubernetes.protobuf":
+                    parsed = protobuf.decode(request.body)
+                else:
+                    parsed = json.loads(request.body)
             except ValueError as err:
                 raise ApiError(400, f"couldn't decode DeleteOptions: {err}", "BadRequest") from err
             if isinstance(parsed, dict):
@@ -312,7 +327,8 @@ class KubeApiServer:
     def _review(self, request: Request, rtype: ResourceType) -> Response:
         if request.method != "POST":
             raise ApiError(405, "only create is supported", "MethodNotAllowed")
-        body = self._body(request)
+        # Review requests carry nothing the answer depends on (kubectl sends them as protobuf).
+        body = {} if request.content_type == "application/vnd.kubernetes.protobuf" else self._body(request)
         identity: Identity = request.identity
         if rtype.kind == "SelfSubjectReview":
             body["status"] = {"userInfo": {"username": identity.username, "uid": identity.uid,

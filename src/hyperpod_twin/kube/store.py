@@ -234,7 +234,9 @@ class ObjectStore:
             if _spec_of(new) != _spec_of(current):
                 generation += 1
             new_meta["generation"] = generation
-            if new == current | {"metadata": new_meta}:
+            # A write that changes nothing (metadata included) is a no-op: no new resourceVersion, no event.
+            new_meta["resourceVersion"] = current["metadata"]["resourceVersion"]
+            if new == current:
                 return copy.deepcopy(current)
             new_meta["resourceVersion"] = str(self._next_rv())
             bucket[(ns, name)] = new
