@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from hyperpod_twin.sim.certmanager import CertManager
 from hyperpod_twin.sim.core import ClusterSim, Controller
 from hyperpod_twin.sim.inference import InferenceOperator
 from hyperpod_twin.sim.jobs import JobController
+from hyperpod_twin.sim.karpenter import KarpenterController
+from hyperpod_twin.sim.keda import KedaOperator
 from hyperpod_twin.sim.kubelet import Kubelet
 from hyperpod_twin.sim.nodes import NodeController
+from hyperpod_twin.sim.ray import RayClusterController, RayJobController
 from hyperpod_twin.sim.scheduler import Scheduler
 from hyperpod_twin.sim.services import EndpointsController
 from hyperpod_twin.sim.sets import DaemonSetController, StatefulSetController
@@ -27,7 +31,12 @@ def all_controllers() -> list[type[Controller]]:
         VolumeBinder,
         TrainingOperator,
         InferenceOperator,
+        RayClusterController,
+        RayJobController,
+        KedaOperator,
+        CertManager,
         Scheduler,
+        KarpenterController,
         Kubelet,
         EndpointsController,
     ]

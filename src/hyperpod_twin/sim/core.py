@@ -82,6 +82,9 @@ class Controller(ABC):
         """Keys to reconcile when the controller starts (everything it watches that exists)."""
         return []
 
+    def stop(self) -> None:  # noqa: B027 - optional hook, most controllers hold nothing
+        """Release what the controller holds (worker threads); the default holds nothing."""
+
     @abstractmethod
     def reconcile(self, key: Hashable) -> None:
         """Bring the object named by `key` to its desired state."""
@@ -144,6 +147,8 @@ class ClusterSim:
         self._running = False
         self._epoch += 1
         self.store.remove_listener(self._on_event)
+        for controller in self.controllers:
+            controller.stop()
         with self._qlock:
             self._queue.clear()
             self._queued.clear()

@@ -68,6 +68,7 @@ class SimPlugin:
     # HyperPod events that arrived before the cluster's API server was up (replayed on start).
     _pending_nodes: dict[str, dict[str, tuple[str, Obj, Obj | None]]] = field(default_factory=dict)
     _pending_bundles: dict[str, set[str]] = field(default_factory=dict)
+    _clusters: dict[str, Obj] = field(default_factory=dict)  # eks arn → latest HyperPod DescribeCluster view
     _lock: threading.RLock = field(default_factory=threading.RLock)
 
     def subscribe(self) -> None:
@@ -79,9 +80,11 @@ class SimPlugin:
         self.bus.subscribe("hyperpod.node.removed", self.on_node_removed)
         self.bus.subscribe("hyperpod.node.health", self.on_node_health)
         self.bus.subscribe("hyperpod.cluster.deleted", self.on_hyperpod_deleted)
+        self.bus.subscribe("hyperpod.cluster.changed", self.on_hyperpod_changed)
         self.bus.subscribe("hyperpod.autoscaling.active", self.on_autoscaling_active)
         self.bus.subscribe("eks.addon.active", self.on_addon_active)
         self.bus.subscribe("twin.reset", self.on_reset)
+        self.bus.subscribe("twin.stopping", self.on_reset)
 
     # -- clusters -------------------------------------------------------------------------------
     def on_cluster_started(self, runtime: ClusterRuntime, **_: Any) -> None:
@@ -95,6 +98,9 @@ class SimPlugin:
             sim.start()
             for bundle in sorted(self._pending_bundles.pop(runtime.arn, set())):
                 install_crds(sim, bundle)
+            cluster = self._clusters.get(runtime.arn)
+            if cluster is not None:
+                sim.extra["hyperpod_cluster"] = cluster
             for cluster_name, node, group in self._pending_nodes.pop(runtime.arn, {}).values():
                 self._node_controller(sim).instance_changed(cluster_name, node, group)
             sim.kick()
@@ -177,6 +183,26 @@ class SimPlugin:
         """The HyperPod cluster is gone (its nodes were removed one by one already)."""
         with self._lock:
             self._pending_nodes.pop(eks_cluster_arn, None)
+            self._clusters.pop(eks_cluster_arn, None)
+            sim = self.sims.get(eks_cluster_arn)
+        if sim is not None:
+            sim.extra.pop("hyperpod_cluster", None)
+
+    def on_hyperpod_changed(self, cluster_name: str, eks_cluster_arn: str, cluster: Obj, **_: Any) -> None:
+        """The HyperPod cluster's DescribeCluster view changed (groups, counts): Karpenter reads it."""
+        with self._lock:
+            self._clusters[eks_cluster_arn] = cluster
+            sim = self.sims.get(eks_cluster_arn)
+        if sim is not None:
+            sim.run(lambda: self._set_cluster(sim, cluster_name, cluster))
+
+    @staticmethod
+    def _set_cluster(sim: ClusterSim, cluster_name: str, cluster: Obj) -> None:
+        from hyperpod_twin.sim.karpenter import ALL, KarpenterController
+
+        sim.extra["hyperpod_cluster_name"] = cluster_name
+        sim.extra["hyperpod_cluster"] = cluster
+        sim.enqueue(sim.controller(KarpenterController), ALL)
 
     # -- add-ons --------------------------------------------------------------------------------
     def on_addon_active(self, arn: str, addon_name: str, **_: Any) -> None:
@@ -204,6 +230,7 @@ class SimPlugin:
             for sim in self.sims.values():
                 sim.stop()
             self.sims.clear()
+            self._clusters.clear()
             self._pending_nodes.clear()
             self._pending_bundles.clear()
 

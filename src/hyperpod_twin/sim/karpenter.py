@@ -1,0 +1,420 @@
+"""HyperPod-managed Karpenter: pending pods scale an instance group up; empty nodes are consolidated away."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import logging
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from hyperpod_twin.kube.store import WatchEvent
+from hyperpod_twin.sim import kobj
+from hyperpod_twin.sim.certmanager import parse_duration
+from hyperpod_twin.sim.core import NODES, PODS, ClusterSim, Controller, TypeKey
+from hyperpod_twin.sim.kobj import Obj
+from hyperpod_twin.sim.nodes import (
+    COMPUTE_TYPE_LABEL,
+    GROUP_LABEL,
+    HEALTH_LABEL,
+    INSTANCE_TYPE_LABEL,
+    allocatable_of,
+    capacity_of,
+)
+from hyperpod_twin.sim.scheduler import needs_scheduling
+
+log = logging.getLogger(__name__)
+
+NODEPOOLS: TypeKey = ("karpenter.sh", "nodepools")
+NODECLASSES: TypeKey = ("karpenter.sagemaker.amazonaws.com", "hyperpodnodeclasses")
+POOL_LABEL = "karpenter.sh/nodepool"
+ALL = "all"
+# Fields of DescribeCluster's group details that UpdateCluster takes back unchanged.
+_SPEC_FIELDS = (
+    "InstanceGroupName",
+    "InstanceType",
+    "LifeCycleConfig",
+    "ExecutionRole",
+    "ThreadsPerCore",
+    "InstanceStorageConfigs",
+    "OnStartDeepHealthChecks",
+    "TrainingPlanArn",
+    "OverrideVpcConfig",
+    "ScheduledUpdateConfig",
+    "CapacityRequirements",
+    "NetworkInterface",
+    "ImageId",
+)
+
+
+def group_spec(details: Obj, count: int) -> Obj:
+    """An UpdateCluster InstanceGroups entry for a group as DescribeCluster shows it, with a new count."""
+    spec = {k: copy.deepcopy(details[k]) for k in _SPEC_FIELDS if k in details}
+    spec["InstanceCount"] = count
+    kube = details.get("KubernetesConfig") or {}
+    labels = kube.get("DesiredLabels", kube.get("CurrentLabels"))
+    taints = kube.get("DesiredTaints", kube.get("CurrentTaints"))
+    if labels is not None or taints is not None:
+        spec["KubernetesConfig"] = {"Labels": labels or {}, "Taints": taints or []}
+    return spec
+
+
+def _update_group(client: Any, *, cluster_name: str, spec: Obj) -> Any:
+    return client.update_cluster(ClusterName=cluster_name, InstanceGroups=[spec])
+
+
+def _requirement_ok(req: Obj, labels: dict[str, str]) -> bool:
+    expr = {"key": req.get("key", ""), "operator": req.get("operator", "In"), "values": req.get("values") or []}
+    return kobj.node_selector_term_matches({"matchExpressions": [expr]}, {"metadata": {"name": "", "labels": labels}})
+
+
+class KarpenterController(Controller):
+    """Acts for NodePools whose nodeClassRef names a HyperpodNodeClass.
+
+    Scale-up: unschedulable pods that a node of one of the class's instance groups would admit
+    (requirements, selectors, affinity, taints, resources of an empty node) are packed onto new
+    nodes; the group's count goes up through SageMaker UpdateCluster. Consolidation: a node of a
+    managed group with no pods but DaemonSet pods for `consolidateAfter` is removed with
+    BatchDeleteClusterNodes. AWS calls run on a worker thread (the AWS side publishes node events
+    synchronously, which the simulator must be free to handle). The HyperPod cluster's groups come
+    from the AWS side's `hyperpod.cluster.changed` events (kept by the plugin in sim.extra).
+    """
+
+    watches = (NODEPOOLS, NODECLASSES, PODS, NODES)
+
+    def __init__(self, sim: ClusterSim) -> None:
+        super().__init__(sim)
+        self._executor: ThreadPoolExecutor | None = None
+        self._requested: dict[str, int] = {}  # group → count we asked for, until DescribeCluster shows it
+        self._idle_since: dict[str, float] = {}
+        self._deleting: set[str] = set()
+        self._timer = False
+
+    def keys_for(self, event: WatchEvent) -> Iterable[Hashable]:
+        if event.rtype.key == PODS and event.type != "DELETED":
+            pod = event.object
+            if not (needs_scheduling(pod) or kobj.pod_is_terminal(pod)):
+                return []
+        return [ALL] if self.sim.list(NODEPOOLS) or event.rtype.key == NODEPOOLS else []
+
+    def resync_keys(self) -> Iterable[Hashable]:
+        return [ALL]
+
+    def stop(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+
+    # -- reconcile -----------------------------------------------------------------------------------
+    def reconcile(self, key: Hashable) -> None:
+        pools = [p for p in self.sim.list(NODEPOOLS) if self._class_name(p)]
+        if not pools:
+            return
+        cluster: Obj = self.sim.extra.get("hyperpod_cluster") or {}
+        groups = {g["InstanceGroupName"]: g for g in cluster.get("InstanceGroups") or []}
+        for name, count in list(self._requested.items()):
+            if int((groups.get(name) or {}).get("TargetCount", -1)) >= count:
+                del self._requested[name]
+        managed = self._update_statuses(pools, groups)
+        self._label_nodes(managed)
+        if cluster.get("ClusterName"):
+            self._scale_up(pools, groups, str(cluster["ClusterName"]))
+            self._consolidate(managed, str(cluster["ClusterName"]))
+        if not self._timer:
+            self._timer = True
+
+            def tick() -> None:
+                self._timer = False
+                self.sim.enqueue(self, ALL)
+
+            self.sim.after(self.sim.config.karpenter_interval_seconds, tick)
+
+    def _class_name(self, pool: Obj) -> str:
+        ref = (((pool.get("spec") or {}).get("template") or {}).get("spec") or {}).get("nodeClassRef") or {}
+        if ref.get("kind", "HyperpodNodeClass") != "HyperpodNodeClass":
+            return ""
+        return str(ref.get("name", ""))
+
+    def _update_statuses(self, pools: list[Obj], groups: dict[str, Obj]) -> dict[str, Obj]:
+        """Status of node classes and pools; returns instance group → NodePool for managed groups."""
+        now = self.sim.now()
+        managed: dict[str, Obj] = {}
+        for pool in sorted(pools, key=lambda p: -int((p.get("spec") or {}).get("weight", 0) or 0)):
+            nodeclass = self.sim.get(NODECLASSES, "", self._class_name(pool))
+            status = copy.deepcopy(pool.get("status") or {})
+            kobj.set_condition(status, "ValidationSucceeded", "True", now, "ValidationSucceeded")
+            ready = nodeclass is not None and kobj.is_true(nodeclass, "Ready")
+            if nodeclass is not None:
+                names = list((nodeclass.get("spec") or {}).get("instanceGroups") or [])
+                self._nodeclass_status(nodeclass, names, groups)
+                ready = all(n in groups for n in names) and bool(names)
+                for name in names:
+                    if name in groups:
+                        managed.setdefault(name, pool)
+            kobj.set_condition(
+                status,
+                "NodeClassReady",
+                "True" if ready else "False",
+                now,
+                "NodeClassReady" if ready else "NodeClassNotReady",
+            )
+            kobj.set_condition(
+                status, "Ready", "True" if ready else "False", now, "Ready" if ready else "NodeClassNotReady"
+            )
+            nodes = [
+                n
+                for n in self.sim.list(NODES)
+                if (n["metadata"].get("labels") or {}).get(POOL_LABEL) == pool["metadata"]["name"]
+            ]
+            resources: Counter[str] = Counter()
+            for node in nodes:
+                resources.update(
+                    {k: kobj.quantity(v) for k, v in (node.get("status", {}).get("capacity") or {}).items()}
+                )
+            status["resources"] = {k: kobj.format_quantity(k, v) for k, v in sorted(resources.items())}
+            status["nodes"] = len(nodes)
+            self.sim.patch_status(NODEPOOLS, pool, status)
+        return managed
+
+    def _nodeclass_status(self, nodeclass: Obj, names: list[str], groups: dict[str, Obj]) -> None:
+        now = self.sim.now()
+        status = copy.deepcopy(nodeclass.get("status") or {})
+        found = [n for n in names if n in groups]
+        status["instanceGroups"] = [
+            {
+                "name": n,
+                "instanceTypes": [groups[n].get("InstanceType", "")],
+                "capacities": copy.deepcopy(groups[n].get("CapacityRequirements") or {"OnDemand": {}}),
+                "subnets": [{"id": s} for s in ((groups[n].get("OverrideVpcConfig") or {}).get("Subnets") or [])],
+            }
+            for n in found
+        ]
+        ok = bool(names) and len(found) == len(names)
+        message = "" if ok else f"instance groups not found: {', '.join(n for n in names if n not in groups)}"
+        kobj.set_condition(
+            status,
+            "InstanceGroupReady",
+            "True" if ok else "False",
+            now,
+            "InstanceGroupReady" if ok else "InstanceGroupNotFound",
+            message,
+        )
+        kobj.set_condition(status, "SubnetsReady", "True", now, "SubnetsReady")
+        kobj.set_condition(
+            status, "Ready", "True" if ok else "False", now, "Ready" if ok else "InstanceGroupNotFound", message
+        )
+        self.sim.patch_status(NODECLASSES, nodeclass, status)
+
+    def _label_nodes(self, managed: dict[str, Obj]) -> None:
+        for node in self.sim.list(NODES):
+            labels = node["metadata"].get("labels") or {}
+            pool = managed.get(labels.get(GROUP_LABEL, ""))
+            if pool is None or labels.get(POOL_LABEL) == pool["metadata"]["name"]:
+                continue
+            template = (pool.get("spec") or {}).get("template") or {}
+            labels.update((template.get("metadata") or {}).get("labels") or {})
+            labels.update(
+                {
+                    POOL_LABEL: pool["metadata"]["name"],
+                    "karpenter.sh/registered": "true",
+                    "karpenter.sh/initialized": "true",
+                    "karpenter.sh/capacity-type": "on-demand",
+                }
+            )
+            node["metadata"]["labels"] = labels
+            taints = list(node.get("spec", {}).get("taints") or [])
+            for taint in (template.get("spec") or {}).get("taints") or []:
+                if taint not in taints:
+                    taints.append(dict(taint))
+            node.setdefault("spec", {})["taints"] = taints
+            node["metadata"].pop("resourceVersion", None)
+            self.sim.update(NODES, node)
+
+    # -- scale up ------------------------------------------------------------------------------------
+    def _scale_up(self, pools: list[Obj], groups: dict[str, Obj], cluster_name: str) -> None:
+        pending = [
+            p
+            for p in self.sim.list(PODS)
+            if needs_scheduling(p) and (kobj.condition(p, "PodScheduled") or {}).get("reason") == "Unschedulable"
+        ]
+        if not pending:
+            return
+        ready_in_group: Counter[str] = Counter(
+            (n["metadata"].get("labels") or {}).get(GROUP_LABEL, "") for n in self.sim.list(NODES)
+        )
+        new_nodes: dict[str, list[Counter[str]]] = {}
+        for pod in sorted(pending, key=lambda p: p["metadata"].get("creationTimestamp", "")):
+            requests = kobj.pod_requests(pod)
+            for pool in sorted(pools, key=lambda p: -int((p.get("spec") or {}).get("weight", 0) or 0)):
+                placed = False
+                nodeclass = self.sim.get(NODECLASSES, "", self._class_name(pool))
+                names = list(((nodeclass or {}).get("spec") or {}).get("instanceGroups") or [])
+                for name in names:
+                    details = groups.get(name)
+                    if details is None:
+                        continue
+                    labels, taints, alloc = self._virtual_node(pool, details)
+                    if not self._admits(pod, pool, labels, taints, requests, alloc):
+                        continue
+                    bins = new_nodes.setdefault(name, [])
+                    for used in bins:
+                        if all(used[r] + v <= kobj.quantity(alloc.get(r, 0)) for r, v in requests.items()):
+                            used.update(requests)
+                            placed = True
+                            break
+                    if not placed:
+                        bins.append(Counter(requests))
+                        placed = True
+                    break
+                if placed:
+                    break
+        for name, bins in new_nodes.items():
+            details = groups[name]
+            target = max(
+                int(details.get("TargetCount", details.get("CurrentCount", 0)) or 0), self._requested.get(name, 0)
+            )
+            coming = max(target - ready_in_group[name], 0)  # nodes already on their way absorb pods first
+            extra = len(bins) - coming
+            if extra <= 0:
+                continue
+            count = target + extra
+            self._requested[name] = count
+            self._submit(
+                "update_cluster",
+                cluster_name,
+                name,
+                functools.partial(_update_group, cluster_name=cluster_name, spec=group_spec(details, count)),
+            )
+            for pod in pending:
+                self.sim.event(
+                    pod,
+                    "Nominated",
+                    f"Pod should schedule on: new node of instance group {name} (scaling to {count})",
+                    source="karpenter",
+                )
+
+    def _virtual_node(self, pool: Obj, details: Obj) -> tuple[dict[str, str], list[Obj], dict[str, str]]:
+        itype = str(details.get("InstanceType", ""))
+        template = (pool.get("spec") or {}).get("template") or {}
+        labels = {
+            INSTANCE_TYPE_LABEL: itype,
+            "kubernetes.io/arch": "amd64",
+            "kubernetes.io/os": "linux",
+            COMPUTE_TYPE_LABEL: "hyperpod",
+            GROUP_LABEL: str(details.get("InstanceGroupName", "")),
+            HEALTH_LABEL: "Schedulable",
+            POOL_LABEL: pool["metadata"]["name"],
+            **((template.get("metadata") or {}).get("labels") or {}),
+        }
+        kube = details.get("KubernetesConfig") or {}
+        labels.update(kube.get("CurrentLabels") or kube.get("DesiredLabels") or {})
+        taints = [dict(t) for t in (template.get("spec") or {}).get("taints") or []]
+        taints += [
+            {"key": t["Key"], "value": t.get("Value", ""), "effect": t["Effect"]}
+            for t in kube.get("CurrentTaints") or kube.get("DesiredTaints") or []
+        ]
+        return labels, taints, allocatable_of(capacity_of(itype))
+
+    @staticmethod
+    def _admits(
+        pod: Obj,
+        pool: Obj,
+        labels: dict[str, str],
+        taints: list[Obj],
+        requests: dict[str, float],
+        alloc: dict[str, str],
+    ) -> bool:
+        requirements = ((((pool.get("spec") or {}).get("template") or {}).get("spec") or {}).get("requirements")) or []
+        if not all(_requirement_ok(r, labels) for r in requirements):
+            return False
+        spec = pod.get("spec", {})
+        if not kobj.match_map(spec.get("nodeSelector"), labels):
+            return False
+        terms = (
+            ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+                "requiredDuringSchedulingIgnoredDuringExecution"
+            )
+            or {}
+        ).get("nodeSelectorTerms")
+        node = {"metadata": {"name": "", "labels": labels}}
+        if terms and not any(kobj.node_selector_term_matches(t, node) for t in terms):
+            return False
+        for taint in taints:
+            if taint.get("effect") in ("NoSchedule", "NoExecute") and not kobj.tolerates(
+                spec.get("tolerations"), taint
+            ):
+                return False
+        return all(v <= kobj.quantity(alloc.get(r, 0)) for r, v in requests.items() if v > 0)
+
+    # -- consolidation -------------------------------------------------------------------------------
+    def _consolidate(self, managed: dict[str, Obj], cluster_name: str) -> None:
+        now = self.sim.clock.now()
+        pods = self.sim.list(PODS)
+        busy = {
+            p["spec"].get("nodeName")
+            for p in pods
+            if p.get("spec", {}).get("nodeName")
+            and kobj.pod_is_active(p)
+            and (kobj.controller_of(p) or {}).get("kind") != "DaemonSet"
+        }
+        live = set()
+        doomed: list[str] = []
+        for node in self.sim.list(NODES):
+            name = node["metadata"]["name"]
+            live.add(name)
+            pool = managed.get((node["metadata"].get("labels") or {}).get(GROUP_LABEL, ""))
+            if pool is None or name in busy or name in self._deleting:
+                self._idle_since.pop(name, None)
+                continue
+            disruption = (pool.get("spec") or {}).get("disruption") or {}
+            after = str(disruption.get("consolidateAfter", "0s"))
+            if after == "Never":
+                continue
+            since = self._idle_since.setdefault(name, now)
+            if now - since >= parse_duration(after, 0.0):
+                doomed.append(name)
+        for name in list(self._idle_since):
+            if name not in live:
+                self._idle_since.pop(name, None)
+        self._deleting &= live
+        if not doomed:
+            return
+        self._deleting.update(doomed)
+        ids = [n.removeprefix("hyperpod-") for n in doomed]
+        for doomed_name in doomed:
+            doomed_node = self.sim.get(NODES, "", doomed_name)
+            if doomed_node is not None:
+                self.sim.event(doomed_node, "DisruptionTerminating", "Disrupting Node: Empty", source="karpenter")
+        self._submit(
+            "batch_delete_cluster_nodes",
+            cluster_name,
+            ",".join(ids),
+            lambda c: c.batch_delete_cluster_nodes(ClusterName=cluster_name, NodeIds=ids),
+        )
+
+    # -- AWS calls -----------------------------------------------------------------------------------
+    def _submit(self, what: str, cluster_name: str, target: str, call: Callable[[Any], Any]) -> None:
+        factory = self.sim.extra.get("boto3_client")
+        if factory is None:
+            log.warning("karpenter: no SageMaker client; cannot %s for %s", what, target)
+            return
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="twin-karpenter")
+
+        def run() -> None:
+            try:
+                call(factory("sagemaker"))
+                log.info("karpenter: %s %s on %s", what, target, cluster_name)
+            except Exception as exc:
+                log.warning("karpenter: %s %s failed: %s", what, target, exc)
+                self.sim.run(lambda: self._forget(target))
+
+        self._executor.submit(run)
+
+    def _forget(self, target: str) -> None:
+        self._requested.pop(target, None)
+        for instance_id in target.split(","):
+            self._deleting.discard(f"hyperpod-{instance_id}")
+        self.sim.enqueue(self, ALL)

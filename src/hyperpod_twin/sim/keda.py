@@ -1,0 +1,134 @@
+"""KEDA: ScaledObjects scale their target's replicas between min and max from a settable metric."""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Hashable, Iterable
+
+from hyperpod_twin.kube.store import WatchEvent
+from hyperpod_twin.sim import kobj
+from hyperpod_twin.sim.core import DEPLOYMENTS, STATEFULSETS, Controller, TypeKey, nsname
+from hyperpod_twin.sim.kobj import Obj
+
+SCALEDOBJECTS: TypeKey = ("keda.sh", "scaledobjects")
+_TARGETS: dict[str, TypeKey] = {"Deployment": DEPLOYMENTS, "StatefulSet": STATEFULSETS}
+_THRESHOLD_KEYS = ("threshold", "targetValue", "value", "queueLength", "desiredReplicas")
+
+
+def _threshold(trigger: Obj) -> float:
+    meta = trigger.get("metadata") or {}
+    for key in _THRESHOLD_KEYS:
+        try:
+            value = float(meta[key])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if value > 0:
+            return value
+    return 1.0
+
+
+def _activation(trigger: Obj) -> float:
+    meta = trigger.get("metadata") or {}
+    try:
+        return float(meta.get("activationThreshold", meta.get("activationTargetValue", 0)))
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def desired_replicas(so: Obj, metric: float) -> int:
+    """What KEDA + its HPA would settle on for `metric` (per the first trigger's threshold)."""
+    spec = so.get("spec") or {}
+    minimum = int(spec.get("minReplicaCount", 0))
+    maximum = int(spec.get("maxReplicaCount", 100))
+    triggers = spec.get("triggers") or [{}]
+    if metric <= _activation(triggers[0]):
+        idle = spec.get("idleReplicaCount")
+        return int(idle) if idle is not None else minimum
+    wanted = math.ceil(metric / _threshold(triggers[0]))
+    return max(min(wanted, maximum), minimum, 1)
+
+
+class KedaOperator(Controller):
+    """Reads each ScaledObject's metric from the `twin.instantstart.io/metric-value` annotation (a
+    test or an agent sets it; the twin has no Prometheus or CloudWatch to poll) and writes the target
+    Deployment/StatefulSet's spec.replicas; status carries Ready/Active and the target's GVKR."""
+
+    watches = (SCALEDOBJECTS,)
+
+    def resync_keys(self) -> Iterable[Hashable]:
+        return [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in self.sim.list(SCALEDOBJECTS)]
+
+    def keys_for(self, event: WatchEvent) -> Iterable[Hashable]:
+        if event.type == "DELETED":
+            return []
+        return super().keys_for(event)
+
+    def reconcile(self, key: Hashable) -> None:
+        ns, name = nsname(key)
+        so = self.sim.get(SCALEDOBJECTS, ns, name)
+        if so is None or so["metadata"].get("deletionTimestamp"):
+            return
+        ref = (so.get("spec") or {}).get("scaleTargetRef") or {}
+        kind = ref.get("kind", "Deployment")
+        now = self.sim.now()
+        status = copy.deepcopy(so.get("status") or {})
+        target_key = _TARGETS.get(kind)
+        target = self.sim.get(target_key, ns, ref.get("name", "")) if target_key else None
+        if target is None or target_key is None:
+            kobj.set_condition(
+                status,
+                "Ready",
+                "False",
+                now,
+                "ScaledObjectCheckFailed",
+                f"ScaledObject doesn't have correct scaleTargetRef specification: {kind}/{ref.get('name')} not found",
+            )
+            self.sim.patch_status(SCALEDOBJECTS, so, status)
+            return
+        metric = kobj.float_annotation(so, kobj.METRIC_VALUE, 0.0)
+        want = desired_replicas(so, metric)
+        status.setdefault("originalReplicaCount", target.get("spec", {}).get("replicas", 1))
+        if target.get("spec", {}).get("replicas") != want:
+            before = target.get("spec", {}).get("replicas")
+            target["spec"]["replicas"] = want
+            target["metadata"].pop("resourceVersion", None)
+            self.sim.update(target_key, target)
+            self.sim.event(
+                so,
+                "KEDAScaleTargetActivated" if want else "KEDAScaleTargetDeactivated",
+                f"Scaled {kind.lower()} {ns}/{ref.get('name')} from {before} to {want}",
+                source="keda-operator",
+            )
+        group = "apps"
+        status.update(
+            {
+                "scaleTargetKind": f"apps/v1.{kind}",
+                "scaleTargetGVKR": {"group": group, "kind": kind, "resource": target_key[1], "version": "v1"},
+                "hpaName": f"keda-hpa-{name}",
+                "externalMetricNames": [f"s0-{(so['spec'].get('triggers') or [{}])[0].get('type', 'metric')}"],
+            }
+        )
+        active = want > int((so.get("spec") or {}).get("minReplicaCount", 0)) or metric > 0
+        if active:
+            status["lastActiveTime"] = now
+        kobj.set_condition(
+            status,
+            "Ready",
+            "True",
+            now,
+            "ScaledObjectReady",
+            "ScaledObject is defined correctly and is ready for scaling",
+        )
+        kobj.set_condition(
+            status,
+            "Active",
+            "True" if active else "False",
+            now,
+            "ScalerActive" if active else "ScalerNotActive",
+            f"metric value {metric:g}",
+        )
+        kobj.set_condition(
+            status, "Fallback", "False", now, "NoFallbackFound", "No fallbacks are active on this scaled object"
+        )
+        self.sim.patch_status(SCALEDOBJECTS, so, status)

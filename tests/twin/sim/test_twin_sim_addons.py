@@ -1,0 +1,164 @@
+"""Controller-level scenarios for chart/add-on operators: KEDA, cert-manager, KubeRay, Karpenter statuses."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from cryptography import x509
+
+from hyperpod_twin.sim.karpenter import group_spec
+from hyperpod_twin.sim.plugin import install_crds
+from tests.twin.sim.conftest import SimCluster, pod_spec
+
+
+def _true(obj: dict[str, Any]) -> set[str]:
+    return {c["type"] for c in obj.get("status", {}).get("conditions", []) if c["status"] == "True"}
+
+
+def test_keda_scales_the_target_between_min_and_max(cluster: SimCluster) -> None:
+    install_crds(cluster.sim, "keda")
+    cluster.add_node("i-08888888888888881", "ml.m5.4xlarge", group="cpu")
+    labels = {"app": "srv"}
+    cluster.create(
+        "apps",
+        "deployments",
+        {
+            "metadata": {"name": "srv"},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": labels},
+                "template": {"metadata": {"labels": labels}, "spec": pod_spec()},
+            },
+        },
+    )
+    so = {
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "ScaledObject",
+        "metadata": {"name": "srv", "annotations": {"twin.instantstart.io/metric-value": "25"}},
+        "spec": {
+            "scaleTargetRef": {"name": "srv"},
+            "minReplicaCount": 1,
+            "maxReplicaCount": 4,
+            "triggers": [
+                {"type": "prometheus", "metadata": {"serverAddress": "http://prom", "query": "q", "threshold": "10"}}
+            ],
+        },
+    }
+    cluster.create("keda.sh", "scaledobjects", so)
+    assert cluster.get("apps", "deployments", "srv")["spec"]["replicas"] == 3
+    current = cluster.get("keda.sh", "scaledobjects", "srv")
+    assert {"Ready", "Active"} <= _true(current) and current["status"]["hpaName"] == "keda-hpa-srv"
+    rtype = cluster.store.find_type("keda.sh", "scaledobjects")
+    assert rtype is not None
+    for value, expected in (("1000", 4), ("0", 1)):
+        current = cluster.get("keda.sh", "scaledobjects", "srv")
+        current["metadata"]["annotations"]["twin.instantstart.io/metric-value"] = value
+        cluster.store.update(rtype, current)
+        assert cluster.get("apps", "deployments", "srv")["spec"]["replicas"] == expected
+    cluster.advance(4)
+    assert cluster.get("apps", "deployments", "srv")["status"]["readyReplicas"] == 1
+
+
+def test_cert_manager_issues_a_real_tls_secret(cluster: SimCluster) -> None:
+    install_crds(cluster.sim, "cert-manager")
+    cluster.create(
+        "cert-manager.io",
+        "certificates",
+        {
+            "metadata": {"name": "serving-cert"},
+            "spec": {
+                "secretName": "webhook-server-cert",
+                "dnsNames": ["webhook.default.svc"],
+                "issuerRef": {"name": "selfsigned-issuer"},
+            },
+        },
+    )
+    cert = cluster.get("cert-manager.io", "certificates", "serving-cert")
+    assert "Ready" not in _true(cert)  # its Issuer does not exist yet
+    cluster.create(
+        "cert-manager.io", "issuers", {"metadata": {"name": "selfsigned-issuer"}, "spec": {"selfSigned": {}}}
+    )
+    assert "Ready" in _true(cluster.get("cert-manager.io", "issuers", "selfsigned-issuer"))
+    cert = cluster.get("cert-manager.io", "certificates", "serving-cert")
+    assert "Ready" in _true(cert) and cert["status"]["revision"] == 1
+    secret = cluster.get("", "secrets", "webhook-server-cert")
+    assert secret["type"] == "kubernetes.io/tls"
+    parsed = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+    san = parsed.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert san.get_values_for_type(x509.DNSName) == ["webhook.default.svc"]
+
+
+def _head_template(gpus: int = 0) -> dict[str, Any]:
+    return {
+        "spec": {
+            "containers": [
+                {
+                    "name": "ray-head",
+                    "image": "rayproject/ray:2.46.0",
+                    **({"resources": {"limits": {"nvidia.com/gpu": gpus}}} if gpus else {}),
+                }
+            ]
+        }
+    }
+
+
+def test_ray_job_brings_up_a_cluster_runs_and_shuts_it_down(cluster: SimCluster) -> None:
+    install_crds(cluster.sim, "kuberay")
+    cluster.add_node("i-09999999999999991")
+    rayjob = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": "verl", "annotations": {"twin.instantstart.io/run-seconds": "10"}},
+        "spec": {
+            "entrypoint": "python -m verl.trainer.main_ppo",
+            "shutdownAfterJobFinishes": True,
+            "ttlSecondsAfterFinished": 5,
+            "rayClusterSpec": {
+                "headGroupSpec": {"rayStartParams": {}, "template": _head_template()},
+                "workerGroupSpecs": [
+                    {
+                        "groupName": "gpu",
+                        "replicas": 2,
+                        "minReplicas": 0,
+                        "maxReplicas": 4,
+                        "rayStartParams": {},
+                        "template": _head_template(1),
+                    }
+                ],
+            },
+        },
+    }
+    cluster.create("ray.io", "rayjobs", rayjob)
+    job = cluster.get("ray.io", "rayjobs", "verl")
+    assert job["status"]["jobDeploymentStatus"] == "Initializing"
+    cname = job["status"]["rayClusterName"]
+    cluster.advance(4)
+    rc = cluster.get("ray.io", "rayclusters", cname)
+    assert rc["status"]["state"] == "ready" and rc["status"]["availableWorkerReplicas"] == 2
+    assert rc["status"]["desiredGPU"] == "2"
+    assert cluster.get("", "services", f"{cname}-head-svc")["spec"]["ports"]
+    job = cluster.get("ray.io", "rayjobs", "verl")
+    assert job["status"]["jobDeploymentStatus"] == "Running" and job["status"]["jobStatus"] == "RUNNING"
+    cluster.advance(15)
+    job = cluster.get("ray.io", "rayjobs", "verl")
+    assert job["status"]["jobStatus"] == "SUCCEEDED" and job["status"]["jobDeploymentStatus"] == "Complete"
+    cluster.advance(6)
+    assert cluster.list("ray.io", "rayclusters", "default") == []
+
+
+def test_group_spec_round_trips_describe_cluster_fields() -> None:
+    details = {
+        "InstanceGroupName": "gpu",
+        "InstanceType": "ml.g5.12xlarge",
+        "CurrentCount": 1,
+        "TargetCount": 1,
+        "ExecutionRole": "arn:aws:iam::111122223333:role/exec",
+        "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-b/", "OnCreate": "on_create.sh"},
+        "ThreadsPerCore": 1,
+        "Status": "InService",
+        "KubernetesConfig": {"CurrentLabels": {"a": "b"}, "DesiredLabels": {"a": "b"}, "DesiredTaints": []},
+    }
+    spec = group_spec(details, 3)
+    assert spec["InstanceCount"] == 3 and "Status" not in spec and "CurrentCount" not in spec
+    assert spec["KubernetesConfig"] == {"Labels": {"a": "b"}, "Taints": []}
