@@ -45,9 +45,12 @@ class TwinAwsApp:
         environ["CONTENT_LENGTH"] = str(len(body))
         environ["HTTP_X_MOTO_ACCOUNT_ID"] = self.ctx.account_id
         headers = {k: v for k, v in request.headers.items()}
+        # Match REST routes on the raw (still percent-encoded) path: an EKS principalArn in the path
+        # carries an encoded "/" that PATH_INFO has already decoded.
+        raw_path = str(environ.get("RAW_URI") or environ.get("REQUEST_URI") or path).split("?", 1)[0]
         req = identify(
             request.method,
-            path,
+            raw_path,
             environ.get("QUERY_STRING", ""),
             headers,
             body,
