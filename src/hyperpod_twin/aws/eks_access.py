@@ -56,7 +56,7 @@ def _entry(ctx: AwsContext, region: str, cluster: Any, principal: str, p: dict[s
             raise invalid_param(f"kubernetesGroups and username cannot be set for access entries of type {kind}")
         username = "system:node:{{EC2PrivateDNSName}}" if kind != "FARGATE_LINUX" else "system:node:{{SessionName}}"
     elif not username:
-        # EKS derives the username from the principal ARN (assumed-role session placeholder for roles).
+        # EKS derives the username from the principal ARN (roles get the {{SessionName}} template).
         username = principal + ("/{{SessionName}}" if ":role/" in principal else "")
     now = ctx.clock.wall()
     uid = alnum_id(8)

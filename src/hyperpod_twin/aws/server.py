@@ -95,7 +95,7 @@ class TwinAwsApp:
 
         try:
             chunks = b"".join(self.moto(environ, capture))
-        except NotImplementedError as exc:
+        except NotImplementedError as exc:  # moto raises this for AWS calls it lacks
             captured = {"status": "500 INTERNAL SERVER ERROR", "headers": [], "error": str(exc)}
             chunks = str(exc).encode()
         code = int(str(captured.get("status", "500")).split()[0])
