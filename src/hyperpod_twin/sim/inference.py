@@ -68,7 +68,7 @@ class InferenceOperator(Controller):
         for field_name in ("args", "command", "workingDir"):
             if worker.get(field_name):
                 container[field_name] = copy.deepcopy(worker[field_name])
-        pod_spec: Obj = {"containers": [container]}
+        pod_spec: Obj = kobj.normalize_pod_spec({"containers": [container]})
         if volume is not None:
             pod_spec["volumes"] = [volume]
         instance_types = spec.get("instanceTypes") or ([spec["instanceType"]] if spec.get("instanceType") else [])

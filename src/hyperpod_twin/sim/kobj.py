@@ -333,7 +333,26 @@ def pod_from_template(
     spec.setdefault("terminationGracePeriodSeconds", 30)
     spec.setdefault("dnsPolicy", "ClusterFirst")
     spec.setdefault("serviceAccountName", spec.get("serviceAccount") or "default")
+    normalize_pod_spec(spec)
     for container in spec.get("containers") or []:
         container.setdefault("imagePullPolicy", "IfNotPresent")
         container.setdefault("terminationMessagePath", "/dev/termination-log")
     return {"metadata": md, "spec": spec, "status": {"phase": "Pending"}}
+
+
+def normalize_pod_spec(spec: Obj) -> Obj:
+    """Quantities as strings, the way the API server stores them (custom resources may carry numbers,
+    which typed clients reject when they read the pods made from them)."""
+    for key in ("containers", "initContainers"):
+        for container in spec.get(key) or []:
+            resources = container.get("resources") or {}
+            for part in ("requests", "limits"):
+                if isinstance(resources.get(part), dict):
+                    resources[part] = {k: _quantity_text(v) for k, v in resources[part].items()}
+    return spec
+
+
+def _quantity_text(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)

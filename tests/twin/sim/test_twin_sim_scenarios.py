@@ -1,0 +1,330 @@
+"""The issue's scenarios end to end: boto3 against the twin's AWS side, the kubernetes client over HTTPS
+against the twin's API server, the simulator playing kubelets and operators in between."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+
+from hyperpod_twin.twin import Twin, TwinConfig
+from tests.twin.aws.helpers import Net, build_eks, build_network, control, group
+from tests.twin.kube.eks_token import eks_token
+
+EKS = "sim-eks"
+HP = "sim-hp"
+GPU_GROUP = "gpu"
+
+
+@dataclass
+class Env:
+    """The running twin, its one EKS + HyperPod cluster, and typed clients for the cluster."""
+
+    twin: Twin
+    net: Net
+    core: k8s.CoreV1Api
+    apps: k8s.AppsV1Api
+    custom: k8s.CustomObjectsApi
+    api: k8s.ApiClient
+
+    def advance(self, seconds: float, step: float = 1.0) -> None:
+        """Move twin time in steps so chained progressions (start → ready → exit) all fire."""
+        remaining = seconds
+        while remaining > 0:
+            self.twin.clock.advance(min(step, remaining))
+            remaining -= step
+
+    def wait(self, what: str, check: Callable[[], Any], timeout: float = 15.0) -> Any:
+        """Poll `check` until truthy: reactions run on server and clock threads, not in the test."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = check()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}")
+            time.sleep(0.05)
+
+    def gpu_nodes(self) -> list[Any]:
+        return [
+            n
+            for n in self.core.list_node().items
+            if n.metadata.labels.get("sagemaker.amazonaws.com/instance-group-name") == GPU_GROUP
+        ]
+
+
+def _ready(node: Any) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    twin = Twin(TwinConfig(clock_scale=0.001)).start()
+    try:
+        net = build_network(twin, "10.60")
+        build_eks(twin, net, EKS)
+        eks = twin.boto3_client("eks").describe_cluster(name=EKS)["cluster"]
+        ca = tmp_path_factory.mktemp("ca") / "ca.crt"
+        ca.write_bytes(base64.b64decode(eks["certificateAuthority"]["data"]))
+        config = k8s.Configuration()
+        config.host = eks["endpoint"]
+        config.ssl_ca_cert = str(Path(ca))
+        token = eks_token(
+            EKS, access_key=twin.access_key_id, secret_key=twin.secret_access_key, endpoint_url=twin.endpoint_url
+        )
+        config.api_key = {"authorization": f"Bearer {token}"}
+        api = k8s.ApiClient(config)
+        yield Env(twin, net, k8s.CoreV1Api(api), k8s.AppsV1Api(api), k8s.CustomObjectsApi(api), api)
+    finally:
+        twin.stop()
+
+
+def test_hyperpod_group_yields_ready_gpu_nodes(env: Env) -> None:
+    sm = env.twin.boto3_client("sagemaker")
+    subnets = {"Subnets": [env.net.compute["us-west-2a"]], "SecurityGroupIds": [env.net.sg]}
+    sm.create_cluster(
+        ClusterName=HP,
+        Orchestrator={"Eks": {"ClusterArn": env.twin.boto3_client("eks").describe_cluster(name=EKS)["cluster"]["arn"]}},
+        InstanceGroups=[group(GPU_GROUP, "ml.g5.12xlarge", 2, OverrideVpcConfig=subnets)],
+        VpcConfig=subnets,
+        NodeRecovery="Automatic",
+    )
+    env.advance(600, step=10)
+    nodes = env.wait(
+        "two Ready GPU nodes", lambda: len([n for n in env.gpu_nodes() if _ready(n)]) == 2 and env.gpu_nodes()
+    )
+    for node in nodes:
+        assert node.metadata.name.startswith("hyperpod-i-")
+        assert node.status.capacity["nvidia.com/gpu"] == "4"
+        assert node.status.allocatable["nvidia.com/gpu"] == "4"
+        assert node.metadata.labels["node.kubernetes.io/instance-type"] == "ml.g5.12xlarge"
+        assert node.metadata.labels["sagemaker.amazonaws.com/node-health-status"] == "Schedulable"
+        assert node.metadata.labels["topology.kubernetes.io/zone"] == "us-west-2a"
+
+
+def _gpu_deployment(
+    name: str, replicas: int, gpus: int, image: str = "busybox:1.36", **container: Any
+) -> dict[str, Any]:
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": image,
+                            "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
+                            **container,
+                        }
+                    ]
+                },
+            },
+        },
+    }
+
+
+def test_gpu_deployment_leaves_one_replica_pending_with_a_reason(env: Env) -> None:
+    # Scale the group to one node (4 GPUs) through the real SageMaker API first.
+    sm = env.twin.boto3_client("sagemaker")
+    details = next(
+        g for g in sm.describe_cluster(ClusterName=HP)["InstanceGroups"] if g["InstanceGroupName"] == GPU_GROUP
+    )
+    spec = {k: details[k] for k in ("InstanceGroupName", "InstanceType", "ExecutionRole", "OverrideVpcConfig")}
+    sm.update_cluster(ClusterName=HP, InstanceGroups=[{**spec, "InstanceCount": 1}])
+    env.advance(300, step=10)
+    env.wait("one GPU node", lambda: len(env.gpu_nodes()) == 1)
+    env.apps.create_namespaced_deployment("default", _gpu_deployment("gpu-app", 3, 2))
+    env.advance(10)
+    pods = env.wait(
+        "2 running + 1 pending",
+        lambda: (
+            p := env.core.list_namespaced_pod("default", label_selector="app=gpu-app").items,
+            sorted(x.status.phase for x in p) == ["Pending", "Running", "Running"] and p,
+        )[1],
+    )
+    pending = next(p for p in pods if p.status.phase == "Pending")
+    scheduled = next(c for c in pending.status.conditions if c.type == "PodScheduled")
+    assert scheduled.status == "False" and scheduled.reason == "Unschedulable"
+    assert scheduled.message == "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+    events = env.core.list_namespaced_event(
+        "default", field_selector=f"involvedObject.name={pending.metadata.name}"
+    ).items
+    assert any(e.reason == "FailedScheduling" and "Insufficient nvidia.com/gpu" in e.message for e in events)
+    dep = env.apps.read_namespaced_deployment_status("gpu-app", "default")
+    assert dep.status.ready_replicas == 2 and dep.status.replicas == 3
+    # A node appears (scale back to 2): the pending replica is scheduled and the Deployment is Available.
+    sm.update_cluster(ClusterName=HP, InstanceGroups=[{**spec, "InstanceCount": 2}])
+    env.advance(600, step=10)
+    env.wait(
+        "deployment available",
+        lambda: (env.apps.read_namespaced_deployment_status("gpu-app", "default").status.available_replicas or 0) == 3,
+    )
+    env.apps.delete_namespaced_deployment("gpu-app", "default")
+    env.advance(2)
+    env.wait(
+        "gpu-app pods gone", lambda: not env.core.list_namespaced_pod("default", label_selector="app=gpu-app").items
+    )
+
+
+def test_hyperpod_pytorch_job_runs_logs_and_succeeds(env: Env) -> None:
+    eks = env.twin.boto3_client("eks")
+    eks.create_addon(clusterName=EKS, addonName="cert-manager")
+    eks.create_addon(clusterName=EKS, addonName="amazon-sagemaker-hyperpod-training-operator")
+    env.advance(300, step=10)
+    env.wait(
+        "the HyperPodPyTorchJob CRD",
+        lambda: (
+            any(
+                r.name == "hyperpodpytorchjobs"
+                for r in k8s.CustomObjectsApi(env.api).get_api_resources("sagemaker.amazonaws.com", "v1").resources
+            )
+            if _has_group(env, "sagemaker.amazonaws.com")
+            else False
+        ),
+    )
+    job = {
+        "apiVersion": "sagemaker.amazonaws.com/v1",
+        "kind": "HyperPodPyTorchJob",
+        "metadata": {"name": "llama-ft", "namespace": "default"},
+        "spec": {
+            "nprocPerNode": "4",
+            "replicaSpecs": [
+                {
+                    "name": "pod",
+                    "replicas": 2,
+                    "template": {
+                        "metadata": {"annotations": {"twin.instantstart.io/run-seconds": "30"}},
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "pytorch-job-container",
+                                    "image": "111122223333.dkr.ecr.us-west-2.amazonaws.com/train:1",
+                                    "command": ["hyperpodrun", "--nnodes=2", "--nproc-per-node=4", "train.py"],
+                                    "resources": {"limits": {"nvidia.com/gpu": 4, "vpc.amazonaws.com/efa": 1}},
+                                }
+                            ]
+                        },
+                    },
+                }
+            ],
+            "runPolicy": {"cleanPodPolicy": "None", "jobMaxRetryCount": 2},
+        },
+    }
+    env.custom.create_namespaced_custom_object("sagemaker.amazonaws.com", "v1", "default", "hyperpodpytorchjobs", job)
+    env.advance(5)
+
+    def conditions() -> set[str]:
+        obj = env.custom.get_namespaced_custom_object(
+            "sagemaker.amazonaws.com", "v1", "default", "hyperpodpytorchjobs", "llama-ft"
+        )
+        return {c["type"] for c in (obj.get("status") or {}).get("conditions", []) if c["status"] == "True"}
+
+    env.wait("job Running", lambda: "Running" in conditions())
+    pods = env.core.list_namespaced_pod("default", label_selector="HPJob=llama-ft").items
+    assert sorted(p.metadata.name for p in pods) == ["llama-ft-pod-0", "llama-ft-pod-1"]
+    env_vars = {e.name: e.value for e in pods[0].spec.containers[0].env}
+    assert env_vars["NNODES"] == "2" and env_vars["NPROC_PER_NODE"] == "4" and env_vars["WORLD_SIZE"] == "8"
+    env.advance(35)
+    env.wait("job Completed", lambda: "Completed" in conditions())
+    log = env.core.read_namespaced_pod_log("llama-ft-pod-1", "default")
+    assert "[twin] rank 1: world size 8, nnodes 2" in log and "training complete" in log
+
+
+def _has_group(env: Env, group_name: str) -> bool:
+    return any(g.name == group_name for g in k8s.ApisApi(env.api).get_api_versions().groups)
+
+
+def _proxy(env: Env, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    """A raw request through the kubernetes client (auth, TLS) to a proxy subresource path."""
+    headers = {"Accept": "application/json"}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    m, url, hdrs, data, _ = env.api.param_serialize(
+        method, path, header_params=headers, body=body, auth_settings=["BearerToken"]
+    )
+    response = env.api.call_api(m, url, header_params=hdrs, body=data)
+    response.read()
+    return response.status, json.loads(response.data)
+
+
+def test_simulated_vllm_answers_through_the_service_proxy(env: Env) -> None:
+    args = ["serve", "Qwen/Qwen3-8B", "--served-model-name", "qwen3-8b", "--port", "8000"]
+    dep = _gpu_deployment(
+        "vllm", 1, 1, image="vllm/vllm-openai:v0.9.0", args=args, ports=[{"containerPort": 8000, "name": "http"}]
+    )
+    env.apps.create_namespaced_deployment("default", dep)
+    env.core.create_namespaced_service(
+        "default",
+        {
+            "metadata": {"name": "vllm"},
+            "spec": {"selector": {"app": "vllm"}, "ports": [{"name": "http", "port": 8000, "targetPort": "http"}]},
+        },
+    )
+    env.advance(5)
+    env.wait(
+        "vllm ready",
+        lambda: (env.apps.read_namespaced_deployment_status("vllm", "default").status.ready_replicas or 0) == 1,
+    )
+    body = {"model": "qwen3-8b", "messages": [{"role": "user", "content": "What is HyperPod?"}], "max_tokens": 64}
+    status, answer = _proxy(
+        env, "POST", "/api/v1/namespaces/default/services/vllm:8000/proxy/v1/chat/completions", body
+    )
+    assert status == 200
+    assert answer["object"] == "chat.completion" and answer["model"] == "qwen3-8b"
+    content = answer["choices"][0]["message"]["content"]
+    assert content.startswith("[twin simulated response]") and "What is HyperPod?" in content
+    status, models = _proxy(env, "GET", "/api/v1/namespaces/default/services/vllm:8000/proxy/v1/models")
+    assert status == 200 and models["data"][0]["id"] == "qwen3-8b"
+    env.apps.delete_namespaced_deployment("vllm", "default")
+
+
+def test_node_reboot_goes_not_ready_then_ready(env: Env) -> None:
+    sm = env.twin.boto3_client("sagemaker")
+    node = env.gpu_nodes()[0]
+    instance_id = node.metadata.name.removeprefix("hyperpod-")
+    assert sm.batch_reboot_cluster_nodes(ClusterName=HP, NodeIds=[instance_id])["Successful"] == [instance_id]
+    env.wait("NotReady", lambda: not _ready(env.core.read_node(node.metadata.name)))
+    env.advance(300, step=10)
+    env.wait("Ready again", lambda: _ready(env.core.read_node(node.metadata.name)))
+
+
+def test_health_finding_taints_then_node_is_replaced(env: Env) -> None:
+    node = env.gpu_nodes()[0]
+    instance_id = node.metadata.name.removeprefix("hyperpod-")
+    control(
+        env.twin, f"nodes/{instance_id}/health", {"status": "UnschedulablePendingReplacement", "reason": "GPU XID 79"}
+    )
+
+    def tainted() -> bool:
+        current = env.core.read_node(node.metadata.name)
+        taints = current.spec.taints or []
+        return current.metadata.labels[
+            "sagemaker.amazonaws.com/node-health-status"
+        ] == "UnschedulablePendingReplacement" and any(
+            t.key == "sagemaker.amazonaws.com/node-health-status" and t.effect == "NoSchedule" for t in taints
+        )
+
+    env.wait("health label and taint", tainted)
+    env.advance(900, step=10)
+    names = env.wait(
+        "replacement node",
+        lambda: (
+            n := [x.metadata.name for x in env.gpu_nodes() if _ready(x)],
+            len(n) == 2 and node.metadata.name not in n and n,
+        )[1],
+    )
+    assert node.metadata.name not in names
