@@ -54,6 +54,10 @@ class EventBus:
     - ``kube.cluster.started`` runtime (hyperpod_twin.kube.runtime.ClusterRuntime): the API server
       of an EKS cluster is up; the simulator starts its controllers on ``runtime.store``.
     - ``kube.cluster.stopped`` name
+    - ``kube.node.health_label`` eks_cluster_arn, instance_id, status: a Kubernetes client (kubectl
+      label, an agent) set a HyperPod Node's ``sagemaker.amazonaws.com/node-health-status`` label to
+      an unhealthy value itself; the simulator already tainted the Node, and the AWS side should
+      recover the instance per NodeRecovery as it does for ``hyperpod.node.health``.
     - ``twin.reset`` (no payload): every component returns to a clean state.
     - ``twin.stopping`` (no payload): Twin.stop() is about to stop the clock and the HTTP server.
     """
