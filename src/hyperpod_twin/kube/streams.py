@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from hyperpod_twin.kube.runtime import PodLogStore
+from hyperpod_twin.kube.runtime import LogLine, PodLogStore
 from hyperpod_twin.kube.selectors import Predicate
 from hyperpod_twin.kube.status import ApiError, status_body
 from hyperpod_twin.kube.store import ObjectStore, ResourceType, WatchEvent
@@ -158,8 +158,29 @@ def log_stream(
     stopping: threading.Event,
     pod_exists: Callable[[], bool],
 ) -> Iterator[bytes]:
-    """A container's log lines; with `follow`, new lines until the container exits or the pod goes."""
+    """A container's log lines; with `follow`, new lines until the container exits or the pod goes.
+
+    The lines already written are read now, before the response starts, so a line appended while
+    the client reads the headers is streamed as new rather than lost to `tailLines`."""
     lines = logs.read(namespace, pod, container)
+    return _log_lines(logs, namespace, pod, container, lines, follow, tail_lines, since_seconds, timestamps,
+                      limit_bytes, stopping, pod_exists)
+
+
+def _log_lines(
+    logs: PodLogStore,
+    namespace: str,
+    pod: str,
+    container: str,
+    lines: list[LogLine],
+    follow: bool,
+    tail_lines: int | None,
+    since_seconds: int | None,
+    timestamps: bool,
+    limit_bytes: int | None,
+    stopping: threading.Event,
+    pod_exists: Callable[[], bool],
+) -> Iterator[bytes]:
     position = len(lines)
     if since_seconds is not None:
         cutoff = time.time() - since_seconds
