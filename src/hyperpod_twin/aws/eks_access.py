@@ -8,7 +8,7 @@ from typing import Any
 
 from .context import AwsContext, alnum_id
 from .eks_clusters import EKS, EksState, invalid_param, not_found
-from .protocol import AwsError, AwsRequest, RawResponse, json_response
+from .protocol import AwsError, AwsRequest, PassThrough, RawResponse, json_response
 
 POLICY_PREFIX = "arn:aws:eks::aws:cluster-access-policy/"
 ACCESS_POLICIES = (
@@ -244,6 +244,7 @@ def register(ctx: AwsContext, state: EksState) -> None:
         return json_response(req, {"accessPolicies": items})
 
     _register_pod_identity(ctx, state)
+    register_tags(ctx, state)
 
 
 def _register_pod_identity(ctx: AwsContext, state: EksState) -> None:
@@ -356,3 +357,47 @@ def create_association(
 def _publish(ctx: AwsContext, state: EksState, region: str, cluster: Any) -> None:
     items = [copy.deepcopy(a) for a in state.cluster_extras(region, cluster.name).pod_identities.values()]
     ctx.emit("eks.pod_identity.changed", cluster_name=cluster.name, cluster_arn=cluster.arn, associations=items)
+
+
+def register_tags(ctx: AwsContext, state: EksState) -> None:
+    """Tags on add-on, access entry and pod identity ARNs; moto keeps cluster and node group tags."""
+
+    def owned(arn: str) -> dict[str, Any] | None:
+        for extra in state.extras.values():
+            for addon in extra.addons.values():
+                if addon["addonArn"] == arn:
+                    return addon
+            for assoc in extra.pod_identities.values():
+                if assoc["associationArn"] == arn:
+                    return assoc
+            for entry in extra.access_entries.values():
+                if entry["accessEntryArn"] == arn:
+                    return entry
+        return None
+
+    @ctx.route(EKS, "TagResource")
+    def tag(req: AwsRequest) -> RawResponse:
+        with ctx.locked():
+            obj = owned(str(req.params.get("resourceArn")))
+            if obj is None:
+                raise PassThrough()
+            obj.setdefault("tags", {}).update(req.params.get("tags") or {})
+        return json_response(req, {})
+
+    @ctx.route(EKS, "UntagResource")
+    def untag(req: AwsRequest) -> RawResponse:
+        with ctx.locked():
+            obj = owned(str(req.params.get("resourceArn")))
+            if obj is None:
+                raise PassThrough()
+            for key in req.params.get("tagKeys") or []:
+                obj.get("tags", {}).pop(key, None)
+        return json_response(req, {})
+
+    @ctx.route(EKS, "ListTagsForResource")
+    def list_tags(req: AwsRequest) -> RawResponse:
+        with ctx.locked():
+            obj = owned(str(req.params.get("resourceArn")))
+            if obj is None:
+                raise PassThrough()
+            return json_response(req, {"tags": dict(obj.get("tags") or {})})

@@ -10,13 +10,12 @@ import yaml
 
 from .context import AwsContext, hex_id
 from .eks_access import create_association
-from .eks_clusters import EKS, EksState, invalid_param, not_found
+from .eks_clusters import DEFAULT_K8S_VERSION, EKS, K8S_VERSIONS, EksState, invalid_param, not_found
 from .protocol import AwsError, AwsRequest, RawResponse, json_response
 
 ADDON_CREATE = 60.0  # twin seconds
 ADDON_UPDATE = 45.0
 ADDON_DELETE = 30.0
-K8S_VERSIONS = ("1.28", "1.29", "1.30", "1.31", "1.32", "1.33", "1.34")
 
 # name -> (type, publisher, owner, [versions newest first], default namespace). Versions satisfy the
 # minimums the HyperPod inference operator documents (FACTS §4.2).
@@ -170,6 +169,30 @@ def register(ctx: AwsContext, state: EksState) -> None:
         if start + size < len(infos):
             out["nextToken"] = str(start + size)
         return json_response(req, out)
+
+    @ctx.route(EKS, "DescribeClusterVersions")
+    def cluster_versions(req: AwsRequest) -> RawResponse:
+        p = req.params
+        wanted = set(p.get("clusterVersions") or [])
+        items = []
+        for i, version in enumerate(reversed(K8S_VERSIONS)):
+            if wanted and version not in wanted:
+                continue
+            status = "STANDARD_SUPPORT" if i < 4 else "EXTENDED_SUPPORT"
+            items.append(
+                {
+                    "clusterVersion": version,
+                    "clusterType": "eks",
+                    "defaultPlatformVersion": "eks.1",
+                    "defaultVersion": version == DEFAULT_K8S_VERSION,
+                    "status": status,
+                    "versionStatus": status,
+                    "kubernetesPatchVersion": f"{version}.0",
+                }
+            )
+        if p.get("defaultOnly"):
+            items = [i for i in items if i["defaultVersion"]]
+        return json_response(req, {"clusterVersions": items})
 
     @ctx.route(EKS, "DescribeAddonConfiguration")
     def configuration(req: AwsRequest) -> RawResponse:

@@ -12,6 +12,9 @@ from .context import AwsContext, hex_id
 from .protocol import AwsError, AwsRequest, PassThrough, RawResponse, json_response
 
 EKS = "eks"
+# Kubernetes versions EKS offers (HyperPod supports 1.28 and later).
+K8S_VERSIONS = ("1.28", "1.29", "1.30", "1.31", "1.32", "1.33", "1.34")
+DEFAULT_K8S_VERSION = "1.33"
 CLUSTER_CREATE = 600.0  # twin seconds CREATING -> ACTIVE
 CLUSTER_DELETE = 300.0
 CLUSTER_UPDATE = 120.0
@@ -156,6 +159,9 @@ def register(ctx: AwsContext, state: EksState) -> None:
             for sg in vpc.get("securityGroupIds") or []:
                 if ec2.get_security_group_from_id(sg) is None:
                     raise invalid_param(f"Security group {sg} does not exist", clusterName=p.get("name"))
+            version = str(p.get("version") or DEFAULT_K8S_VERSION)
+            if version not in K8S_VERSIONS:
+                raise invalid_param(f"unsupported Kubernetes version {version}", clusterName=p.get("name"))
             access = copy.deepcopy(p.get("accessConfig") or {})
             mode = access.get("authenticationMode", "CONFIG_MAP")
             if mode not in AUTH_ORDER:
@@ -170,7 +176,7 @@ def register(ctx: AwsContext, state: EksState) -> None:
                     name=p.get("name"),
                     role_arn=p.get("roleArn"),
                     resources_vpc_config=vpc,
-                    version=p.get("version") or "1.33",
+                    version=version,
                     kubernetes_network_config=network,
                     logging=p.get("logging"),
                     client_request_token=p.get("clientRequestToken"),

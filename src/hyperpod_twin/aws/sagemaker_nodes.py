@@ -273,7 +273,11 @@ def register_node_ops(ctx: AwsContext, hp: HyperPod) -> None:
         for cluster in life.clusters.values():
             if cluster.arn == arn:
                 return cluster
-        return hp.plans.plans.get(arn)
+        plan = hp.plans.plans.get(arn)
+        if plan is None and re.match(r"^arn:aws[a-z\-]*:sagemaker:[^:]*:\d{12}:(cluster|training-plan)/", arn):
+            # HyperPod clusters and training plans are the twin's; moto does not know them.
+            raise AwsError("ResourceNotFound", f"Resource {arn} not found.")
+        return plan
 
     @ctx.route(SM, "AddTags")
     def add_tags(req: AwsRequest) -> RawResponse:

@@ -30,8 +30,6 @@ class TwinAwsApp:
         self.ctx = ctx
         self.control = control
         self.moto: WsgiApp = DomainDispatcherApplication(create_backend_app)
-        # Python-level hooks run on moto's answers (e.g. to notice a VPC deletion); (service, op) -> fn.
-        self.after_moto: dict[tuple[str, str], Callable[[AwsRequest, int], None]] = {}
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "") or "/"
@@ -93,34 +91,41 @@ class TwinAwsApp:
             captured["headers"] = headers
             return lambda data: None
 
+        failure: str | None = None
         try:
             chunks = b"".join(self.moto(environ, capture))
         except NotImplementedError as exc:  # moto raises this for AWS calls it lacks
-            captured = {"status": "500 INTERNAL SERVER ERROR", "headers": [], "error": str(exc)}
+            captured = {"status": "500 INTERNAL SERVER ERROR", "headers": []}
             chunks = str(exc).encode()
+        except Exception as exc:
+            log.exception("moto failed on %s", req.operation if req else environ.get("PATH_INFO"))
+            captured = {"status": "500 INTERNAL SERVER ERROR", "headers": []}
+            chunks = b""
+            failure = f"{type(exc).__name__}: {exc}"
         code = int(str(captured.get("status", "500")).split()[0])
-        if code == 500 and req is not None:
-            # moto answers calls it does not implement with a bare 500, which botocore retries for a
-            # long time. Answer like AWS does for an operation it does not know: a 4xx, not retried.
-            op = f"{req.service}.{req.operation or '?'}"
-            log.warning("moto could not answer %s: %s", op, chunks[:300])
-            err_code = "InvalidAction" if req.protocol in ("query", "ec2") else "UnknownOperationException"
-            err = AwsError(
-                err_code,
-                f"The digital twin (moto 5.2.5 + extensions) does not implement {op}: "
-                + chunks[:200].decode("utf-8", "replace"),
-                400,
-            )
-            return _send(error_response(req, err), environ, start_response)
-        if req is not None and req.operation:
-            hook = self.after_moto.get((req.service, req.operation))
-            if hook is not None:
-                try:
-                    hook(req, code)
-                except Exception:
-                    log.exception("twin hook after moto %s.%s failed", req.service, req.operation)
+        content_type = dict((k.lower(), v) for k, v in captured.get("headers", [])).get("content-type", "")
+        unrouted = code == 404 and content_type.startswith("text/html")
+        if req is not None and (code == 500 or unrouted):
+            return _send(error_response(req, _moto_gap(req, chunks, failure)), environ, start_response)
         start_response(str(captured["status"]), list(captured["headers"]))
         return [chunks]
+
+
+def _moto_gap(req: AwsRequest, body: bytes, failure: str | None) -> AwsError:
+    """The AWS error to give where moto has no answer.
+
+    moto answers calls it does not implement with a bare 500 (or a routing 404 page), which botocore
+    retries for a long time. AWS answers an operation it does not know with a 4xx that is not
+    retried; a moto failure on valid input becomes a 400 validation error naming the cause.
+    """
+    op = f"{req.service}.{req.operation or '?'}"
+    if failure is None:
+        log.warning("moto does not answer %s: %s", op, body[:300])
+        code = "InvalidAction" if req.protocol in ("query", "ec2") else "UnknownOperationException"
+        text = body[:200].decode("utf-8", "replace") if not body.lstrip().startswith(b"<") else "no route"
+        return AwsError(code, f"The digital twin (moto 5.2.5 + extensions) does not implement {op}: {text}", 400)
+    code = "InvalidParameterValue" if req.protocol in ("query", "ec2") else "ValidationException"
+    return AwsError(code, f"The digital twin (moto 5.2.5) could not process {op}: {failure}", 400)
 
 
 def _send(answer: RawResponse, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:

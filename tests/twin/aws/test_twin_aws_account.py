@@ -99,3 +99,11 @@ def test_unknown_control_endpoint_is_404(twin: Twin) -> None:
     with pytest.raises(urllib.error.HTTPError) as err:
         control(twin, "nope")
     assert err.value.code == 404
+
+
+def test_unrouted_rest_call_is_a_client_error(twin: Twin) -> None:
+    eks = twin.boto3_client("eks")
+    with pytest.raises(ClientError) as err:
+        eks.list_insights(clusterName="any")
+    assert err.value.response["Error"]["Code"] == "UnknownOperationException"
+    assert err.value.response["ResponseMetadata"]["RetryAttempts"] == 0

@@ -242,3 +242,12 @@ def test_nodegroups_and_deletion(twin: Twin, net: Net, events: list[Any]) -> Non
         "eks.cluster.deleted",
         {"name": "served-del", "arn": "arn:aws:eks:us-west-2:111122223333:cluster/served-del"},
     ) in events
+
+
+def test_cluster_versions_and_unsupported_version(twin: Twin, net: Net) -> None:
+    eks = twin.boto3_client("eks")
+    versions = eks.describe_cluster_versions()["clusterVersions"]
+    assert [v["clusterVersion"] for v in versions if v["defaultVersion"]] == ["1.33"]
+    with pytest.raises(ClientError) as err:
+        eks.create_cluster(name="old", roleArn=ROLE, version="1.20", resourcesVpcConfig={"subnetIds": net.eks_private})
+    assert err.value.response["Error"]["Code"] == "InvalidParameterException"
