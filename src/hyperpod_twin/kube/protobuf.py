@@ -1,8 +1,11 @@
-"""Decode protobuf request bodies (`k8s\\x00` + runtime.Unknown) for Secret, ConfigMap and DeleteOptions.
+"""Decode protobuf request bodies (`k8s\\x00` + runtime.Unknown) of the kinds clients send that way.
 
 helm's storage driver writes its release Secrets with client-go's protobuf serializer and has no
-JSON fallback, so the server must read them. This is a minimal wire-format reader with the field
-numbers of k8s.io/api core/v1 and apimachinery meta/v1 generated.proto, for the few messages needed.
+JSON fallback, so the server must read them; kubectl's typed commands (`create namespace`,
+`create configmap|secret|serviceaccount`, `delete`, `auth whoami`) do the same. Other kinds answer
+415 (typed `kubectl create deployment|service|job` generators; `kubectl apply`/`create -f` send
+JSON). This is a minimal wire-format reader with the field numbers of k8s.io/api core/v1 and
+apimachinery meta/v1 generated.proto, for the few messages needed.
 """
 
 from __future__ import annotations
@@ -182,7 +185,33 @@ def _delete_options(data: bytes) -> Obj:
     return obj
 
 
+def _namespace(data: bytes) -> Obj:
+    obj: Obj = {"apiVersion": "v1", "kind": "Namespace"}
+    for number, item in fields(data):
+        if number == 1:
+            obj["metadata"] = object_meta(_bytes(item))
+        elif number == 2:
+            finalizers = [_str(v) for sub, v in fields(_bytes(item)) if sub == 1]
+            obj["spec"] = {"finalizers": finalizers} if finalizers else {}
+    return obj
+
+
+def _service_account(data: bytes) -> Obj:
+    obj: Obj = {"apiVersion": "v1", "kind": "ServiceAccount"}
+    for number, item in fields(data):
+        if number == 1:
+            obj["metadata"] = object_meta(_bytes(item))
+        elif number == 3:
+            names = [_str(v) for sub, v in fields(_bytes(item)) if sub == 1]
+            obj.setdefault("imagePullSecrets", []).extend({"name": n} for n in names)
+        elif number == 4:
+            obj["automountServiceAccountToken"] = bool(item)
+    return obj
+
+
 DECODERS = {
+    ("v1", "Namespace"): _namespace,
+    ("v1", "ServiceAccount"): _service_account,
     ("v1", "Secret"): _secret,
     ("v1", "ConfigMap"): _config_map,
     ("v1", "DeleteOptions"): _delete_options,

@@ -15,10 +15,9 @@ def _sts_client(access_key: str, secret_key: str, region: str, endpoint_url: str
     session = boto3.session.Session(
         aws_access_key_id=access_key, aws_secret_access_key=secret_key, region_name=region
     )
-    kwargs: dict[str, Any] = {"region_name": region}
-    if endpoint_url:
-        kwargs["endpoint_url"] = endpoint_url
-    return session.client("sts", **kwargs)
+    # Explicit, so an AWS_ENDPOINT_URL in the environment never redirects the presigned URL.
+    endpoint = endpoint_url or f"https://sts.{region}.amazonaws.com"
+    return session.client("sts", region_name=region, endpoint_url=endpoint)
 
 
 def eks_token(

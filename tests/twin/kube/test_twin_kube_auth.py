@@ -85,7 +85,7 @@ def test_token_without_the_cluster_header_signed_is_rejected(verifier: EksTokenV
 
     sts = boto3.session.Session(
         aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY, region_name=REGION
-    ).client("sts", region_name=REGION)
+    ).client("sts", region_name=REGION, endpoint_url=f"https://sts.{REGION}.amazonaws.com")
     url = sts.generate_presigned_url("get_caller_identity", Params={}, ExpiresIn=60, HttpMethod="GET")
     with pytest.raises(AuthError, match="x-k8s-aws-id"):
         verifier.verify("Bearer " + _token_of(url))
