@@ -241,45 +241,24 @@ class KarpenterController(Controller):
         ]
         if not pending:
             return
-        ready_in_group: Counter[str] = Counter(
-            (n["metadata"].get("labels") or {}).get(GROUP_LABEL, "") for n in self.sim.list(NODES)
-        )
-        new_nodes: dict[str, list[Counter[str]]] = {}
+        # Capacity the group already has or has asked for absorbs pods first (as Karpenter simulates
+        # scheduling against existing nodes and in-flight NodeClaims), so a node that is up but not yet
+        # used, or still launching, never triggers a second scale-up.
+        bins: dict[str, list[tuple[Counter[str], bool]]] = {}
+        for name, details in groups.items():
+            nodes = [n for n in self.sim.list(NODES) if (n["metadata"].get("labels") or {}).get(GROUP_LABEL) == name]
+            target = max(int(details.get("TargetCount", 0) or 0), self._requested.get(name, 0))
+            group_bins = [(self._used_on(n["metadata"]["name"]), False) for n in nodes]
+            group_bins += [(Counter(), False) for _ in range(max(target - len(nodes), 0))]
+            bins[name] = group_bins
         for pod in sorted(pending, key=lambda p: p["metadata"].get("creationTimestamp", "")):
-            requests = kobj.pod_requests(pod)
-            for pool in sorted(pools, key=lambda p: -int((p.get("spec") or {}).get("weight", 0) or 0)):
-                placed = False
-                nodeclass = self.sim.get(NODECLASSES, "", self._class_name(pool))
-                names = list(((nodeclass or {}).get("spec") or {}).get("instanceGroups") or [])
-                for name in names:
-                    details = groups.get(name)
-                    if details is None:
-                        continue
-                    labels, taints, alloc = self._virtual_node(pool, details)
-                    if not self._admits(pod, pool, labels, taints, requests, alloc):
-                        continue
-                    bins = new_nodes.setdefault(name, [])
-                    for used in bins:
-                        if all(used[r] + v <= kobj.quantity(alloc.get(r, 0)) for r, v in requests.items()):
-                            used.update(requests)
-                            placed = True
-                            break
-                    if not placed:
-                        bins.append(Counter(requests))
-                        placed = True
-                    break
-                if placed:
-                    break
-        for name, bins in new_nodes.items():
-            details = groups[name]
-            target = max(
-                int(details.get("TargetCount", details.get("CurrentCount", 0)) or 0), self._requested.get(name, 0)
-            )
-            coming = max(target - ready_in_group[name], 0)  # nodes already on their way absorb pods first
-            extra = len(bins) - coming
-            if extra <= 0:
+            self._place(pod, pools, groups, bins)
+        for name, group_bins in bins.items():
+            extra = sum(1 for _, new in group_bins if new)
+            if extra == 0:
                 continue
-            count = target + extra
+            details = groups[name]
+            count = max(int(details.get("TargetCount", 0) or 0), self._requested.get(name, 0)) + extra
             self._requested[name] = count
             self._submit(
                 "update_cluster",
@@ -294,6 +273,34 @@ class KarpenterController(Controller):
                     f"Pod should schedule on: new node of instance group {name} (scaling to {count})",
                     source="karpenter",
                 )
+
+    def _used_on(self, node_name: str) -> Counter[str]:
+        used: Counter[str] = Counter()
+        for pod in self.sim.list(PODS):
+            if pod.get("spec", {}).get("nodeName") == node_name and kobj.pod_is_active(pod):
+                used.update(kobj.pod_requests(pod))
+        return used
+
+    def _place(
+        self, pod: Obj, pools: list[Obj], groups: dict[str, Obj], bins: dict[str, list[tuple[Counter[str], bool]]]
+    ) -> None:
+        """First fit of `pod` into a managed group's existing, in-flight or (new) node."""
+        requests = kobj.pod_requests(pod)
+        for pool in sorted(pools, key=lambda p: -int((p.get("spec") or {}).get("weight", 0) or 0)):
+            nodeclass = self.sim.get(NODECLASSES, "", self._class_name(pool))
+            for name in list(((nodeclass or {}).get("spec") or {}).get("instanceGroups") or []):
+                details = groups.get(name)
+                if details is None:
+                    continue
+                labels, taints, alloc = self._virtual_node(pool, details)
+                if not self._admits(pod, pool, labels, taints, requests, alloc):
+                    continue
+                for used, _ in bins[name]:
+                    if all(used[r] + v <= kobj.quantity(alloc.get(r, 0)) for r, v in requests.items()):
+                        used.update(requests)
+                        return
+                bins[name].append((Counter(requests), True))
+                return
 
     def _virtual_node(self, pool: Obj, details: Obj) -> tuple[dict[str, str], list[Obj], dict[str, str]]:
         itype = str(details.get("InstanceType", ""))

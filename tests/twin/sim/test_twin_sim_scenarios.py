@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client as k8s
 
 from hyperpod_twin.twin import Twin, TwinConfig
-from tests.twin.aws.helpers import Net, build_eks, build_network, control, group
+from tests.twin.aws.helpers import ROLE, Net, build_eks, build_network, control, group
 from tests.twin.kube.eks_token import eks_token
 
 EKS = "sim-eks"
@@ -328,3 +328,97 @@ def test_health_finding_taints_then_node_is_replaced(env: Env) -> None:
         )[1],
     )
     assert node.metadata.name not in names
+
+
+def test_karpenter_scales_a_group_up_for_pending_pods_and_consolidates_it(env: Env) -> None:
+    sm = env.twin.boto3_client("sagemaker")
+    subnets = {"Subnets": [env.net.compute["us-west-2a"]], "SecurityGroupIds": [env.net.sg]}
+    sm.update_cluster(
+        ClusterName=HP,
+        NodeProvisioningMode="Continuous",
+        ClusterRole=ROLE,
+        AutoScaling={"Mode": "Enable", "AutoScalerType": "Karpenter"},
+        InstanceGroups=[group("auto", "ml.g5.12xlarge", 0, OverrideVpcConfig=subnets)],
+    )
+    env.advance(150, step=10)
+    env.wait(
+        "Karpenter CRDs",
+        lambda: _has_group(env, "karpenter.sh") and _has_group(env, "karpenter.sagemaker.amazonaws.com"),
+    )
+    env.custom.create_cluster_custom_object(
+        "karpenter.sagemaker.amazonaws.com",
+        "v1",
+        "hyperpodnodeclasses",
+        {
+            "apiVersion": "karpenter.sagemaker.amazonaws.com/v1",
+            "kind": "HyperpodNodeClass",
+            "metadata": {"name": "gpu-class"},
+            "spec": {"instanceGroups": ["auto"]},
+        },
+    )
+    env.custom.create_cluster_custom_object(
+        "karpenter.sh",
+        "v1",
+        "nodepools",
+        {
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodePool",
+            "metadata": {"name": "gpu-pool"},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "nodeClassRef": {
+                            "group": "karpenter.sagemaker.amazonaws.com",
+                            "kind": "HyperpodNodeClass",
+                            "name": "gpu-class",
+                        },
+                        "requirements": [
+                            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["ml.g5.12xlarge"]}
+                        ],
+                    }
+                },
+                "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "30s"},
+            },
+        },
+    )
+
+    def pool_ready() -> bool:
+        pool = env.custom.get_cluster_custom_object("karpenter.sh", "v1", "nodepools", "gpu-pool")
+        return any(
+            c["type"] == "Ready" and c["status"] == "True" for c in (pool.get("status") or {}).get("conditions", [])
+        )
+
+    env.wait("NodePool Ready", pool_ready)
+    pod = {
+        "metadata": {"name": "burst"},
+        "spec": {
+            "nodeSelector": {"karpenter.sh/nodepool": "gpu-pool"},
+            "containers": [{"name": "main", "image": "busybox:1.36", "resources": {"limits": {"nvidia.com/gpu": "4"}}}],
+        },
+    }
+    env.core.create_namespaced_pod("default", pod)
+
+    def target() -> int:
+        groups = {g["InstanceGroupName"]: g for g in sm.describe_cluster(ClusterName=HP)["InstanceGroups"]}
+        return int(groups["auto"].get("TargetCount", 0))
+
+    env.wait("UpdateCluster from Karpenter", lambda: target() == 1)
+    env.advance(600, step=10)
+    env.wait("burst pod Running", lambda: env.core.read_namespaced_pod("burst", "default").status.phase == "Running")
+    node_name = env.core.read_namespaced_pod("burst", "default").spec.node_name
+    node = env.core.read_node(node_name)
+    assert node.metadata.labels["sagemaker.amazonaws.com/instance-group-name"] == "auto"
+    assert node.metadata.labels["karpenter.sh/nodepool"] == "gpu-pool"
+    env.core.delete_namespaced_pod("burst", "default", _preload_content=False)
+    env.advance(60, step=5)
+
+    def auto_nodes() -> list[str]:
+        return [
+            n["InstanceId"]
+            for n in sm.list_cluster_nodes(ClusterName=HP)["ClusterNodeSummaries"]
+            if n["InstanceGroupName"] == "auto" and n["InstanceStatus"]["Status"] != "ShuttingDown"
+        ]
+
+    env.wait("BatchDeleteClusterNodes from Karpenter", lambda: not auto_nodes())
+    env.advance(300, step=10)
+    env.wait("node gone", lambda: all(n.metadata.name != node_name for n in env.core.list_node().items))
