@@ -2,10 +2,24 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+# No test may reach real AWS or any non-loopback address: fake credentials, no instance metadata
+# lookups, and an endpoint on a closed loopback port unless a test points AWS at the twin.
+os.environ.update({
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-west-2",
+    "AWS_REGION": "us-west-2",
+    "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
+    "INSTANTSTART_AWS_ENDPOINT_URL": "http://127.0.0.1:9",
+})
+os.environ.pop("AWS_PROFILE", None)
 
 from tests.support.databases import new_database_url
 from tests.support.servers import Running, thread_server

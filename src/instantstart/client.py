@@ -33,8 +33,14 @@ def decode(response: httpx.Response) -> tuple[bool, dict[str, Any]]:
     try:
         payload = response.json()
     except ValueError:
-        payload = {"error": {"code": "PROVIDER_ERROR", "message": f"HTTP {response.status_code} with a non-JSON body",
-                             "hint": "Is the server URL right?", "details": {}}}
+        payload = {
+            "error": {
+                "code": "PROVIDER_ERROR",
+                "message": f"HTTP {response.status_code} with a non-JSON body",
+                "hint": "Is the server URL right?",
+                "details": {},
+            }
+        }
     if not isinstance(payload, dict):
         payload = {"value": payload}
     return response.status_code >= 400, payload
@@ -42,15 +48,22 @@ def decode(response: httpx.Response) -> tuple[bool, dict[str, Any]]:
 
 def unreachable(exc: Exception) -> dict[str, Any]:
     """The error payload when the server cannot be reached."""
-    return {"error": {"code": "UNREACHABLE", "message": f"Cannot reach the InstantStart server: {type(exc).__name__}",
-                      "hint": "Start it with `instantstart serve` or set INSTANTSTART_SERVER_URL.", "details": {}}}
+    return {
+        "error": {
+            "code": "UNREACHABLE",
+            "message": f"Cannot reach the InstantStart server: {type(exc).__name__}",
+            "hint": "Start it with `instantstart serve` or set INSTANTSTART_SERVER_URL.",
+            "details": {},
+        }
+    }
 
 
 class RestClient:
     """Synchronous client (the CLI)."""
 
-    def __init__(self, settings: Settings, server: str | None = None, token: str | None = None,
-                 timeout: float = 330.0) -> None:
+    def __init__(
+        self, settings: Settings, server: str | None = None, token: str | None = None, timeout: float = 330.0
+    ) -> None:
         base, headers = connection(settings, server, token)
         self.http = httpx.Client(base_url=base, headers=headers, timeout=timeout)
 
@@ -69,8 +82,9 @@ class RestClient:
 class AsyncRestClient:
     """Asynchronous client (the stdio MCP proxy)."""
 
-    def __init__(self, settings: Settings, server: str | None = None, token: str | None = None,
-                 timeout: float = 330.0) -> None:
+    def __init__(
+        self, settings: Settings, server: str | None = None, token: str | None = None, timeout: float = 330.0
+    ) -> None:
         base, headers = connection(settings, server, token)
         self.http = httpx.AsyncClient(base_url=base, headers=headers, timeout=timeout)
 

@@ -9,16 +9,22 @@ from instantstart.settings import Settings
 from instantstart.store.db import Database
 
 if TYPE_CHECKING:
+    from instantstart.aws.clients import AwsClients
+    from instantstart.kube.client import KubeClients
     from instantstart.operations.runner import Runner
+    from instantstart.services.cache import DescribeCache
 
 
 @dataclass
 class AppContext:
-    """Process-wide state shared by every face: settings, the database and the operations runner."""
+    """Process-wide state shared by every face: settings, database, runner, AWS and Kubernetes clients."""
 
     settings: Settings
     db: Database
     runner: Runner
+    aws: AwsClients
+    kube: KubeClients
+    cache: DescribeCache
 
 
 @dataclass

@@ -27,14 +27,25 @@ def run_server(settings: Settings, *, host: str | None = None, port: int | None 
     if twin:
         child = start_twin()
         apply_env(child)
-        settings = settings.model_copy(update={"aws_endpoint_url": child.endpoint_url,
-                                               "aws_region": child.env.get("AWS_REGION", settings.aws_region)})
+        settings = settings.model_copy(
+            update={
+                "aws_endpoint_url": child.endpoint_url,
+                "aws_region": child.env.get("AWS_REGION", settings.aws_region),
+            }
+        )
         log.info("digital twin started", extra={"endpoint": child.endpoint_url})
     try:
         # Uvicorn re-raises SIGTERM after its graceful shutdown, so the twin is stopped from the lifespan.
         app = create_app(settings, on_shutdown=(child.stop,) if child is not None else ())
-        uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, access_log=False,
-                    lifespan="on", timeout_graceful_shutdown=10)
+        uvicorn.run(
+            app,
+            host=settings.host,
+            port=settings.port,
+            log_config=None,
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=10,
+        )
     finally:
         if child is not None:
             child.stop()

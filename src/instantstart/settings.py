@@ -32,6 +32,18 @@ class Settings(BaseSettings):
     )
     aws_region: str = "us-west-2"
     aws_endpoint_url: str | None = None
+    project_bucket: str | None = Field(
+        default=None, description="S3 bucket for lifecycle scripts and data; default instantstart-<account>-<region>."
+    )
+    kubernetes_version: str = "1.32"
+    poll_seconds: float = Field(default=10.0, gt=0, le=300, description="How often stages poll AWS while waiting.")
+    status_cache_seconds: float = Field(
+        default=5.0, ge=0, le=300, description="Status reads reuse a describe result this long."
+    )
+    helm_path: str = Field(default="helm", description="The helm binary (make installs one into .tools/bin).")
+    helm_repository_url: str | None = Field(
+        default=None, description="Chart repository for helm-installed dependencies (overrides the catalog's)."
+    )
 
     @cached_property
     def resolved_database_url(self) -> str:

@@ -59,7 +59,7 @@ def start_twin(port: int = 0, clock_scale: float | None = None, timeout: float =
     for line in process.stdout:
         text = line.strip()
         if text.startswith("export "):
-            key, _, value = text[len("export "):].partition("=")
+            key, _, value = text[len("export ") :].partition("=")
             if key in EXPORTED:
                 twin.env[key] = value
         if text.startswith(READY_MARKER) or time.monotonic() > deadline:

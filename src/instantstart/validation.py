@@ -15,9 +15,7 @@ REGION_RE = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
 
 def _cluster_tag(value: str) -> str:
     if not CLUSTER_TAG_RE.match(value):
-        raise ValueError(
-            "must be 1-32 lowercase letters, digits or '-', starting and ending with a letter or digit"
-        )
+        raise ValueError("must be 1-32 lowercase letters, digits or '-', starting and ending with a letter or digit")
     return value
 
 
@@ -37,8 +35,10 @@ def _region(value: str) -> str:
 # gives the readable message every face shows.
 ClusterTag = Annotated[
     str,
-    Field(description="Cluster tag: 1-32 lowercase letters, digits or hyphens.",
-          json_schema_extra={"pattern": CLUSTER_TAG_RE.pattern}),
+    Field(
+        description="Cluster tag: 1-32 lowercase letters, digits or hyphens.",
+        json_schema_extra={"pattern": CLUSTER_TAG_RE.pattern},
+    ),
     AfterValidator(_cluster_tag),
 ]
 KubeName = Annotated[

@@ -21,15 +21,18 @@ from instantstart.api.metrics import Metrics
 from instantstart.api.openapi import API_PREFIX, build_openapi
 from instantstart.api.rest import add_routes
 from instantstart.auth import check_bearer, ensure_token
+from instantstart.aws.clients import AwsClients
 from instantstart.catalog import CATALOG, Catalog
 from instantstart.context import AppContext
 from instantstart.errors import InstantStartError, InvalidInput, NotFound, Unauthorized
+from instantstart.kube.client import KubeClients
 from instantstart.logs import register_secret, request_id_var
 from instantstart.mcp.http import session_manager
 from instantstart.operations.kinds import KINDS
 from instantstart.operations.runner import Runner
 from instantstart.operations.store import OperationStore
 from instantstart.services import load_all
+from instantstart.services.cache import DescribeCache
 from instantstart.settings import Settings
 from instantstart.store.db import Database
 
@@ -118,11 +121,25 @@ def create_app(
     db = Database(settings.resolved_database_url)
     store = OperationStore(db)
     runner = Runner(settings, store, KINDS)
-    context = AppContext(settings=settings, db=db, runner=runner)
+    aws = AwsClients(settings)
+    context = AppContext(
+        settings=settings,
+        db=db,
+        runner=runner,
+        aws=aws,
+        kube=KubeClients(aws),
+        cache=DescribeCache(settings.status_cache_seconds),
+    )
     runner.app = context
     host_port = f"{settings.host}:{settings.port}"
-    allowed_hosts = [host_port, f"127.0.0.1:{settings.port}", f"localhost:{settings.port}", "127.0.0.1:*",
-                     "localhost:*", "testserver"]
+    allowed_hosts = [
+        host_port,
+        f"127.0.0.1:{settings.port}",
+        f"localhost:{settings.port}",
+        "127.0.0.1:*",
+        "localhost:*",
+        "testserver",
+    ]
     mcp_manager = session_manager(catalog, context, allowed_hosts)
 
     @contextlib.asynccontextmanager
@@ -137,8 +154,9 @@ def create_app(
         for hook in on_shutdown:
             await to_thread.run_sync(hook)
 
-    app = FastAPI(title="InstantStart", version=__version__, lifespan=lifespan, openapi_url=None,
-                  docs_url=None, redoc_url=None)
+    app = FastAPI(
+        title="InstantStart", version=__version__, lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None
+    )
     app.state.context = context
     openapi = build_openapi(catalog)
 
@@ -152,8 +170,10 @@ def create_app(
 
     @app.exception_handler(404)
     async def _not_found(request: Request, exc: Exception) -> Response:
-        return error_response(NotFound(f"No route {request.method} {request.url.path}.",
-                                       hint="See /api/v1/openapi.json for the routes."), request_id_var.get())
+        return error_response(
+            NotFound(f"No route {request.method} {request.url.path}.", hint="See /api/v1/openapi.json for the routes."),
+            request_id_var.get(),
+        )
 
     @app.exception_handler(405)
     async def _not_allowed(request: Request, exc: Exception) -> Response:
@@ -187,9 +207,13 @@ def create_app(
     if settings.allowed_origins:
         if "*" in settings.allowed_origins:
             raise ValueError("INSTANTSTART_ALLOWED_ORIGINS must list origins; a wildcard is refused")
-        outer = CORSMiddleware(outer, allow_origins=settings.allowed_origins, allow_credentials=True,
-                               allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
-                               allow_headers=["Authorization", "Content-Type", "Idempotency-Key"])
+        outer = CORSMiddleware(
+            outer,
+            allow_origins=settings.allowed_origins,
+            allow_credentials=True,
+            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+            allow_headers=["Authorization", "Content-Type", "Idempotency-Key"],
+        )
     gate = Gate(outer, token, metrics, mcp_manager.handle_request)
     gate.fastapi = app  # type: ignore[attr-defined]
     return gate

@@ -49,17 +49,25 @@ def _parameters(spec: OperationSpec, components: dict[str, Any]) -> list[dict[st
         location = "path" if name in in_path else "query"
         if location == "query" and spec.method != "GET":
             continue
-        params.append({
-            "name": name,
-            "in": location,
-            "required": location == "path" or name in required,
-            "schema": prop,
-            **({"description": prop["description"]} if "description" in prop else {}),
-        })
+        params.append(
+            {
+                "name": name,
+                "in": location,
+                "required": location == "path" or name in required,
+                "schema": prop,
+                **({"description": prop["description"]} if "description" in prop else {}),
+            }
+        )
     if spec.mutating:
-        params.append({"name": "Idempotency-Key", "in": "header", "required": False,
-                       "schema": {"type": "string", "pattern": "^[A-Za-z0-9._:\\-]{1,200}$"},
-                       "description": "Retrying with the same key returns the same operation."})
+        params.append(
+            {
+                "name": "Idempotency-Key",
+                "in": "header",
+                "required": False,
+                "schema": {"type": "string", "pattern": "^[A-Za-z0-9._:\\-]{1,200}$"},
+                "description": "Retrying with the same key returns the same operation.",
+            }
+        )
     return params
 
 
@@ -78,8 +86,9 @@ def build_openapi(catalog: Catalog) -> dict[str, Any]:
             "responses": {
                 ("202" if spec.mutating else "200"): {
                     "description": "Operation recorded" if spec.mutating else "OK",
-                    "content": {"application/json": {"schema": _schema(spec.output_model, components,
-                                                                         "serialization")}},
+                    "content": {
+                        "application/json": {"schema": _schema(spec.output_model, components, "serialization")}
+                    },
                 },
                 "401": {"description": "Missing or wrong API token", **error_ref},
                 "404": {"description": "Not found", **error_ref},
@@ -93,14 +102,16 @@ def build_openapi(catalog: Catalog) -> dict[str, Any]:
             for name, definition in body_schema.pop("$defs", {}).items():
                 components[name] = definition
             props = {k: v for k, v in body_schema.get("properties", {}).items() if k not in spec.path_params}
-            props["clientToken"] = {"type": "string", "pattern": "^[A-Za-z0-9._:\\-]{1,200}$",
-                                    "description": "Idempotency key (alternative to the header)."}
+            props["clientToken"] = {
+                "type": "string",
+                "pattern": "^[A-Za-z0-9._:\\-]{1,200}$",
+                "description": "Idempotency key (alternative to the header).",
+            }
             body: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": False}
             required = [r for r in body_schema.get("required", []) if r not in spec.path_params]
             if required:
                 body["required"] = required
-            op["requestBody"] = {"required": bool(required),
-                                 "content": {"application/json": {"schema": body}}}
+            op["requestBody"] = {"required": bool(required), "content": {"application/json": {"schema": body}}}
         paths.setdefault(API_PREFIX + spec.path, {})[spec.method.lower()] = op
     return {
         "openapi": "3.1.0",
@@ -111,7 +122,6 @@ def build_openapi(catalog: Catalog) -> dict[str, Any]:
         },
         "servers": [{"url": "/"}],
         "paths": paths,
-        "components": {"schemas": components,
-                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+        "components": {"schemas": components, "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
         "security": [{"bearer": []}],
     }

@@ -58,8 +58,12 @@ def add_routes(app: FastAPI, catalog: Catalog, context: AppContext) -> None:
                 args = json.loads(raw)
             except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                 raise InvalidInput(f"Invalid input: (body): not valid JSON ({exc})") from None
-        call = CallContext(app=context, idempotency_key=request.headers.get("idempotency-key"),
-                           request_id=request_id_var.get(), face="rest")
+        call = CallContext(
+            app=context,
+            idempotency_key=request.headers.get("idempotency-key"),
+            request_id=request_id_var.get(),
+            face="rest",
+        )
         result = await invoke_spec(spec, args, call)
         return JSONResponse(result, status_code=202 if spec.mutating else 200)
 
@@ -77,8 +81,12 @@ def add_routes(app: FastAPI, catalog: Catalog, context: AppContext) -> None:
 def _endpoint(spec: OperationSpec, context: AppContext) -> Any:
     async def endpoint(request: Request) -> Response:
         args = await read_arguments(spec, request)
-        call = CallContext(app=context, idempotency_key=request.headers.get("idempotency-key"),
-                           request_id=request_id_var.get(), face="rest")
+        call = CallContext(
+            app=context,
+            idempotency_key=request.headers.get("idempotency-key"),
+            request_id=request_id_var.get(),
+            face="rest",
+        )
         result = await invoke_spec(spec, args, call)
         return JSONResponse(result, status_code=202 if spec.mutating else 200)
 

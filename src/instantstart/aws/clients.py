@@ -46,7 +46,8 @@ class AwsClients:
             if client is None:
                 # The service name is dynamic, so the typed overloads of boto3-stubs cannot apply.
                 factory: Any = self._session.client
-                client = factory(service, region_name=key[1], config=self._config,
-                                 endpoint_url=self.settings.aws_endpoint_url)
+                client = factory(
+                    service, region_name=key[1], config=self._config, endpoint_url=self.settings.aws_endpoint_url
+                )
                 self._clients[key] = client
             return client

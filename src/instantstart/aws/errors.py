@@ -15,19 +15,41 @@ from instantstart.errors import (
     Throttled,
 )
 
-_THROTTLE = {"Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException",
-             "SlowDown", "RequestThrottled", "PriorRequestNotComplete"}
+_THROTTLE = {
+    "Throttling",
+    "ThrottlingException",
+    "RequestLimitExceeded",
+    "TooManyRequestsException",
+    "SlowDown",
+    "RequestThrottled",
+    "PriorRequestNotComplete",
+}
 _NOT_FOUND_SUFFIXES = ("NotFound", "NotFoundException", "NoSuchEntity", "NoSuchBucket")
-_QUOTA = {"ResourceLimitExceeded", "LimitExceededException", "ResourceLimitExceededException",
-          "VpcLimitExceeded", "AddressLimitExceeded", "ServiceQuotaExceededException"}
+_QUOTA = {
+    "ResourceLimitExceeded",
+    "LimitExceededException",
+    "ResourceLimitExceededException",
+    "VpcLimitExceeded",
+    "AddressLimitExceeded",
+    "ServiceQuotaExceededException",
+}
 _CAPACITY = {"InsufficientInstanceCapacity", "InsufficientCapacityException", "InsufficientCapacity"}
-_CONFLICT = {"ResourceInUse", "ResourceInUseException", "ConflictException", "EntityAlreadyExists",
-             "BucketAlreadyOwnedByYou", "DependencyViolation"}
+_CONFLICT = {
+    "ResourceInUse",
+    "ResourceInUseException",
+    "ConflictException",
+    "EntityAlreadyExists",
+    "BucketAlreadyOwnedByYou",
+    "DependencyViolation",
+}
 
 
-def error_code(exc: ClientError) -> str:
-    """The AWS error code of a ClientError."""
-    return str(exc.response.get("Error", {}).get("Code", ""))
+def error_code(exc: BaseException) -> str:
+    """The AWS error code of a ClientError ("" for anything else)."""
+    response = getattr(exc, "response", None)
+    if not isinstance(response, dict):
+        return ""
+    return str(response.get("Error", {}).get("Code", ""))
 
 
 def translate(exc: Exception, action: str) -> InstantStartError:
@@ -50,10 +72,17 @@ def translate(exc: Exception, action: str) -> InstantStartError:
             return NotFound(text, details=details)
         if code in _CONFLICT:
             return Conflict(text, details=details)
-        if code in ("ValidationException", "InvalidParameterException", "InvalidParameterValue",
-                    "InvalidParameterCombination", "InvalidRequestException", "MalformedPolicyDocument"):
-            return InvalidInput(text, hint="AWS rejected the request as built; check the values named.",
-                                details=details)
+        if code in (
+            "ValidationException",
+            "InvalidParameterException",
+            "InvalidParameterValue",
+            "InvalidParameterCombination",
+            "InvalidRequestException",
+            "MalformedPolicyDocument",
+        ):
+            return InvalidInput(
+                text, hint="AWS rejected the request as built; check the values named.", details=details
+            )
         if status >= 500 or code in ("InternalError", "InternalFailure", "ServiceUnavailable", "ServerException"):
             return ProviderError(text, details=details)
         return ProviderError(text, details=details)

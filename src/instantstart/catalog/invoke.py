@@ -48,9 +48,7 @@ def split_client_token(raw: dict[str, Any], header_key: str | None) -> tuple[dic
     return args, key
 
 
-async def invoke(
-    catalog: Catalog, name: str, raw: dict[str, Any], ctx: CallContext
-) -> dict[str, Any]:
+async def invoke(catalog: Catalog, name: str, raw: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     """Validate `raw` against the operation's input model, run it, and return its JSON-ready output."""
     spec = catalog.get(name)
     if spec is None:

@@ -34,8 +34,9 @@ def kebab(name: str) -> str:
 
 def _is_bool(info: FieldInfo) -> bool:
     ann = info.annotation
-    return ann is bool or (get_origin(ann) is not None and bool in get_args(ann) and
-                           all(a in (bool, type(None)) for a in get_args(ann)))
+    return ann is bool or (
+        get_origin(ann) is not None and bool in get_args(ann) and all(a in (bool, type(None)) for a in get_args(ann))
+    )
 
 
 def _is_structured(info: FieldInfo) -> bool:
@@ -55,8 +56,7 @@ def _parameters(spec: OperationSpec) -> list[inspect.Parameter]:
     params: list[inspect.Parameter] = []
 
     def add(name: str, annotation: Any, option: Any) -> None:
-        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option,
-                                        annotation=annotation))
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation))
 
     for name, info in spec.input_model.model_fields.items():
         wire = info.alias or name
@@ -66,15 +66,28 @@ def _parameters(spec: OperationSpec) -> list[inspect.Parameter]:
         else:
             # Values go to the server as typed; the server validates them (one error text for all faces).
             structured = _is_structured(info)
-            add(name, str | None, typer.Option(None, f"--{kebab(wire)}", metavar="JSON" if structured else "TEXT",
-                                              help=help_text + (" (JSON)" if structured else "")))
+            add(
+                name,
+                str | None,
+                typer.Option(
+                    None,
+                    f"--{kebab(wire)}",
+                    metavar="JSON" if structured else "TEXT",
+                    help=help_text + (" (JSON)" if structured else ""),
+                ),
+            )
     add("client_token", str | None, typer.Option(None, "--client-token", help="Idempotency key for safe retries."))
     add("output", str, typer.Option("table", "-o", "--output", help="Output format: table or json."))
     if spec.mutating:
         add("wait", bool, typer.Option(False, "--wait/--no-wait", help="Poll until the operation ends."))
         add("wait_timeout", float, typer.Option(3600.0, "--wait-timeout", help="Seconds --wait polls at most."))
-    add("server", str | None, typer.Option(None, "--server", envvar="INSTANTSTART_SERVER_URL",
-                                           help="Server URL (default http://127.0.0.1:3099)."))
+    add(
+        "server",
+        str | None,
+        typer.Option(
+            None, "--server", envvar="INSTANTSTART_SERVER_URL", help="Server URL (default http://127.0.0.1:3099)."
+        ),
+    )
     return params
 
 

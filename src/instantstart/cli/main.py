@@ -13,8 +13,7 @@ from instantstart.settings import Settings
 
 def build_app(settings: Settings) -> typer.Typer:
     """The whole CLI for `settings`: static commands plus one command per catalog operation."""
-    app = typer.Typer(help="InstantStart: HyperPod on EKS control plane.", no_args_is_help=True,
-                      add_completion=False)
+    app = typer.Typer(help="InstantStart: HyperPod on EKS control plane.", no_args_is_help=True, add_completion=False)
 
     @app.command()
     def serve(

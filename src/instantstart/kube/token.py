@@ -47,10 +47,12 @@ def _add_cluster_id_header(request: Any, **_kwargs: Any) -> None:
 def presigned_url(sts_client: Any, cluster_name: str) -> str:
     """The presigned GetCallerIdentity URL carrying the cluster name as a signed header."""
     events = sts_client.meta.events
-    events.register("provide-client-params.sts.GetCallerIdentity", _stash_cluster_id,
-                    unique_id="instantstart-k8s-aws-id-params")
-    events.register("before-sign.sts.GetCallerIdentity", _add_cluster_id_header,
-                    unique_id="instantstart-k8s-aws-id-header")
+    events.register(
+        "provide-client-params.sts.GetCallerIdentity", _stash_cluster_id, unique_id="instantstart-k8s-aws-id-params"
+    )
+    events.register(
+        "before-sign.sts.GetCallerIdentity", _add_cluster_id_header, unique_id="instantstart-k8s-aws-id-header"
+    )
     url: str = sts_client.generate_presigned_url(
         "get_caller_identity", Params={CLUSTER_ID_HEADER: cluster_name}, ExpiresIn=PRESIGN_SECONDS, HttpMethod="GET"
     )

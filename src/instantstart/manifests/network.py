@@ -32,11 +32,15 @@ def parse_cidr(value: str, field: str) -> Net:
     try:
         net = ipaddress.ip_network(value, strict=True)
     except ValueError as exc:
-        raise InvalidInput(f"Invalid input: {field}: {value!r} is not a valid IPv4 CIDR ({exc})",
-                           details={"fields": [{"field": field, "message": str(exc)}]}) from None
+        raise InvalidInput(
+            f"Invalid input: {field}: {value!r} is not a valid IPv4 CIDR ({exc})",
+            details={"fields": [{"field": field, "message": str(exc)}]},
+        ) from None
     if not isinstance(net, ipaddress.IPv4Network):
-        raise InvalidInput(f"Invalid input: {field}: only IPv4 CIDRs are supported",
-                           details={"fields": [{"field": field, "message": "IPv4 only"}]})
+        raise InvalidInput(
+            f"Invalid input: {field}: only IPv4 CIDRs are supported",
+            details={"fields": [{"field": field, "message": "IPv4 only"}]},
+        )
     return net
 
 
@@ -56,40 +60,56 @@ def plan_addresses(vpc_cidr: str) -> AddressPlan:
     above them (EKS control-plane subnets need a handful of addresses, compute needs thousands)."""
     vpc = parse_cidr(vpc_cidr, "vpcCidr")
     if vpc.prefixlen > 18:
-        raise InvalidInput(f"Invalid input: vpcCidr: /{vpc.prefixlen} is too small; use /18 or larger",
-                           details={"fields": [{"field": "vpcCidr", "message": "use /18 or larger"}]})
+        raise InvalidInput(
+            f"Invalid input: vpcCidr: /{vpc.prefixlen} is too small; use /18 or larger",
+            details={"fields": [{"field": "vpcCidr", "message": "use /18 or larger"}]},
+        )
     small = list(vpc.subnets(new_prefix=24))
     computes = list(vpc.subnets(new_prefix=COMPUTE_MAX_PREFIX))
-    return AddressPlan(vpc=str(vpc), public=(str(small[0]), str(small[1])),
-                       eks_private=(str(small[2]), str(small[3])), compute=str(computes[1]))
+    return AddressPlan(
+        vpc=str(vpc),
+        public=(str(small[0]), str(small[1])),
+        eks_private=(str(small[2]), str(small[3])),
+        compute=str(computes[1]),
+    )
 
 
 def validate_plan(plan: AddressPlan) -> None:
     """Every subnet inside the VPC, none overlapping, compute /20 or larger. Errors name the field."""
     vpc = parse_cidr(plan.vpc, "vpcCidr")
-    named = [("publicSubnet1Cidr", plan.public[0]), ("publicSubnet2Cidr", plan.public[1]),
-             ("eksPrivateSubnet1Cidr", plan.eks_private[0]), ("eksPrivateSubnet2Cidr", plan.eks_private[1]),
-             ("hyperPodPrivateSubnetCidr", plan.compute)]
+    named = [
+        ("publicSubnet1Cidr", plan.public[0]),
+        ("publicSubnet2Cidr", plan.public[1]),
+        ("eksPrivateSubnet1Cidr", plan.eks_private[0]),
+        ("eksPrivateSubnet2Cidr", plan.eks_private[1]),
+        ("hyperPodPrivateSubnetCidr", plan.compute),
+    ]
     nets: list[tuple[str, Net]] = [(field, parse_cidr(value, field)) for field, value in named]
     for field, net in nets:
         if not net.subnet_of(vpc):
-            raise InvalidInput(f"Invalid input: {field}: {net} is not inside the VPC {vpc}",
-                               details={"fields": [{"field": field, "message": f"not inside {vpc}"}]})
+            raise InvalidInput(
+                f"Invalid input: {field}: {net} is not inside the VPC {vpc}",
+                details={"fields": [{"field": field, "message": f"not inside {vpc}"}]},
+            )
         if net.prefixlen > 28:
-            raise InvalidInput(f"Invalid input: {field}: {net} is smaller than /28, the smallest AWS subnet",
-                               details={"fields": [{"field": field, "message": "smaller than /28"}]})
+            raise InvalidInput(
+                f"Invalid input: {field}: {net} is smaller than /28, the smallest AWS subnet",
+                details={"fields": [{"field": field, "message": "smaller than /28"}]},
+            )
     for i, (field, net) in enumerate(nets):
-        for other_field, other in nets[i + 1:]:
+        for other_field, other in nets[i + 1 :]:
             if net.overlaps(other):
                 raise InvalidInput(
                     f"Invalid input: {other_field}: {other} overlaps {field} {net}",
-                    details={"fields": [{"field": other_field, "message": f"overlaps {field}"}]})
+                    details={"fields": [{"field": other_field, "message": f"overlaps {field}"}]},
+                )
     compute = nets[-1][1]
     if compute.prefixlen > COMPUTE_MAX_PREFIX:
         raise InvalidInput(
             f"Invalid input: hyperPodPrivateSubnetCidr: {compute} is smaller than /{COMPUTE_MAX_PREFIX}; HyperPod "
             "compute subnets need /20 or larger (each node and pod takes an address)",
-            details={"fields": [{"field": "hyperPodPrivateSubnetCidr", "message": "use /20 or larger"}]})
+            details={"fields": [{"field": "hyperPodPrivateSubnetCidr", "message": "use /20 or larger"}]},
+        )
 
 
 def usable_addresses(cidr: str) -> int:
@@ -104,5 +124,7 @@ def next_free_subnet(vpc_cidr: str, used: Iterable[str], prefix: int = COMPUTE_M
     for candidate in vpc.subnets(new_prefix=prefix):
         if not any(candidate.overlaps(t) for t in taken):
             return str(candidate)
-    raise InvalidInput(f"The VPC {vpc} has no free /{prefix} left for a compute subnet.",
-                       hint="Give subnetId to reuse an existing subnet, or add a secondary CIDR to the VPC.")
+    raise InvalidInput(
+        f"The VPC {vpc} has no free /{prefix} left for a compute subnet.",
+        hint="Give subnetId to reuse an existing subnet, or add a secondary CIDR to the VPC.",
+    )

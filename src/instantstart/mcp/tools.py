@@ -70,9 +70,17 @@ def build_server(catalog: Catalog, call: ToolCall) -> Server[Any, Any]:
     async def call_tool(name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
         spec = catalog.get(name)
         if spec is None:
-            return result_for(True, {"error": {"code": "NOT_FOUND", "message": f"Unknown tool {name!r}.",
-                                               "hint": "List the tools to see the valid names.",
-                                               "details": {}}})
+            return result_for(
+                True,
+                {
+                    "error": {
+                        "code": "NOT_FOUND",
+                        "message": f"Unknown tool {name!r}.",
+                        "hint": "List the tools to see the valid names.",
+                        "details": {},
+                    }
+                },
+            )
         is_error, payload = await call(spec, dict(arguments or {}))
         return result_for(is_error, payload)
 

@@ -210,14 +210,22 @@ class Runner:
             return
         kind = self.kinds.get(row.kind)
         if kind is None:
-            await self._finish(operation_id, token, row.stages, OpStatus.FAILED, {
-                "code": "UNKNOWN_KIND", "message": f"No handler for operation kind {row.kind}.",
-                "hint": "Start the server with the plugin that registers this kind.", "details": {}})
+            await self._finish(
+                operation_id,
+                token,
+                row.stages,
+                OpStatus.FAILED,
+                {
+                    "code": "UNKNOWN_KIND",
+                    "message": f"No handler for operation kind {row.kind}.",
+                    "hint": "Start the server with the plugin that registers this kind.",
+                    "details": {},
+                },
+            )
             return
         stages = [dict(s) for s in row.stages]
         if row.status != OpStatus.RUNNING.value or row.started_at is None:
-            await self._save(operation_id, token, status=OpStatus.RUNNING.value,
-                             started_at=row.started_at or utcnow())
+            await self._save(operation_id, token, status=OpStatus.RUNNING.value, started_at=row.started_at or utcnow())
         outputs = {s["name"]: dict(s.get("outputs") or {}) for s in stages if s["status"] == "SUCCEEDED"}
         for index, spec in enumerate(kind.stages):
             stage = stages[index]
@@ -247,8 +255,12 @@ class Runner:
             if await to_thread.run_sync(self.store.cancel_requested, operation_id):
                 await self._cancel(operation_id, token, stages, index)
                 return None
-            stage.update(status=OpStatus.RUNNING.value, attempts=int(stage["attempts"]) + 1,
-                         startedAt=stage.get("startedAt") or utcnow().isoformat(), finishedAt=None)
+            stage.update(
+                status=OpStatus.RUNNING.value,
+                attempts=int(stage["attempts"]) + 1,
+                startedAt=stage.get("startedAt") or utcnow().isoformat(),
+                finishedAt=None,
+            )
             # The stage's RUNNING state and attempt count are committed before its side effects.
             await self._save(operation_id, token, stages=stages)
 
@@ -257,14 +269,23 @@ class Runner:
                 await self._save(operation_id, token, stages=stages)
 
             assert self.app is not None
-            ctx = StageContext(operation_id=operation_id, kind=kind.name, target=row.target,
-                               params=row.params, outputs=outputs, stage=spec.name,
-                               attempt=int(stage["attempts"]), app=self.app, _progress=progress)
+            ctx = StageContext(
+                operation_id=operation_id,
+                kind=kind.name,
+                target=row.target,
+                params=row.params,
+                outputs=outputs,
+                stage=spec.name,
+                attempt=int(stage["attempts"]),
+                app=self.app,
+                _progress=progress,
+            )
             try:
                 produced = await asyncio.wait_for(spec.fn(ctx), timeout=spec.timeout_seconds)
             except TimeoutError:
-                error = TemporaryError(f"Stage {spec.name} did not finish within {spec.timeout_seconds:.0f}s.",
-                                       code="TIMEOUT")
+                error = TemporaryError(
+                    f"Stage {spec.name} did not finish within {spec.timeout_seconds:.0f}s.", code="TIMEOUT"
+                )
                 if not await self._retry_or_fail(operation_id, token, spec, stages, index, error):
                     return None
                 continue
@@ -287,26 +308,53 @@ class Runner:
                 raise
             except Exception as exc:
                 log.exception("stage %s crashed", spec.name, extra={"operation_id": operation_id})
-                await self._fail(operation_id, token, stages, index, {
-                    "code": "INTERNAL", "message": f"Stage {spec.name} failed unexpectedly: {type(exc).__name__}.",
-                    "hint": "This is a bug; the server log has the traceback.", "details": {}})
+                await self._fail(
+                    operation_id,
+                    token,
+                    stages,
+                    index,
+                    {
+                        "code": "INTERNAL",
+                        "message": f"Stage {spec.name} failed unexpectedly: {type(exc).__name__}.",
+                        "hint": "This is a bug; the server log has the traceback.",
+                        "details": {},
+                    },
+                )
                 return None
             result = dict(produced or {})
-            stage.update(status=OpStatus.SUCCEEDED.value, finishedAt=utcnow().isoformat(), outputs=result,
-                         message=stage.get("message") or "done")
+            stage.update(
+                status=OpStatus.SUCCEEDED.value,
+                finishedAt=utcnow().isoformat(),
+                outputs=result,
+                message=stage.get("message") or "done",
+            )
             await self._save(operation_id, token, stages=stages)
             return result
 
     async def _retry_or_fail(
-        self, operation_id: str, token: str, spec: StageSpec, stages: list[dict[str, Any]], index: int,
+        self,
+        operation_id: str,
+        token: str,
+        spec: StageSpec,
+        stages: list[dict[str, Any]],
+        index: int,
         exc: TemporaryError,
     ) -> bool:
         stage = stages[index]
         attempts = int(stage["attempts"])
         if attempts >= spec.max_attempts:
-            await self._fail(operation_id, token, stages, index, {
-                "code": exc.code, "message": f"{exc.message} (gave up after {attempts} attempts)",
-                "hint": exc.hint, "details": {"stage": spec.name, "attempts": attempts}})
+            await self._fail(
+                operation_id,
+                token,
+                stages,
+                index,
+                {
+                    "code": exc.code,
+                    "message": f"{exc.message} (gave up after {attempts} attempts)",
+                    "hint": exc.hint,
+                    "details": {"stage": spec.name, "attempts": attempts},
+                },
+            )
             return False
         delay = spec.backoff(attempts)
         stage["message"] = f"attempt {attempts} failed: {exc.message}; retrying in {delay:.0f}s"
@@ -323,8 +371,7 @@ class Runner:
     async def _fail(
         self, operation_id: str, token: str, stages: list[dict[str, Any]], index: int, error: dict[str, Any]
     ) -> None:
-        stages[index].update(status=OpStatus.FAILED.value, finishedAt=utcnow().isoformat(),
-                             message=error["message"])
+        stages[index].update(status=OpStatus.FAILED.value, finishedAt=utcnow().isoformat(), message=error["message"])
         error.setdefault("details", {})
         error["details"] = {**error["details"], "stage": stages[index]["name"]}
         await self._finish(operation_id, token, stages, OpStatus.FAILED, error)
@@ -333,13 +380,27 @@ class Runner:
         for stage in stages[index:]:
             if stage["status"] not in TERMINAL:
                 stage["status"] = OpStatus.CANCELLED.value
-        await self._finish(operation_id, token, stages, OpStatus.CANCELLED, {
-            "code": "CANCELLED", "message": "Cancelled on request.",
-            "hint": "operation_retry resumes from the cancelled stage.", "details": {}})
+        await self._finish(
+            operation_id,
+            token,
+            stages,
+            OpStatus.CANCELLED,
+            {
+                "code": "CANCELLED",
+                "message": "Cancelled on request.",
+                "hint": "operation_retry resumes from the cancelled stage.",
+                "details": {},
+            },
+        )
 
     async def _finish(
-        self, operation_id: str, token: str, stages: list[dict[str, Any]], status: OpStatus,
-        error: dict[str, Any] | None, result: dict[str, Any] | None = None,
+        self,
+        operation_id: str,
+        token: str,
+        stages: list[dict[str, Any]],
+        status: OpStatus,
+        error: dict[str, Any] | None,
+        result: dict[str, Any] | None = None,
     ) -> None:
         values = finished_values(status, error, utcnow())
         values.update(stages=stages, result=result)

@@ -105,6 +105,10 @@ class OperationStore:
                 return existing, False
         raise self._target_conflict(target)
 
+    def find_by_key(self, kind: str, key: str) -> OperationView | None:
+        """The operation of `kind` recorded under an idempotency key, if any."""
+        return self._by_key(kind, key)
+
     def _by_key(self, kind: str, key: str) -> OperationView | None:
         with self.db.session() as session:
             row = session.scalar(
@@ -229,9 +233,7 @@ class OperationStore:
     def cancel_requested(self, operation_id: str) -> bool:
         """Whether a caller asked to cancel."""
         with self.db.session() as session:
-            return bool(
-                session.scalar(select(OperationRow.cancel_requested).where(OperationRow.id == operation_id))
-            )
+            return bool(session.scalar(select(OperationRow.cancel_requested).where(OperationRow.id == operation_id)))
 
     # -- caller actions ----------------------------------------------------------------------
     def request_cancel(self, operation_id: str) -> OperationView:
@@ -254,11 +256,14 @@ class OperationStore:
                 row.active_target = None
                 row.finished_at = now
                 row.stages = [
-                    {**s, "status": OpStatus.CANCELLED.value} if s["status"] not in TERMINAL else s
-                    for s in row.stages
+                    {**s, "status": OpStatus.CANCELLED.value} if s["status"] not in TERMINAL else s for s in row.stages
                 ]
-                row.error = {"code": "CANCELLED", "message": "Cancelled before it started.", "hint": None,
-                             "details": {}}
+                row.error = {
+                    "code": "CANCELLED",
+                    "message": "Cancelled before it started.",
+                    "hint": None,
+                    "details": {},
+                }
             return to_view(row)
 
     def reset_for_retry(self, operation_id: str) -> OperationView:
@@ -275,8 +280,7 @@ class OperationStore:
                         hint="Poll it with operation_get until it ends.",
                     )
                 row.stages = [
-                    {**s, "status": OpStatus.PENDING.value, "attempts": 0, "message": "",
-                     "finishedAt": None}
+                    {**s, "status": OpStatus.PENDING.value, "attempts": 0, "message": "", "finishedAt": None}
                     if s["status"] != OpStatus.SUCCEEDED.value
                     else s
                     for s in row.stages
@@ -300,9 +304,7 @@ class OperationStore:
     def stale_count(self) -> dict[str, int]:
         """Operations by status (for metrics)."""
         with self.db.session() as session:
-            rows = session.execute(
-                select(OperationRow.status, func.count()).group_by(OperationRow.status)
-            ).all()
+            rows = session.execute(select(OperationRow.status, func.count()).group_by(OperationRow.status)).all()
         return {status: int(count) for status, count in rows}
 
 

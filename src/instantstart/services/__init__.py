@@ -2,7 +2,7 @@
 
 import importlib
 
-MODULES = ("utility", "operations", "clusters")
+MODULES = ("utility", "operations", "clusters", "cluster_eks")
 
 
 def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:

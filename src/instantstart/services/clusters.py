@@ -12,7 +12,7 @@ from sqlalchemy import select
 from instantstart.catalog import operation
 from instantstart.catalog.base import NoInput, WireModel
 from instantstart.context import CallContext
-from instantstart.errors import NotFound
+from instantstart.errors import NotFound, PreconditionFailed
 from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.runner import StageContext
@@ -52,9 +52,14 @@ class ClusterSwitchRequest(WireModel):
 
 def _summary(row: ClusterRow, active: str | None) -> ClusterSummary:
     return ClusterSummary(
-        cluster_tag=row.tag, region=row.region, eks_cluster_name=row.eks_cluster_name,
-        hyperpod_cluster_name=row.hyperpod_cluster_name, imported=row.imported,
-        active=row.tag == active, stages=dict(row.stages or {}), created_at=row.created_at,
+        cluster_tag=row.tag,
+        region=row.region,
+        eks_cluster_name=row.eks_cluster_name,
+        hyperpod_cluster_name=row.hyperpod_cluster_name,
+        imported=row.imported,
+        active=row.tag == active,
+        stages=dict(row.stages or {}),
+        created_at=row.created_at,
     )
 
 
@@ -89,6 +94,35 @@ def get_cluster(db: Database, tag: str) -> ClusterRow:
     )
 
 
+def update_cluster(
+    db: Database, tag: str, *, stages: dict[str, Any] | None = None, details: dict[str, Any] | None = None
+) -> None:
+    """Merge stage statuses and details into a cluster row."""
+    with db.session() as session:
+        row = session.get(ClusterRow, tag)
+        if row is None:
+            return
+        if stages:
+            row.stages = {**(row.stages or {}), **stages}
+        if details:
+            row.details = {**(row.details or {}), **details}
+        row.updated_at = utcnow()
+
+
+def resolve_tag(db: Database, tag: str | None) -> str:
+    """The given cluster tag, or the active cluster's; a clear error when neither exists."""
+    if tag:
+        get_cluster(db, tag)
+        return tag
+    active = active_cluster_tag(db)
+    if active is None:
+        raise PreconditionFailed(
+            "No cluster is active and no clusterTag was given.",
+            hint="Pass clusterTag, or choose one with cluster_switch (cluster_list_all lists them).",
+        )
+    return active
+
+
 def set_active_cluster(db: Database, tag: str) -> None:
     """Record `tag` as the active cluster."""
     with db.session() as session:
@@ -121,13 +155,22 @@ async def _activate(stage: StageContext) -> dict[str, Any]:
 KINDS.register(OperationKind(name="cluster_switch", stages=(StageSpec("activate", _activate),)))
 
 
-@operation("cluster_switch", method="POST", path="/clusters/{clusterTag}/switch",
-           completion="cluster_list_all", example={"clusterTag": "demo"})
+@operation(
+    "cluster_switch",
+    method="POST",
+    path="/clusters/{clusterTag}/switch",
+    completion="cluster_list_all",
+    example={"clusterTag": "demo"},
+)
 async def cluster_switch(ctx: CallContext, req: ClusterSwitchRequest) -> OperationRef:
     """Make the cluster with this tag the active one (the cluster every cluster-scoped tool acts on
     when no clusterTag is given). An unknown tag is refused with NOT_FOUND before anything changes."""
     await to_thread.run_sync(get_cluster, ctx.app.db, req.cluster_tag)
     return await ctx.app.runner.submit(
-        "cluster_switch", {"clusterTag": req.cluster_tag}, target="state:active-cluster",
-        idempotency_key=ctx.idempotency_key, status_tool="cluster_list_all", poll_after_seconds=1,
+        "cluster_switch",
+        {"clusterTag": req.cluster_tag},
+        target="state:active-cluster",
+        idempotency_key=ctx.idempotency_key,
+        status_tool="cluster_list_all",
+        poll_after_seconds=1,
     )

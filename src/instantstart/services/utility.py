@@ -23,8 +23,7 @@ class WaitSecondsResult(WireModel):
     waited_seconds: int
 
 
-@operation("wait_seconds", method="POST", path="/wait", mutating=False, example={"seconds": 1},
-           cli=("util", "wait"))
+@operation("wait_seconds", method="POST", path="/wait", mutating=False, example={"seconds": 1}, cli=("util", "wait"))
 async def wait_seconds(ctx: CallContext, req: WaitSecondsRequest) -> WaitSecondsResult:
     """Wait `seconds` (1-300) and return. The polling primitive: call it between status checks
     instead of polling in a tight loop."""

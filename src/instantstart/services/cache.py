@@ -1,0 +1,51 @@
+"""Cheap status reads: describe results cached for a short interval, concurrent callers coalesced."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+
+class DescribeCache:
+    """At most one describe call per key per interval, however many browsers and agents poll.
+
+    Concurrent callers of the same key wait on the same in-flight call (single flight); a result is
+    reused for `ttl` seconds. Errors are not cached.
+    """
+
+    def __init__(self, ttl: float) -> None:
+        self.ttl = ttl
+        self._values: dict[str, tuple[float, Any]] = {}
+        self._inflight: dict[str, asyncio.Future[Any]] = {}
+        self.calls = 0  # describe calls actually made (for tests and metrics)
+
+    async def get(self, key: str, fetch: Callable[[], Awaitable[Any]]) -> Any:
+        """The cached value of `key`, or the result of one `fetch()` shared by every concurrent caller."""
+        now = time.monotonic()
+        hit = self._values.get(key)
+        if hit is not None and now - hit[0] < self.ttl:
+            return hit[1]
+        pending = self._inflight.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._inflight[key] = future
+        try:
+            self.calls += 1
+            value = await fetch()
+            self._values[key] = (time.monotonic(), value)
+            future.set_result(value)
+            return value
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # mark retrieved: the waiting callers re-raise it themselves
+            raise
+        finally:
+            self._inflight.pop(key, None)
+
+    def invalidate(self, prefix: str = "") -> None:
+        """Forget cached values whose key starts with `prefix` (after a mutation)."""
+        for key in [k for k in self._values if k.startswith(prefix)]:
+            del self._values[key]

@@ -1,0 +1,90 @@
+"""The resource ledger and tagging: every AWS resource created is tagged and recorded for deletion."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from instantstart.store.db import Database
+from instantstart.store.models import ResourceRow, utcnow
+
+TAG_CLUSTER = "instantstart:cluster-tag"
+TAG_OPERATION = "instantstart:operation-id"
+TAG_ROLE = "instantstart:role"
+
+
+def aws_tags(
+    cluster_tag: str, operation_id: str, name: str | None = None, role: str | None = None
+) -> list[dict[str, str]]:
+    """The tag list every created resource carries (EC2/IAM/S3 form: [{Key, Value}])."""
+    tags = [{"Key": TAG_CLUSTER, "Value": cluster_tag}, {"Key": TAG_OPERATION, "Value": operation_id}]
+    if name:
+        tags.append({"Key": "Name", "Value": name})
+    if role:
+        tags.append({"Key": TAG_ROLE, "Value": role})
+    return tags
+
+
+def tag_map(cluster_tag: str, operation_id: str) -> dict[str, str]:
+    """The same tags as a map (EKS, SageMaker tag-map APIs)."""
+    return {TAG_CLUSTER: cluster_tag, TAG_OPERATION: operation_id}
+
+
+def record(
+    db: Database,
+    *,
+    cluster_tag: str,
+    operation_id: str | None,
+    resource_type: str,
+    resource_id: str,
+    region: str,
+    details: dict[str, Any] | None = None,
+) -> None:
+    """Add a created resource to the ledger (recording the same resource twice is a no-op)."""
+    try:
+        with db.session() as session:
+            existing = session.scalar(
+                select(ResourceRow).where(
+                    ResourceRow.resource_type == resource_type,
+                    ResourceRow.resource_id == resource_id,
+                    ResourceRow.region == region,
+                )
+            )
+            if existing is not None:
+                existing.deleted_at = None
+                return
+            session.add(
+                ResourceRow(
+                    cluster_tag=cluster_tag,
+                    operation_id=operation_id,
+                    resource_type=resource_type,
+                    resource_id=resource_id,
+                    region=region,
+                    details=details or {},
+                    created_at=utcnow(),
+                )
+            )
+    except IntegrityError:
+        return
+
+
+def resources_of(db: Database, cluster_tag: str, include_deleted: bool = False) -> list[ResourceRow]:
+    """Ledger rows of a cluster, in creation order."""
+    with db.session() as session:
+        query = select(ResourceRow).where(ResourceRow.cluster_tag == cluster_tag)
+        if not include_deleted:
+            query = query.where(ResourceRow.deleted_at.is_(None))
+        rows = list(session.scalars(query.order_by(ResourceRow.id)).all())
+        for row in rows:
+            session.expunge(row)
+        return rows
+
+
+def mark_deleted(db: Database, row_id: int) -> None:
+    """A ledger resource is gone."""
+    with db.session() as session:
+        row = session.get(ResourceRow, row_id)
+        if row is not None:
+            row.deleted_at = utcnow()
