@@ -56,6 +56,15 @@ def install_crds(sim: ClusterSim, bundle: str) -> list[str]:
     return created
 
 
+def remove_crds(sim: ClusterSim, bundle: str) -> list[str]:
+    """Delete the CRDs of `bundle` (the control plane then drops their types and objects)."""
+    removed = []
+    for manifest in crds.crd_manifests(bundle):
+        if sim.delete(CRDS, "", manifest["metadata"]["name"]):
+            removed.append(manifest["metadata"]["name"])
+    return removed
+
+
 @dataclass
 class SimPlugin:
     """The simulator side of one Twin: one ClusterSim per running EKS API server, keyed by cluster ARN."""
@@ -83,6 +92,7 @@ class SimPlugin:
         self.bus.subscribe("hyperpod.cluster.changed", self.on_hyperpod_changed)
         self.bus.subscribe("hyperpod.autoscaling.active", self.on_autoscaling_active)
         self.bus.subscribe("eks.addon.active", self.on_addon_active)
+        self.bus.subscribe("eks.addon.deleted", self.on_addon_deleted)
         self.bus.subscribe("twin.reset", self.on_reset)
         self.bus.subscribe("twin.stopping", self.on_reset)
 
@@ -210,6 +220,17 @@ class SimPlugin:
         bundle = crds.ADDON_BUNDLES.get(addon_name)
         if bundle is not None:
             self._install(arn, bundle)
+
+    def on_addon_deleted(self, cluster_arn: str, addon_name: str, preserve: bool = False, **_: Any) -> None:
+        """An add-on was deleted: its CRDs (and so its custom resources) go too, unless preserved."""
+        bundle = crds.ADDON_BUNDLES.get(addon_name)
+        with self._lock:
+            if bundle is not None:
+                self._pending_bundles.get(cluster_arn, set()).discard(bundle)
+            sim = self.sims.get(cluster_arn)
+        if bundle is None or preserve or sim is None:
+            return
+        sim.run(lambda: log.info("removed CRDs %s", remove_crds(sim, bundle)))
 
     def on_autoscaling_active(self, eks_cluster_arn: str, **_: Any) -> None:
         """HyperPod Karpenter autoscaling reached InService: install NodePool/HyperpodNodeClass CRDs."""
