@@ -110,6 +110,7 @@ class Twin:
             "caller_arn": self.caller_arn,
             "project_bucket": self.project_bucket,
             "clock_scale": self.clock.scale,
+            "chart_repo_url": getattr(self, "chart_repo_url", None),
         }
 
     def start(self) -> Twin:

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 
@@ -28,6 +29,7 @@ class TwinProcess:
 
     process: subprocess.Popen[str]
     env: dict[str, str] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
 
     @property
     def endpoint_url(self) -> str:
@@ -72,7 +74,7 @@ def start_twin(port: int = 0, clock_scale: float | None = None, timeout: float =
         )
     # Keep draining its stdout so the child never blocks on a full pipe.
     threading.Thread(target=_drain, args=(process,), daemon=True).start()
-    _wait_healthy(twin.endpoint_url, deadline)
+    twin.info = _wait_healthy(twin.endpoint_url, deadline)
     return twin
 
 
@@ -82,11 +84,13 @@ def _drain(process: subprocess.Popen[str]) -> None:
         pass
 
 
-def _wait_healthy(url: str, deadline: float) -> None:
+def _wait_healthy(url: str, deadline: float) -> dict[str, Any]:
     while time.monotonic() < deadline:
         try:
-            if httpx.get(url + "/_twin/health", timeout=2).status_code == 200:
-                return
+            response = httpx.get(url + "/_twin/health", timeout=2)
+            if response.status_code == 200:
+                info: dict[str, Any] = response.json()
+                return info
         except httpx.HTTPError:
             pass
         time.sleep(0.1)
