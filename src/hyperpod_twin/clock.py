@@ -29,6 +29,9 @@ class TwinClock:
         self._queue: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
         self._cond = threading.Condition()
+        # One thread runs callbacks at a time, so advance() returns only after every callback that fell
+        # due has finished, including one the background thread had already picked up.
+        self._run_lock = threading.RLock()
         self._thread: threading.Thread | None = None
         self._stopped = False
 
@@ -65,16 +68,17 @@ class TwinClock:
     def run_due(self) -> int:
         """Run every callback that is due now; return how many ran."""
         ran = 0
-        while True:
-            with self._cond:
-                if not self._queue or self._queue[0][0] > self.now():
-                    return ran
-                _, _, fn = heapq.heappop(self._queue)
-            try:
-                fn()
-            except Exception:
-                log.exception("twin clock callback failed")
-            ran += 1
+        with self._run_lock:
+            while True:
+                with self._cond:
+                    if not self._queue or self._queue[0][0] > self.now():
+                        return ran
+                    _, _, fn = heapq.heappop(self._queue)
+                try:
+                    fn()
+                except Exception:
+                    log.exception("twin clock callback failed")
+                ran += 1
 
     def clear(self) -> None:
         """Drop every scheduled callback (used by reset)."""
