@@ -7,6 +7,7 @@ import copy
 import itertools
 import threading
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -95,6 +96,10 @@ class ObjectStore:
     _listeners: list[Listener] = field(default_factory=list)
     _history: list[WatchEvent] = field(default_factory=list)
     history_limit: int = 5000
+    # Events recorded but not yet delivered, in resourceVersion order; one delivery at a time, so
+    # listeners see changes in the order they were made even when several threads write at once.
+    _undelivered: deque[WatchEvent] = field(default_factory=deque)
+    _delivery: threading.RLock = field(default_factory=threading.RLock)
 
     # -- types -------------------------------------------------------------------------------
     def register(self, rtype: ResourceType) -> None:
@@ -292,16 +297,27 @@ class ObjectStore:
     def _record(self, kind: str, rtype: ResourceType, obj: Obj) -> WatchEvent:
         event = WatchEvent(kind, rtype, copy.deepcopy(obj), self._last_rv)
         self._history.append(event)
+        self._undelivered.append(event)
         if len(self._history) > self.history_limit:
             del self._history[: len(self._history) - self.history_limit]
         return event
 
     def _notify(self, events: builtins.list[WatchEvent]) -> None:
-        with self._lock:
-            listeners = list(self._listeners)
-        for event in events:
-            for listener in listeners:
-                listener(event)
+        """Deliver every undelivered event (`events` among them) in order, outside the store lock.
+
+        A writer whose event another thread is delivering waits for that delivery, so a write still
+        returns only after its listeners ran. A listener that writes delivers its own event at once
+        (the delivery lock is reentrant), as before."""
+        del events  # queued by _record, delivered from the queue to keep the global order
+        with self._delivery:
+            while True:
+                with self._lock:
+                    if not self._undelivered:
+                        return
+                    event = self._undelivered.popleft()
+                    listeners = list(self._listeners)
+                for listener in listeners:
+                    listener(event)
 
 
 def _spec_of(obj: Obj) -> Obj:
