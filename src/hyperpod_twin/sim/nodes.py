@@ -100,6 +100,7 @@ class NodeController(Controller):
         super().__init__(sim)
         self._instances: dict[str, Obj] = {}  # instance id -> last HyperPod node dict
         self._health_set: dict[str, str] = {}  # node name -> health label value we wrote
+        self._group_cfg: dict[str, tuple[dict[str, str], list[Obj]]] = {}  # node -> group labels/taints applied
 
     def keys_for(self, event: WatchEvent) -> Iterable[Hashable]:
         if event.type == "DELETED":
@@ -136,15 +137,50 @@ class NodeController(Controller):
                     self.sim.event(created, "RegisteredNode", f"Node {name} event: Registered Node {name}")
                     self.sim.event(created, "NodeReady", f"Node {name} status is now: NodeReady")
                 return
+            existing = self._refresh(existing, node, status)
             self._set_ready(existing, True, status)
         elif existing is not None:
             self._set_ready(existing, False, status)
+
+    def _refresh(self, existing: Obj, node: Obj, status: str) -> Obj:
+        """Follow group label/taint updates and the deep health check's progress on an existing Node."""
+        name = existing["metadata"]["name"]
+        labels = dict(existing["metadata"].get("labels") or {})
+        taints = list(existing.get("spec", {}).get("taints") or [])
+        new_labels, new_taints = _group_config(node)
+        old_labels, old_taints = self._group_cfg.get(name, ({}, []))
+        for key in old_labels:
+            if key not in new_labels:
+                labels.pop(key, None)
+        labels.update(new_labels)
+        taints = [t for t in taints if _taint_key(t) not in {_taint_key(o) for o in old_taints}] + new_taints
+        self._group_cfg[name] = (new_labels, new_taints)
+        if status == "DeepHealthCheckInProgress":
+            labels[DHC_LABEL] = "InProgress"
+            labels[HEALTH_LABEL] = "Unschedulable"
+        elif labels.get(DHC_LABEL) == "InProgress":
+            labels[DHC_LABEL] = "Passed"
+            if labels.get(HEALTH_LABEL) == "Unschedulable":
+                labels[HEALTH_LABEL] = "Schedulable"
+        self._health_set[name] = labels.get(HEALTH_LABEL, "")
+        updated = {
+            **existing,
+            "metadata": {**existing["metadata"], "labels": labels},
+            "spec": {**existing.get("spec", {}), "taints": taints},
+        }
+        _apply_health_taint(updated)
+        if updated == existing:
+            return existing
+        updated["metadata"].pop("resourceVersion", None)
+        result: Obj = self.sim.update(NODES, updated)
+        return result
 
     def instance_removed(self, instance_id: str) -> None:
         """The instance is gone (deleted, replaced, scaled in): remove its Node."""
         self._instances.pop(instance_id, None)
         name = node_name(instance_id)
         self._health_set.pop(name, None)
+        self._group_cfg.pop(name, None)
         self.sim.delete(NODES, "", name)
 
     def health_finding(
@@ -232,12 +268,9 @@ class NodeController(Controller):
             dhc = "InProgress"
         if dhc:
             labels[DHC_LABEL] = dhc
-        k8s_config = node.get("KubernetesConfig") or {}
-        labels.update(k8s_config.get("CurrentLabels") or k8s_config.get("Labels") or {})
-        taints = [
-            {"key": t["Key"], "value": t.get("Value", ""), "effect": t["Effect"]}
-            for t in (k8s_config.get("CurrentTaints") or k8s_config.get("Taints") or [])
-        ]
+        group_labels, taints = _group_config(node)
+        labels.update(group_labels)
+        self._group_cfg[name] = (group_labels, list(taints))
         capacity = capacity_of(itype)
         now = self.sim.now()
         ip = node.get("PrivatePrimaryIp") or _ip_of(instance_id)
@@ -310,6 +343,21 @@ class NodeController(Controller):
 
 
 _NOT_READY = "node.kubernetes.io/not-ready"
+
+
+def _group_config(node: Obj) -> tuple[dict[str, str], list[Obj]]:
+    """The instance group's KubernetesConfig labels and taints as the node carries them."""
+    k8s_config = node.get("KubernetesConfig") or {}
+    labels = dict(k8s_config.get("CurrentLabels") or k8s_config.get("Labels") or {})
+    taints = [
+        {"key": t["Key"], "value": t.get("Value", ""), "effect": t["Effect"]}
+        for t in (k8s_config.get("CurrentTaints") or k8s_config.get("Taints") or [])
+    ]
+    return labels, taints
+
+
+def _taint_key(taint: Obj) -> tuple[str, str]:
+    return str(taint.get("key", "")), str(taint.get("effect", ""))
 
 
 def _cond(ctype: str, status: str, reason: str, now: str, message: str = "") -> Obj:

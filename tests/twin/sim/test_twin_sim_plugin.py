@@ -239,3 +239,32 @@ def test_sglang_router_forwards_to_discovered_workers(cluster: SimCluster) -> No
     )
     workers = json.loads(router("GET", "/workers", "", {}, b"").body)["urls"]
     assert len(workers) == 2
+
+
+def test_deep_health_check_and_group_label_updates_follow_the_instance(
+    bus_env: tuple[SimPlugin, EventBus, TwinClock, ClusterRuntime],
+) -> None:
+    _, bus, _, runtime = bus_env
+    bus.publish("kube.cluster.started", runtime=runtime)
+    group = {
+        "KubernetesConfig": {
+            "Labels": {"team": "a"},
+            "Taints": [{"Key": "gpu", "Value": "true", "Effect": "NoSchedule"}],
+        }
+    }
+    publish = {"cluster_name": "hp", "cluster_arn": "arn:hp", "eks_cluster_arn": ARN}
+    bus.publish(
+        "hyperpod.node.changed", **publish, node=_node("i-0dhc", "DeepHealthCheckInProgress"), instance_group=group
+    )
+    node = runtime.store.get(core("nodes"), "", "hyperpod-i-0dhc")
+    labels = node["metadata"]["labels"]
+    assert labels["sagemaker.amazonaws.com/deep-health-check-status"] == "InProgress"
+    assert labels["sagemaker.amazonaws.com/node-health-status"] == "Unschedulable"
+    assert {t["key"] for t in node["spec"]["taints"]} == {"gpu", "sagemaker.amazonaws.com/node-health-status"}
+    group = {"KubernetesConfig": {"Labels": {"team": "b"}, "Taints": []}}
+    bus.publish("hyperpod.node.changed", **publish, node=_node("i-0dhc"), instance_group=group)
+    node = runtime.store.get(core("nodes"), "", "hyperpod-i-0dhc")
+    labels = node["metadata"]["labels"]
+    assert labels["sagemaker.amazonaws.com/deep-health-check-status"] == "Passed"
+    assert labels["sagemaker.amazonaws.com/node-health-status"] == "Schedulable"
+    assert labels["team"] == "b" and node["spec"]["taints"] == []
