@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import threading
@@ -98,7 +99,12 @@ def register(sim: ClusterSim, pod: Obj) -> None:
         if kind == "router":
             handler = RouterHandler(sim, ns, container)
         else:
-            handler = ModelServer(kind, model_id(container), sim.clock.wall)
+            handler = ModelServer(
+                kind,
+                model_id(container),
+                sim.clock.wall,
+                functools.partial(sim.runtime.logs.append, ns, name, container["name"]),
+            )
         for port in ports_of(container, kind):
             sim.runtime.pod_http.register(ns, name, port, handler)
 
@@ -110,16 +116,29 @@ def _json(status: int, body: Any) -> ProxyResponse:
 class ModelServer:
     """One simulated OpenAI-compatible server (vLLM or SGLang flavour)."""
 
-    def __init__(self, kind: str, model: str, wall: Callable[[], float]) -> None:
+    def __init__(
+        self, kind: str, model: str, wall: Callable[[], float], log: Callable[[str], None] | None = None
+    ) -> None:
         self.kind = kind
         self.model = model
         self._wall = wall
+        self._log = log
         self._lock = threading.Lock()
         self._requests: dict[str, int] = {}
         self._tokens = {"prompt": 0, "generation": 0}
 
     def __call__(self, method: str, path: str, query: str, headers: dict[str, str], body: bytes) -> ProxyResponse:
-        route = "/" + path.lstrip("/")
+        response = self._answer(method, "/" + path.lstrip("/"), body)
+        if self._log is not None:  # an access log line, as uvicorn writes it
+            reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}.get(
+                response.status, ""
+            )
+            self._log(
+                f'INFO:     127.0.0.1:0 - "{method} /{path.lstrip("/")} HTTP/1.1" {response.status} {reason}'.rstrip()
+            )
+        return response
+
+    def _answer(self, method: str, route: str, body: bytes) -> ProxyResponse:
         with self._lock:
             self._requests[route] = self._requests.get(route, 0) + 1
         if route in ("/health", "/ping", "/health_generate"):

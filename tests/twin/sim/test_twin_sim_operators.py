@@ -105,6 +105,37 @@ def test_training_job_failing_attempt_is_retried(cluster: SimCluster) -> None:
     assert "Completed" in _true(current) and current["status"]["restartCount"] == 1
 
 
+def test_training_pod_failure_restarts_only_that_pod_within_the_budget(cluster: SimCluster) -> None:
+    install_crds(cluster.sim, "training-operator")
+    cluster.add_node("i-03333333333333341")
+    cluster.add_node("i-03333333333333342")
+    job = _hpjob(
+        "partial", 2, jobMaxRetryCount=3, restartPolicy={"numRestartBeforeFullJobRestart": 1, "evalPeriodSeconds": 3600}
+    )
+    cluster.create("sagemaker.amazonaws.com", "hyperpodpytorchjobs", job)
+    cluster.advance(4)
+    uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in cluster.list("", "pods", "default")}
+    nodes: NodeController = cluster.sim.controller(NodeController)
+    victim = cluster.get("", "pods", "partial-pod-1")["spec"]["nodeName"]
+    cluster.add_node("i-03333333333333343")  # spare capacity for the replacement
+    cluster.sim.run(lambda: nodes.instance_removed(victim.removeprefix("hyperpod-")))
+    cluster.advance(4)
+    after = {p["metadata"]["name"]: p["metadata"]["uid"] for p in cluster.list("", "pods", "default")}
+    assert after["partial-pod-0"] == uids["partial-pod-0"]  # the healthy pod kept running
+    assert after["partial-pod-1"] != uids["partial-pod-1"]
+    current = cluster.get("sagemaker.amazonaws.com", "hyperpodpytorchjobs", "partial")
+    assert current["status"]["restartCount"] == 1 and "Running" in _true(current)
+    restarts = [e["message"] for e in cluster.list("", "events", "default") if e["reason"] == "JobRestarting"]
+    assert restarts == ["Restarting (pod) after failure of partial-pod-1"]
+    # The next failure exceeds the pod-level budget: the whole job restarts.
+    victim = cluster.get("", "pods", "partial-pod-0")["spec"]["nodeName"]
+    cluster.sim.run(lambda: nodes.instance_removed(victim.removeprefix("hyperpod-")))
+    current = cluster.get("sagemaker.amazonaws.com", "hyperpodpytorchjobs", "partial")
+    restarting = next(c for c in current["status"]["conditions"] if c["type"] == "Restarting")
+    assert current["status"]["restartCount"] == 2 and restarting["message"].startswith("job-level restart")
+    assert current["status"]["restartStatus"]["fullJobRestartCount"] == 1
+
+
 def test_inference_endpoint_serves_a_simulated_vllm(cluster: SimCluster) -> None:
     install_crds(cluster.sim, "inference-operator")
     cluster.add_node("i-04444444444444441")

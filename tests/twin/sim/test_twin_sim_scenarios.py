@@ -289,6 +289,9 @@ def test_simulated_vllm_answers_through_the_service_proxy(env: Env) -> None:
     assert content.startswith("[twin simulated response]") and "What is HyperPod?" in content
     status, models = _proxy(env, "GET", "/api/v1/namespaces/default/services/vllm:8000/proxy/v1/models")
     assert status == 200 and models["data"][0]["id"] == "qwen3-8b"
+    pod = env.core.list_namespaced_pod("default", label_selector="app=vllm").items[0]
+    log = env.core.read_namespaced_pod_log(pod.metadata.name, "default")
+    assert "simulated vllm server: model qwen3-8b" in log and '"POST /v1/chat/completions HTTP/1.1" 200 OK' in log
     env.apps.delete_namespaced_deployment("vllm", "default")
 
 
