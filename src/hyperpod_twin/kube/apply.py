@@ -201,7 +201,19 @@ def server_side_apply(
     still_owned: set[Path] = set()
     for other in others:
         still_owned |= from_fields_v1(other.get("fieldsV1") or {})
-    for path in sorted(old_paths - new_paths - still_owned, key=len, reverse=True):
+    # Whole list items first (their "." path), then single fields deepest first.
+    for path in sorted(old_paths - new_paths - still_owned, key=lambda p: (p[-1] != ".", -len(p))):
+        if path[-1] == "." and any(p[: len(path) - 1] == path[:-1] for p in still_owned | new_paths):
+            continue  # someone else still owns fields of this list item
         remove_path(result, path)
+        # Maps and lists the removal emptied go too, unless someone still owns something in them.
+        parent = path[:-1] if path[-1] != "." else path[:-2]
+        while parent:
+            present, value = value_at(result, parent)
+            owned_below = any(p[: len(parent)] == parent for p in still_owned | new_paths)
+            if not present or value or owned_below:
+                break
+            remove_path(result, parent)
+            parent = parent[:-1]
     result.setdefault("metadata", {})["managedFields"] = [*others, entry]
     return result

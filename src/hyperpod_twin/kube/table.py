@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import re
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -193,11 +195,48 @@ COLUMNS: dict[tuple[str, str], list[Column]] = {
 }
 
 
+_TOKEN = re.compile(r"\.([A-Za-z0-9_-]+)|\[([^\]]*)\]")
+_FILTER = re.compile(r"^\?\(@\.([A-Za-z0-9_.-]+)\s*==\s*['\"]([^'\"]*)['\"]\)$")
+
+
+def jsonpath(obj: Any, path: str) -> Any:
+    """The value of a printer-column JSONPath: fields, [n], [-1:], [*] and [?(@.k=="v")] filters.
+    Several matches join with commas, as kubectl prints them."""
+    values = [obj]
+    text = path if path.startswith((".", "[")) else "." + path
+    for match in _TOKEN.finditer(text):
+        field, index = match.group(1), match.group(2)
+        out: list[Any] = []
+        for value in values:
+            if field is not None:
+                if isinstance(value, dict) and field in value:
+                    out.append(value[field])
+            elif isinstance(value, list):
+                filt = _FILTER.match(index.strip())
+                if index.strip() == "*":
+                    out.extend(value)
+                elif filt is not None:
+                    out.extend(v for v in value if str(_get(v, *filt.group(1).split("."), default="")) ==
+                               filt.group(2))
+                elif ":" in index:
+                    start, _, stop = index.partition(":")
+                    out.extend(value[int(start) if start else None : int(stop) if stop else None])
+                else:
+                    with contextlib.suppress(ValueError, IndexError):
+                        out.append(value[int(index)])
+        values = out
+    if not values:
+        return None
+    if len(values) == 1:
+        return values[0]
+    return ",".join(str(v) for v in values)
+
+
 def _jsonpath_column(spec: Obj) -> Column:
-    path = [p for p in str(spec.get("jsonPath", "")).lstrip(".").split(".") if p]
+    path = str(spec.get("jsonPath", ""))
 
     def value(obj: Obj) -> Any:
-        found = _get(obj, *path)
+        found = jsonpath(obj, path)
         if spec.get("type") == "date" and isinstance(found, str):
             created = datetime.strptime(found, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
             return human_duration(time.time() - created)
