@@ -74,17 +74,19 @@ class EksState:
         """The extras of a cluster (created on first use)."""
         return self.extras.setdefault((region, name), EksExtras())
 
+    def access_entries(self, region: str, name: str) -> list[dict[str, Any]]:
+        """Access entries of a cluster with their associated access policies (`accessPolicies`)."""
+        extra = self.extras.get((region, name))
+        if extra is None:
+            return []
+        return [
+            {**copy.deepcopy(entry), "accessPolicies": [copy.deepcopy(a) for a in extra.policies.get(arn, {}).values()]}
+            for arn, entry in extra.access_entries.items()
+        ]
+
     def publish_access(self, region: str, cluster: Any) -> None:
         """`eks.access_entries.changed`: the Kubernetes side maps IAM principals through these."""
-        extra = self.cluster_extras(region, cluster.name)
-        entries = []
-        for arn, entry in extra.access_entries.items():
-            entries.append(
-                {
-                    **copy.deepcopy(entry),
-                    "accessPolicies": [copy.deepcopy(a) for a in extra.policies.get(arn, {}).values()],
-                }
-            )
+        entries = self.access_entries(region, cluster.name)
         self.ctx.emit("eks.access_entries.changed", cluster_name=cluster.name, cluster_arn=cluster.arn, entries=entries)
 
 

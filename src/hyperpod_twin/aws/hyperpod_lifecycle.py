@@ -100,7 +100,11 @@ class Lifecycle:
             subnet = min(subnets, key=lambda s: (per_subnet[s], subnets.index(s)))
             az, az_id, _vpc = self.ctx.subnet_az(cluster.region, subnet)
             types = self._instance_types(group)
-            chosen = next((t for t in types if not self.ctx.faults.capacity_short(t, az, az_id)), None)
+            if group.spec.get("TrainingPlanArn"):
+                # Reserved capacity of a training plan is not subject to on-demand shortages.
+                chosen: str | None = types[0]
+            else:
+                chosen = next((t for t in types if not self.ctx.faults.capacity_short(t, az, az_id)), None)
             if chosen is None:
                 short += 1
                 continue

@@ -10,7 +10,7 @@ from typing import Any
 from hyperpod_twin.clock import TwinClock
 from hyperpod_twin.events import EventBus
 
-from . import eks_access, eks_addons, eks_clusters, fsx, iam_ext, quotas, sagemaker_hyperpod, training_plans
+from . import eks_access, eks_addons, eks_clusters, fsx, iam_ext, quotas, sagemaker_hyperpod, tagging, training_plans
 from .context import AwsContext
 from .faults import FaultBook
 from .hyperpod_lifecycle import Lifecycle
@@ -98,6 +98,7 @@ class AwsSide:
         """What a fresh twin account has besides moto's defaults: the project bucket."""
         from moto.s3.models import s3_backends
 
+        tagging.register(self)
         s3 = s3_backends[self.ctx.account_id]["aws"]
         try:
             s3.create_bucket(self.project_bucket, self.ctx.region)

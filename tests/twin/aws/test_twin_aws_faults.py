@@ -204,6 +204,25 @@ def test_fsx_lustre_lifecycle(twin: Twin, env: tuple[Net, str]) -> None:
     assert err.value.response["Error"]["Code"] == "FileSystemNotFound"
 
 
+def test_tagging_api_lists_twin_owned_resources(twin: Twin, env: tuple[Net, str]) -> None:
+    net, _ = env
+    tag = {"Key": "instantstart:cluster-tag", "Value": "tagged"}
+    arn = create(twin, env, "tagged-hp", [group("cpu", "ml.m5.xlarge", 1)], Tags=[tag])
+    fs = twin.boto3_client("fsx").create_file_system(
+        FileSystemType="LUSTRE",
+        StorageCapacity=1200,
+        SubnetIds=[net.compute["us-west-2a"]],
+        LustreConfiguration={"DeploymentType": "SCRATCH_2"},
+        Tags=[tag],
+    )["FileSystem"]
+    tagging = twin.boto3_client("resourcegroupstaggingapi")
+    found = tagging.get_resources(TagFilters=[{"Key": tag["Key"], "Values": ["tagged"]}])["ResourceTagMappingList"]
+    assert {r["ResourceARN"] for r in found} == {arn, fs["ResourceARN"]}
+    assert tagging.tag_resources(ResourceARNList=[arn], Tags={"extra": "1"})["FailedResourcesMap"] == {}
+    tags = {t["Key"]: t["Value"] for t in twin.boto3_client("sagemaker").list_tags(ResourceArn=arn)["Tags"]}
+    assert tags == {"instantstart:cluster-tag": "tagged", "extra": "1"}
+
+
 def test_clock_and_reset(twin: Twin) -> None:
     before = control(twin, "clock")
     after = control(twin, "clock", {"advance": 100})
