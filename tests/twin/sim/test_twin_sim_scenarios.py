@@ -295,6 +295,54 @@ def test_simulated_vllm_answers_through_the_service_proxy(env: Env) -> None:
     env.apps.delete_namespaced_deployment("vllm", "default")
 
 
+def test_inference_endpoint_config_serves_through_the_service_proxy(env: Env) -> None:
+    env.twin.boto3_client("eks").create_addon(clusterName=EKS, addonName="amazon-sagemaker-hyperpod-inference")
+    env.advance(300, step=10)
+    group_version = ("inference.sagemaker.aws.amazon.com", "v1")
+    env.wait("the InferenceEndpointConfig CRD", lambda: _has_group(env, group_version[0]))
+    iec = {
+        "apiVersion": "inference.sagemaker.aws.amazon.com/v1",
+        "kind": "InferenceEndpointConfig",
+        "metadata": {"name": "qwen", "namespace": "default"},
+        "spec": {
+            "modelName": "qwen",
+            "instanceType": "ml.g5.12xlarge",
+            "invocationEndpoint": "v1/chat/completions",
+            "modelSourceConfig": {
+                "modelSourceType": "s3",
+                "s3Storage": {"bucketName": "models", "region": "us-west-2"},
+            },
+            "worker": {
+                "image": "vllm/vllm-openai:v0.9.0",
+                "args": ["--model", "/opt/ml/model", "--served-model-name", "qwen", "--port", "8000"],
+                "modelInvocationPort": {"containerPort": 8000},
+                "modelVolumeMount": {"name": "model-weights"},
+                "resources": {"limits": {"nvidia.com/gpu": 1}},
+            },
+        },
+    }
+    env.custom.create_namespaced_custom_object(*group_version, "default", "inferenceendpointconfigs", iec)
+    env.advance(5)
+
+    def state() -> str:
+        obj = env.custom.get_namespaced_custom_object(*group_version, "default", "inferenceendpointconfigs", "qwen")
+        return str((obj.get("status") or {}).get("state", ""))
+
+    env.wait("DeploymentComplete", lambda: state() == "DeploymentComplete")
+    status, answer = _proxy(
+        env,
+        "POST",
+        "/api/v1/namespaces/default/services/qwen:8000/proxy/v1/chat/completions",
+        {"messages": [{"role": "user", "content": "ping"}]},
+    )
+    assert status == 200 and answer["model"] == "qwen"
+    env.custom.delete_namespaced_custom_object(*group_version, "default", "inferenceendpointconfigs", "qwen")
+    env.wait(
+        "worker Deployment collected",
+        lambda: not env.apps.list_namespaced_deployment("default", label_selector="app=qwen").items,
+    )
+
+
 def test_node_reboot_goes_not_ready_then_ready(env: Env) -> None:
     sm = env.twin.boto3_client("sagemaker")
     node = env.gpu_nodes()[0]
