@@ -85,7 +85,13 @@ class EksState:
         ]
 
     def publish_access(self, region: str, cluster: Any) -> None:
-        """`eks.access_entries.changed`: the Kubernetes side maps IAM principals through these."""
+        """`eks.access_entries.changed`: the Kubernetes side maps IAM principals through these.
+
+        Nothing is published for a CONFIG_MAP cluster: access is then decided by aws-auth, and the
+        creator's implicit administrator access is not an access entry.
+        """
+        if cluster.access_config.get("authenticationMode", "CONFIG_MAP") == "CONFIG_MAP":
+            return
         entries = self.access_entries(region, cluster.name)
         self.ctx.emit("eks.access_entries.changed", cluster_name=cluster.name, cluster_arn=cluster.arn, entries=entries)
 
@@ -282,6 +288,7 @@ def register(ctx: AwsContext, state: EksState) -> None:
             apply: list[Any] = []
             if p.get("accessConfig"):
                 new_mode = p["accessConfig"].get("authenticationMode")
+                enabling = cluster.access_config.get("authenticationMode", "CONFIG_MAP") == "CONFIG_MAP"
                 old_mode = cluster.access_config.get("authenticationMode", "CONFIG_MAP")
                 if new_mode not in AUTH_ORDER:
                     raise invalid_param(f"Unsupported authentication mode {new_mode}")
@@ -292,6 +299,9 @@ def register(ctx: AwsContext, state: EksState) -> None:
                 kind = "AccessConfigUpdate"
                 params.append({"type": "AuthenticationMode", "value": new_mode})
                 apply.append(lambda: cluster.access_config.update(authenticationMode=new_mode))
+                if enabling and cluster.access_config.get("bootstrapClusterCreatorAdminPermissions", True):
+                    # Turning access entries on keeps the creator's administrator access as an entry.
+                    apply.append(lambda: _bootstrap(ctx, state, req.region, cluster))
             vpc = p.get("resourcesVpcConfig")
             if vpc:
                 kind = "EndpointAccessUpdate"
@@ -386,9 +396,13 @@ def _schedule_activation(ctx: AwsContext, state: EksState, region: str, cluster:
             if cluster.access_config.get("bootstrapClusterCreatorAdminPermissions", True) and cluster.access_config.get(
                 "authenticationMode"
             ) in ("API", "API_AND_CONFIG_MAP"):
-                from .eks_access import bootstrap_creator
-
-                bootstrap_creator(ctx, state, region, cluster)
+                _bootstrap(ctx, state, region, cluster)
             state.publish_access(region, cluster)
 
     ctx.clock.schedule(CLUSTER_CREATE, activate)
+
+
+def _bootstrap(ctx: AwsContext, state: EksState, region: str, cluster: Any) -> None:
+    from .eks_access import bootstrap_creator  # eks_access builds on this module
+
+    bootstrap_creator(ctx, state, region, cluster)

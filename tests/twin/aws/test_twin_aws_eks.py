@@ -156,6 +156,8 @@ def test_access_entries_policies_and_modes(twin: Twin, net: Net, events: list[An
     eks = twin.boto3_client("eks")
     create(twin, net, "served-access")
     advance(twin, 601)
+    # A CONFIG_MAP cluster publishes no access entries (aws-auth decides).
+    assert not [kw for t, kw in events if t == "eks.access_entries.changed" and kw["cluster_name"] == "served-access"]
     principal = "arn:aws:iam::111122223333:role/operator"
     with pytest.raises(ClientError) as err:
         eks.create_access_entry(clusterName="served-access", principalArn=principal)
@@ -168,6 +170,8 @@ def test_access_entries_policies_and_modes(twin: Twin, net: Net, events: list[An
     )
     cluster = eks.describe_cluster(name="served-access")["cluster"]
     assert cluster["status"] == "ACTIVE" and cluster["accessConfig"]["authenticationMode"] == "API_AND_CONFIG_MAP"
+    # Turning access entries on keeps the creator's administrator access as an entry.
+    assert eks.list_access_entries(clusterName="served-access")["accessEntries"] == [twin.caller_arn]
     entry = eks.create_access_entry(clusterName="served-access", principalArn=principal, kubernetesGroups=["ops"])
     assert entry["accessEntry"]["type"] == "STANDARD"
     eks.associate_access_policy(
