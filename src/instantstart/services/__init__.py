@@ -2,7 +2,7 @@
 
 import importlib
 
-MODULES = ("utility", "operations", "clusters", "cluster_eks")
+MODULES = ("utility", "operations", "clusters", "cluster_eks", "hyperpod")
 
 
 def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:

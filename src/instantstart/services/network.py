@@ -333,6 +333,7 @@ def ensure_compute_subnet(
     dedicated: bool = False,
     dedicated_name: str | None = None,
     min_free: int = 1,
+    preferred_cidr: str | None = None,
 ) -> dict[str, Any]:
     """The one way capacity gets a subnet: the given one; else the shared per-AZ compute subnet (tagged,
     private, with free addresses); else a new /20 whose route table defaults to the NAT and is associated
@@ -363,7 +364,10 @@ def ensure_compute_subnet(
             "Subnets"
         ]
     ]
-    cidr = next_free_subnet(vpc["CidrBlock"], used)
+    free_preferred = preferred_cidr and not any(
+        ipaddress.ip_network(preferred_cidr).overlaps(ipaddress.ip_network(u)) for u in used
+    )
+    cidr = preferred_cidr if preferred_cidr and free_preferred else next_free_subnet(vpc["CidrBlock"], used)
     new_id = ensure_subnet(n, vpc_id=vpc_id, role=role, cidr=cidr, az=az, public=False)
     table_id = ensure_route_table(
         n, vpc_id=vpc_id, role=f"rt-{role}", subnet_ids=[new_id], nat_gateway_id=nat_gateway_id

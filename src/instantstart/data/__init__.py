@@ -1,0 +1,1 @@
+"""Data files of the control plane (instance types, the dependency catalog)."""

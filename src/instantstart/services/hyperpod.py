@@ -1,0 +1,356 @@
+"""The HyperPod stage: lifecycle script, compute subnet, CreateCluster (recovery on, continuous), InService."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from anyio import to_thread
+from pydantic import AliasChoices, Field
+
+from instantstart.aws.errors import error_code, translate
+from instantstart.catalog import operation
+from instantstart.catalog.base import WireModel
+from instantstart.context import CallContext
+from instantstart.errors import InvalidInput, PreconditionFailed
+from instantstart.manifests.hyperpod import (
+    DEEP_HEALTH_CHECKS,
+    LIFECYCLE_SCRIPT,
+    GroupDecision,
+    create_cluster_request,
+    instance_group,
+)
+from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, StageSpec
+from instantstart.operations.models import OperationRef
+from instantstart.operations.runner import StageContext
+from instantstart.services import network as net
+from instantstart.services.cluster_eks import StageStatus, cluster_target, stage_status
+from instantstart.services.clusters import get_cluster, resolve_tag
+from instantstart.services.instances import lookup
+from instantstart.services.ledger import aws_tags, record
+from instantstart.services.stagekit import blocking, mark, wait_until
+from instantstart.validation import ClusterTag
+
+HYPERPOD_TIMEOUT = 3 * 3600
+CAPACITY_WORDS = ("insufficient capacity", "sufficient capacity", "insufficientcapacity")
+
+
+def _alias(*names: str) -> Any:
+    return AliasChoices(*names)
+
+
+class HyperPodCreateRequest(WireModel):
+    """The decision-grade parameters of the first accelerated instance group (camelCase or the legacy
+    PascalCase names)."""
+
+    cluster_tag: ClusterTag | None = Field(default=None, description="The cluster (default: the active one).")
+    hyper_pod_tag: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$",
+        validation_alias=_alias("hyperPodTag", "initInstanceGroupTag", "hyper_pod_tag"),
+        description="Names the first instance group (accelerated-<tag>); defaults to the cluster tag.",
+    )
+    accelerated_instance_type: str = Field(
+        validation_alias=_alias("acceleratedInstanceType", "AcceleratedInstanceType", "accelerated_instance_type"),
+        description="An ml.* instance type, e.g. ml.g6.4xlarge.",
+    )
+    accelerated_instance_count: int = Field(
+        ge=0,
+        le=6758,
+        validation_alias=_alias("acceleratedInstanceCount", "AcceleratedInstanceCount", "accelerated_instance_count"),
+    )
+    availability_zone: str = Field(
+        pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d[a-z]$",
+        validation_alias=_alias("availabilityZone", "AvailabilityZone", "availability_zone"),
+    )
+    accelerated_ebs_volume_size: int = Field(
+        default=500,
+        ge=1,
+        le=16384,
+        validation_alias=_alias(
+            "acceleratedEBSVolumeSize",
+            "AcceleratedEBSVolumeSize",
+            "acceleratedEbsVolumeSize",
+            "accelerated_ebs_volume_size",
+        ),
+    )
+    accelerated_training_plan_arn: str | None = Field(
+        default=None,
+        pattern=r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]+:\d{12}:training-plan/[a-zA-Z0-9\-]+$",
+        validation_alias=_alias(
+            "acceleratedTrainingPlanArn", "AcceleratedTrainingPlanArn", "accelerated_training_plan_arn"
+        ),
+    )
+    compute_subnet_id: str | None = Field(
+        default=None,
+        pattern=r"^subnet-[0-9a-f]{8,17}$",
+        validation_alias=_alias("computeSubnetId", "ComputeSubnetId", "compute_subnet_id"),
+    )
+    capacity_type: str = Field(
+        default="OnDemand",
+        pattern=r"^(OnDemand|Spot)$",
+        validation_alias=_alias("capacityType", "CapacityType", "capacity_type"),
+        description="OnDemand or Spot; fixed for the life of the group.",
+    )
+    on_start_deep_health_checks: bool = Field(
+        default=False,
+        validation_alias=_alias("onStartDeepHealthChecks", "on_start_deep_health_checks"),
+        description="Run InstanceStress and InstanceConnectivity before nodes take work.",
+    )
+
+
+def group_name(tag: str) -> str:
+    """The first accelerated group's name."""
+    return f"accelerated-{tag}"
+
+
+def hyperpod_params(tag: str, region: str, req: HyperPodCreateRequest) -> dict[str, Any]:
+    """The persisted parameters of the HyperPod stage (also embedded in cluster_create)."""
+    facts = lookup(req.accelerated_instance_type, "acceleratedInstanceType")
+    return {
+        "clusterTag": tag,
+        "region": region,
+        "hyperpod": {
+            "groupName": group_name(req.hyper_pod_tag or tag),
+            "instanceType": facts.name,
+            "count": req.accelerated_instance_count,
+            "availabilityZone": req.availability_zone,
+            "ebsGb": req.accelerated_ebs_volume_size,
+            "trainingPlanArn": req.accelerated_training_plan_arn,
+            "subnetId": req.compute_subnet_id,
+            "capacityType": req.capacity_type,
+            "threadsPerCore": facts.threads_per_core,
+            "deepHealthChecks": list(DEEP_HEALTH_CHECKS) if req.on_start_deep_health_checks else [],
+        },
+    }
+
+
+def describe_hyperpod(sm: Any, name: str) -> dict[str, Any] | None:
+    """DescribeCluster, or None when it does not exist."""
+    try:
+        cluster: dict[str, Any] = sm.describe_cluster(ClusterName=name)
+        return cluster
+    except Exception as exc:
+        if error_code(exc) in ("ResourceNotFound", "ValidationException") and "not found" in str(exc).lower():
+            return None
+        if error_code(exc) == "ResourceNotFound":
+            return None
+        raise translate(exc, f"describe HyperPod cluster {name}") from exc
+
+
+def capacity_events(sm: Any, name: str) -> list[dict[str, Any]]:
+    """Error events of the cluster that report a capacity shortage."""
+    try:
+        events = sm.list_cluster_events(ClusterName=name, MaxResults=100).get("Events", [])
+    except Exception:
+        return []
+    return [
+        e
+        for e in events
+        if e.get("EventLevel") == "Error" and any(w in (e.get("Description") or "").lower() for w in CAPACITY_WORDS)
+    ]
+
+
+async def stage_hyperpod(stage: StageContext) -> dict[str, Any]:
+    """Lifecycle script → compute subnet → CreateCluster → InService with every node up."""
+    p = stage.params
+    tag, region, hp = p["clusterTag"], p["region"], p["hyperpod"]
+    app = stage.app
+    row = await blocking(get_cluster, app.db, tag)
+    details = row.details or {}
+    if (row.stages or {}).get("eks") != "SUCCEEDED" or not details.get("eksClusterArn"):
+        raise PermanentError(
+            f"The EKS stage of {tag} has not finished.",
+            code="PRECONDITION_FAILED",
+            hint="Run cluster_create_eks and wait for it (cluster_get_eks_creation_status).",
+        )
+    await mark(stage, tag, "hyperpod", "RUNNING")
+    bucket = details["bucket"]
+    s3 = app.aws.client("s3", region)
+    key = f"instantstart/{tag}/lifecycle/on_create.sh"
+    await stage.progress(f"lifecycle script: s3://{bucket}/{key}")
+    try:
+        await blocking(
+            s3.put_object, Bucket=bucket, Key=key, Body=LIFECYCLE_SCRIPT.encode(), ContentType="text/x-shellscript"
+        )
+    except Exception as exc:
+        raise translate(exc, "upload the lifecycle script") from exc
+    n = net.NetCtx(
+        ec2=app.aws.client("ec2", region), db=app.db, cluster_tag=tag, operation_id=stage.operation_id, region=region
+    )
+    az = hp["availabilityZone"]
+    await stage.progress(f"compute subnet in {az}")
+    subnet = await blocking(
+        net.ensure_compute_subnet,
+        n,
+        vpc_id=details["vpcId"],
+        az=az,
+        subnet_id=hp.get("subnetId"),
+        nat_gateway_id=details.get("natGatewayId"),
+        s3_endpoint_id=details.get("s3EndpointId"),
+        min_free=int(hp["count"]) + 8,
+        preferred_cidr=details.get("computeSubnetCidr"),
+    )
+    await mark(stage, tag, "hyperpod", "RUNNING", computeSubnets={az: subnet["subnetId"]})
+    name = row.hyperpod_cluster_name or f"hp-cluster-{tag}"
+    sm = app.aws.client("sagemaker", region)
+    existing = await blocking(describe_hyperpod, sm, name)
+    seen = {e.get("EventId") for e in await blocking(capacity_events, sm, name)} if existing else set()
+    if existing is None:
+        group = GroupDecision(
+            name=hp["groupName"],
+            instance_type=hp["instanceType"],
+            count=int(hp["count"]),
+            execution_role=details["executionRoleArn"],
+            lifecycle_uri=f"s3://{bucket}/instantstart/{tag}/lifecycle/",
+            ebs_gb=int(hp["ebsGb"]),
+            threads_per_core=int(hp["threadsPerCore"]),
+            training_plan_arn=hp.get("trainingPlanArn"),
+            capacity_type=hp["capacityType"],
+            deep_health_checks=tuple(hp["deepHealthChecks"]),
+        )
+        request = create_cluster_request(
+            name=name,
+            eks_cluster_arn=details["eksClusterArn"],
+            security_group_id=details["securityGroupId"],
+            subnet_id=subnet["subnetId"],
+            groups=[instance_group(group)],
+            tags=aws_tags(tag, stage.operation_id),
+        )
+        await stage.progress(f"CreateCluster {name}: {hp['count']} x {hp['instanceType']} in {az}")
+        try:
+            arn = (await blocking(sm.create_cluster, **request))["ClusterArn"]
+        except Exception as exc:
+            raise translate(exc, f"create HyperPod cluster {name}") from exc
+        await blocking(
+            record,
+            app.db,
+            cluster_tag=tag,
+            operation_id=stage.operation_id,
+            resource_type="sagemaker:cluster",
+            resource_id=name,
+            region=region,
+            details={"arn": arn},
+        )
+
+    async def in_service() -> tuple[bool, str]:
+        cluster = await blocking(describe_hyperpod, sm, name)
+        if cluster is None:
+            raise PermanentError(f"HyperPod cluster {name} disappeared.", code="PROVIDER_ERROR")
+        status = cluster["ClusterStatus"]
+        groups = cluster.get("InstanceGroups", [])
+        counts = ", ".join(
+            f"{g['InstanceGroupName']} {g.get('CurrentCount', 0)}/{g.get('TargetCount', 0)}" for g in groups
+        )
+        fresh = [e for e in await blocking(capacity_events, sm, name) if e.get("EventId") not in seen]
+        failure = cluster.get("FailureMessage") or ""
+        if fresh or (status in ("Failed", "RollingBack") and any(w in failure.lower() for w in CAPACITY_WORDS)):
+            reason = fresh[0]["Description"] if fresh else failure
+            raise PermanentError(
+                f"HyperPod could not get capacity for {hp['instanceType']} in {az}: {reason}",
+                code="CAPACITY_UNAVAILABLE",
+                hint="Try another Availability Zone or instance type, use a training plan, or "
+                "wait and run operation_retry (the EKS stage stays done).",
+            )
+        if status in ("Failed", "RollingBack"):
+            raise PermanentError(
+                f"HyperPod cluster {name} is {status}: {failure}",
+                code="PROVIDER_ERROR",
+                hint="Read the message, fix the cause, then operation_retry.",
+            )
+        done = status == "InService" and all(g.get("CurrentCount", 0) >= g.get("TargetCount", 0) for g in groups)
+        return done, f"HyperPod {name}: {status} ({counts})"
+
+    await wait_until(stage, in_service, limit_seconds=HYPERPOD_TIMEOUT, what=f"HyperPod cluster {name}")
+    cluster = await blocking(describe_hyperpod, sm, name) or {}
+    outputs = {
+        "hyperpodClusterName": name,
+        "hyperpodClusterArn": cluster.get("ClusterArn"),
+        "computeSubnetId": subnet["subnetId"],
+        "instanceGroup": hp["groupName"],
+    }
+    await mark(stage, tag, "hyperpod", "SUCCEEDED", **outputs)
+    return outputs
+
+
+HYPERPOD_STAGE = StageSpec(
+    "hyperpod", stage_hyperpod, max_attempts=3, timeout_seconds=HYPERPOD_TIMEOUT + 600, backoff_seconds=5
+)
+KINDS.register(OperationKind(name="hyperpod_create", stages=(HYPERPOD_STAGE,)))
+
+
+async def validate_zone(ctx: CallContext, region: str, az: str, field: str = "availabilityZone") -> None:
+    """The AZ must belong to the Region (checked against EC2, cached)."""
+
+    async def fetch() -> list[dict[str, str]]:
+        return await blocking(net.availability_zones, ctx.app.aws.client("ec2", region))
+
+    zones = await ctx.app.cache.get(f"azs:{region}", fetch)
+    names = [z["name"] for z in zones]
+    if az not in names:
+        raise InvalidInput(
+            f"Invalid input: {field}: {az} is not an Availability Zone of {region}",
+            hint=f"Choose one of {', '.join(names)}.",
+            details={"fields": [{"field": field, "message": f"not in {region}"}]},
+        )
+
+
+@operation(
+    "hyperpod_create",
+    method="POST",
+    path="/clusters/hyperpod",
+    completion="hyperpod_get_creation_status",
+    example={
+        "AcceleratedInstanceType": "ml.g6.4xlarge",
+        "AcceleratedInstanceCount": 1,
+        "availabilityZone": "us-west-2c",
+    },
+)
+async def hyperpod_create(ctx: CallContext, req: HyperPodCreateRequest) -> OperationRef:
+    """Create the HyperPod cluster hp-cluster-<tag> on the active cluster's EKS control plane (its EKS stage
+    must have finished): one accelerated instance group (type, count, EBS size, optional training plan,
+    optional deep health checks) in a compute subnet of the chosen AZ, with node recovery Automatic and
+    continuous provisioning. Capacity type (OnDemand, Spot) is fixed for the life of the group. A capacity
+    shortage fails with CAPACITY_UNAVAILABLE; operation_retry resumes."""
+    tag = await to_thread.run_sync(resolve_tag, ctx.app.db, req.cluster_tag)
+    row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
+    if (row.stages or {}).get("eks") != "SUCCEEDED":
+        raise PreconditionFailed(
+            f"The EKS stage of {tag} has not finished.",
+            hint="Wait for cluster_get_eks_creation_status to report SUCCEEDED.",
+        )
+    params = hyperpod_params(tag, row.region, req)
+    await validate_zone(ctx, row.region, req.availability_zone)
+    return await ctx.app.runner.submit(
+        "hyperpod_create",
+        params,
+        target=cluster_target(tag),
+        idempotency_key=ctx.idempotency_key,
+        status_tool="hyperpod_get_creation_status",
+        poll_after_seconds=30,
+    )
+
+
+class HyperPodStatusRequest(WireModel):
+    """Which cluster (the active one when absent)."""
+
+    cluster_tag: ClusterTag | None = None
+
+
+@operation("hyperpod_get_creation_status", method="GET", path="/clusters/hyperpod-status", example={})
+async def hyperpod_get_creation_status(ctx: CallContext, req: HyperPodStatusRequest) -> StageStatus:
+    """The HyperPod stage of a cluster: never a bare null — state SUCCEEDED (InService), FAILED (with the
+    reason and a hint) or IN_PROGRESS (with the current step and node counts), plus what SageMaker reports
+    right now. Poll with wait_seconds(30) until terminal is true."""
+    tag = await to_thread.run_sync(resolve_tag, ctx.app.db, req.cluster_tag)
+    row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
+    name = row.hyperpod_cluster_name or f"hp-cluster-{tag}"
+
+    async def look() -> str | None:
+        async def fetch() -> str | None:
+            cluster = await blocking(describe_hyperpod, ctx.app.aws.client("sagemaker", row.region), name)
+            return cluster["ClusterStatus"] if cluster else "NOT_FOUND"
+
+        value: str | None = await ctx.app.cache.get(f"hyperpod:{row.region}:{name}", fetch)
+        return value
+
+    return await stage_status(ctx, tag, "hyperpod", ("hyperpod_create", "cluster_create"), look)
