@@ -10,21 +10,23 @@ import pytest
 
 # No test may reach real AWS or any non-loopback address: fake credentials, no instance metadata
 # lookups, and an endpoint on a closed loopback port unless a test points AWS at the twin.
-os.environ.update({
-    "AWS_EC2_METADATA_DISABLED": "true",
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_DEFAULT_REGION": "us-west-2",
-    "AWS_REGION": "us-west-2",
-    "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
-    "INSTANTSTART_AWS_ENDPOINT_URL": "http://127.0.0.1:9",
-})
+os.environ.update(
+    {
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-west-2",
+        "AWS_REGION": "us-west-2",
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
+        "INSTANTSTART_AWS_ENDPOINT_URL": "http://127.0.0.1:9",
+    }
+)
 os.environ.pop("AWS_PROFILE", None)
 _HELM = Path(__file__).resolve().parents[1] / ".tools" / "bin" / "helm"
 os.environ.setdefault("INSTANTSTART_HELM_PATH", str(_HELM))
 
-from tests.support.databases import new_database_url
-from tests.support.servers import Running, thread_server
+from tests.support.databases import new_database_url  # noqa: E402 (after the environment is pinned)
+from tests.support.servers import Running, thread_server  # noqa: E402
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -40,8 +40,14 @@ def cp(twin: TwinProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> It
     for key, value in twin.env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("INSTANTSTART_AWS_ENDPOINT_URL", twin.endpoint_url)
-    with thread_server(tmp_path / "data", f"sqlite:///{tmp_path / 'state.db'}", aws_endpoint_url=twin.endpoint_url,
-                       aws_region=twin.env["AWS_REGION"], poll_seconds=0.2, status_cache_seconds=1.0) as running:
+    with thread_server(
+        tmp_path / "data",
+        f"sqlite:///{tmp_path / 'state.db'}",
+        aws_endpoint_url=twin.endpoint_url,
+        aws_region=twin.env["AWS_REGION"],
+        poll_seconds=0.2,
+        status_cache_seconds=1.0,
+    ) as running:
         yield running
 
 
@@ -49,9 +55,13 @@ def twin_client(twin: TwinProcess, service: str) -> object:
     """A boto3 client on the twin, for assertions about what the control plane created."""
     import boto3
 
-    return boto3.client(service, endpoint_url=twin.endpoint_url, region_name=twin.env["AWS_REGION"],
-                        aws_access_key_id=twin.env["AWS_ACCESS_KEY_ID"],
-                        aws_secret_access_key=twin.env["AWS_SECRET_ACCESS_KEY"])
+    return boto3.client(
+        service,
+        endpoint_url=twin.endpoint_url,
+        region_name=twin.env["AWS_REGION"],
+        aws_access_key_id=twin.env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=twin.env["AWS_SECRET_ACCESS_KEY"],
+    )
 
 
 __all__ = ["os", "twin_client"]

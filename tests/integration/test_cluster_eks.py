@@ -52,8 +52,10 @@ def test_cluster_create_eks_builds_everything_once(cp: Running, twin: TwinProces
     assert len({s["AvailabilityZone"] for s in found["subnets"]}) == 2
     assert len(found["nats"]) == 1
     group = found["groups"][0]
-    assert any(p["IpProtocol"] == "-1" and p["UserIdGroupPairs"][0]["GroupId"] == group["GroupId"]
-               for p in group["IpPermissions"])
+    assert any(
+        p["IpProtocol"] == "-1" and p["UserIdGroupPairs"][0]["GroupId"] == group["GroupId"]
+        for p in group["IpPermissions"]
+    )
     private_rt = next(t for t in found["route_tables"] if any(x["Value"] == "rt-eks-private" for x in t["Tags"]))
     assert any(r.get("NatGatewayId") == outputs["natGatewayId"] for r in private_rt["Routes"])
     ec2: Any = twin_client(twin, "ec2")
@@ -72,10 +74,16 @@ def test_cluster_create_eks_builds_everything_once(cp: Running, twin: TwinProces
 
 
 def test_bad_addresses_are_refused_before_anything_is_created(cp: Running, twin: TwinProcess) -> None:
-    base = {"clusterTag": "beta", "region": "us-west-2", "vpcCidr": "10.9.0.0/16",
-            "publicSubnet1Cidr": "10.9.0.0/24", "publicSubnet2Cidr": "10.9.1.0/24",
-            "eksPrivateSubnet1Cidr": "10.9.2.0/24", "eksPrivateSubnet2Cidr": "10.9.3.0/24",
-            "hyperPodPrivateSubnetCidr": "10.9.16.0/20"}
+    base = {
+        "clusterTag": "beta",
+        "region": "us-west-2",
+        "vpcCidr": "10.9.0.0/16",
+        "publicSubnet1Cidr": "10.9.0.0/24",
+        "publicSubnet2Cidr": "10.9.1.0/24",
+        "eksPrivateSubnet1Cidr": "10.9.2.0/24",
+        "eksPrivateSubnet2Cidr": "10.9.3.0/24",
+        "hyperPodPrivateSubnetCidr": "10.9.16.0/20",
+    }
     cases = [
         ({"publicSubnet2Cidr": "10.9.0.128/25"}, "publicSubnet2Cidr", "overlaps"),
         ({"hyperPodPrivateSubnetCidr": "10.9.16.0/22"}, "hyperPodPrivateSubnetCidr", "/20"),
@@ -96,10 +104,17 @@ def test_bad_addresses_are_refused_before_anything_is_created(cp: Running, twin:
 
 
 def test_explicit_cidrs_and_idempotent_submission(cp: Running, twin: TwinProcess) -> None:
-    body = {"clusterTag": "gamma", "region": "us-west-2", "vpcCidr": "10.9.0.0/16",
-            "publicSubnet1Cidr": "10.9.0.0/24", "publicSubnet2Cidr": "10.9.1.0/24",
-            "eksPrivateSubnet1Cidr": "10.9.2.0/24", "eksPrivateSubnet2Cidr": "10.9.3.0/24",
-            "hyperPodPrivateSubnetCidr": "10.9.16.0/20", "clientToken": "gamma-1"}
+    body = {
+        "clusterTag": "gamma",
+        "region": "us-west-2",
+        "vpcCidr": "10.9.0.0/16",
+        "publicSubnet1Cidr": "10.9.0.0/24",
+        "publicSubnet2Cidr": "10.9.1.0/24",
+        "eksPrivateSubnet1Cidr": "10.9.2.0/24",
+        "eksPrivateSubnet2Cidr": "10.9.3.0/24",
+        "hyperPodPrivateSubnetCidr": "10.9.16.0/20",
+        "clientToken": "gamma-1",
+    }
     with cp.client() as client:
         first = client.post("/api/v1/clusters/eks-with-cidr", json=body).json()
         second = client.post("/api/v1/clusters/eks-with-cidr", json=body).json()
@@ -107,5 +122,9 @@ def test_explicit_cidrs_and_idempotent_submission(cp: Running, twin: TwinProcess
         assert wait_terminal(client, first["operationId"], timeout=120)["status"] == "SUCCEEDED"
     found = _tagged(twin, "gamma")
     assert found["vpcs"][0]["CidrBlock"] == "10.9.0.0/16"
-    assert sorted(s["CidrBlock"] for s in found["subnets"]) == ["10.9.0.0/24", "10.9.1.0/24", "10.9.2.0/24",
-                                                                 "10.9.3.0/24"]
+    assert sorted(s["CidrBlock"] for s in found["subnets"]) == [
+        "10.9.0.0/24",
+        "10.9.1.0/24",
+        "10.9.2.0/24",
+        "10.9.3.0/24",
+    ]

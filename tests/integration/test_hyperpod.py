@@ -23,9 +23,15 @@ def make_eks(client: httpx.Client, tag: str) -> None:
 def test_hyperpod_create_reaches_in_service(cp: Running, twin: TwinProcess) -> None:
     with cp.client() as client:
         make_eks(client, "hp1")
-        ref = client.post("/api/v1/clusters/hyperpod", json={
-            "AcceleratedInstanceType": "ml.g6.4xlarge", "AcceleratedInstanceCount": 1,
-            "availabilityZone": "us-west-2c", "onStartDeepHealthChecks": True})
+        ref = client.post(
+            "/api/v1/clusters/hyperpod",
+            json={
+                "AcceleratedInstanceType": "ml.g6.4xlarge",
+                "AcceleratedInstanceCount": 1,
+                "availabilityZone": "us-west-2c",
+                "onStartDeepHealthChecks": True,
+            },
+        )
         assert ref.status_code == 202, ref.text
         view = wait_terminal(client, ref.json()["operationId"], timeout=120)
         assert view["status"] == "SUCCEEDED", view
@@ -45,19 +51,34 @@ def test_hyperpod_create_reaches_in_service(cp: Running, twin: TwinProcess) -> N
     subnet = ec2.describe_subnets(SubnetIds=[view["stages"][0]["outputs"]["computeSubnetId"]])["Subnets"][0]
     assert subnet["AvailabilityZone"] == "us-west-2c" and subnet["CidrBlock"].endswith("/20")
     s3: Any = twin_client(twin, "s3")
-    bucket = next(t for t in cluster["InstanceGroups"][0]["LifeCycleConfig"]["SourceS3Uri"].split("/") if t.startswith("instantstart-"))
-    assert s3.get_object(Bucket=bucket, Key="instantstart/hp1/lifecycle/on_create.sh")["Body"].read().startswith(b"#!/bin/bash")
+    bucket = next(
+        t
+        for t in cluster["InstanceGroups"][0]["LifeCycleConfig"]["SourceS3Uri"].split("/")
+        if t.startswith("instantstart-")
+    )
+    assert (
+        s3.get_object(Bucket=bucket, Key="instantstart/hp1/lifecycle/on_create.sh")["Body"]
+        .read()
+        .startswith(b"#!/bin/bash")
+    )
 
 
 def test_capacity_shortage_fails_with_a_hint_and_retry_completes(cp: Running, twin: TwinProcess) -> None:
     with cp.client() as client:
         make_eks(client, "hp2")
-        fault = httpx.post(twin.endpoint_url + "/_twin/faults", json={
-            "kind": "insufficient_capacity", "instance_type": "ml.g6.4xlarge", "availability_zone": "us-west-2c"})
+        fault = httpx.post(
+            twin.endpoint_url + "/_twin/faults",
+            json={"kind": "insufficient_capacity", "instance_type": "ml.g6.4xlarge", "availability_zone": "us-west-2c"},
+        )
         assert fault.status_code in (200, 201), fault.text
-        ref = client.post("/api/v1/clusters/hyperpod", json={
-            "acceleratedInstanceType": "ml.g6.4xlarge", "acceleratedInstanceCount": 1,
-            "availabilityZone": "us-west-2c"}).json()
+        ref = client.post(
+            "/api/v1/clusters/hyperpod",
+            json={
+                "acceleratedInstanceType": "ml.g6.4xlarge",
+                "acceleratedInstanceCount": 1,
+                "availabilityZone": "us-west-2c",
+            },
+        ).json()
         view = wait_terminal(client, ref["operationId"], timeout=120)
         assert view["status"] == "FAILED"
         assert view["error"]["code"] == "CAPACITY_UNAVAILABLE" and "Availability Zone" in view["error"]["hint"]
@@ -75,8 +96,14 @@ def test_capacity_shortage_fails_with_a_hint_and_retry_completes(cp: Running, tw
 
 def test_bad_hyperpod_input_is_refused_up_front(cp: Running, twin: TwinProcess) -> None:
     with cp.client() as client:
-        early = client.post("/api/v1/clusters/hyperpod", json={
-            "AcceleratedInstanceType": "ml.g6.4xlarge", "AcceleratedInstanceCount": 1, "availabilityZone": "us-west-2a"})
+        early = client.post(
+            "/api/v1/clusters/hyperpod",
+            json={
+                "AcceleratedInstanceType": "ml.g6.4xlarge",
+                "AcceleratedInstanceCount": 1,
+                "availabilityZone": "us-west-2a",
+            },
+        )
         assert early.status_code == 412  # no active cluster yet
         make_eks(client, "hp3")
         cases = [
@@ -84,8 +111,11 @@ def test_bad_hyperpod_input_is_refused_up_front(cp: Running, twin: TwinProcess) 
             ({"availabilityZone": "us-east-1a"}, "availabilityZone", "not an Availability Zone"),
             ({"AcceleratedInstanceCount": -1}, "AcceleratedInstanceCount", "greater than or equal"),
         ]
-        base = {"AcceleratedInstanceType": "ml.g6.4xlarge", "AcceleratedInstanceCount": 1,
-                "availabilityZone": "us-west-2c"}
+        base = {
+            "AcceleratedInstanceType": "ml.g6.4xlarge",
+            "AcceleratedInstanceCount": 1,
+            "availabilityZone": "us-west-2c",
+        }
         for change, field, text in cases:
             response = client.post("/api/v1/clusters/hyperpod", json={**base, **change})
             assert response.status_code == 422, response.text

@@ -12,11 +12,30 @@ from tests.support.servers import REPO, Running
 def test_schemathesis_finds_no_server_errors(cp: Running) -> None:
     """Every route, generated inputs; none may produce a 5xx or a response outside the documented schema."""
     result = subprocess.run(
-        [str(Path(sys.executable).parent / "st"), "run", cp.url + "/api/v1/openapi.json",
-         "--url", cp.url, "-H", f"Authorization: Bearer {cp.token}",
-         "--checks", "not_a_server_error,response_schema_conformance",
-         "--exclude-operation-id", "wait_seconds", "--exclude-operation-id", "probe_run",
-         "--max-examples", "20", "--seed", "1", "--no-color", "--generation-deterministic"],
-        capture_output=True, text=True, timeout=600, cwd=REPO,
+        [
+            str(Path(sys.executable).parent / "st"),
+            "run",
+            cp.url + "/api/v1/openapi.json",
+            "--url",
+            cp.url,
+            "-H",
+            f"Authorization: Bearer {cp.token}",
+            "--checks",
+            "not_a_server_error,response_schema_conformance",
+            "--exclude-operation-id",
+            "wait_seconds",
+            "--exclude-operation-id",
+            "probe_run",
+            "--max-examples",
+            "20",
+            "--seed",
+            "1",
+            "--no-color",
+            "--generation-deterministic",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
     )
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]

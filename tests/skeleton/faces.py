@@ -91,8 +91,10 @@ def tool_payload(result: Any) -> dict[str, Any]:
 async def mcp_http(running: Running) -> AsyncIterator[ClientSession]:
     """An MCP client session over streamable HTTP at /mcp."""
     headers = {"Authorization": f"Bearer {running.token}"}
-    async with streamablehttp_client(running.url + "/mcp", headers=headers) as (read, write, _), \
-            ClientSession(read, write) as session:
+    async with (
+        streamablehttp_client(running.url + "/mcp", headers=headers) as (read, write, _),
+        ClientSession(read, write) as session,
+    ):
         await session.initialize()
         yield session
 
@@ -102,8 +104,9 @@ async def mcp_stdio(running: Running) -> AsyncIterator[ClientSession]:
     """An MCP client session over `instantstart mcp` (stdio proxy to REST)."""
     env = running.env()
     env["PYTHONPATH"] = str(REPO)
-    params = StdioServerParameters(command=sys.executable, args=["-m", "instantstart.cli.main", "mcp"], env=env,
-                                   cwd=str(REPO))
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "instantstart.cli.main", "mcp"], env=env, cwd=str(REPO)
+    )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         yield session

@@ -15,9 +15,14 @@ from tests.support.servers import Running, process_server
 
 def test_every_api_and_mcp_request_needs_the_token(server: Running) -> None:
     with unauthenticated(server) as client:
-        for method, path in (("GET", "/api/v1/operations"), ("GET", "/api/v1/clusters"),
-                             ("POST", "/api/v1/wait"), ("POST", "/mcp"), ("GET", "/api/v1/openapi.json"),
-                             ("GET", "/api/v1/nothing-here")):
+        for method, path in (
+            ("GET", "/api/v1/operations"),
+            ("GET", "/api/v1/clusters"),
+            ("POST", "/api/v1/wait"),
+            ("POST", "/mcp"),
+            ("GET", "/api/v1/openapi.json"),
+            ("GET", "/api/v1/nothing-here"),
+        ):
             response = client.request(method, path)
             assert response.status_code == 401, (method, path)
             assert response.json()["error"]["code"] == "UNAUTHORIZED"

@@ -72,8 +72,12 @@ def test_permanent_error_then_retry_completes(server_any_db: Running, tmp_path: 
         ref = _probe(client, tmp_path / "j", behaviour={"beta": {"failIfFileExists": str(flag)}})
         view = wait_terminal(client, str(ref["operationId"]))
         assert view["status"] == "FAILED"
-        assert view["error"] == {"code": "PROBE_REFUSED", "message": f"beta refused: {flag} exists",
-                                 "hint": "remove the file", "details": {"stage": "beta"}}
+        assert view["error"] == {
+            "code": "PROBE_REFUSED",
+            "message": f"beta refused: {flag} exists",
+            "hint": "remove the file",
+            "details": {"stage": "beta"},
+        }
         assert view["stages"][1]["attempts"] == 1
         flag.unlink()
         client.post(f"/api/v1/operations/{ref['operationId']}/retry")
@@ -122,9 +126,11 @@ def test_cancel_running_and_pending(server: Running, tmp_path: Path) -> None:
 
 def test_twenty_concurrent_identical_requests_create_one_operation(server_any_db: Running, tmp_path: Path) -> None:
     async def fire() -> list[httpx.Response]:
-        async with httpx.AsyncClient(base_url=server_any_db.url, timeout=60,
-                                     headers={"Authorization": f"Bearer {server_any_db.token}",
-                                              "Idempotency-Key": "same-key-1"}) as client:
+        async with httpx.AsyncClient(
+            base_url=server_any_db.url,
+            timeout=60,
+            headers={"Authorization": f"Bearer {server_any_db.token}", "Idempotency-Key": "same-key-1"},
+        ) as client:
             body = {"journalDir": str(tmp_path / "j"), "target": "idem"}
             return list(await asyncio.gather(*(client.post("/api/v1/test/probe", json=body) for _ in range(20))))
 
@@ -136,8 +142,10 @@ def test_twenty_concurrent_identical_requests_create_one_operation(server_any_db
         listing = client.get("/api/v1/operations", params={"kind": "probe"}).json()
         assert listing["total"] == 1
         # The same key as a clientToken in the body is the same operation too.
-        again = client.post("/api/v1/test/probe", json={"journalDir": str(tmp_path / "j"), "target": "idem",
-                                                         "clientToken": "same-key-1"})
+        again = client.post(
+            "/api/v1/test/probe",
+            json={"journalDir": str(tmp_path / "j"), "target": "idem", "clientToken": "same-key-1"},
+        )
         assert again.json()["operationId"] in ids
         wait_terminal(client, ids.pop())
 

@@ -30,8 +30,16 @@ def seed_cluster(running: Running, tag: str = "demo") -> None:
     """A cluster row, as cluster creation or import would leave it."""
     db = Database(running.database_url)
     with db.session() as session:
-        session.add(ClusterRow(tag=tag, region="us-west-2", eks_cluster_name=f"eks-cluster-{tag}",
-                               hyperpod_cluster_name=f"hp-cluster-{tag}", stages={"eks": "SUCCEEDED"}, details={}))
+        session.add(
+            ClusterRow(
+                tag=tag,
+                region="us-west-2",
+                eks_cluster_name=f"eks-cluster-{tag}",
+                hyperpod_cluster_name=f"hp-cluster-{tag}",
+                stages={"eks": "SUCCEEDED"},
+                details={},
+            )
+        )
     db.dispose()
 
 
@@ -84,8 +92,10 @@ async def test_server_name_is_hypd_inst(server: Running) -> None:
     from mcp.client.streamable_http import streamablehttp_client
 
     headers = {"Authorization": f"Bearer {server.token}"}
-    async with streamablehttp_client(server.url + "/mcp", headers=headers) as (read, write, _), \
-            ClientSession(read, write) as raw:
+    async with (
+        streamablehttp_client(server.url + "/mcp", headers=headers) as (read, write, _),
+        ClientSession(read, write) as raw,
+    ):
         init = await raw.initialize()
     assert init.serverInfo.name == SERVER_NAME
 
@@ -138,5 +148,12 @@ async def test_faces_agree_on_validation_errors_and_results(server: Running, tmp
 @pytest.mark.parametrize("python", [sys.executable])
 def test_catalog_covers_the_compatibility_tools_built_so_far(python: str) -> None:
     names = {spec.name for spec in CATALOG}
-    assert {"wait_seconds", "cluster_list_all", "cluster_switch", "operation_get", "operation_list",
-            "operation_retry", "operation_cancel"} <= names
+    assert {
+        "wait_seconds",
+        "cluster_list_all",
+        "cluster_switch",
+        "operation_get",
+        "operation_list",
+        "operation_retry",
+        "operation_cancel",
+    } <= names

@@ -24,8 +24,9 @@ def test_kill_9_mid_operation_resumes_with_each_side_effect_once(tmp_path: Path,
         view = wait_terminal(client, operation_id, timeout=60)
     assert view["status"] == "SUCCEEDED", view
     # Side effects exist exactly once (they are created with O_EXCL: a duplicate would have failed the stage).
-    assert sorted(p.name for p in journal.glob("effect-*")) == [f"effect-{s}" for s in
-                                                                  ("alpha", "beta", "delta", "gamma")]
+    assert sorted(p.name for p in journal.glob("effect-*")) == [
+        f"effect-{s}" for s in ("alpha", "beta", "delta", "gamma")
+    ]
     executions = [line.split() for line in (journal / "executions.log").read_text().splitlines()]
     by_stage = {name: [e for e in executions if e[0] == name] for name in ("alpha", "beta", "gamma", "delta")}
     assert len(by_stage["alpha"]) == 1, "a stage that succeeded is never rerun"
@@ -41,8 +42,10 @@ def test_two_servers_on_one_database_never_drive_the_same_operation(tmp_path: Pa
         for i in range(6):
             running = first if i % 2 == 0 else second
             with running.client() as client:
-                ref = client.post("/api/v1/test/probe", json={"journalDir": str(tmp_path / f"j{i}"),
-                                                              "target": f"t{i}", "stageSeconds": 0.2}).json()
+                ref = client.post(
+                    "/api/v1/test/probe",
+                    json={"journalDir": str(tmp_path / f"j{i}"), "target": f"t{i}", "stageSeconds": 0.2},
+                ).json()
                 runs.append((running, ref["operationId"]))
         for running, operation_id in runs:
             with running.client() as client:

@@ -22,8 +22,13 @@ def _children(pid: int) -> list[int]:
 def test_serve_twin_starts_and_stops_the_twin(tmp_path: Path) -> None:
     port = free_port()
     env = {**os.environ, "INSTANTSTART_DATA_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "instantstart.cli.main", "serve", "--twin", "--port", str(port)],
-                            env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "instantstart.cli.main", "serve", "--twin", "--port", str(port)],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_healthy(f"http://127.0.0.1:{port}", timeout=60, proc=proc)
         children = _children(proc.pid)

@@ -69,12 +69,21 @@ class ProbeRequest(WireModel):
     behaviour: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
-@operation("probe_run", method="POST", path="/test/probe", completion="operation_get",
-           example={"journalDir": "/tmp", "target": "faces-probe", "stageSeconds": 0})
+@operation(
+    "probe_run",
+    method="POST",
+    path="/test/probe",
+    completion="operation_get",
+    example={"journalDir": "/tmp", "target": "faces-probe", "stageSeconds": 0},
+)
 async def probe_run(ctx: CallContext, req: ProbeRequest) -> OperationRef:
     """Test-only: run the four probe stages, recording executions and side effects in journalDir."""
     Path(req.journal_dir).mkdir(parents=True, exist_ok=True)
     return await ctx.app.runner.submit(
-        "probe", req.model_dump(by_alias=True), target=req.target, idempotency_key=ctx.idempotency_key,
-        status_tool="operation_get", poll_after_seconds=1,
+        "probe",
+        req.model_dump(by_alias=True),
+        target=req.target,
+        idempotency_key=ctx.idempotency_key,
+        status_tool="operation_get",
+        poll_after_seconds=1,
     )

@@ -40,14 +40,19 @@ class Running:
 
     def client(self, **kwargs: object) -> httpx.Client:
         """An authenticated client."""
-        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.token}"},
-                            timeout=60, **kwargs)  # type: ignore[arg-type]
+        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.token}"}, timeout=60, **kwargs)  # type: ignore[arg-type]
 
     def env(self) -> dict[str, str]:
         """Environment for a CLI or stdio-proxy subprocess talking to this server."""
-        return {**os.environ, "INSTANTSTART_DATA_DIR": str(self.data_dir), "INSTANTSTART_SERVER_URL": self.url,
-                "INSTANTSTART_DATABASE_URL": self.database_url, "NO_COLOR": "1", "COLUMNS": "200",
-                "INSTANTSTART_PLUGINS": '["tests.support.probe_ops"]'}
+        return {
+            **os.environ,
+            "INSTANTSTART_DATA_DIR": str(self.data_dir),
+            "INSTANTSTART_SERVER_URL": self.url,
+            "INSTANTSTART_DATABASE_URL": self.database_url,
+            "NO_COLOR": "1",
+            "COLUMNS": "200",
+            "INSTANTSTART_PLUGINS": '["tests.support.probe_ops"]',
+        }
 
 
 def wait_healthy(url: str, timeout: float = 30.0, proc: subprocess.Popen[bytes] | None = None) -> None:
@@ -69,8 +74,15 @@ def wait_healthy(url: str, timeout: float = 30.0, proc: subprocess.Popen[bytes] 
 def thread_server(data_dir: Path, database_url: str, **settings: object) -> Iterator[Running]:
     """The full app served by uvicorn in a background thread."""
     port = free_port()
-    config = Settings(data_dir=data_dir, database_url=database_url, port=port, lease_seconds=3,
-                      worker_poll_seconds=0.1, plugins=["tests.support.probe_ops"], **settings)  # type: ignore[arg-type]
+    config = Settings(
+        data_dir=data_dir,
+        database_url=database_url,
+        port=port,
+        lease_seconds=3,
+        worker_poll_seconds=0.1,
+        plugins=["tests.support.probe_ops"],
+        **settings,
+    )  # type: ignore[arg-type]
     app = create_app(config)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="on"))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -86,18 +98,30 @@ def thread_server(data_dir: Path, database_url: str, **settings: object) -> Iter
 
 
 @contextmanager
-def process_server(data_dir: Path, database_url: str, port: int | None = None,
-                   log_path: Path | None = None) -> Iterator[tuple[Running, subprocess.Popen[bytes]]]:
+def process_server(
+    data_dir: Path, database_url: str, port: int | None = None, log_path: Path | None = None
+) -> Iterator[tuple[Running, subprocess.Popen[bytes]]]:
     """`instantstart serve` as a child process (so a test can kill -9 it)."""
     port = port or free_port()
     data_dir.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "INSTANTSTART_DATA_DIR": str(data_dir), "INSTANTSTART_DATABASE_URL": database_url,
-           "INSTANTSTART_PORT": str(port), "INSTANTSTART_LEASE_SECONDS": "2",
-           "INSTANTSTART_WORKER_POLL_SECONDS": "0.1", "INSTANTSTART_PLUGINS": '["tests.support.probe_ops"]',
-           "PYTHONPATH": str(REPO)}
+    env = {
+        **os.environ,
+        "INSTANTSTART_DATA_DIR": str(data_dir),
+        "INSTANTSTART_DATABASE_URL": database_url,
+        "INSTANTSTART_PORT": str(port),
+        "INSTANTSTART_LEASE_SECONDS": "2",
+        "INSTANTSTART_WORKER_POLL_SECONDS": "0.1",
+        "INSTANTSTART_PLUGINS": '["tests.support.probe_ops"]',
+        "PYTHONPATH": str(REPO),
+    }
     log = open(log_path or (data_dir / f"server-{port}.log"), "ab")  # noqa: SIM115
-    proc = subprocess.Popen([sys.executable, "-m", "instantstart.cli.main", "serve"], env=env, cwd=REPO,
-                            stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "instantstart.cli.main", "serve"],
+        env=env,
+        cwd=REPO,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url, proc=proc)

@@ -11,13 +11,14 @@ from instantstart.kube.token import TOKEN_PREFIX, eks_token
 
 
 def _sts(endpoint: str | None = None) -> object:
-    session = boto3.session.Session(aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret",
-                                    region_name="us-west-2")
+    session = boto3.session.Session(
+        aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret", region_name="us-west-2"
+    )
     return session.client("sts", endpoint_url=endpoint)
 
 
 def decode(token: str) -> str:
-    body = token[len(TOKEN_PREFIX):]
+    body = token[len(TOKEN_PREFIX) :]
     return base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)).decode()
 
 

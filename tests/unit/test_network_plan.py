@@ -39,18 +39,36 @@ def test_default_plan_is_always_valid_and_disjoint(taken: list[int]) -> None:
 @pytest.mark.parametrize(
     ("plan", "field", "text"),
     [
-        (AddressPlan("10.0.0.0/16", ("10.0.0.0/24", "10.0.1.0/24"), ("10.0.2.0/24", "10.0.3.0/24"), "10.0.16.0/24"),
-         "hyperPodPrivateSubnetCidr", "smaller than /20"),
-        (AddressPlan("10.0.0.0/16", ("10.0.0.0/24", "10.0.0.0/24"), ("10.0.2.0/24", "10.0.3.0/24"), "10.0.16.0/20"),
-         "publicSubnet2Cidr", "overlaps publicSubnet1Cidr"),
-        (AddressPlan("10.0.0.0/16", ("10.1.0.0/24", "10.0.1.0/24"), ("10.0.2.0/24", "10.0.3.0/24"), "10.0.16.0/20"),
-         "publicSubnet1Cidr", "not inside the VPC"),
-        (AddressPlan("10.0.0.0/16", ("10.0.0.0/24", "10.0.1.0/24"), ("10.0.2.0/24", "10.0.3.0/24"), "10.0.0.0/20"),
-         "hyperPodPrivateSubnetCidr", "overlaps"),
-        (AddressPlan("10.0.0.0/16", ("10.0.0.0/24", "10.0.1.0/24"), ("10.0.2.0/24", "nonsense"), "10.0.16.0/20"),
-         "eksPrivateSubnet2Cidr", "not a valid IPv4 CIDR"),
-        (AddressPlan("10.0.0.0/16", ("10.0.0.1/24", "10.0.1.0/24"), ("10.0.2.0/24", "10.0.3.0/24"), "10.0.16.0/20"),
-         "publicSubnet1Cidr", "host bits set"),
+        (
+            AddressPlan("10.0.0.0/16", ("10.0.0.0/24", "10.0.1.0/24"), ("10.0.2.0/24", "10.0.3.0/24"), "10.0.16.0/24"),
+            "hyperPodPrivateSubnetCidr",
+            "smaller than /20",
+        ),
+        (
+            AddressPlan("10.0.0.0/16", ("10.0.0.0/24", "10.0.0.0/24"), ("10.0.2.0/24", "10.0.3.0/24"), "10.0.16.0/20"),
+            "publicSubnet2Cidr",
+            "overlaps publicSubnet1Cidr",
+        ),
+        (
+            AddressPlan("10.0.0.0/16", ("10.1.0.0/24", "10.0.1.0/24"), ("10.0.2.0/24", "10.0.3.0/24"), "10.0.16.0/20"),
+            "publicSubnet1Cidr",
+            "not inside the VPC",
+        ),
+        (
+            AddressPlan("10.0.0.0/16", ("10.0.0.0/24", "10.0.1.0/24"), ("10.0.2.0/24", "10.0.3.0/24"), "10.0.0.0/20"),
+            "hyperPodPrivateSubnetCidr",
+            "overlaps",
+        ),
+        (
+            AddressPlan("10.0.0.0/16", ("10.0.0.0/24", "10.0.1.0/24"), ("10.0.2.0/24", "nonsense"), "10.0.16.0/20"),
+            "eksPrivateSubnet2Cidr",
+            "not a valid IPv4 CIDR",
+        ),
+        (
+            AddressPlan("10.0.0.0/16", ("10.0.0.1/24", "10.0.1.0/24"), ("10.0.2.0/24", "10.0.3.0/24"), "10.0.16.0/20"),
+            "publicSubnet1Cidr",
+            "host bits set",
+        ),
     ],
 )
 def test_bad_plans_name_the_field(plan: AddressPlan, field: str, text: str) -> None:
