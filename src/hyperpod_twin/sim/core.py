@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from hyperpod_twin.clock import TwinClock
 from hyperpod_twin.kube.runtime import ClusterRuntime
-from hyperpod_twin.kube.store import NotFoundError, ResourceType, StoreError, WatchEvent
+from hyperpod_twin.kube.store import NotFoundError, ObjectStore, ResourceType, StoreError, WatchEvent
 from hyperpod_twin.sim import kobj
 from hyperpod_twin.sim.kobj import Obj
 
@@ -122,7 +122,7 @@ class ClusterSim:
     _running: bool = False
 
     @property
-    def store(self) -> Any:
+    def store(self) -> ObjectStore:
         """The cluster's ObjectStore."""
         return self.runtime.store
 

@@ -84,7 +84,13 @@ class JobController(Controller):
         if deadline is not None and started is not None:
             remaining = float(deadline) - (self.sim.clock.wall() - started)
             self.sim.requeue(self, (ns, name), max(remaining, 0.0) + 0.01)
-        if len(failed) > backoff_limit:
+        # With restartPolicy OnFailure, failures are container restarts inside live pods (kube counts them).
+        restarts = sum(
+            int(cs.get("restartCount", 0))
+            for p in active
+            for cs in (p.get("status") or {}).get("containerStatuses") or []
+        )
+        if len(failed) + restarts > backoff_limit:
             self._fail(
                 job,
                 status,

@@ -34,14 +34,18 @@ def runs_to_completion(pod: Obj) -> bool:
     return pod.get("spec", {}).get("restartPolicy", "Always") in ("Never", "OnFailure")
 
 
-def should_fail(pod: Obj) -> bool:
-    """Whether this attempt's main container exits non-zero (twin annotations on the pod)."""
+def should_fail(pod: Obj, restarts: int = 0) -> bool:
+    """Whether this attempt's main container exits non-zero (twin annotations on the pod).
+
+    The attempt number is the controller's retry index (annotation) plus in-place container
+    restarts, so `fail-attempts` works for restartPolicy OnFailure/Always too.
+    """
     if kobj.annotation(pod, kobj.FAIL).lower() in ("true", "1", "yes"):
         return True
     attempts = kobj.annotation(pod, kobj.FAIL_ATTEMPTS)
     if attempts.isdigit():
         attempt = kobj.annotation(pod, kobj.ATTEMPT, "0")
-        return (int(attempt) if attempt.isdigit() else 0) < int(attempts)
+        return (int(attempt) if attempt.isdigit() else 0) + restarts < int(attempts)
     return False
 
 
@@ -144,11 +148,21 @@ class Kubelet(Controller):
             _container_status(c, running_since=now, ready=False, restarts=run.crashes)
             for c in pod["spec"].get("containers") or []
         ]
+        if pod["spec"].get("initContainers"):
+            status["initContainerStatuses"] = [
+                {
+                    **_container_status(c, running_since=None, ready=True, restarts=0),
+                    "state": {
+                        "terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}
+                    },
+                }
+                for c in pod["spec"]["initContainers"]
+            ]
         self.sim.patch_status(PODS, pod, status)
         self._write_start_logs(pod)
         ready_delay = self.sim.config.pod_ready_seconds
         self.sim.after(ready_delay, lambda: self._ready(ns, name, uid))
-        if runs_to_completion(pod) or should_fail(pod):
+        if runs_to_completion(pod) or should_fail(pod, run.crashes):
             run_for = kobj.float_annotation(pod, kobj.RUN_SECONDS, self.sim.config.job_run_seconds)
             self._schedule_log_lines(pod, run_for)
             self.sim.after(max(run_for, ready_delay + 0.01), lambda: self._exit(ns, name, uid))
@@ -173,7 +187,7 @@ class Kubelet(Controller):
         run = self._runs.get((ns, name))
         if pod is None or run is None or pod.get("status", {}).get("phase") != "Running" or run.down:
             return
-        failed = should_fail(pod)
+        failed = should_fail(pod, run.crashes)
         if runs_to_completion(pod) and not (failed and pod["spec"].get("restartPolicy") == "OnFailure"):
             self._terminate(pod, 1 if failed else 0, "Error" if failed else "Completed")
         else:

@@ -198,3 +198,30 @@ def test_node_reboot_and_removal(cluster: SimCluster) -> None:
     pods = cluster.list("", "pods", "default")
     assert len(pods) == 1 and pods[0]["metadata"]["name"] != controller_name
     assert pods[0]["status"]["phase"] == "Pending"
+
+
+def test_on_failure_job_restarts_its_container_and_counts_restarts(cluster: SimCluster) -> None:
+    cluster.add_node("i-0ddddddddddddddd9")
+    flaky = {
+        "metadata": {
+            "annotations": {"twin.instantstart.io/fail-attempts": "1", "twin.instantstart.io/run-seconds": "2"}
+        },
+        "spec": pod_spec(0, restartPolicy="OnFailure", initContainers=[{"name": "init", "image": "busybox:1.36"}]),
+    }
+    cluster.create("batch", "jobs", {"metadata": {"name": "flaky"}, "spec": {"template": flaky}})
+    cluster.advance(30)
+    job = cluster.get("batch", "jobs", "flaky")
+    assert job["status"]["succeeded"] == 1 and "failed" not in job["status"]
+    (pod,) = [p for p in cluster.list("", "pods", "default") if p["metadata"]["labels"].get("job-name") == "flaky"]
+    assert pod["status"]["initContainerStatuses"][0]["state"]["terminated"]["reason"] == "Completed"
+    assert any(e["reason"] == "BackOff" for e in cluster.list("", "events", "default"))
+
+    broken = {
+        "metadata": {"annotations": {"twin.instantstart.io/fail": "true", "twin.instantstart.io/run-seconds": "1"}},
+        "spec": pod_spec(0, restartPolicy="OnFailure"),
+    }
+    cluster.create("batch", "jobs", {"metadata": {"name": "broken"}, "spec": {"template": broken, "backoffLimit": 1}})
+    cluster.advance(60)
+    job = cluster.get("batch", "jobs", "broken")
+    assert next(c for c in job["status"]["conditions"] if c["type"] == "Failed")["reason"] == "BackoffLimitExceeded"
+    assert not [p for p in cluster.list("", "pods", "default") if p["metadata"]["labels"].get("job-name") == "broken"]
