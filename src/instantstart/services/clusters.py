@@ -12,8 +12,8 @@ from sqlalchemy import select
 from instantstart.catalog import operation
 from instantstart.catalog.base import NoInput, WireModel
 from instantstart.context import CallContext
-from instantstart.errors import NotFound, PreconditionFailed
-from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, StageSpec
+from instantstart.errors import InstantStartError, NotFound, PreconditionFailed
+from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, StageSpec, TemporaryError
 from instantstart.operations.models import OperationRef
 from instantstart.operations.runner import StageContext
 from instantstart.store.db import Database
@@ -152,7 +152,45 @@ async def _activate(stage: StageContext) -> dict[str, Any]:
     return {"activeCluster": tag}
 
 
-KINDS.register(OperationKind(name="cluster_switch", stages=(StageSpec("activate", _activate),)))
+async def _reach(stage: StageContext) -> dict[str, Any]:
+    """Prove the control plane reaches the cluster's Kubernetes API with an EKS token it made itself."""
+    from kubernetes import client as k8s
+
+    tag = stage.params["clusterTag"]
+    row = await to_thread.run_sync(get_cluster, stage.app.db, tag)
+    kube = stage.app.kube
+
+    def probe() -> dict[str, Any]:
+        try:
+            api = kube.api_client(row.eks_cluster_name, row.region)
+            names = [n.metadata.name for n in k8s.CoreV1Api(api).list_namespace(limit=50).items]
+            version = k8s.VersionApi(api).get_code().git_version
+        except InstantStartError as exc:
+            raise TemporaryError(exc.message, code=exc.code, hint=exc.hint) from exc
+        except Exception as exc:
+            kube.forget(row.eks_cluster_name, row.region)
+            raise TemporaryError(
+                f"Kubernetes API of {row.eks_cluster_name} not reachable: {type(exc).__name__}: "
+                f"{getattr(exc, 'reason', exc)}",
+                code="PROVIDER_ERROR",
+                hint="Check the EKS stage and the access entry of this control plane.",
+            ) from exc
+        return {"kubernetesVersion": version, "namespaces": len(names)}
+
+    result = await to_thread.run_sync(probe)
+    await stage.progress(f"reached {row.eks_cluster_name}: Kubernetes {result['kubernetesVersion']}")
+    return result
+
+
+KINDS.register(
+    OperationKind(
+        name="cluster_switch",
+        stages=(
+            StageSpec("activate", _activate),
+            StageSpec("reach", _reach, max_attempts=6, timeout_seconds=120, backoff_seconds=2, backoff_max_seconds=20),
+        ),
+    )
+)
 
 
 @operation(
@@ -164,7 +202,8 @@ KINDS.register(OperationKind(name="cluster_switch", stages=(StageSpec("activate"
 )
 async def cluster_switch(ctx: CallContext, req: ClusterSwitchRequest) -> OperationRef:
     """Make the cluster with this tag the active one (the cluster every cluster-scoped tool acts on
-    when no clusterTag is given). An unknown tag is refused with NOT_FOUND before anything changes."""
+    when no clusterTag is given), then prove the control plane reaches its Kubernetes API with an EKS
+    token it makes itself. An unknown tag is refused with NOT_FOUND before anything changes."""
     await to_thread.run_sync(get_cluster, ctx.app.db, req.cluster_tag)
     return await ctx.app.runner.submit(
         "cluster_switch",
