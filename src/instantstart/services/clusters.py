@@ -163,7 +163,7 @@ async def _reach(stage: StageContext) -> dict[str, Any]:
     def probe() -> dict[str, Any]:
         try:
             api = kube.api_client(row.eks_cluster_name, row.region)
-            names = [n.metadata.name for n in k8s.CoreV1Api(api).list_namespace(limit=50).items]
+            names = k8s.CoreV1Api(api).list_namespace(limit=50).items
             version = k8s.VersionApi(api).get_code().git_version
         except InstantStartError as exc:
             raise TemporaryError(exc.message, code=exc.code, hint=exc.hint) from exc
