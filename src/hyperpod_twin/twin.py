@@ -119,7 +119,8 @@ class Twin:
             return self
         control = make_control(self.aws, self.reset, self.info)
         self._server = TwinHttpServer(self.aws.app(control), self.config.host, self.config.port)
-        self.aws.baseline()
+        # moto's state is process-wide: a twin started after another one begins as a clean account.
+        self.aws.reset()
         self._server.start()
         self.clock.start()
         for dotted in self.PLUGINS:

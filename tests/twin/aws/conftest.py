@@ -19,7 +19,6 @@ class AwsOnlyTwin(Twin):
 def twin() -> Iterator[Twin]:
     """A started twin whose clock barely moves on its own; tests advance it through /_twin/clock."""
     t = AwsOnlyTwin(TwinConfig(clock_scale=0.001)).start()
-    t.reset()
     try:
         yield t
     finally:

@@ -223,6 +223,48 @@ def test_tagging_api_lists_twin_owned_resources(twin: Twin, env: tuple[Net, str]
     assert tags == {"instantstart:cluster-tag": "tagged", "extra": "1"}
 
 
+def test_autoscaler_path_and_classic_update_conflict(twin: Twin, env: tuple[Net, str]) -> None:
+    sm = twin.boto3_client("sagemaker")
+    create(
+        twin,
+        env,
+        "karp",
+        [group("cpu", "ml.c5.xlarge", 0)],
+        NodeProvisioningMode="Continuous",
+        AutoScaling={"Mode": "Enable", "AutoScalerType": "Karpenter"},
+        ClusterRole="arn:aws:iam::111122223333:role/hp-autoscale",
+    )
+    advance(twin, 481)
+    described = sm.describe_cluster(ClusterName="karp")
+    assert described["ClusterStatus"] == "InService" and described["AutoScaling"]["Status"] == "InService"
+    added = sm.batch_add_cluster_nodes(
+        ClusterName="karp", NodesToAdd=[{"InstanceGroupName": "cpu", "IncrementTargetCountBy": 2}]
+    )
+    assert len(added["Successful"]) == 2 and added["Failed"] == []
+    missing = sm.batch_add_cluster_nodes(
+        ClusterName="karp", NodesToAdd=[{"InstanceGroupName": "gpu", "IncrementTargetCountBy": 1}]
+    )
+    assert missing["Failed"][0]["ErrorCode"] == "InstanceGroupNotFound"
+    advance(twin, 421)
+    g = sm.describe_cluster(ClusterName="karp")["InstanceGroups"][0]
+    assert (g["CurrentCount"], g["TargetCount"]) == (2, 2)
+
+    create(twin, env, "classic", [group("cpu", "ml.c5.xlarge", 1)])
+    advance(twin, 481)
+    sm.update_cluster(ClusterName="classic", InstanceGroups=[group("cpu", "ml.c5.xlarge", 2)])
+    assert sm.describe_cluster(ClusterName="classic")["ClusterStatus"] == "Updating"
+    with pytest.raises(ClientError) as err:
+        sm.update_cluster(ClusterName="classic", InstanceGroups=[group("cpu", "ml.c5.xlarge", 3)])
+    assert err.value.response["Error"]["Code"] == "ConflictException"
+    with pytest.raises(ClientError) as err:
+        sm.batch_add_cluster_nodes(
+            ClusterName="classic", NodesToAdd=[{"InstanceGroupName": "cpu", "IncrementTargetCountBy": 1}]
+        )
+    assert err.value.response["Error"]["Code"] == "ValidationException"
+    advance(twin, 421)
+    assert sm.describe_cluster(ClusterName="classic")["ClusterStatus"] == "InService"
+
+
 def test_clock_and_reset(twin: Twin) -> None:
     before = control(twin, "clock")
     after = control(twin, "clock", {"advance": 100})
