@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
+import re
 from collections.abc import Hashable, Iterable
 from typing import Any
 
@@ -23,6 +25,7 @@ CLUSTER_LABEL = "sagemaker.amazonaws.com/cluster-name"
 COMPUTE_TYPE_LABEL = "sagemaker.amazonaws.com/compute-type"
 FAULT_TYPES_LABEL = "sagemaker.amazonaws.com/fault-types"
 FAULT_REASONS_LABEL = "sagemaker.amazonaws.com/fault-reasons"
+FAULT_DETAILS_ANNOTATION = "sagemaker.amazonaws.com/fault-details"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 # HyperPod taints unhealthy nodes with this key and the value "Unschedulable" (FACTS §2, verified in the
@@ -35,6 +38,12 @@ MAX_PODS = 110  # kubelet default; EKS's ENI-based max-pods is larger on big typ
 
 # Node status values that mean the instance is up and its kubelet reports.
 _UP = ("Running",)
+
+
+def label_value(text: str) -> str:
+    """Free text made a valid label value (≤63 chars of [A-Za-z0-9_.-], alphanumeric at both ends)."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_.-")
+    return cleaned[:63].rstrip("_.-")
 
 
 def node_name(instance_id: str) -> str:
@@ -201,12 +210,24 @@ class NodeController(Controller):
         if deep_health_check_status:
             labels[DHC_LABEL] = deep_health_check_status
         if fault_type:
-            labels[FAULT_TYPES_LABEL] = fault_type
+            labels[FAULT_TYPES_LABEL] = label_value(fault_type)
         if fault_reason:
-            labels[FAULT_REASONS_LABEL] = fault_reason
+            labels[FAULT_REASONS_LABEL] = label_value(fault_reason)
+        annotations = kobj.meta(node).setdefault("annotations", {})
         if status == "Schedulable":
             labels.pop(FAULT_TYPES_LABEL, None)
             labels.pop(FAULT_REASONS_LABEL, None)
+        elif fault_type or fault_reason:
+            # The full text goes to the fault-details annotation (a JSON list of recent faults).
+            try:
+                details = json.loads(annotations.get(FAULT_DETAILS_ANNOTATION, "[]"))
+            except ValueError:
+                details = []
+            details = [
+                *details,
+                {"faultType": fault_type or status, "faultReason": fault_reason or "", "timestamp": self.sim.now()},
+            ]
+            annotations[FAULT_DETAILS_ANNOTATION] = json.dumps(details[-10:])
         self._health_set[node["metadata"]["name"]] = status
         _apply_health_taint(node)
         node["metadata"].pop("resourceVersion", None)

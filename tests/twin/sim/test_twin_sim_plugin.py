@@ -111,7 +111,9 @@ def test_health_events_and_hand_set_labels(bus_env: tuple[SimPlugin, EventBus, T
         reason="XID 48",
     )
     node = runtime.store.get(core("nodes"), "", "hyperpod-i-0abc")
-    assert node["metadata"]["labels"]["sagemaker.amazonaws.com/fault-reasons"] == "XID 48"
+    assert node["metadata"]["labels"]["sagemaker.amazonaws.com/fault-reasons"] == "XID_48"
+    details = json.loads(node["metadata"]["annotations"]["sagemaker.amazonaws.com/fault-details"])
+    assert details[-1]["faultReason"] == "XID 48"
     assert {
         "key": "sagemaker.amazonaws.com/node-health-status",
         "value": "Unschedulable",
