@@ -325,6 +325,8 @@ class ResourceApi:
             )
         except (ValueError, yaml.YAMLError) as err:
             raise ApiError(400, f"error decoding patch: {err}", "BadRequest") from err
+        if content_type == "application/apply-patch+yaml" and not opts.field_manager:
+            raise ApiError(422, "PATCH, application/apply-patch+yaml requires fieldManager", "Invalid")
         for _attempt in range(8):
             try:
                 current = self.store.get(target.rtype, self._ns(target), target.name or "")
@@ -342,7 +344,7 @@ class ResourceApi:
             else:
                 applied = self._check_body(target, copy.deepcopy(patch_doc))
                 patched = server_side_apply(
-                    view, applied, opts.field_manager or "unknown", opts.force, target.api_version,
+                    view, applied, opts.field_manager, opts.force, target.api_version,
                     target.subresource or "",
                 )
             if not isinstance(patched, dict):
@@ -368,8 +370,6 @@ class ResourceApi:
         applied = self._check_body(target, copy.deepcopy(patch_doc))
         if applied["metadata"].get("name") != target.name:
             raise ApiError(400, "the name of the object does not match the name on the URL", "BadRequest")
-        if not opts.field_manager:
-            raise ApiError(422, "PATCH, application/apply-patch+yaml requires fieldManager", "Invalid")
         created = server_side_apply(None, applied, opts.field_manager, opts.force, target.api_version)
         return self.create(target, created, opts)
 

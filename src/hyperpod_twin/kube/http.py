@@ -150,6 +150,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError, OSError):
             self.close_connection = True
+        except Exception:
+            # Headers are out: all that is left is to cut the stream so the client notices.
+            log.exception("stream for %s %s failed", self.command, self.path)
+            self.close_connection = True
         finally:
             close = getattr(response.stream, "close", None)
             if close is not None:

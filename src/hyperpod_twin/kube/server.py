@@ -18,7 +18,7 @@ from hyperpod_twin.kube.runtime import ClusterRuntime
 from hyperpod_twin.kube.selectors import combine, parse_field_selector, parse_label_selector
 from hyperpod_twin.kube.status import ApiError, status_body
 from hyperpod_twin.kube.store import NotFoundError, ObjectStore, ResourceType
-from hyperpod_twin.kube.streams import log_stream, pick_container, watch_stream
+from hyperpod_twin.kube.streams import BOOKMARK_EVERY, log_stream, pick_container, watch_stream
 from hyperpod_twin.kube.table import to_table
 from hyperpod_twin.kube.types import REVIEW_TYPES, bootstrap, core
 
@@ -53,6 +53,7 @@ class KubeApiServer:
             bootstrap(runtime.store)
         self.api = ResourceApi(runtime.store, self.control)
         self.proxy = ServiceProxy(runtime)
+        self.bookmark_interval = BOOKMARK_EVERY  # seconds between watch bookmarks (real servers: ~1 min)
         self._http = HttpServer(
             self.handle, host, port, name=f"kube-api-{runtime.name}", tls=self.certificates.server_context()
         )
@@ -165,7 +166,9 @@ class KubeApiServer:
         method = request.method
         opts = WriteOptions(
             dry_run=request.param("dryRun") == "All",
-            field_manager=request.param("fieldManager") or _manager_from_agent(request),
+            # Apply requires an explicit fieldManager (422 otherwise); other writes default to the agent.
+            field_manager=request.param("fieldManager")
+            or ("" if request.content_type == "application/apply-patch+yaml" else _manager_from_agent(request)),
             force=request.flag("force"),
         )
         if name is None:
@@ -282,7 +285,7 @@ class KubeApiServer:
 
         stream = watch_stream(
             self.runtime.store, target.rtype, target.namespace, predicate, request.param("resourceVersion"),
-            timeout, request.flag("allowWatchBookmarks"), self._http.stopping, render,
+            timeout, request.flag("allowWatchBookmarks"), self._http.stopping, render, self.bookmark_interval,
         )
         return Response(200, stream=stream, content_type="application/json")
 

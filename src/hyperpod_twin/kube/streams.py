@@ -34,6 +34,7 @@ def watch_stream(
     bookmarks: bool,
     stopping: threading.Event,
     render: Callable[[Obj], Obj],
+    bookmark_every: float = BOOKMARK_EVERY,
 ) -> Iterator[bytes]:
     """Events of one resource type from `resource_version` on ("" or "0": start with ADDED for all).
 
@@ -48,7 +49,7 @@ def watch_stream(
 
     store.add_listener(listener)
     return _watch(store, rtype, namespace, predicate, resource_version, timeout, bookmarks, stopping, render,
-                  pending, listener)
+                  pending, listener, bookmark_every)
 
 
 def _watch(
@@ -63,6 +64,7 @@ def _watch(
     render: Callable[[Obj], Obj],
     pending: queue.Queue[WatchEvent],
     listener: Callable[[WatchEvent], None],
+    bookmark_every: float,
 ) -> Iterator[bytes]:
     def in_scope(obj: Obj) -> bool:
         return not rtype.namespaced or namespace is None or obj.get("metadata", {}).get("namespace") == namespace
@@ -123,13 +125,13 @@ def _watch(
                 if line:
                     yield line
         deadline = time.monotonic() + timeout
-        next_bookmark = time.monotonic() + BOOKMARK_EVERY
+        next_bookmark = time.monotonic() + bookmark_every
         while not stopping.is_set() and time.monotonic() < deadline:
             try:
-                event = pending.get(timeout=HEARTBEAT)
+                event = pending.get(timeout=min(HEARTBEAT, bookmark_every) if bookmarks else HEARTBEAT)
             except queue.Empty:
                 if bookmarks and time.monotonic() >= next_bookmark:
-                    next_bookmark = time.monotonic() + BOOKMARK_EVERY
+                    next_bookmark = time.monotonic() + bookmark_every
                     yield _line("BOOKMARK", {"kind": rtype.kind, "apiVersion": rtype.api_version,
                                              "metadata": {"resourceVersion": str(max(last_rv, 0))}})
                 else:
