@@ -2,7 +2,7 @@
 
 import importlib
 
-MODULES = ("utility", "operations", "clusters", "cluster_eks", "hyperpod")
+MODULES = ("utility", "operations", "clusters", "cluster_eks", "hyperpod", "preflight")
 
 
 def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:
