@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import datetime as dt
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -219,6 +220,7 @@ def register(ctx: AwsContext, state: EksState) -> None:
                 vpc["clusterSecurityGroupId"] = sg_id
             cluster.resources_vpc_config = vpc
             cluster.status = "CREATING"
+            cluster.created_at = dt.datetime.fromtimestamp(ctx.clock.wall(), dt.UTC)  # twin time, like HyperPod
             cluster.endpoint = None
             cluster.certificate_authority = None
             cluster.twin_id = str(uuid.uuid4())

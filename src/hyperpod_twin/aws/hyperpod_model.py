@@ -55,7 +55,6 @@ class InstanceGroup:
     software_update_status: str | None = None
     image_release: str = DEFAULT_IMAGE_RELEASE
     desired_image_release: str = DEFAULT_IMAGE_RELEASE
-    training_plan_status: str | None = None
     scaling: bool = False
     failure: str | None = None
 
@@ -253,8 +252,6 @@ def group_details(cluster: Cluster, group: InstanceGroup) -> dict[str, Any]:
     if "ImageId" in spec:
         out["CurrentImageId"] = out["DesiredImageId"] = spec["ImageId"]
         del out["ImageId"]
-    if group.training_plan_status:
-        out["TrainingPlanStatus"] = group.training_plan_status
     if group.scaling:
         out["ActiveOperations"] = {"Scaling": 1}
     if group.software_update_status:

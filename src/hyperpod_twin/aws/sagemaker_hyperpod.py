@@ -156,9 +156,18 @@ class HyperPod:
         if total + own > self.quotas.value("sagemaker", TOTAL_HYPERPOD):
             raise AwsError("ResourceLimitExceeded", f"The account-level service limit '{TOTAL_HYPERPOD}' is exceeded.")
 
+    def describe(self, cluster: Cluster) -> dict[str, Any]:
+        """DescribeCluster, with each training-plan group's TrainingPlanStatus taken from its plan."""
+        out = cluster_details(cluster)
+        for g in out["InstanceGroups"]:
+            plan = self.plans.plans.get(str(g.get("TrainingPlanArn")))
+            if plan is not None:
+                g["TrainingPlanStatus"] = plan.status
+        return out
+
     def publish_cluster(self, cluster: Cluster) -> None:
         """`hyperpod.cluster.changed` with the DescribeCluster view."""
-        self.ctx.emit("hyperpod.cluster.changed", **self.life.payload(cluster), cluster=cluster_details(cluster))
+        self.ctx.emit("hyperpod.cluster.changed", **self.life.payload(cluster), cluster=self.describe(cluster))
 
     # operations ---------------------------------------------------------------------------------
     def create(self, req: AwsRequest) -> RawResponse:
@@ -215,7 +224,6 @@ class HyperPod:
                 group = InstanceGroup(
                     spec=g, target=int(g["InstanceCount"]), min_count=int(g.get("MinInstanceCount") or 0)
                 )
-                group.training_plan_status = "Active" if g.get("TrainingPlanArn") else None
                 cluster.groups[group.name] = group
             for group in list(cluster.groups.values()):
                 if cluster.status == "Creating":
@@ -327,7 +335,6 @@ class HyperPod:
                 group = InstanceGroup(
                     spec=spec, target=0, status="Creating", min_count=int(spec.get("MinInstanceCount") or 0)
                 )
-                group.training_plan_status = "Active" if spec.get("TrainingPlanArn") else None
                 cluster.groups[name] = group
                 cluster.add_event(now, f"Instance group {name} created", resource_type="InstanceGroup", group=name)
             else:
@@ -354,7 +361,7 @@ def register(ctx: AwsContext, hp: HyperPod) -> None:
     @ctx.route(SM, "DescribeCluster")
     def describe(req: AwsRequest) -> RawResponse:
         with ctx.locked():
-            return json_response(req, cluster_details(hp.get(req.region, req.params.get("ClusterName"))))
+            return json_response(req, hp.describe(hp.get(req.region, req.params.get("ClusterName"))))
 
     @ctx.route(SM, "DeleteCluster")
     def delete(req: AwsRequest) -> RawResponse:
