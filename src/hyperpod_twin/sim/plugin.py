@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from hyperpod_twin.clock import TwinClock
 from hyperpod_twin.kube.runtime import ClusterRuntime
-from hyperpod_twin.sim import crds
+from hyperpod_twin.sim import addons, crds
 from hyperpod_twin.sim.core import CRDS, ClusterSim, SimConfig
 from hyperpod_twin.sim.kobj import Obj
 from hyperpod_twin.sim.nodes import NodeController
@@ -77,6 +77,7 @@ class SimPlugin:
     # HyperPod events that arrived before the cluster's API server was up (replayed on start).
     _pending_nodes: dict[str, dict[str, tuple[str, Obj, Obj | None]]] = field(default_factory=dict)
     _pending_bundles: dict[str, set[str]] = field(default_factory=dict)
+    _pending_addons: dict[str, dict[str, tuple[str, str | None]]] = field(default_factory=dict)
     _clusters: dict[str, Obj] = field(default_factory=dict)  # eks arn → latest HyperPod DescribeCluster view
     _lock: threading.RLock = field(default_factory=threading.RLock)
 
@@ -108,6 +109,8 @@ class SimPlugin:
             sim.start()
             for bundle in sorted(self._pending_bundles.pop(runtime.arn, set())):
                 install_crds(sim, bundle)
+            for addon, (version, namespace) in sorted(self._pending_addons.pop(runtime.arn, {}).items()):
+                addons.install(sim, addon, version, namespace)
             cluster = self._clusters.get(runtime.arn)
             if cluster is not None:
                 sim.extra["hyperpod_cluster"] = cluster
@@ -129,6 +132,7 @@ class SimPlugin:
         with self._lock:
             self._pending_nodes.pop(arn, None)
             self._pending_bundles.pop(arn, None)
+            self._pending_addons.pop(arn, None)
 
     def sim_for(self, eks_cluster_arn: str) -> ClusterSim | None:
         """The simulator of an EKS cluster, if its API server runs."""
@@ -215,22 +219,36 @@ class SimPlugin:
         sim.enqueue(sim.controller(KarpenterController), ALL)
 
     # -- add-ons --------------------------------------------------------------------------------
-    def on_addon_active(self, arn: str, addon_name: str, **_: Any) -> None:
-        """An EKS add-on became ACTIVE: install its CRDs (its operator then runs in the simulator)."""
+    def on_addon_active(
+        self, arn: str, addon_name: str, addon_version: str = "", namespace: str | None = None, **_: Any
+    ) -> None:
+        """An EKS add-on became ACTIVE: install its CRDs and its controller workloads (the operator
+        itself then runs in the simulator)."""
         bundle = crds.ADDON_BUNDLES.get(addon_name)
         if bundle is not None:
             self._install(arn, bundle)
+        with self._lock:
+            sim = self.sims.get(arn)
+            if sim is None:
+                self._pending_addons.setdefault(arn, {})[addon_name] = (addon_version, namespace)
+                return
+        sim.run(
+            lambda: log.info("add-on %s: %s", addon_name, addons.install(sim, addon_name, addon_version, namespace))
+        )
 
     def on_addon_deleted(self, cluster_arn: str, addon_name: str, preserve: bool = False, **_: Any) -> None:
-        """An add-on was deleted: its CRDs (and so its custom resources) go too, unless preserved."""
+        """An add-on was deleted: its workloads go; its CRDs (and custom resources) too unless preserved."""
         bundle = crds.ADDON_BUNDLES.get(addon_name)
         with self._lock:
             if bundle is not None:
                 self._pending_bundles.get(cluster_arn, set()).discard(bundle)
+            self._pending_addons.get(cluster_arn, {}).pop(addon_name, None)
             sim = self.sims.get(cluster_arn)
-        if bundle is None or preserve or sim is None:
+        if sim is None:
             return
-        sim.run(lambda: log.info("removed CRDs %s", remove_crds(sim, bundle)))
+        sim.run(lambda: addons.uninstall(sim, addon_name))
+        if bundle is not None and not preserve:
+            sim.run(lambda: log.info("removed CRDs %s", remove_crds(sim, bundle)))
 
     def on_autoscaling_active(self, eks_cluster_arn: str, **_: Any) -> None:
         """HyperPod Karpenter autoscaling reached InService: install NodePool/HyperpodNodeClass CRDs."""
@@ -254,6 +272,7 @@ class SimPlugin:
             self._clusters.clear()
             self._pending_nodes.clear()
             self._pending_bundles.clear()
+            self._pending_addons.clear()
 
     @staticmethod
     def _node_controller(sim: ClusterSim) -> NodeController:

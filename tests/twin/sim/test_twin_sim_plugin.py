@@ -270,3 +270,39 @@ def test_deep_health_check_and_group_label_updates_follow_the_instance(
     assert labels["sagemaker.amazonaws.com/deep-health-check-status"] == "Passed"
     assert labels["sagemaker.amazonaws.com/node-health-status"] == "Schedulable"
     assert labels["team"] == "b" and node["spec"]["taints"] == []
+
+
+def test_addon_workloads_and_csi_drivers_come_and_go(
+    bus_env: tuple[SimPlugin, EventBus, TwinClock, ClusterRuntime],
+) -> None:
+    _, bus, clock, runtime = bus_env
+    payload = {"cluster_name": "sim-test", "cluster_arn": ARN, "arn": ARN, "addon_version": "v1.7.0-eksbuild.1"}
+    bus.publish("eks.addon.active", **payload, addon_name="aws-fsx-csi-driver", namespace="kube-system")
+    bus.publish("kube.cluster.started", runtime=runtime)
+    bus.publish(
+        "hyperpod.node.changed", cluster_name="hp", cluster_arn="arn:hp", eks_cluster_arn=ARN, node=_node("i-0fsx")
+    )
+    assert runtime.store.get(builtin("storage.k8s.io", "csidrivers"), "", "fsx.csi.aws.com")
+    controller = runtime.store.get(builtin("apps", "deployments"), "kube-system", "fsx-csi-controller")
+    assert controller["spec"]["template"]["spec"]["containers"][0]["image"].endswith(
+        "/eks/fsx-csi-controller:v1.7.0-eksbuild.1"
+    )
+    for _ in range(8):
+        clock.advance(0.5)
+    ds = runtime.store.get(builtin("apps", "daemonsets"), "kube-system", "fsx-csi-node")
+    assert ds["status"]["numberReady"] == 1
+    bus.publish(
+        "eks.addon.active",
+        **payload,
+        addon_name="amazon-sagemaker-hyperpod-training-operator",
+        namespace="aws-hyperpod",
+    )
+    assert runtime.store.get(core("namespaces"), "", "aws-hyperpod")
+    assert runtime.store.get(builtin("apps", "deployments"), "aws-hyperpod", "hp-training-operator-controller-manager")
+    bus.publish(
+        "eks.addon.deleted", cluster_name="sim-test", cluster_arn=ARN, addon_name="aws-fsx-csi-driver", preserve=False
+    )
+    assert runtime.store.list(builtin("storage.k8s.io", "csidrivers"))[0] == []
+    assert not [
+        d for d in runtime.store.list(builtin("apps", "daemonsets"))[0] if d["metadata"]["name"] == "fsx-csi-node"
+    ]
