@@ -12,6 +12,7 @@ from hyperpod_twin.sim.core import DEPLOYMENTS, STATEFULSETS, Controller, TypeKe
 from hyperpod_twin.sim.kobj import Obj
 
 SCALEDOBJECTS: TypeKey = ("keda.sh", "scaledobjects")
+HPAS: TypeKey = ("autoscaling", "horizontalpodautoscalers")
 _TARGETS: dict[str, TypeKey] = {"Deployment": DEPLOYMENTS, "StatefulSet": STATEFULSETS}
 _THRESHOLD_KEYS = ("threshold", "targetValue", "value", "queueLength", "desiredReplicas")
 
@@ -132,3 +133,57 @@ class KedaOperator(Controller):
             status, "Fallback", "False", now, "NoFallbackFound", "No fallbacks are active on this scaled object"
         )
         self.sim.patch_status(SCALEDOBJECTS, so, status)
+        self._hpa(so, kind, ref.get("name", ""), want, metric)
+
+    def _hpa(self, so: Obj, kind: str, target: str, replicas: int, metric: float) -> None:
+        """The HorizontalPodAutoscaler KEDA manages for a ScaledObject (`keda-hpa-<name>`)."""
+        ns, name = so["metadata"]["namespace"], so["metadata"]["name"]
+        spec = so.get("spec") or {}
+        trigger = (spec.get("triggers") or [{}])[0]
+        metric_name = f"s0-{trigger.get('type', 'metric')}"
+        body: Obj = {
+            "metadata": {
+                "name": f"keda-hpa-{name}",
+                "namespace": ns,
+                "labels": {"app.kubernetes.io/managed-by": "keda-operator", "scaledobject.keda.sh/name": name},
+                "ownerReferences": [kobj.owner_ref(so)],
+            },
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": kind, "name": target},
+                "minReplicas": max(int(spec.get("minReplicaCount", 0)), 1),
+                "maxReplicas": int(spec.get("maxReplicaCount", 100)),
+                "metrics": [
+                    {
+                        "type": "External",
+                        "external": {
+                            "metric": {
+                                "name": metric_name,
+                                "selector": {"matchLabels": {"scaledobject.keda.sh/name": name}},
+                            },
+                            "target": {"type": "AverageValue", "averageValue": str(_threshold(trigger))},
+                        },
+                    }
+                ],
+            },
+        }
+        status: Obj = {
+            "currentReplicas": replicas,
+            "desiredReplicas": replicas,
+            "currentMetrics": [
+                {
+                    "type": "External",
+                    "external": {"metric": {"name": metric_name}, "current": {"averageValue": f"{metric:g}"}},
+                }
+            ],
+        }
+        current = self.sim.get(HPAS, ns, f"keda-hpa-{name}")
+        if current is None:
+            created = self.sim.create(HPAS, body)
+            if created is not None:
+                self.sim.patch_status(HPAS, created, status)
+            return
+        if current.get("spec") != body["spec"]:
+            current["spec"] = body["spec"]
+            current["metadata"].pop("resourceVersion", None)
+            current = self.sim.update(HPAS, current)
+        self.sim.patch_status(HPAS, current, status)

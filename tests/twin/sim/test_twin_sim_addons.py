@@ -58,6 +58,9 @@ def test_keda_scales_the_target_between_min_and_max(cluster: SimCluster) -> None
         assert cluster.get("apps", "deployments", "srv")["spec"]["replicas"] == expected
     cluster.advance(4)
     assert cluster.get("apps", "deployments", "srv")["status"]["readyReplicas"] == 1
+    hpa = cluster.get("autoscaling", "horizontalpodautoscalers", "keda-hpa-srv")
+    assert hpa["spec"]["maxReplicas"] == 4 and hpa["status"]["desiredReplicas"] == 1
+    assert hpa["metadata"]["ownerReferences"][0]["kind"] == "ScaledObject"
 
 
 def test_cert_manager_issues_a_real_tls_secret(cluster: SimCluster) -> None:
