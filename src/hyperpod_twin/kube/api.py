@@ -16,12 +16,12 @@ import itertools
 import json
 import re
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import yaml
 
-from hyperpod_twin.kube.apply import server_side_apply
+from hyperpod_twin.kube.apply import record_update, server_side_apply
 from hyperpod_twin.kube.controllers import ControlPlane
 from hyperpod_twin.kube.patch import json_patch, merge_patch, strategic_merge
 from hyperpod_twin.kube.selectors import combine, parse_field_selector, parse_label_selector
@@ -70,6 +70,7 @@ class WriteOptions:
     dry_run: bool = False
     field_manager: str = ""
     force: bool = False
+    applying: bool = False  # a server-side apply: managedFields are already computed
 
 
 class ResourceApi:
@@ -255,6 +256,10 @@ class ResourceApi:
             self._validate_name(target.rtype, meta["name"])
         self._check_namespace(target)
         self._defaults(target.rtype, obj)
+        if not opts.applying:
+            meta["managedFields"] = record_update(None, obj, opts.field_manager, target.api_version)
+            if not meta["managedFields"]:
+                meta.pop("managedFields")
         if opts.dry_run:
             try:
                 self.store.get(target.rtype, meta.get("namespace", ""), meta.get("name", ""))
@@ -293,6 +298,10 @@ class ResourceApi:
                 meta.pop(kept, None)
         if "managedFields" not in meta and "managedFields" in cur_meta:
             meta["managedFields"] = cur_meta["managedFields"]
+        if not opts.applying and target.subresource != "status":
+            meta["managedFields"] = record_update(current, new, opts.field_manager, target.api_version)
+            if not meta["managedFields"]:
+                meta.pop("managedFields")
         if target.rtype.key == ("", "secrets"):
             _fold_string_data(new)
         if opts.dry_run:
@@ -357,8 +366,9 @@ class ResourceApi:
             if not explicit_rv:
                 patched["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
             patched["apiVersion"], patched["kind"] = target.rtype.api_version, target.rtype.kind
+            write_opts = replace(opts, applying=content_type == "application/apply-patch+yaml")
             try:
-                return 200, self.present(target, self._write(target, current, patched, opts))
+                return 200, self.present(target, self._write(target, current, patched, write_opts))
             except ApiError as err:
                 retryable = err.code == 409 and err.reason == "Conflict" and "Apply failed" not in err.message
                 if retryable and not explicit_rv:
@@ -371,7 +381,7 @@ class ResourceApi:
         if applied["metadata"].get("name") != target.name:
             raise ApiError(400, "the name of the object does not match the name on the URL", "BadRequest")
         created = server_side_apply(None, applied, opts.field_manager, opts.force, target.api_version)
-        return self.create(target, created, opts)
+        return self.create(target, created, replace(opts, applying=True))
 
     # -- scale ---------------------------------------------------------------------------------
     def _scale_paths(

@@ -3,8 +3,9 @@
 Each applier's fields are recorded in `metadata.managedFields` (FieldsV1 format). A field owned by
 another manager with a different value is a conflict (409) unless `force=true`, which takes it over.
 Fields this manager applied before but omits now are removed unless another manager owns them.
-Only Apply operations record ownership; plain updates and patches do not (a simplification:
-real servers also track Update managers).
+Plain writes (create, update, patch, scale) record an `Update` entry: the writer takes over the
+fields it changed, without conflicts, so a later Apply of another value conflicts with it, as on a
+real server. Status writes are not tracked.
 """
 
 from __future__ import annotations
@@ -217,3 +218,38 @@ def server_side_apply(
             parent = parent[:-1]
     result.setdefault("metadata", {})["managedFields"] = [*others, entry]
     return result
+
+
+def record_update(old: Obj | None, new: Obj, manager: str, api_version: str) -> list[Obj]:
+    """managedFields after `manager` wrote `new` over `old` with a plain (non-apply) write."""
+    managed: list[Obj] = copy.deepcopy(((old or {}).get("metadata") or {}).get("managedFields") or [])
+    new_paths = field_paths(new)
+    if old is None:
+        changed, removed = new_paths, set()
+    else:
+        old_paths = field_paths(old)
+        changed = {p for p in new_paths if value_at(new, p) != value_at(old, p)}
+        removed = old_paths - new_paths
+    if not changed and not removed:
+        return managed
+    mine = next((m for m in managed if m.get("manager") == manager and m.get("operation") == "Update"
+                 and not m.get("subresource")), None)
+    out: list[Obj] = []
+    for entry in managed:
+        if entry is mine:
+            continue
+        owned = from_fields_v1(entry.get("fieldsV1") or {}) - changed - removed
+        if owned:
+            out.append({**entry, "fieldsV1": to_fields_v1(owned)})
+    owned_mine = (from_fields_v1(mine.get("fieldsV1") or {}) if mine else set()) - removed
+    owned_mine |= changed
+    if owned_mine and manager:
+        out.append({
+            "manager": manager,
+            "operation": "Update",
+            "apiVersion": api_version,
+            "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "fieldsType": "FieldsV1",
+            "fieldsV1": to_fields_v1(owned_mine),
+        })
+    return out

@@ -192,6 +192,14 @@ def test_server_side_apply_with_managers_and_conflicts(cluster: Cluster, ns: str
     after = deployments.server_side_apply(body=body, name="ssa", namespace=ns, field_manager="instantstart")
     assert not (after.metadata.labels or {}).get("app")
     assert after.spec.replicas == 5
+    # A plain write takes ownership of what it changes; applying another value then conflicts with it.
+    kubernetes.client.AppsV1Api(cluster.api).patch_namespaced_deployment_scale(
+        "ssa", ns, {"spec": {"replicas": 7}}, field_manager="keda")
+    managers = {m["manager"]: m["operation"] for m in deployments.get(name="ssa", namespace=ns).metadata.managedFields}
+    assert managers["keda"] == "Update"
+    with pytest.raises(ApiException) as taken:
+        deployments.server_side_apply(body=rival, name="ssa", namespace=ns, field_manager="autoscaler")
+    assert taken.value.status == 409 and 'conflict with \\"keda\\"' in taken.value.body
 
 
 def test_status_and_scale_subresources(cluster: Cluster, ns: str) -> None:
