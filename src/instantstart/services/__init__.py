@@ -2,7 +2,7 @@
 
 import importlib
 
-MODULES = ("utility", "operations", "clusters", "cluster_eks", "hyperpod", "preflight")
+MODULES = ("utility", "operations", "clusters", "cluster_eks", "hyperpod", "preflight", "deletion")
 
 
 def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:

@@ -1,0 +1,77 @@
+"""Cluster deletion: the plan first, then everything tagged with the cluster tag is gone from the twin."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from instantstart.twin_process import TwinProcess
+from tests.integration.conftest import twin_client
+from tests.integration.test_hyperpod import make_eks
+from tests.skeleton.helpers import wait_terminal
+from tests.support.servers import Running
+
+TAG = "instantstart:cluster-tag"
+
+
+def tagged_leftovers(twin: TwinProcess, tag: str) -> dict[str, list[str]]:
+    """Everything in the twin that still carries the cluster tag (or the cluster's names)."""
+    ec2: Any = twin_client(twin, "ec2")
+    f = [{"Name": f"tag:{TAG}", "Values": [tag]}]
+    iam: Any = twin_client(twin, "iam")
+    roles = [
+        r["RoleName"]
+        for r in iam.list_roles()["Roles"]
+        if any(t["Key"] == TAG and t["Value"] == tag for t in iam.list_role_tags(RoleName=r["RoleName"])["Tags"])
+    ]
+    eks: Any = twin_client(twin, "eks")
+    sm: Any = twin_client(twin, "sagemaker")
+    return {
+        "vpcs": [v["VpcId"] for v in ec2.describe_vpcs(Filters=f)["Vpcs"]],
+        "subnets": [s["SubnetId"] for s in ec2.describe_subnets(Filters=f)["Subnets"]],
+        "nats": [
+            n["NatGatewayId"] for n in ec2.describe_nat_gateways(Filters=f)["NatGateways"] if n["State"] != "deleted"
+        ],
+        "route_tables": [t["RouteTableId"] for t in ec2.describe_route_tables(Filters=f)["RouteTables"]],
+        "igws": [g["InternetGatewayId"] for g in ec2.describe_internet_gateways(Filters=f)["InternetGateways"]],
+        "groups": [g["GroupId"] for g in ec2.describe_security_groups(Filters=f)["SecurityGroups"]],
+        "eips": [a["AllocationId"] for a in ec2.describe_addresses(Filters=f)["Addresses"]],
+        "roles": roles,
+        "oidc": [p["Arn"] for p in iam.list_open_id_connect_providers()["OpenIDConnectProviderList"]],
+        "eks": [c for c in eks.list_clusters()["clusters"] if c.endswith(tag)],
+        "hyperpod": [
+            c["ClusterName"] for c in sm.list_clusters()["ClusterSummaries"] if c["ClusterName"].endswith(tag)
+        ],
+    }
+
+
+def test_cluster_delete_plans_then_leaves_nothing_tagged(cp: Running, twin: TwinProcess) -> None:
+    with cp.client() as client:
+        make_eks(client, "del1")
+        ref = client.post(
+            "/api/v1/clusters/hyperpod",
+            json={
+                "AcceleratedInstanceType": "ml.g6.4xlarge",
+                "AcceleratedInstanceCount": 1,
+                "availabilityZone": "us-west-2b",
+            },
+        ).json()
+        assert wait_terminal(client, ref["operationId"], timeout=120)["status"] == "SUCCEEDED"
+        before = tagged_leftovers(twin, "del1")
+        assert before["vpcs"] and before["hyperpod"] and before["eks"] and before["roles"]
+        plan = client.get("/api/v1/clusters/del1/deletion-plan").json()
+        kinds = [r["resourceType"] for r in plan["resources"]]
+        assert kinds.index("sagemaker:cluster") < kinds.index("eks:cluster") < kinds.index("ec2:subnet")
+        assert kinds.index("ec2:subnet") < kinds.index("ec2:vpc") and kinds[-1] == "ec2:vpc"
+        # The twin account already had the project bucket, so this cluster did not create it: not planned.
+        assert "s3:bucket" not in kinds
+        stale = client.post("/api/v1/clusters/del1/delete", json={"planDigest": "0" * 16})
+        assert stale.status_code == 409 and stale.json()["error"]["details"]["planDigest"] == plan["planDigest"]
+        go = client.post("/api/v1/clusters/del1/delete", json={"planDigest": plan["planDigest"]})
+        assert go.status_code == 202, go.text
+        view = wait_terminal(client, go.json()["operationId"], timeout=180)
+        assert view["status"] == "SUCCEEDED", view
+        assert client.get("/api/v1/clusters").json()["count"] == 0
+    leftovers = tagged_leftovers(twin, "del1")
+    assert all(not v for v in leftovers.values()), leftovers
+    s3: Any = twin_client(twin, "s3")
+    assert any(b["Name"].startswith("instantstart-") for b in s3.list_buckets()["Buckets"])  # kept
