@@ -283,9 +283,15 @@ class KubeApiServer:
                                 include, columns)
             return obj
 
+        initial = request.flag("sendInitialEvents")
+        if initial and not (request.flag("allowWatchBookmarks")
+                            and request.param("resourceVersionMatch") == "NotOlderThan"):
+            raise ApiError(422, "sendInitialEvents requires allowWatchBookmarks=true and "
+                           "resourceVersionMatch=NotOlderThan", "Invalid")
         stream = watch_stream(
             self.runtime.store, target.rtype, target.namespace, predicate, request.param("resourceVersion"),
             timeout, request.flag("allowWatchBookmarks"), self._http.stopping, render, self.bookmark_interval,
+            initial,
         )
         return Response(200, stream=stream, content_type="application/json")
 

@@ -35,6 +35,7 @@ def watch_stream(
     stopping: threading.Event,
     render: Callable[[Obj], Obj],
     bookmark_every: float = BOOKMARK_EVERY,
+    initial_events: bool = False,
 ) -> Iterator[bytes]:
     """Events of one resource type from `resource_version` on ("" or "0": start with ADDED for all).
 
@@ -49,7 +50,7 @@ def watch_stream(
 
     store.add_listener(listener)
     return _watch(store, rtype, namespace, predicate, resource_version, timeout, bookmarks, stopping, render,
-                  pending, listener, bookmark_every)
+                  pending, listener, bookmark_every, initial_events)
 
 
 def _watch(
@@ -65,6 +66,7 @@ def _watch(
     pending: queue.Queue[WatchEvent],
     listener: Callable[[WatchEvent], None],
     bookmark_every: float,
+    initial_events: bool,
 ) -> Iterator[bytes]:
     def in_scope(obj: Obj) -> bool:
         return not rtype.namespaced or namespace is None or obj.get("metadata", {}).get("namespace") == namespace
@@ -94,12 +96,16 @@ def _watch(
 
     try:
         last_rv = 0
-        if resource_version in ("", "0"):
+        if resource_version in ("", "0") or initial_events:
             items, last_rv = store.list(rtype, namespace if rtype.namespaced else None, predicate)
             for item in items:
                 meta = item["metadata"]
                 matched.add((meta.get("namespace", ""), meta["name"]))
                 yield _line("ADDED", render(item))
+            if initial_events:
+                # WatchList (sendInitialEvents): a bookmark marks the end of the initial state.
+                yield _line("BOOKMARK", {"kind": rtype.kind, "apiVersion": rtype.api_version, "metadata": {
+                    "resourceVersion": str(last_rv), "annotations": {"k8s.io/initial-events-end": "true"}}})
         else:
             try:
                 since = int(resource_version)

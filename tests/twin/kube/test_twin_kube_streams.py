@@ -39,6 +39,21 @@ def test_bookmarks_and_timeout(cluster: Cluster, ns: str) -> None:
     assert bookmarks[0]["object"]["kind"] == "ConfigMap"
 
 
+def test_watch_list_initial_events(cluster: Cluster, ns: str) -> None:
+    core = kubernetes.client.CoreV1Api(cluster.api)
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "one"}})
+    rv = core.list_namespaced_config_map(ns).metadata.resource_version
+    response = cluster.raw("GET", f"/api/v1/namespaces/{ns}/configmaps", [
+        ("watch", "1"), ("sendInitialEvents", "true"), ("allowWatchBookmarks", "true"),
+        ("resourceVersionMatch", "NotOlderThan"), ("resourceVersion", rv), ("timeoutSeconds", "1")])
+    response.read()
+    events = [json.loads(line) for line in response.data.decode().splitlines()]
+    assert [e["type"] for e in events[:2]] == ["ADDED", "BOOKMARK"]
+    assert events[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+    bad = cluster.raw("GET", f"/api/v1/namespaces/{ns}/configmaps", [("watch", "1"), ("sendInitialEvents", "true")])
+    assert bad.status == 422
+
+
 def test_objects_leaving_a_selector_are_deleted_from_the_watch(cluster: Cluster, ns: str) -> None:
     core = kubernetes.client.CoreV1Api(cluster.api)
     rv = core.list_namespaced_config_map(ns).metadata.resource_version
