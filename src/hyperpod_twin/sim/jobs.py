@@ -44,6 +44,8 @@ class JobController(Controller):
         job = self.sim.get(JOBS, ns, name)
         if job is None or job["metadata"].get("deletionTimestamp"):
             return
+        if not job.get("spec", {}).get("selector") and not job.get("spec", {}).get("manualSelector"):
+            job = self._default_selector(job)
         spec = job.get("spec", {})
         pods = self.sim.owned(PODS, job)
         succeeded = [p for p in pods if p.get("status", {}).get("phase") == "Succeeded"]
@@ -135,6 +137,23 @@ class JobController(Controller):
             for _ in range(missing):
                 active.append(self._create_pod(job, len(failed), None))
         self._status(job, status, [p for p in active if p], succeeded, failed)
+
+    def _default_selector(self, job: Obj) -> Obj:
+        """The selector and template labels the API server defaults on Jobs (`kubectl logs job/x` and
+        `kubectl describe` find the pods through them), filled in when the server left them out."""
+        uid = job["metadata"]["uid"]
+        labels = {"batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": job["metadata"]["name"]}
+        job["spec"]["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+        template_meta = job["spec"].setdefault("template", {}).setdefault("metadata", {})
+        template_meta["labels"] = {
+            **(template_meta.get("labels") or {}),
+            **labels,
+            "controller-uid": uid,
+            "job-name": job["metadata"]["name"],
+        }
+        job["metadata"].pop("resourceVersion", None)
+        updated: Obj = self.sim.update(JOBS, job)
+        return updated
 
     def _create_pod(self, job: Obj, attempt: int, index: str | None) -> Obj:
         template = copy.deepcopy(job["spec"].get("template") or {})

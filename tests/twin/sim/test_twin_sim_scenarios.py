@@ -473,3 +473,69 @@ def test_karpenter_scales_a_group_up_for_pending_pods_and_consolidates_it(env: E
     env.wait("BatchDeleteClusterNodes from Karpenter", lambda: not auto_nodes())
     env.advance(300, step=10)
     env.wait("node gone", lambda: all(n.metadata.name != node_name for n in env.core.list_node().items))
+
+
+KUBECTL_JOB = """
+apiVersion: batch/v1
+kind: Job
+metadata: {name: hello}
+spec:
+  backoffLimit: 0
+  template:
+    metadata:
+      annotations:
+        twin.instantstart.io/run-seconds: "20"
+        twin.instantstart.io/log-lines: "hello from the twin"
+    spec:
+      restartPolicy: Never
+      containers: [{name: main, image: busybox:1.36, command: [echo, hello]}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: main, image: nginx:1.27, resources: {requests: {cpu: 100m}}}]
+"""
+
+
+def test_kubectl_waits_on_simulated_workloads(env: Env, tmp_path: Path) -> None:
+    import subprocess
+
+    from tests.twin.kube.conftest import KUBECTL, write_kubeconfig
+
+    eks = env.twin.boto3_client("eks").describe_cluster(name=EKS)["cluster"]
+    kubeconfig = tmp_path / "kubeconfig"
+    token = env.api.configuration.api_key["authorization"].removeprefix("Bearer ")
+    write_kubeconfig(kubeconfig, eks["endpoint"], eks["certificateAuthority"]["data"], token)
+    run_env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "KUBECONFIG": str(kubeconfig), "NO_PROXY": "127.0.0.1"}
+
+    def kubectl(*args: str, stdin: str | None = None) -> str:
+        done = subprocess.run([KUBECTL, *args], env=run_env, capture_output=True, text=True, input=stdin, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def while_time_moves(*args: str) -> str:
+        """Run a blocking kubectl command while twin time advances, as it would in a live twin."""
+        proc = subprocess.Popen(
+            [KUBECTL, *args], env=run_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and time.monotonic() < deadline:
+            env.twin.clock.advance(1)
+            time.sleep(0.05)
+        out, err = proc.communicate(timeout=10)
+        assert proc.returncode == 0, err
+        return out
+
+    assert "created" in kubectl("apply", "-f", "-", stdin=KUBECTL_JOB)
+    assert "successfully rolled out" in while_time_moves("rollout", "status", "deployment/web", "--timeout=60s")
+    assert "condition met" in while_time_moves("wait", "--for=condition=complete", "job/hello", "--timeout=60s")
+    assert "hello from the twin" in kubectl("logs", "job/hello")
+    nodes = kubectl("get", "nodes", "-L", "sagemaker.amazonaws.com/node-health-status", "--no-headers")
+    assert "Ready" in nodes and "Schedulable" in nodes
+    kubectl("delete", "deployment/web", "job/hello")
