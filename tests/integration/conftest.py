@@ -47,6 +47,7 @@ def cp(twin: TwinProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> It
         aws_region=twin.env["AWS_REGION"],
         poll_seconds=0.2,
         status_cache_seconds=1.0,
+        helm_repository_url=twin.info.get("chart_repo_url"),
     ) as running:
         yield running
 

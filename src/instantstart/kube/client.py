@@ -22,6 +22,7 @@ class _Entry:
     api: k8s.ApiClient
     token: EksToken
     endpoint: str
+    ca_path: str | None = None
 
 
 class KubeClients:
@@ -48,6 +49,17 @@ class KubeClients:
         if old is not None and old.api is not entry.api:
             old.api.close()  # type: ignore[no-untyped-call]
         return entry.api
+
+    def connection(self, cluster_name: str, region: str | None = None) -> tuple[str, str, str | None]:
+        """(endpoint, fresh EKS token, CA file path or None) for tools that need raw credentials (helm).
+
+        Blocking; the token is the same one the cached ApiClient uses and must never be logged.
+        """
+        region = region or self.aws.default_region
+        self.api_client(cluster_name, region)
+        with self._lock:
+            entry = self._entries[(region, cluster_name)]
+        return entry.endpoint, entry.token.value, entry.ca_path
 
     def forget(self, cluster_name: str, region: str | None = None) -> None:
         """Drop a cached client (after the cluster is deleted or its endpoint changed)."""
@@ -82,7 +94,7 @@ class KubeClients:
             with open(path, "wb") as handle:
                 handle.write(base64.b64decode(ca_data))
             config.ssl_ca_cert = path
-        return _Entry(api=k8s.ApiClient(config), token=token, endpoint=endpoint)
+        return _Entry(api=k8s.ApiClient(config), token=token, endpoint=endpoint, ca_path=config.ssl_ca_cert)
 
 
 def describe(api: Any) -> str:

@@ -2,7 +2,7 @@
 
 import importlib
 
-MODULES = ("utility", "operations", "clusters", "cluster_eks", "hyperpod", "preflight", "deletion")
+MODULES = ("utility", "operations", "clusters", "cluster_eks", "hyperpod", "preflight", "deletion", "dependencies")
 
 
 def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:

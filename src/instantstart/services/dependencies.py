@@ -1,0 +1,285 @@
+"""The dependencies stage of cluster creation (cluster_configure_dependencies) and its status tool."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from anyio import to_thread
+from pydantic import Field
+
+from instantstart.catalog import operation
+from instantstart.catalog.base import WireModel
+from instantstart.context import AppContext, CallContext
+from instantstart.errors import InstantStartError, PreconditionFailed
+from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, StageSpec, TemporaryError
+from instantstart.operations.models import OperationRef
+from instantstart.operations.runner import StageContext
+from instantstart.services.cluster_eks import cluster_target, stage_status
+from instantstart.services.clusters import get_cluster, resolve_tag, update_cluster
+from instantstart.services.dependency_catalog import Dependency, load_catalog
+from instantstart.services.dependency_reconcile import DepResult, Reconciler, Target, workload_states
+from instantstart.services.stagekit import blocking, mark
+from instantstart.store.db import Database
+from instantstart.store.models import ClusterRow
+from instantstart.validation import ClusterTag
+
+STAGE = "dependencies"
+KIND = "cluster_configure_dependencies"
+STATUS_TOOL = "cluster_get_dependency_status"
+GOOD = ("ACTIVE", "DEGRADED")
+
+
+class ConfigureDependenciesRequest(WireModel):
+    """Which cluster (the active one when absent)."""
+
+    cluster_tag: ClusterTag | None = Field(default=None, description="Defaults to the active cluster.")
+
+
+class DependencyStatusRequest(WireModel):
+    """Which cluster (the active one when absent)."""
+
+    cluster_tag: ClusterTag | None = None
+
+
+class DependencyView(WireModel):
+    """One dependency: what the catalog wants, what the cluster has, and the verdict."""
+
+    name: str
+    source: str = Field(description="addon (EKS add-on) or helm (chart).")
+    default: bool = Field(description="Installed by cluster_configure_dependencies (optional ones: features).")
+    depends_on: list[str]
+    desired: dict[str, Any]
+    actual: dict[str, Any] = Field(description="A fresh (cached) look: add-on status, helm release, workloads.")
+    status: str = Field(description="ACTIVE, DEGRADED, FAILED, BLOCKED, IN_PROGRESS or NOT_INSTALLED.")
+    ready: bool
+    action: str | None = Field(description="What the last reconcile did: created, updated, unchanged, …")
+    message: str
+    hint: str | None
+    updated_at: str | None
+
+
+class DependencyStatusResult(WireModel):
+    """The dependencies stage of a cluster and every dependency; never an ambiguous null."""
+
+    cluster_tag: str
+    state: str = Field(description="NOT_STARTED, IN_PROGRESS, SUCCEEDED, FAILED or CANCELLED")
+    terminal: bool
+    operation_id: str | None
+    message: str
+    elapsed_seconds: float
+    error: dict[str, Any] | None
+    all_ready: bool
+    dependencies: list[DependencyView]
+
+
+def require_eks_ready(row: ClusterRow) -> None:
+    """Dependencies need a finished EKS stage (or an imported cluster); PreconditionFailed otherwise."""
+    if row.imported or (row.stages or {}).get("eks") == "SUCCEEDED":
+        return
+    raise PreconditionFailed(
+        f"Cluster {row.tag}'s EKS stage is {(row.stages or {}).get('eks', 'NOT_STARTED')}, not SUCCEEDED.",
+        hint="Finish the EKS stage first: poll cluster_get_eks_creation_status (operation_retry if it failed).",
+        details={"clusterTag": row.tag, "stages": dict(row.stages or {})},
+    )
+
+
+def target_of(row: ClusterRow, operation_id: str | None) -> Target:
+    """The reconcile target for a cluster row."""
+    return Target(
+        tag=row.tag,
+        region=row.region,
+        eks_cluster_name=row.eks_cluster_name,
+        bucket=(row.details or {}).get("bucket"),
+        operation_id=operation_id,
+    )
+
+
+def persist_results(db: Database, tag: str, results: list[DepResult]) -> dict[str, Any]:
+    """Merge results into the cluster row's details["dependencies"] (other entries kept); the merged map."""
+    row = get_cluster(db, tag)
+    merged = dict((row.details or {}).get("dependencies") or {})
+    for result in results:
+        merged[result.name] = result.to_dict()
+    update_cluster(db, tag, details={"dependencies": merged})
+    return merged
+
+
+async def reconcile_dependencies(
+    app: AppContext, stage: StageContext, tag: str, names: list[str] | tuple[str, ...]
+) -> list[DepResult]:
+    """Reconcile `names` (plus what they need) on the cluster `tag`, persist each result, invalidate the
+    status cache; raises TemporaryError/PermanentError naming the dependencies that failed.
+
+    The entry point feature toggles reuse (hyperpod_update_advanced_features)."""
+    row = await blocking(get_cluster, app.db, tag)
+    try:
+        require_eks_ready(row)
+    except PreconditionFailed as exc:
+        raise PermanentError(exc.message, code=exc.code, hint=exc.hint) from None
+    results = await Reconciler(app, target_of(row, stage.operation_id), stage.progress).reconcile(names)
+    await blocking(persist_results, app.db, tag, results)
+    app.cache.invalidate(f"dep:{row.region}:{row.eks_cluster_name}:")
+    failed = [r for r in results if r.status not in GOOD]
+    if failed:
+        text = "; ".join(f"{r.name}: {r.status}: {r.message}" for r in failed)
+        hint = " ".join(dict.fromkeys(r.hint for r in failed if r.hint)) or None
+        if all(r.action == "retryable" or r.status == "BLOCKED" for r in failed) and any(
+            r.action == "retryable" for r in failed
+        ):
+            raise TemporaryError(f"Dependencies not ready: {text}", code="PROVIDER_ERROR", hint=hint)
+        raise PermanentError(f"Dependencies failed: {text}", code="DEPENDENCY_FAILED", hint=hint)
+    return results
+
+
+async def stage_dependencies(stage: StageContext) -> dict[str, Any]:
+    """The dependencies stage: reconcile the catalog's default dependencies on params["clusterTag"] in
+    params["region"] (or params["names"] when given), marking the cluster row's stage "dependencies"."""
+    tag = stage.params["clusterTag"]
+    names = stage.params.get("names") or load_catalog().defaults
+    await mark(stage, tag, STAGE, "RUNNING")
+    try:
+        results = await reconcile_dependencies(stage.app, stage, tag, names)
+    except (TemporaryError, PermanentError, InstantStartError):
+        await mark(stage, tag, STAGE, "FAILED")
+        raise
+    await mark(stage, tag, STAGE, "SUCCEEDED")
+    return {"dependencies": {r.name: {"status": r.status, "action": r.action, **r.actual} for r in results}}
+
+
+DEPENDENCIES_STAGE = StageSpec(STAGE, stage_dependencies, max_attempts=3, timeout_seconds=3600, backoff_seconds=5)
+KINDS.register(OperationKind(name=KIND, stages=(DEPENDENCIES_STAGE,)))
+
+
+@operation(
+    KIND,
+    method="POST",
+    path="/clusters/dependencies",
+    completion=STATUS_TOOL,
+    example={},
+)
+async def cluster_configure_dependencies(ctx: CallContext, req: ConfigureDependenciesRequest) -> OperationRef:
+    """Reconcile the dependency catalog on the active cluster (or clusterTag): the EKS Pod Identity agent,
+    the HyperPod dependencies helm chart (health monitoring agent, NVIDIA and EFA device plugins), the
+    Mountpoint for S3 CSI driver with a Pod Identity role limited to the project bucket, and metrics-server,
+    in dependency order, each checked for readiness and reported separately. Needs a finished EKS stage
+    (PRECONDITION_FAILED otherwise). Re-running changes nothing when everything already matches."""
+    tag = await to_thread.run_sync(resolve_tag, ctx.app.db, req.cluster_tag)
+    row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
+    require_eks_ready(row)
+    return await ctx.app.runner.submit(
+        KIND,
+        {"clusterTag": tag, "region": row.region},
+        target=cluster_target(tag),
+        idempotency_key=ctx.idempotency_key,
+        status_tool=STATUS_TOOL,
+        poll_after_seconds=15,
+    )
+
+
+async def live_look(app: AppContext, row: ClusterRow, dep: Dependency) -> dict[str, Any]:
+    """What the cluster has for one dependency right now (cached per status interval, single flight)."""
+
+    async def fetch() -> dict[str, Any]:
+        target = target_of(row, None)
+        reconciler = Reconciler(app, target, _quiet)
+        try:
+            if dep.source == "addon":
+                assert dep.addon is not None
+                addon = await blocking(reconciler.describe_addon, dep.addon)
+                if addon is None:
+                    return {"status": "NOT_INSTALLED", "ready": False}
+                issues = [i.get("message") for i in (addon.get("health") or {}).get("issues") or []]
+                look = {"status": addon.get("status"), "version": addon.get("addonVersion"), "issues": issues}
+                look["ready"] = addon.get("status") == "ACTIVE"
+            else:
+                assert dep.release is not None
+                helm = await reconciler.helm()
+                release = await blocking(helm.release, dep.release, dep.namespace)
+                if release is None:
+                    return {"status": "NOT_INSTALLED", "ready": False}
+                look = {
+                    "status": release.get("status"),
+                    "chart": release.get("chart"),
+                    "revision": int(release.get("revision") or 0),
+                    "ready": release.get("status") == "deployed",
+                }
+            refs = [("DaemonSet", r) for r in dep.readiness.daemon_sets] + [
+                ("Deployment", r) for r in dep.readiness.deployments
+            ]
+            if refs and look["status"] not in ("NOT_INSTALLED",):
+                states = await blocking(workload_states, app, target, refs)
+                look["workloads"] = states
+                look["ready"] = bool(look["ready"]) and all(s["ready"] for s in states)
+            return look
+        except InstantStartError as exc:
+            return {"status": "UNKNOWN", "ready": False, "error": exc.message}
+
+    value: dict[str, Any] = await app.cache.get(f"dep:{row.region}:{row.eks_cluster_name}:{dep.name}", fetch)
+    return value
+
+
+async def _quiet(_message: str) -> None:
+    return None
+
+
+@operation(STATUS_TOOL, method="GET", path="/clusters/dependency-status", example={})
+async def cluster_get_dependency_status(ctx: CallContext, req: DependencyStatusRequest) -> DependencyStatusResult:
+    """Every catalog dependency of a cluster (the active one when clusterTag is absent): desired version
+    and values, what the cluster has right now (EKS add-on status, helm release, DaemonSet/Deployment
+    readiness; looked up at most once per status interval), status (ACTIVE, DEGRADED, FAILED with a hint,
+    BLOCKED, IN_PROGRESS, NOT_INSTALLED), plus the dependencies stage's state. Poll until terminal."""
+    tag = await to_thread.run_sync(resolve_tag, ctx.app.db, req.cluster_tag)
+    stage = await stage_status(ctx, tag, STAGE, (KIND, "cluster_create"))
+    row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
+    catalog = load_catalog()
+    persisted: dict[str, Any] = (row.details or {}).get("dependencies") or {}
+    eks_done = row.imported or (row.stages or {}).get("eks") == "SUCCEEDED"
+    names = [n for n in catalog.names if n in persisted or catalog.get(n).default]
+    views = []
+    for name in names:
+        dep = catalog.get(name)
+        saved = persisted.get(name) or {}
+        if eks_done:
+            actual = await live_look(ctx.app, row, dep)
+        else:
+            actual = {"status": "NOT_INSTALLED", "ready": False, "reason": "the EKS stage has not finished"}
+        status = saved.get("status") or ("IN_PROGRESS" if stage.state == "IN_PROGRESS" else "NOT_INSTALLED")
+        message = saved.get("message") or ("waiting for its turn" if status == "IN_PROGRESS" else "not installed")
+        hint = saved.get("hint")
+        if status == "ACTIVE" and not actual.get("ready") and actual.get("status") != "UNKNOWN":
+            status = "DEGRADED"
+            message = f"was ACTIVE; now {actual.get('status')}"
+            hint = "Run cluster_configure_dependencies to reconcile it again."
+        views.append(
+            DependencyView(
+                name=name,
+                source=dep.source,
+                default=dep.default,
+                depends_on=list(dep.depends_on),
+                desired=saved.get("desired") or _desired(dep),
+                actual=actual,
+                status=status,
+                ready=bool(actual.get("ready")),
+                action=saved.get("action"),
+                message=message,
+                hint=hint,
+                updated_at=saved.get("updatedAt"),
+            )
+        )
+    return DependencyStatusResult(
+        cluster_tag=tag,
+        state=stage.state,
+        terminal=stage.terminal,
+        operation_id=stage.operation_id,
+        message=stage.message,
+        elapsed_seconds=stage.elapsed_seconds,
+        error=stage.error,
+        all_ready=bool(views) and all(v.ready for v in views if v.default),
+        dependencies=views,
+    )
+
+
+def _desired(dep: Dependency) -> dict[str, Any]:
+    if dep.source == "addon":
+        return {"addon": dep.addon, "version": dep.version or "default", "values": dep.values}
+    return {"chart": dep.chart, "release": dep.release, "version": dep.version, "values": dep.values}

@@ -1,0 +1,219 @@
+"""The dependencies stage against the twin: add-ons, the HyperPod chart, Pod Identity, readiness, no-op re-runs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+import kubernetes
+import pytest
+
+from instantstart.kube.token import eks_token
+from instantstart.twin_process import TwinProcess
+from tests.integration.conftest import twin_client
+from tests.skeleton.faces import mcp_http
+from tests.skeleton.helpers import wait_terminal
+from tests.support.servers import Running
+
+DEFAULT_ADDONS = ("eks-pod-identity-agent", "aws-mountpoint-s3-csi-driver", "metrics-server")
+DEFAULTS = ("eks-pod-identity-agent", "hyperpod-dependencies", "aws-mountpoint-s3-csi-driver", "metrics-server")
+
+
+def _eks_then_switch(client: httpx.Client, tag: str) -> None:
+    ref = client.post("/api/v1/clusters/eks", json={"clusterTag": tag, "region": "us-west-2"})
+    assert ref.status_code == 202, ref.text
+    assert wait_terminal(client, ref.json()["operationId"], timeout=120)["status"] == "SUCCEEDED"
+    switch = client.post(f"/api/v1/clusters/{tag}/switch", json={})
+    assert switch.status_code == 202, switch.text
+    assert wait_terminal(client, switch.json()["operationId"], timeout=30)["status"] == "SUCCEEDED"
+
+
+def _configure(client: httpx.Client, timeout: float = 120) -> dict[str, Any]:
+    ref = client.post("/api/v1/clusters/dependencies", json={})
+    assert ref.status_code == 202, ref.text
+    assert ref.json()["statusTool"] == "cluster_get_dependency_status"
+    return wait_terminal(client, ref.json()["operationId"], timeout=timeout)
+
+
+def _kube(twin: TwinProcess, tag: str) -> kubernetes.client.ApiClient:
+    """A Kubernetes client of the twin cluster built independently of the control plane."""
+    import base64
+    import tempfile
+
+    eks: Any = twin_client(twin, "eks")
+    cluster = eks.describe_cluster(name=f"eks-cluster-{tag}")["cluster"]
+    config = kubernetes.client.Configuration()
+    config.host = cluster["endpoint"]
+    token = eks_token(twin_client(twin, "sts"), f"eks-cluster-{tag}")
+    config.api_key = {"authorization": token.value}
+    config.api_key_prefix = {"authorization": "Bearer"}
+    ca = cluster.get("certificateAuthority", {}).get("data")
+    if ca:
+        with tempfile.NamedTemporaryFile("wb", suffix=".crt", delete=False) as handle:
+            handle.write(base64.b64decode(ca))
+        config.ssl_ca_cert = handle.name
+    return kubernetes.client.ApiClient(config)
+
+
+def test_configure_dependencies_reconciles_and_rerun_is_a_noop(cp: Running, twin: TwinProcess) -> None:
+    with cp.client() as client:
+        # No active cluster yet: refused before anything is submitted.
+        refused = client.post("/api/v1/clusters/dependencies", json={})
+        assert refused.status_code == 412, refused.text
+        _eks_then_switch(client, "deps")
+        view = _configure(client)
+        assert view["status"] == "SUCCEEDED", view
+        outputs = view["stages"][0]["outputs"]["dependencies"]
+        assert [view["stages"][0]["name"]] == ["dependencies"]
+        assert list(outputs) == list(DEFAULTS)  # dependency order: the agent before the CSI driver
+        assert {n: o["action"] for n, o in outputs.items()} == {
+            "eks-pod-identity-agent": "created",
+            "hyperpod-dependencies": "installed",
+            "aws-mountpoint-s3-csi-driver": "created",
+            "metrics-server": "created",
+        }
+        status = client.get("/api/v1/clusters/dependency-status").json()
+        assert status["state"] == "SUCCEEDED" and status["terminal"] is True and status["allReady"] is True
+        deps = {d["name"]: d for d in status["dependencies"]}
+        assert list(deps) == list(DEFAULTS)
+        for name in DEFAULTS:
+            assert deps[name]["status"] == "ACTIVE" and deps[name]["ready"] is True, deps[name]
+        assert deps["metrics-server"]["actual"]["status"] == "ACTIVE"
+        assert deps["metrics-server"]["desired"]["version"] == deps["metrics-server"]["actual"]["version"]
+        hp = deps["hyperpod-dependencies"]
+        assert hp["actual"]["status"] == "deployed" and hp["actual"]["revision"] == 1
+        assert {w["name"] for w in hp["actual"]["workloads"]} == {
+            "health-monitoring-agent", "dependencies-nvidia-device-plugin", "dependencies-aws-efa-k8s-device-plugin"}
+        listing = client.get("/api/v1/clusters").json()["clusters"][0]
+        assert listing["stages"]["dependencies"] == "SUCCEEDED"
+
+        # The twin holds what the status says.
+        eks: Any = twin_client(twin, "eks")
+        versions = eks.describe_addon_versions(addonName="metrics-server", kubernetesVersion="1.32")["addons"][0]
+        default = next(v["addonVersion"] for v in versions["addonVersions"]
+                       if any(c["defaultVersion"] for c in v["compatibilities"]))
+        for addon in DEFAULT_ADDONS:
+            described = eks.describe_addon(clusterName="eks-cluster-deps", addonName=addon)["addon"]
+            assert described["status"] == "ACTIVE"
+            assert described["tags"]["instantstart:cluster-tag"] == "deps"
+        assert eks.describe_addon(clusterName="eks-cluster-deps", addonName="metrics-server")["addon"][
+            "addonVersion"] == default
+        associations = eks.list_pod_identity_associations(clusterName="eks-cluster-deps")["associations"]
+        assert [(a["namespace"], a["serviceAccount"]) for a in associations] == [("kube-system", "s3-csi-driver-sa")]
+        role_arn = eks.describe_pod_identity_association(
+            clusterName="eks-cluster-deps", associationId=associations[0]["associationId"])["association"]["roleArn"]
+        iam: Any = twin_client(twin, "iam")
+        role = iam.get_role(RoleName="instantstart-deps-s3-csi")["Role"]
+        assert role["Arn"] == role_arn
+        trust = role["AssumeRolePolicyDocument"]
+        trust = json.loads(trust) if isinstance(trust, str) else trust
+        assert trust["Statement"][0]["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+        assert sorted(trust["Statement"][0]["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
+        policy = iam.get_role_policy(RoleName="instantstart-deps-s3-csi", PolicyName="instantstart")["PolicyDocument"]
+        policy = json.loads(policy) if isinstance(policy, str) else policy
+        bucket = client.get("/api/v1/clusters/eks-status").json()["details"]["bucket"]
+        resources = sorted(r for s in policy["Statement"] for r in s["Resource"])
+        assert resources == [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"]
+        api = _kube(twin, "deps")
+        apps = kubernetes.client.AppsV1Api(api)
+        assert apps.read_namespaced_daemon_set("health-monitoring-agent", "aws-hyperpod").metadata.name
+        system_sets = {d.metadata.name for d in apps.list_namespaced_daemon_set("kube-system").items}
+        assert {"dependencies-nvidia-device-plugin", "dependencies-aws-efa-k8s-device-plugin"} <= system_sets
+        releases = kubernetes.client.CoreV1Api(api).list_namespaced_secret(
+            "kube-system", label_selector="owner=helm,name=dependencies").items
+        assert len(releases) == 1
+
+        # Re-running changes nothing: no helm upgrade, no UpdateAddon.
+        again = _configure(client)
+        assert again["status"] == "SUCCEEDED", again
+        actions = {n: o["action"] for n, o in again["stages"][0]["outputs"]["dependencies"].items()}
+        assert actions == dict.fromkeys(DEFAULTS, "unchanged")
+        for addon in DEFAULT_ADDONS:
+            assert eks.list_updates(name="eks-cluster-deps", addonName=addon)["updateIds"] == []
+        releases = kubernetes.client.CoreV1Api(api).list_namespaced_secret(
+            "kube-system", label_selector="owner=helm,name=dependencies").items
+        assert [r.metadata.labels["version"] for r in releases] == ["1"]
+        assert len(eks.list_pod_identity_associations(clusterName="eks-cluster-deps")["associations"]) == 1
+
+
+def test_failed_dependency_is_reported_with_a_hint_and_retry_completes(cp: Running, twin: TwinProcess) -> None:
+    with cp.client() as client:
+        _eks_then_switch(client, "depfail")
+        # The first CreateAddon (the Pod Identity agent, first in dependency order) is rejected.
+        fault = httpx.post(twin.endpoint_url + "/_twin/faults", json={
+            "kind": "error", "service": "eks", "operation": "CreateAddon", "count": 1,
+            "code": "InvalidParameterException", "message": "Addon configuration rejected"})
+        assert fault.status_code == 201, fault.text
+        view = _configure(client)
+        assert view["status"] == "FAILED", view
+        assert view["error"]["code"] == "DEPENDENCY_FAILED"
+        assert "eks-pod-identity-agent" in view["error"]["message"] and view["error"]["hint"]
+        status = client.get("/api/v1/clusters/dependency-status", params={"clusterTag": "depfail"}).json()
+        assert status["state"] == "FAILED" and status["terminal"] is True and status["allReady"] is False
+        deps = {d["name"]: d for d in status["dependencies"]}
+        agent = deps["eks-pod-identity-agent"]
+        assert agent["status"] == "FAILED" and "Addon configuration rejected" in agent["message"] and agent["hint"]
+        assert agent["actual"]["status"] == "NOT_INSTALLED"
+        # What needs it is blocked, the others are still installed and reported.
+        assert deps["aws-mountpoint-s3-csi-driver"]["status"] == "BLOCKED"
+        assert "eks-pod-identity-agent" in deps["aws-mountpoint-s3-csi-driver"]["message"]
+        assert deps["hyperpod-dependencies"]["status"] == "ACTIVE"
+        assert deps["metrics-server"]["status"] == "ACTIVE"
+        assert client.get("/api/v1/clusters").json()["clusters"][0]["stages"]["dependencies"] == "FAILED"
+        # The fault was one-shot: operation_retry completes the stage.
+        retried = client.post(f"/api/v1/operations/{view['operationId']}/retry")
+        assert retried.status_code in (200, 202), retried.text
+        done = wait_terminal(client, view["operationId"], timeout=120)
+        assert done["status"] == "SUCCEEDED", done
+        actions = {n: o["action"] for n, o in done["stages"][0]["outputs"]["dependencies"].items()}
+        assert actions["hyperpod-dependencies"] == "unchanged" and actions["metrics-server"] == "unchanged"
+        assert actions["eks-pod-identity-agent"] == "created"
+        status = client.get("/api/v1/clusters/dependency-status").json()
+        assert status["allReady"] is True
+
+
+def test_dependencies_need_a_finished_eks_stage(cp: Running, twin: TwinProcess) -> None:
+    fault = httpx.post(twin.endpoint_url + "/_twin/faults", json={
+        "kind": "error", "service": "eks", "operation": "CreateCluster", "code": "InvalidParameterException"})
+    assert fault.status_code == 201
+    with cp.client() as client:
+        ref = client.post("/api/v1/clusters/eks", json={"clusterTag": "early", "region": "us-west-2"}).json()
+        assert wait_terminal(client, ref["operationId"], timeout=60)["status"] == "FAILED"
+        refused = client.post("/api/v1/clusters/dependencies", json={"clusterTag": "early"})
+        assert refused.status_code == 412, refused.text
+        error = refused.json()["error"]
+        assert error["code"] == "PRECONDITION_FAILED" and "cluster_get_eks_creation_status" in error["hint"]
+        status = client.get("/api/v1/clusters/dependency-status", params={"clusterTag": "early"}).json()
+        assert status["state"] == "NOT_STARTED" and status["terminal"] is True
+        assert {d["status"] for d in status["dependencies"]} == {"NOT_INSTALLED"}
+
+
+def test_dependency_status_through_mcp(cp: Running, twin: TwinProcess) -> None:
+    with cp.client() as client:
+        _eks_then_switch(client, "depmcp")
+        assert _configure(client)["status"] == "SUCCEEDED"
+
+    async def scenario() -> dict[str, Any]:
+        async with mcp_http(cp) as session:
+            tools = {t.name: t for t in (await session.list_tools()).tools}
+            assert "cluster_configure_dependencies" in tools
+            assert "clusterTag" in tools["cluster_get_dependency_status"].inputSchema["properties"]
+            result = await session.call_tool("cluster_get_dependency_status", {"clusterTag": "depmcp"})
+            assert not result.isError
+            text = result.content[0].text  # type: ignore[union-attr]
+            body: dict[str, Any] = json.loads(text)
+            return body
+
+    body = asyncio.run(scenario())
+    assert body["clusterTag"] == "depmcp" and body["allReady"] is True
+    assert [d["status"] for d in body["dependencies"]] == ["ACTIVE"] * 4
+
+
+@pytest.mark.parametrize("bad", [{"clusterTag": "Bad_Tag"}, {"names": ["keda"]}])
+def test_bad_input_is_refused(cp: Running, bad: dict[str, Any]) -> None:
+    with cp.client() as client:
+        response = client.post("/api/v1/clusters/dependencies", json=bad)
+        assert response.status_code == 422, response.text
+        assert response.json()["error"]["code"] == "INVALID_INPUT"
