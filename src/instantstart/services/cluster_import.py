@@ -1,0 +1,159 @@
+"""Importing an existing EKS cluster (with or without HyperPod): detect what is there, never own it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from anyio import to_thread
+from pydantic import Field
+from sqlalchemy.exc import IntegrityError
+
+from instantstart.aws.errors import translate
+from instantstart.catalog import operation
+from instantstart.catalog.base import WireModel
+from instantstart.context import CallContext
+from instantstart.errors import Conflict, NotFound
+from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, StageSpec
+from instantstart.operations.models import OperationRef
+from instantstart.operations.runner import StageContext
+from instantstart.services import eks as eks_svc
+from instantstart.services.cluster_eks import cluster_target
+from instantstart.services.clusters import update_cluster
+from instantstart.services.stagekit import blocking
+from instantstart.store.db import Database
+from instantstart.store.models import ClusterRow, utcnow
+from instantstart.validation import ClusterTag, Region
+
+
+class ImportRequest(WireModel):
+    """The EKS cluster to register, and the tag to know it by."""
+
+    eks_cluster_name: str = Field(pattern=r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$")
+    cluster_tag: ClusterTag | None = Field(default=None, description="Defaults to a tag derived from the name.")
+    region: Region | None = None
+
+
+def derive_tag(name: str) -> str:
+    """A valid cluster tag from an EKS cluster name."""
+    base = name.lower().removeprefix("eks-cluster-")
+    cleaned = "".join(c if c.isalnum() else "-" for c in base).strip("-")[:32].strip("-")
+    return cleaned or "imported"
+
+
+def detect(app_aws: Any, name: str, region: str) -> dict[str, Any]:
+    """What exists around an EKS cluster: network, add-ons, a HyperPod cluster orchestrated by it."""
+    eks = app_aws.client("eks", region)
+    cluster = eks_svc.describe(eks, name)
+    if cluster is None:
+        raise NotFound(f"EKS cluster {name} does not exist in {region}.", hint="Check the name and Region.")
+    vpc = cluster.get("resourcesVpcConfig", {})
+    details: dict[str, Any] = {
+        "eksClusterName": name,
+        "eksClusterArn": cluster.get("arn"),
+        "kubernetesVersion": cluster.get("version"),
+        "vpcId": vpc.get("vpcId"),
+        "eksSubnetIds": vpc.get("subnetIds", []),
+        "securityGroupId": (vpc.get("securityGroupIds") or [vpc.get("clusterSecurityGroupId")])[0],
+        "authenticationMode": cluster.get("accessConfig", {}).get("authenticationMode"),
+        "eksStatus": cluster.get("status"),
+    }
+    try:
+        details["addons"] = sorted(eks.list_addons(clusterName=name).get("addons", []))
+        sm = app_aws.client("sagemaker", region)
+        for summary in sm.list_clusters(MaxResults=100).get("ClusterSummaries", []):
+            hp = sm.describe_cluster(ClusterName=summary["ClusterName"])
+            if hp.get("Orchestrator", {}).get("Eks", {}).get("ClusterArn") == cluster.get("arn"):
+                groups = hp.get("InstanceGroups", [])
+                details.update(
+                    {
+                        "hyperpodClusterName": hp["ClusterName"],
+                        "hyperpodClusterArn": hp["ClusterArn"],
+                        "hyperpodStatus": hp["ClusterStatus"],
+                        "executionRoleArn": groups[0].get("ExecutionRole") if groups else None,
+                        "instanceGroups": [g["InstanceGroupName"] for g in groups],
+                    }
+                )
+                break
+    except Exception as exc:
+        raise translate(exc, f"inspect {name}") from exc
+    return details
+
+
+def register_import(db: Database, tag: str, region: str, details: dict[str, Any]) -> None:
+    """The cluster row of an imported cluster (nothing in the ledger: it owns nothing)."""
+    stages = {"eks": "SUCCEEDED" if details.get("eksStatus") == "ACTIVE" else str(details.get("eksStatus"))}
+    if details.get("hyperpodClusterName"):
+        stages["hyperpod"] = "SUCCEEDED" if details.get("hyperpodStatus") == "InService" else "RUNNING"
+    try:
+        with db.session() as session:
+            session.add(
+                ClusterRow(
+                    tag=tag,
+                    region=region,
+                    eks_cluster_name=details["eksClusterName"],
+                    hyperpod_cluster_name=details.get("hyperpodClusterName"),
+                    imported=True,
+                    stages=stages,
+                    details=details,
+                    created_at=utcnow(),
+                    updated_at=utcnow(),
+                )
+            )
+    except IntegrityError:
+        raise Conflict(
+            f"The cluster tag {tag!r} is already in use.",
+            hint="Pass another clusterTag.",
+            details={"fields": [{"field": "clusterTag", "message": "already in use"}]},
+        ) from None
+
+
+async def stage_detect(stage: StageContext) -> dict[str, Any]:
+    """Refresh what the imported cluster has (re-runnable)."""
+    p = stage.params
+    try:
+        details = await blocking(detect, stage.app.aws, p["eksClusterName"], p["region"])
+    except NotFound as exc:
+        raise PermanentError(exc.message, code=exc.code, hint=exc.hint) from exc
+    await blocking(update_cluster, stage.app.db, p["clusterTag"], details=details)
+    await stage.progress(
+        f"detected {len(details.get('addons', []))} add-ons"
+        + (f" and HyperPod cluster {details['hyperpodClusterName']}" if details.get("hyperpodClusterName") else "")
+    )
+    return details
+
+
+KINDS.register(OperationKind(name="cluster_import", stages=(StageSpec("detect", stage_detect),)))
+
+
+@operation(
+    "cluster_import",
+    method="POST",
+    path="/clusters/import",
+    completion="cluster_list_all",
+    example={"eksClusterName": "eks-cluster-missing"},
+)
+async def cluster_import(ctx: CallContext, req: ImportRequest) -> OperationRef:
+    """Register an existing EKS cluster (with or without a HyperPod cluster on it) so every tool can act on
+    it: detects its network, add-ons and HyperPod cluster. Deleting an imported cluster never removes what
+    this control plane did not create. The EKS cluster must exist (NOT_FOUND otherwise)."""
+    region = req.region or ctx.app.settings.aws_region
+    if ctx.idempotency_key:
+        existing = await to_thread.run_sync(ctx.app.runner.store.find_by_key, "cluster_import", ctx.idempotency_key)
+        if existing is not None:
+            return OperationRef(
+                operation_id=existing.operation_id,
+                status=existing.status,
+                status_tool="cluster_list_all",
+                poll_after_seconds=2,
+            )
+    details = await blocking(detect, ctx.app.aws, req.eks_cluster_name, region)
+    tag = req.cluster_tag or derive_tag(req.eks_cluster_name)
+    await to_thread.run_sync(register_import, ctx.app.db, tag, region, details)
+    return await ctx.app.runner.submit(
+        "cluster_import",
+        {"clusterTag": tag, "region": region, "eksClusterName": req.eks_cluster_name},
+        target=cluster_target(tag),
+        idempotency_key=ctx.idempotency_key,
+        status_tool="cluster_list_all",
+        poll_after_seconds=2,
+    )

@@ -1,0 +1,39 @@
+"""Importing an EKS cluster made elsewhere: detection, switching to it, and a deletion that owns nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from instantstart.twin_process import TwinProcess
+from tests.integration.conftest import twin_client
+from tests.skeleton.helpers import wait_terminal
+from tests.support.servers import Running
+
+
+def test_import_detects_and_deletion_leaves_it_alone(cp: Running, twin: TwinProcess) -> None:
+    ec2: Any = twin_client(twin, "ec2")
+    vpc = ec2.create_vpc(CidrBlock="10.50.0.0/16")["Vpc"]["VpcId"]
+    subnets = [
+        ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.50.{i}.0/24", AvailabilityZone=f"us-west-2{z}")["Subnet"][
+            "SubnetId"
+        ]
+        for i, z in enumerate("ab")
+    ]
+    iam: Any = twin_client(twin, "iam")
+    role = iam.create_role(RoleName="their-eks-role", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    eks: Any = twin_client(twin, "eks")
+    eks.create_cluster(name="theirs", roleArn=role, resourcesVpcConfig={"subnetIds": subnets})
+    with cp.client() as client:
+        missing = client.post("/api/v1/clusters/import", json={"eksClusterName": "nope"})
+        assert missing.status_code == 404
+        ref = client.post("/api/v1/clusters/import", json={"eksClusterName": "theirs"}).json()
+        assert wait_terminal(client, ref["operationId"], timeout=60)["status"] == "SUCCEEDED"
+        clusters = client.get("/api/v1/clusters").json()["clusters"]
+        assert clusters[0]["clusterTag"] == "theirs" and clusters[0]["imported"] is True
+        plan = client.get("/api/v1/clusters/theirs/deletion-plan").json()
+        assert plan["imported"] is True and plan["resources"] == []
+        go = client.post("/api/v1/clusters/theirs/delete", json={"planDigest": plan["planDigest"]}).json()
+        assert wait_terminal(client, go["operationId"], timeout=60)["status"] == "SUCCEEDED"
+        assert client.get("/api/v1/clusters").json()["count"] == 0
+    assert eks.describe_cluster(name="theirs")["cluster"]["name"] == "theirs"
+    assert ec2.describe_vpcs(VpcIds=[vpc])["Vpcs"]
