@@ -275,6 +275,12 @@ class ObjectStore:
             if listener in self._listeners:
                 self._listeners.remove(listener)
 
+    @property
+    def listener_count(self) -> int:
+        """How many listeners are registered (watch streams unsubscribe when they end)."""
+        with self._lock:
+            return len(self._listeners)
+
     def events_since(
         self, resource_version: int, rtype: ResourceType | None = None
     ) -> builtins.list[WatchEvent] | None:
