@@ -164,7 +164,10 @@ class Lifecycle:
         checks = (group.spec.get("OnStartDeepHealthChecks") if group else None) or []
 
         def booted() -> None:
-            if checks:
+            problem = self.lifecycle_script_problem(group) if group is not None else None
+            if problem is not None:
+                self._node_failed(cluster, node, problem)
+            elif checks:
                 self._set(cluster, node, "DeepHealthCheckInProgress", "Running deep health checks")
                 self._at(DEEP_HEALTH_CHECK, cluster, node, lambda: self._running(cluster, node))
             else:
@@ -189,6 +192,10 @@ class Lifecycle:
             resource_type="InstanceGroup",
             group=group.name,
         )
+        self._group_failed(cluster, group)
+
+    def _group_failed(self, cluster: Cluster, group: InstanceGroup) -> None:
+        """A group cannot reach its target: Continuous retries later, classic mode rolls back."""
         if cluster.continuous:
             # Continuous provisioning keeps retrying until the target is reached.
             version = cluster.version
@@ -209,8 +216,45 @@ class Lifecycle:
             return
         if cluster.status == "Creating":
             self._roll_back_creation(cluster)
-        else:
+        elif cluster.status not in ("RollingBack", "Failed", "Deleting"):
             self._roll_back_group(cluster, group)
+
+    def lifecycle_script_problem(self, group: InstanceGroup) -> str | None:
+        """Why the group's OnCreate script cannot be fetched from S3 (None when it can, or none is set)."""
+        lcc = group.spec.get("LifeCycleConfig") or {}
+        uri, script = str(lcc.get("SourceS3Uri") or ""), str(lcc.get("OnCreate") or "")
+        if not uri.startswith("s3://") or not script:
+            return None
+        from moto.s3.models import s3_backends
+
+        bucket, _, prefix = uri[len("s3://") :].partition("/")
+        key = f"{prefix.strip('/')}/{script}" if prefix.strip("/") else script
+        where = f"s3://{bucket}/{key}"
+        try:
+            found = s3_backends[self.ctx.account_id]["aws"].get_object(bucket, key)
+        except Exception:
+            found = None
+        if found is None:
+            return f"Lifecycle script {where} could not be downloaded: the object does not exist."
+        return None
+
+    def _node_failed(self, cluster: Cluster, node: Node, message: str) -> None:
+        group = cluster.groups.get(node.group)
+        self._set(cluster, node, "Failure", message)
+        cluster.failure_message = message
+        cluster.add_event(
+            self.ctx.clock.wall(),
+            f"Instance {node.instance_id} failed provisioning: {message}",
+            level="Error",
+            resource_type="Instance",
+            group=node.group,
+            instance_id=node.instance_id,
+        )
+        if cluster.continuous or cluster.status not in ("Creating",):
+            self.remove_node(cluster, node, message)
+        if group is not None and group.failure is None:
+            group.failure = message
+            self._group_failed(cluster, group)
 
     def _roll_back_creation(self, cluster: Cluster) -> None:
         cluster.status = "RollingBack"

@@ -265,6 +265,29 @@ def test_autoscaler_path_and_classic_update_conflict(twin: Twin, env: tuple[Net,
     assert sm.describe_cluster(ClusterName="classic")["ClusterStatus"] == "InService"
 
 
+def test_missing_lifecycle_script_fails_nodes_until_uploaded(twin: Twin, env: tuple[Net, str]) -> None:
+    sm = twin.boto3_client("sagemaker")
+    lcc = {"LifeCycleConfig": {"SourceS3Uri": f"s3://{twin.project_bucket}/lcs/", "OnCreate": "on_create.sh"}}
+    create(twin, env, "lcs-cont", [group("cpu", "ml.c5.xlarge", 1, **lcc)], NodeProvisioningMode="Continuous")
+    advance(twin, 481)
+    described = sm.describe_cluster(ClusterName="lcs-cont")
+    assert "lcs/on_create.sh could not be downloaded" in described["FailureMessage"]
+    assert described["InstanceGroups"][0]["CurrentCount"] == 0
+    twin.boto3_client("s3").put_object(Bucket=twin.project_bucket, Key="lcs/on_create.sh", Body=b"#!/bin/bash\n")
+    advance(twin, 301)  # the next retry launches a node that finds its script
+    advance(twin, 421)
+    described = sm.describe_cluster(ClusterName="lcs-cont")
+    assert described["InstanceGroups"][0]["CurrentCount"] == 1 and "FailureMessage" not in described
+
+    missing = {"LifeCycleConfig": {"SourceS3Uri": f"s3://{twin.project_bucket}/none", "OnCreate": "on_create.sh"}}
+    create(twin, env, "lcs-classic", [group("cpu", "ml.c5.xlarge", 1, **missing)])
+    advance(twin, 421)
+    nodes = sm.list_cluster_nodes(ClusterName="lcs-classic")["ClusterNodeSummaries"]
+    assert [n["InstanceStatus"]["Status"] for n in nodes] == ["ShuttingDown"]
+    advance(twin, 121)
+    assert sm.describe_cluster(ClusterName="lcs-classic")["ClusterStatus"] == "Failed"
+
+
 def test_clock_and_reset(twin: Twin) -> None:
     before = control(twin, "clock")
     after = control(twin, "clock", {"advance": 100})
