@@ -2,7 +2,7 @@
 
 import importlib
 
-MODULES = ("utility", "operations", "clusters", "cluster_eks", "hyperpod", "preflight", "deletion", "dependencies", "cluster_import")
+MODULES = ("utility", "operations", "clusters", "cluster_eks", "hyperpod", "preflight", "deletion", "dependencies", "cluster_import", "cluster_status", "storage")
 
 
 def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:

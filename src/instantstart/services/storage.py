@@ -1,0 +1,372 @@
+"""S3 storage for the active cluster: a Mountpoint for S3 CSI volume and its claim, defaults, bucket listing."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from anyio import to_thread
+from kubernetes import client as k8s
+from pydantic import Field
+
+from instantstart.aws.errors import error_code, translate
+from instantstart.catalog import operation
+from instantstart.catalog.base import NoInput, WireModel
+from instantstart.context import AppContext, CallContext
+from instantstart.errors import InvalidInput, NotFound, PreconditionFailed
+from instantstart.manifests import storage as m
+from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, StageSpec
+from instantstart.operations.models import OperationRef
+from instantstart.operations.runner import StageContext
+from instantstart.services.cluster_eks import cluster_target
+from instantstart.services.cluster_status import as_dict, kube_api, kube_call
+from instantstart.services.clusters import get_cluster, resolve_tag
+from instantstart.services.stagekit import blocking, mark, project_bucket, wait_until
+from instantstart.store.models import ClusterRow
+from instantstart.validation import KubeName, Region
+
+FIELD_MANAGER = "instantstart"
+APPLY = "application/apply-patch+yaml"
+BIND_TIMEOUT = 300
+LIST_MAX_KEYS = 1000
+
+
+class StorageDefaults(WireModel):
+    """What s3_storage_create does when given nothing."""
+
+    cluster_tag: str
+    name: str = Field(description="Claim name (namespace default).")
+    namespace: str
+    bucket_name: str = Field(description="The project bucket; the CSI driver's role is scoped to it.")
+    bucket_exists: bool
+    region: str
+    driver: str
+    persistent_volume_name: str
+    access_modes: list[str]
+    mount_options: list[str]
+
+
+class StorageCreateRequest(WireModel):
+    """A claim on an S3 bucket for the active cluster."""
+
+    name: KubeName = Field(default=m.DEFAULT_CLAIM, description="Claim name; the PV is <name>-pv.")
+    bucket_name: str | None = Field(default=None, description="Default: the project bucket. Must exist.")
+    region: Region | None = Field(default=None, description="The bucket's Region (default: where it is).")
+
+
+class ListContentsRequest(WireModel):
+    """Which storage to list and under which prefix."""
+
+    storage: KubeName = Field(default=m.DEFAULT_CLAIM, description="The claim name given to s3_storage_create.")
+    prefix: str | None = Field(default=None, description="Key prefix below the volume's own prefix.")
+
+
+class S3Object(WireModel):
+    """One object of the bucket."""
+
+    key: str
+    path: str = Field(description="The path inside the mounted volume.")
+    size: int
+    last_modified: datetime | None
+
+
+class ListContentsResult(WireModel):
+    """One level of the bucket below the prefix (folders as commonPrefixes), at most 1000 objects."""
+
+    storage: str
+    bucket_name: str
+    prefix: str
+    objects: list[S3Object]
+    common_prefixes: list[str]
+    count: int
+    truncated: bool
+
+
+# -- bucket look-ups ------------------------------------------------------------------------------------
+
+
+def default_bucket(app: AppContext, row: ClusterRow) -> str:
+    """The cluster's project bucket: as recorded by the EKS stage, else configured, else the convention."""
+    recorded = (row.details or {}).get("bucket")
+    if recorded:
+        return str(recorded)
+    if app.settings.project_bucket:
+        return app.settings.project_bucket
+    try:
+        account = app.aws.client("sts", row.region).get_caller_identity()["Account"]
+    except Exception as exc:
+        raise translate(exc, "read the account id") from exc
+    return f"instantstart-{account}-{row.region}"
+
+
+def bucket_region(app: AppContext, bucket: str, region: str) -> str | None:
+    """The Region a bucket is in; None when it does not exist."""
+    s3 = app.aws.client("s3", region)
+    try:
+        location = s3.get_bucket_location(Bucket=bucket).get("LocationConstraint")
+    except Exception as exc:
+        if error_code(exc) in ("NoSuchBucket", "404", "NotFound"):
+            return None
+        raise translate(exc, f"locate bucket {bucket}") from exc
+    return str(location or "us-east-1")
+
+
+def storage_spec(app: AppContext, row: ClusterRow, given: dict[str, Any], *, field_prefix: str = "") -> dict[str, Any]:
+    """Validated {name, bucketName, region, prefix}; the bucket must exist (blocking; raises InvalidInput/NotFound)."""
+    name = m.validate_claim_name(given.get("name") or m.DEFAULT_CLAIM, f"{field_prefix}name")
+    bucket = m.validate_bucket_name(given.get("bucketName") or default_bucket(app, row), f"{field_prefix}bucketName")
+    prefix = m.validate_prefix(given["prefix"], f"{field_prefix}prefix") if given.get("prefix") else None
+    where = bucket_region(app, bucket, given.get("region") or row.region)
+    if where is None:
+        raise NotFound(
+            f"The S3 bucket {bucket!r} does not exist.",
+            hint="Give an existing bucket in bucketName, or omit it for the project bucket (the EKS stage makes it).",
+            details={"fields": [{"field": f"{field_prefix}bucketName", "message": "no such bucket"}]},
+        )
+    if given.get("region") and given["region"] != where:
+        field = f"{field_prefix}region"
+        raise InvalidInput(
+            f"Invalid input: {field}: bucket {bucket} is in {where}, not {given['region']}",
+            details={"fields": [{"field": field, "message": f"the bucket is in {where}"}]},
+        )
+    return {"name": name, "bucketName": bucket, "region": where, "prefix": prefix}
+
+
+# -- Kubernetes objects: look first, adopt what matches, create the rest by server-side apply --------------
+
+
+def _read(api: k8s.ApiClient, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
+    core = k8s.CoreV1Api(api)
+    try:
+        if kind == "PersistentVolume":
+            return as_dict(api, core.read_persistent_volume(name))
+        return as_dict(api, core.read_namespaced_persistent_volume_claim(name, namespace))
+    except k8s.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def _apply(api: k8s.ApiClient, body: dict[str, Any]) -> dict[str, Any]:
+    core = k8s.CoreV1Api(api)
+    name = body["metadata"]["name"]
+    kw: dict[str, Any] = {"field_manager": FIELD_MANAGER, "force": True, "_content_type": APPLY}
+    if body["kind"] == "PersistentVolume":
+        return as_dict(api, core.patch_persistent_volume(name, body, **kw))
+    return as_dict(api, core.patch_namespaced_persistent_volume_claim(name, body["metadata"]["namespace"], body, **kw))
+
+
+def ensure_object(api: k8s.ApiClient, desired: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """Adopt a matching existing PV/PVC untouched, refuse a conflicting one, else create it by server-side
+    apply (field manager "instantstart"). Returns (object, created). Blocking."""
+    kind, md = desired["kind"], desired["metadata"]
+    action = f"ensure {kind} {md['name']}"
+    found = kube_call(action, _read, api, kind, md["name"], md.get("namespace", ""))
+    if found is not None:
+        problems = m.pv_differences(found, desired) if kind == "PersistentVolume" else m.pvc_differences(found, desired)
+        if problems:
+            raise PermanentError(
+                f"{kind} {md['name']} already exists and differs: {'; '.join(problems)}.",
+                code="CONFLICT",
+                hint="Choose another storage name, or delete the existing object if nothing uses it.",
+            )
+        return found, False
+    return kube_call(action, _apply, api, desired), True
+
+
+def claim_phase(api: k8s.ApiClient, name: str, namespace: str) -> str:
+    """The claim's phase (blocking)."""
+    found = kube_call(f"read claim {name}", _read, api, "PersistentVolumeClaim", name, namespace)
+    return str(((found or {}).get("status") or {}).get("phase") or "Missing")
+
+
+def csi_driver_installed(api: k8s.ApiClient) -> bool:
+    """Whether the Mountpoint for S3 CSIDriver object exists (blocking)."""
+    try:
+        k8s.StorageV1Api(api).read_csi_driver(m.S3_CSI_DRIVER)
+        return True
+    except k8s.ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+
+
+# -- the storage stage ------------------------------------------------------------------------------------
+
+
+async def stage_storage(stage: StageContext) -> dict[str, Any]:
+    """PV for the Mountpoint S3 CSI driver on the bucket, and the claim bound to it (waited for)."""
+    p = stage.params
+    tag = p["clusterTag"]
+    app = stage.app
+    row = await to_thread.run_sync(get_cluster, app.db, tag)
+    given = dict(p.get("storage") or {})
+    await mark(stage, tag, "storage", "RUNNING")
+    if not given.get("bucketName") and not (row.details or {}).get("bucket"):
+        given["bucketName"] = await blocking(project_bucket, stage, p.get("region") or row.region, tag)
+    try:
+        spec = await blocking(storage_spec, app, row, given, field_prefix="storage.")
+    except (InvalidInput, NotFound) as exc:
+        raise PermanentError(exc.message, code=exc.code, hint=exc.hint) from None
+    name, namespace = spec["name"], m.DEFAULT_NAMESPACE
+    api = await blocking(kube_api, app, row)
+    driver = await blocking(kube_call, "read CSIDriver", csi_driver_installed, api)
+    if not driver:
+        await stage.progress(
+            f"note: CSIDriver {m.S3_CSI_DRIVER} is not installed yet; the claim binds but pods cannot mount it "
+            "until cluster_configure_dependencies installs the Mountpoint for S3 CSI driver"
+        )
+    pv = m.build_pv(cluster_tag=tag, claim=name, bucket=spec["bucketName"], region=spec["region"],
+                    namespace=namespace, prefix=spec["prefix"])
+    pvc = m.build_pvc(cluster_tag=tag, claim=name, namespace=namespace)
+    await stage.progress(f"PersistentVolume {m.pv_name(name)} on s3://{spec['bucketName']} ({spec['region']})")
+    _, pv_created = await blocking(ensure_object, api, pv)
+    await stage.progress(f"PersistentVolumeClaim {namespace}/{name}")
+    _, pvc_created = await blocking(ensure_object, api, pvc)
+    app.cache.invalidate(f"kube:{row.region}:{row.eks_cluster_name}:pvcs")
+
+    async def bound() -> tuple[bool, str]:
+        phase = await blocking(claim_phase, api, name, namespace)
+        return phase == "Bound", f"claim {namespace}/{name}: {phase}"
+
+    await wait_until(stage, bound, limit_seconds=BIND_TIMEOUT, what=f"claim {namespace}/{name}")
+    record = {
+        "namespace": namespace,
+        "persistentVolume": m.pv_name(name),
+        "bucketName": spec["bucketName"],
+        "region": spec["region"],
+        "prefix": spec["prefix"],
+        "driver": m.S3_CSI_DRIVER,
+        "csiDriverInstalled": driver,
+    }
+    storage_all = {**((row.details or {}).get("storage") or {}), name: record}
+    await mark(stage, tag, "storage", "SUCCEEDED", storage=storage_all)
+    return {"claim": name, **record, "created": {"persistentVolume": pv_created, "claim": pvc_created}}
+
+
+STORAGE_STAGE = StageSpec("storage", stage_storage, max_attempts=5, timeout_seconds=BIND_TIMEOUT + 300)
+KINDS.register(OperationKind(name="s3_storage_create", stages=(STORAGE_STAGE,)))
+
+
+# -- tools -------------------------------------------------------------------------------------------------
+
+
+async def _active(ctx: CallContext) -> ClusterRow:
+    tag = await to_thread.run_sync(resolve_tag, ctx.app.db, None)
+    return await to_thread.run_sync(get_cluster, ctx.app.db, tag)
+
+
+@operation("s3_storage_get_defaults", method="GET", path="/storage/s3/defaults", example={})
+async def s3_storage_get_defaults(ctx: CallContext, req: NoInput) -> StorageDefaults:
+    """What s3_storage_create uses when given nothing, for the active cluster: claim s3-claim in namespace
+    default, the project bucket (the Mountpoint CSI driver's role is scoped to it) and its Region, the
+    driver, access mode ReadWriteMany and the mount options. Needs an active cluster (cluster_switch)."""
+    row = await _active(ctx)
+    bucket = await blocking(default_bucket, ctx.app, row)
+    where = await blocking(bucket_region, ctx.app, bucket, row.region)
+    region = where or row.region
+    return StorageDefaults(
+        cluster_tag=row.tag, name=m.DEFAULT_CLAIM, namespace=m.DEFAULT_NAMESPACE, bucket_name=bucket,
+        bucket_exists=where is not None, region=region, driver=m.S3_CSI_DRIVER,
+        persistent_volume_name=m.pv_name(m.DEFAULT_CLAIM), access_modes=["ReadWriteMany"],
+        mount_options=m.mount_options(region),
+    )
+
+
+@operation(
+    "s3_storage_create",
+    method="POST",
+    path="/storage/s3",
+    completion="operation_get",
+    example={"name": "s3-claim"},
+)
+async def s3_storage_create(ctx: CallContext, req: StorageCreateRequest) -> OperationRef:
+    """Mount an S3 bucket into the active cluster: a static PersistentVolume <name>-pv for the Mountpoint
+    for S3 CSI driver (ReadWriteMany) and the claim <name> (namespace default) bound to it. The bucket
+    defaults to the project bucket and must exist; region, when given, must be the bucket's. The EKS stage
+    must be done. Re-running with the same values is a no-op; an existing claim or volume of that name
+    with other values is refused (CONFLICT). Pods mount it once the S3 CSI driver is installed
+    (cluster_configure_dependencies); cluster_get_status shows the claim Bound."""
+    row = await _active(ctx)
+    if (row.stages or {}).get("eks") != "SUCCEEDED" and not row.imported:
+        raise PreconditionFailed(
+            f"The EKS stage of cluster {row.tag} has not finished.",
+            hint="Wait for cluster_get_eks_creation_status to report SUCCEEDED, then retry.",
+        )
+    given = {"name": req.name, "bucketName": req.bucket_name, "region": req.region}
+    spec = await blocking(storage_spec, ctx.app, row, given)
+    return await ctx.app.runner.submit(
+        "s3_storage_create",
+        {"clusterTag": row.tag, "region": row.region, "storage": {k: v for k, v in spec.items() if v}},
+        target=cluster_target(row.tag),
+        idempotency_key=ctx.idempotency_key,
+        status_tool="operation_get",
+        poll_after_seconds=5,
+    )
+
+
+def _claim_source(app: AppContext, row: ClusterRow, claim: str) -> dict[str, Any]:
+    """The bucket, Region and prefix behind a claim: from Kubernetes (claim → PV), else the recorded storage."""
+    api = kube_api(app, row)
+    pvc = kube_call(f"read claim {claim}", _read, api, "PersistentVolumeClaim", claim, m.DEFAULT_NAMESPACE)
+    volume = ((pvc or {}).get("spec") or {}).get("volumeName")
+    pv = kube_call(f"read volume {volume}", _read, api, "PersistentVolume", volume, "") if volume else None
+    if pv is not None and m.pv_source(pv)["driver"] == m.S3_CSI_DRIVER:
+        source = m.pv_source(pv)
+        return {"bucketName": source["bucket"], "region": source["region"] or row.region, "prefix": source["prefix"]}
+    recorded = ((row.details or {}).get("storage") or {}).get(claim)
+    if pvc is None and recorded:
+        return {"bucketName": recorded["bucketName"], "region": recorded["region"], "prefix": recorded.get("prefix")}
+    raise NotFound(
+        f"No S3 storage named {claim!r} in cluster {row.tag}"
+        + (" (the claim exists but is not an S3 CSI volume)." if pvc is not None else "."),
+        hint="Create it with s3_storage_create; cluster_get_status lists the cluster's claims.",
+        details={"fields": [{"field": "storage", "message": "unknown S3 storage"}]},
+    )
+
+
+def list_objects(app: AppContext, bucket: str, region: str, prefix: str) -> dict[str, Any]:
+    """One ListObjectsV2 page (delimiter '/') of the bucket below `prefix` (blocking)."""
+    s3 = app.aws.client("s3", region)
+    try:
+        page = s3.list_objects_v2(Bucket=bucket, Prefix=prefix, Delimiter="/", MaxKeys=LIST_MAX_KEYS)
+    except Exception as exc:
+        raise translate(exc, f"list s3://{bucket}/{prefix}") from exc
+    return {
+        "objects": [
+            {"key": o["Key"], "size": int(o.get("Size", 0)), "lastModified": o.get("LastModified")}
+            for o in page.get("Contents") or []
+        ],
+        "commonPrefixes": [c["Prefix"] for c in page.get("CommonPrefixes") or []],
+        "truncated": bool(page.get("IsTruncated")),
+    }
+
+
+@operation("s3_storage_list_contents", method="GET", path="/storage/s3/contents", example={"storage": "s3-claim"})
+async def s3_storage_list_contents(ctx: CallContext, req: ListContentsRequest) -> ListContentsResult:
+    """List one level of the S3 storage `storage` (default s3-claim) of the active cluster: objects with
+    size and time, and sub-folders as commonPrefixes, below `prefix` (relative to the volume's own prefix,
+    so paths match what pods see under the mount). At most 1000 objects; `truncated` says when more exist.
+    Cached for a few seconds."""
+    row = await _active(ctx)
+    prefix = m.validate_prefix(req.prefix) if req.prefix else ""
+
+    async def source() -> dict[str, Any]:
+        return await blocking(_claim_source, ctx.app, row, req.storage)
+
+    src: dict[str, Any] = await ctx.app.cache.get(f"storage:{row.tag}:{req.storage}:source", source)
+    base = src["prefix"] or ""
+    full = base + prefix
+
+    async def fetch() -> dict[str, Any]:
+        return await blocking(list_objects, ctx.app, src["bucketName"], src["region"], full)
+
+    page: dict[str, Any] = await ctx.app.cache.get(f"s3:{src['region']}:{src['bucketName']}:list:{full}", fetch)
+    objects = [
+        S3Object(key=o["key"], path=o["key"][len(base):], size=o["size"], last_modified=o["lastModified"])
+        for o in page["objects"]
+    ]
+    return ListContentsResult(
+        storage=req.storage, bucket_name=src["bucketName"], prefix=full, objects=objects,
+        common_prefixes=page["commonPrefixes"], count=len(objects), truncated=page["truncated"],
+    )
