@@ -140,7 +140,8 @@ async def cluster_list_all(ctx: CallContext, req: NoInput) -> ClusterListResult:
     return await to_thread.run_sync(list_clusters, ctx.app.db)
 
 
-async def _activate(stage: StageContext) -> dict[str, Any]:
+async def activate_stage(stage: StageContext) -> dict[str, Any]:
+    """Record the cluster as the active one."""
     tag = stage.params["clusterTag"]
     db = stage.app.db
     try:
@@ -152,7 +153,7 @@ async def _activate(stage: StageContext) -> dict[str, Any]:
     return {"activeCluster": tag}
 
 
-async def _reach(stage: StageContext) -> dict[str, Any]:
+async def reach_stage(stage: StageContext) -> dict[str, Any]:
     """Prove the control plane reaches the cluster's Kubernetes API with an EKS token it made itself."""
     from kubernetes import client as k8s
 
@@ -186,8 +187,10 @@ KINDS.register(
     OperationKind(
         name="cluster_switch",
         stages=(
-            StageSpec("activate", _activate),
-            StageSpec("reach", _reach, max_attempts=6, timeout_seconds=120, backoff_seconds=2, backoff_max_seconds=20),
+            StageSpec("activate", activate_stage),
+            StageSpec(
+                "reach", reach_stage, max_attempts=6, timeout_seconds=120, backoff_seconds=2, backoff_max_seconds=20
+            ),
         ),
     )
 )

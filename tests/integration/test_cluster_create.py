@@ -1,0 +1,58 @@
+"""cluster_create through REST: one operation, six recorded stages, a verified cluster with storage bound."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from instantstart.twin_process import TwinProcess
+from tests.integration.conftest import twin_client
+from tests.skeleton.helpers import wait_terminal
+from tests.support.servers import Running
+
+STAGES = ["eks", "activate", "dependencies", "hyperpod", "storage", "verification"]
+
+
+def test_cluster_create_runs_all_six_stages(cp: Running, twin: TwinProcess) -> None:
+    with cp.client() as client:
+        ref = client.post(
+            "/api/v1/clusters",
+            json={
+                "clusterTag": "full",
+                "instanceType": "ml.g6.4xlarge",
+                "instanceCount": 1,
+                "availabilityZone": "us-west-2c",
+            },
+        )
+        assert ref.status_code == 202, ref.text
+        assert ref.json()["statusTool"] == "cluster_get_status"
+        view = wait_terminal(client, ref.json()["operationId"], timeout=300)
+        assert view["status"] == "SUCCEEDED", view
+        assert [s["name"] for s in view["stages"]] == STAGES
+        assert all(s["status"] == "SUCCEEDED" and s["attempts"] >= 1 for s in view["stages"])
+        status = client.get("/api/v1/clusters/status").json()
+        listing = client.get("/api/v1/clusters").json()
+    assert listing["activeCluster"] == "full"
+    assert {k: v for k, v in listing["clusters"][0]["stages"].items() if k in STAGES} == dict.fromkeys(
+        STAGES, "SUCCEEDED"
+    )
+    text = str(status)
+    assert "s3-claim" in text
+    sm: Any = twin_client(twin, "sagemaker")
+    assert sm.describe_cluster(ClusterName="hp-cluster-full")["ClusterStatus"] == "InService"
+
+
+def test_cluster_create_refuses_preflight_blockers(cp: Running, twin: TwinProcess) -> None:
+    with cp.client() as client:
+        response = client.post(
+            "/api/v1/clusters",
+            json={
+                "clusterTag": "nope",
+                "instanceType": "ml.g6.4xlarge",
+                "instanceCount": 1,
+                "availabilityZone": "us-east-1a",
+            },
+        )
+        assert response.status_code == 412
+        error = response.json()["error"]
+        assert error["details"]["blockers"][0]["code"] == "AZ_NOT_IN_REGION"
+        assert client.get("/api/v1/clusters").json()["count"] == 0
