@@ -2,9 +2,9 @@
 
 helm's storage driver writes its release Secrets with client-go's protobuf serializer and has no
 JSON fallback, so the server must read them; kubectl's typed commands (`create namespace`,
-`create configmap|secret|serviceaccount`, `delete`, `auth whoami`) do the same. Other kinds answer
-415 (typed `kubectl create deployment|service|job` generators; `kubectl apply`/`create -f` send
-JSON). This is a minimal wire-format reader with the field numbers of k8s.io/api core/v1 and
+`create configmap|secret|serviceaccount|service`, `expose`, `delete`, `auth whoami`) do the same.
+Other kinds answer 415 (typed `kubectl create deployment|job|cronjob` generators; `kubectl apply`
+and `create -f` send JSON). This is a minimal wire-format reader with the field numbers of k8s.io/api core/v1 and
 apimachinery meta/v1 generated.proto, for the few messages needed.
 """
 
@@ -209,7 +209,79 @@ def _service_account(data: bytes) -> Obj:
     return obj
 
 
+# Table-driven messages: field number -> (JSON name, kind). Kinds: "str", "int", "bool", "strs"
+# (repeated string), "map" (map<string,string>), "intstr" (IntOrString), or a nested schema dict
+# (message), or a one-element list holding a schema (repeated message). Decoding is strict: a field
+# the table does not know makes the body unreadable (415) rather than silently dropped.
+Schema = dict[int, tuple[str, Any]]
+SERVICE_PORT: Schema = {
+    1: ("name", "str"), 2: ("protocol", "str"), 3: ("port", "int"), 4: ("targetPort", "intstr"),
+    5: ("nodePort", "int"), 6: ("appProtocol", "str"),
+}
+SERVICE_SPEC: Schema = {
+    1: ("ports", [SERVICE_PORT]), 2: ("selector", "map"), 3: ("clusterIP", "str"), 4: ("type", "str"),
+    5: ("externalIPs", "strs"), 7: ("sessionAffinity", "str"), 8: ("loadBalancerIP", "str"),
+    9: ("loadBalancerSourceRanges", "strs"), 10: ("externalName", "str"), 11: ("externalTrafficPolicy", "str"),
+    12: ("healthCheckNodePort", "int"), 13: ("publishNotReadyAddresses", "bool"), 17: ("ipFamilyPolicy", "str"),
+    18: ("clusterIPs", "strs"), 19: ("ipFamilies", "strs"), 20: ("allocateLoadBalancerNodePorts", "bool"),
+    21: ("loadBalancerClass", "str"), 22: ("internalTrafficPolicy", "str"),
+}
+
+
+def _int_or_string(data: bytes) -> int | str:
+    kind, int_val, str_val = 0, 0, ""
+    for number, item in fields(data):
+        if number == 1 and isinstance(item, int):
+            kind = item
+        elif number == 2 and isinstance(item, int):
+            int_val = item
+        elif number == 3:
+            str_val = _str(item)
+    return str_val if kind == 1 else int_val
+
+
+def decode_message(data: bytes, schema: Schema) -> Obj:
+    """A message by its schema table; ProtobufError on a field the table does not know."""
+    out: Obj = {}
+    for number, item in fields(data):
+        if number not in schema:
+            raise ProtobufError(f"field {number} is not understood; send JSON")
+        name, kind = schema[number]
+        if kind == "str":
+            out[name] = _str(item)
+        elif kind == "int" and isinstance(item, int):
+            out[name] = item - (1 << 64) if item >= 1 << 63 else item
+        elif kind == "bool":
+            out[name] = bool(item)
+        elif kind == "strs":
+            out.setdefault(name, []).append(_str(item))
+        elif kind == "map":
+            key, val = _map_entry(item)
+            out.setdefault(name, {})[key] = val.decode()
+        elif kind == "intstr":
+            out[name] = _int_or_string(_bytes(item))
+        elif isinstance(kind, list):
+            out.setdefault(name, []).append(decode_message(_bytes(item), kind[0]))
+        elif isinstance(kind, dict):
+            out[name] = decode_message(_bytes(item), kind)
+        else:
+            raise ProtobufError(f"field {number} has an unexpected wire type")
+    # Go's generated code writes zero values of non-pointer fields; JSON omits them (omitempty).
+    return {k: v for k, v in out.items() if v not in ("", 0, False)}
+
+
+def _service(data: bytes) -> Obj:
+    obj: Obj = {"apiVersion": "v1", "kind": "Service"}
+    for number, item in fields(data):
+        if number == 1:
+            obj["metadata"] = object_meta(_bytes(item))
+        elif number == 2:
+            obj["spec"] = decode_message(_bytes(item), SERVICE_SPEC)
+    return obj
+
+
 DECODERS = {
+    ("v1", "Service"): _service,
     ("v1", "Namespace"): _namespace,
     ("v1", "ServiceAccount"): _service_account,
     ("v1", "Secret"): _secret,

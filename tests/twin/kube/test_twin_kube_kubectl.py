@@ -175,3 +175,19 @@ def test_delete_cascades(cluster: Cluster, ns: str) -> None:
         {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner.metadata.uid}]}})
     cluster.kubectl("delete", "-n", ns, "configmap", "owner", "--cascade=foreground")
     assert cluster.kubectl("get", "-n", ns, "configmaps", "-o", "name").stdout.split() == []
+
+
+def test_typed_create_commands_send_protobuf(cluster: Cluster, ns: str) -> None:
+    cluster.kubectl("create", "-n", ns, "configmap", "settings", "--from-literal=mode=fast")
+    cluster.kubectl("create", "-n", ns, "secret", "generic", "creds", "--from-literal=token=abc")
+    cluster.kubectl("create", "-n", ns, "serviceaccount", "robot")
+    cluster.kubectl("create", "-n", ns, "service", "clusterip", "api", "--tcp=80:8080")
+    core = kubernetes.client.CoreV1Api(cluster.api)
+    assert core.read_namespaced_config_map("settings", ns).data == {"mode": "fast"}
+    assert core.read_namespaced_secret("creds", ns).data == {"token": "YWJj"}
+    assert core.read_namespaced_service_account("robot", ns).metadata.uid
+    svc = core.read_namespaced_service("api", ns)
+    assert svc.spec.selector == {"app": "api"} and svc.spec.type == "ClusterIP" and svc.spec.cluster_ip
+    assert [(p.port, p.target_port, p.protocol) for p in svc.spec.ports] == [(80, 8080, "TCP")]
+    unsupported = cluster.kubectl("create", "-n", ns, "deployment", "d", "--image=nginx", check=False)
+    assert unsupported.returncode != 0 and "send JSON" in unsupported.stderr
