@@ -32,10 +32,12 @@ class ResourceType:
 
     @property
     def api_version(self) -> str:
+        """`group/version`, or just the version for the core group."""
         return f"{self.group}/{self.version}" if self.group else self.version
 
     @property
     def key(self) -> tuple[str, str]:
+        """(group, plural): how the store and URLs identify the type."""
         return (self.group, self.plural)
 
 
@@ -57,16 +59,22 @@ class StoreError(Exception):
 
 
 class NotFoundError(StoreError):
+    """The object (or type) does not exist."""
+
     code = 404
     reason = "NotFound"
 
 
 class AlreadyExistsError(StoreError):
+    """An object with that name exists already."""
+
     code = 409
     reason = "AlreadyExists"
 
 
 class ConflictError(StoreError):
+    """The resourceVersion of a write is not the stored one (optimistic concurrency)."""
+
     code = 409
     reason = "Conflict"
 
