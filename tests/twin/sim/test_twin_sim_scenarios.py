@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client as k8s
 
 from hyperpod_twin.twin import Twin, TwinConfig
-from tests.twin.aws.helpers import ROLE, Net, build_eks, build_network, control, group
+from tests.twin.aws.helpers import ROLE, Net, build_eks, build_network, control, ensure_execution_role, group
 from tests.twin.kube.eks_token import eks_token
 
 EKS = "sim-eks"
@@ -69,6 +69,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     twin = Twin(TwinConfig(clock_scale=0.001)).start()
     try:
         net = build_network(twin, "10.60")
+        ensure_execution_role(twin)
         build_eks(twin, net, EKS)
         eks = twin.boto3_client("eks").describe_cluster(name=EKS)["cluster"]
         ca = tmp_path_factory.mktemp("ca") / "ca.crt"
@@ -503,6 +504,19 @@ spec:
 """
 
 
+FOLLOW_JOB = """
+apiVersion: batch/v1
+kind: Job
+metadata: {name: follow}
+spec:
+  template:
+    metadata: {annotations: {twin.instantstart.io/run-seconds: "8"}}
+    spec:
+      restartPolicy: Never
+      containers: [{name: main, image: busybox:1.36, command: [sh, -c, echo hi]}]
+"""
+
+
 def test_kubectl_waits_on_simulated_workloads(env: Env, tmp_path: Path) -> None:
     import subprocess
 
@@ -536,6 +550,9 @@ def test_kubectl_waits_on_simulated_workloads(env: Env, tmp_path: Path) -> None:
     assert "successfully rolled out" in while_time_moves("rollout", "status", "deployment/web", "--timeout=60s")
     assert "condition met" in while_time_moves("wait", "--for=condition=complete", "job/hello", "--timeout=60s")
     assert "hello from the twin" in kubectl("logs", "job/hello")
+    kubectl("apply", "-f", "-", stdin=FOLLOW_JOB)
+    followed = while_time_moves("logs", "-f", "job/follow", "--pod-running-timeout=60s")
+    assert followed.splitlines()[-1] == "[twin] exited with code 0" and "[twin] working (3/3)" in followed
     nodes = kubectl("get", "nodes", "-L", "sagemaker.amazonaws.com/node-health-status", "--no-headers")
     assert "Ready" in nodes and "Schedulable" in nodes
-    kubectl("delete", "deployment/web", "job/hello")
+    kubectl("delete", "deployment/web", "job/hello", "job/follow")
