@@ -42,7 +42,9 @@ HP_CLUSTER_LABEL = "sagemaker.amazonaws.com/cluster-name"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 GPU = "nvidia.com/gpu"
 NEURON = "aws.amazon.com/neurondevice"
-HEALTHY_WORDS = {"READY", "HEALTHY", "INSTALLED", "SUCCEEDED", "ACTIVE", "OK", "DEPLOYED", "RUNNING", "TRUE"}
+# Dependency states that do not block verification. DEGRADED counts as usable, as the dependencies stage
+# itself treats it; the status still shows it.
+HEALTHY_WORDS = {"READY", "HEALTHY", "INSTALLED", "SUCCEEDED", "ACTIVE", "DEGRADED", "OK", "DEPLOYED", "RUNNING"}
 VERIFY_WAIT_SECONDS = 20 * 60
 
 
@@ -86,6 +88,15 @@ def kube_api(app: AppContext, row: ClusterRow) -> k8s.ApiClient:
         return app.kube.api_client(row.eks_cluster_name, row.region)
     except Exception as exc:
         raise translate(exc, f"reach the Kubernetes API of {row.eks_cluster_name}") from exc
+
+
+def _api_or_error(app: AppContext, row: ClusterRow) -> k8s.ApiClient | InstantStartError:
+    """The ApiClient, or why there is none (cached either way, so an EKS cluster that is not ACTIVE yet
+    costs one DescribeCluster per cache interval however many callers poll)."""
+    try:
+        return kube_api(app, row)
+    except InstantStartError as exc:
+        return exc
 
 
 def as_dict(api: k8s.ApiClient, obj: Any) -> dict[str, Any]:
@@ -273,6 +284,7 @@ class DependencyHealth(WireModel):
     name: str
     healthy: bool
     status: str
+    message: str | None = None
 
 
 class ClusterStatus(WireModel):
@@ -315,10 +327,12 @@ def dependency_health(details: dict[str, Any]) -> tuple[bool, list[DependencyHea
             word = str(entry.get("status") or entry.get("state") or entry.get("phase") or "")
             healthy = bool(flag) if isinstance(flag, bool) else word.upper() in HEALTHY_WORDS
             status = word or ("healthy" if healthy else "unhealthy")
+            message = str(entry.get("message") or "") or None
         else:
             status = str(entry)
             healthy = status.upper() in HEALTHY_WORDS
-        out.append(DependencyHealth(name=name, healthy=healthy, status=status))
+            message = None
+        out.append(DependencyHealth(name=name, healthy=healthy, status=status, message=message))
     return True, out
 
 
@@ -350,7 +364,10 @@ async def collect_status(app: AppContext, tag: str, claims: tuple[str, ...] = (D
     pvcs: list[dict[str, Any]] = []
     reachable = True
     try:
-        api = await to_thread.run_sync(kube_api, app, row)
+        api_or_error = await _cached(app, f"kubeapi:{base}", lambda: _api_or_error(app, row))
+        if isinstance(api_or_error, InstantStartError):
+            raise api_or_error
+        api = api_or_error
         hp, nodes, used, pvcs = await asyncio.gather(
             hp_task,
             _cached(app, f"kube:{base}:nodes", lambda: read_nodes(api)),
@@ -420,7 +437,9 @@ async def collect_status(app: AppContext, tag: str, claims: tuple[str, ...] = (D
             elif not found.bound:
                 problems.append(f"storage claim {DEFAULT_NAMESPACE}/{claim} is {found.phase}, not Bound.")
     recorded, deps = dependency_health(row.details or {})
-    problems.extend(f"dependency {d.name} is not healthy ({d.status})." for d in deps if not d.healthy)
+    problems.extend(
+        f"dependency {d.name} is {d.status}{': ' + d.message if d.message else ''}." for d in deps if not d.healthy
+    )
     return ClusterStatus(
         cluster_tag=tag, region=region, ready=not problems, problems=problems, kubernetes_reachable=reachable,
         hyperpod_cluster_name=hp_name, hyperpod_status=hp_status, instance_groups=groups, nodes=node_views,
