@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -15,7 +17,7 @@ from instantstart.twin_process import TwinProcess
 from tests.integration.conftest import twin_client
 from tests.skeleton.faces import mcp_http
 from tests.skeleton.helpers import wait_terminal
-from tests.support.servers import Running
+from tests.support.servers import Running, free_port, thread_server
 
 DEFAULT_ADDONS = ("eks-pod-identity-agent", "aws-mountpoint-s3-csi-driver", "metrics-server")
 DEFAULTS = ("eks-pod-identity-agent", "hyperpod-dependencies", "aws-mountpoint-s3-csi-driver", "metrics-server")
@@ -217,3 +219,28 @@ def test_bad_input_is_refused(cp: Running, bad: dict[str, Any]) -> None:
         response = client.post("/api/v1/clusters/dependencies", json=bad)
         assert response.status_code == 422, response.text
         assert response.json()["error"]["code"] == "INVALID_INPUT"
+
+
+@pytest.fixture
+def cp_bad_repo(twin: TwinProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Running]:
+    """The control plane with a chart repository URL nothing answers on."""
+    for key, value in twin.env.items():
+        monkeypatch.setenv(key, value)
+    with thread_server(tmp_path / "data", f"sqlite:///{tmp_path / 'state.db'}", aws_endpoint_url=twin.endpoint_url,
+                       aws_region=twin.env["AWS_REGION"], poll_seconds=0.2, status_cache_seconds=1.0,
+                       helm_repository_url=f"http://127.0.0.1:{free_port()}/charts") as running:
+        yield running
+
+
+def test_unreachable_chart_repository_fails_only_the_chart(cp_bad_repo: Running, twin: TwinProcess) -> None:
+    with cp_bad_repo.client() as client:
+        _eks_then_switch(client, "badrepo")
+        view = _configure(client)
+        assert view["status"] == "FAILED", view
+        assert "hyperpod-dependencies" in view["error"]["message"]
+        status = client.get("/api/v1/clusters/dependency-status").json()
+        deps = {d["name"]: d for d in status["dependencies"]}
+        chart = deps["hyperpod-dependencies"]
+        assert chart["status"] == "FAILED" and "INSTANTSTART_HELM_REPOSITORY_URL" in chart["hint"], chart
+        assert chart["actual"]["status"] == "NOT_INSTALLED"
+        assert [deps[n]["status"] for n in DEFAULT_ADDONS] == ["ACTIVE"] * 3

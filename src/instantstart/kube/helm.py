@@ -204,6 +204,10 @@ class Helm:
         items: list[dict[str, Any]] = json.loads(out) if out.strip() else []
         return items
 
+    def rollback(self, release: str, namespace: str) -> None:
+        """`helm rollback` to the previous revision (clears a release stuck in pending-upgrade)."""
+        self.run(["rollback", _check(release, _RELEASE_RE, "release"), "--namespace", namespace])
+
     def uninstall(self, release: str, namespace: str) -> bool:
         """`helm uninstall`; False when the release was already gone."""
         try:

@@ -474,6 +474,16 @@ class Reconciler:
         result.desired["repository"] = repo
         helm = await self.helm()
         current = await blocking(helm.release, dep.release, dep.namespace)
+        status = (current or {}).get("status", "")
+        if status == "pending-install":
+            # A helm run interrupted before its first install finished (e.g. the server was killed): start over.
+            await self.progress(f"{dep.name}: release {dep.release} stuck in pending-install; reinstalling")
+            await blocking(helm.uninstall, dep.release, dep.namespace)
+            current = None
+        elif status in ("pending-upgrade", "pending-rollback"):
+            await self.progress(f"{dep.name}: release {dep.release} stuck in {status}; rolling back")
+            await blocking(helm.rollback, dep.release, dep.namespace)
+            current = await blocking(helm.release, dep.release, dep.namespace)
         wanted_chart = f"{dep.chart}-{dep.version}"
         same = False
         if current is not None and current.get("status") == "deployed" and current.get("chart") == wanted_chart:
