@@ -82,6 +82,9 @@ def client_gone(sock: socket.socket) -> bool:
 
 class _RequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # An idle keep-alive connection is closed after this long, so its thread does not live forever;
+    # streams only write, so a long quiet watch is unaffected.
+    timeout = 600
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:

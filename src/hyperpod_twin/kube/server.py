@@ -243,7 +243,7 @@ class KubeApiServer:
 
     def _check_accept(self, request: Request) -> None:
         accept = request.headers.get("accept", "")
-        if accept and "json" not in accept and "*/*" not in accept and "yaml" not in accept:
+        if accept and "json" not in accept and "*/*" not in accept:
             raise ApiError(406, "only application/json responses are served", "NotAcceptable")
 
     def _object(self, request: Request, target: Target, obj: Obj, code: int = 200) -> Response:
