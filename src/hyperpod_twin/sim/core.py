@@ -51,6 +51,9 @@ def nsname(key: Hashable) -> tuple[str, str]:
     return str(key[0]), str(key[1])
 
 
+EVENT_TTL_SECONDS = 3600.0
+
+
 @dataclass
 class SimConfig:
     """Timings of the simulated kubelets and controllers, in twin seconds."""
@@ -119,6 +122,7 @@ class ClusterSim:
     _drain_lock: threading.RLock = field(default_factory=threading.RLock)
     _draining: bool = False
     _epoch: int = 0
+    _events: dict[tuple[str, str, str, str], str] = field(default_factory=dict)  # (ns, uid, reason, msg) → name
     _running: bool = False
 
     @property
@@ -359,22 +363,27 @@ class ClusterSim:
         md = involved.get("metadata", {})
         ns = md.get("namespace") or "default"
         now = self.now()
-        for existing in self.list(EVENTS, ns):
-            io = existing.get("involvedObject", {})
-            if (
-                io.get("uid") == md.get("uid")
-                and existing.get("reason") == reason
-                and existing.get("message") == message
-            ):
-                existing["count"] = int(existing.get("count", 1)) + 1
-                existing["lastTimestamp"] = now
-                existing["metadata"].pop("resourceVersion", None)
-                self.update(EVENTS, existing)
-                return
+        ident = (ns, str(md.get("uid", "")), reason, message)
+        known = self._events.get(ident)
+        existing = self.get(EVENTS, ns, known) if known else None
+        if existing is not None:
+            existing["count"] = int(existing.get("count", 1)) + 1
+            existing["lastTimestamp"] = now
+            existing["metadata"].pop("resourceVersion", None)
+            self.update(EVENTS, existing)
+            return
+        name = f"{md.get('name', 'object')}.{kobj.random_suffix(16)}"
+        self._events[ident] = name
+
+        def expire() -> None:  # the API server's event TTL (one hour by default)
+            self._events.pop(ident, None)
+            self.delete(EVENTS, ns, name)
+
+        self.after(EVENT_TTL_SECONDS, expire)
         self.create(
             EVENTS,
             {
-                "metadata": {"name": f"{md.get('name', 'object')}.{kobj.random_suffix(16)}", "namespace": ns},
+                "metadata": {"name": name, "namespace": ns},
                 "involvedObject": {
                     "apiVersion": involved.get("apiVersion", ""),
                     "kind": involved.get("kind", ""),

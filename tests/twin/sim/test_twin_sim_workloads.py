@@ -225,3 +225,15 @@ def test_on_failure_job_restarts_its_container_and_counts_restarts(cluster: SimC
     job = cluster.get("batch", "jobs", "broken")
     assert next(c for c in job["status"]["conditions"] if c["type"] == "Failed")["reason"] == "BackoffLimitExceeded"
     assert not [p for p in cluster.list("", "pods", "default") if p["metadata"]["labels"].get("job-name") == "broken"]
+
+
+def test_events_repeat_into_a_count_and_expire_after_an_hour(cluster: SimCluster) -> None:
+    pod = cluster.create("", "pods", {"metadata": {"name": "lonely"}, "spec": pod_spec()})
+    for _ in range(2):
+        cluster.sim.run(lambda: cluster.sim.event(pod, "Custom", "same message", "Warning"))
+    (event,) = [e for e in cluster.list("", "events", "default") if e["reason"] == "Custom"]
+    assert (
+        event["count"] == 2 and event["type"] == "Warning" and event["involvedObject"]["uid"] == pod["metadata"]["uid"]
+    )
+    cluster.clock.advance(3601)
+    assert not [e for e in cluster.list("", "events", "default") if e["reason"] == "Custom"]
