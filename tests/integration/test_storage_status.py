@@ -61,6 +61,17 @@ def wait_status(client: httpx.Client, predicate: Any, timeout: float = 30.0) -> 
         time.sleep(0.2)
 
 
+def mcp_call(cp: Running, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    """Call one tool through an MCP client over streamable HTTP."""
+
+    async def call() -> dict[str, Any]:
+        async with mcp_http(cp) as session:
+            payload: dict[str, Any] = tool_payload(await session.call_tool(tool, args))
+            return payload
+
+    return asyncio.run(call())
+
+
 def app_context(cp: Running, twin: TwinProcess, tmp_path: Path) -> AppContext:
     """A second, real application context on the same database and twin (to run a stage function directly)."""
     settings = Settings(data_dir=tmp_path / "stage", database_url=cp.database_url, aws_endpoint_url=twin.endpoint_url,
@@ -143,7 +154,8 @@ def test_storage_status_and_verification(cp: Running, twin: TwinProcess, tmp_pat
         assert bad_name.status_code == 422 and "name" in bad_name.json()["error"]["message"]
         assert client.get("/api/v1/operations", params={"kind": "s3_storage_create"}).json()["total"] == 0
 
-        ref = client.post("/api/v1/storage/s3", json={}).json()
+        # The agent path: s3_storage_create through an MCP client.
+        ref = mcp_call(cp, "s3_storage_create", {})
         assert ref["statusTool"] == "operation_get"
         view = wait_terminal(client, ref["operationId"], timeout=60)
         assert view["status"] == "SUCCEEDED", view
@@ -161,6 +173,7 @@ def test_storage_status_and_verification(cp: Running, twin: TwinProcess, tmp_pat
         failed = wait_terminal(client, other["operationId"], timeout=60)
         assert failed["status"] == "FAILED" and failed["error"]["code"] == "CONFLICT", failed
         assert "bucket is" in failed["error"]["message"]
+        assert client.get("/api/v1/clusters").json()["clusters"][0]["stages"]["storage"] == "FAILED"
         # A second storage on the other bucket, under its own name, works.
         second = client.post("/api/v1/storage/s3", json={"name": "scratch", "bucketName": "other-bucket-st1"}).json()
         assert wait_terminal(client, second["operationId"], timeout=60)["status"] == "SUCCEEDED"
@@ -212,12 +225,7 @@ def test_storage_status_and_verification(cp: Running, twin: TwinProcess, tmp_pat
         assert status["accelerators"][0]["gpuAvailable"] == 0 and status["nodes"][0]["gpusAllocated"] == 1
 
         # Through an MCP client too: the same status the agent sees.
-        async def over_mcp() -> dict[str, Any]:
-            async with mcp_http(cp) as session:
-                payload: dict[str, Any] = tool_payload(await session.call_tool("cluster_get_status", {}))
-                return payload
-
-        agent = asyncio.run(over_mcp())
+        agent = mcp_call(cp, "cluster_get_status", {})
         assert agent["ready"] is True and agent["accelerators"][0]["gpuTotal"] == 1
 
     # The verification stage (what cluster_create runs last) passes on this cluster …
@@ -233,6 +241,8 @@ def test_storage_status_and_verification(cp: Running, twin: TwinProcess, tmp_pat
                         "verifyWaitSeconds": 0.3})
     assert info.value.code == "VERIFICATION_FAILED" and "default/absent does not exist" in info.value.message
     assert info.value.hint and "cluster_get_status" in info.value.hint
+    with cp.client() as client:
+        assert client.get("/api/v1/clusters").json()["clusters"][0]["stages"]["verification"] == "FAILED"
     app.db.dispose()
 
 

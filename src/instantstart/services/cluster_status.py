@@ -468,18 +468,26 @@ async def cluster_get_status(ctx: CallContext, req: NoInput) -> ClusterStatus:
 
 async def stage_verification(stage: StageContext) -> dict[str, Any]:
     """Wait until the cluster verifies (nodes Ready/schedulable matching the instance groups, GPU totals,
-    the storage claim Bound, dependencies healthy where recorded); fail with the remaining problems."""
+    the storage claim Bound, dependencies healthy where recorded); fail with the remaining problems.
+    The cluster row's stage "verification" says RUNNING, SUCCEEDED or FAILED."""
+    tag = stage.params["clusterTag"]
+    await mark(stage, tag, "verification", "RUNNING")
+    try:
+        return await _verify(stage, tag)
+    except Exception:
+        await mark(stage, tag, "verification", "FAILED")
+        raise
+
+
+async def _verify(stage: StageContext, tag: str) -> dict[str, Any]:
     p = stage.params
-    tag = p["clusterTag"]
     claim = (p.get("storage") or {}).get("name") or DEFAULT_CLAIM
     limit = float(p.get("verifyWaitSeconds") or VERIFY_WAIT_SECONDS)
-    await mark(stage, tag, "verification", "RUNNING")
     deadline = time.monotonic() + limit
     last = ""
     while True:
         status = await collect_status(stage.app, tag, (claim,))
         if status.hyperpod_status in ("Failed", "Deleting", "NOT_FOUND"):
-            await mark(stage, tag, "verification", "FAILED")
             raise PermanentError(
                 status.problems[0] if status.problems else f"HyperPod cluster is {status.hyperpod_status}.",
                 code="PRECONDITION_FAILED" if status.hyperpod_status == "NOT_FOUND" else "PROVIDER_ERROR",
@@ -492,7 +500,6 @@ async def stage_verification(stage: StageContext) -> dict[str, Any]:
             await stage.progress(message[:2000])
             last = message
         if time.monotonic() > deadline:
-            await mark(stage, tag, "verification", "FAILED")
             raise TemporaryError(
                 f"The cluster did not verify within {limit:.0f}s: " + "; ".join(status.problems),
                 code="VERIFICATION_FAILED",

@@ -195,13 +195,22 @@ def csi_driver_installed(api: k8s.ApiClient) -> bool:
 
 
 async def stage_storage(stage: StageContext) -> dict[str, Any]:
-    """PV for the Mountpoint S3 CSI driver on the bucket, and the claim bound to it (waited for)."""
+    """PV for the Mountpoint S3 CSI driver on the bucket, and the claim bound to it (waited for); the
+    cluster row's stage "storage" says RUNNING, SUCCEEDED or FAILED."""
+    tag = stage.params["clusterTag"]
+    await mark(stage, tag, "storage", "RUNNING")
+    try:
+        return await _ensure_storage(stage, tag)
+    except Exception:
+        await mark(stage, tag, "storage", "FAILED")
+        raise
+
+
+async def _ensure_storage(stage: StageContext, tag: str) -> dict[str, Any]:
     p = stage.params
-    tag = p["clusterTag"]
     app = stage.app
     row = await to_thread.run_sync(get_cluster, app.db, tag)
     given = dict(p.get("storage") or {})
-    await mark(stage, tag, "storage", "RUNNING")
     if not given.get("bucketName") and not (row.details or {}).get("bucket"):
         given["bucketName"] = await blocking(project_bucket, stage, p.get("region") or row.region, tag)
     try:
