@@ -52,8 +52,9 @@ class EventBus:
       (Karpenter) reached InService with Mode Enable
     - ``hyperpod.cluster.deleted`` cluster_name, cluster_arn, eks_cluster_arn
     - ``kube.cluster.started`` runtime (hyperpod_twin.kube.runtime.ClusterRuntime): the API server
-      of an EKS cluster is up; the simulator starts its controllers on ``runtime.store``.
-    - ``kube.cluster.stopped`` name
+      of an EKS cluster is up (published by hyperpod_twin.kube.plugin once it listens, before the
+      AWS side marks the cluster ACTIVE); the simulator starts its controllers on ``runtime.store``.
+    - ``kube.cluster.stopped`` name: the server stopped (cluster deleted, twin reset or stopping).
     - ``kube.node.health_label`` eks_cluster_arn, instance_id, status: a Kubernetes client (kubectl
       label, an agent) set a HyperPod Node's ``sagemaker.amazonaws.com/node-health-status`` label to
       an unhealthy value itself; the simulator already tainted the Node, and the AWS side should
