@@ -10,6 +10,7 @@ from hyperpod_twin.sim.karpenter import KarpenterController
 from hyperpod_twin.sim.keda import KedaOperator
 from hyperpod_twin.sim.kubelet import Kubelet
 from hyperpod_twin.sim.nodes import NodeController
+from hyperpod_twin.sim.pytorchjob import PyTorchJobController
 from hyperpod_twin.sim.ray import RayClusterController, RayJobController
 from hyperpod_twin.sim.scheduler import Scheduler
 from hyperpod_twin.sim.services import EndpointsController
@@ -30,6 +31,7 @@ def all_controllers() -> list[type[Controller]]:
         StatefulSetController,
         VolumeBinder,
         TrainingOperator,
+        PyTorchJobController,
         InferenceOperator,
         RayClusterController,
         RayJobController,

@@ -309,3 +309,85 @@ def test_s3_claim_binds_by_volume_name_and_unbound_claims_block_pods(cluster: Si
     cluster.advance(4)
     assert cluster.get("", "persistentvolumeclaims", "s3-claim")["status"]["phase"] == "Bound"
     assert cluster.get("", "pods", "reader")["status"]["phase"] == "Running"
+
+
+def _chart_crd(cluster: SimCluster, relative: str) -> None:
+    """Install a CRD the way helm does for a chart's crds/ directory (from the twin's chart repository)."""
+    import pathlib
+
+    import yaml
+
+    import hyperpod_twin
+
+    path = pathlib.Path(hyperpod_twin.__file__).parent / "charts" / relative
+    cluster.create("apiextensions.k8s.io", "customresourcedefinitions", yaml.safe_load(path.read_text()))
+
+
+def _pytorchjob(name: str, workers: int, **extra: Any) -> dict[str, Any]:
+    def spec(replicas: int) -> dict[str, Any]:
+        return {
+            "replicas": replicas,
+            "restartPolicy": "OnFailure",
+            "template": {
+                "metadata": {"annotations": {"twin.instantstart.io/run-seconds": "10"}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "pytorch",
+                            "image": "pytorch/pytorch:2.5",
+                            "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                        }
+                    ]
+                },
+            },
+        }
+
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name, "namespace": "default", **extra},
+        "spec": {"nprocPerNode": "1", "pytorchReplicaSpecs": {"Master": spec(1), "Worker": spec(workers)}},
+    }
+
+
+def test_kubeflow_pytorchjob_from_the_dependencies_chart(cluster: SimCluster) -> None:
+    _chart_crd(cluster, "hyperpod-dependencies/crds/kubeflow.org_pytorchjobs.yaml")
+    cluster.add_node("i-0abababababababa1")
+    cluster.create("kubeflow.org", "pytorchjobs", _pytorchjob("mnist", 2))
+    cluster.advance(4)
+    pods = {p["metadata"]["name"]: p for p in cluster.list("", "pods", "default")}
+    assert set(pods) == {"mnist-master-0", "mnist-worker-0", "mnist-worker-1"}
+    env = {e["name"]: e["value"] for e in pods["mnist-worker-1"]["spec"]["containers"][0]["env"]}
+    assert env["RANK"] == "2" and env["WORLD_SIZE"] == "3" and env["MASTER_ADDR"] == "mnist-master-0"
+    assert env["PET_NNODES"] == "3" and env["MASTER_PORT"] == "23456"
+    assert cluster.get("", "services", "mnist-master-0")["spec"]["clusterIP"] == "None"
+    job = cluster.get("kubeflow.org", "pytorchjobs", "mnist")
+    assert _true(job) == {"Created", "Running"} and job["status"]["replicaStatuses"]["Worker"]["active"] == 2
+    cluster.advance(12)
+    job = cluster.get("kubeflow.org", "pytorchjobs", "mnist")
+    assert "Succeeded" in _true(job) and job["status"]["replicaStatuses"]["Master"]["succeeded"] == 1
+
+
+def test_kubeflow_pytorchjob_auto_resume_after_node_loss(cluster: SimCluster) -> None:
+    _chart_crd(cluster, "hyperpod-dependencies/crds/kubeflow.org_pytorchjobs.yaml")
+    cluster.add_node("i-0abababababababb1")
+    cluster.add_node("i-0abababababababb2")
+    annotations = {
+        "annotations": {
+            "sagemaker.amazonaws.com/enable-job-auto-resume": "true",
+            "sagemaker.amazonaws.com/job-max-retry-count": "1",
+        }
+    }
+    job = _pytorchjob("resume", 1, **annotations)
+    for replica in job["spec"]["pytorchReplicaSpecs"].values():
+        replica["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "4"
+    cluster.create("kubeflow.org", "pytorchjobs", job)
+    cluster.advance(4)
+    node = cluster.get("", "pods", "resume-worker-0")["spec"]["nodeName"]
+    nodes: NodeController = cluster.sim.controller(NodeController)
+    cluster.add_node("i-0abababababababb3")
+    cluster.sim.run(lambda: nodes.instance_removed(node.removeprefix("hyperpod-")))
+    current = cluster.get("kubeflow.org", "pytorchjobs", "resume")
+    assert current["status"]["restartCount"] == 1 and "Restarting" in _true(current)
+    cluster.advance(20)
+    assert "Succeeded" in _true(cluster.get("kubeflow.org", "pytorchjobs", "resume"))
