@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
 import tarfile
 from pathlib import Path
 
@@ -68,6 +69,15 @@ def test_helm_install_upgrade_history_uninstall(
     assert {(r["name"], r["namespace"], r["status"]) for r in releases} >= {
         ("dependencies", "kube-system", "deployed"), ("kuberay-operator", "ray-system", "deployed"),
         ("keda", "keda", "deployed")}
+
+    # The same releases through helm's connection flags, with no kubeconfig (how a caller may run it).
+    flags = ["--kube-apiserver", cluster.url, "--kube-token", cluster.token, "--kube-ca-file", str(cluster.ca_file)]
+    empty = cluster.kubeconfig.with_name("empty-kubeconfig")
+    empty.write_text("apiVersion: v1\nkind: Config\n")
+    listed = subprocess.run([str(helm_binary), "list", "-A", "-o", "json", *flags],
+                            env={**cluster.env, "KUBECONFIG": str(empty)}, capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    assert len(json.loads(listed.stdout)) == 3
 
     for release, namespace in (("dependencies", "kube-system"), ("kuberay-operator", "ray-system"),
                                ("keda", "keda")):
