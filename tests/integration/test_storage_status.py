@@ -142,6 +142,8 @@ def test_storage_status_and_verification(cp: Running, twin: TwinProcess, tmp_pat
         status = wait_status(client, lambda s: s["nodesReadySchedulable"] == 1)
         assert status["ready"] is False
         assert any("s3-claim does not exist" in p for p in status["problems"]), status["problems"]
+        assert status["latestOperation"]["kind"] == "hyperpod_create" and status["latestOperation"]["terminal"]
+        assert status["stages"]["eks"] == "SUCCEEDED" and "storage" not in status["stages"]
 
         # Bad input is refused before any operation exists.
         missing = client.post("/api/v1/storage/s3", json={"bucketName": "no-such-bucket-st1"})
@@ -195,6 +197,8 @@ def test_storage_status_and_verification(cp: Running, twin: TwinProcess, tmp_pat
         status = wait_status(client, lambda s: s["ready"])
         assert status["ready"] is True, status["problems"]
         assert status["hyperpodStatus"] == "InService" and status["kubernetesReachable"] is True
+        assert status["latestOperation"]["kind"] == "s3_storage_create"
+        assert status["latestOperation"]["status"] == "SUCCEEDED" and status["stages"]["storage"] == "SUCCEEDED"
         assert status["nodeCount"] == 1 and status["nodesReadySchedulable"] == 1
         node = status["nodes"][0]
         assert node["instanceType"] == "ml.g6.4xlarge" and node["instanceGroup"] == f"accelerated-{TAG}"

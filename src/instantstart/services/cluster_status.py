@@ -287,6 +287,18 @@ class DependencyHealth(WireModel):
     message: str | None = None
 
 
+class LatestOperation(WireModel):
+    """The newest operation on the cluster (creation, storage, deletion …): where it stands and why."""
+
+    operation_id: str
+    kind: str
+    status: str = Field(description="PENDING, RUNNING, SUCCEEDED, FAILED or CANCELLED.")
+    terminal: bool
+    current_stage: str | None
+    message: str = Field(description="The running stage's latest progress message, or the outcome.")
+    error: dict[str, Any] | None
+
+
 class ClusterStatus(WireModel):
     """The cluster at a glance; `ready` is the verification verdict and `problems` say what blocks it."""
 
@@ -294,6 +306,8 @@ class ClusterStatus(WireModel):
     region: str
     ready: bool
     problems: list[str]
+    stages: dict[str, Any] = Field(description="Creation stage → status, as recorded on the cluster.")
+    latest_operation: LatestOperation | None = Field(description="None only when no operation ever ran on it.")
     kubernetes_reachable: bool
     hyperpod_cluster_name: str | None
     hyperpod_status: str = Field(description="DescribeCluster ClusterStatus, or NOT_FOUND.")
@@ -334,6 +348,27 @@ def dependency_health(details: dict[str, Any]) -> tuple[bool, list[DependencyHea
             message = None
         out.append(DependencyHealth(name=name, healthy=healthy, status=status, message=message))
     return True, out
+
+
+def latest_operation(app: AppContext, tag: str) -> LatestOperation | None:
+    """The newest operation targeting the cluster (a database read; no provider call)."""
+    found, _ = app.runner.store.list_operations(target=f"cluster:{tag}", limit=1)
+    if not found:
+        return None
+    op = found[0]
+    stage = next((s for s in op.stages if s.name == op.current_stage), None)
+    if stage is None and op.stages:
+        stage = next((s for s in reversed(op.stages) if s.message), op.stages[-1])
+    status = op.status.value
+    return LatestOperation(
+        operation_id=op.operation_id,
+        kind=op.kind,
+        status=status,
+        terminal=status in ("SUCCEEDED", "FAILED", "CANCELLED"),
+        current_stage=op.current_stage,
+        message=(stage.message if stage and stage.message else status),
+        error=op.error.model_dump(by_alias=True) if op.error else None,
+    )
 
 
 def _expects_gpu(instance_type: str) -> bool:
@@ -441,7 +476,8 @@ async def collect_status(app: AppContext, tag: str, claims: tuple[str, ...] = (D
         f"dependency {d.name} is {d.status}{': ' + d.message if d.message else ''}." for d in deps if not d.healthy
     )
     return ClusterStatus(
-        cluster_tag=tag, region=region, ready=not problems, problems=problems, kubernetes_reachable=reachable,
+        cluster_tag=tag, region=region, ready=not problems, problems=problems, stages=dict(row.stages or {}),
+        latest_operation=await to_thread.run_sync(latest_operation, app, tag), kubernetes_reachable=reachable,
         hyperpod_cluster_name=hp_name, hyperpod_status=hp_status, instance_groups=groups, nodes=node_views,
         node_count=len(nodes), nodes_ready_schedulable=len(usable), accelerators=accelerators, storage=storage,
         dependencies_recorded=recorded, dependencies=deps, checked_at=utcnow(),
