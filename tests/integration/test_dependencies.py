@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import time
+from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx
 import kubernetes
 import pytest
+import urllib3
 
 from instantstart.kube.token import eks_token
 from instantstart.twin_process import TwinProcess
@@ -244,3 +249,53 @@ def test_unreachable_chart_repository_fails_only_the_chart(cp_bad_repo: Running,
         assert chart["status"] == "FAILED" and "INSTANTSTART_HELM_REPOSITORY_URL" in chart["hint"], chart
         assert chart["actual"]["status"] == "NOT_INSTALLED"
         assert [deps[n]["status"] for n in DEFAULT_ADDONS] == ["ACTIVE"] * 3
+
+
+class RequestCounter:
+    """Outgoing HTTP requests by method and path."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self.lock = threading.Lock()
+
+    def count(self, method: str, url: str, headers: Any) -> None:
+        with self.lock:
+            self.counts[f"{method} {url.split('?', 1)[0]}"] += 1
+
+
+@pytest.fixture
+def requests_out(monkeypatch: pytest.MonkeyPatch) -> Iterator[RequestCounter]:
+    """Count the control plane's outgoing HTTP requests at urllib3's connection pool (boto3 and kubernetes)."""
+    found = RequestCounter()
+    original = urllib3.connectionpool.HTTPConnectionPool.urlopen
+
+    def urlopen(self: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        found.count(method, url, kwargs.get("headers"))
+        return original(self, method, url, *args, **kwargs)
+
+    monkeypatch.setattr(urllib3.connectionpool.HTTPConnectionPool, "urlopen", urlopen)
+    yield found
+
+
+def test_status_polls_are_cached_and_coalesced(cp: Running, twin: TwinProcess, requests_out: RequestCounter) -> None:
+    with cp.client() as client:
+        _eks_then_switch(client, "depcache")
+        assert _configure(client)["status"] == "SUCCEEDED"
+        time.sleep(1.1)  # let the status interval that the stage's own reads started run out
+        requests_out.counts.clear()
+        started = time.monotonic()
+
+        def poll(_: int) -> int:
+            with cp.client() as c:
+                return c.get("/api/v1/clusters/dependency-status").status_code
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            codes = list(pool.map(poll, range(24)))
+        elapsed = time.monotonic() - started
+    assert set(codes) == {200}
+    allowed = int(elapsed / 1.0) + 1  # the cp fixture's status_cache_seconds is 1.0
+    counts = requests_out.counts
+    addon_reads = {a: counts[f"GET /clusters/eks-cluster-depcache/addons/{a}"] for a in DEFAULT_ADDONS}
+    assert all(1 <= n <= allowed for n in addon_reads.values()), (addon_reads, elapsed, dict(counts))
+    ds_reads = [n for key, n in counts.items() if "/daemonsets/" in key]
+    assert len(ds_reads) == 3 and all(1 <= n <= allowed for n in ds_reads), dict(counts)
