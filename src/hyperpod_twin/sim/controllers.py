@@ -12,6 +12,7 @@ from hyperpod_twin.sim.kubelet import Kubelet
 from hyperpod_twin.sim.nodes import NodeController
 from hyperpod_twin.sim.pytorchjob import PyTorchJobController
 from hyperpod_twin.sim.ray import RayClusterController, RayJobController
+from hyperpod_twin.sim.rayservice import RayServiceController
 from hyperpod_twin.sim.scheduler import Scheduler
 from hyperpod_twin.sim.services import EndpointsController
 from hyperpod_twin.sim.sets import DaemonSetController, StatefulSetController
@@ -35,6 +36,7 @@ def all_controllers() -> list[type[Controller]]:
         InferenceOperator,
         RayClusterController,
         RayJobController,
+        RayServiceController,
         KedaOperator,
         CertManager,
         Scheduler,

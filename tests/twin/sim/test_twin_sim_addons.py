@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 from typing import Any
 
 from cryptography import x509
@@ -165,3 +166,70 @@ def test_group_spec_round_trips_describe_cluster_fields() -> None:
     spec = group_spec(details, 3)
     assert spec["InstanceCount"] == 3 and "Status" not in spec and "CurrentCount" not in spec
     assert spec["KubernetesConfig"] == {"Labels": {"a": "b"}, "Taints": []}
+
+
+SERVE_CONFIG = """
+applications:
+- name: llm
+  route_prefix: /
+  import_path: ray.serve.llm:build_openai_app
+  args:
+    llm_configs:
+    - model_loading_config: {model_id: qwen-0.5b, model_source: Qwen/Qwen2.5-0.5B-Instruct}
+      accelerator_type: A10G
+- name: fruit
+  route_prefix: /fruit
+  import_path: fruit.deployment_graph
+  deployments: [{name: MangoStand}, {name: FruitMarket}]
+"""
+
+
+def test_ray_service_serves_its_applications(cluster: SimCluster) -> None:
+    import pathlib
+
+    import yaml
+
+    import hyperpod_twin
+
+    for crd in ("ray.io_rayclusters.yaml", "ray.io_rayservices.yaml"):
+        path = pathlib.Path(hyperpod_twin.__file__).parent / "charts" / "kuberay-operator" / "crds" / crd
+        cluster.create("apiextensions.k8s.io", "customresourcedefinitions", yaml.safe_load(path.read_text()))
+    cluster.add_node("i-0acacacacacacac1")
+    cluster.create(
+        "ray.io",
+        "rayservices",
+        {
+            "apiVersion": "ray.io/v1",
+            "kind": "RayService",
+            "metadata": {"name": "serve"},
+            "spec": {
+                "serveConfigV2": SERVE_CONFIG,
+                "rayClusterConfig": {
+                    "headGroupSpec": {"rayStartParams": {}, "template": _head_template(1)},
+                    "workerGroupSpecs": [],
+                },
+            },
+        },
+    )
+    service = cluster.get("ray.io", "rayservices", "serve")
+    assert service["status"]["conditions"][0]["status"] == "False"
+    cluster.advance(4)
+    service = cluster.get("ray.io", "rayservices", "serve")
+    assert service["status"]["serviceStatus"] == "Running"
+    apps = service["status"]["activeServiceStatus"]["applicationStatuses"]
+    assert (
+        apps["llm"]["status"] == "RUNNING"
+        and apps["fruit"]["serveDeploymentStatuses"]["MangoStand"]["status"] == "HEALTHY"
+    )
+    svc = cluster.get("", "services", "serve-serve-svc")
+    assert svc["spec"]["ports"][0]["port"] == 8000
+    head = next(
+        p for p in cluster.list("", "pods", "default") if p["metadata"]["labels"].get("ray.io/node-type") == "head"
+    )
+    handler = cluster.sim.runtime.pod_http.lookup("default", head["metadata"]["name"], 8000)
+    assert handler is not None
+    body = json.dumps({"model": "qwen-0.5b", "messages": [{"role": "user", "content": "hello ray"}]}).encode()
+    answer = json.loads(handler("POST", "/v1/chat/completions", "", {}, body).body)
+    assert answer["model"] == "qwen-0.5b" and "hello ray" in answer["choices"][0]["message"]["content"]
+    fruit = json.loads(handler("GET", "/fruit/mango", "", {}, b"").body)
+    assert fruit["application"] == "fruit" and fruit["result"].startswith("[twin simulated response]")
