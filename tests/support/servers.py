@@ -99,7 +99,11 @@ def thread_server(data_dir: Path, database_url: str, **settings: object) -> Iter
 
 @contextmanager
 def process_server(
-    data_dir: Path, database_url: str, port: int | None = None, log_path: Path | None = None
+    data_dir: Path,
+    database_url: str,
+    port: int | None = None,
+    log_path: Path | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> Iterator[tuple[Running, subprocess.Popen[bytes]]]:
     """`instantstart serve` as a child process (so a test can kill -9 it)."""
     port = port or free_port()
@@ -113,6 +117,7 @@ def process_server(
         "INSTANTSTART_WORKER_POLL_SECONDS": "0.1",
         "INSTANTSTART_PLUGINS": '["tests.support.probe_ops"]',
         "PYTHONPATH": str(REPO),
+        **(extra_env or {}),
     }
     log = open(log_path or (data_dir / f"server-{port}.log"), "ab")  # noqa: SIM115
     proc = subprocess.Popen(
