@@ -75,3 +75,27 @@ def test_cluster_delete_plans_then_leaves_nothing_tagged(cp: Running, twin: Twin
     assert all(not v for v in leftovers.values()), leftovers
     s3: Any = twin_client(twin, "s3")
     assert any(b["Name"].startswith("instantstart-") for b in s3.list_buckets()["Buckets"])  # kept
+
+
+def test_delete_after_a_full_cluster_create(cp: Running, twin: TwinProcess) -> None:
+    with cp.client() as client:
+        ref = client.post(
+            "/api/v1/clusters",
+            json={
+                "clusterTag": "del2",
+                "instanceType": "ml.g6.4xlarge",
+                "instanceCount": 1,
+                "availabilityZone": "us-west-2c",
+            },
+        ).json()
+        assert wait_terminal(client, ref["operationId"], timeout=300)["status"] == "SUCCEEDED"
+        plan = client.get("/api/v1/clusters/del2/deletion-plan").json()
+        kinds = {r["resourceType"] for r in plan["resources"]}
+        assert {"eks:addon", "eks:pod-identity-association", "iam:role", "sagemaker:cluster"} <= kinds
+        go = client.post("/api/v1/clusters/del2/delete", json={"planDigest": plan["planDigest"]}).json()
+        view = wait_terminal(client, go["operationId"], timeout=300)
+        assert view["status"] == "SUCCEEDED", view
+    leftovers = tagged_leftovers(twin, "del2")
+    assert all(not v for v in leftovers.values()), leftovers
+    eks: Any = twin_client(twin, "eks")
+    assert "eks-cluster-del2" not in eks.list_clusters()["clusters"]

@@ -62,6 +62,7 @@ class PlannedResource(WireModel):
     region: str
     source: str = Field(description="ledger (created by this control plane) or tag (found by its tags)")
     keep: bool = False
+    details: dict[str, Any] = Field(default_factory=dict)
 
 
 class DeletionPlan(WireModel):
@@ -128,6 +129,7 @@ def build_plan(app: AppContext, tag: str, delete_bucket: bool) -> DeletionPlan:
             region=res.region,
             source="ledger",
             keep=keep,
+            details=dict(res.details or {}),
         )
     if not row.imported:
         try:
@@ -236,7 +238,8 @@ def _delete_one(app: AppContext, res: dict[str, Any]) -> bool:
         aws.client("eks", region).delete_addon(clusterName=cluster, addonName=name)
         return True
     if kind == "eks:pod-identity-association":
-        cluster, _, assoc = rid.partition("/")
+        cluster, _, assoc = rid.rpartition("/")
+        cluster = cluster or str(res.get("details", {}).get("clusterName", ""))
         aws.client("eks", region).delete_pod_identity_association(clusterName=cluster, associationId=assoc)
         return True
     if kind == "iam:role":
