@@ -93,6 +93,31 @@ class Controller(ABC):
         """Bring the object named by `key` to its desired state."""
 
 
+class OwnerController(Controller):
+    """A controller of one `primary` type that its dependents wake: a change to an object of a type in
+    `owns` reconciles the owner named by its controller ownerReference (when the kind matches)."""
+
+    primary: TypeKey = ("", "")
+    owns: dict[TypeKey, str] = {}  # dependent type → kind of the owner in its controller reference
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "watches" not in cls.__dict__:
+            cls.watches = (cls.primary, *cls.owns)
+
+    def keys_for(self, event: WatchEvent) -> Iterable[Hashable]:
+        if event.rtype.key == self.primary:
+            return super().keys_for(event)
+        kind = self.owns.get(event.rtype.key)
+        ref = kobj.controller_of(event.object)
+        if kind and ref and ref.get("kind") == kind:
+            return [(event.object["metadata"].get("namespace", "default"), ref["name"])]
+        return []
+
+    def resync_keys(self) -> Iterable[Hashable]:
+        return [(o["metadata"].get("namespace", ""), o["metadata"]["name"]) for o in self.sim.list(self.primary)]
+
+
 @dataclass
 class _Work:
     controller: Controller | None

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable
 
-from hyperpod_twin.kube.store import WatchEvent
 from hyperpod_twin.sim import kobj
-from hyperpod_twin.sim.core import DEPLOYMENTS, SERVICES, Controller, TypeKey, nsname
+from hyperpod_twin.sim.core import DEPLOYMENTS, SERVICES, OwnerController, TypeKey, nsname
 from hyperpod_twin.sim.kobj import Obj
 
 IECS: TypeKey = ("inference.sagemaker.aws.amazon.com", "inferenceendpointconfigs")
@@ -27,23 +26,13 @@ def _model_volume(spec: Obj) -> tuple[Obj | None, Obj]:
     return {"name": mount_obj["name"], "emptyDir": {}}, mount_obj
 
 
-class InferenceOperator(Controller):
+class InferenceOperator(OwnerController):
     """Renders each InferenceEndpointConfig as a Deployment `<name>` (worker container from
     spec.worker, replicas, instanceType node selection) and a ClusterIP Service `<name>` on the
     invocation port; status follows the Deployment (DeploymentInProgress → DeploymentComplete)."""
 
-    watches = (IECS, DEPLOYMENTS)
-
-    def keys_for(self, event: WatchEvent) -> Iterable[Hashable]:
-        if event.rtype.key == DEPLOYMENTS:
-            ref = kobj.controller_of(event.object)
-            if ref and ref.get("kind") == "InferenceEndpointConfig":
-                return [(event.object["metadata"].get("namespace", "default"), ref["name"])]
-            return []
-        return super().keys_for(event)
-
-    def resync_keys(self) -> Iterable[Hashable]:
-        return [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in self.sim.list(IECS)]
+    primary = IECS
+    owns = {DEPLOYMENTS: "InferenceEndpointConfig"}
 
     def reconcile(self, key: Hashable) -> None:
         ns, name = nsname(key)

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable
 
-from hyperpod_twin.kube.store import WatchEvent
 from hyperpod_twin.sim import kobj
-from hyperpod_twin.sim.core import JOBS, PODS, Controller, nsname
+from hyperpod_twin.sim.core import JOBS, PODS, OwnerController, nsname
 from hyperpod_twin.sim.kobj import Obj
 
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
@@ -21,23 +20,13 @@ def job_finished(job: Obj) -> str | None:
     return None
 
 
-class JobController(Controller):
+class JobController(OwnerController):
     """Runs a Job's pods (NonIndexed or Indexed), counts successes and failures, and finishes it
     with Complete (after SuccessCriteriaMet) or Failed (after FailureTarget), as Kubernetes 1.31
     reports them; honours suspend, backoffLimit, activeDeadlineSeconds and ttlSecondsAfterFinished."""
 
-    watches = (JOBS, PODS)
-
-    def keys_for(self, event: WatchEvent) -> Iterable[Hashable]:
-        if event.rtype.key == PODS:
-            ref = kobj.controller_of(event.object)
-            if ref and ref.get("kind") == "Job":
-                return [(event.object["metadata"].get("namespace", "default"), ref["name"])]
-            return []
-        return super().keys_for(event)
-
-    def resync_keys(self) -> Iterable[Hashable]:
-        return [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in self.sim.list(JOBS)]
+    primary = JOBS
+    owns = {PODS: "Job"}
 
     def reconcile(self, key: Hashable) -> None:
         ns, name = nsname(key)
@@ -87,11 +76,7 @@ class JobController(Controller):
             remaining = float(deadline) - (self.sim.clock.wall() - started)
             self.sim.requeue(self, (ns, name), max(remaining, 0.0) + 0.01)
         # With restartPolicy OnFailure, failures are container restarts inside live pods (kube counts them).
-        restarts = sum(
-            int(cs.get("restartCount", 0))
-            for p in active
-            for cs in (p.get("status") or {}).get("containerStatuses") or []
-        )
+        restarts = kobj.container_restarts(active)
         if len(failed) + restarts > backoff_limit:
             self._fail(
                 job,

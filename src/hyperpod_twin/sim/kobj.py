@@ -7,6 +7,7 @@ import hashlib
 import math
 import re
 import uuid
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -356,3 +357,12 @@ def _quantity_text(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
+
+
+def container_restarts(pods: Iterable[Obj]) -> int:
+    """In-place container restarts across pods (what backoff limits count under OnFailure)."""
+    return sum(
+        int(cs.get("restartCount", 0))
+        for pod in pods
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []
+    )

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable
 
-from hyperpod_twin.kube.store import WatchEvent
 from hyperpod_twin.sim import kobj
-from hyperpod_twin.sim.core import PODS, SERVICES, ClusterSim, Controller, TypeKey, nsname
+from hyperpod_twin.sim.core import PODS, SERVICES, ClusterSim, OwnerController, TypeKey, nsname
 from hyperpod_twin.sim.kobj import Obj
 
 PYTORCHJOBS: TypeKey = ("kubeflow.org", "pytorchjobs")
@@ -26,7 +25,7 @@ def _replica_specs(job: Obj) -> list[tuple[str, Obj]]:
     return sorted(specs.items(), key=lambda kv: (_ORDER.index(kv[0]) if kv[0] in _ORDER else 9, kv[0]))
 
 
-class PyTorchJobController(Controller):
+class PyTorchJobController(OwnerController):
     """Kubeflow PyTorchJob (kubeflow.org/v1) once its CRD is installed.
 
     Pods `<job>-master-0` and `<job>-worker-<i>` (plus a headless Service per pod) carry the
@@ -37,22 +36,12 @@ class PyTorchJobController(Controller):
     the whole job instead, when a pod fails or its node goes away.
     """
 
-    watches = (PYTORCHJOBS, PODS)
+    primary = PYTORCHJOBS
+    owns = {PODS: "PyTorchJob"}
 
     def __init__(self, sim: ClusterSim) -> None:
         super().__init__(sim)
         self._live: dict[tuple[str, str], dict[str, str]] = {}
-
-    def keys_for(self, event: WatchEvent) -> Iterable[Hashable]:
-        if event.rtype.key == PODS:
-            ref = kobj.controller_of(event.object)
-            if ref and ref.get("kind") == "PyTorchJob":
-                return [(event.object["metadata"].get("namespace", "default"), ref["name"])]
-            return []
-        return super().keys_for(event)
-
-    def resync_keys(self) -> Iterable[Hashable]:
-        return [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in self.sim.list(PYTORCHJOBS)]
 
     def reconcile(self, key: Hashable) -> None:
         ns, name = nsname(key)
@@ -86,11 +75,7 @@ class PyTorchJobController(Controller):
                     pods[pod_name] = created
                     self._service(job, created)
             live[pod_name] = pods[pod_name]["metadata"]["uid"]
-        restarts = sum(
-            int(cs.get("restartCount", 0))
-            for p in pods.values()
-            for cs in (p.get("status") or {}).get("containerStatuses") or []
-        )
+        restarts = kobj.container_restarts(pods.values())
         backoff = (job.get("spec", {}).get("runPolicy") or {}).get("backoffLimit")
         if backoff is not None and restarts > int(backoff):
             self._finish(

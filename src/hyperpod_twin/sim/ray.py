@@ -7,7 +7,7 @@ from collections.abc import Hashable, Iterable
 
 from hyperpod_twin.kube.store import WatchEvent
 from hyperpod_twin.sim import kobj
-from hyperpod_twin.sim.core import JOBS, PODS, SERVICES, Controller, TypeKey, nsname
+from hyperpod_twin.sim.core import JOBS, PODS, SERVICES, Controller, OwnerController, TypeKey, nsname
 from hyperpod_twin.sim.jobs import job_finished
 from hyperpod_twin.sim.kobj import Obj
 
@@ -50,22 +50,12 @@ def _ray_pod(cluster: Obj, template: Obj, node_type: str, group: str, head_svc: 
     return pod
 
 
-class RayClusterController(Controller):
+class RayClusterController(OwnerController):
     """One head pod and Service `<name>-head-svc`, worker pods per group within [min, max] (times
     numOfHosts); status state `ready` once every pod is Ready, with endpoints and head addresses."""
 
-    watches = (RAYCLUSTERS, PODS)
-
-    def keys_for(self, event: WatchEvent) -> Iterable[Hashable]:
-        if event.rtype.key == PODS:
-            ref = kobj.controller_of(event.object)
-            if ref and ref.get("kind") == "RayCluster":
-                return [(event.object["metadata"].get("namespace", "default"), ref["name"])]
-            return []
-        return super().keys_for(event)
-
-    def resync_keys(self) -> Iterable[Hashable]:
-        return [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in self.sim.list(RAYCLUSTERS)]
+    primary = RAYCLUSTERS
+    owns = {PODS: "RayCluster"}
 
     def reconcile(self, key: Hashable) -> None:
         ns, name = nsname(key)

@@ -7,7 +7,7 @@ from collections.abc import Hashable, Iterable
 
 from hyperpod_twin.kube.store import WatchEvent
 from hyperpod_twin.sim import kobj
-from hyperpod_twin.sim.core import DAEMONSETS, NODES, PODS, PVCS, STATEFULSETS, Controller, nsname
+from hyperpod_twin.sim.core import DAEMONSETS, NODES, PODS, PVCS, STATEFULSETS, OwnerController, nsname
 from hyperpod_twin.sim.kobj import Obj
 from hyperpod_twin.sim.workloads import replicas_of
 
@@ -22,28 +22,18 @@ _DAEMON_TOLERATIONS = [
 ]
 
 
-def _owner_key(obj: Obj, kind: str) -> list[Hashable]:
-    ref = kobj.controller_of(obj)
-    if ref and ref.get("kind") == kind:
-        return [(obj["metadata"].get("namespace", "default"), ref["name"])]
-    return []
-
-
-class DaemonSetController(Controller):
+class DaemonSetController(OwnerController):
     """One pod per node that the template's selector, affinity and tolerations admit; the pod is
     pinned with a matchFields node affinity (as the real controller does) and scheduled normally."""
 
+    primary = DAEMONSETS
+    owns = {PODS: "DaemonSet"}
     watches = (DAEMONSETS, PODS, NODES)
 
     def keys_for(self, event: WatchEvent) -> Iterable[Hashable]:
         if event.rtype.key == NODES:
             return self.resync_keys()
-        if event.rtype.key == PODS:
-            return _owner_key(event.object, "DaemonSet")
         return super().keys_for(event)
-
-    def resync_keys(self) -> Iterable[Hashable]:
-        return [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in self.sim.list(DAEMONSETS)]
 
     def reconcile(self, key: Hashable) -> None:
         ns, name = nsname(key)
@@ -142,19 +132,12 @@ def _pinned_node(pod: Obj) -> str:
     return ""
 
 
-class StatefulSetController(Controller):
+class StatefulSetController(OwnerController):
     """Pods `<name>-0..N-1` (one at a time under OrderedReady, all at once under Parallel), each with
     its volumeClaimTemplates' PVCs `<claim>-<name>-<i>`; scale-down removes the highest ordinals."""
 
-    watches = (STATEFULSETS, PODS)
-
-    def keys_for(self, event: WatchEvent) -> Iterable[Hashable]:
-        if event.rtype.key == PODS:
-            return _owner_key(event.object, "StatefulSet")
-        return super().keys_for(event)
-
-    def resync_keys(self) -> Iterable[Hashable]:
-        return [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in self.sim.list(STATEFULSETS)]
+    primary = STATEFULSETS
+    owns = {PODS: "StatefulSet"}
 
     def reconcile(self, key: Hashable) -> None:
         ns, name = nsname(key)

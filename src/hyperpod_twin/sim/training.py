@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable
 
-from hyperpod_twin.kube.store import WatchEvent
 from hyperpod_twin.sim import kobj
-from hyperpod_twin.sim.core import PODS, ClusterSim, Controller, TypeKey, nsname
+from hyperpod_twin.sim.core import PODS, ClusterSim, OwnerController, TypeKey, nsname
 from hyperpod_twin.sim.kobj import Obj
 
 HPJOBS: TypeKey = ("sagemaker.amazonaws.com", "hyperpodpytorchjobs")
@@ -38,7 +37,7 @@ def nproc_per_node(job: Obj, container: Obj) -> int:
     return max(_gpus(container), 1)
 
 
-class TrainingOperator(Controller):
+class TrainingOperator(OwnerController):
     """Reconciles HyperPodPyTorchJobs once the training operator's CRD is installed.
 
     Pods are named `<job>-<replicaSpec>-<index>`, labelled `HPJob=<job>`, and get NNODES,
@@ -48,23 +47,13 @@ class TrainingOperator(Controller):
     restarts in all; then the job fails. Conditions: Created, Running, Restarting, Completed, Failed.
     """
 
-    watches = (HPJOBS, PODS)
+    primary = HPJOBS
+    owns = {PODS: "HyperPodPyTorchJob"}
 
     def __init__(self, sim: ClusterSim) -> None:
         super().__init__(sim)
         self._live: dict[tuple[str, str], dict[str, str]] = {}  # job → pod name → uid of this attempt
         self._pod_restarts: dict[tuple[str, str], int] = {}
-
-    def keys_for(self, event: WatchEvent) -> Iterable[Hashable]:
-        if event.rtype.key == PODS:
-            ref = kobj.controller_of(event.object)
-            if ref and ref.get("kind") == "HyperPodPyTorchJob":
-                return [(event.object["metadata"].get("namespace", "default"), ref["name"])]
-            return []
-        return super().keys_for(event)
-
-    def resync_keys(self) -> Iterable[Hashable]:
-        return [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in self.sim.list(HPJOBS)]
 
     def reconcile(self, key: Hashable) -> None:
         ns, name = nsname(key)

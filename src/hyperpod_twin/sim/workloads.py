@@ -3,23 +3,15 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable
 
-from hyperpod_twin.kube.store import WatchEvent
 from hyperpod_twin.sim import kobj
-from hyperpod_twin.sim.core import DEPLOYMENTS, PODS, REPLICASETS, Controller, nsname
+from hyperpod_twin.sim.core import DEPLOYMENTS, PODS, REPLICASETS, OwnerController, nsname
 from hyperpod_twin.sim.kobj import Obj
 
 HASH_LABEL = "pod-template-hash"
 REVISION = "deployment.kubernetes.io/revision"
 DESIRED = "deployment.kubernetes.io/desired-replicas"
-
-
-def _owner_key(obj: Obj, kind: str) -> list[Hashable]:
-    ref = kobj.controller_of(obj)
-    if ref and ref.get("kind") == kind:
-        return [(obj["metadata"].get("namespace", "default"), ref["name"])]
-    return []
 
 
 def replicas_of(obj: Obj) -> int:
@@ -28,18 +20,11 @@ def replicas_of(obj: Obj) -> int:
     return 1 if value is None else int(value)
 
 
-class ReplicaSetController(Controller):
+class ReplicaSetController(OwnerController):
     """Keeps spec.replicas live pods per ReplicaSet; replaces failed ones; reports counts."""
 
-    watches = (REPLICASETS, PODS)
-
-    def keys_for(self, event: WatchEvent) -> Iterable[Hashable]:
-        if event.rtype.key == PODS:
-            return _owner_key(event.object, "ReplicaSet")
-        return super().keys_for(event)
-
-    def resync_keys(self) -> Iterable[Hashable]:
-        return [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in self.sim.list(REPLICASETS)]
+    primary = REPLICASETS
+    owns = {PODS: "ReplicaSet"}
 
     def reconcile(self, key: Hashable) -> None:
         ns, name = nsname(key)
@@ -93,19 +78,12 @@ def _neg(stamp: str) -> tuple[int, ...]:
     return tuple(-ord(c) for c in stamp)
 
 
-class DeploymentController(Controller):
+class DeploymentController(OwnerController):
     """Creates a ReplicaSet per pod template, rolls replicas over to it (RollingUpdate or Recreate),
     and reports replicas/updated/ready/available with the Available and Progressing conditions."""
 
-    watches = (DEPLOYMENTS, REPLICASETS)
-
-    def keys_for(self, event: WatchEvent) -> Iterable[Hashable]:
-        if event.rtype.key == REPLICASETS:
-            return _owner_key(event.object, "Deployment")
-        return super().keys_for(event)
-
-    def resync_keys(self) -> Iterable[Hashable]:
-        return [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in self.sim.list(DEPLOYMENTS)]
+    primary = DEPLOYMENTS
+    owns = {REPLICASETS: "Deployment"}
 
     def reconcile(self, key: Hashable) -> None:
         ns, name = nsname(key)
