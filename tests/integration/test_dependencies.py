@@ -17,7 +17,17 @@ import kubernetes
 import pytest
 import urllib3
 
+from instantstart.aws.clients import AwsClients
+from instantstart.context import AppContext
+from instantstart.kube.client import KubeClients
 from instantstart.kube.token import eks_token
+from instantstart.operations.kinds import KINDS, PermanentError
+from instantstart.operations.runner import Runner, StageContext
+from instantstart.operations.store import OperationStore
+from instantstart.services.cache import DescribeCache
+from instantstart.services.dependencies import reconcile_dependencies, remove_dependencies
+from instantstart.settings import Settings
+from instantstart.store.db import Database
 from instantstart.twin_process import TwinProcess
 from tests.integration.conftest import twin_client
 from tests.skeleton.faces import mcp_http
@@ -299,3 +309,53 @@ def test_status_polls_are_cached_and_coalesced(cp: Running, twin: TwinProcess, r
     assert all(1 <= n <= allowed for n in addon_reads.values()), (addon_reads, elapsed, dict(counts))
     ds_reads = [n for key, n in counts.items() if "/daemonsets/" in key]
     assert len(ds_reads) == 3 and all(1 <= n <= allowed for n in ds_reads), dict(counts)
+
+
+def _app(cp: Running, twin: TwinProcess, tmp_path: Path) -> AppContext:
+    """A second, real application context on the cp's database and the twin (to call services directly)."""
+    settings = Settings(data_dir=tmp_path / "direct", database_url=cp.database_url, aws_endpoint_url=twin.endpoint_url,
+                        aws_region=twin.env["AWS_REGION"], poll_seconds=0.1, status_cache_seconds=1.0,
+                        helm_repository_url=twin.info.get("chart_repo_url"))
+    db = Database(settings.resolved_database_url)
+    aws = AwsClients(settings)
+    return AppContext(settings=settings, db=db, runner=Runner(settings, OperationStore(db), KINDS), aws=aws,
+                      kube=KubeClients(aws), cache=DescribeCache(1.0))
+
+
+def test_feature_toggles_reuse_reconcile_and_remove(cp: Running, twin: TwinProcess, tmp_path: Path) -> None:
+    tag, operator = "depfeat", "amazon-sagemaker-hyperpod-training-operator"
+    with cp.client() as client:
+        _eks_then_switch(client, tag)
+        assert _configure(client)["status"] == "SUCCEEDED"
+    app = _app(cp, twin, tmp_path)
+    messages: list[str] = []
+
+    async def progress(message: str) -> None:
+        messages.append(message)
+
+    stage = StageContext(operation_id="op-feature", kind="feature", target=f"cluster:{tag}", params={}, outputs={},
+                         stage="features", attempt=1, app=app, _progress=progress)
+    # Turning the training operator on brings cert-manager; the Pod Identity agent is already there.
+    results = asyncio.run(reconcile_dependencies(app, stage, tag, [operator]))
+    assert {r.name: (r.status, r.action) for r in results} == {
+        "cert-manager": ("ACTIVE", "created"), "eks-pod-identity-agent": ("ACTIVE", "unchanged"),
+        operator: ("ACTIVE", "created")}
+    assert any(m.startswith(f"{operator}: ACTIVE") for m in messages), messages
+    crds = kubernetes.client.ApiextensionsV1Api(_kube(twin, tag)).list_custom_resource_definition().items
+    assert "hyperpodpytorchjobs.sagemaker.amazonaws.com" in {c.metadata.name for c in crds}
+    eks: Any = twin_client(twin, "eks")
+    assert set(eks.list_addons(clusterName=f"eks-cluster-{tag}")["addons"]) >= {"cert-manager", operator}
+    # cert-manager cannot go while the operator needs it; together they can.
+    with pytest.raises(PermanentError, match=f"still needed by {operator}"):
+        asyncio.run(remove_dependencies(app, stage, tag, ["cert-manager"]))
+    removed = asyncio.run(remove_dependencies(app, stage, tag, ["cert-manager", operator]))
+    assert [(r.name, r.action) for r in removed] == [(operator, "removed"), ("cert-manager", "removed")]
+    assert not {"cert-manager", operator} & set(eks.list_addons(clusterName=f"eks-cluster-{tag}")["addons"])
+    with pytest.raises(PermanentError, match="Unknown dependencies: nope"):
+        asyncio.run(reconcile_dependencies(app, stage, tag, ["nope"]))
+    with cp.client() as client:
+        status = client.get("/api/v1/clusters/dependency-status").json()
+    deps = {d["name"]: d for d in status["dependencies"]}
+    assert deps[operator]["status"] == "NOT_INSTALLED" and deps[operator]["default"] is False
+    assert deps["cert-manager"]["actual"]["status"] == "NOT_INSTALLED"
+    assert all(deps[n]["status"] == "ACTIVE" for n in DEFAULTS)

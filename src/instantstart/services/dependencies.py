@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from anyio import to_thread
@@ -111,12 +112,8 @@ async def reconcile_dependencies(
     status cache; raises TemporaryError/PermanentError naming the dependencies that failed.
 
     The entry point feature toggles reuse (hyperpod_update_advanced_features)."""
-    row = await blocking(get_cluster, app.db, tag)
-    try:
-        require_eks_ready(row)
-    except PreconditionFailed as exc:
-        raise PermanentError(exc.message, code=exc.code, hint=exc.hint) from None
-    results = await Reconciler(app, target_of(row, stage.operation_id), stage.progress).reconcile(names)
+    reconciler, row = await _reconciler(app, stage, tag, names)
+    results = await reconciler.reconcile(names)
     await blocking(persist_results, app.db, tag, results)
     app.cache.invalidate(f"dep:{row.region}:{row.eks_cluster_name}:")
     failed = [r for r in results if r.status not in GOOD]
@@ -129,6 +126,42 @@ async def reconcile_dependencies(
             raise TemporaryError(f"Dependencies not ready: {text}", code="PROVIDER_ERROR", hint=hint)
         raise PermanentError(f"Dependencies failed: {text}", code="DEPENDENCY_FAILED", hint=hint)
     return results
+
+
+async def remove_dependencies(
+    app: AppContext, stage: StageContext, tag: str, names: list[str] | tuple[str, ...]
+) -> list[DepResult]:
+    """Uninstall `names` from the cluster `tag` (a feature turned off), persist each result, invalidate the
+    status cache; PermanentError naming what could not be removed (e.g. still needed by another)."""
+    reconciler, row = await _reconciler(app, stage, tag, names)
+    results = await reconciler.remove(names)
+    await blocking(persist_results, app.db, tag, results)
+    app.cache.invalidate(f"dep:{row.region}:{row.eks_cluster_name}:")
+    failed = [r for r in results if r.status == "FAILED"]
+    if failed:
+        text = "; ".join(f"{r.name}: {r.message}" for r in failed)
+        hint = " ".join(dict.fromkeys(r.hint for r in failed if r.hint)) or None
+        raise PermanentError(f"Dependencies not removed: {text}", code="DEPENDENCY_FAILED", hint=hint)
+    return results
+
+
+async def _reconciler(
+    app: AppContext, stage: StageContext, tag: str, names: list[str] | tuple[str, ...]
+) -> tuple[Reconciler, ClusterRow]:
+    row = await blocking(get_cluster, app.db, tag)
+    try:
+        require_eks_ready(row)
+    except PreconditionFailed as exc:
+        raise PermanentError(exc.message, code=exc.code, hint=exc.hint) from None
+    catalog = load_catalog()
+    unknown = sorted(set(names) - set(catalog.names))
+    if unknown:
+        raise PermanentError(
+            f"Unknown dependencies: {', '.join(unknown)}.",
+            code="INVALID_INPUT",
+            hint=f"Known: {', '.join(catalog.names)}.",
+        )
+    return Reconciler(app, target_of(row, stage.operation_id), stage.progress, catalog), row
 
 
 async def stage_dependencies(stage: StageContext) -> dict[str, Any]:
@@ -235,14 +268,14 @@ async def cluster_get_dependency_status(ctx: CallContext, req: DependencyStatusR
     persisted: dict[str, Any] = (row.details or {}).get("dependencies") or {}
     eks_done = row.imported or (row.stages or {}).get("eks") == "SUCCEEDED"
     names = [n for n in catalog.names if n in persisted or catalog.get(n).default]
+    if eks_done:
+        looks = await asyncio.gather(*(live_look(ctx.app, row, catalog.get(n)) for n in names))
+    else:
+        looks = [{"status": "NOT_INSTALLED", "ready": False, "reason": "the EKS stage has not finished"}] * len(names)
     views = []
-    for name in names:
+    for name, actual in zip(names, looks, strict=True):
         dep = catalog.get(name)
         saved = persisted.get(name) or {}
-        if eks_done:
-            actual = await live_look(ctx.app, row, dep)
-        else:
-            actual = {"status": "NOT_INSTALLED", "ready": False, "reason": "the EKS stage has not finished"}
         status = saved.get("status") or ("IN_PROGRESS" if stage.state == "IN_PROGRESS" else "NOT_INSTALLED")
         message = saved.get("message") or ("waiting for its turn" if status == "IN_PROGRESS" else "not installed")
         hint = saved.get("hint")

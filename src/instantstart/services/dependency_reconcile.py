@@ -206,6 +206,68 @@ class Reconciler:
             results[dep.name] = result
         return list(results.values())
 
+    async def remove(self, names: list[str] | tuple[str, ...]) -> list[DepResult]:
+        """Uninstall `names` (add-on: DeleteAddon, waited until gone; helm: uninstall), dependents first.
+
+        An entry that an installed dependency outside `names` still needs is not removed (FAILED with a
+        hint). What is already gone is success. Roles and Pod Identity associations stay (the ledger
+        deletes them with the cluster)."""
+        wanted = set(names)
+        ordered = [d for d in reversed(self.catalog.order(names)) if d.name in wanted]
+        installed = {d.name for d in self.catalog.dependencies if await self.installed(d)}
+        results = []
+        for dep in ordered:
+            result = DepResult(name=dep.name, source=dep.source, desired={"installed": False})
+            needed_by = [
+                d.name
+                for d in self.catalog.dependencies
+                if dep.name in d.depends_on and d.name in installed and d.name not in wanted
+            ]
+            try:
+                if needed_by:
+                    raise DependencyFailed(
+                        f"{dep.name} is still needed by {', '.join(needed_by)}.",
+                        f"Disable {', '.join(needed_by)} first, or together with {dep.name}.",
+                    )
+                await self.progress(f"{dep.name}: removing ({dep.source})")
+                if dep.name not in installed:
+                    result.action = "absent"
+                elif dep.source == "addon":
+                    assert dep.addon is not None
+                    try:
+                        await blocking(
+                            self.eks.delete_addon, clusterName=self.target.eks_cluster_name, addonName=dep.addon
+                        )
+                    except Exception as exc:
+                        if error_code(exc) != "ResourceNotFoundException":
+                            raise translate(exc, f"delete add-on {dep.addon}") from exc
+                    await self._wait_addon(dep.addon, gone=True)
+                    result.action = "removed"
+                else:
+                    assert dep.release is not None
+                    helm = await self.helm()
+                    await blocking(helm.uninstall, dep.release, dep.namespace)
+                    result.action = "removed"
+                result.status, result.message = "NOT_INSTALLED", f"{dep.name} is not installed"
+                installed.discard(dep.name)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                failure = _failure_of(exc)
+                result.status, result.message, result.hint = "FAILED", failure.message, failure.hint
+            result.updated_at = datetime.now(UTC).isoformat()
+            results.append(result)
+        return results
+
+    async def installed(self, dep: Dependency) -> bool:
+        """Whether the cluster has the dependency at all (add-on present, or helm release present)."""
+        if dep.source == "addon":
+            assert dep.addon is not None
+            return await blocking(self.describe_addon, dep.addon) is not None
+        assert dep.release is not None
+        helm = await self.helm()
+        return await blocking(helm.release, dep.release, dep.namespace) is not None
+
     def _desired(self, dep: Dependency) -> dict[str, Any]:
         if dep.source == "addon":
             return {"addon": dep.addon, "version": dep.version or "default", "values": dep.values}
