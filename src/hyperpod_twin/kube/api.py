@@ -11,7 +11,6 @@ import base64
 import builtins
 import contextlib
 import copy
-import ipaddress
 import itertools
 import json
 import re
@@ -23,6 +22,7 @@ import yaml
 
 from hyperpod_twin.kube.apply import record_update, server_side_apply
 from hyperpod_twin.kube.controllers import ControlPlane
+from hyperpod_twin.kube.defaults import apply_defaults, fold_string_data
 from hyperpod_twin.kube.patch import json_patch, merge_patch, strategic_merge
 from hyperpod_twin.kube.selectors import combine, parse_field_selector, parse_label_selector
 from hyperpod_twin.kube.status import ApiError, not_found
@@ -155,61 +155,6 @@ class ResourceApi:
                 {"name": name, "kind": rtype.kind},
             )
 
-    def _defaults(self, rtype: ResourceType, obj: Obj) -> None:
-        """What admission and defaulting add on create."""
-        if rtype.key == ("", "secrets"):
-            _fold_string_data(obj)
-            obj.setdefault("type", "Opaque")
-        elif rtype.key == ("", "namespaces"):
-            obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
-            obj["status"] = {"phase": "Active"}
-            obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
-        elif rtype.key == ("", "services"):
-            spec = obj.setdefault("spec", {})
-            spec.setdefault("type", "ClusterIP")
-            spec.setdefault("sessionAffinity", "None")
-            if "clusterIP" not in spec:
-                ip = str(ipaddress.ip_address("10.100.0.0") + next(self._ips))
-                spec["clusterIP"], spec["clusterIPs"] = ip, [ip]
-            for port in spec.get("ports") or []:
-                port.setdefault("protocol", "TCP")
-                port.setdefault("targetPort", port.get("port"))
-            obj.setdefault("status", {"loadBalancer": {}})
-        elif rtype.key == ("", "pods"):
-            spec = obj.setdefault("spec", {})
-            spec.setdefault("restartPolicy", "Always")
-            spec.setdefault("serviceAccountName", "default")
-            spec.setdefault("schedulerName", "default-scheduler")
-            spec.setdefault("terminationGracePeriodSeconds", 30)
-            spec.setdefault("dnsPolicy", "ClusterFirst")
-            for container in spec.get("containers") or []:
-                container.setdefault("imagePullPolicy", "IfNotPresent")
-                container.setdefault("terminationMessagePath", "/dev/termination-log")
-            obj["status"] = {"phase": "Pending", "qosClass": _qos_class(spec)}
-        elif rtype.key in (("apps", "deployments"), ("apps", "replicasets"), ("apps", "statefulsets")):
-            obj.setdefault("spec", {}).setdefault("replicas", 1)
-            if rtype.plural == "deployments":
-                obj["spec"].setdefault("revisionHistoryLimit", 10)
-                obj["spec"].setdefault("progressDeadlineSeconds", 600)
-                obj["spec"].setdefault(
-                    "strategy", {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}
-                )
-        elif rtype.key == ("batch", "jobs"):
-            spec = obj.setdefault("spec", {})
-            spec.setdefault("completions", 1)
-            spec.setdefault("parallelism", 1)
-            spec.setdefault("backoffLimit", 6)
-        elif rtype.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
-            spec = obj.get("spec") or {}
-            expected = f"{(spec.get('names') or {}).get('plural', '')}.{spec.get('group', '')}"
-            if obj["metadata"].get("name") != expected:
-                raise ApiError(
-                    422,
-                    f'CustomResourceDefinition.apiextensions.k8s.io "{obj["metadata"].get("name")}" is invalid: '
-                    f'metadata.name: Invalid value: must be spec.names.plural+"."+spec.group ({expected})',
-                    "Invalid",
-                )
-
     # -- reads ---------------------------------------------------------------------------------
     def get(self, target: Target) -> Obj:
         """One object."""
@@ -255,7 +200,7 @@ class ResourceApi:
         if meta.get("name"):
             self._validate_name(target.rtype, meta["name"])
         self._check_namespace(target)
-        self._defaults(target.rtype, obj)
+        apply_defaults(target.rtype, obj, self._ips)
         if not opts.applying:
             meta["managedFields"] = record_update(None, obj, opts.field_manager, target.api_version)
             if not meta["managedFields"]:
@@ -303,7 +248,7 @@ class ResourceApi:
             if not meta["managedFields"]:
                 meta.pop("managedFields")
         if target.rtype.key == ("", "secrets"):
-            _fold_string_data(new)
+            fold_string_data(new)
         if opts.dry_run:
             wanted = meta.get("resourceVersion")
             if wanted and str(wanted) != cur_meta["resourceVersion"]:
@@ -541,25 +486,3 @@ def _patch_sets_rv(patch_doc: Any) -> bool:
     if isinstance(patch_doc, list):
         return any(isinstance(op, dict) and op.get("path") == "/metadata/resourceVersion" for op in patch_doc)
     return False
-
-
-def _fold_string_data(obj: Obj) -> None:
-    """Secrets: stringData is write-only and merges into data."""
-    string_data = obj.pop("stringData", None)
-    if string_data:
-        data = obj.setdefault("data", {}) or {}
-        for key, value in string_data.items():
-            data[key] = base64.b64encode(str(value).encode()).decode()
-        obj["data"] = data
-
-
-def _qos_class(spec: Obj) -> str:
-    containers = spec.get("containers") or []
-    requests = [c.get("resources", {}).get("requests") or {} for c in containers]
-    limits = [c.get("resources", {}).get("limits") or {} for c in containers]
-    if not any(requests) and not any(limits):
-        return "BestEffort"
-    if all(lim.get("cpu") and lim.get("memory") and (not req or req == lim) for req, lim in zip(requests, limits,
-                                                                                           strict=False)):
-        return "Guaranteed"
-    return "Burstable"

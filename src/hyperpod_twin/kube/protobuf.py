@@ -2,15 +2,17 @@
 
 helm's storage driver writes its release Secrets with client-go's protobuf serializer and has no
 JSON fallback, so the server must read them; kubectl's typed commands (`create namespace`,
-`create configmap|secret|serviceaccount|service`, `expose`, `delete`, `auth whoami`) do the same.
-Other kinds answer 415 (typed `kubectl create deployment|job|cronjob` generators; `kubectl apply`
-and `create -f` send JSON). This is a minimal wire-format reader with the field numbers of k8s.io/api core/v1 and
-apimachinery meta/v1 generated.proto, for the few messages needed.
+`create configmap|secret|serviceaccount|service|deployment|job|cronjob`, `expose`, `delete`,
+`auth whoami`) do the same. Other kinds, or fields beyond what those generators write, answer 415
+(`kubectl apply` and `create -f` send JSON). This is a minimal wire-format reader with the field
+numbers of k8s.io/api (core, apps, batch) and apimachinery meta/v1 generated.proto, for the few
+messages needed.
 """
 
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -116,7 +118,7 @@ def object_meta(data: bytes) -> Obj:
         if number in strings:
             if _str(item):
                 meta[strings[number]] = _str(item)
-        elif number == 7 and isinstance(item, int):
+        elif number == 7 and isinstance(item, int) and item:
             meta["generation"] = item
         elif number in (8, 9) and _time(item):
             meta["creationTimestamp" if number == 8 else "deletionTimestamp"] = _time(item)
@@ -210,8 +212,9 @@ def _service_account(data: bytes) -> Obj:
 
 
 # Table-driven messages: field number -> (JSON name, kind). Kinds: "str", "int", "bool", "strs"
-# (repeated string), "map" (map<string,string>), "intstr" (IntOrString), or a nested schema dict
-# (message), or a one-element list holding a schema (repeated message). Decoding is strict: a field
+# (repeated string), "map" (map<string,string>), "intstr" (IntOrString), "meta" (ObjectMeta),
+# "quantities" (map<string,Quantity>), "int?"/"bool?" (pointer fields: a zero is kept), a nested
+# schema dict (message), or a one-element list holding a schema (repeated message). Decoding is strict: a field
 # the table does not know makes the body unreadable (415) rather than silently dropped.
 Schema = dict[int, tuple[str, Any]]
 SERVICE_PORT: Schema = {
@@ -225,6 +228,49 @@ SERVICE_SPEC: Schema = {
     12: ("healthCheckNodePort", "int"), 13: ("publishNotReadyAddresses", "bool"), 17: ("ipFamilyPolicy", "str"),
     18: ("clusterIPs", "strs"), 19: ("ipFamilies", "strs"), 20: ("allocateLoadBalancerNodePorts", "bool"),
     21: ("loadBalancerClass", "str"), 22: ("internalTrafficPolicy", "str"),
+}
+
+
+# The messages kubectl's typed generators (`create deployment|job|cronjob`) write.
+LABEL_SELECTOR_REQUIREMENT: Schema = {1: ("key", "str"), 2: ("operator", "str"), 3: ("values", "strs")}
+LABEL_SELECTOR: Schema = {1: ("matchLabels", "map"), 2: ("matchExpressions", [LABEL_SELECTOR_REQUIREMENT])}
+CONTAINER_PORT: Schema = {
+    1: ("name", "str"), 2: ("hostPort", "int"), 3: ("containerPort", "int"), 4: ("protocol", "str"),
+    5: ("hostIP", "str"),
+}
+ENV_VAR: Schema = {1: ("name", "str"), 2: ("value", "str")}
+RESOURCES: Schema = {1: ("limits", "quantities"), 2: ("requests", "quantities")}
+CONTAINER: Schema = {
+    1: ("name", "str"), 2: ("image", "str"), 3: ("command", "strs"), 4: ("args", "strs"),
+    5: ("workingDir", "str"), 6: ("ports", [CONTAINER_PORT]), 7: ("env", [ENV_VAR]), 8: ("resources", RESOURCES),
+    13: ("terminationMessagePath", "str"), 14: ("imagePullPolicy", "str"), 16: ("stdin", "bool"),
+    17: ("stdinOnce", "bool"), 18: ("tty", "bool"), 20: ("terminationMessagePolicy", "str"),
+}
+POD_SPEC: Schema = {
+    2: ("containers", [CONTAINER]), 3: ("restartPolicy", "str"), 4: ("terminationGracePeriodSeconds", "int?"),
+    5: ("activeDeadlineSeconds", "int?"), 6: ("dnsPolicy", "str"), 7: ("nodeSelector", "map"),
+    8: ("serviceAccountName", "str"), 9: ("serviceAccount", "str"), 10: ("nodeName", "str"),
+    11: ("hostNetwork", "bool"), 12: ("hostPID", "bool"), 13: ("hostIPC", "bool"), 16: ("hostname", "str"),
+    17: ("subdomain", "str"), 19: ("schedulerName", "str"), 20: ("initContainers", [CONTAINER]),
+    24: ("priorityClassName", "str"),
+}
+POD_TEMPLATE: Schema = {1: ("metadata", "meta"), 2: ("spec", POD_SPEC)}
+ROLLING_UPDATE: Schema = {1: ("maxUnavailable", "intstr"), 2: ("maxSurge", "intstr")}
+DEPLOYMENT_SPEC: Schema = {
+    1: ("replicas", "int?"), 2: ("selector", LABEL_SELECTOR), 3: ("template", POD_TEMPLATE),
+    4: ("strategy", {1: ("type", "str"), 2: ("rollingUpdate", ROLLING_UPDATE)}), 5: ("minReadySeconds", "int"),
+    6: ("revisionHistoryLimit", "int?"), 7: ("paused", "bool"), 9: ("progressDeadlineSeconds", "int?"),
+}
+JOB_SPEC: Schema = {
+    1: ("parallelism", "int?"), 2: ("completions", "int?"), 3: ("activeDeadlineSeconds", "int?"),
+    4: ("selector", LABEL_SELECTOR), 5: ("manualSelector", "bool?"), 6: ("template", POD_TEMPLATE),
+    7: ("backoffLimit", "int?"), 8: ("ttlSecondsAfterFinished", "int?"), 9: ("completionMode", "str"),
+    10: ("suspend", "bool?"),
+}
+CRON_JOB_SPEC: Schema = {
+    1: ("schedule", "str"), 2: ("startingDeadlineSeconds", "int?"), 3: ("concurrencyPolicy", "str"),
+    4: ("suspend", "bool?"), 5: ("jobTemplate", {1: ("metadata", "meta"), 2: ("spec", JOB_SPEC)}),
+    6: ("successfulJobsHistoryLimit", "int?"), 7: ("failedJobsHistoryLimit", "int?"), 8: ("timeZone", "str"),
 }
 
 
@@ -249,10 +295,16 @@ def decode_message(data: bytes, schema: Schema) -> Obj:
         name, kind = schema[number]
         if kind == "str":
             out[name] = _str(item)
-        elif kind == "int" and isinstance(item, int):
+        elif kind in ("int", "int?") and isinstance(item, int):
             out[name] = item - (1 << 64) if item >= 1 << 63 else item
-        elif kind == "bool":
+        elif kind in ("bool", "bool?"):
             out[name] = bool(item)
+        elif kind == "meta":
+            out[name] = object_meta(_bytes(item))
+        elif kind == "quantities":
+            key, val = _map_entry(item)
+            quantity = next((_str(v) for n, v in fields(val) if n == 1), "")
+            out.setdefault(name, {})[key] = quantity
         elif kind == "strs":
             out.setdefault(name, []).append(_str(item))
         elif kind == "map":
@@ -267,21 +319,33 @@ def decode_message(data: bytes, schema: Schema) -> Obj:
         else:
             raise ProtobufError(f"field {number} has an unexpected wire type")
     # Go's generated code writes zero values of non-pointer fields; JSON omits them (omitempty).
-    return {k: v for k, v in out.items() if v not in ("", 0, False)}
+    # Pointer fields ("int?", "bool?") are written only when set, so their zero is a real value.
+    pointers = {schema[n][0] for n in schema if schema[n][1] in ("int?", "bool?")}
+    return {k: v for k, v in out.items() if k in pointers or v not in ("", 0, False)}
 
 
-def _service(data: bytes) -> Obj:
-    obj: Obj = {"apiVersion": "v1", "kind": "Service"}
-    for number, item in fields(data):
-        if number == 1:
-            obj["metadata"] = object_meta(_bytes(item))
-        elif number == 2:
-            obj["spec"] = decode_message(_bytes(item), SERVICE_SPEC)
-    return obj
+def _with_spec(api_version: str, kind: str, spec: Schema) -> Callable[[bytes], Obj]:
+    """A decoder of an object made of metadata (1), spec (2) and a status (3) that create ignores."""
+
+    def decode_object(data: bytes) -> Obj:
+        obj: Obj = {"apiVersion": api_version, "kind": kind}
+        for number, item in fields(data):
+            if number == 1:
+                obj["metadata"] = object_meta(_bytes(item))
+            elif number == 2:
+                obj["spec"] = decode_message(_bytes(item), spec)
+            elif number != 3:
+                raise ProtobufError(f"field {number} of {kind} is not understood; send JSON")
+        return obj
+
+    return decode_object
 
 
 DECODERS = {
-    ("v1", "Service"): _service,
+    ("v1", "Service"): _with_spec("v1", "Service", SERVICE_SPEC),
+    ("apps/v1", "Deployment"): _with_spec("apps/v1", "Deployment", DEPLOYMENT_SPEC),
+    ("batch/v1", "Job"): _with_spec("batch/v1", "Job", JOB_SPEC),
+    ("batch/v1", "CronJob"): _with_spec("batch/v1", "CronJob", CRON_JOB_SPEC),
     ("v1", "Namespace"): _namespace,
     ("v1", "ServiceAccount"): _service_account,
     ("v1", "Secret"): _secret,

@@ -189,5 +189,21 @@ def test_typed_create_commands_send_protobuf(cluster: Cluster, ns: str) -> None:
     svc = core.read_namespaced_service("api", ns)
     assert svc.spec.selector == {"app": "api"} and svc.spec.type == "ClusterIP" and svc.spec.cluster_ip
     assert [(p.port, p.target_port, p.protocol) for p in svc.spec.ports] == [(80, 8080, "TCP")]
-    unsupported = cluster.kubectl("create", "-n", ns, "deployment", "d", "--image=nginx", check=False)
+    cluster.kubectl("create", "-n", ns, "deployment", "web", "--image=nginx:1.27", "--replicas=0", "--port=80")
+    cluster.kubectl("create", "-n", ns, "job", "once", "--image=busybox", "--", "echo", "hi")
+    cluster.kubectl("create", "-n", ns, "cronjob", "often", "--image=busybox", "--schedule=*/5 * * * *", "--", "date")
+    apps, batch = kubernetes.client.AppsV1Api(cluster.api), kubernetes.client.BatchV1Api(cluster.api)
+    dep = apps.read_namespaced_deployment("web", ns)
+    assert dep.spec.replicas == 0 and dep.spec.selector.match_labels == {"app": "web"}
+    container = dep.spec.template.spec.containers[0]
+    assert (container.image, container.ports[0].container_port, container.image_pull_policy) == (
+        "nginx:1.27", 80, "IfNotPresent")
+    assert dep.spec.strategy.type == "RollingUpdate"
+    job = batch.read_namespaced_job("once", ns)
+    assert job.spec.template.spec.containers[0].command == ["echo", "hi"]
+    assert job.spec.template.spec.restart_policy == "Never"
+    cron = batch.read_namespaced_cron_job("often", ns)
+    assert cron.spec.schedule == "*/5 * * * *"
+    assert cron.spec.job_template.spec.template.spec.restart_policy == "OnFailure"
+    unsupported = cluster.kubectl("create", "priorityclass", "urgent", "--value=1000", check=False)
     assert unsupported.returncode != 0 and "send JSON" in unsupported.stderr

@@ -141,7 +141,16 @@ def test_protobuf_secret_and_config_map() -> None:
     obj = protobuf.decode(protobuf.MAGIC + _field(1, _field(1, b"v1") + _field(2, b"ConfigMap")) + _field(2, cm))
     assert obj == {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"k": "v"}}
     with pytest.raises(protobuf.ProtobufError):
-        protobuf.decode(protobuf.MAGIC + _field(1, _field(1, b"apps/v1") + _field(2, b"Deployment")))
+        protobuf.decode(protobuf.MAGIC + _field(1, _field(1, b"v1") + _field(2, b"Pod")))
+    # Strict: a field the tables do not know is refused rather than dropped.
+    spec = _field(1, 3) + _field(99, b"x")
+    with pytest.raises(protobuf.ProtobufError):
+        protobuf.decode(protobuf.MAGIC + _field(1, _field(1, b"apps/v1") + _field(2, b"Deployment"))
+                        + _field(2, _field(2, spec)))
+    replicas_zero = _field(2, _field(1, 0) + _field(5, 0))
+    deployment = protobuf.decode(protobuf.MAGIC + _field(1, _field(1, b"apps/v1") + _field(2, b"Deployment"))
+                                 + _field(2, _field(1, _field(1, b"d")) + replicas_zero))
+    assert deployment["spec"] == {"replicas": 0}  # a pointer field keeps its zero; minReadySeconds 0 is omitted
     with pytest.raises(protobuf.ProtobufError):
         protobuf.decode(b"{}")
 
