@@ -37,7 +37,7 @@ TAG = "st1"
 CACHE_SECONDS = 1.0  # the cp fixture's status_cache_seconds
 
 
-def make_cluster(client: httpx.Client, tag: str) -> None:
+def make_cluster(client: httpx.Client, tag: str, **hyperpod: Any) -> None:
     """EKS stage, switch, and a HyperPod cluster (one ml.g6.4xlarge in us-west-2c) through the public tools."""
     ref = client.post("/api/v1/clusters/eks", json={"clusterTag": tag}).json()
     assert wait_terminal(client, ref["operationId"], timeout=120)["status"] == "SUCCEEDED"
@@ -45,7 +45,7 @@ def make_cluster(client: httpx.Client, tag: str) -> None:
     assert wait_terminal(client, switch["operationId"], timeout=60)["status"] == "SUCCEEDED"
     hp = client.post("/api/v1/clusters/hyperpod", json={"acceleratedInstanceType": "ml.g6.4xlarge",
                                                        "acceleratedInstanceCount": 1,
-                                                       "availabilityZone": "us-west-2c"})
+                                                       "availabilityZone": "us-west-2c", **hyperpod})
     assert hp.status_code == 202, hp.text
     view = wait_terminal(client, hp.json()["operationId"], timeout=120)
     assert view["status"] == "SUCCEEDED", view
@@ -252,8 +252,11 @@ def test_storage_status_and_verification(cp: Running, twin: TwinProcess, tmp_pat
 
 def test_status_reads_are_cached_and_coalesced(cp: Running, twin: TwinProcess, counter: RequestCounter) -> None:
     with cp.client() as client:
-        make_cluster(client, TAG)
-        wait_status(client, lambda s: s["nodesReadySchedulable"] == 1)
+        make_cluster(client, TAG, onStartDeepHealthChecks=True)
+        # With deep health checks the node is Ready but not schedulable until they pass.
+        status = wait_status(client, lambda s: s["nodesReadySchedulable"] == 1)
+        assert status["nodes"][0]["deepHealthCheck"] == "Passed", status["nodes"]
+        assert status["nodes"][0]["healthStatus"] == "Schedulable"
         time.sleep(CACHE_SECONDS * 1.2)  # let every cached read expire
         counter.counts.clear()
         polls = 24
