@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
+from urllib.parse import unquote
 
 from .context import AwsContext, alnum_id
 from .hyperpod_lifecycle import Lifecycle
@@ -87,6 +89,22 @@ class HyperPod:
             )
         return orchestrator
 
+    def check_execution_role(self, spec: dict[str, Any]) -> None:
+        """The group's ExecutionRole must exist and trust sagemaker.amazonaws.com (HyperPod assumes it)."""
+        arn = str(spec["ExecutionRole"])
+        name = arn.rsplit("/", 1)[-1]
+        account = arn.split(":")[4]
+        role = None
+        if account == self.ctx.account_id:
+            role = next((r for r in self.ctx.iam().roles.values() if r.name == name), None)
+        if role is None:
+            raise validation(f"The execution role {arn} of instance group {spec['InstanceGroupName']} does not exist.")
+        if not _trusts(role.assume_role_policy_document, "sagemaker.amazonaws.com"):
+            raise validation(
+                f"The execution role {arn} cannot be assumed by sagemaker.amazonaws.com: its trust policy does not "
+                "allow sts:AssumeRole for that service principal."
+            )
+
     def zones(self, region: str, subnets: list[str]) -> list[tuple[str, str, str]]:
         """(subnet, AZ name, AZ id) for subnets that must exist."""
         out = []
@@ -110,7 +128,8 @@ class HyperPod:
         return copy.deepcopy(vpc)
 
     def check_group_placement(self, cluster_like: dict[str, Any], spec: dict[str, Any], region: str) -> None:
-        """Subnets of a group exist; a training-plan group sits in the plan's AZ with enough capacity."""
+        """Role and subnets of a group exist; a training-plan group sits in the plan's AZ with enough capacity."""
+        self.check_execution_role(spec)
         override = spec.get("OverrideVpcConfig") or {}
         subnets = override.get("Subnets") or cluster_like["VpcConfig"].get("Subnets") or []
         zones = self.zones(region, [str(s) for s in subnets])
@@ -349,6 +368,27 @@ class HyperPod:
         # Settle a metadata-only update after a short while (AWS shows Updating briefly).
         self.ctx.later(30, lambda: self.life.reconcile(cluster))
         self.publish_cluster(cluster)
+
+
+def _trusts(document: Any, service: str) -> bool:
+    """Whether a trust policy lets `service` call sts:AssumeRole."""
+    try:
+        policy = json.loads(document) if isinstance(document, str) else document
+    except ValueError:
+        policy = json.loads(unquote(str(document)))
+    statements = policy.get("Statement") or []
+    for st in statements if isinstance(statements, list) else [statements]:
+        if st.get("Effect") != "Allow":
+            continue
+        actions = st.get("Action") or []
+        actions = [actions] if isinstance(actions, str) else actions
+        if not any(a in ("sts:AssumeRole", "sts:*", "*") for a in actions):
+            continue
+        principals = (st.get("Principal") or {}).get("Service") or []
+        principals = [principals] if isinstance(principals, str) else principals
+        if service in principals:
+            return True
+    return False
 
 
 def register(ctx: AwsContext, hp: HyperPod) -> None:

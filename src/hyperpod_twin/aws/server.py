@@ -6,8 +6,10 @@ import io
 import logging
 import threading
 from collections.abc import Callable, Iterable
+from functools import lru_cache
 from typing import Any
 
+import botocore.session
 from werkzeug.serving import BaseWSGIServer, make_server
 from werkzeug.wrappers import Request, Response
 
@@ -54,6 +56,11 @@ class TwinAwsApp:
             body,
             self.ctx.region,
         )
+        if req is not None and not known_region(req.region):
+            # With an endpoint override AWS receives the call and refuses the credential scope.
+            code = "InvalidSignatureException" if req.protocol in ("json", "rest-json") else "SignatureDoesNotMatch"
+            scope = AwsError(code, f"Credential should be scoped to a valid region, not '{req.region}'.", 403)
+            return _send(error_response(req, scope), environ, start_response)
         if req is not None:
             err = self.ctx.faults.check_request(req)
             if err is not None:
@@ -73,10 +80,16 @@ class TwinAwsApp:
                     return self._call_moto(req, environ, start_response)
                 except AwsError as exc:
                     answer = error_response(req, exc)
-                except Exception:
+                except Exception as exc:
+                    # A bug in the twin: loud, but a 4xx so botocore does not retry it for a minute.
                     log.exception("twin extension %s.%s failed", req.service, req.operation)
                     answer = error_response(
-                        req, AwsError("InternalFailure", "The twin's extension failed; see its log.", 500)
+                        req,
+                        AwsError(
+                            "InternalFailure",
+                            f"The twin's extension for {req.operation} failed: {type(exc).__name__}: {exc}",
+                            400,
+                        ),
                     )
                 return _send(answer, environ, start_response)
         return self._call_moto(req, environ, start_response)
@@ -109,6 +122,20 @@ class TwinAwsApp:
             return _send(error_response(req, _moto_gap(req, chunks, failure)), environ, start_response)
         start_response(str(captured["status"]), list(captured["headers"]))
         return [chunks]
+
+
+@lru_cache(maxsize=1)
+def _regions() -> frozenset[str]:
+    session = botocore.session.get_session()
+    names: set[str] = set()
+    for partition in session.get_available_partitions():
+        names.update(session.get_available_regions("ec2", partition_name=partition))
+    return frozenset(names)
+
+
+def known_region(region: str) -> bool:
+    """Whether `region` is a real AWS Region (IAM and other global services sign with us-east-1)."""
+    return region in _regions() or region in ("aws-global", "us-east-1")
 
 
 def _moto_gap(req: AwsRequest, body: bytes, failure: str | None) -> AwsError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import urllib.request
 from dataclasses import dataclass
@@ -84,8 +85,23 @@ def build_network(twin: Twin, cidr_prefix: str = "10.0") -> Net:
     return Net(vpc, public, private, compute, sg, private_rt, nat)
 
 
+def ensure_execution_role(twin: Twin) -> str:
+    """The HyperPod execution role `ROLE` (trusting sagemaker.amazonaws.com), created once per account."""
+    iam = twin.boto3_client("iam")
+    trust = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}, "Action": "sts:AssumeRole"}
+        ],
+    }
+    with contextlib.suppress(iam.exceptions.EntityAlreadyExistsException):
+        iam.create_role(RoleName=ROLE.rsplit("/", 1)[-1], AssumeRolePolicyDocument=json.dumps(trust))
+    return ROLE
+
+
 def build_eks(twin: Twin, net: Net, name: str, mode: str = "API_AND_CONFIG_MAP") -> str:
-    """An ACTIVE EKS cluster (advances the clock past creation); returns its ARN."""
+    """An ACTIVE EKS cluster (advances the clock past creation) and the HyperPod execution role; its ARN."""
+    ensure_execution_role(twin)
     eks = twin.boto3_client("eks")
     arn: str = eks.create_cluster(
         name=name,

@@ -107,3 +107,12 @@ def test_unrouted_rest_call_is_a_client_error(twin: Twin) -> None:
         eks.list_insights(clusterName="any")
     assert err.value.response["Error"]["Code"] == "UnknownOperationException"
     assert err.value.response["ResponseMetadata"]["RetryAttempts"] == 0
+
+
+def test_unknown_region_is_refused_like_aws(twin: Twin) -> None:
+    eks = twin.boto3_client("eks", region_name="eu-gov-krm-3")
+    with pytest.raises(ClientError) as err:
+        eks.describe_cluster(name="x")
+    assert err.value.response["Error"]["Code"] == "InvalidSignatureException"
+    assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+    assert err.value.response["ResponseMetadata"]["RetryAttempts"] == 0

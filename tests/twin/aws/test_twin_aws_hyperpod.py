@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -247,10 +248,17 @@ def test_software_update_and_deletion(twin: Twin, events: Events) -> None:
         ({"InstanceType": "ml.g5.8xlarge", "NetworkInterface": {"InterfaceType": "efa-only"}}, "efa-only"),
         ({"InstanceType": "ml.m5.xlarge", "OnStartDeepHealthChecks": ["InstanceStress"]}, "Deep health checks"),
         ({"InstanceCount": 1, "MinInstanceCount": 2}, "MinInstanceCount"),
+        ({"ExecutionRole": "arn:aws:iam::111122223333:role/missing"}, "does not exist"),
+        ({"ExecutionRole": "arn:aws:iam::111122223333:role/eks-trusting"}, "cannot be assumed by sagemaker"),
     ],
 )
 def test_invalid_groups_are_refused(twin: Twin, env: tuple[Net, str], change: dict[str, Any], needle: str) -> None:
     net, eks_arn = env
+    iam = twin.boto3_client("iam")
+    if not [r for r in iam.list_roles()["Roles"] if r["RoleName"] == "eks-trusting"]:
+        statement = {"Effect": "Allow", "Principal": {"Service": "eks.amazonaws.com"}, "Action": "sts:AssumeRole"}
+        trust = json.dumps({"Statement": [statement]})
+        iam.create_role(RoleName="eks-trusting", AssumeRolePolicyDocument=trust)
     spec = {**group("g", "ml.g5.8xlarge", 1), **change}
     with pytest.raises(ClientError) as err:
         twin.boto3_client("sagemaker").create_cluster(
