@@ -93,6 +93,17 @@ class Controller(ABC):
         """Bring the object named by `key` to its desired state."""
 
 
+def _without(value: Any, keys: tuple[str, ...]) -> Any:
+    """`value` with every dict key in `keys` dropped, recursively."""
+    if not keys:
+        return value
+    if isinstance(value, dict):
+        return {k: _without(v, keys) for k, v in value.items() if k not in keys}
+    if isinstance(value, list):
+        return [_without(v, keys) for v in value]
+    return value
+
+
 class OwnerController(Controller):
     """A controller of one `primary` type that its dependents wake: a change to an object of a type in
     `owns` reconciles the owner named by its controller ownerReference (when the kind matches)."""
@@ -350,9 +361,14 @@ class ClusterSim:
             stored = self.update_status(key, stored)
         return stored
 
-    def patch_status(self, key: TypeKey, obj: Obj, status: Obj) -> Obj:
-        """Set obj.status to `status` if it differs; returns the stored object."""
-        if obj.get("status") == status:
+    def patch_status(self, key: TypeKey, obj: Obj, status: Obj, *, volatile: tuple[str, ...] = ()) -> Obj:
+        """Set obj.status to `status` if it differs; returns the stored object.
+
+        Keys named in `volatile` (timestamps such as lastUpdated, at any depth) do not count as a
+        difference: a status whose only change is the time of writing is not written, so a
+        controller woken by its own status update settles instead of rewriting it forever.
+        """
+        if _without(obj.get("status"), volatile) == _without(status, volatile):
             return obj
         new = copy.deepcopy(obj)
         new["status"] = status

@@ -157,7 +157,7 @@ class InferenceOperator(OwnerController):
             f"{available}/{replicas} replicas available",
         )
         kobj.set_condition(status, "DeploymentInProgress" if complete else "DeploymentComplete", "False", now, state)
-        self.sim.patch_status(IECS, iec, status)
+        self.sim.patch_status(IECS, iec, status, volatile=("lastUpdated",))
         if complete and (iec.get("status") or {}).get("state") != "DeploymentComplete":
             self.sim.event(
                 iec,

@@ -132,7 +132,7 @@ class KedaOperator(Controller):
         kobj.set_condition(
             status, "Fallback", "False", now, "NoFallbackFound", "No fallbacks are active on this scaled object"
         )
-        self.sim.patch_status(SCALEDOBJECTS, so, status)
+        self.sim.patch_status(SCALEDOBJECTS, so, status, volatile=("lastActiveTime",))
         self._hpa(so, kind, ref.get("name", ""), want, metric)
 
     def _hpa(self, so: Obj, kind: str, target: str, replicas: int, metric: float) -> None:

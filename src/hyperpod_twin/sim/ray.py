@@ -177,8 +177,10 @@ class RayClusterController(OwnerController):
                 "podIP": head.get("status", {}).get("podIP", ""),
                 "serviceName": head_service_name(rc["metadata"]["name"]),
             }
-        if ready and "readyTime" not in status:
-            status["stateTransitionTimes"] = {**(status.get("stateTransitionTimes") or {}), "ready": now}
+        transitions = dict(status.get("stateTransitionTimes") or {})
+        if state and state not in transitions:
+            transitions[state] = now
+            status["stateTransitionTimes"] = transitions
         kobj.set_condition(
             status,
             "HeadPodReady",

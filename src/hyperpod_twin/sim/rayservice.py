@@ -212,4 +212,4 @@ class RayServiceController(Controller):
         kobj.set_condition(
             status, "UpgradeInProgress", "False", now, "NoActiveCluster" if not ready else "NoPendingCluster"
         )
-        self.sim.patch_status(RAYSERVICES, service, status)
+        self.sim.patch_status(RAYSERVICES, service, status, volatile=("healthLastUpdateTime",))
