@@ -247,6 +247,16 @@ def test_storage_status_and_verification(cp: Running, twin: TwinProcess, tmp_pat
     assert info.value.hint and "cluster_get_status" in info.value.hint
     with cp.client() as client:
         assert client.get("/api/v1/clusters").json()["clusters"][0]["stages"]["verification"] == "FAILED"
+    # A cordoned node no longer counts: the group's count does not match and the status says so.
+    node_name = status["nodes"][0]["name"]
+    k8s.CoreV1Api(api).patch_node(node_name, {"spec": {"unschedulable": True}})
+    with cp.client() as client:
+        status = wait_status(client, lambda s: not s["ready"])
+        assert status["nodes"][0]["schedulable"] is False and status["accelerators"][0]["gpuAvailable"] == 0
+        assert any(f"accelerated-{TAG}: 0 of 1 nodes" in p for p in status["problems"]), status["problems"]
+    with pytest.raises(TemporaryError) as info:
+        run_stage(app, {"clusterTag": TAG, "region": "us-west-2", "verifyWaitSeconds": 0.3})
+    assert "0 of 1 nodes Ready and schedulable" in info.value.message
     app.db.dispose()
 
 
