@@ -19,7 +19,13 @@ from instantstart.context import AppContext
 from instantstart.errors import InstantStartError
 from instantstart.kube.helm import Connection, Helm, HelmError
 from instantstart.services.dependency_catalog import Dependency, DependencyCatalog, WorkloadRef, load_catalog
-from instantstart.services.ledger import aws_tags, record, tag_map
+from instantstart.services.dependency_identity import (
+    Owner,
+    ensure_pod_identity_association,
+    ensure_pod_identity_role,
+    project_bucket_policy,
+)
+from instantstart.services.ledger import record, tag_map
 from instantstart.services.stagekit import blocking
 
 ADDON_TIMEOUT = 20 * 60
@@ -95,41 +101,6 @@ def parse_config(text: str | None) -> dict[str, Any]:
     except ValueError:
         parsed = yaml.safe_load(text)
     return parsed if isinstance(parsed, dict) else {}
-
-
-def pod_identity_trust() -> dict[str, Any]:
-    """Trust policy of a role assumed through EKS Pod Identity."""
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Allow",
-                "Principal": {"Service": "pods.eks.amazonaws.com"},
-                "Action": ["sts:AssumeRole", "sts:TagSession"],
-            }
-        ],
-    }
-
-
-def project_bucket_policy(bucket: str) -> dict[str, Any]:
-    """Mountpoint for S3's recommended permissions, limited to the project bucket."""
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Sid": "MountpointListProjectBucket",
-                "Effect": "Allow",
-                "Action": ["s3:ListBucket"],
-                "Resource": [f"arn:aws:s3:::{bucket}"],
-            },
-            {
-                "Sid": "MountpointObjectsInProjectBucket",
-                "Effect": "Allow",
-                "Action": ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:DeleteObject"],
-                "Resource": [f"arn:aws:s3:::{bucket}/*"],
-            },
-        ],
-    }
 
 
 def _failure_of(exc: BaseException) -> DependencyFailed:
@@ -435,86 +406,21 @@ class Reconciler:
                 f"{dep.name} needs the project bucket, which the cluster's EKS stage did not record.",
                 "Run the EKS stage again (operation_retry) so it records the bucket.",
             )
+        owner = Owner(self.app.db, self.target.tag, self.target.operation_id, self.target.region)
         role_name = f"instantstart-{self.target.tag}-{spec.role}"
-        role_arn = await blocking(self._ensure_role, role_name, project_bucket_policy(self.target.bucket))
-        await blocking(self._ensure_association, spec.namespace, spec.service_account, role_arn)
-        return role_arn
-
-    def _ensure_role(self, name: str, policy: dict[str, Any]) -> str:
         iam = self.app.aws.client("iam", self.target.region)
-        trust = pod_identity_trust()
-        try:
-            try:
-                role = iam.get_role(RoleName=name)["Role"]
-                current = role.get("AssumeRolePolicyDocument")
-                if isinstance(current, str):
-                    current = json.loads(current)
-                if current != trust:
-                    iam.update_assume_role_policy(RoleName=name, PolicyDocument=json.dumps(trust))
-            except Exception as exc:
-                if error_code(exc) != "NoSuchEntity":
-                    raise
-                role = iam.create_role(
-                    RoleName=name,
-                    AssumeRolePolicyDocument=json.dumps(trust),
-                    Description="Mountpoint for S3 CSI driver (Pod Identity), project bucket only",
-                    Tags=aws_tags(self.target.tag, self.target.operation_id or "adopted", name),
-                )["Role"]
-                record(
-                    self.app.db,
-                    cluster_tag=self.target.tag,
-                    operation_id=self.target.operation_id,
-                    resource_type="iam:role",
-                    resource_id=name,
-                    region=self.target.region,
-                    details={"arn": role["Arn"]},
-                )
-            try:
-                existing = iam.get_role_policy(RoleName=name, PolicyName="instantstart")["PolicyDocument"]
-                if isinstance(existing, str):
-                    existing = json.loads(existing)
-            except Exception as exc:
-                if error_code(exc) != "NoSuchEntity":
-                    raise
-                existing = None
-            if existing != policy:
-                iam.put_role_policy(RoleName=name, PolicyName="instantstart", PolicyDocument=json.dumps(policy))
-            return str(role["Arn"])
-        except Exception as exc:
-            raise translate(exc, f"ensure IAM role {name}") from exc
-
-    def _ensure_association(self, namespace: str, service_account: str, role_arn: str) -> str:
-        cluster = self.target.eks_cluster_name
-        try:
-            found = self.eks.list_pod_identity_associations(
-                clusterName=cluster, namespace=namespace, serviceAccount=service_account
-            ).get("associations", [])
-            if found:
-                aid = str(found[0]["associationId"])
-                current = self.eks.describe_pod_identity_association(clusterName=cluster, associationId=aid)
-                if current["association"].get("roleArn") != role_arn:
-                    self.eks.update_pod_identity_association(clusterName=cluster, associationId=aid, roleArn=role_arn)
-                return aid
-            created = self.eks.create_pod_identity_association(
-                clusterName=cluster,
-                namespace=namespace,
-                serviceAccount=service_account,
-                roleArn=role_arn,
-                tags=tag_map(self.target.tag, self.target.operation_id or "adopted"),
-            )["association"]
-        except Exception as exc:
-            raise translate(exc, f"ensure the pod identity association for {namespace}/{service_account}") from exc
-        aid = str(created["associationId"])
-        record(
-            self.app.db,
-            cluster_tag=self.target.tag,
-            operation_id=self.target.operation_id,
-            resource_type="eks:pod-identity-association",
-            resource_id=aid,
-            region=self.target.region,
-            details={"clusterName": cluster, "namespace": namespace, "serviceAccount": service_account},
+        policy = project_bucket_policy(self.target.bucket)
+        role_arn = await blocking(ensure_pod_identity_role, iam, owner, role_name, policy)
+        await blocking(
+            ensure_pod_identity_association,
+            self.eks,
+            owner,
+            cluster=self.target.eks_cluster_name,
+            namespace=spec.namespace,
+            service_account=spec.service_account,
+            role_arn=role_arn,
         )
-        return aid
+        return role_arn
 
     # -- helm ------------------------------------------------------------------------------------
     async def helm(self) -> Helm:
