@@ -134,6 +134,23 @@ def _everything(cluster: SimCluster) -> None:
         "rayservices",
         {"metadata": {"name": "rs"}, "spec": {"serveConfigV2": SERVE_CONFIG, "rayClusterConfig": cluster_spec}},
     )
+    install_crds(cluster.sim, "karpenter")
+    group = {"InstanceGroupName": "gpu", "InstanceType": "ml.p5.48xlarge", "CurrentCount": 3, "TargetCount": 3}
+    cluster.sim.extra["hyperpod_cluster"] = {"ClusterName": "hp-test", "InstanceGroups": [group]}
+    cluster.create(
+        "karpenter.sagemaker.amazonaws.com",
+        "hyperpodnodeclasses",
+        {"metadata": {"name": "nc"}, "spec": {"instanceGroups": ["gpu"]}},
+    )
+    ref = {"group": "karpenter.sagemaker.amazonaws.com", "kind": "HyperpodNodeClass", "name": "nc"}
+    cluster.create(
+        "karpenter.sh",
+        "nodepools",
+        {
+            "metadata": {"name": "np"},
+            "spec": {"template": {"spec": {"nodeClassRef": ref}}, "disruption": {"consolidateAfter": "Never"}},
+        },
+    )
 
 
 def test_controllers_write_nothing_once_settled(cluster: SimCluster) -> None:
@@ -155,3 +172,4 @@ def test_controllers_write_nothing_once_settled(cluster: SimCluster) -> None:
     # Sanity: the world really is busy (so "nothing written" means settled, not idle).
     phases = [p["status"]["phase"] for p in cluster.list("", "pods")]
     assert len(phases) >= 12 and set(phases) <= {"Running", "Succeeded"}
+    assert all(n["metadata"]["labels"]["karpenter.sh/nodepool"] == "np" for n in cluster.list("", "nodes"))
