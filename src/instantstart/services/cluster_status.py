@@ -218,7 +218,10 @@ def describe_hyperpod(app: AppContext, row: ClusterRow) -> dict[str, Any] | None
         found: dict[str, Any] = sm.describe_cluster(ClusterName=name)
         return found
     except Exception as exc:
-        if error_code(exc) in ("ResourceNotFound", "ResourceNotFoundException", "ValidationException"):
+        code = error_code(exc)
+        if code in ("ResourceNotFound", "ResourceNotFoundException") or (
+            code == "ValidationException" and "not found" in str(exc).lower()
+        ):
             return None
         raise translate(exc, f"describe HyperPod cluster {name}") from exc
 
