@@ -117,6 +117,33 @@ def _selector(obj: Obj) -> str:
 NAME: Column = ("Name", "string", "Name must be unique within a namespace.", lambda o: o["metadata"]["name"])
 AGE: Column = ("Age", "string", "CreationTimestamp of the object.", _age)
 
+
+def _since(stamp: Any) -> str:
+    if not isinstance(stamp, str) or not stamp:
+        return "<unknown>"
+    try:
+        when = datetime.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return "<unknown>"
+    return human_duration(time.time() - when)
+
+
+def _event_object(obj: Obj) -> str:
+    ref = obj.get("involvedObject") or obj.get("regarding") or {}
+    return f"{str(ref.get('kind', '')).lower()}/{ref.get('name', '')}"
+
+
+def _endpoints(obj: Obj) -> str:
+    addresses = [
+        f"{a.get('ip')}:{p.get('port')}"
+        for subset in obj.get("subsets") or []
+        for a in subset.get("addresses") or []
+        for p in subset.get("ports") or [{}]
+    ]
+    if not addresses:
+        return "<none>"
+    return ",".join(addresses[:3]) + (f" + {len(addresses) - 3} more..." if len(addresses) > 3 else "")
+
 COLUMNS: dict[tuple[str, str], list[Column]] = {
     ("", "pods"): [
         NAME,
@@ -186,6 +213,41 @@ COLUMNS: dict[tuple[str, str], list[Column]] = {
         AGE,
     ],
     ("", "configmaps"): [NAME, ("Data", "integer", "Entries", lambda o: len(o.get("data") or {})), AGE],
+    ("", "events"): [
+        ("Last Seen", "string", "Time of the last occurrence",
+         lambda o: _since(o.get("lastTimestamp") or o.get("eventTime") or _get(o, "metadata", "creationTimestamp"))),
+        ("Type", "string", "Event type", lambda o: o.get("type", "")),
+        ("Reason", "string", "Reason", lambda o: o.get("reason", "")),
+        ("Object", "string", "The object the event is about", _event_object),
+        ("Message", "string", "Message", lambda o: o.get("message") or o.get("note", "")),
+    ],
+    ("", "endpoints"): [NAME, ("Endpoints", "string", "Ready addresses", _endpoints), AGE],
+    ("", "serviceaccounts"): [NAME, ("Secrets", "integer", "Secrets", lambda o: len(o.get("secrets") or [])), AGE],
+    ("apps", "statefulsets"): [
+        NAME,
+        ("Ready", "string", "Ready replicas", lambda o: f"{_get(o, 'status', 'readyReplicas', default=0)}/"
+         f"{_get(o, 'spec', 'replicas', default=1)}"),
+        AGE,
+    ],
+    ("batch", "cronjobs"): [
+        NAME,
+        ("Schedule", "string", "Schedule", lambda o: _get(o, "spec", "schedule", default="")),
+        ("Suspend", "boolean", "Suspended", lambda o: bool(_get(o, "spec", "suspend", default=False))),
+        ("Active", "integer", "Active jobs", lambda o: len(_get(o, "status", "active", default=[]))),
+        ("Last Schedule", "string", "Last schedule", lambda o: _since(_get(o, "status", "lastScheduleTime"))),
+        AGE,
+    ],
+    ("storage.k8s.io", "storageclasses"): [
+        NAME,
+        ("Provisioner", "string", "Provisioner", lambda o: o.get("provisioner", "")),
+        ("ReclaimPolicy", "string", "Reclaim policy", lambda o: o.get("reclaimPolicy", "Delete")),
+        ("VolumeBindingMode", "string", "Binding mode", lambda o: o.get("volumeBindingMode", "Immediate")),
+        AGE,
+    ],
+    ("apiextensions.k8s.io", "customresourcedefinitions"): [
+        NAME,
+        ("Created At", "date", "Creation time", lambda o: _get(o, "metadata", "creationTimestamp", default="")),
+    ],
     ("", "secrets"): [
         NAME,
         ("Type", "string", "Secret type", lambda o: o.get("type", "Opaque")),

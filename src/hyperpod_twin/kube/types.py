@@ -147,6 +147,17 @@ def bootstrap(store: ObjectStore) -> None:
         },
     )
     store.create(
+        core("endpoints"),
+        {
+            "metadata": {"name": "kubernetes", "namespace": "default",
+                         "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
+            # EKS's two control-plane ENIs; nothing behind them answers the proxy (503), as a real
+            # API server would not serve its own service proxy either.
+            "subsets": [{"addresses": [{"ip": "10.0.0.10"}, {"ip": "10.0.1.10"}],
+                         "ports": [{"name": "https", "port": 443, "protocol": "TCP"}]}],
+        },
+    )
+    store.create(
         builtin("storage.k8s.io", "storageclasses"),
         {
             "metadata": {"name": "gp2", "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},

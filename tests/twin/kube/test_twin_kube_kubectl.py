@@ -76,6 +76,19 @@ def test_get_and_discovery(cluster: Cluster) -> None:
     assert "Server Version: v1.32" in cluster.kubectl("version").stdout
 
 
+def test_tables_for_events_and_crds(cluster: Cluster, ns: str) -> None:
+    core = kubernetes.client.CoreV1Api(cluster.api)
+    core.create_namespaced_event(ns, {
+        "metadata": {"name": "e1"}, "involvedObject": {"kind": "Pod", "name": "trainer-0", "namespace": ns},
+        "reason": "FailedScheduling", "type": "Warning", "message": "0/2 nodes are available: 2 Insufficient gpu.",
+    })
+    rows = cluster.kubectl("get", "events", "-n", ns).stdout.splitlines()
+    assert rows[0].split() == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+    assert rows[1].split()[1:4] == ["Warning", "FailedScheduling", "pod/trainer-0"]
+    endpoints = cluster.kubectl("get", "endpoints", "kubernetes", "-n", "default").stdout.splitlines()
+    assert endpoints[1].split()[:2] == ["kubernetes", "10.0.0.10:443,10.0.1.10:443"]
+
+
 def test_apply_label_patch_and_scale(cluster: Cluster, ns: str) -> None:
     assert "created" in cluster.kubectl("apply", "-n", ns, "-f", "-", stdin=DEPLOYMENT.format(replicas=2)).stdout
     assert "unchanged" in cluster.kubectl("apply", "-n", ns, "-f", "-", stdin=DEPLOYMENT.format(replicas=2)).stdout
