@@ -156,8 +156,9 @@ class NodeController(Controller):
         name = existing["metadata"]["name"]
         labels = dict(existing["metadata"].get("labels") or {})
         taints = list(existing.get("spec", {}).get("taints") or [])
-        new_labels, new_taints = _group_config(node)
         old_labels, old_taints = self._group_cfg.get(name, ({}, []))
+        # An event that does not carry the group's KubernetesConfig leaves the applied one alone.
+        new_labels, new_taints = _group_config(node) if "KubernetesConfig" in node else (old_labels, old_taints)
         for key in old_labels:
             if key not in new_labels:
                 labels.pop(key, None)

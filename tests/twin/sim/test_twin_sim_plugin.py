@@ -270,6 +270,9 @@ def test_deep_health_check_and_group_label_updates_follow_the_instance(
     assert labels["sagemaker.amazonaws.com/deep-health-check-status"] == "Passed"
     assert labels["sagemaker.amazonaws.com/node-health-status"] == "Schedulable"
     assert labels["team"] == "b" and node["spec"]["taints"] == []
+    # A later status event without the group's configuration keeps the labels applied so far.
+    bus.publish("hyperpod.node.changed", **publish, node=_node("i-0dhc"))
+    assert runtime.store.get(core("nodes"), "", "hyperpod-i-0dhc")["metadata"]["labels"]["team"] == "b"
 
 
 def test_addon_workloads_and_csi_drivers_come_and_go(
