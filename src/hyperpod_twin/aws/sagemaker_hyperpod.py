@@ -271,6 +271,11 @@ class HyperPod:
                 raise validation("AutoScaling.Mode must be Enable or Disable.")
             if auto.get("Mode") == "Enable" and not p.get("ClusterRole"):
                 raise validation("ClusterRole is required when AutoScaling is enabled.")
+            # Managed Karpenter builds on continuous provisioning and automatic node recovery.
+            if auto.get("Mode") == "Enable" and p.get("NodeProvisioningMode") != "Continuous":
+                raise validation("AutoScaling requires NodeProvisioningMode Continuous.")
+            if auto.get("Mode") == "Enable" and (p.get("NodeRecovery") or "Automatic") != "Automatic":
+                raise validation("AutoScaling requires NodeRecovery Automatic.")
             if auto.get("AutoScalerType", "Karpenter") != "Karpenter":
                 raise validation("AutoScaling.AutoScalerType must be Karpenter.")
 
@@ -318,7 +323,13 @@ class HyperPod:
                 self.check_group_placement(
                     {"ClusterName": cluster.name, "VpcConfig": cluster.vpc_config}, spec, req.region
                 )
-            self._check_cluster_options({**p, "ClusterRole": p.get("ClusterRole") or cluster.cluster_role}, specs)
+            effective = {
+                **p,
+                "ClusterRole": p.get("ClusterRole") or cluster.cluster_role,
+                "NodeProvisioningMode": p.get("NodeProvisioningMode") or cluster.provisioning_mode,
+                "NodeRecovery": p.get("NodeRecovery") or cluster.node_recovery,
+            }
+            self._check_cluster_options(effective, specs)
             targets = {g.name: (str(g.spec.get("InstanceType", "")), g.target) for g in cluster.groups.values()}
             for spec in specs:
                 targets[spec["InstanceGroupName"]] = (spec.get("InstanceType", ""), spec["InstanceCount"])
