@@ -117,13 +117,17 @@ def _watch(
                 yield _line("ERROR", status_body(410, f"too old resource version: {since} "
                                                  f"({store.resource_version})", "Expired"))
                 return
-            # Objects that match now were seen by the client's list: MODIFIED/DELETED must read right.
-            current, _ = store.list(rtype, namespace if rtype.namespaced else None, predicate)
-            matched.update((i["metadata"].get("namespace", ""), i["metadata"]["name"]) for i in current)
+            # What the client's list at `since` held is not recorded, so assume it held every object
+            # that existed then and matches now or changed since (the old state is unknown): a
+            # change out of the selection then reads DELETED, never silently nothing.
+            first: dict[tuple[str, str], str] = {}
             for event in history:
-                if event.type == "ADDED":
-                    meta = event.object.get("metadata", {})
-                    matched.discard((meta.get("namespace", ""), meta.get("name", "")))
+                meta = event.object.get("metadata", {})
+                first.setdefault((meta.get("namespace", ""), meta.get("name", "")), event.type)
+            current, _ = store.list(rtype, namespace if rtype.namespaced else None, predicate)
+            keys = {(i["metadata"].get("namespace", ""), i["metadata"]["name"]) for i in current}
+            matched.update(k for k in keys if first.get(k) != "ADDED")
+            matched.update(k for k, kind in first.items() if kind != "ADDED")
             last_rv = since
             for event in history:
                 last_rv = max(last_rv, event.resource_version)

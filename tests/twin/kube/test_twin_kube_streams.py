@@ -68,6 +68,18 @@ def test_objects_leaving_a_selector_are_deleted_from_the_watch(cluster: Cluster,
     assert kinds == ["ADDED", "DELETED", "ADDED"]
 
 
+def test_resumed_watch_reports_an_object_leaving_the_selection(cluster: Cluster, ns: str) -> None:
+    core = kubernetes.client.CoreV1Api(cluster.api)
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "m", "labels": {"pick": "yes"}}})
+    rv = core.list_namespaced_config_map(ns, label_selector="pick=yes").metadata.resource_version
+    core.patch_namespaced_config_map("m", ns, {"metadata": {"labels": {"pick": "no"}}})
+    response = cluster.raw("GET", f"/api/v1/namespaces/{ns}/configmaps",
+                           [("watch", "1"), ("resourceVersion", rv), ("labelSelector", "pick=yes"),
+                            ("timeoutSeconds", "1")])
+    response.read()
+    assert [json.loads(line)["type"] for line in response.data.decode().splitlines()] == ["DELETED"]
+
+
 def test_service_proxy_uses_endpoints_and_pod_proxy(cluster: Cluster, ns: str) -> None:
     core = kubernetes.client.CoreV1Api(cluster.api)
     core.create_namespaced_service(ns, {"metadata": {"name": "api"}, "spec": {
