@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 NODEPOOLS: TypeKey = ("karpenter.sh", "nodepools")
 NODECLASSES: TypeKey = ("karpenter.sagemaker.amazonaws.com", "hyperpodnodeclasses")
+NODECLAIMS: TypeKey = ("karpenter.sh", "nodeclaims")
 POOL_LABEL = "karpenter.sh/nodepool"
 ALL = "all"
 # Fields of DescribeCluster's group details that UpdateCluster takes back unchanged.
@@ -208,7 +209,9 @@ class KarpenterController(Controller):
         self.sim.patch_status(NODECLASSES, nodeclass, status)
 
     def _label_nodes(self, managed: dict[str, Obj]) -> None:
-        for node in self.sim.list(NODES):
+        nodes = self.sim.list(NODES)
+        self._sync_claims(managed, nodes)
+        for node in nodes:
             labels = node["metadata"].get("labels") or {}
             pool = managed.get(labels.get(GROUP_LABEL, ""))
             if pool is None or labels.get(POOL_LABEL) == pool["metadata"]["name"]:
@@ -231,6 +234,51 @@ class KarpenterController(Controller):
             node.setdefault("spec", {})["taints"] = taints
             node["metadata"].pop("resourceVersion", None)
             self.sim.update(NODES, node)
+
+    def _sync_claims(self, managed: dict[str, Obj], nodes: list[Obj]) -> None:
+        """One NodeClaim per node of a managed group (named after the node), removed with the node."""
+        wanted = {}
+        for node in nodes:
+            pool = managed.get((node["metadata"].get("labels") or {}).get(GROUP_LABEL, ""))
+            if pool is not None:
+                wanted[node["metadata"]["name"]] = (node, pool)
+        for claim in self.sim.list(NODECLAIMS):
+            if claim["metadata"]["name"] not in wanted:
+                self.sim.delete(NODECLAIMS, "", claim["metadata"]["name"])
+        now = self.sim.now()
+        for name, (node, pool) in wanted.items():
+            if self.sim.get(NODECLAIMS, "", name) is not None:
+                continue
+            template = (pool.get("spec") or {}).get("template") or {}
+            created = self.sim.create(
+                NODECLAIMS,
+                {
+                    "metadata": {
+                        "name": name,
+                        "labels": {
+                            POOL_LABEL: pool["metadata"]["name"],
+                            INSTANCE_TYPE_LABEL: node["metadata"]["labels"].get(INSTANCE_TYPE_LABEL, ""),
+                        },
+                        "ownerReferences": [kobj.owner_ref(pool, controller=False)],
+                    },
+                    "spec": {
+                        "nodeClassRef": copy.deepcopy((template.get("spec") or {}).get("nodeClassRef") or {}),
+                        "requirements": copy.deepcopy((template.get("spec") or {}).get("requirements") or []),
+                        "taints": copy.deepcopy((template.get("spec") or {}).get("taints") or []),
+                    },
+                },
+            )
+            if created is None:
+                continue
+            status: Obj = {
+                "nodeName": name,
+                "providerID": node.get("spec", {}).get("providerID", ""),
+                "capacity": dict(node.get("status", {}).get("capacity") or {}),
+                "allocatable": dict(node.get("status", {}).get("allocatable") or {}),
+            }
+            for ctype in ("Launched", "Registered", "Initialized", "Ready"):
+                kobj.set_condition(status, ctype, "True", now, ctype)
+            self.sim.patch_status(NODECLAIMS, created, status)
 
     # -- scale up ------------------------------------------------------------------------------------
     def _scale_up(self, pools: list[Obj], groups: dict[str, Obj], cluster_name: str) -> None:

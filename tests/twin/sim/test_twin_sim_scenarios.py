@@ -461,6 +461,8 @@ def test_karpenter_scales_a_group_up_for_pending_pods_and_consolidates_it(env: E
     node = env.core.read_node(node_name)
     assert node.metadata.labels["sagemaker.amazonaws.com/instance-group-name"] == "auto"
     assert node.metadata.labels["karpenter.sh/nodepool"] == "gpu-pool"
+    claim = env.custom.get_cluster_custom_object("karpenter.sh", "v1", "nodeclaims", node_name)
+    assert {c["type"] for c in claim["status"]["conditions"] if c["status"] == "True"} >= {"Launched", "Ready"}
     env.core.delete_namespaced_pod("burst", "default", _preload_content=False)
     env.advance(60, step=5)
 
@@ -474,6 +476,9 @@ def test_karpenter_scales_a_group_up_for_pending_pods_and_consolidates_it(env: E
     env.wait("BatchDeleteClusterNodes from Karpenter", lambda: not auto_nodes())
     env.advance(300, step=10)
     env.wait("node gone", lambda: all(n.metadata.name != node_name for n in env.core.list_node().items))
+    env.wait(
+        "NodeClaim gone", lambda: not env.custom.list_cluster_custom_object("karpenter.sh", "v1", "nodeclaims")["items"]
+    )
 
 
 KUBECTL_JOB = """

@@ -173,3 +173,5 @@ def test_controllers_write_nothing_once_settled(cluster: SimCluster) -> None:
     phases = [p["status"]["phase"] for p in cluster.list("", "pods")]
     assert len(phases) >= 12 and set(phases) <= {"Running", "Succeeded"}
     assert all(n["metadata"]["labels"]["karpenter.sh/nodepool"] == "np" for n in cluster.list("", "nodes"))
+    claims = cluster.list("karpenter.sh", "nodeclaims")
+    assert len(claims) == 3 and all(c["status"]["nodeName"] == c["metadata"]["name"] for c in claims)
