@@ -121,7 +121,7 @@ class KarpenterController(Controller):
         managed = self._update_statuses(pools, groups)
         self._label_nodes(managed)
         if cluster.get("ClusterName"):
-            self._scale_up(pools, groups, str(cluster["ClusterName"]))
+            self._scale_up(pools, groups, str(cluster["ClusterName"]), managed)
             self._consolidate(managed, str(cluster["ClusterName"]))
         if not self._timer:
             self._timer = True
@@ -281,7 +281,7 @@ class KarpenterController(Controller):
             self.sim.patch_status(NODECLAIMS, created, status)
 
     # -- scale up ------------------------------------------------------------------------------------
-    def _scale_up(self, pools: list[Obj], groups: dict[str, Obj], cluster_name: str) -> None:
+    def _scale_up(self, pools: list[Obj], groups: dict[str, Obj], cluster_name: str, managed: dict[str, Obj]) -> None:
         pending = [
             p
             for p in self.sim.list(PODS)
@@ -303,7 +303,10 @@ class KarpenterController(Controller):
             self._place(pod, pools, groups, bins)
         for name, group_bins in bins.items():
             extra = sum(1 for _, new in group_bins if new)
-            if extra == 0:
+            pool = managed.get(name)
+            if extra and pool is not None:
+                extra = min(extra, self._room_under_limits(pool, groups, managed))
+            if extra <= 0:
                 continue
             details = groups[name]
             count = max(int(details.get("TargetCount", 0) or 0), self._requested.get(name, 0)) + extra
@@ -321,6 +324,28 @@ class KarpenterController(Controller):
                     f"Pod should schedule on: new node of instance group {name} (scaling to {count})",
                     source="karpenter",
                 )
+
+    def _room_under_limits(self, pool: Obj, groups: dict[str, Obj], managed: dict[str, Obj]) -> int:
+        """How many more nodes the pool's spec.limits allow (counting launching nodes); large if none."""
+        limits = {k: kobj.quantity(v) for k, v in ((pool.get("spec") or {}).get("limits") or {}).items()}
+        if not limits:
+            return 1 << 30
+        used: dict[str, float] = {}
+        per_node: dict[str, float] = {}
+        for name, details in groups.items():
+            if managed.get(name) is not pool:
+                continue
+            capacity = {k: kobj.quantity(v) for k, v in capacity_of(str(details.get("InstanceType", ""))).items()}
+            per_node = per_node or capacity
+            target = max(int(details.get("TargetCount", 0) or 0), self._requested.get(name, 0))
+            for resource, amount in capacity.items():
+                used[resource] = used.get(resource, 0.0) + amount * target
+        room = 1 << 30
+        for resource, limit in limits.items():
+            each = per_node.get(resource, 0.0)
+            if each > 0:
+                room = min(room, int((limit - used.get(resource, 0.0)) // each))
+        return max(room, 0)
 
     def _used_on(self, node_name: str) -> Counter[str]:
         used: Counter[str] = Counter()

@@ -233,3 +233,53 @@ def test_ray_service_serves_its_applications(cluster: SimCluster) -> None:
     assert answer["model"] == "qwen-0.5b" and "hello ray" in answer["choices"][0]["message"]["content"]
     fruit = json.loads(handler("GET", "/fruit/mango", "", {}, b"").body)
     assert fruit["application"] == "fruit" and fruit["result"].startswith("[twin simulated response]")
+
+
+class _RecordingSageMaker:
+    """Stands in for the SageMaker client Karpenter is given (the twin's boto3 factory in a Twin)."""
+
+    def __init__(self, calls: list[tuple[str, dict[str, Any]]]) -> None:
+        self.calls = calls
+
+    def update_cluster(self, **kwargs: Any) -> dict[str, Any]:
+        self.calls.append(("update_cluster", kwargs))
+        return {"ClusterArn": "arn:aws:sagemaker:us-west-2:111122223333:cluster/abc"}
+
+
+def test_karpenter_respects_nodepool_limits(cluster: SimCluster) -> None:
+    import time
+
+    calls: list[tuple[str, dict[str, Any]]] = []
+    cluster.sim.extra["boto3_client"] = lambda service: _RecordingSageMaker(calls)
+    install_crds(cluster.sim, "karpenter")
+    cluster.add_node("i-0karp00000000001", group="auto")
+    group = {
+        "InstanceGroupName": "auto",
+        "InstanceType": "ml.g5.12xlarge",
+        "CurrentCount": 1,
+        "TargetCount": 1,
+        "ExecutionRole": "arn:aws:iam::111122223333:role/x",
+    }
+    cluster.sim.extra["hyperpod_cluster"] = {"ClusterName": "hp-test", "InstanceGroups": [group]}
+    cluster.create(
+        "karpenter.sagemaker.amazonaws.com",
+        "hyperpodnodeclasses",
+        {"metadata": {"name": "nc"}, "spec": {"instanceGroups": ["auto"]}},
+    )
+    ref = {"group": "karpenter.sagemaker.amazonaws.com", "kind": "HyperpodNodeClass", "name": "nc"}
+    cluster.create(
+        "karpenter.sh",
+        "nodepools",
+        {
+            "metadata": {"name": "np"},
+            "spec": {"template": {"spec": {"nodeClassRef": ref}}, "limits": {"nvidia.com/gpu": "8"}},
+        },
+    )
+    for i in range(4):  # each needs a whole node: one fits the existing node, three would need new ones
+        cluster.create("", "pods", {"metadata": {"name": f"big-{i}"}, "spec": pod_spec(4)})
+    deadline = time.monotonic() + 10
+    while not calls and time.monotonic() < deadline:
+        time.sleep(0.02)
+    (call,) = calls
+    assert call[1]["InstanceGroups"][0]["InstanceCount"] == 2  # 8 GPUs allowed: one more node only
+    assert call[1]["InstanceGroups"][0]["ExecutionRole"] == "arn:aws:iam::111122223333:role/x"
