@@ -1,0 +1,354 @@
+"""HyperPod nodes: reboot, replace and delete by i-… or hyperpod-i-… id, each to its terminal state; software."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from anyio import to_thread
+from kubernetes import client as k8s
+from pydantic import Field
+from sqlalchemy import select
+
+from instantstart.aws.errors import error_code, translate
+from instantstart.catalog import operation
+from instantstart.catalog.base import WireModel
+from instantstart.context import AppContext, CallContext
+from instantstart.errors import NotFound
+from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, StageSpec
+from instantstart.operations.models import OperationRef
+from instantstart.operations.runner import StageContext
+from instantstart.services.cluster_eks import cluster_target
+from instantstart.services.cluster_status import kube_api
+from instantstart.services.clusters import get_cluster, resolve_tag
+from instantstart.services.hyperpod import describe_hyperpod
+from instantstart.services.instance_groups import described, hyperpod_name
+from instantstart.services.stagekit import blocking, wait_until
+from instantstart.store.db import Database
+from instantstart.store.models import ClusterRow
+from instantstart.validation import ClusterTag
+
+NODE_TIMEOUT = 3600
+SOFTWARE_TIMEOUT = 6 * 3600
+NODE_ID = r"^(hyperpod-)?i-[0-9a-f]{8}([0-9a-f]{9})?$"
+
+
+class NodeRequest(WireModel):
+    """One HyperPod node, by EC2 instance id (i-…) or Kubernetes Node name (hyperpod-i-…)."""
+
+    cluster_tag: ClusterTag | None = None
+    node_id: str = Field(pattern=NODE_ID, description="i-0123456789abcdef0 or hyperpod-i-0123456789abcdef0")
+
+
+def instance_id(node_id: str) -> str:
+    """The EC2 instance id of a node id or Kubernetes Node name."""
+    return node_id.removeprefix("hyperpod-")
+
+
+def describe_node(sm: Any, cluster: str, node: str) -> dict[str, Any] | None:
+    """DescribeClusterNode, or None when the node is gone (blocking)."""
+    try:
+        details: dict[str, Any] = sm.describe_cluster_node(ClusterName=cluster, NodeId=node)["NodeDetails"]
+        return details
+    except Exception as exc:
+        if error_code(exc) in ("ResourceNotFound", "ValidationException"):
+            return None
+        raise translate(exc, f"describe node {node}") from exc
+
+
+def kube_node(app: AppContext, row: ClusterRow, name: str) -> dict[str, Any] | None:
+    """The Kubernetes Node `hyperpod-<id>` as the API server has it (None when absent; blocking)."""
+    api = kube_api(app, row)
+    try:
+        node = k8s.CoreV1Api(api).read_node(name)
+    except k8s.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    value: dict[str, Any] = api.sanitize_for_serialization(node)  # type: ignore[no-untyped-call]
+    return value
+
+
+def node_ready(node: dict[str, Any] | None) -> bool:
+    """Whether a Kubernetes Node reports Ready=True."""
+    conditions = ((node or {}).get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+async def submit_node_op(ctx: CallContext, req: NodeRequest, action: str) -> OperationRef:
+    """Check the node exists in the cluster, then submit node_<action>."""
+    tag = await to_thread.run_sync(resolve_tag, ctx.app.db, req.cluster_tag)
+    row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
+    node = instance_id(req.node_id)
+    sm = ctx.app.aws.client("sagemaker", row.region)
+    if await blocking(describe_node, sm, hyperpod_name(row), node) is None:
+        raise NotFound(
+            f"Invalid input: nodeId: node {node} is not in {hyperpod_name(row)}",
+            hint="cluster_get_status lists the nodes (Kubernetes names hyperpod-i-…).",
+            details={"fields": [{"field": "nodeId", "message": "no such node"}]},
+        )
+    return await ctx.app.runner.submit(
+        f"node_{action}",
+        {"clusterTag": tag, "region": row.region, "nodeId": node, "action": action},
+        target=cluster_target(tag),
+        idempotency_key=ctx.idempotency_key,
+        status_tool="operation_get",
+        poll_after_seconds=15,
+    )
+
+
+def batch(sm: Any, cluster: str, node: str, action: str) -> None:
+    """One Batch{Reboot,Replace,Delete}ClusterNodes call; a per-node failure is a PermanentError (blocking)."""
+    call = {
+        "reboot": sm.batch_reboot_cluster_nodes,
+        "replace": sm.batch_replace_cluster_nodes,
+        "delete": sm.batch_delete_cluster_nodes,
+    }[action]
+    try:
+        answer = call(ClusterName=cluster, NodeIds=[node])
+    except Exception as exc:
+        raise translate(exc, f"{action} node {node}") from exc
+    for failure in answer.get("Failed") or []:
+        code = failure.get("ErrorCode") or failure.get("Code") or "FAILED"
+        raise PermanentError(
+            f"HyperPod refused to {action} {node}: {code}: {failure.get('Message', '')}",
+            code="PRECONDITION_FAILED" if "Status" in code else "PROVIDER_ERROR",
+            hint="A node must be Running to reboot or replace it; wait for its current action to finish.",
+        )
+
+
+async def stage_request(stage: StageContext) -> dict[str, Any]:
+    """Issue the batch call once (a node already on its way is not asked twice)."""
+    p = stage.params
+    app = stage.app
+    row = await blocking(get_cluster, app.db, p["clusterTag"])
+    sm = app.aws.client("sagemaker", p["region"])
+    cluster = hyperpod_name(row)
+    node = await blocking(describe_node, sm, cluster, p["nodeId"])
+    if node is None:
+        if p["action"] == "delete":
+            return {"nodeId": p["nodeId"], "group": None, "before": []}
+        raise PermanentError(f"Node {p['nodeId']} is not in {cluster}.", code="NOT_FOUND")
+    group = str(node.get("InstanceGroupName"))
+    listed = await blocking(sm.list_cluster_nodes, ClusterName=cluster, InstanceGroupNameContains=group)
+    before = [n["InstanceId"] for n in listed.get("ClusterNodeSummaries", []) if n["InstanceGroupName"] == group]
+    status = (node.get("InstanceStatus") or {}).get("Status")
+    message = (node.get("InstanceStatus") or {}).get("Message") or ""
+    already = (p["action"] == "reboot" and status == "Pending" and "reboot" in message.lower()) or (
+        p["action"] != "reboot" and status == "ShuttingDown"
+    )
+    if not already:
+        await stage.progress(f"{p['action']} {p['nodeId']} ({group}, {status})")
+        await blocking(batch, sm, cluster, p["nodeId"], p["action"])
+    return {"nodeId": p["nodeId"], "group": group, "before": before}
+
+
+async def stage_settle(stage: StageContext) -> dict[str, Any]:
+    """Poll the node (and its Kubernetes Node) to the action's terminal state."""
+    p = stage.params
+    app = stage.app
+    asked = stage.outputs["request"]
+    row = await blocking(get_cluster, app.db, p["clusterTag"])
+    sm = app.aws.client("sagemaker", p["region"])
+    cluster = hyperpod_name(row)
+    node_id, action = p["nodeId"], p["action"]
+    result: dict[str, Any] = {"nodeId": node_id, "action": action}
+
+    async def settled() -> tuple[bool, str]:
+        node = await blocking(describe_node, sm, cluster, node_id)
+        if action == "reboot":
+            status = ((node or {}).get("InstanceStatus") or {}).get("Status", "gone")
+            if node is None or status == "Failure":
+                raise PermanentError(
+                    f"Node {node_id} did not come back from the reboot ({status}).", code="PROVIDER_ERROR"
+                )
+            kube = await blocking(kube_node, app, row, f"hyperpod-{node_id}")
+            done = status == "Running" and node_ready(kube)
+            return done, f"{node_id}: {status}, Kubernetes Node {'Ready' if node_ready(kube) else 'not Ready'}"
+        if node is not None:
+            return False, f"{node_id}: {(node.get('InstanceStatus') or {}).get('Status')}"
+        if action == "delete":
+            kube = await blocking(kube_node, app, row, f"hyperpod-{node_id}")
+            return kube is None, f"{node_id} terminated" + ("" if kube is None else "; Kubernetes Node still listed")
+        # replace: the old instance is gone; a new one in the same group must be Running and Ready.
+        listed = await blocking(sm.list_cluster_nodes, ClusterName=cluster, InstanceGroupNameContains=asked["group"])
+        fresh = [
+            n
+            for n in listed.get("ClusterNodeSummaries", [])
+            if n["InstanceGroupName"] == asked["group"] and n["InstanceId"] not in asked["before"]
+        ]
+        if not fresh:
+            return False, f"{node_id} terminated; waiting for its replacement"
+        new = fresh[0]
+        status = new["InstanceStatus"]["Status"]
+        kube = await blocking(kube_node, app, row, f"hyperpod-{new['InstanceId']}")
+        result["newNodeId"] = new["InstanceId"]
+        return status == "Running" and node_ready(kube), f"replacement {new['InstanceId']}: {status}"
+
+    await wait_until(stage, settled, limit_seconds=NODE_TIMEOUT, what=f"{action} of node {node_id}")
+    if action == "replace":
+        result["note"] = "The replacement is new hardware: instance volumes of the old node were lost."
+    return result
+
+
+def _register(action: str) -> None:
+    KINDS.register(
+        OperationKind(
+            name=f"node_{action}",
+            stages=(
+                StageSpec("request", stage_request, max_attempts=3, backoff_seconds=3),
+                StageSpec(
+                    "settle", stage_settle, max_attempts=3, timeout_seconds=NODE_TIMEOUT + 300, backoff_seconds=3
+                ),
+            ),
+        )
+    )
+
+
+for _action in ("reboot", "replace", "delete"):
+    _register(_action)
+
+
+@operation(
+    "hyperpod_node_reboot",
+    method="POST",
+    path="/capacity/nodes/reboot",
+    completion="operation_get",
+    example={"nodeId": "i-0123456789abcdef0"},
+)
+async def hyperpod_node_reboot(ctx: CallContext, req: NodeRequest) -> OperationRef:
+    """Soft-reboot one HyperPod node (i-… or hyperpod-i-…); it must be Running. Finished when the
+    node is Running again and its Kubernetes Node is Ready (volumes are kept)."""
+    return await submit_node_op(ctx, req, "reboot")
+
+
+@operation(
+    "hyperpod_node_replace",
+    method="POST",
+    path="/capacity/nodes/replace",
+    completion="operation_get",
+    example={"nodeId": "i-0123456789abcdef0"},
+)
+async def hyperpod_node_replace(ctx: CallContext, req: NodeRequest) -> OperationRef:
+    """WARNING: instance volumes (root, EBS secondary, NVMe) of the node are lost. Replace one
+    HyperPod node (i-… or hyperpod-i-…) with new hardware of the same group configuration; it must be
+    Running. Finished when the old instance is gone and the replacement (newNodeId in the result) is
+    Running with a Ready Kubernetes Node."""
+    return await submit_node_op(ctx, req, "replace")
+
+
+@operation(
+    "hyperpod_node_delete",
+    method="POST",
+    path="/capacity/nodes/delete",
+    completion="operation_get",
+    example={"nodeId": "i-0123456789abcdef0"},
+)
+async def hyperpod_node_delete(ctx: CallContext, req: NodeRequest) -> OperationRef:
+    """Terminate one HyperPod node (i-… or hyperpod-i-…); its group's target count drops by one so
+    no replacement is launched. Finished when the instance and its Kubernetes Node are gone."""
+    return await submit_node_op(ctx, req, "delete")
+
+
+# -- software ---------------------------------------------------------------------------------------------------
+
+
+class SoftwareRequest(WireModel):
+    """Which HyperPod cluster: its ARN, or the active cluster's when absent."""
+
+    cluster_arn: str | None = Field(
+        default=None, pattern=r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]+:\d{12}:cluster/[a-z0-9]+$"
+    )
+
+
+def row_by_arn(db: Database, arn: str) -> ClusterRow:
+    """The managed cluster whose HyperPod cluster has this ARN."""
+    with db.session() as session:
+        rows = list(session.scalars(select(ClusterRow)).all())
+        for row in rows:
+            session.expunge(row)
+    for row in rows:
+        if (row.details or {}).get("hyperpodClusterArn") == arn:
+            return row
+    raise NotFound(
+        f"Invalid input: clusterArn: no managed cluster has HyperPod cluster {arn}",
+        hint="cluster_list_all lists the managed clusters.",
+        details={"fields": [{"field": "clusterArn", "message": "not a managed HyperPod cluster"}]},
+    )
+
+
+@operation(
+    "hyperpod_update_software",
+    method="POST",
+    path="/capacity/software-update",
+    completion="operation_get",
+    example={},
+)
+async def hyperpod_update_software(ctx: CallContext, req: SoftwareRequest) -> OperationRef:
+    """Patch every instance group of the HyperPod cluster (clusterArn, default the active cluster's)
+    to the latest HyperPod AMI release with UpdateClusterSoftware; nodes go SystemUpdating in turn.
+    Finished when the cluster is InService and no group's software update is pending or running."""
+    if req.cluster_arn:
+        row = await to_thread.run_sync(row_by_arn, ctx.app.db, req.cluster_arn)
+    else:
+        tag = await to_thread.run_sync(resolve_tag, ctx.app.db, None)
+        row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
+    await described(ctx.app, row)
+    return await ctx.app.runner.submit(
+        "hyperpod_software_update",
+        {"clusterTag": row.tag, "region": row.region},
+        target=cluster_target(row.tag),
+        idempotency_key=ctx.idempotency_key,
+        status_tool="operation_get",
+        poll_after_seconds=60,
+    )
+
+
+async def stage_software(stage: StageContext) -> dict[str, Any]:
+    """UpdateClusterSoftware once, then until every group reports its update Succeeded."""
+    app = stage.app
+    row = await blocking(get_cluster, app.db, stage.params["clusterTag"])
+    sm = app.aws.client("sagemaker", stage.params["region"])
+    name = hyperpod_name(row)
+    cluster = await blocking(describe_hyperpod_or_fail, sm, name)
+    running = {"Pending", "InProgress", "RollbackInProgress"}
+    if not any(g.get("SoftwareUpdateStatus") in running for g in cluster.get("InstanceGroups", [])):
+        await stage.progress(f"UpdateClusterSoftware {name}")
+        try:
+            await blocking(sm.update_cluster_software, ClusterName=name)
+        except Exception as exc:
+            raise translate(exc, f"update the software of {name}") from exc
+
+    async def done() -> tuple[bool, str]:
+        now = await blocking(describe_hyperpod_or_fail, sm, name)
+        states = {g["InstanceGroupName"]: g.get("SoftwareUpdateStatus", "-") for g in now.get("InstanceGroups", [])}
+        failed = [g for g, s in states.items() if s in ("Failed", "RollbackComplete")]
+        if failed:
+            raise PermanentError(f"Software update failed for {', '.join(failed)}.", code="PROVIDER_ERROR")
+        busy = [g for g, s in states.items() if s in running]
+        finished = now.get("ClusterStatus") == "InService" and not busy
+        return finished, f"{name}: {now.get('ClusterStatus')}; " + ", ".join(f"{g} {s}" for g, s in states.items())
+
+    await wait_until(stage, done, limit_seconds=SOFTWARE_TIMEOUT, what=f"software update of {name}")
+    final = await blocking(describe_hyperpod_or_fail, sm, name)
+    return {
+        "cluster": name,
+        "groups": {
+            g["InstanceGroupName"]: g.get("CurrentImageReleaseVersion") for g in final.get("InstanceGroups", [])
+        },
+    }
+
+
+def describe_hyperpod_or_fail(sm: Any, name: str) -> dict[str, Any]:
+    """DescribeCluster; a PermanentError when the cluster is gone (blocking)."""
+    cluster = describe_hyperpod(sm, name)
+    if cluster is None:
+        raise PermanentError(f"HyperPod cluster {name} does not exist.", code="NOT_FOUND")
+    return cluster
+
+
+KINDS.register(
+    OperationKind(
+        name="hyperpod_software_update",
+        stages=(StageSpec("update", stage_software, max_attempts=3, timeout_seconds=SOFTWARE_TIMEOUT + 600),),
+    )
+)
