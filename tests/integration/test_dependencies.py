@@ -154,6 +154,18 @@ def test_configure_dependencies_reconciles_and_rerun_is_a_noop(cp: Running, twin
         assert [r.metadata.labels["version"] for r in releases] == ["1"]
         assert len(eks.list_pod_identity_associations(clusterName="eks-cluster-deps")["associations"]) == 1
 
+        # Drift (someone moved metrics-server to an older version): only that add-on is updated back.
+        older = [v["addonVersion"] for v in versions["addonVersions"]][-1]
+        assert older != default
+        eks.update_addon(clusterName="eks-cluster-deps", addonName="metrics-server", addonVersion=older)
+        drifted = _configure(client)
+        assert drifted["status"] == "SUCCEEDED", drifted
+        outputs = drifted["stages"][0]["outputs"]["dependencies"]
+        assert {n: o["action"] for n, o in outputs.items()} == {**dict.fromkeys(DEFAULTS, "unchanged"),
+                                                                 "metrics-server": "updated"}
+        assert outputs["metrics-server"]["version"] == default and outputs["metrics-server"]["updateId"]
+        assert len(eks.list_updates(name="eks-cluster-deps", addonName="metrics-server")["updateIds"]) == 2
+
 
 def test_failed_dependency_is_reported_with_a_hint_and_retry_completes(cp: Running, twin: TwinProcess) -> None:
     with cp.client() as client:

@@ -298,6 +298,10 @@ class Reconciler:
         if current is not None and current.get("status") == "DELETING":
             await self._wait_addon(dep.addon, gone=True)
             current = None
+        elif current is not None and current.get("status") in ADDON_BUSY:
+            # Someone (or an interrupted run of ours) is creating or updating it: let that settle, then compare.
+            await self.progress(f"{dep.name}: add-on is {current.get('status')}; waiting before comparing")
+            current = await self._wait_addon(dep.addon)
         if current is not None and current.get("status") in ("CREATE_FAILED", "DELETE_FAILED"):
             raise self._addon_failure(dep.addon, current)
         if current is None:
@@ -310,11 +314,8 @@ class Reconciler:
             }
             if config:
                 kwargs["configurationValues"] = config
-            try:
-                await blocking(self.eks.create_addon, **kwargs)
-            except Exception as exc:
-                if error_code(exc) != "ResourceInUseException":
-                    raise translate(exc, f"create add-on {dep.addon}") from exc
+            # Ledgered before the call: a crash right after CreateAddon must not leave an add-on nobody owns
+            # (deleting one that never came to exist is success).
             await blocking(
                 record,
                 self.app.db,
@@ -325,9 +326,12 @@ class Reconciler:
                 region=self.target.region,
                 details={"clusterName": self.target.eks_cluster_name, "addonName": dep.addon},
             )
+            try:
+                await blocking(self.eks.create_addon, **kwargs)
+            except Exception as exc:
+                if error_code(exc) != "ResourceInUseException":
+                    raise translate(exc, f"create add-on {dep.addon}") from exc
             result.action = "created"
-        elif current.get("status") in ADDON_BUSY:
-            result.action = "waited"
         else:
             differs = current.get("addonVersion") != version or parse_config(
                 current.get("configurationValues")
@@ -338,7 +342,7 @@ class Reconciler:
                     "addonName": dep.addon,
                     "addonVersion": version,
                     "resolveConflicts": "OVERWRITE",
-                    "configurationValues": config or "",
+                    "configurationValues": config or "{}",  # an empty object clears earlier values
                 }
                 try:
                     update = await blocking(self.eks.update_addon, **kwargs)
