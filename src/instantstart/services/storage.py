@@ -239,6 +239,7 @@ async def _ensure_storage(stage: StageContext, tag: str) -> dict[str, Any]:
         return phase == "Bound", f"claim {namespace}/{name}: {phase}"
 
     await wait_until(stage, bound, limit_seconds=BIND_TIMEOUT, what=f"claim {namespace}/{name}")
+    app.cache.invalidate(f"kube:{row.region}:{row.eks_cluster_name}:pvcs")  # status shows it Bound at once
     record = {
         "namespace": namespace,
         "persistentVolume": m.pv_name(name),
