@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from functools import cache
 from typing import Annotated
 
+import boto3
 from pydantic import AfterValidator, Field
 
 CLUSTER_TAG_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")
@@ -25,8 +27,18 @@ def _dns_label(value: str) -> str:
     return value
 
 
+@cache
+def known_regions() -> frozenset[str]:
+    """Regions botocore's bundled endpoint data knows (no network call)."""
+    session = boto3.session.Session()
+    names: set[str] = set()
+    for partition in ("aws", "aws-cn", "aws-us-gov"):
+        names.update(session.get_available_regions("ec2", partition_name=partition))
+    return frozenset(names)
+
+
 def _region(value: str) -> str:
-    if not REGION_RE.match(value):
+    if not REGION_RE.match(value) or value not in known_regions():
         raise ValueError("must be an AWS Region name such as us-west-2")
     return value
 

@@ -2,7 +2,23 @@
 
 import importlib
 
-MODULES = ("utility", "operations", "clusters", "cluster_eks", "hyperpod", "preflight", "dependencies", "cluster_status", "storage", "deletion", "cluster_import", "cluster_create", "instance_groups", "nodes", "nodegroups")
+MODULES = (
+    "utility",
+    "operations",
+    "clusters",
+    "cluster_eks",
+    "hyperpod",
+    "preflight",
+    "dependencies",
+    "cluster_status",
+    "storage",
+    "deletion",
+    "cluster_import",
+    "cluster_create",
+    "instance_groups",
+    "nodes",
+    "nodegroups",
+)
 
 
 def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:
