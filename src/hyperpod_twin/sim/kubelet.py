@@ -109,8 +109,22 @@ class Kubelet(Controller):
         phase = pod.get("status", {}).get("phase", "Pending")
         if phase == "Pending" and not run.starting and is_ready(node):
             run.starting = True
+            self._creating(pod, run)
             delay = kobj.float_annotation(pod, kobj.START_SECONDS, self.sim.config.pod_start_seconds)
             self.sim.after(delay, lambda: self._start(ns, name, run.uid))
+
+    def _creating(self, pod: Obj, run: _Run) -> None:
+        """Bound but not started: containers wait in ContainerCreating (what `kubectl get pods` shows)."""
+        status = dict(pod.get("status") or {})
+        status["hostIP"] = status.get("hostIP") or ""
+        status["containerStatuses"] = [
+            {
+                **_container_status(c, running_since=None, ready=False, restarts=run.crashes),
+                "state": {"waiting": {"reason": "ContainerCreating"}},
+            }
+            for c in pod["spec"].get("containers") or []
+        ]
+        self.sim.patch_status(PODS, pod, status)
 
     def _current(self, ns: str, name: str, uid: str) -> Obj | None:
         pod = self.sim.get(PODS, ns, name)

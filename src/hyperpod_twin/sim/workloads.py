@@ -6,7 +6,7 @@ import copy
 from collections.abc import Hashable
 
 from hyperpod_twin.sim import kobj
-from hyperpod_twin.sim.core import DEPLOYMENTS, PODS, REPLICASETS, OwnerController, nsname
+from hyperpod_twin.sim.core import DEPLOYMENTS, PODS, REPLICASETS, ClusterSim, OwnerController, nsname
 from hyperpod_twin.sim.kobj import Obj
 
 HASH_LABEL = "pod-template-hash"
@@ -84,6 +84,10 @@ class DeploymentController(OwnerController):
 
     primary = DEPLOYMENTS
     owns = {REPLICASETS: "Deployment"}
+
+    def __init__(self, sim: ClusterSim) -> None:
+        super().__init__(sim)
+        self._progress: dict[tuple[str, str], tuple[str, int, float]] = {}  # rs, available, since
 
     def reconcile(self, key: Hashable) -> None:
         ns, name = nsname(key)
@@ -211,7 +215,9 @@ class DeploymentController(OwnerController):
                 "Deployment does not have minimum availability.",
             )
         rs_name = current["metadata"]["name"] if current else ""
+        key = (dep["metadata"]["namespace"], dep["metadata"]["name"])
         if current is not None and updated == want and available >= want and replicas == want:
+            self._progress.pop(key, None)
             kobj.set_condition(
                 status,
                 "Progressing",
@@ -220,11 +226,31 @@ class DeploymentController(OwnerController):
                 "NewReplicaSetAvailable",
                 f'ReplicaSet "{rs_name}" has successfully progressed.',
             )
+        elif self._stalled(dep, key, rs_name, available):
+            kobj.set_condition(
+                status,
+                "Progressing",
+                "False",
+                now,
+                "ProgressDeadlineExceeded",
+                f'ReplicaSet "{rs_name}" has timed out progressing.',
+            )
         else:
             kobj.set_condition(
                 status, "Progressing", "True", now, "ReplicaSetUpdated", f'ReplicaSet "{rs_name}" is progressing.'
             )
         self.sim.patch_status(DEPLOYMENTS, dep, status)
+
+    def _stalled(self, dep: Obj, key: tuple[str, str], rs_name: str, available: int) -> bool:
+        """Whether the rollout made no progress (new available pods) for progressDeadlineSeconds."""
+        deadline = float(dep.get("spec", {}).get("progressDeadlineSeconds", 600))
+        now = self.sim.clock.now()
+        seen = self._progress.get(key)
+        if seen is None or seen[0] != rs_name or seen[1] != available:
+            self._progress[key] = (rs_name, available, now)
+            self.sim.requeue(self, key, deadline + 0.01)
+            return False
+        return now - seen[2] >= deadline
 
 
 def _max_unavailable(dep: Obj, want: int) -> int:

@@ -237,3 +237,35 @@ def test_events_repeat_into_a_count_and_expire_after_an_hour(cluster: SimCluster
     )
     cluster.clock.advance(3601)
     assert not [e for e in cluster.list("", "events", "default") if e["reason"] == "Custom"]
+
+
+def test_stuck_rollout_exceeds_its_progress_deadline(cluster: SimCluster) -> None:
+    cluster.add_node("i-0eeeeeeeeeeeeef1", "ml.m5.xlarge", group="cpu")
+    dep = _deployment("stuck", 1, 1)
+    dep["spec"]["progressDeadlineSeconds"] = 60
+    cluster.create("apps", "deployments", dep)
+    cluster.advance(30)
+    progressing = next(
+        c for c in cluster.get("apps", "deployments", "stuck")["status"]["conditions"] if c["type"] == "Progressing"
+    )
+    assert progressing["status"] == "True" and progressing["reason"] == "ReplicaSetUpdated"
+    cluster.advance(31)
+    progressing = next(
+        c for c in cluster.get("apps", "deployments", "stuck")["status"]["conditions"] if c["type"] == "Progressing"
+    )
+    assert progressing["status"] == "False" and progressing["reason"] == "ProgressDeadlineExceeded"
+
+
+def test_bound_pod_waits_in_container_creating(cluster: SimCluster) -> None:
+    cluster.add_node("i-0eeeeeeeeeeeeef2")
+    cluster.create(
+        "",
+        "pods",
+        {"metadata": {"name": "slow", "annotations": {"twin.instantstart.io/start-seconds": "30"}}, "spec": pod_spec()},
+    )
+    cluster.advance(1)
+    pod = cluster.get("", "pods", "slow")
+    assert pod["status"]["phase"] == "Pending" and pod["spec"]["nodeName"]
+    assert pod["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "ContainerCreating"
+    cluster.advance(30)
+    assert cluster.get("", "pods", "slow")["status"]["phase"] == "Running"
