@@ -25,8 +25,10 @@ from instantstart.operations.runner import Runner, StageContext
 from instantstart.operations.store import OperationStore
 from instantstart.services.cache import DescribeCache
 from instantstart.services.cluster_status import stage_verification
+from instantstart.services.clusters import set_active_cluster
 from instantstart.settings import Settings
 from instantstart.store.db import Database
+from instantstart.store.models import ClusterRow
 from instantstart.twin_process import TwinProcess
 from tests.integration.conftest import twin_client
 from tests.skeleton.faces import mcp_http, tool_payload
@@ -285,3 +287,32 @@ def test_status_reads_are_cached_and_coalesced(cp: Running, twin: TwinProcess, c
     }
     assert all(1 <= n <= allowed for n in reads.values()), (reads, elapsed, dict(counter.counts))
     assert sum(counter.counts.values()) <= 4 * allowed, dict(counter.counts)  # nothing else was called
+
+
+def test_status_of_a_cluster_whose_eks_is_not_up_is_an_answer_not_an_error(
+    cp: Running, twin: TwinProcess, counter: RequestCounter
+) -> None:
+    # A cluster row whose EKS control plane does not exist (as after an interrupted creation).
+    db = Database(cp.database_url)
+    with db.session() as session:
+        session.add(ClusterRow(tag="ghost", region="us-west-2", eks_cluster_name="eks-cluster-ghost",
+                               hyperpod_cluster_name="hp-cluster-ghost", stages={"eks": "RUNNING"}, details={}))
+    set_active_cluster(db, "ghost")
+    db.dispose()
+    polls = 16
+    with cp.client() as client:
+        started = time.monotonic()
+        with ThreadPoolExecutor(max_workers=polls) as pool:
+            results = list(pool.map(lambda _: client.get("/api/v1/clusters/status").json(), range(polls)))
+        elapsed = time.monotonic() - started
+        missing = client.post("/api/v1/storage/s3", json={})
+    status = results[0]
+    assert status["ready"] is False and status["kubernetesReachable"] is False
+    assert status["hyperpodStatus"] == "NOT_FOUND" and status["nodes"] == [] and status["latestOperation"] is None
+    assert any("not reachable" in p for p in status["problems"]) and status["stages"] == {"eks": "RUNNING"}
+    allowed = 1 + int(elapsed / CACHE_SECONDS)
+    assert 1 <= counter.counts["GET /clusters/eks-cluster-ghost"] <= allowed, dict(counter.counts)  # EKS describe
+    assert 1 <= counter.counts["SageMaker.DescribeCluster"] <= allowed, dict(counter.counts)
+    assert sum(counter.counts.values()) <= 2 * allowed, dict(counter.counts)
+    # Storage needs the EKS stage first.
+    assert missing.status_code == 412 and "EKS stage" in missing.json()["error"]["message"]
