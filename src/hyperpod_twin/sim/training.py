@@ -78,6 +78,8 @@ class TrainingOperator(OwnerController):
                 self.sim.delete(PODS, ns, pod_name)
             self._write(job, status, {})
             return
+        if self._past_deadline(job, status, pods):
+            return
         wanted = self._desired_pods(job, int(status.get("restartCount", 0)))
         live = self._live.setdefault((ns, name), {})
         failed = [n for n, p in pods.items() if p.get("status", {}).get("phase") == "Failed"]
@@ -101,6 +103,7 @@ class TrainingOperator(OwnerController):
                 status, "Completed", "True", now, "JobCompleted", f"HyperPodPyTorchJob {name} completed."
             )
             status["completionTime"] = now
+            self._expire(job)
             self.sim.event(
                 job,
                 "JobCompleted",
@@ -176,6 +179,7 @@ class TrainingOperator(OwnerController):
                 f"pods failed ({reason}); restarts exhausted ({restarts}/{max_retries})",
             )
             status["completionTime"] = now
+            self._expire(job)
             self.sim.event(
                 job,
                 "JobFailed",
@@ -229,6 +233,45 @@ class TrainingOperator(OwnerController):
         for pod_name, pod in pods.items():
             if policy == "All" or (policy == "Running" and kobj.pod_is_active(pod)):
                 self.sim.delete(PODS, ns, pod_name)
+
+    def _past_deadline(self, job: Obj, status: Obj, pods: dict[str, Obj]) -> bool:
+        """runPolicy.activeDeadlineSeconds: a job running longer fails with DeadlineExceeded."""
+        deadline = (job.get("spec", {}).get("runPolicy") or {}).get("activeDeadlineSeconds")
+        started = kobj.parse_time(status.get("startTime"))
+        if deadline is None or started is None:
+            return False
+        ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
+        remaining = float(deadline) - (self.sim.clock.wall() - started)
+        if remaining > 0:
+            self.sim.requeue(self, (ns, name), remaining + 0.01)
+            return False
+        now = self.sim.now()
+        for pod_name, pod in pods.items():
+            if kobj.pod_is_active(pod):
+                self.sim.delete(PODS, ns, pod_name)
+        kobj.set_condition(status, "Running", "False", now, "DeadlineExceeded")
+        kobj.set_condition(
+            status, "Failed", "True", now, "DeadlineExceeded", f"job ran longer than activeDeadlineSeconds={deadline}"
+        )
+        status["completionTime"] = now
+        self._live.pop((ns, name), None)
+        self._write(job, status, pods)
+        self._expire(job)
+        return True
+
+    def _expire(self, job: Obj) -> None:
+        """runPolicy.ttlSecondsAfterFinished > 0: the finished job (and, by GC, its pods) is deleted."""
+        ttl = (job.get("spec", {}).get("runPolicy") or {}).get("ttlSecondsAfterFinished")
+        if ttl is None or int(ttl) <= 0:
+            return
+        ns, name, uid = job["metadata"]["namespace"], job["metadata"]["name"], job["metadata"]["uid"]
+
+        def delete() -> None:
+            current = self.sim.get(HPJOBS, ns, name)
+            if current is not None and current["metadata"]["uid"] == uid:
+                self.sim.delete(HPJOBS, ns, name)
+
+        self.sim.after(float(ttl), delete)
 
     def _write(self, job: Obj, status: Obj, pods: dict[str, Obj]) -> None:
         status["jobPods"] = [

@@ -391,3 +391,20 @@ def test_kubeflow_pytorchjob_auto_resume_after_node_loss(cluster: SimCluster) ->
     assert current["status"]["restartCount"] == 1 and "Restarting" in _true(current)
     cluster.advance(20)
     assert "Succeeded" in _true(cluster.get("kubeflow.org", "pytorchjobs", "resume"))
+
+
+def test_training_job_deadline_and_ttl(cluster: SimCluster) -> None:
+    install_crds(cluster.sim, "training-operator")
+    cluster.add_node("i-0adadadadadadad1")
+    job = _hpjob("slow", 1, activeDeadlineSeconds=30, ttlSecondsAfterFinished=60)
+    job["spec"]["replicaSpecs"][0]["template"]["metadata"]["annotations"]["twin.instantstart.io/run-seconds"] = "1000"
+    cluster.create("sagemaker.amazonaws.com", "hyperpodpytorchjobs", job)
+    cluster.advance(10)
+    assert "Running" in _true(cluster.get("sagemaker.amazonaws.com", "hyperpodpytorchjobs", "slow"))
+    cluster.advance(30)
+    current = cluster.get("sagemaker.amazonaws.com", "hyperpodpytorchjobs", "slow")
+    failed = next(c for c in current["status"]["conditions"] if c["type"] == "Failed")
+    assert failed["status"] == "True" and failed["reason"] == "DeadlineExceeded"
+    assert cluster.list("", "pods", "default") == []
+    cluster.advance(61)
+    assert cluster.list("sagemaker.amazonaws.com", "hyperpodpytorchjobs", "default") == []
