@@ -15,7 +15,7 @@ import itertools
 import json
 import re
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import yaml
@@ -34,6 +34,7 @@ from hyperpod_twin.kube.store import (
     now_rfc3339,
 )
 from hyperpod_twin.kube.types import core
+from hyperpod_twin.kube.validation import prune_unknown
 
 Obj = dict[str, Any]
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -71,6 +72,8 @@ class WriteOptions:
     field_manager: str = ""
     force: bool = False
     applying: bool = False  # a server-side apply: managedFields are already computed
+    validation: str = "Warn"  # fieldValidation: Strict (400 on unknown fields), Warn, Ignore
+    warnings: list[str] = field(default_factory=list)  # shared by copies made with replace()
 
 
 class ResourceApi:
@@ -187,9 +190,32 @@ class ResourceApi:
         return [self.present(target, i) for i in items], meta
 
     # -- writes --------------------------------------------------------------------------------
+    def prune(self, target: Target, obj: Obj, opts: WriteOptions, before: Obj | None = None) -> Obj:
+        """`obj` without unknown fields; 400 for them under Strict validation, warnings under Warn.
+
+        With `before`, fields already unknown there (written by the simulator, say) are not reported."""
+        info = self.control.crds.get(target.rtype.key)
+        schema = info.schemas.get(target.version) if info else None
+        if info is not None and not schema:
+            return obj  # a CRD version without a schema keeps everything
+        pruned, unknown = prune_unknown(target.rtype, obj, schema)
+        if before is not None:
+            known_bad = set(prune_unknown(target.rtype, before, schema)[1])
+            unknown = [u for u in unknown if u not in known_bad]
+        if unknown and opts.validation == "Strict":
+            raise ApiError(
+                400,
+                f'{target.rtype.kind} in version "{target.version}" cannot be handled as a {target.rtype.kind}: '
+                "strict decoding error: " + ", ".join(f'unknown field "{u}"' for u in unknown),
+                "BadRequest",
+            )
+        if opts.validation == "Warn":
+            opts.warnings.extend(f'unknown field "{u}"' for u in unknown)
+        return pruned
+
     def create(self, target: Target, body: Any, opts: WriteOptions) -> Obj:
         """POST a new object."""
-        obj = self._check_body(target, body)
+        obj = self.prune(target, self._check_body(target, body), opts)
         obj["apiVersion"], obj["kind"] = target.rtype.api_version, target.rtype.kind
         meta = obj["metadata"]
         for server_field in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "generation"):
@@ -229,6 +255,7 @@ class ResourceApi:
         current = self._get(target)
         if target.subresource == "scale":
             return self._write_scale(target, current, obj, opts)
+        obj = self.prune(target, obj, opts)
         obj["apiVersion"], obj["kind"] = target.rtype.api_version, target.rtype.kind
         return self.present(target, self._write(target, current, obj, opts))
 
@@ -296,7 +323,7 @@ class ResourceApi:
             elif content_type == "application/strategic-merge-patch+json":
                 patched = strategic_merge(view, patch_doc)
             else:
-                applied = self._check_body(target, copy.deepcopy(patch_doc))
+                applied = self.prune(target, self._check_body(target, copy.deepcopy(patch_doc)), opts)
                 patched = server_side_apply(
                     view, applied, opts.field_manager, opts.force, target.api_version,
                     target.subresource or "",
@@ -305,6 +332,8 @@ class ResourceApi:
                 raise ApiError(422, "the patch did not produce an object", "Invalid")
             if target.subresource == "scale":
                 return 200, self._write_scale(target, current, patched, opts)
+            if content_type != "application/apply-patch+yaml":
+                patched = self.prune(target, patched, opts, before=current)
             patched.setdefault("metadata", {})
             patched["metadata"]["name"] = current["metadata"]["name"]
             explicit_rv = _patch_sets_rv(patch_doc)
@@ -322,7 +351,7 @@ class ResourceApi:
         raise ApiError(409, "too many conflicts applying the patch", "Conflict")
 
     def _apply_create(self, target: Target, patch_doc: Any, opts: WriteOptions) -> Obj:
-        applied = self._check_body(target, copy.deepcopy(patch_doc))
+        applied = self.prune(target, self._check_body(target, copy.deepcopy(patch_doc)), opts)
         if applied["metadata"].get("name") != target.name:
             raise ApiError(400, "the name of the object does not match the name on the URL", "BadRequest")
         created = server_side_apply(None, applied, opts.field_manager, opts.force, target.api_version)

@@ -170,6 +170,7 @@ class KubeApiServer:
             field_manager=request.param("fieldManager")
             or ("" if request.content_type == "application/apply-patch+yaml" else _manager_from_agent(request)),
             force=request.flag("force"),
+            validation=self._field_validation(request),
         )
         if name is None:
             if method == "GET" and watch:
@@ -178,7 +179,7 @@ class KubeApiServer:
                 return self._list(request, target)
             if method == "POST":
                 obj = self.api.create(target, self._body(request), opts)
-                return self._object(request, target, obj, 201)
+                return self._with_warnings(self._object(request, target, obj, 201), opts)
             if method == "DELETE":
                 options = self._delete_options(request)
                 params = {k: request.param(k) for k in ("labelSelector", "fieldSelector")}
@@ -192,14 +193,32 @@ class KubeApiServer:
             obj = self.api.get_scale(target) if sub == "scale" else self.api.get(target)
             return self._object(request, target, obj)
         if method == "PUT":
-            return self._object(request, target, self.api.update(target, self._body(request), opts))
+            obj = self.api.update(target, self._body(request), opts)
+            return self._with_warnings(self._object(request, target, obj), opts)
         if method == "PATCH":
             code, obj = self.api.patch(target, request.body, request.content_type, opts)
-            return self._object(request, target, obj, code)
+            return self._with_warnings(self._object(request, target, obj, code), opts)
         if method == "DELETE":
             code, obj = self.api.delete(target, self._delete_options(request), opts)
             return Response.json(code, obj)
         raise ApiError(405, f"{method} is not supported", "MethodNotAllowed")
+
+    @staticmethod
+    def _field_validation(request: Request) -> str:
+        value = request.param("fieldValidation") or "Warn"
+        for mode in ("Strict", "Warn", "Ignore"):
+            if value.lower() == mode.lower():
+                return mode
+        raise ApiError(400, f"fieldValidation must be one of Ignore, Warn, Strict; got {value!r}", "BadRequest")
+
+    @staticmethod
+    def _with_warnings(response: Response, opts: WriteOptions) -> Response:
+        if opts.warnings:
+            # One Warning header, comma-separated values (RFC 9111 §5.5 form, which client-go parses).
+            response.headers["Warning"] = ", ".join(
+                '299 - "' + w.replace("\\", "\\\\").replace('"', '\\"') + '"' for w in opts.warnings
+            )
+        return response
 
     def _body(self, request: Request) -> Obj:
         if request.content_type == "application/vnd.kubernetes.protobuf":

@@ -388,6 +388,35 @@ def test_crd_then_custom_resources(cluster: Cluster, ns: str) -> None:
                       "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}},
                  ]},
     })
+    ext.create_custom_resource_definition({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gizmos.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"kind": "Gizmo", "plural": "gizmos", "singular": "gizmo"},
+                 "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                     "type": "object", "properties": {
+                         "spec": {"type": "object", "properties": {"size": {"type": "integer"},
+                                                                   "labels": {"type": "object",
+                                                                              "additionalProperties": {
+                                                                                  "type": "string"}}}},
+                         "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}}}]},
+    })
+    pruned = kubernetes.client.CustomObjectsApi(cluster.api).create_namespaced_custom_object(
+        "example.com", "v1", ns, "gizmos", {"apiVersion": "example.com/v1", "kind": "Gizmo",
+                                           "metadata": {"name": "z"}, "spec": {"size": 2, "colour": "red",
+                                                                               "labels": {"a": "b"}}})
+    assert pruned["spec"] == {"size": 2, "labels": {"a": "b"}}  # structural schema pruning
+    strict = cluster.raw("POST", f"/apis/example.com/v1/namespaces/{ns}/gizmos", [("fieldValidation", "Strict")],
+                         body={"apiVersion": "example.com/v1", "kind": "Gizmo", "metadata": {"name": "y"},
+                               "spec": {"colour": "red"}})
+    strict.read()
+    assert strict.status == 400 and 'unknown field \\"spec.colour\\"' in strict.data.decode()
+    warned = cluster.raw("POST", f"/api/v1/namespaces/{ns}/configmaps",
+                         body={"metadata": {"name": "w"}, "data": {"k": "v"}, "dta": {"typo": "x"}})
+    warned.read()
+    assert warned.status == 201 and warned.headers["Warning"] == '299 - "unknown field \\"dta\\""'
+    assert "dta" not in json.loads(warned.data)
+    ext.delete_custom_resource_definition("gizmos.example.com")
     crd = ext.read_custom_resource_definition("gadgets.example.com")
     assert {c.type: c.status for c in crd.status.conditions}["Established"] == "True"
     custom = kubernetes.client.CustomObjectsApi(cluster.api)

@@ -76,6 +76,17 @@ def test_get_and_discovery(cluster: Cluster) -> None:
     assert "Server Version: v1.32" in cluster.kubectl("version").stdout
 
 
+def test_unknown_fields_fail_strict_validation(cluster: Cluster, ns: str) -> None:
+    typo = DEPLOYMENT.format(replicas=1).replace("image: nginx:1.25", "imagee: nginx:1.25")
+    strict = cluster.kubectl("apply", "-n", ns, "-f", "-", stdin=typo, check=False)
+    assert strict.returncode != 0
+    assert 'strict decoding error: unknown field "spec.template.spec.containers[0].imagee"' in strict.stderr
+    warned = cluster.kubectl("apply", "-n", ns, "--validate=warn", "-f", "-", stdin=typo)
+    assert 'Warning: unknown field "spec.template.spec.containers[0].imagee"' in warned.stderr
+    dep = json.loads(cluster.kubectl("get", "-n", ns, "deployment", "web", "-o", "json").stdout)
+    assert "imagee" not in dep["spec"]["template"]["spec"]["containers"][0]
+
+
 def test_tables_for_events_and_crds(cluster: Cluster, ns: str) -> None:
     core = kubernetes.client.CoreV1Api(cluster.api)
     core.create_namespaced_event(ns, {
