@@ -99,3 +99,31 @@ def test_delete_after_a_full_cluster_create(cp: Running, twin: TwinProcess) -> N
     assert all(not v for v in leftovers.values()), leftovers
     eks: Any = twin_client(twin, "eks")
     assert "eks-cluster-del2" not in eks.list_clusters()["clusters"]
+
+
+def test_load_balancer_services_are_deleted_first(cp: Running, twin: TwinProcess) -> None:
+    from kubernetes import client as k8s
+
+    from instantstart.aws.clients import AwsClients
+    from instantstart.kube.client import KubeClients
+    from instantstart.settings import Settings
+
+    with cp.client() as client:
+        make_eks(client, "del3")
+        kube = KubeClients(AwsClients(Settings(aws_endpoint_url=twin.endpoint_url)))
+        core = k8s.CoreV1Api(kube.api_client("eks-cluster-del3"))
+        core.create_namespaced_service(
+            "default",
+            {
+                "metadata": {"name": "web"},
+                "spec": {"type": "LoadBalancer", "selector": {"app": "web"}, "ports": [{"port": 80}]},
+            },
+        )
+        plan = client.get("/api/v1/clusters/del3/deletion-plan").json()
+        assert plan["resources"][0]["resourceType"] == "k8s:loadbalancer-service"
+        assert plan["resources"][0]["resourceId"] == "default/web"
+        go = client.post("/api/v1/clusters/del3/delete", json={"planDigest": plan["planDigest"]}).json()
+        view = wait_terminal(client, go["operationId"], timeout=180)
+        assert view["status"] == "SUCCEEDED", view
+        assert view["stages"][0]["outputs"]["deleted"] == len(plan["resources"])
+    assert all(not v for v in tagged_leftovers(twin, "del3").values())

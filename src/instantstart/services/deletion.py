@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from typing import Any
 
 from anyio import to_thread
@@ -23,9 +24,12 @@ from instantstart.services.ledger import TAG_CLUSTER, mark_deleted, resources_of
 from instantstart.services.stagekit import blocking, wait_until
 from instantstart.store.models import ClusterRow, ResourceRow, StateRow
 
+log = logging.getLogger(__name__)
+
 # Deletion order: what holds other things goes first (load balancers and Kubernetes-owned AWS resources,
 # then HyperPod, then EKS and its attachments, then identity, then the network from the edges inwards).
 ORDER = [
+    "k8s:loadbalancer-service",
     "elbv2:load-balancer",
     "sagemaker:cluster",
     "eks:pod-identity-association",
@@ -115,6 +119,36 @@ def _tag_scan(app: AppContext, row: ClusterRow) -> list[tuple[str, str]]:
     return found
 
 
+def _load_balancer_holders(app: AppContext, row: ClusterRow) -> list[tuple[str, str]]:
+    """Kubernetes Services of type LoadBalancer (their controller owns AWS load balancers) and the ELBv2
+    load balancers tagged for this EKS cluster; empty when the cluster or its API is gone."""
+    from kubernetes import client as k8s
+
+    found: list[tuple[str, str]] = []
+    try:
+        api = app.kube.api_client(row.eks_cluster_name, row.region)
+        services = k8s.CoreV1Api(api).list_service_for_all_namespaces().items
+        found += [
+            ("k8s:loadbalancer-service", f"{svc.metadata.namespace}/{svc.metadata.name}")
+            for svc in services
+            if svc.spec and svc.spec.type == "LoadBalancer" and svc.metadata
+        ]
+    except Exception:
+        log.info("deletion plan: Kubernetes API of %s not reachable; no Services listed", row.eks_cluster_name)
+    elbv2 = app.aws.client("elbv2", row.region)
+    arns = [
+        lb["LoadBalancerArn"]
+        for page in elbv2.get_paginator("describe_load_balancers").paginate()
+        for lb in page.get("LoadBalancers", [])
+    ]
+    for start in range(0, len(arns), 20):
+        for description in elbv2.describe_tags(ResourceArns=arns[start : start + 20]).get("TagDescriptions", []):
+            tags = {t["Key"]: t["Value"] for t in description.get("Tags", [])}
+            if tags.get("elbv2.k8s.aws/cluster") == row.eks_cluster_name or tags.get(TAG_CLUSTER) == row.tag:
+                found.append(("elbv2:load-balancer", description["ResourceArn"]))
+    return found
+
+
 def build_plan(app: AppContext, tag: str, delete_bucket: bool) -> DeletionPlan:
     """Blocking: the ordered plan. Imported clusters only lose what this control plane created."""
     row = get_cluster(app.db, tag)
@@ -133,7 +167,7 @@ def build_plan(app: AppContext, tag: str, delete_bucket: bool) -> DeletionPlan:
         )
     if not row.imported:
         try:
-            for kind, rid in _tag_scan(app, row):
+            for kind, rid in [*_load_balancer_holders(app, row), *_tag_scan(app, row)]:
                 items.setdefault(
                     (kind, rid),
                     PlannedResource(order=0, resource_type=kind, resource_id=rid, region=row.region, source="tag"),
@@ -210,6 +244,8 @@ async def cluster_delete(ctx: CallContext, req: DeleteRequest) -> OperationRef:
 
 
 def _gone(exc: BaseException) -> bool:
+    if getattr(exc, "status", None) == 404:  # the Kubernetes API's NotFound
+        return True
     code = error_code(exc)
     return code.endswith(("NotFound", "NotFoundException", "NoSuchEntity", "NoSuchBucket")) or code in (
         "ResourceNotFound",
@@ -225,6 +261,9 @@ def _delete_one(app: AppContext, res: dict[str, Any]) -> bool:
     ec2 = aws.client("ec2", region)
     if kind == "sagemaker:cluster":
         aws.client("sagemaker", region).delete_cluster(ClusterName=rid)
+        return False
+    if kind == "k8s:loadbalancer-service":
+        _core(app, res).delete_namespaced_service(name=rid.split("/", 1)[1], namespace=rid.split("/", 1)[0])
         return False
     if kind == "eks:cluster":
         eks = aws.client("eks", region)
@@ -298,9 +337,21 @@ def _delete_one(app: AppContext, res: dict[str, Any]) -> bool:
     raise TemporaryError(f"No deleter for {kind}; delete {rid} by hand.", code="UNSUPPORTED_RESOURCE")
 
 
+def _core(app: AppContext, res: dict[str, Any]) -> Any:
+    from kubernetes import client as k8s
+
+    tag = res.get("details", {}).get("clusterTag") or res["clusterTag"]
+    row = get_cluster(app.db, tag)
+    return k8s.CoreV1Api(app.kube.api_client(row.eks_cluster_name, row.region))
+
+
 def _still_there(app: AppContext, res: dict[str, Any]) -> bool:
     kind, rid, region = res["resourceType"], res["resourceId"], res["region"]
     try:
+        if kind == "k8s:loadbalancer-service":
+            namespace, name = rid.split("/", 1)
+            _core(app, res).read_namespaced_service(name=name, namespace=namespace)
+            return True
         if kind == "sagemaker:cluster":
             status = app.aws.client("sagemaker", region).describe_cluster(ClusterName=rid)["ClusterStatus"]
             return bool(status != "Deleted")
@@ -323,7 +374,8 @@ async def stage_delete(stage: StageContext) -> dict[str, Any]:
     tag = stage.params["clusterTag"]
     ledger = {(r.resource_type, r.resource_id): r.id for r in await blocking(resources_of, app.db, tag)}
     deleted = 0
-    for res in stage.params["plan"]:
+    for planned in stage.params["plan"]:
+        res = {**planned, "clusterTag": tag}
         label = f"{res['resourceType']} {res['resourceId']}"
         await stage.progress(f"deleting {label} ({res['order']}/{len(stage.params['plan'])})")
         try:
