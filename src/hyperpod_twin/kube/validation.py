@@ -34,8 +34,14 @@ def _fields_of(type_name: str) -> dict[str, str] | None:
 
 
 def model_name(rtype: ResourceType) -> str:
-    """The client model class of a built-in kind, e.g. V1Deployment, V2HorizontalPodAutoscaler."""
-    return rtype.version[0].upper() + rtype.version[1:] + rtype.kind
+    """The client model class of a built-in kind: V1Deployment, V2HorizontalPodAutoscaler, or with
+    the group as prefix where kinds collide (CoreV1Event, EventsV1Event)."""
+    plain = rtype.version[0].upper() + rtype.version[1:] + rtype.kind
+    prefix = (rtype.group.split(".")[0] or "core").capitalize()
+    for name in (plain, prefix + plain):
+        if _fields_of(name) is not None:
+            return name
+    return plain
 
 
 def _prune_model(value: Any, type_name: str, path: str, unknown: list[str]) -> Any:

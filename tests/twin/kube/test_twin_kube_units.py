@@ -163,3 +163,18 @@ def test_table_helpers() -> None:
     assert jsonpath(obj, '.status.conditions[?(@.type=="A")].status') == "True"
     assert jsonpath(obj, ".status.conditions[*].type") == "A,Ready"
     assert jsonpath(obj, ".spec.missing") is None
+
+
+def test_unknown_field_pruning_uses_the_right_model() -> None:
+    from hyperpod_twin.kube.types import builtin
+    from hyperpod_twin.kube.validation import prune_unknown
+
+    core_event = {"metadata": {"name": "e"}, "involvedObject": {"kind": "Pod"}, "message": "m", "regarding": {}}
+    pruned, unknown = prune_unknown(builtin("", "events"), core_event, None)
+    assert unknown == ["regarding"] and pruned["involvedObject"] == {"kind": "Pod"}
+    new_event = {"metadata": {"name": "e"}, "regarding": {"kind": "Pod"}, "note": "n", "involvedObject": {}}
+    pruned, unknown = prune_unknown(builtin("events.k8s.io", "events"), new_event, None)
+    assert unknown == ["involvedObject"] and pruned["note"] == "n"
+    target = {"type": "Utilization", "averageUtilization": 50}
+    hpa = {"spec": {"metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": target}}]}}
+    assert prune_unknown(builtin("autoscaling", "horizontalpodautoscalers"), hpa, None) == (hpa, [])
