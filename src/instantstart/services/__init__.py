@@ -18,6 +18,7 @@ MODULES = (
     "instance_groups",
     "nodes",
     "nodegroups",
+    "karpenter",
 )
 
 
