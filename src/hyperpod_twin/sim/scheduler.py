@@ -57,11 +57,13 @@ class Scheduler(Controller):
         nodes = self.sim.list(NODES)
         used: dict[str, Counter[str]] = {n["metadata"]["name"]: Counter() for n in nodes}
         counts: Counter[str] = Counter()
+        placed: dict[str, list[Obj]] = {}  # node → pods on it (for inter-pod affinity)
         for pod in pods:
             if _uses_node(pod):
                 node = pod["spec"]["nodeName"]
                 used.setdefault(node, Counter()).update(kobj.pod_requests(pod))
                 counts[node] += 1
+                placed.setdefault(node, []).append(pod)
         pending.sort(key=lambda p: (-int(p["spec"].get("priority") or 0), p["metadata"].get("creationTimestamp", "")))
         for pod in pending:
             if pod["spec"].get("schedulingGates"):
@@ -77,6 +79,8 @@ class Scheduler(Controller):
             for node in nodes:
                 name = node["metadata"]["name"]
                 problems = self._filter(pod, node, requests, used[name], counts[name])
+                if not problems:
+                    problems = _pod_affinity_problems(pod, node, nodes, placed)
                 if problems:
                     reasons.update(problems)
                 else:
@@ -89,6 +93,7 @@ class Scheduler(Controller):
             if self._bind(pod, name):
                 used[name].update(requests)
                 counts[name] += 1
+                placed.setdefault(name, []).append(pod)
 
     # -- filters -----------------------------------------------------------------------------------
     def _filter(self, pod: Obj, node: Obj, requests: dict[str, float], used: Counter[str], count: int) -> list[str]:
@@ -188,6 +193,44 @@ class Scheduler(Controller):
         self.sim.patch_status(PODS, pod, status)
         if reason == "Unschedulable":
             self.sim.event(pod, "FailedScheduling", message, "Warning", source="default-scheduler")
+
+
+def _term_matches(term: Obj, pod: Obj, node: Obj, nodes: list[Obj], placed: dict[str, list[Obj]]) -> bool:
+    """Whether a pod matching the term's selector runs in `node`'s topology domain."""
+    key = term.get("topologyKey", "")
+    domain = (node["metadata"].get("labels") or {}).get(key)
+    if domain is None:
+        return False
+    namespaces = set(term.get("namespaces") or [pod["metadata"].get("namespace", "default")])
+    selector = term.get("labelSelector") or {}
+    for other in nodes:
+        if (other["metadata"].get("labels") or {}).get(key) != domain:
+            continue
+        for candidate in placed.get(other["metadata"]["name"], []):
+            same_ns = candidate["metadata"].get("namespace") in namespaces or term.get("namespaceSelector") == {}
+            if same_ns and kobj.match_labels(selector, candidate["metadata"].get("labels")):
+                return True
+    return False
+
+
+def _pod_affinity_problems(pod: Obj, node: Obj, nodes: list[Obj], placed: dict[str, list[Obj]]) -> list[str]:
+    """Required inter-pod affinity and anti-affinity (any topologyKey), as kube-scheduler filters them."""
+    affinity = pod.get("spec", {}).get("affinity") or {}
+    required = "requiredDuringSchedulingIgnoredDuringExecution"
+    for term in (affinity.get("podAntiAffinity") or {}).get(required) or []:
+        if _term_matches(term, pod, node, nodes, placed):
+            return ["node(s) didn't match pod anti-affinity rules"]
+    for term in (affinity.get("podAffinity") or {}).get(required) or []:
+        if _term_matches(term, pod, node, nodes, placed):
+            continue
+        # The first pod of a group that selects itself may go anywhere (kube-scheduler's rule).
+        selector = term.get("labelSelector") or {}
+        anywhere = any(
+            kobj.match_labels(selector, other["metadata"].get("labels")) for group in placed.values() for other in group
+        )
+        if anywhere or not kobj.match_labels(selector, pod["metadata"].get("labels")):
+            return ["node(s) didn't match pod affinity rules"]
+    return []
 
 
 def _fit_error(total: int, reasons: Counter[str]) -> str:

@@ -269,3 +269,38 @@ def test_bound_pod_waits_in_container_creating(cluster: SimCluster) -> None:
     assert pod["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "ContainerCreating"
     cluster.advance(30)
     assert cluster.get("", "pods", "slow")["status"]["phase"] == "Running"
+
+
+def test_required_pod_anti_affinity_spreads_and_affinity_packs(cluster: SimCluster) -> None:
+    cluster.add_node("i-0aaaaaaaaaaaaab1", "ml.m5.4xlarge", group="cpu")
+    cluster.add_node("i-0aaaaaaaaaaaaab2", "ml.m5.4xlarge", group="cpu")
+    spread = {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "spread"}}, "topologyKey": "kubernetes.io/hostname"}
+        ]
+    }
+    dep = _deployment("spread", 3, 0)
+    dep["spec"]["template"]["spec"]["affinity"] = {"podAntiAffinity": spread}
+    cluster.create("apps", "deployments", dep)
+    cluster.advance(4)
+    pods = cluster.list("", "pods", "default")
+    assert len({p["spec"].get("nodeName") for p in pods if p["spec"].get("nodeName")}) == 2
+    pending = [p for p in pods if not p["spec"].get("nodeName")]
+    assert len(pending) == 1
+    message = next(c for c in pending[0]["status"]["conditions"] if c["type"] == "PodScheduled")["message"]
+    assert message == "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules."
+    together = {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "pack"}}, "topologyKey": "kubernetes.io/hostname"}
+        ]
+    }
+    packed = _deployment("pack", 3, 0)
+    packed["spec"]["template"]["spec"]["affinity"] = {"podAffinity": together}
+    cluster.create("apps", "deployments", packed)
+    cluster.advance(4)
+    nodes = {
+        p["spec"].get("nodeName")
+        for p in cluster.list("", "pods", "default")
+        if p["metadata"]["labels"].get("app") == "pack"
+    }
+    assert len(nodes) == 1 and None not in nodes
