@@ -105,6 +105,7 @@ def register(ctx: AwsContext, state: FsxState) -> None:
                 "Tags": list(p.get("Tags") or []),
                 "LustreConfiguration": lustre,
                 "_token": token,
+                "_security_groups": list(p.get("SecurityGroupIds") or []),
                 "_region": req.region,
                 "_az": (az, az_id),
             }

@@ -10,7 +10,18 @@ from typing import Any
 from hyperpod_twin.clock import TwinClock
 from hyperpod_twin.events import EventBus
 
-from . import eks_access, eks_addons, eks_clusters, fsx, iam_ext, quotas, sagemaker_hyperpod, tagging, training_plans
+from . import (
+    dependencies,
+    eks_access,
+    eks_addons,
+    eks_clusters,
+    fsx,
+    iam_ext,
+    quotas,
+    sagemaker_hyperpod,
+    tagging,
+    training_plans,
+)
 from .context import AwsContext
 from .faults import FaultBook
 from .hyperpod_lifecycle import Lifecycle
@@ -62,6 +73,7 @@ class AwsSide:
         eks_addons.register(self.ctx, self.eks)
         fsx.register(self.ctx, self.fsx)
         iam_ext.register(self.ctx)
+        dependencies.register(self)
         self._register_sts()
 
     def _register_sts(self) -> None:

@@ -220,7 +220,9 @@ def test_health_finding_triggers_automatic_replacement(twin: Twin, events: Event
     assert victim not in ids
 
 
-def test_software_update_and_deletion(twin: Twin, events: Events) -> None:
+def test_software_update_and_deletion(twin: Twin, env: tuple[Net, str], events: Events) -> None:
+    net, _ = env
+    ec2 = twin.boto3_client("ec2")
     sm = twin.boto3_client("sagemaker")
     advance(twin, 700)  # let the replacement above finish
     assert sm.describe_cluster(ClusterName="hp-main")["ClusterStatus"] == "InService"
@@ -231,6 +233,10 @@ def test_software_update_and_deletion(twin: Twin, events: Events) -> None:
     assert described["ClusterStatus"] == "InService"
     assert all(g["ImageVersionStatus"] == "UpToDate" for g in described["InstanceGroups"])
     arn = described["ClusterArn"]
+    with pytest.raises(ClientError) as err:
+        ec2.delete_subnet(SubnetId=net.compute["us-west-2b"])
+    assert err.value.response["Error"]["Code"] == "DependencyViolation"
+    assert "HyperPod cluster hp-main" in err.value.response["Error"]["Message"]
     sm.delete_cluster(ClusterName="hp-main")
     assert sm.describe_cluster(ClusterName="hp-main")["ClusterStatus"] == "Deleting"
     advance(twin, 301)
@@ -238,6 +244,10 @@ def test_software_update_and_deletion(twin: Twin, events: Events) -> None:
         sm.describe_cluster(ClusterName="hp-main")
     assert err.value.response["Error"]["Code"] == "ResourceNotFound"
     assert any(t == "hyperpod.cluster.deleted" and kw["cluster_arn"] == arn for t, kw in events)
+    ec2.delete_subnet(SubnetId=net.compute["us-west-2b"])  # no network interfaces left in it
+    with pytest.raises(ClientError) as err:
+        ec2.delete_security_group(GroupId=net.sg)
+    assert "EKS cluster hp-eks" in err.value.response["Error"]["Message"]
 
 
 @pytest.mark.parametrize(
