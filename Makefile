@@ -8,7 +8,7 @@ PORT ?= 3099
 HELM := .tools/bin/helm
 export INSTANTSTART_HELM_PATH := $(CURDIR)/$(HELM)
 
-.PHONY: setup run test lint typecheck pytest postgres-bin clean
+.PHONY: setup run test lint typecheck pytest postgres-bin chromium-bin clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,13 +30,18 @@ postgres-bin:
 	@command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
 	  { (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
 
+# Debian's Chromium for the browser tests (Playwright drives /usr/bin/chromium; it never downloads a browser).
+chromium-bin:
+	@test -x /usr/bin/chromium || \
+	  { (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
 lint: setup
 	$(BIN)/ruff check src tests scripts bench
 
 typecheck: setup
 	$(BIN)/mypy
 
-pytest: setup postgres-bin
+pytest: setup postgres-bin chromium-bin
 	INSTANTSTART_REQUIRE_PG=1 $(BIN)/python scripts/with_postgres.py $(BIN)/pytest -p no:cacheprovider
 
 test: lint typecheck pytest

@@ -31,6 +31,8 @@ def run_server(settings: Settings, *, host: str | None = None, port: int | None 
             update={
                 "aws_endpoint_url": child.endpoint_url,
                 "aws_region": child.env.get("AWS_REGION", settings.aws_region),
+                # The twin's local chart repository, so helm-installed dependencies work offline.
+                "helm_repository_url": settings.helm_repository_url or child.info.get("chart_repo_url"),
             }
         )
         log.info("digital twin started", extra={"endpoint": child.endpoint_url})

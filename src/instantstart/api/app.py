@@ -20,6 +20,7 @@ from instantstart import __version__
 from instantstart.api.metrics import Metrics
 from instantstart.api.openapi import API_PREFIX, build_openapi
 from instantstart.api.rest import add_routes
+from instantstart.api.ws import EventHub, add_ws_route
 from instantstart.auth import check_bearer, ensure_token
 from instantstart.aws.clients import AwsClients
 from instantstart.catalog import CATALOG, Catalog
@@ -35,6 +36,8 @@ from instantstart.services import load_all
 from instantstart.services.cache import DescribeCache
 from instantstart.settings import Settings
 from instantstart.store.db import Database
+from instantstart.web.routes import add_web_routes
+from instantstart.web.sessions import SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -50,13 +53,17 @@ def error_response(exc: InstantStartError, request_id: str | None = None) -> JSO
 
 
 class Gate:
-    """Outermost ASGI layer: request ids, bearer-token auth for /api and /mcp, metrics, the MCP route."""
+    """Outermost ASGI layer: request ids, auth for /api and /mcp (bearer token; for /api also the web UI's
+    session cookie with its CSRF header or same-origin WebSocket), metrics, the MCP route."""
 
-    def __init__(self, app: ASGIApp, token: str, metrics: Metrics, mcp: ASGIApp) -> None:
+    def __init__(
+        self, app: ASGIApp, token: str, metrics: Metrics, mcp: ASGIApp, sessions: SessionStore | None = None
+    ) -> None:
         self.app = app
         self.token = token
         self.metrics = metrics
         self.mcp = mcp
+        self.sessions = sessions
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -80,11 +87,19 @@ class Gate:
 
         try:
             protected = path.startswith("/api/") or path == "/api" or path == "/mcp" or path.startswith("/mcp/")
-            if protected and scope["type"] == "http" and not check_bearer(headers.get("authorization"), self.token):
-                response = error_response(Unauthorized("Missing or invalid API token."), request_id)
-                response.headers["WWW-Authenticate"] = 'Bearer realm="instantstart"'
-                await response(scope, receive, send_wrapper)
-                return
+            if protected and not check_bearer(headers.get("authorization"), self.token):
+                problem: str | None = "Missing or invalid API token."
+                if self.sessions is not None and path.startswith("/api/"):
+                    problem = self.sessions.check(scope["type"], scope.get("method", "GET"), headers)
+                if problem is not None:
+                    if scope["type"] == "websocket":
+                        await receive()
+                        await send({"type": "websocket.close", "code": 4401, "reason": problem[:120]})
+                        return
+                    response = error_response(Unauthorized(problem), request_id)
+                    response.headers["WWW-Authenticate"] = 'Bearer realm="instantstart"'
+                    await response(scope, receive, send_wrapper)
+                    return
             if path in ("/mcp", "/mcp/"):
                 await self.mcp(scope, receive, send_wrapper)
                 return
@@ -141,14 +156,19 @@ def create_app(
         "testserver",
     ]
     mcp_manager = session_manager(catalog, context, allowed_hosts)
+    hub = EventHub(context, catalog)
+    runner.add_listener(hub.on_operation)
+    sessions = SessionStore()
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         await to_thread.run_sync(db.migrate)
         runner.start(context)
+        hub.start()
         async with mcp_manager.run():
             log.info("instantstart ready", extra={"url": settings.base_url, "version": __version__})
             yield
+        await hub.stop()
         await runner.stop()
         db.dispose()
         for hook in on_shutdown:
@@ -203,6 +223,8 @@ def create_app(
         return PlainTextResponse(body, media_type="text/plain; version=0.0.4")
 
     add_routes(app, catalog, context)
+    add_ws_route(app, hub)
+    add_web_routes(app, token, sessions)
     outer: ASGIApp = app
     if settings.allowed_origins:
         if "*" in settings.allowed_origins:
@@ -214,6 +236,6 @@ def create_app(
             allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
             allow_headers=["Authorization", "Content-Type", "Idempotency-Key"],
         )
-    gate = Gate(outer, token, metrics, mcp_manager.handle_request)
+    gate = Gate(outer, token, metrics, mcp_manager.handle_request, sessions)
     gate.fastapi = app  # type: ignore[attr-defined]
     return gate

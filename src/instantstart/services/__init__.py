@@ -19,6 +19,7 @@ MODULES = (
     "nodes",
     "nodegroups",
     "karpenter",
+    "kube_resources",
 )
 
 

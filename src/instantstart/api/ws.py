@@ -1,0 +1,144 @@
+"""The WebSocket at /api/v1/ws: operation changes as they happen, and periodic resource snapshots."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from anyio import to_thread
+from fastapi import FastAPI, WebSocket, WebSocketDisconnect
+
+from instantstart.api.openapi import API_PREFIX
+from instantstart.catalog.invoke import invoke
+from instantstart.catalog.registry import Catalog
+from instantstart.context import AppContext, CallContext
+from instantstart.errors import InstantStartError
+
+log = logging.getLogger(__name__)
+
+QUEUE_SIZE = 256
+# Read-only tools whose answers make up a resource snapshot (each is cached server-side).
+SNAPSHOT_TOOLS = (
+    ("clusters", "cluster_list_all"),
+    ("status", "cluster_get_status"),
+    ("workloads", "cluster_list_workloads"),
+)
+
+
+class EventHub:
+    """Fans events out to connected sockets. Operation changes are coalesced per id; a resource snapshot is
+    built every `interval` seconds while anyone listens (one build however many sockets)."""
+
+    def __init__(self, context: AppContext, catalog: Catalog, interval: float = 5.0) -> None:
+        self.context = context
+        self.catalog = catalog
+        self.interval = interval
+        self.clients: set[asyncio.Queue[dict[str, Any]]] = set()
+        self._changed: set[str] = set()
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def on_operation(self, operation_id: str) -> None:
+        """Runner listener: note the change; the broadcaster reads and sends it."""
+        if self.clients:
+            self._changed.add(operation_id)
+            self._wake.set()
+
+    def start(self) -> None:
+        """Start the broadcaster and the snapshot loop (in the server's event loop)."""
+        self._wake = asyncio.Event()
+        self._tasks = [asyncio.create_task(self._operations()), asyncio.create_task(self._snapshots())]
+
+    async def stop(self) -> None:
+        """Stop both loops."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+
+    def publish(self, event: dict[str, Any]) -> None:
+        """Queue an event for every socket (a socket too slow to keep up loses its oldest events)."""
+        for queue in list(self.clients):
+            if queue.full():
+                with contextlib.suppress(asyncio.QueueEmpty):
+                    queue.get_nowait()
+            queue.put_nowait(event)
+
+    async def _operations(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            changed, self._changed = self._changed, set()
+            for operation_id in sorted(changed):
+                try:
+                    view = await to_thread.run_sync(self.context.runner.store.get, operation_id)
+                except Exception:
+                    log.exception("operation event read failed")
+                    continue
+                self.publish({"type": "operation", "operation": view.model_dump(mode="json", by_alias=True)})
+
+    async def snapshot(self) -> dict[str, Any]:
+        """One resource snapshot: each tool's answer, or its error body."""
+        event: dict[str, Any] = {"type": "resources"}
+        for key, name in SNAPSHOT_TOOLS:
+            try:
+                event[key] = await invoke(self.catalog, name, {}, CallContext(app=self.context, face="ws"))
+            except InstantStartError as exc:
+                event[key] = {"error": exc.to_dict()}
+            if key == "clusters" and not (event[key].get("activeCluster")):
+                break
+        return event
+
+    async def _snapshots(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            if not self.clients:
+                continue
+            try:
+                self.publish(await self.snapshot())
+            except Exception:
+                log.exception("resource snapshot failed")
+
+
+def add_ws_route(app: FastAPI, hub: EventHub) -> None:
+    """GET /api/v1/ws (WebSocket). The Gate has authenticated it (bearer token, or the session cookie
+    from this server's own origin). Messages are JSON: {"type": "hello"}, {"type": "operation",
+    "operation": OperationView}, {"type": "resources", "clusters", "status", "workloads"}; the client may
+    send {"type": "refresh"} to get a snapshot at once."""
+
+    @app.websocket(API_PREFIX + "/ws")
+    async def events(socket: WebSocket) -> None:
+        await socket.accept()
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(QUEUE_SIZE)
+        hub.clients.add(queue)
+
+        async def reader() -> None:
+            while True:
+                message = await socket.receive_json()
+                if isinstance(message, dict) and message.get("type") == "refresh":
+                    snapshot = await hub.snapshot()
+                    if queue.full():
+                        queue.get_nowait()
+                    queue.put_nowait(snapshot)
+
+        read_task = asyncio.create_task(reader())
+        try:
+            await socket.send_json({"type": "hello", "snapshotSeconds": hub.interval})
+            while not read_task.done():
+                get = asyncio.create_task(queue.get())
+                done, _ = await asyncio.wait({get, read_task}, return_when=asyncio.FIRST_COMPLETED)
+                if get in done:
+                    await socket.send_json(get.result())
+                else:
+                    get.cancel()
+        except (WebSocketDisconnect, RuntimeError):
+            pass
+        finally:
+            hub.clients.discard(queue)
+            read_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, WebSocketDisconnect, Exception):
+                await read_task

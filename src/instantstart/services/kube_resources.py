@@ -1,0 +1,174 @@
+"""cluster_list_workloads: the pods, services and deployments of the active cluster (read-only, cached)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from anyio import to_thread
+from kubernetes import client as k8s
+from pydantic import Field
+
+from instantstart.catalog import operation
+from instantstart.catalog.base import WireModel
+from instantstart.context import AppContext, CallContext
+from instantstart.services.cluster_status import kube_api, kube_call
+from instantstart.services.clusters import get_cluster, resolve_tag
+from instantstart.store.models import ClusterRow, utcnow
+from instantstart.validation import KubeName
+
+LIMIT = 500
+
+
+class WorkloadsRequest(WireModel):
+    """Which namespace to list (all namespaces when absent)."""
+
+    namespace: KubeName | None = Field(default=None, description="Only this namespace; all when absent.")
+
+
+class PodInfo(WireModel):
+    """One pod: where it runs and how it is doing."""
+
+    namespace: str
+    name: str
+    phase: str
+    ready: str = Field(description="Ready containers / all containers, e.g. 1/1.")
+    restarts: int
+    node: str | None
+    gpus_requested: int
+    created_at: datetime | None
+
+
+class ServiceInfo(WireModel):
+    """One Service and its ports."""
+
+    namespace: str
+    name: str
+    type: str
+    cluster_ip: str | None
+    ports: list[str] = Field(description="port/protocol, with the node port when there is one.")
+
+
+class DeploymentInfo(WireModel):
+    """One Deployment and its replica counts."""
+
+    namespace: str
+    name: str
+    replicas: int
+    ready_replicas: int
+    available_replicas: int
+    updated_replicas: int
+
+
+class WorkloadsResult(WireModel):
+    """Pods, Services and Deployments of the active cluster (at most 500 of each, newest reads)."""
+
+    cluster_tag: str
+    namespace: str | None
+    pods: list[PodInfo]
+    services: list[ServiceInfo]
+    deployments: list[DeploymentInfo]
+    truncated: bool = Field(description="True when a list had more than 500 items and was cut.")
+    checked_at: datetime
+
+
+def _gpus(pod: Any) -> int:
+    total = 0
+    for container in (pod.spec.containers if pod.spec else None) or []:
+        resources = container.resources
+        limits = (resources.limits if resources else None) or {}
+        requests = (resources.requests if resources else None) or {}
+        value = limits.get("nvidia.com/gpu") or requests.get("nvidia.com/gpu") or "0"
+        try:
+            total += int(str(value))
+        except ValueError:
+            continue
+    return total
+
+
+def _pod(pod: Any) -> PodInfo:
+    statuses = (pod.status.container_statuses if pod.status else None) or []
+    containers = (pod.spec.containers if pod.spec else None) or []
+    ready = sum(1 for s in statuses if s.ready)
+    return PodInfo(
+        namespace=pod.metadata.namespace or "",
+        name=pod.metadata.name or "",
+        phase=(pod.status.phase if pod.status else None) or "Unknown",
+        ready=f"{ready}/{len(containers)}",
+        restarts=sum(int(s.restart_count or 0) for s in statuses),
+        node=pod.spec.node_name if pod.spec else None,
+        gpus_requested=_gpus(pod),
+        created_at=pod.metadata.creation_timestamp,
+    )
+
+
+def _service(svc: Any) -> ServiceInfo:
+    ports = []
+    for port in (svc.spec.ports if svc.spec else None) or []:
+        text = f"{port.port}/{port.protocol or 'TCP'}"
+        ports.append(f"{text}:{port.node_port}" if port.node_port else text)
+    return ServiceInfo(
+        namespace=svc.metadata.namespace or "",
+        name=svc.metadata.name or "",
+        type=(svc.spec.type if svc.spec else None) or "ClusterIP",
+        cluster_ip=svc.spec.cluster_ip if svc.spec else None,
+        ports=ports,
+    )
+
+
+def _deployment(dep: Any) -> DeploymentInfo:
+    status = dep.status
+    return DeploymentInfo(
+        namespace=dep.metadata.namespace or "",
+        name=dep.metadata.name or "",
+        replicas=int((dep.spec.replicas if dep.spec else 0) or 0),
+        ready_replicas=int((status.ready_replicas if status else 0) or 0),
+        available_replicas=int((status.available_replicas if status else 0) or 0),
+        updated_replicas=int((status.updated_replicas if status else 0) or 0),
+    )
+
+
+def read_workloads(app: AppContext, row: ClusterRow, namespace: str | None) -> WorkloadsResult:
+    """Blocking: list the three kinds once, in one namespace or all of them."""
+    api = kube_api(app, row)
+    core, apps = k8s.CoreV1Api(api), k8s.AppsV1Api(api)
+    where = f"in {row.eks_cluster_name}"
+    if namespace:
+        pods = kube_call(f"list pods {where}", core.list_namespaced_pod, namespace, limit=LIMIT)
+        services = kube_call(f"list services {where}", core.list_namespaced_service, namespace, limit=LIMIT)
+        deps = kube_call(f"list deployments {where}", apps.list_namespaced_deployment, namespace, limit=LIMIT)
+    else:
+        pods = kube_call(f"list pods {where}", core.list_pod_for_all_namespaces, limit=LIMIT)
+        services = kube_call(f"list services {where}", core.list_service_for_all_namespaces, limit=LIMIT)
+        deps = kube_call(f"list deployments {where}", apps.list_deployment_for_all_namespaces, limit=LIMIT)
+    truncated = any(bool(getattr(x.metadata, "_continue", None)) for x in (pods, services, deps))
+
+    def key(item: Any) -> tuple[str, str]:
+        return (item.namespace, item.name)
+
+    return WorkloadsResult(
+        cluster_tag=row.tag,
+        namespace=namespace,
+        pods=sorted((_pod(p) for p in pods.items or []), key=key),
+        services=sorted((_service(s) for s in services.items or []), key=key),
+        deployments=sorted((_deployment(d) for d in deps.items or []), key=key),
+        truncated=truncated,
+        checked_at=utcnow(),
+    )
+
+
+@operation("cluster_list_workloads", method="GET", path="/clusters/workloads", example={"namespace": "default"})
+async def cluster_list_workloads(ctx: CallContext, req: WorkloadsRequest) -> WorkloadsResult:
+    """The active cluster's pods (phase, ready containers, restarts, node, GPUs requested), Services (type,
+    cluster IP, ports) and Deployments (desired, ready, available, updated replicas); needs an active
+    cluster (cluster_switch) whose Kubernetes API answers. Read-only; at most 500 of each kind; reads are
+    cached for a few seconds, so polling it is cheap."""
+    tag = await to_thread.run_sync(resolve_tag, ctx.app.db, None)
+    row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
+
+    async def fetch() -> WorkloadsResult:
+        return await to_thread.run_sync(read_workloads, ctx.app, row, req.namespace)
+
+    key = f"kube:{row.region}:{row.eks_cluster_name}:workloads:{req.namespace or '*'}"
+    result: WorkloadsResult = await ctx.app.cache.get(key, fetch)
+    return result

@@ -1,0 +1,92 @@
+// The shell: hash router, active-cluster switcher, banner, manual refresh, live connection.
+import { ApiError, get, post } from "./api.js";
+import { h } from "./dom.js";
+import { askSnapshot, connect, events } from "./live.js";
+import * as clusters from "./clusters.js";
+import * as monitoring from "./monitoring.js";
+import * as operations from "./operations.js";
+
+const pages = { clusters, operations, monitoring };
+const view = document.getElementById("view");
+const banner = document.getElementById("banner");
+const select = document.getElementById("active-cluster");
+let current = null;
+
+export const shell = {
+  clusters: null,
+  banner(message, kind = "error") {
+    if (!message) { banner.hidden = true; return; }
+    banner.className = `banner ${kind === "info" ? "info" : ""}`;
+    banner.replaceChildren(message instanceof Node ? message : document.createTextNode(message));
+    banner.hidden = false;
+  },
+  fail(err) {
+    if (err instanceof ApiError) shell.banner(`${err.code}: ${err.message}${err.hint ? " — " + err.hint : ""}`);
+    else shell.banner(String(err));
+  },
+  setClusters(data) {
+    shell.clusters = data;
+    const active = data.activeCluster ?? "";
+    select.replaceChildren(h("option", { value: "" }, data.count ? "— choose —" : "no clusters"),
+      ...data.clusters.map((c) => h("option", { value: c.clusterTag }, `${c.clusterTag} (${c.region})`)));
+    select.value = active;
+    events.dispatchEvent(new CustomEvent("clusters", { detail: data }));
+  },
+  async reloadClusters() {
+    shell.setClusters(await get("/clusters"));
+  },
+  async waitFor(operationId, timeoutMs = 120000) {
+    const end = Date.now() + timeoutMs;
+    while (Date.now() < end) {
+      const op = await get(`/operations/${operationId}`);
+      if (["SUCCEEDED", "FAILED", "CANCELLED"].includes(op.status)) return op;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    throw new Error(`Operation ${operationId} is still running; see Operations.`);
+  },
+};
+
+select.addEventListener("change", async () => {
+  const tag = select.value;
+  if (!tag) return;
+  select.disabled = true;
+  try {
+    shell.banner(`Switching the active cluster to ${tag}…`, "info");
+    const ref = await post(`/clusters/${encodeURIComponent(tag)}/switch`, {});
+    const op = await shell.waitFor(ref.operationId);
+    if (op.status !== "SUCCEEDED") shell.fail(new ApiError(409, op.error ?? { message: `switch ${op.status}` }));
+    else shell.banner("");
+    await shell.reloadClusters();
+    current?.refresh();
+  } catch (err) { shell.fail(err); } finally { select.disabled = false; }
+});
+
+document.getElementById("refresh").addEventListener("click", async () => {
+  shell.banner("");
+  try { await shell.reloadClusters(); await current?.refresh(); askSnapshot(); } catch (err) { shell.fail(err); }
+});
+
+events.addEventListener("resources", (e) => {
+  const clustersData = e.detail.clusters;
+  if (clustersData && !clustersData.error) shell.setClusters(clustersData);
+});
+
+function parseHash() {
+  const parts = (location.hash.replace(/^#\/?/, "") || "clusters").split("/");
+  return { page: pages[parts[0]] ? parts[0] : "clusters", arg: parts[1] ? decodeURIComponent(parts[1]) : null };
+}
+
+async function route() {
+  const { page, arg } = parseHash();
+  document.querySelectorAll("[data-nav]").forEach((a) => a.classList.toggle("current", a.dataset.nav === page));
+  current?.dispose?.();
+  shell.banner("");
+  view.replaceChildren(h("p", { class: "muted" }, h("span", { class: "spinner" }), " Loading…"));
+  try {
+    current = await pages[page].render(view, arg, shell);
+  } catch (err) { shell.fail(err); }
+}
+
+window.addEventListener("hashchange", route);
+connect(document.getElementById("live"));
+shell.reloadClusters().catch((err) => shell.fail(err)).finally(route);

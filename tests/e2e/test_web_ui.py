@@ -1,0 +1,156 @@
+"""The web UI in a real browser against `instantstart serve --twin`: sign-in, the create form with the API's
+field errors, six stages live, reload without a second operation, GPU totals, operations, sign-out."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.e2e.conftest import Served, shot
+
+pytestmark = pytest.mark.e2e
+
+STAGES = ["eks", "activate", "dependencies", "hyperpod", "storage", "verification"]
+AZ = "us-west-2c"
+TYPE = "ml.g6.4xlarge"
+
+
+def fill_create_form(page: Any, tag: str, cidr: str = "") -> None:
+    form = page.locator("#create form")
+    form.locator("[name=clusterTag]").fill(tag)
+    form.locator("[name=availabilityZone]").select_option(AZ)
+    form.locator("[name=instanceType]").select_option(TYPE)
+    form.locator("[name=instanceCount]").fill("1")
+    form.locator("[name=vpcCidr]").fill(cidr)
+    expect(form.locator(".preflight")).to_contain_text("Preflight")
+
+
+def test_sign_in_keeps_the_token_out_of_the_browser(page: Any, served: Served) -> None:
+    page.goto(served.url + "/")
+    expect(page.get_by_label("API token")).to_be_visible()
+    shot(page, "01-sign-in")
+    page.get_by_label("API token").fill("not-the-token")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.locator("#token-error")).to_have_text("That is not the API token of this server.")
+    page.get_by_label("API token").fill(served.token)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("link", name="Cluster Management")).to_be_visible()
+    expect(page.locator("#live")).to_have_text("live")
+    cookies = page.context.cookies()
+    assert [(c["name"], c["httpOnly"], c["sameSite"], c["path"]) for c in cookies] == [
+        ("instantstart_session", True, "Strict", "/")
+    ]
+    assert served.token not in cookies[0]["value"]
+    assert served.token not in page.url
+    stored = page.evaluate("() => JSON.stringify([{...localStorage}, {...sessionStorage}, document.cookie])")
+    assert served.token not in stored and "instantstart_session" not in stored
+    # A state-changing call with the cookie but without the CSRF header is refused.
+    status = page.evaluate(
+        """async () => (await fetch('/api/v1/clusters/plan', {method: 'POST', headers: {'Content-Type':
+        'application/json'}, body: JSON.stringify({instanceType: 'ml.g6.4xlarge', instanceCount: 1,
+        availabilityZone: 'us-west-2c'})})).status"""
+    )
+    assert status == 401
+
+
+def test_bad_cidr_shows_the_api_message_beside_the_field(page: Any, served: Served) -> None:
+    page.goto(served.url + "/#/clusters")
+    fill_create_form(page, "webui", cidr="10.0.0.0/33")
+    page.get_by_role("button", name="Create cluster").click()
+    with served.api() as api:
+        expected = api.post(
+            "/api/v1/clusters",
+            json={"clusterTag": "webui", "instanceType": TYPE, "instanceCount": 1, "availabilityZone": AZ,
+                  "vpcCidr": "10.0.0.0/33"},
+        ).json()["error"]
+        field_message = next(f["message"] for f in expected["details"]["fields"] if f["field"] == "vpcCidr")
+        error = page.locator('.field-error[data-for="vpcCidr"]')
+        expect(error).to_have_text(field_message)
+        cidr = page.locator("#create [name=vpcCidr]")
+        expect(cidr).to_have_attribute("aria-invalid", "true")
+        # Beside the field: in the same field box, right under the input.
+        assert cidr.evaluate("(el, err) => el.closest('.field').contains(err)", error.element_handle())
+        expect(page.locator("#create .form-error")).to_contain_text(expected["message"])
+        assert api.get("/api/v1/operations").json()["total"] == 0
+    shot(page, "02-bad-cidr")
+    page.goto(served.url + "/#/monitoring")
+    expect(page.locator("#summary")).to_contain_text("No cluster is active")
+
+
+def test_create_cluster_through_the_form_and_reload_midway(page: Any, served: Served) -> None:
+    page.goto(served.url + "/#/clusters")
+    fill_create_form(page, "webui")
+    expect(page.locator("#create .preflight")).to_contain_text("No blockers")
+    page.get_by_role("button", name="Create cluster").click()
+    page.wait_for_url(re.compile(r"#/clusters/op-[0-9a-f]+$"))
+    op_id = page.url.rsplit("/", 1)[1]
+    panel = page.locator(f'#progress .progress-panel[data-operation="{op_id}"]')
+    expect(panel.locator("li[data-stage]")).to_have_count(6)
+    expect(panel.locator('li[data-stage="eks"]')).to_have_attribute("data-status", re.compile("RUNNING|SUCCEEDED"))
+    shot(page, "03-cluster-progress")
+    # Reload while the operation runs: the page shows the same operation; nothing was submitted again.
+    page.reload()
+    panel = page.locator(f'#progress .progress-panel[data-operation="{op_id}"]')
+    expect(panel).to_be_visible()
+    with served.api() as api:
+        listing = api.get("/api/v1/operations", params={"kind": "cluster_create"}).json()
+        assert listing["total"] == 1 and listing["operations"][0]["operationId"] == op_id
+        assert listing["operations"][0]["status"] in ("PENDING", "RUNNING")
+    for stage in STAGES:
+        expect(panel.locator(f'li[data-stage="{stage}"]')).to_have_attribute(
+            "data-status", "SUCCEEDED", timeout=240_000
+        )
+    expect(panel).to_have_attribute("data-status", "SUCCEEDED")
+    row = page.locator('#clusters tr[data-cluster="webui"]')
+    expect(row).to_contain_text("active")
+    expect(page.locator("#active-cluster")).to_have_value("webui")
+    expect(page.locator('#capacity tr[data-group]')).to_have_count(1)
+    with served.api() as api:
+        assert api.get("/api/v1/operations", params={"kind": "cluster_create"}).json()["total"] == 1
+    shot(page, "04-cluster")
+
+
+def test_monitoring_shows_gpu_totals_and_workloads(page: Any, served: Served) -> None:
+    page.goto(served.url + "/#/monitoring")
+    total = page.locator(f'#gpus .total[data-instance-type="{TYPE}"]')
+    expect(total.locator(".gpu-total")).to_have_text("1")
+    with served.api() as api:
+        status = api.get("/api/v1/clusters/status").json()
+    accel = next(a for a in status["accelerators"] if a["instanceType"] == TYPE)
+    expect(total.locator(".gpu-allocated")).to_have_text(str(accel["gpuAllocated"]))
+    expect(total.locator(".gpu-available")).to_have_text(str(accel["gpuAvailable"]))
+    expect(page.locator("#nodes tbody tr")).to_have_count(status["nodeCount"])
+    expect(page.locator("#workloads")).to_contain_text("Pods (")
+    expect(page.locator("#workloads")).to_contain_text("kube-system")
+    shot(page, "05-monitoring")
+
+
+def test_operations_list_filter_and_detail(page: Any, served: Served) -> None:
+    page.goto(served.url + "/#/operations")
+    rows = page.locator("#view tbody tr")
+    expect(rows.first).to_be_visible()
+    expect(page.locator("#view table")).to_contain_text("cluster_create")
+    page.get_by_label("Status").select_option("FAILED")
+    expect(page.locator("#view")).to_contain_text("No operation matches.")
+    page.get_by_label("Status").select_option("SUCCEEDED")
+    page.get_by_label("Kind").fill("cluster_create")
+    page.get_by_role("button", name="Filter").click()
+    expect(rows).to_have_count(1)
+    shot(page, "06-operations")
+    rows.first.get_by_role("link").click()
+    expect(page.locator(".progress-panel li[data-stage]")).to_have_count(6)
+    expect(page.locator("#view")).to_contain_text("Parameters")
+    shot(page, "07-operation-detail")
+    assert page.page_errors == []
+
+
+def test_sign_out_ends_the_session(page: Any, served: Served) -> None:
+    page.goto(served.url + "/#/clusters")
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_label("API token")).to_be_visible()
+    assert page.context.cookies() == []
+    status = page.evaluate("async () => (await fetch('/api/v1/clusters')).status")
+    assert status == 401
