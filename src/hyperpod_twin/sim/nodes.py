@@ -251,13 +251,16 @@ class NodeController(Controller):
             # Someone else (kubectl label, an agent) set the health label: HyperPod acts on it.
             self._health_set[name] = status
             instance_id = name.removeprefix("hyperpod-")
-            if self.sim.bus is not None and status in UNHEALTHY:
-                self.sim.bus.publish(
-                    "kube.node.health_label",
-                    eks_cluster_arn=self.sim.runtime.arn,
-                    instance_id=instance_id,
-                    status=status,
-                )
+            bus = self.sim.bus
+            if bus is not None and status in UNHEALTHY:
+                # Published from the clock, outside the drain, so the AWS side's handler never runs
+                # while the simulator holds its queue.
+                arn = self.sim.runtime.arn
+
+                def report() -> None:
+                    bus.publish("kube.node.health_label", eks_cluster_arn=arn, instance_id=instance_id, status=status)
+
+                self.sim.clock.schedule(0, report)
 
     # -- building ------------------------------------------------------------------------------
     def _build(self, cluster_name: str, node: Obj) -> Obj:

@@ -94,7 +94,7 @@ def test_events_before_the_api_server_are_replayed_and_addons_bring_crds(
 
 
 def test_health_events_and_hand_set_labels(bus_env: tuple[SimPlugin, EventBus, TwinClock, ClusterRuntime]) -> None:
-    _, bus, _, runtime = bus_env
+    _, bus, clock, runtime = bus_env
     reported: list[dict[str, Any]] = []
     bus.subscribe("kube.node.health_label", lambda **kw: reported.append(kw))
     bus.publish("kube.cluster.started", runtime=runtime)
@@ -133,6 +133,7 @@ def test_health_events_and_hand_set_labels(bus_env: tuple[SimPlugin, EventBus, T
     # An operator labels the node by hand (kubectl label): taint, and the AWS side is told.
     node["metadata"]["labels"]["sagemaker.amazonaws.com/node-health-status"] = "UnschedulablePendingReplacement"
     runtime.store.update(core("nodes"), node)
+    clock.run_due()
     node = runtime.store.get(core("nodes"), "", "hyperpod-i-0abc")
     assert any(t["key"] == "sagemaker.amazonaws.com/node-health-status" for t in node["spec"]["taints"])
     assert reported == [{"eks_cluster_arn": ARN, "instance_id": "i-0abc", "status": "UnschedulablePendingReplacement"}]
