@@ -43,7 +43,8 @@ class EventBus:
     - ``hyperpod.node.removed`` cluster_name, cluster_arn, eks_cluster_arn, instance_id
     - ``hyperpod.node.health`` cluster_name, cluster_arn, eks_cluster_arn, instance_id,
       health_status (Schedulable|Unschedulable|UnschedulablePendingReplacement|
-      UnschedulablePendingReboot), reason. Injected through POST /_twin/nodes/{instanceId}/health;
+      UnschedulablePendingReboot), reason, and fault_type / deep_health_check_status when the
+      injection gives them. Injected through POST /_twin/nodes/{instanceId}/health;
       with NodeRecovery=Automatic the AWS side replaces (PendingReplacement) or reboots
       (PendingReboot) the node 60 twin seconds later.
     - ``hyperpod.cluster.changed`` cluster_name, cluster_arn, eks_cluster_arn, cluster (the

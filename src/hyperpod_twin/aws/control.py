@@ -101,7 +101,8 @@ def make_control(
             if found is None:
                 return _error(f"no HyperPod node {instance_id}", 404)
             cluster, node = found
-            side.life.node_health(cluster, node, str(status), str(data.get("reason") or "Injected by /_twin"))
+            extra = {k: str(data[k]) for k in ("fault_type", "deep_health_check_status") if data.get(k)}
+            side.life.node_health(cluster, node, str(status), str(data.get("reason") or "Injected by /_twin"), **extra)
             recovery = cluster.node_recovery
         return _json({"instance_id": instance_id, "health_status": status, "node_recovery": recovery})
 

@@ -56,8 +56,14 @@ def _entry(ctx: AwsContext, region: str, cluster: Any, principal: str, p: dict[s
             raise invalid_param(f"kubernetesGroups and username cannot be set for access entries of type {kind}")
         username = "system:node:{{EC2PrivateDNSName}}" if kind != "FARGATE_LINUX" else "system:node:{{SessionName}}"
     elif not username:
-        # EKS derives the username from the principal ARN (roles get the {{SessionName}} template).
-        username = principal + ("/{{SessionName}}" if ":role/" in principal else "")
+        # EKS derives the username from the principal: a role's sessions authenticate as
+        # arn:aws:sts::<account>:assumed-role/<role name>/<session>; a user as its own ARN.
+        if ":role/" in principal:
+            account = principal.split(":")[4]
+            role_name = principal.rsplit("/", 1)[-1]
+            username = f"arn:aws:sts::{account}:assumed-role/{role_name}/{{{{SessionName}}}}"
+        else:
+            username = principal
     now = ctx.clock.wall()
     uid = alnum_id(8)
     return {

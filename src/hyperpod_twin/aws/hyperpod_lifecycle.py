@@ -432,8 +432,11 @@ class Lifecycle:
 
         self.ctx.later(SOFTWARE_UPDATE, done)
 
-    def node_health(self, cluster: Cluster, node: Node, status: str, reason: str) -> None:
-        """A health finding (HMA / deep health check / operator label); NodeRecovery=Automatic acts on it."""
+    def node_health(self, cluster: Cluster, node: Node, status: str, reason: str, **extra: str) -> None:
+        """A health finding (HMA / deep health check / operator label); NodeRecovery=Automatic acts on it.
+
+        `extra` (fault_type, deep_health_check_status) is passed on in the event when given.
+        """
         node.health_status = status
         self.ctx.emit(
             "hyperpod.node.health",
@@ -443,6 +446,7 @@ class Lifecycle:
             instance_id=node.instance_id,
             health_status=status,
             reason=reason,
+            **extra,
         )
         cluster.add_event(
             self.ctx.clock.wall(),

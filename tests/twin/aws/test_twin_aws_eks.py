@@ -193,6 +193,7 @@ def test_access_entries_policies_and_modes(twin: Twin, net: Net, events: list[An
     latest = [kw for t, kw in events if t == "eks.access_entries.changed" and kw["cluster_name"] == "served-access"][-1]
     by_arn = {e["principalArn"]: e for e in latest["entries"]}
     assert by_arn[principal]["kubernetesGroups"] == ["ops"]
+    assert by_arn[principal]["username"] == "arn:aws:sts::111122223333:assumed-role/operator/{{SessionName}}"
     assert by_arn[principal]["accessPolicies"][0]["policyArn"].endswith("AmazonEKSClusterAdminPolicy")
     assert by_arn[node_role]["username"] == "system:node:{{EC2PrivateDNSName}}"
     with pytest.raises(ClientError) as err:
