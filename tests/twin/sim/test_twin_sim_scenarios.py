@@ -561,3 +561,61 @@ def test_kubectl_waits_on_simulated_workloads(env: Env, tmp_path: Path) -> None:
     nodes = kubectl("get", "nodes", "-L", "sagemaker.amazonaws.com/node-health-status", "--no-headers")
     assert "Ready" in nodes and "Schedulable" in nodes
     kubectl("delete", "deployment/web", "job/hello", "job/follow")
+
+
+def test_training_job_survives_a_node_replacement(env: Env) -> None:
+    job = {
+        "apiVersion": "sagemaker.amazonaws.com/v1",
+        "kind": "HyperPodPyTorchJob",
+        "metadata": {"name": "resilient", "namespace": "default"},
+        "spec": {
+            "nprocPerNode": "auto",
+            "replicaSpecs": [
+                {
+                    "name": "pod",
+                    "replicas": 1,
+                    "template": {
+                        "metadata": {"annotations": {"twin.instantstart.io/run-seconds": "600"}},
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "pytorch-job-container",
+                                    "image": "train:1",
+                                    "resources": {"limits": {"nvidia.com/gpu": "4"}},
+                                }
+                            ]
+                        },
+                    },
+                }
+            ],
+            "runPolicy": {"cleanPodPolicy": "None", "jobMaxRetryCount": 1},
+        },
+    }
+    env.custom.create_namespaced_custom_object("sagemaker.amazonaws.com", "v1", "default", "hyperpodpytorchjobs", job)
+    env.advance(5)
+    pod = env.wait(
+        "training pod running",
+        lambda: (p := env.core.read_namespaced_pod("resilient-pod-0", "default")).status.phase == "Running" and p,
+    )
+    first_node = pod.spec.node_name
+    control(
+        env.twin,
+        f"nodes/{first_node.removeprefix('hyperpod-')}/health",
+        {"status": "UnschedulablePendingReplacement", "reason": "NVLink error"},
+    )
+    env.advance(200, step=5)
+
+    def restarted() -> Any:
+        obj = env.custom.get_namespaced_custom_object(
+            "sagemaker.amazonaws.com", "v1", "default", "hyperpodpytorchjobs", "resilient"
+        )
+        current = env.core.list_namespaced_pod("default", label_selector="HPJob=resilient").items
+        running = [p for p in current if p.status.phase == "Running" and p.spec.node_name != first_node]
+        return obj["status"].get("restartCount") == 1 and running
+
+    (moved,) = env.wait("job restarted on another node", restarted)
+    envs = {e.name: e.value for e in moved.spec.containers[0].env}
+    assert envs["JOB_RESTART_COUNT"] == "1" and envs["NPROC_PER_NODE"] == "4"
+    env.custom.delete_namespaced_custom_object(
+        "sagemaker.amazonaws.com", "v1", "default", "hyperpodpytorchjobs", "resilient"
+    )
