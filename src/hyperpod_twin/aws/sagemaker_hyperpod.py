@@ -76,6 +76,8 @@ class HyperPod:
         if not match:
             raise validation(f"Orchestrator.Eks.ClusterArn '{arn}' is not a valid EKS cluster ARN.")
         eks_region, account, name = match.groups()
+        if eks_region != region:
+            raise validation(f"EKS cluster {arn} must be in the cluster's Region {region}.")
         eks = self.ctx.eks(eks_region).clusters.get(name) if account == self.ctx.account_id else None
         if eks is None:
             raise validation(f"EKS cluster {arn} does not exist.")
@@ -212,7 +214,7 @@ class HyperPod:
                 eks = self.ctx.eks(req.region).clusters[eks_name]
                 eks_vpc = (eks.resources_vpc_config or {}).get("vpcId")
             vpc = self.check_vpc(req.region, p.get("VpcConfig"), eks_vpc)
-            self._check_cluster_options(p, groups)
+            self._check_cluster_options(p)
             for g in groups:
                 self.check_group_placement({"ClusterName": name, "VpcConfig": vpc}, g, req.region)
             self.check_quotas(
@@ -251,7 +253,7 @@ class HyperPod:
             self.publish_cluster(cluster)
         return json_response(req, {"ClusterArn": arn})
 
-    def _check_cluster_options(self, p: dict[str, Any], groups: list[dict[str, Any]]) -> None:
+    def _check_cluster_options(self, p: dict[str, Any]) -> None:
         recovery = p.get("NodeRecovery")
         if recovery is not None and recovery not in ("Automatic", "None"):
             raise validation("NodeRecovery must be Automatic or None.")
@@ -329,7 +331,7 @@ class HyperPod:
                 "NodeProvisioningMode": p.get("NodeProvisioningMode") or cluster.provisioning_mode,
                 "NodeRecovery": p.get("NodeRecovery") or cluster.node_recovery,
             }
-            self._check_cluster_options(effective, specs)
+            self._check_cluster_options(effective)
             targets = {g.name: (str(g.spec.get("InstanceType", "")), g.target) for g in cluster.groups.values()}
             for spec in specs:
                 targets[spec["InstanceGroupName"]] = (spec.get("InstanceType", ""), spec["InstanceCount"])
