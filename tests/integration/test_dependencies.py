@@ -35,7 +35,8 @@ from tests.skeleton.helpers import wait_terminal
 from tests.support.servers import Running, free_port, thread_server
 
 DEFAULT_ADDONS = ("eks-pod-identity-agent", "aws-mountpoint-s3-csi-driver", "metrics-server")
-DEFAULTS = ("eks-pod-identity-agent", "hyperpod-dependencies", "aws-mountpoint-s3-csi-driver", "metrics-server")
+DEFAULTS = ("eks-pod-identity-agent", "hyperpod-dependencies", "aws-mountpoint-s3-csi-driver", "metrics-server",
+            "priority-classes")
 
 
 def _eks_then_switch(client: httpx.Client, tag: str) -> None:
@@ -90,6 +91,7 @@ def test_configure_dependencies_reconciles_and_rerun_is_a_noop(cp: Running, twin
             "hyperpod-dependencies": "installed",
             "aws-mountpoint-s3-csi-driver": "created",
             "metrics-server": "created",
+            "priority-classes": "created",
         }
         status = client.get("/api/v1/clusters/dependency-status").json()
         assert status["state"] == "SUCCEEDED" and status["terminal"] is True and status["allReady"] is True
@@ -98,6 +100,7 @@ def test_configure_dependencies_reconciles_and_rerun_is_a_noop(cp: Running, twin
         for name in DEFAULTS:
             assert deps[name]["status"] == "ACTIVE" and deps[name]["ready"] is True, deps[name]
         assert deps["metrics-server"]["actual"]["status"] == "ACTIVE"
+        assert deps["priority-classes"]["actual"]["objects"] == "3/3"
         assert deps["metrics-server"]["desired"]["version"] == deps["metrics-server"]["actual"]["version"]
         hp = deps["hyperpod-dependencies"]
         assert hp["actual"]["status"] == "deployed" and hp["actual"]["revision"] == 1
@@ -237,7 +240,7 @@ def test_dependency_status_through_mcp(cp: Running, twin: TwinProcess) -> None:
 
     body = asyncio.run(scenario())
     assert body["clusterTag"] == "depmcp" and body["allReady"] is True
-    assert [d["status"] for d in body["dependencies"]] == ["ACTIVE"] * 4
+    assert [d["status"] for d in body["dependencies"]] == ["ACTIVE"] * len(DEFAULTS)
 
 
 @pytest.mark.parametrize("bad", [{"clusterTag": "Bad_Tag"}, {"names": ["keda"]}])

@@ -29,7 +29,8 @@ ADDON = {"name": "a", "source": "addon", "addon": "a", "namespace": "kube-system
 def test_shipped_catalog_defaults_and_order() -> None:
     catalog = load_catalog()
     assert catalog.defaults == [
-        "eks-pod-identity-agent", "hyperpod-dependencies", "aws-mountpoint-s3-csi-driver", "metrics-server"]
+        "eks-pod-identity-agent", "hyperpod-dependencies", "aws-mountpoint-s3-csi-driver", "metrics-server",
+        "priority-classes"]
     optional = {"cert-manager", "aws-fsx-csi-driver", "amazon-sagemaker-hyperpod-training-operator",
                 "amazon-sagemaker-hyperpod-inference", "kuberay-operator", "keda"}
     assert optional <= set(catalog.names)

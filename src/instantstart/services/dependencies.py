@@ -15,6 +15,7 @@ from instantstart.errors import InstantStartError, PreconditionFailed
 from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, StageSpec, TemporaryError
 from instantstart.operations.models import OperationRef
 from instantstart.operations.runner import StageContext
+from instantstart.services import dependency_manifests
 from instantstart.services.cluster_eks import cluster_target, stage_status
 from instantstart.services.clusters import get_cluster, resolve_tag, update_cluster
 from instantstart.services.dependency_catalog import Dependency, load_catalog
@@ -216,6 +217,14 @@ async def live_look(app: AppContext, row: ClusterRow, dep: Dependency) -> dict[s
         target = target_of(row, None)
         reconciler = Reconciler(app, target, _quiet)
         try:
+            if dep.source == "manifests":
+                assert dep.manifests is not None
+                api = await blocking(reconciler.kube_api)
+                present, wanted = await blocking(dependency_manifests.present, api, dep.manifests)
+                if present == 0:
+                    return {"status": "NOT_INSTALLED", "ready": False}
+                return {"status": "ACTIVE" if present == wanted else "DEGRADED", "objects": f"{present}/{wanted}",
+                        "ready": present == wanted}
             if dep.source == "addon":
                 assert dep.addon is not None
                 addon = await blocking(reconciler.describe_addon, dep.addon)

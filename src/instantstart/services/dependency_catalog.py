@@ -48,7 +48,7 @@ class Dependency(_Model):
 
     name: str = Field(pattern=NAME_PATTERN)
     description: str = ""
-    source: Literal["addon", "helm"]
+    source: Literal["addon", "helm", "manifests"]
     default: bool = False
     depends_on: tuple[str, ...] = ()
     version: str | None = Field(default=None, pattern=r"^v?[0-9A-Za-z.+-]{1,64}$")
@@ -58,11 +58,20 @@ class Dependency(_Model):
     chart: str | None = Field(default=None, pattern=r"^[a-z0-9]([-a-z0-9_.]{0,100}[a-z0-9])?$")
     release: str | None = Field(default=None, pattern=r"^[a-z0-9]([-a-z0-9]{0,51}[a-z0-9])?$")
     repository: str | None = Field(default=None, pattern=r"^(https?|oci)://[^\s'\"`;|&$<>\\]+$")
+    manifests: str | None = Field(default=None, pattern=NAME_PATTERN, description="data/manifests/<dir>")
     pod_identity: PodIdentity | None = None
     readiness: Readiness = Readiness()
 
     @model_validator(mode="after")
     def _source_fields(self) -> Dependency:
+        if self.source == "manifests":
+            if not self.manifests:
+                raise ValueError(f"{self.name}: a manifests entry needs `manifests`")
+            if self.addon or self.chart or self.release or self.repository or self.pod_identity:
+                raise ValueError(f"{self.name}: addon/helm fields do not belong to manifests entries")
+            return self
+        if self.manifests:
+            raise ValueError(f"{self.name}: `manifests` belongs to manifests entries")
         if self.source == "addon":
             if not self.addon:
                 raise ValueError(f"{self.name}: an addon entry needs `addon`")

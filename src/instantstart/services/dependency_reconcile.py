@@ -18,6 +18,7 @@ from instantstart.aws.errors import error_code, translate
 from instantstart.context import AppContext
 from instantstart.errors import InstantStartError
 from instantstart.kube.helm import Connection, Helm, HelmError
+from instantstart.services import dependency_manifests
 from instantstart.services.dependency_catalog import Dependency, DependencyCatalog, WorkloadRef, load_catalog
 from instantstart.services.dependency_identity import (
     Owner,
@@ -163,6 +164,8 @@ class Reconciler:
                 try:
                     if dep.source == "addon":
                         await self._addon(dep, result)
+                    elif dep.source == "manifests":
+                        await self._manifests(dep, result)
                     else:
                         await self._helm(dep, result)
                 except asyncio.CancelledError:
@@ -203,6 +206,10 @@ class Reconciler:
                 await self.progress(f"{dep.name}: removing ({dep.source})")
                 if dep.name not in installed:
                     result.action = "absent"
+                elif dep.source == "manifests":
+                    assert dep.manifests is not None
+                    await blocking(dependency_manifests.remove, self.kube_api(), dep.manifests)
+                    result.action = "removed"
                 elif dep.source == "addon":
                     assert dep.addon is not None
                     try:
@@ -235,11 +242,29 @@ class Reconciler:
         if dep.source == "addon":
             assert dep.addon is not None
             return await blocking(self.describe_addon, dep.addon) is not None
+        if dep.source == "manifests":
+            assert dep.manifests is not None
+            present, _ = await blocking(dependency_manifests.present, self.kube_api(), dep.manifests)
+            return present > 0
         assert dep.release is not None
         helm = await self.helm()
         return await blocking(helm.release, dep.release, dep.namespace) is not None
 
+    def kube_api(self) -> Any:
+        """The cluster's Kubernetes API client (blocking to build; cached by KubeClients)."""
+        return self.app.kube.api_client(self.target.eks_cluster_name, self.target.region)
+
+    async def _manifests(self, dep: Dependency, result: DepResult) -> None:
+        assert dep.manifests is not None
+        api = await blocking(self.kube_api)
+        action, actual = await blocking(dependency_manifests.ensure, api, dep.manifests)
+        result.action, result.actual = action, actual
+        result.status, result.message = "ACTIVE", f"{actual['objects']} objects applied"
+
     def _desired(self, dep: Dependency) -> dict[str, Any]:
+        if dep.source == "manifests":
+            objects = dependency_manifests.load_documents(dep.manifests or "")
+            return {"manifests": dep.manifests, "objects": len(objects)}
         if dep.source == "addon":
             return {"addon": dep.addon, "version": dep.version or "default", "values": dep.values}
         return {
