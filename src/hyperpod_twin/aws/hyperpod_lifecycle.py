@@ -456,6 +456,11 @@ class Lifecycle:
             group=node.group,
             instance_id=node.instance_id,
         )
+        self.recover(cluster, node, status)
+
+    def recover(self, cluster: Cluster, node: Node, status: str) -> None:
+        """NodeRecovery=Automatic: replace or reboot a node found unhealthy, after AUTO_REPAIR_DELAY."""
+        node.health_status = status
         if cluster.node_recovery != "Automatic":
             return
         if status == "UnschedulablePendingReplacement":

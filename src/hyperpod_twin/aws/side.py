@@ -75,6 +75,23 @@ class AwsSide:
         iam_ext.register(self.ctx)
         dependencies.register(self)
         self._register_sts()
+        bus.subscribe("kube.node.health_label", self._on_health_label)
+
+    def _on_health_label(self, instance_id: str = "", status: str = "", **_: Any) -> None:
+        """A Kubernetes client labelled a HyperPod node unhealthy: HyperPod recovers it per NodeRecovery."""
+        with self.ctx.locked():
+            found = self.life.find_node(instance_id)
+            if found is not None:
+                cluster, node = found
+                cluster.add_event(
+                    self.ctx.clock.wall(),
+                    f"Node {instance_id} labelled {status} in Kubernetes",
+                    level="Warn",
+                    resource_type="Instance",
+                    group=node.group,
+                    instance_id=instance_id,
+                )
+                self.life.recover(cluster, node, status)
 
     def _register_sts(self) -> None:
         ctx = self.ctx

@@ -220,6 +220,23 @@ def test_health_finding_triggers_automatic_replacement(twin: Twin, events: Event
     assert victim not in ids
 
 
+def test_kubernetes_health_label_reboots_the_node(twin: Twin, env: tuple[Net, str], events: Events) -> None:
+    sm = twin.boto3_client("sagemaker")
+    node = next(
+        n["InstanceId"]
+        for n in sm.list_cluster_nodes(ClusterName="hp-main")["ClusterNodeSummaries"]
+        if n["InstanceStatus"]["Status"] == "Running"
+    )
+    # What the simulator publishes when kubectl labels the Node UnschedulablePendingReboot.
+    twin.bus.publish(
+        "kube.node.health_label", eks_cluster_arn=env[1], instance_id=node, status="UnschedulablePendingReboot"
+    )
+    advance(twin, 61)
+    assert statuses(events, node)[-1] == "Pending"
+    advance(twin, 181)
+    assert statuses(events, node)[-1] == "Running"
+
+
 def test_software_update_and_deletion(twin: Twin, env: tuple[Net, str], events: Events) -> None:
     net, _ = env
     ec2 = twin.boto3_client("ec2")
