@@ -92,6 +92,12 @@ def install(sim: ClusterSim, addon: str, version: str = "", namespace: str | Non
     region = sim.runtime.arn.split(":")[3] if sim.runtime.arn.count(":") >= 5 else "us-west-2"
     sim.ensure_namespace(ns)
     created: list[str] = []
+    if addon == "metrics-server":
+        from hyperpod_twin.sim import metrics
+
+        metrics.register_types(sim)
+        sim.enqueue(sim.controller(metrics.MetricsServer), metrics.ALL)
+        created.append(f"apiservice/{metrics.VERSION}.{metrics.GROUP}")
     meta_labels = {MANAGED_BY: addon, "app.kubernetes.io/managed-by": "EKS"}
     for name, replicas in spec.deployments:
         template = _template(addon, name, version, region)

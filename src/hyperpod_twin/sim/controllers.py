@@ -9,6 +9,7 @@ from hyperpod_twin.sim.jobs import JobController
 from hyperpod_twin.sim.karpenter import KarpenterController
 from hyperpod_twin.sim.keda import KedaOperator
 from hyperpod_twin.sim.kubelet import Kubelet
+from hyperpod_twin.sim.metrics import MetricsServer
 from hyperpod_twin.sim.nodes import NodeController
 from hyperpod_twin.sim.pytorchjob import PyTorchJobController
 from hyperpod_twin.sim.ray import RayClusterController, RayJobController
@@ -41,6 +42,7 @@ def all_controllers() -> list[type[Controller]]:
         CertManager,
         Scheduler,
         KarpenterController,
+        MetricsServer,
         Kubelet,
         EndpointsController,
     ]

@@ -558,6 +558,24 @@ def test_kubectl_waits_on_simulated_workloads(env: Env, tmp_path: Path) -> None:
     kubectl("apply", "-f", "-", stdin=FOLLOW_JOB)
     followed = while_time_moves("logs", "-f", "job/follow", "--pod-running-timeout=60s")
     assert followed.splitlines()[-1] == "[twin] exited with code 0" and "[twin] working (3/3)" in followed
+    env.twin.boto3_client("eks").create_addon(clusterName=EKS, addonName="metrics-server")
+    env.advance(300, step=10)
+    top = env.wait(
+        "kubectl top",
+        lambda: (
+            (
+                r := subprocess.run(
+                    [KUBECTL, "top", "pods", "-l", "app=web"], env=run_env, capture_output=True, text=True, timeout=60
+                )
+            ).returncode
+            == 0
+            and r.stdout
+        ),
+    )
+    assert (
+        top.splitlines()[0].split()[:3] == ["NAME", "CPU(cores)", "MEMORY(bytes)"] and "25m" in top
+    )  # a quarter of 100m
+    assert "hyperpod-i-" in kubectl("top", "nodes")
     nodes = kubectl("get", "nodes", "-L", "sagemaker.amazonaws.com/node-health-status", "--no-headers")
     assert "Ready" in nodes and "Schedulable" in nodes
     kubectl("delete", "deployment/web", "job/hello", "job/follow")

@@ -9,6 +9,7 @@ import yaml
 
 import hyperpod_twin
 from hyperpod_twin.kube.store import WatchEvent
+from hyperpod_twin.sim import addons
 from hyperpod_twin.sim.plugin import install_crds
 from tests.twin.sim.conftest import SimCluster, pod_spec
 from tests.twin.sim.test_twin_sim_addons import SERVE_CONFIG, _head_template
@@ -134,6 +135,7 @@ def _everything(cluster: SimCluster) -> None:
         "rayservices",
         {"metadata": {"name": "rs"}, "spec": {"serveConfigV2": SERVE_CONFIG, "rayClusterConfig": cluster_spec}},
     )
+    cluster.sim.run(lambda: addons.install(cluster.sim, "metrics-server"))
     install_crds(cluster.sim, "karpenter")
     group = {"InstanceGroupName": "gpu", "InstanceType": "ml.p5.48xlarge", "CurrentCount": 3, "TargetCount": 3}
     cluster.sim.extra["hyperpod_cluster"] = {"ClusterName": "hp-test", "InstanceGroups": [group]}
@@ -173,5 +175,6 @@ def test_controllers_write_nothing_once_settled(cluster: SimCluster) -> None:
     phases = [p["status"]["phase"] for p in cluster.list("", "pods")]
     assert len(phases) >= 12 and set(phases) <= {"Running", "Succeeded"}
     assert all(n["metadata"]["labels"]["karpenter.sh/nodepool"] == "np" for n in cluster.list("", "nodes"))
+    assert len(cluster.list("metrics.k8s.io", "nodes")) == 3 and cluster.list("metrics.k8s.io", "pods")
     claims = cluster.list("karpenter.sh", "nodeclaims")
     assert len(claims) == 3 and all(c["status"]["nodeName"] == c["metadata"]["name"] for c in claims)
