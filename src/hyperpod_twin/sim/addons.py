@@ -137,6 +137,11 @@ def uninstall(sim: ClusterSim, addon: str, namespace: str | None = None) -> None
     if spec is None:
         return
     ns = namespace or spec.namespace
+    if addon == "metrics-server":
+        from hyperpod_twin.sim import metrics
+
+        for plural in ("nodes", "pods"):
+            sim.store.unregister(metrics.GROUP, plural)
     for name, _ in spec.deployments:
         sim.delete(DEPLOYMENTS, ns, name)
     for name in spec.daemonsets:

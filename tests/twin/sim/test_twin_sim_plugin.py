@@ -310,3 +310,9 @@ def test_addon_workloads_and_csi_drivers_come_and_go(
     assert not [
         d for d in runtime.store.list(builtin("apps", "daemonsets"))[0] if d["metadata"]["name"] == "fsx-csi-node"
     ]
+    bus.publish("eks.addon.active", **payload, addon_name="metrics-server", namespace="kube-system")
+    node_type = runtime.store.find_type("metrics.k8s.io", "nodes")
+    assert node_type is not None
+    assert runtime.store.get(node_type, "", "hyperpod-i-0fsx")["usage"]["cpu"].endswith("n")
+    bus.publish("eks.addon.deleted", cluster_name="sim-test", cluster_arn=ARN, addon_name="metrics-server")
+    assert runtime.store.find_type("metrics.k8s.io", "nodes") is None
