@@ -56,6 +56,9 @@ def test_eligibility_refuses_with_reasons() -> None:
             eligible(bad, None)
     with pytest.raises(InvalidInput, match="not an instance group"):
         eligible(continuous, ["b"])
+    # A group Karpenter already manages may have nodes when the toggle is applied again.
+    busy = {**continuous, "InstanceGroups": [{**group, "TargetCount": 3}]}
+    assert eligible(busy, ["a"], frozenset({"a"})) == (["a"], ["ml.g6.12xlarge"])
 
 
 def test_karpenter_scales_up_consolidates_and_uninstalls_cleanly(

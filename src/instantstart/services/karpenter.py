@@ -54,9 +54,12 @@ class ClusterOnly(WireModel):
     cluster_tag: ClusterTag | None = None
 
 
-def eligible(cluster: dict[str, Any], wanted: list[str] | None) -> tuple[list[str], list[str]]:
+def eligible(
+    cluster: dict[str, Any], wanted: list[str] | None, managed: frozenset[str] = frozenset()
+) -> tuple[list[str], list[str]]:
     """The groups Karpenter may manage and the instance types they use; InvalidInput/PreconditionFailed
-    with the reason for a cluster or group that cannot be autoscaled."""
+    with the reason for a cluster or group that cannot be autoscaled. Groups Karpenter already manages
+    (`managed`) may have nodes."""
     if cluster.get("NodeProvisioningMode") != "Continuous":
         raise PreconditionFailed(
             f"HyperPod cluster {cluster.get('ClusterName')} does not use continuous provisioning; managed Karpenter "
@@ -65,7 +68,7 @@ def eligible(cluster: dict[str, Any], wanted: list[str] | None) -> tuple[list[st
         )
     groups = cluster.get("InstanceGroups", [])
     if wanted is None:
-        wanted = [g["InstanceGroupName"] for g in groups if not _why_not(g)]
+        wanted = [g["InstanceGroupName"] for g in groups if not _why_not(g, g["InstanceGroupName"] in managed)]
         if not wanted:
             raise PreconditionFailed(
                 "No instance group can be autoscaled: Karpenter groups start at count 0, without a training plan "
@@ -80,7 +83,7 @@ def eligible(cluster: dict[str, Any], wanted: list[str] | None) -> tuple[list[st
                 f"Invalid input: instanceGroups: {name} is not an instance group of {cluster.get('ClusterName')}",
                 details={"fields": [{"field": "instanceGroups", "message": f"unknown group {name}"}]},
             )
-        reason = _why_not(group)
+        reason = _why_not(group, name in managed)
         if reason:
             raise InvalidInput(
                 f"Invalid input: instanceGroups: {name} cannot be autoscaled: {reason}",
@@ -91,12 +94,12 @@ def eligible(cluster: dict[str, Any], wanted: list[str] | None) -> tuple[list[st
     return list(wanted), types
 
 
-def _why_not(group: dict[str, Any]) -> str:
+def _why_not(group: dict[str, Any], managed: bool = False) -> str:
     if group.get("TrainingPlanArn"):
         return "it uses a training plan (reserved capacity is not autoscaled)"
     if group.get("OnStartDeepHealthChecks"):
         return "it runs on-start deep health checks"
-    if int(group.get("TargetCount", 0)) != 0:
+    if int(group.get("TargetCount", 0)) != 0 and not managed:
         return f"it has {group.get('TargetCount')} node(s); Karpenter groups start at 0 (scale it to 0 first)"
     return ""
 
@@ -118,19 +121,10 @@ async def karpenter_install(ctx: CallContext, req: KarpenterRequest) -> Operatio
     karpenter_uninstall removes exactly what this created, in reverse order."""
     tag = await to_thread.run_sync(resolve_tag, ctx.app.db, req.cluster_tag)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
-    cluster = await described(ctx.app, row)
-    groups, types = eligible(cluster, req.instance_groups)
-    settings = {
-        "instanceGroups": groups,
-        "instanceTypes": types,
-        "consolidationPolicy": req.consolidation_policy,
-        "consolidateAfter": req.consolidate_after,
-        "budgetNodes": req.budget_nodes,
-        "gpuLimit": req.gpu_limit,
-    }
+    params = await enable_params(ctx, row, req)
     return await ctx.app.runner.submit(
         "karpenter_enable",
-        {"clusterTag": tag, "region": row.region, "settings": settings},
+        params,
         target=cluster_target(tag),
         idempotency_key=ctx.idempotency_key,
         status_tool="karpenter_get_status",
@@ -161,6 +155,24 @@ async def karpenter_uninstall(ctx: CallContext, req: ClusterOnly) -> OperationRe
         status_tool="karpenter_get_status",
         poll_after_seconds=15,
     )
+
+
+async def enable_params(ctx: CallContext, row: ClusterRow, req: KarpenterRequest) -> dict[str, Any]:
+    """Validate the toggle against the cluster as it is now; the persisted parameters of ENABLE_STAGES.
+    (The `karpenter` key of hyperpod_update_advanced_features reuses this with ENABLE_STAGES/DISABLE_STAGES.)"""
+    cluster = await described(ctx.app, row)
+    state = state_of(row)
+    managed = frozenset(state.get("instanceGroups") or []) if state.get("enabled") else frozenset()
+    groups, types = eligible(cluster, req.instance_groups, managed)
+    settings = {
+        "instanceGroups": groups,
+        "instanceTypes": types,
+        "consolidationPolicy": req.consolidation_policy,
+        "consolidateAfter": req.consolidate_after,
+        "budgetNodes": req.budget_nodes,
+        "gpuLimit": req.gpu_limit,
+    }
+    return {"clusterTag": row.tag, "region": row.region, "settings": settings}
 
 
 # -- enable ----------------------------------------------------------------------------------------------------
@@ -449,26 +461,19 @@ async def stage_remove_role(stage: StageContext) -> dict[str, Any]:
     return out
 
 
-KINDS.register(
-    OperationKind(
-        name="karpenter_enable",
-        stages=(
-            StageSpec("role", stage_role, max_attempts=3),
-            StageSpec("autoscaling", stage_autoscaling, max_attempts=3, timeout_seconds=WAIT + 300),
-            StageSpec("nodepool", stage_nodepool, max_attempts=3, timeout_seconds=2 * WAIT + 300),
-        ),
-    )
+# Stage names are part of the interface: stage_autoscaling reads the "role" stage's outputs.
+ENABLE_STAGES = (
+    StageSpec("role", stage_role, max_attempts=3),
+    StageSpec("autoscaling", stage_autoscaling, max_attempts=3, timeout_seconds=WAIT + 300),
+    StageSpec("nodepool", stage_nodepool, max_attempts=3, timeout_seconds=2 * WAIT + 300),
 )
-KINDS.register(
-    OperationKind(
-        name="karpenter_disable",
-        stages=(
-            StageSpec("nodepool", stage_remove_nodepool, max_attempts=3, timeout_seconds=2 * WAIT + 300),
-            StageSpec("autoscaling", stage_remove_autoscaling, max_attempts=3, timeout_seconds=WAIT + 300),
-            StageSpec("role", stage_remove_role, max_attempts=3),
-        ),
-    )
+DISABLE_STAGES = (
+    StageSpec("nodepool", stage_remove_nodepool, max_attempts=3, timeout_seconds=2 * WAIT + 300),
+    StageSpec("autoscaling", stage_remove_autoscaling, max_attempts=3, timeout_seconds=WAIT + 300),
+    StageSpec("role", stage_remove_role, max_attempts=3),
 )
+KINDS.register(OperationKind(name="karpenter_enable", stages=ENABLE_STAGES))
+KINDS.register(OperationKind(name="karpenter_disable", stages=DISABLE_STAGES))
 
 
 # -- status ----------------------------------------------------------------------------------------------------
