@@ -107,16 +107,63 @@ def test_create_cluster_through_the_form_and_reload_midway(page: Any, served: Se
     row = page.locator('#clusters tr[data-cluster="webui"]')
     expect(row).to_contain_text("active")
     expect(page.locator("#active-cluster")).to_have_value("webui")
-    expect(page.locator('#capacity tr[data-group]')).to_have_count(1)
+    expect(page.locator("#capacity tr[data-group]")).to_have_count(1)
     with served.api() as api:
         assert api.get("/api/v1/operations", params={"kind": "cluster_create"}).json()["total"] == 1
     shot(page, "04-cluster")
 
 
+def wait_capacity_op(page: Any, served: Served, kind_hint: str, previous: str = "none") -> dict[str, Any]:
+    """The capacity card's panel of a new operation (not `previous`) reaches SUCCEEDED; returns the operation
+    as the API reports it."""
+    panel = page.locator(f'#capacity .progress-panel:not([data-operation="{previous}"])')
+    expect(panel).to_be_visible()
+    op_id = panel.get_attribute("data-operation")
+    expect(panel).to_have_attribute("data-status", "SUCCEEDED", timeout=180_000)
+    with served.api() as api:
+        op = api.get(f"/api/v1/operations/{op_id}").json()
+    assert op["status"] == "SUCCEEDED" and kind_hint in op["kind"], op
+    return op
+
+
+def test_capacity_add_a_spot_group_scale_it_and_reboot_a_node(page: Any, served: Served) -> None:
+    page.goto(served.url + "/#/clusters")
+    page.get_by_role("button", name="Add instance group…").click()
+    form = page.locator("#add-group")
+    form.get_by_label("Name", exact=True).fill("spot-a")
+    form.get_by_label("Availability Zone").select_option(AZ)
+    form.get_by_label("Instance type").select_option(TYPE)
+    form.get_by_label("Count", exact=True).fill("1")
+    form.get_by_label("Capacity type").select_option("Spot")
+    expect(form.get_by_label("EFA-only network interfaces")).to_be_hidden()  # ml.g6.4xlarge is not eligible
+    expect(page.locator("#ig-subnet-note")).to_contain_text(AZ)
+    shot(page, "08-add-instance-group")
+    form.get_by_role("button", name="Add group").click()
+    added = wait_capacity_op(page, served, "instance_group")
+    # Only what the user set was sent: the defaults (EBS size, subnet choice) were left to the API.
+    assert added["params"]["group"]["capacityType"] == "Spot"
+    assert added["params"]["group"]["ebsGb"] == 500 and added["params"]["group"]["subnetId"] is None
+    row = page.locator('#capacity tr[data-group="spot-a"]')
+    expect(row).to_contain_text("Spot")
+    expect(row.locator(".count")).to_have_text("1 / 1")
+    row.get_by_label("Target count of spot-a").fill("2")
+    row.get_by_role("button", name="Scale").click()
+    scaled = wait_capacity_op(page, served, "scale", previous=added["operationId"])
+    expect(row.locator(".count")).to_have_text("2 / 2", timeout=30_000)
+    expect(page.locator("#capacity tr[data-node]")).to_have_count(3, timeout=30_000)
+    node = page.locator("#capacity tr[data-node]").first
+    node_name = node.get_attribute("data-node")
+    node.get_by_role("button", name="Reboot").click()
+    rebooted = wait_capacity_op(page, served, "reboot", previous=scaled["operationId"])
+    assert rebooted["params"]["nodeId"] == node_name.removeprefix("hyperpod-")
+    shot(page, "09-capacity")
+
+
 def test_monitoring_shows_gpu_totals_and_workloads(page: Any, served: Served) -> None:
     page.goto(served.url + "/#/monitoring")
     total = page.locator(f'#gpus .total[data-instance-type="{TYPE}"]')
-    expect(total.locator(".gpu-total")).to_have_text("1")
+    # 1 GPU after cluster_create, 3 once the Spot group has 2 nodes.
+    expect(total.locator(".gpu-total")).to_have_text("3")
     with served.api() as api:
         status = api.get("/api/v1/clusters/status").json()
     accel = next(a for a in status["accelerators"] if a["instanceType"] == TYPE)

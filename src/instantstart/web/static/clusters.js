@@ -17,9 +17,9 @@ export async function render(view, opArg, shell) {
     get("/instances").catch((err) => ({ error: err })),
   ]);
   const createCard = h("section", { class: "card", id: "create" }, createForm(zones, instances, shell));
-  replace(view, h("div", { class: "grid" },
+  replace(view, h("div", { class: "stack" }, h("div", { class: "grid" },
     h("div", { class: "stack" }, createCard, importCard(shell)),
-    h("div", { class: "stack" }, progressCard, listCard, capacity.el)));
+    h("div", { class: "stack" }, progressCard, listCard)), capacity.el));
 
   let op = null;
   async function loadProgress() {
@@ -59,7 +59,10 @@ export async function render(view, opArg, shell) {
     const o = e.detail.operation;
     if (op && o.operationId === op.operationId) { op = o; drawProgress(); }
     else if (!opArg && CLUSTER_KINDS.includes(o.kind) && (!op || o.createdAt > op.createdAt)) { op = o; drawProgress(); }
-    if (["SUCCEEDED", "FAILED"].includes(o.status)) shell.reloadClusters().catch(() => {});
+    if (CLUSTER_KINDS.includes(o.kind) && ["SUCCEEDED", "FAILED", "CANCELLED"].includes(o.status)) {
+      shell.reloadClusters().catch(() => {});
+      capacity.refresh().catch(() => {});
+    }
   };
   const onClusters = (e) => drawList(e.detail);
   events.addEventListener("operation", onOp);

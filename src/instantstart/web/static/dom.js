@@ -91,3 +91,19 @@ export function tick(root) {
     el.textContent = elapsed((Date.now() - Date.parse(el.dataset.start)) / 1000);
   });
 }
+
+// A modal confirmation (keyboard: Enter confirms, Escape cancels); resolves true when confirmed.
+export function confirmDialog(title, body, action = "Confirm", danger = true) {
+  return new Promise((resolve) => {
+    const dialog = h("dialog", { "aria-label": title, class: "confirm" });
+    const done = (value) => { dialog.close(); dialog.remove(); resolve(value); };
+    dialog.append(h("form", { method: "dialog", onsubmit: (e) => { e.preventDefault(); done(e.submitter?.value === "yes"); } },
+      h("h2", {}, title), h("p", {}, body),
+      h("div", { class: "actions" },
+        h("button", { type: "submit", value: "yes", class: danger ? "danger solid" : "primary" }, action),
+        h("button", { type: "submit", value: "no", autofocus: true }, "Keep"))));
+    dialog.addEventListener("cancel", (e) => { e.preventDefault(); done(false); });
+    document.body.append(dialog);
+    dialog.showModal();
+  });
+}
