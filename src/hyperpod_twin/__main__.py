@@ -21,9 +21,9 @@ def main(argv: list[str] | None = None) -> int:
         default=DEFAULT_CLOCK_SCALE,
         help=f"twin seconds per real second (default {DEFAULT_CLOCK_SCALE:g})",
     )
-    parser.add_argument("--account-id", default=TwinConfig.account_id)
-    parser.add_argument("--region", default=TwinConfig.region)
-    parser.add_argument("--log-level", default="WARNING")
+    parser.add_argument("--account-id", default=TwinConfig.account_id, help="the twin account (default %(default)s)")
+    parser.add_argument("--region", default=TwinConfig.region, help="the default Region (default %(default)s)")
+    parser.add_argument("--log-level", default="WARNING", help="Python log level (default %(default)s)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     twin = Twin(
