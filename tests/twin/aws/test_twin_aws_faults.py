@@ -135,6 +135,22 @@ def test_capacity_shortage_classic_mode_fails_creation(twin: Twin, env: tuple[Ne
     control(twin, "faults", method="DELETE")
 
 
+def test_capacity_shortage_classic_update_rolls_the_group_back(twin: Twin, env: tuple[Net, str]) -> None:
+    sm = twin.boto3_client("sagemaker")
+    create(twin, env, "short-update", [group("g6", "ml.g6.2xlarge", 1)])
+    advance(twin, 481)
+    control(
+        twin, "faults", {"kind": "insufficient_capacity", "instance_type": "ml.g6.2xlarge", "availability_zone": "*"}
+    )
+    sm.update_cluster(ClusterName="short-update", InstanceGroups=[group("g6", "ml.g6.2xlarge", 3)])
+    described = sm.describe_cluster(ClusterName="short-update")
+    assert described["ClusterStatus"] == "InService"
+    g = described["InstanceGroups"][0]
+    assert (g["CurrentCount"], g["TargetCount"]) == (1, 1)
+    assert "sufficient capacity" in described["FailureMessage"]
+    control(twin, "faults", method="DELETE")
+
+
 def test_quotas_are_reported_and_enforced(twin: Twin, env: tuple[Net, str]) -> None:
     sq = twin.boto3_client("service-quotas")
     quotas = {q["QuotaName"]: q for q in sq.list_service_quotas(ServiceCode="sagemaker", MaxResults=100)["Quotas"]}
