@@ -89,26 +89,33 @@ class Lifecycle:
         return [str(s) for s in subnets]
 
     def launch(self, cluster: Cluster, group: InstanceGroup, count: int) -> int:
-        """Start `count` nodes; returns how many could not be placed for lack of capacity."""
+        """Start `count` nodes; returns how many could not be placed for lack of capacity.
+
+        Each node goes to the group's least-used subnet that has capacity (so a multi-AZ group
+        falls back to another AZ) and, for a flexible group, the first of its types available there.
+        """
         subnets = self.group_subnets(cluster, group)
+        types = self._instance_types(group)
         short = 0
         for _ in range(count):
             per_subnet = {s: 0 for s in subnets}
             for n in cluster.nodes.values():
                 if n.group == group.name and n.subnet_id in per_subnet and n.status not in LEAVING:
                     per_subnet[n.subnet_id] += 1
-            subnet = min(subnets, key=lambda s: (per_subnet[s], subnets.index(s)))
-            az, az_id, _vpc = self.ctx.subnet_az(cluster.region, subnet)
-            types = self._instance_types(group)
-            if group.spec.get("TrainingPlanArn"):
-                # Reserved capacity of a training plan is not subject to on-demand shortages.
-                chosen: str | None = types[0]
-            else:
-                chosen = next((t for t in types if not self.ctx.faults.capacity_short(t, az, az_id)), None)
-            if chosen is None:
+            placed = False
+            for subnet in sorted(subnets, key=lambda s: (per_subnet[s], subnets.index(s))):
+                az, az_id, _vpc = self.ctx.subnet_az(cluster.region, subnet)
+                if group.spec.get("TrainingPlanArn"):
+                    # Reserved capacity of a training plan is not subject to on-demand shortages.
+                    chosen: str | None = types[0]
+                else:
+                    chosen = next((t for t in types if not self.ctx.faults.capacity_short(t, az, az_id)), None)
+                if chosen is not None:
+                    self._new_node(cluster, group, chosen, subnet, az, az_id)
+                    placed = True
+                    break
+            if not placed:
                 short += 1
-                continue
-            self._new_node(cluster, group, chosen, subnet, az, az_id)
         if short:
             self._capacity_shortage(cluster, group, short)
         return short

@@ -151,6 +151,27 @@ def test_capacity_shortage_classic_update_rolls_the_group_back(twin: Twin, env: 
     control(twin, "faults", method="DELETE")
 
 
+def test_multi_az_group_falls_back_to_the_az_with_capacity(twin: Twin, env: tuple[Net, str]) -> None:
+    net, _ = env
+    sm = twin.boto3_client("sagemaker")
+    control(
+        twin,
+        "faults",
+        {"kind": "insufficient_capacity", "instance_type": "ml.g5.4xlarge", "availability_zone": "us-west-2a"},
+    )
+    both = {"Subnets": [net.compute["us-west-2a"], net.compute["us-west-2b"]], "SecurityGroupIds": [net.sg]}
+    create(twin, env, "multi-az", [group("g5", "ml.g5.4xlarge", 2, OverrideVpcConfig=both)])
+    nodes = sm.list_cluster_nodes(ClusterName="multi-az")["ClusterNodeSummaries"]
+    zones = {
+        sm.describe_cluster_node(ClusterName="multi-az", NodeId=n["InstanceId"])["NodeDetails"]["Placement"][
+            "AvailabilityZone"
+        ]
+        for n in nodes
+    }
+    assert len(nodes) == 2 and zones == {"us-west-2b"}
+    control(twin, "faults", method="DELETE")
+
+
 def test_quotas_are_reported_and_enforced(twin: Twin, env: tuple[Net, str]) -> None:
     sq = twin.boto3_client("service-quotas")
     quotas = {q["QuotaName"]: q for q in sq.list_service_quotas(ServiceCode="sagemaker", MaxResults=100)["Quotas"]}
