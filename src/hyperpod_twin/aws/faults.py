@@ -120,6 +120,16 @@ class FaultBook:
                 return _request_error(fault, req)
         return None
 
+    def capacity_scripted_short(self, instance_type: str, az_name: str, az_id: str) -> bool:
+        """Whether a shortage is scripted for this type and AZ (without consuming a use)."""
+        with self._lock:
+            return any(
+                f.kind == "insufficient_capacity"
+                and f.instance_type == instance_type
+                and f.availability_zone in ("*", None, az_name, az_id)
+                for f in self._faults
+            )
+
     def capacity_short(self, instance_type: str, az_name: str, az_id: str) -> bool:
         """True (consuming one use) if launching `instance_type` in this AZ must fail for capacity."""
         with self._lock:

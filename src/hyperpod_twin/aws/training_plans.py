@@ -187,6 +187,8 @@ def register(ctx: AwsContext, plans: TrainingPlans) -> None:
         with ctx.locked():
             for az in ctx.az_names(req.region)[:3]:
                 az_id = ctx.az_id(req.region, az)
+                if ctx.faults.capacity_scripted_short(itype, az, az_id):
+                    continue  # no capacity to reserve in an AZ scripted as short
                 oid = "tpo-" + hashlib.sha1(f"{itype}{count}{az}{start}{hours}".encode()).hexdigest()[:20]  # noqa: S324
                 fee = f"{_HOURLY.get(itype, 10.0) * count * hours:.2f}"
                 offering = {

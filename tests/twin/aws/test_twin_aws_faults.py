@@ -36,6 +36,17 @@ def test_training_plan_must_match_the_subnet_az(twin: Twin, env: tuple[Net, str]
         InstanceType="ml.p5.48xlarge", InstanceCount=2, DurationHours=48, TargetResources=["hyperpod-cluster"]
     )["TrainingPlanOfferings"]
     in_a = next(o for o in offerings if o["ReservedCapacityOfferings"][0]["AvailabilityZone"] == "us-west-2a")
+    control(
+        twin,
+        "faults",
+        {"kind": "insufficient_capacity", "instance_type": "ml.p5.48xlarge", "availability_zone": "us-west-2b"},
+    )
+    fewer = sm.search_training_plan_offerings(
+        InstanceType="ml.p5.48xlarge", InstanceCount=2, DurationHours=48, TargetResources=["hyperpod-cluster"]
+    )["TrainingPlanOfferings"]
+    assert "us-west-2b" not in {o["ReservedCapacityOfferings"][0]["AvailabilityZone"] for o in fewer}
+    assert len(fewer) == len(offerings) - 1
+    control(twin, "faults", method="DELETE")
     plan_arn = sm.create_training_plan(
         TrainingPlanName="p5-plan", TrainingPlanOfferingId=in_a["TrainingPlanOfferingId"]
     )["TrainingPlanArn"]
