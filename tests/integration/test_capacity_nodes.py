@@ -3,9 +3,11 @@ Kubernetes Node follows; delete lowers the group; software update; EKS managed n
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 from kubernetes import client as k8s
 
 from instantstart.aws.clients import AwsClients
@@ -125,3 +127,41 @@ def test_eks_managed_node_groups(cp: Running, twin: TwinProcess) -> None:
     [ref] = mcp_calls(cp, [("cluster_nodegroup_delete", {"nodeGroupName": "system"})])
     assert mcp_wait(cp, ref["operationId"])["status"] == "SUCCEEDED"
     assert eks.list_nodegroups(clusterName="eks-cluster-ng1")["nodegroups"] == []
+
+
+def test_node_health_as_kubernetes_sees_it_then_automatic_recovery(
+    cp: Running, twin: TwinProcess, tmp_path: Path
+) -> None:
+    sm: Any = twin_client(twin, "sagemaker")
+    with cp.client() as client:
+        make_hyperpod(client, "nh1")
+    [node] = sm.list_cluster_nodes(ClusterName="hp-cluster-nh1")["ClusterNodeSummaries"]
+    sick = node["InstanceId"]
+    # Slow the twin clock so the finding stays visible before NodeRecovery acts (60 twin seconds later).
+    httpx.post(twin.endpoint_url + "/_twin/clock", json={"scale": 2}).raise_for_status()
+    try:
+        httpx.post(twin.endpoint_url + f"/_twin/nodes/{sick}/health",
+                   json={"status": "UnschedulablePendingReplacement", "reason": "NvidiaGpuXidError"}).raise_for_status()
+        core = kube(twin, tmp_path, "nh1")
+        until_label = time.monotonic() + 10
+        while time.monotonic() < until_label:
+            labels = core.read_node(f"hyperpod-{sick}").metadata.labels
+            if labels.get("sagemaker.amazonaws.com/node-health-status") == "UnschedulablePendingReplacement":
+                break
+            time.sleep(0.1)
+        time.sleep(1.1)  # past the status cache interval
+        [status] = mcp_calls(cp, [("cluster_get_status", {})])
+        view = next(n for n in status["nodes"] if n["name"] == f"hyperpod-{sick}")
+        assert view["healthStatus"] == "UnschedulablePendingReplacement" and view["schedulable"] is False, view
+        assert view["faultReasons"] and "Xid" in view["faultReasons"], view
+        assert "sagemaker.amazonaws.com/node-health-status=Unschedulable:NoSchedule" in view["taints"], view
+    finally:
+        httpx.post(twin.endpoint_url + "/_twin/clock", json={"scale": 500}).raise_for_status()
+    # NodeRecovery stays Automatic: HyperPod replaces the node and the group is whole again.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        nodes = sm.list_cluster_nodes(ClusterName="hp-cluster-nh1")["ClusterNodeSummaries"]
+        if [(n["InstanceId"] != sick, n["InstanceStatus"]["Status"]) for n in nodes] == [(True, "Running")]:
+            break
+        time.sleep(0.2)
+    assert sick not in {n["InstanceId"] for n in nodes} and len(nodes) == 1, nodes

@@ -37,6 +37,7 @@ T = TypeVar("T")
 
 HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
 DHC_LABEL = "sagemaker.amazonaws.com/deep-health-check-status"
+FAULT_LABEL = "sagemaker.amazonaws.com/fault-reasons"
 GROUP_LABEL = "sagemaker.amazonaws.com/instance-group-name"
 HP_CLUSTER_LABEL = "sagemaker.amazonaws.com/cluster-name"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
@@ -134,6 +135,7 @@ def _node_summary(node: dict[str, Any]) -> dict[str, Any]:
         "schedulable": schedulable,
         "healthStatus": health,
         "deepHealthCheck": labels.get(DHC_LABEL),
+        "faultReasons": labels.get(FAULT_LABEL),
         "taints": taints,
         "gpuAllocatable": _count(alloc.get(GPU)),
         "neuronAllocatable": _count(alloc.get(NEURON)),
@@ -240,6 +242,7 @@ class NodeStatus(WireModel):
     schedulable: bool = Field(description="Not cordoned, not tainted unhealthy/not-ready, health label Schedulable.")
     health_status: str | None = Field(description="sagemaker.amazonaws.com/node-health-status (absent: not HyperPod).")
     deep_health_check: str | None = Field(description="InProgress, Passed, Failed; absent when not configured.")
+    fault_reasons: str | None = Field(default=None, description="sagemaker.amazonaws.com/fault-reasons, if any.")
     taints: list[str]
     gpus: int
     gpus_allocated: int
@@ -443,7 +446,8 @@ async def collect_status(app: AppContext, tag: str, claims: tuple[str, ...] = (D
         node_views.append(NodeStatus(
             name=n["name"], instance_type=n["instanceType"], instance_group=n["instanceGroup"], zone=n["zone"],
             ready=n["ready"], schedulable=n["schedulable"], health_status=n["healthStatus"],
-            deep_health_check=n["deepHealthCheck"], taints=n["taints"], gpus=n["gpuAllocatable"],
+            deep_health_check=n["deepHealthCheck"], fault_reasons=n.get("faultReasons"), taints=n["taints"],
+            gpus=n["gpuAllocatable"],
             gpus_allocated=alloc["gpu"], neuron_devices=n["neuronAllocatable"],
         ))
         t = totals.setdefault(n["instanceType"], dict.fromkeys(
