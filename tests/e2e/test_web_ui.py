@@ -159,6 +159,43 @@ def test_capacity_add_a_spot_group_scale_it_and_reboot_a_node(page: Any, served:
     shot(page, "09-capacity")
 
 
+def test_a_failed_stage_shows_the_error_and_retry_resumes_the_same_operation(page: Any, served: Served) -> None:
+    import httpx
+
+    fault = {
+        "kind": "error",
+        "service": "sagemaker",
+        "operation": "UpdateCluster",
+        "code": "ValidationException",
+        "message": "Injected by the web UI test",
+        "status": 400,
+        "count": 1,
+    }
+    httpx.post(served.twin_url + "/_twin/faults", json=fault, timeout=10).raise_for_status()
+    previous = page.locator("#capacity .progress-panel").get_attribute("data-operation")
+    page.get_by_role("button", name="Add instance group…").click()
+    form = page.locator("#add-group")
+    form.get_by_label("Name", exact=True).fill("retry-b")
+    form.get_by_label("Availability Zone").select_option(AZ)
+    form.get_by_label("Instance type").select_option(TYPE)
+    form.get_by_label("Count", exact=True).fill("0")
+    form.get_by_role("button", name="Add group").click()
+    panel = page.locator(f'#capacity .progress-panel:not([data-operation="{previous}"])')
+    expect(panel).to_have_attribute("data-status", "FAILED", timeout=120_000)
+    op_id = panel.get_attribute("data-operation")
+    expect(panel.locator(".form-error")).to_contain_text("Injected by the web UI test")
+    failed = panel.locator('li[data-status="FAILED"]')
+    expect(failed).to_have_count(1)
+    shot(page, "09b-failed-stage")
+    failed.get_by_role("button", name="Retry").click()
+    expect(panel).to_have_attribute("data-status", "SUCCEEDED", timeout=120_000)
+    assert panel.get_attribute("data-operation") == op_id
+    with served.api() as api:
+        ops = api.get("/api/v1/operations", params={"kind": "instance_group_add"}).json()
+    assert [o["operationId"] for o in ops["operations"] if o["params"]["group"]["name"] == "retry-b"] == [op_id]
+    expect(page.locator('#capacity tr[data-group="retry-b"]')).to_be_visible()
+
+
 def test_monitoring_shows_gpu_totals_and_workloads(page: Any, served: Served) -> None:
     page.goto(served.url + "/#/monitoring")
     total = page.locator(f'#gpus .total[data-instance-type="{TYPE}"]')
@@ -192,6 +229,37 @@ def test_operations_list_filter_and_detail(page: Any, served: Served) -> None:
     expect(page.locator("#view")).to_contain_text("Parameters")
     shot(page, "07-operation-detail")
     assert page.page_errors == []
+
+
+def test_delete_shows_the_deletion_plan_and_needs_the_tag_typed(page: Any, served: Served) -> None:
+    page.goto(served.url + "/#/clusters")
+    page.locator('#clusters tr[data-cluster="webui"]').get_by_role("button", name="Delete…").click()
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_contain_text("Plan digest")
+    with served.api() as api:
+        plan = api.get("/api/v1/clusters/webui/deletion-plan").json()
+    expect(dialog.locator("code", has_text=plan["planDigest"])).to_be_visible()
+    expect(dialog.locator("tbody tr").first).to_be_visible()
+    expect(dialog.locator("tbody").first.locator("tr")).to_have_count(len(plan["resources"]))
+    delete = dialog.get_by_role("button", name="Delete", exact=True)
+    expect(delete).to_be_disabled()
+    dialog.get_by_label("Type webui to confirm").fill("webu")
+    expect(delete).to_be_disabled()
+    dialog.get_by_label("Type webui to confirm").fill("webui")
+    expect(delete).to_be_enabled()
+    page.screenshot(path=str(shot(page, "10-delete-plan")))  # the viewport: the modal as the user sees it
+    delete.click()
+    page.wait_for_url(re.compile(r"#/clusters/op-[0-9a-f]+$"))
+    op_id = page.url.rsplit("/", 1)[1]
+    panel = page.locator(f'#progress .progress-panel[data-operation="{op_id}"]')
+    expect(panel).to_contain_text("cluster_delete")
+    expect(panel).to_have_attribute("data-status", "SUCCEEDED", timeout=180_000)
+    expect(page.locator("#clusters")).to_contain_text("No clusters yet.")
+    with served.api() as api:
+        op = api.get(f"/api/v1/operations/{op_id}").json()
+    # The server accepts the delete only with the digest of the current plan: the one the dialog showed.
+    assert (op["kind"], op["status"]) == ("cluster_delete", "SUCCEEDED")
+    shot(page, "11-deleted")
 
 
 def test_sign_out_ends_the_session(page: Any, served: Served) -> None:

@@ -243,14 +243,14 @@ async function confirmDelete(tag, shell) {
     try {
       plan = await get(`/clusters/${encodeURIComponent(tag)}/deletion-plan`, { deleteBucket: bucket.checked ? "true" : "" });
       replace(body,
-        h("p", {}, plan.note),
-        table([
+        h("p", {}, plan.note, " ", h("strong", {}, `${plan.resources.length} resource(s)`), " are deleted in this order:"),
+        h("div", { class: "plan-scroll" }, table([
           { label: "#", num: true, cell: (r) => r.order },
           { label: "Type", cell: (r) => r.resourceType },
           { label: "Id", cell: (r) => h("code", {}, r.resourceId) },
           { label: "Region", cell: (r) => r.region },
           { label: "Found by", cell: (r) => r.source },
-        ], plan.resources, { empty: "Nothing to delete on AWS." }),
+        ], plan.resources, { empty: "Nothing to delete on AWS." })),
         plan.kept.length ? [h("h3", {}, "Kept"), table([
           { label: "Type", cell: (r) => r.resourceType }, { label: "Id", cell: (r) => h("code", {}, r.resourceId) },
           { label: "Why", cell: (r) => r.details?.reason ?? r.source }], plan.kept)] : null,

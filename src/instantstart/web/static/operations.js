@@ -43,6 +43,16 @@ export function progressPanel(op, shell, onChange) {
     op.error ? errorBox(op.error) : null);
 }
 
+// What the list says about an operation: its error (code, message, hint), else the current stage's message.
+function message(o) {
+  if (o.error) {
+    return h("span", { class: "small" }, h("code", {}, o.error.code), " ", o.error.message,
+      o.error.hint ? h("div", { class: "hint" }, "Hint: ", o.error.hint) : null);
+  }
+  const stage = o.stages.find((s) => s.name === o.currentStage) ?? [...o.stages].reverse().find((s) => s.message);
+  return h("span", { class: "small muted" }, stage?.message ?? "—");
+}
+
 export async function render(view, arg, shell) {
   if (arg) return renderDetail(view, arg, shell);
   const state = { status: "", kind: "", target: "", limit: 50 };
@@ -71,7 +81,7 @@ export async function render(view, arg, shell) {
       { label: "Status", cell: (o) => badge(o.status) },
       { label: "Stages", cell: (o) => stageDots(o) },
       { label: "Current stage", cell: (o) => o.currentStage ?? "—" },
-      { label: "Error", cell: (o) => (o.error ? h("span", { title: `${o.error.message}${o.error.hint ? "\nHint: " + o.error.hint : ""}` }, h("code", {}, o.error.code), " ", o.error.message.slice(0, 90)) : "—") },
+      { label: "Message", cell: (o) => message(o) },
       { label: "Created", cell: (o) => when(o.createdAt) },
       { label: "Elapsed", num: true, cell: (o) => elapsed(o.elapsedSeconds) },
     ], data.operations, { empty: "No operation matches.", rowAttrs: (o) => ({ class: "clickable", ondblclick: () => { location.hash = `#/operations/${o.operationId}`; } }) }),
