@@ -43,6 +43,22 @@ def tool_payload(result: Any) -> dict[str, Any]:
     return payload
 
 
+def mcp_raw(cp: Running, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    """Tool calls that may fail, as {isError, payload}; then the first tool's description."""
+
+    async def run() -> list[Any]:
+        async with mcp_http(cp) as session:
+            out: list[Any] = []
+            for tool, args in calls:
+                result = await session.call_tool(tool, args)
+                out.append({"isError": result.isError, "payload": json.loads(result.content[0].text)})
+            tools = {t.name: t for t in (await session.list_tools()).tools}
+            out.append(tools[calls[0][0]].description)
+            return out
+
+    return asyncio.run(run())
+
+
 def mcp_calls(cp: Running, calls: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
     """Tool calls in one MCP session (streamable HTTP); their payloads."""
 
@@ -87,6 +103,13 @@ def test_spot_efa_only_and_training_plan_groups(cp: Running, twin: TwinProcess) 
         assert error["message"].startswith("Invalid input: efaOnly:") and "ml.p5.48xlarge" in error["hint"]
         assert error["details"]["fields"][0]["field"] == "efaOnly"
         assert set(groups_of(twin, "hp-cluster-cap1")) == {"accelerated-cap1"}
+        # The same refusal through an MCP client, and the tool description states what is fixed for life.
+        [agent, described] = mcp_raw(cp, [("hyperpod_add_instance_group", {
+            "instanceGroupName": "efa-bad", "instanceType": "ml.g6e.12xlarge", "instanceCount": 1,
+            "availabilityZone": "us-west-2c", "efaOnly": True})])
+        assert agent["isError"] and agent["payload"]["error"]["code"] == "INVALID_INPUT", agent
+        assert "efaOnly" in agent["payload"]["error"]["message"]
+        assert "fixed for the life of the group" in described
 
         spot = add_group(client, instanceGroupName="spot-a", instanceType="ml.g6.4xlarge", instanceCount=1,
                          availabilityZone="us-west-2a", isSpot=True)
