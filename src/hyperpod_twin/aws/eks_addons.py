@@ -11,7 +11,7 @@ import yaml
 from .context import AwsContext, hex_id
 from .eks_access import create_association
 from .eks_clusters import DEFAULT_K8S_VERSION, EKS, K8S_VERSIONS, EksState, invalid_param, not_found
-from .protocol import AwsError, AwsRequest, RawResponse, json_response
+from .protocol import AwsError, AwsRequest, RawResponse, json_response, page
 
 ADDON_CREATE = 60.0  # twin seconds
 ADDON_UPDATE = 45.0
@@ -163,12 +163,7 @@ def register(ctx: AwsContext, state: EksState) -> None:
         for key, field in (("types", "type"), ("publishers", "publisher"), ("owners", "owner")):
             if p.get(key):
                 infos = [i for i in infos if i[field] in p[key]]
-        start = int(p.get("nextToken") or 0)
-        size = int(p.get("maxResults") or 100)
-        out: dict[str, Any] = {"addons": infos[start : start + size]}
-        if start + size < len(infos):
-            out["nextToken"] = str(start + size)
-        return json_response(req, out)
+        return json_response(req, page(p, infos, "addons", camel=True))
 
     @ctx.route(EKS, "DescribeClusterVersions")
     def cluster_versions(req: AwsRequest) -> RawResponse:

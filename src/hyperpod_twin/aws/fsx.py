@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 from .context import AwsContext, alnum_id, hex_id
-from .protocol import AwsError, AwsRequest, PassThrough, RawResponse, json_response
+from .protocol import AwsError, AwsRequest, PassThrough, RawResponse, json_response, page
 
 FSX = "fsx"
 CREATE_SECONDS = 360.0
@@ -140,12 +140,7 @@ def register(ctx: AwsContext, state: FsxState) -> None:
                 for fid, fs in sorted(state.file_systems.items())
                 if fs["_region"] == req.region and (not ids or fid in ids)
             ]
-        start = int(p.get("NextToken") or 0)
-        size = int(p.get("MaxResults") or 2147483647)
-        out: dict[str, Any] = {"FileSystems": items[start : start + size]}
-        if start + size < len(items):
-            out["NextToken"] = str(start + size)
-        return json_response(req, out)
+        return json_response(req, page(p, items, "FileSystems", default_size=2147483647))
 
     @ctx.route(FSX, "DeleteFileSystem")
     def delete(req: AwsRequest) -> RawResponse:

@@ -301,17 +301,15 @@ class Lifecycle:
         self._set(cluster, node, "ShuttingDown", message)
 
         def gone() -> None:
-            cluster.nodes.pop(node.instance_id, None)
-            self.ctx.emit(
-                "hyperpod.node.removed",
-                cluster_name=cluster.name,
-                cluster_arn=cluster.arn,
-                eks_cluster_arn=cluster.eks_arn,
-                instance_id=node.instance_id,
-            )
+            self._drop(cluster, node)
             self.reconcile(cluster)
 
         self._at(SHUTDOWN, cluster, node, gone)
+
+    def _drop(self, cluster: Cluster, node: Node) -> None:
+        """The instance is gone: forget it and publish `hyperpod.node.removed`."""
+        cluster.nodes.pop(node.instance_id, None)
+        self.ctx.emit("hyperpod.node.removed", **self.payload(cluster), instance_id=node.instance_id)
 
     def reboot(self, cluster: Cluster, node: Node) -> None:
         """Soft reboot: Pending ("Rebooting") then Running again."""
@@ -357,14 +355,7 @@ class Lifecycle:
             if self.clusters.get((cluster.region, cluster.name)) is not cluster:
                 return
             for node in list(cluster.nodes.values()):
-                cluster.nodes.pop(node.instance_id)
-                self.ctx.emit(
-                    "hyperpod.node.removed",
-                    cluster_name=cluster.name,
-                    cluster_arn=cluster.arn,
-                    eks_cluster_arn=cluster.eks_arn,
-                    instance_id=node.instance_id,
-                )
+                self._drop(cluster, node)
             del self.clusters[(cluster.region, cluster.name)]
             for fn in self.on_release:
                 fn(cluster)

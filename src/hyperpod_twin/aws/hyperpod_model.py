@@ -144,6 +144,17 @@ class Cluster:
         self.events.append(event)
 
 
+def _kubernetes_config(kube: dict[str, Any]) -> dict[str, Any]:
+    """Current/Desired labels and taints; HyperPod applies the desired ones at once in the twin."""
+    labels, taints = dict(kube.get("Labels") or {}), list(kube.get("Taints") or [])
+    return {
+        "CurrentLabels": labels,
+        "DesiredLabels": dict(labels),
+        "CurrentTaints": taints,
+        "DesiredTaints": list(taints),
+    }
+
+
 def node_details(cluster: Cluster, node: Node) -> dict[str, Any]:
     """DescribeClusterNode.NodeDetails for `node` (also the payload of `hyperpod.node.changed`)."""
     group = cluster.groups.get(node.group)
@@ -176,13 +187,7 @@ def node_details(cluster: Cluster, node: Node) -> dict[str, Any]:
     for key in ("LifeCycleConfig", "OverrideVpcConfig", "InstanceStorageConfigs", "NetworkInterface"):
         if key in spec:
             out[key] = copy.deepcopy(spec[key])
-    kube = spec.get("KubernetesConfig") or {}
-    out["KubernetesConfig"] = {
-        "CurrentLabels": dict(kube.get("Labels") or {}),
-        "DesiredLabels": dict(kube.get("Labels") or {}),
-        "CurrentTaints": list(kube.get("Taints") or []),
-        "DesiredTaints": list(kube.get("Taints") or []),
-    }
+    out["KubernetesConfig"] = _kubernetes_config(spec.get("KubernetesConfig") or {})
     return out
 
 
@@ -258,12 +263,7 @@ def group_details(cluster: Cluster, group: InstanceGroup) -> dict[str, Any]:
         out["SoftwareUpdateStatus"] = group.software_update_status
     kube = spec.get("KubernetesConfig")
     if kube is not None:
-        out["KubernetesConfig"] = {
-            "CurrentLabels": dict(kube.get("Labels") or {}),
-            "DesiredLabels": dict(kube.get("Labels") or {}),
-            "CurrentTaints": list(kube.get("Taints") or []),
-            "DesiredTaints": list(kube.get("Taints") or []),
-        }
+        out["KubernetesConfig"] = _kubernetes_config(kube)
     return out
 
 

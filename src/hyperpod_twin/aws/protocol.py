@@ -246,6 +246,20 @@ def _rest_query_members(service: str, operation: str | None, query: dict[str, li
     return out
 
 
+def page(
+    params: dict[str, Any], items: list[Any], key: str, *, default_size: int = 100, camel: bool = False
+) -> dict[str, Any]:
+    """One page of `items` under `key`, driven by the request's NextToken/MaxResults (nextToken/maxResults
+    for lowerCamel APIs such as EKS). The token is the offset of the next item."""
+    token_key, size_key = ("nextToken", "maxResults") if camel else ("NextToken", "MaxResults")
+    start = int(params.get(token_key) or 0)
+    size = int(params.get(size_key) or default_size)
+    out: dict[str, Any] = {key: items[start : start + size]}
+    if start + size < len(items):
+        out[token_key] = str(start + size)
+    return out
+
+
 def _json_default(value: Any) -> Any:
     if isinstance(value, dt.datetime):
         return value.timestamp()

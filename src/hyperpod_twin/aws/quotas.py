@@ -9,7 +9,7 @@ from typing import Any
 
 from . import instance_types
 from .context import AwsContext
-from .protocol import AwsError, AwsRequest, RawResponse, json_response
+from .protocol import AwsError, AwsRequest, RawResponse, json_response, page
 
 SERVICE_NAMES = {
     "sagemaker": "Amazon SageMaker",
@@ -138,13 +138,8 @@ def register(ctx: AwsContext, quotas: Quotas) -> None:
     """Answer the Service Quotas API from `quotas`."""
     svc = "service-quotas"
 
-    def page(req: AwsRequest, items: list[dict[str, Any]], key: str) -> RawResponse:
-        start = int(req.params.get("NextToken") or 0)
-        size = int(req.params.get("MaxResults") or 100)
-        out: dict[str, Any] = {key: items[start : start + size]}
-        if start + size < len(items):
-            out["NextToken"] = str(start + size)
-        return json_response(req, out)
+    def paged(req: AwsRequest, items: list[dict[str, Any]], key: str) -> RawResponse:
+        return json_response(req, page(req.params, items, key))
 
     def listed(req: AwsRequest, *, default: bool) -> RawResponse:
         service = str(req.params.get("ServiceCode", ""))
@@ -156,12 +151,12 @@ def register(ctx: AwsContext, quotas: Quotas) -> None:
             for q in sorted(quotas.items.values(), key=lambda q: q.name)
             if q.service == service and (code is None or q.code == code)
         ]
-        return page(req, items, "Quotas")
+        return paged(req, items, "Quotas")
 
     @ctx.route(svc, "ListServices")
     def list_services(req: AwsRequest) -> RawResponse:
         items = [{"ServiceCode": k, "ServiceName": v} for k, v in sorted(SERVICE_NAMES.items())]
-        return page(req, items, "Services")
+        return paged(req, items, "Services")
 
     @ctx.route(svc, "GetServiceQuota")
     def get_quota(req: AwsRequest) -> RawResponse:
@@ -226,7 +221,7 @@ def register(ctx: AwsContext, quotas: Quotas) -> None:
     def history(req: AwsRequest) -> RawResponse:
         service = req.params.get("ServiceCode")
         items = [r for r in quotas.requests.values() if service in (None, r["ServiceCode"])]
-        return page(req, items, "RequestedQuotas")
+        return paged(req, items, "RequestedQuotas")
 
     def vpc_guard(quota_name: str, count: Any, service: str = "vpc", error: str = "ResourceLimitExceeded") -> Any:
         def guard(req: AwsRequest) -> None:

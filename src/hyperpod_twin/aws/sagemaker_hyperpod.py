@@ -24,7 +24,7 @@ from .hyperpod_validate import (
     immutable_error,
     normalize_group,
 )
-from .protocol import AwsError, AwsRequest, RawResponse, json_response, validation
+from .protocol import AwsError, AwsRequest, RawResponse, json_response, page, validation
 from .quotas import PER_CLUSTER_HYPERPOD, TOTAL_HYPERPOD, Quotas, cluster_usage_name
 from .training_plans import TrainingPlans
 
@@ -458,12 +458,7 @@ def register(ctx: AwsContext, hp: HyperPod) -> None:
                 }
                 for c in items
             ]
-        start = int(p.get("NextToken") or 0)
-        size = int(p.get("MaxResults") or 100)
-        out: dict[str, Any] = {"ClusterSummaries": summaries[start : start + size]}
-        if start + size < len(summaries):
-            out["NextToken"] = str(start + size)
-        return json_response(req, out)
+        return json_response(req, page(p, summaries, "ClusterSummaries"))
 
     register_node_ops(ctx, hp)
     ctx.on_reset(hp.reset)

@@ -7,22 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 from .context import AwsContext
 from .hyperpod_model import LEAVING, Cluster, Node, node_details, node_summary
-from .protocol import AwsError, AwsRequest, PassThrough, RawResponse, json_response, validation
+from .protocol import AwsError, AwsRequest, PassThrough, RawResponse, json_response, page, validation
 
 if TYPE_CHECKING:
     from .sagemaker_hyperpod import HyperPod
 
 SM = "sagemaker"
 NODE_ID_RE = re.compile(r"^i-[a-f0-9]{8}(?:[a-f0-9]{9})?$")
-
-
-def _page(p: dict[str, Any], items: list[Any], key: str) -> dict[str, Any]:
-    start = int(p.get("NextToken") or 0)
-    size = int(p.get("MaxResults") or 100)
-    out: dict[str, Any] = {key: items[start : start + size]}
-    if start + size < len(items):
-        out["NextToken"] = str(start + size)
-    return out
 
 
 def _node(cluster: Cluster, p: dict[str, Any]) -> Node:
@@ -58,7 +49,7 @@ def register_node_ops(ctx: AwsContext, hp: HyperPod) -> None:
             if p.get("SortOrder") == "Descending":
                 nodes.reverse()
             items = [node_summary(cluster, n) for n in nodes]
-        return json_response(req, _page(p, items, "ClusterNodeSummaries"))
+        return json_response(req, page(p, items, "ClusterNodeSummaries"))
 
     @ctx.route(SM, "DescribeClusterNode")
     def describe_node(req: AwsRequest) -> RawResponse:
@@ -258,7 +249,7 @@ def register_node_ops(ctx: AwsContext, hp: HyperPod) -> None:
         if p.get("EventTimeBefore") is not None:
             events = [e for e in events if e["EventTime"] < float(p["EventTimeBefore"])]
         events.sort(key=lambda e: e["EventTime"], reverse=p.get("SortOrder", "Descending") == "Descending")
-        return json_response(req, _page(p, events, "Events"))
+        return json_response(req, page(p, events, "Events"))
 
     @ctx.route(SM, "DescribeClusterEvent")
     def describe_event(req: AwsRequest) -> RawResponse:
@@ -305,4 +296,4 @@ def register_node_ops(ctx: AwsContext, hp: HyperPod) -> None:
             obj = tagged(str(req.params.get("ResourceArn")))
             if obj is None:
                 raise PassThrough()
-            return json_response(req, _page(req.params, list(obj.tags), "Tags"))
+            return json_response(req, page(req.params, list(obj.tags), "Tags"))

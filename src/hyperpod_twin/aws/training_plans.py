@@ -9,7 +9,7 @@ from typing import Any
 
 from . import instance_types
 from .context import AwsContext
-from .protocol import AwsError, AwsRequest, RawResponse, json_response, validation
+from .protocol import AwsError, AwsRequest, RawResponse, json_response, page, validation
 
 # Rough on-demand-equivalent hourly prices (USD) used to compute an UpfrontFee string.
 _HOURLY = {
@@ -275,12 +275,7 @@ def register(ctx: AwsContext, plans: TrainingPlans) -> None:
         items.sort(key=lambda i: i[key], reverse=p.get("SortOrder") == "Descending")
         for item in items:
             item.pop("UnhealthyInstanceCount", None)
-        start = int(p.get("NextToken") or 0)
-        size = int(p.get("MaxResults") or 100)
-        out: dict[str, Any] = {"TrainingPlanSummaries": copy.deepcopy(items[start : start + size])}
-        if start + size < len(items):
-            out["NextToken"] = str(start + size)
-        return json_response(req, out)
+        return json_response(req, page(p, copy.deepcopy(items), "TrainingPlanSummaries"))
 
     ctx.on_reset(plans.reset)
 
