@@ -216,7 +216,14 @@ def server_side_apply(
                 break
             remove_path(result, parent)
             parent = parent[:-1]
-    result.setdefault("metadata", {})["managedFields"] = [*others, entry]
+    if mine is not None and mine.get("fieldsV1") == entry["fieldsV1"] and mine.get("apiVersion") == api_version:
+        entry["time"] = mine.get("time", entry["time"])  # a no-op apply must not rewrite the object
+    # Keep this manager's entry where it was, so re-applying the same config changes nothing.
+    position = next((i for i, m in enumerate(managed) if m is mine), len(managed))
+    ordered = [m for m in others if managed.index(m) < position] if mine is not None else list(others)
+    ordered.append(entry)
+    ordered.extend(m for m in others if m not in ordered)
+    result.setdefault("metadata", {})["managedFields"] = ordered
     return result
 
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from urllib.parse import parse_qsl, quote, urlsplit
 
+from hyperpod_twin.kube.authz import Grant
+
 TOKEN_PREFIX = "k8s-aws-v1."
 MAX_TOKEN_LENGTH = 4096
 TOKEN_LIFETIME = 15 * 60
@@ -48,12 +50,13 @@ class Principal:
 
 @dataclass(frozen=True)
 class Identity:
-    """An authenticated caller."""
+    """An authenticated caller; `grants` are its EKS access policies (None: not restricted)."""
 
-    username: str  # the canonical ARN
+    username: str  # the canonical ARN, or the access entry's username
     uid: str
     groups: tuple[str, ...] = ("system:authenticated",)
     extra: dict[str, list[str]] = field(default_factory=dict)
+    grants: tuple[Grant, ...] | None = None
 
 
 # access key id -> Principal, or None for an unknown key

@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from hyperpod_twin.kube.auth import AuthError, EksTokenVerifier, Identity, Principal, sts_hosts_for
+from hyperpod_twin.kube.authz import Grant
 from hyperpod_twin.kube.charts import ChartRepository
 from hyperpod_twin.kube.runtime import ClusterRuntime
 from hyperpod_twin.kube.server import KubeApiServer, new_cluster_runtime
@@ -28,8 +29,8 @@ class AccessEntries:
     """The EKS access entries of each cluster, as the AWS side publishes them.
 
     Before the first publication for a cluster every verified identity is let in; afterwards an IAM
-    principal needs an access entry (EKS answers 401 otherwise), whose username and Kubernetes
-    groups become the identity's."""
+    principal needs an access entry (EKS answers 401 otherwise), whose username, Kubernetes groups
+    and access policies (kube/authz.py) become the identity's."""
 
     def __init__(self) -> None:
         self._entries: dict[str, dict[str, dict[str, Any]]] = {}
@@ -55,11 +56,20 @@ class AccessEntries:
         if entry is None:
             raise AuthError(f"no access entry for {identity.username} in cluster {cluster_name}")
         groups = tuple(dict.fromkeys([*(entry.get("kubernetesGroups") or []), *identity.groups]))
+        grants = tuple(
+            Grant(
+                policy=str(p.get("policyArn", "")).rsplit("/", 1)[-1],
+                namespaces=tuple((p.get("accessScope") or {}).get("namespaces") or ())
+                if (p.get("accessScope") or {}).get("type") == "namespace" else (),
+            )
+            for p in entry.get("accessPolicies") or []
+        )
         return Identity(
             username=str(entry.get("username") or identity.username),
             uid=identity.uid,
             groups=groups,
             extra=identity.extra,
+            grants=grants,
         )
 
 

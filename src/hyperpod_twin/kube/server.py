@@ -10,6 +10,7 @@ from typing import Any
 from hyperpod_twin.kube import discovery, protobuf
 from hyperpod_twin.kube.api import ResourceApi, Target, WriteOptions
 from hyperpod_twin.kube.auth import AuthError, Identity
+from hyperpod_twin.kube.authz import Attributes, allowed, forbidden_message
 from hyperpod_twin.kube.certs import ClusterCertificates, make_certificates
 from hyperpod_twin.kube.controllers import ControlPlane
 from hyperpod_twin.kube.http import HttpServer, Request, Response
@@ -157,6 +158,9 @@ class KubeApiServer:
         target = Target(rtype, version, namespace, name, sub, "/".join(rest[3:]))
         if rtype in REVIEW_TYPES:
             return self._review(request, rtype)
+        self._authorize(request, Attributes(
+            verb=_verb(request.method, name, watch), group=group, resource=rtype.plural, subresource=sub or "",
+            namespace=namespace or "", name=name or ""))
         if sub == "proxy":
             return self._proxy(request, target)
         if sub == "log":
@@ -219,6 +223,17 @@ class KubeApiServer:
                 '299 - "' + w.replace("\\", "\\\\").replace('"', '\\"') + '"' for w in opts.warnings
             )
         return response
+
+    @staticmethod
+    def _authorize(request: Request, attrs: Attributes) -> None:
+        identity: Identity | None = request.identity
+        if identity is not None and not allowed(identity.groups, identity.grants, attrs):
+            details: Obj = {"kind": attrs.resource}
+            if attrs.name:
+                details["name"] = attrs.name
+            if attrs.group:
+                details["group"] = attrs.group
+            raise ApiError(403, forbidden_message(identity.username, attrs), "Forbidden", details)
 
     def _body(self, request: Request) -> Obj:
         if request.content_type == "application/vnd.kubernetes.protobuf":
@@ -362,11 +377,30 @@ class KubeApiServer:
             body["status"] = {"userInfo": {"username": identity.username, "uid": identity.uid,
                                            "groups": list(identity.groups), "extra": identity.extra}}
         else:
-            # Authorization is not modelled: every authenticated identity acts as cluster admin.
-            body["status"] = {"allowed": True, "reason": "the twin grants authenticated callers everything"}
+            spec = (body.get("spec") or {}).get("resourceAttributes") or {}
+            attrs = Attributes(
+                verb=str(spec.get("verb", "")), group=str(spec.get("group", "")),
+                resource=str(spec.get("resource", "")), subresource=str(spec.get("subresource", "")),
+                namespace=str(spec.get("namespace", "")), name=str(spec.get("name", "")),
+            )
+            if not spec and (body.get("spec") or {}).get("nonResourceAttributes"):
+                body["status"] = {"allowed": True, "reason": "non-resource URLs are open to authenticated users"}
+            elif allowed(identity.groups, identity.grants, attrs):
+                body["status"] = {"allowed": True, "reason": "allowed by the principal's EKS access policies"}
+            else:
+                body["status"] = {"allowed": False, "reason": forbidden_message(identity.username, attrs)}
         body["apiVersion"], body["kind"] = rtype.api_version, rtype.kind
         body.setdefault("metadata", {})["creationTimestamp"] = None
         return Response.json(201, body)
+
+
+def _verb(method: str, name: str | None, watch: bool) -> str:
+    """The authorization verb of a resource request."""
+    if method == "GET":
+        return "watch" if watch else ("get" if name else "list")
+    if method == "DELETE":
+        return "delete" if name else "deletecollection"
+    return {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
 
 
 def _manager_from_agent(request: Request) -> str:

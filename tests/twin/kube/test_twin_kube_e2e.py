@@ -92,8 +92,29 @@ def test_access_entries_gate_principals(twin: Twin, tmp_path: Path) -> None:
         kubernetes.client.CoreV1Api(api).list_namespace()
     assert denied.value.status == 401
     eks = twin.boto3_client("eks")
-    eks.create_access_entry(clusterName="e2e-b", principalArn=twin.caller_arn, kubernetesGroups=["ops"])
-    assert kubernetes.client.CoreV1Api(api).list_namespace().items
+    core = kubernetes.client.CoreV1Api(api)
+    eks.create_access_entry(clusterName="e2e-b", principalArn=twin.caller_arn)
+    with pytest.raises(ApiException) as no_policy:
+        core.list_namespace()
+    assert no_policy.value.status == 403 and "cannot list resource" in no_policy.value.body
+    policy = "arn:aws:eks::aws:cluster-access-policy/"
+    eks.associate_access_policy(clusterName="e2e-b", principalArn=twin.caller_arn,
+                                policyArn=policy + "AmazonEKSViewPolicy", accessScope={"type": "cluster"})
+    assert core.list_namespace().items
+    with pytest.raises(ApiException) as read_only:
+        core.create_namespaced_config_map("default", {"metadata": {"name": "x"}})
+    assert read_only.value.status == 403
+    eks.associate_access_policy(clusterName="e2e-b", principalArn=twin.caller_arn,
+                                policyArn=policy + "AmazonEKSEditPolicy",
+                                accessScope={"type": "namespace", "namespaces": ["kube-public"]})
+    core.create_namespaced_config_map("kube-public", {"metadata": {"name": "x"}})
+    review = kubernetes.client.AuthorizationV1Api(api).create_self_subject_access_review({
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"verb": "create", "resource": "configmaps", "namespace": "default"}}})
+    assert review.status.allowed is False
+    # Kubernetes groups are for RBAC, which the twin stores but trusts rather than evaluates.
+    eks.update_access_entry(clusterName="e2e-b", principalArn=twin.caller_arn, kubernetesGroups=["ops"])
+    core.create_namespaced_config_map("default", {"metadata": {"name": "x"}})
     api.close()
 
 

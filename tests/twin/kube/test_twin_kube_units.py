@@ -178,3 +178,27 @@ def test_unknown_field_pruning_uses_the_right_model() -> None:
     target = {"type": "Utilization", "averageUtilization": 50}
     hpa = {"spec": {"metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": target}}]}}
     assert prune_unknown(builtin("autoscaling", "horizontalpodautoscalers"), hpa, None) == (hpa, [])
+
+
+def test_access_policy_decisions() -> None:
+    from hyperpod_twin.kube.authz import Attributes, Grant, allowed, forbidden_message
+
+    base = ("system:authenticated",)
+    read = Attributes("list", "", "pods", namespace="ml")
+    write = Attributes("create", "apps", "deployments", namespace="ml")
+    secret = Attributes("get", "", "secrets", namespace="ml", name="s")
+    rbac = Attributes("create", "rbac.authorization.k8s.io", "clusterrolebindings")
+    assert allowed(base, None, write)  # no grant information: unrestricted
+    assert not allowed(base, (), read)  # an entry without policies or groups may do nothing
+    view = (Grant("AmazonEKSViewPolicy"),)
+    assert allowed(base, view, read) and not allowed(base, view, write) and not allowed(base, view, secret)
+    edit_ml = (Grant("AmazonEKSEditPolicy", ("ml",)),)
+    assert allowed(base, edit_ml, write) and allowed(base, edit_ml, secret)
+    assert not allowed(base, edit_ml, Attributes("create", "apps", "deployments", namespace="other"))
+    assert not allowed(base, edit_ml, rbac)
+    assert not allowed(base, (Grant("AmazonEKSAdminPolicy"),), rbac)
+    assert allowed(base, (Grant("AmazonEKSClusterAdminPolicy"),), rbac)
+    assert allowed(("system:masters", *base), (), rbac)
+    assert forbidden_message("arn:aws:iam::1:user/u", secret) == (
+        'secrets "s" is forbidden: User "arn:aws:iam::1:user/u" cannot get resource "secrets" in API group "" '
+        'in the namespace "ml"')
