@@ -188,6 +188,24 @@ def test_scaling_keeps_health_checks_and_efa_and_a_dedicated_subnet_outlives_its
                           availabilityZone="us-west-2b", newSubnet=True)
         assert again["status"] == "SUCCEEDED", again
         assert again["stages"][0]["outputs"]["subnetId"] == subnet
+        # A successor under another name can take the kept subnet explicitly.
+        successor = add_group(client, instanceGroupName="ded-b", instanceType="ml.g6.4xlarge", instanceCount=0,
+                              availabilityZone="us-west-2b", subnetId=subnet)
+        assert successor["status"] == "SUCCEEDED" and successor["stages"][0]["outputs"]["subnetId"] == subnet
+
+        # A capacity shortage fails the add with a hint; once capacity is back, operation_retry finishes it.
+        fault = {"kind": "insufficient_capacity", "instance_type": "ml.g6.8xlarge", "availability_zone": "us-west-2a"}
+        httpx.post(twin.endpoint_url + "/_twin/faults", json=fault).raise_for_status()
+        short = add_group(client, instanceGroupName="short", instanceType="ml.g6.8xlarge", instanceCount=1,
+                          availabilityZone="us-west-2a")
+        assert short["status"] == "FAILED" and short["error"]["code"] == "CAPACITY_UNAVAILABLE", short
+        assert "operation_retry" in short["error"]["hint"]
+        httpx.delete(twin.endpoint_url + "/_twin/faults").raise_for_status()
+        client.post(f"/api/v1/operations/{short['operationId']}/retry").raise_for_status()
+        retried = wait_terminal(client, short["operationId"], timeout=120)
+        assert retried["status"] == "SUCCEEDED", retried
+        assert groups_of(twin, "hp-cluster-cap2")["short"]["CurrentCount"] == 1
+
         missing = client.post("/api/v1/capacity/instance-groups/scale", json={"name": "nope", "targetCount": 1})
         assert missing.status_code == 404 and "nope" in missing.json()["error"]["message"], missing.text
 
