@@ -157,6 +157,7 @@ class ClusterSim:
     _qlock: threading.Lock = field(default_factory=threading.Lock)
     _drain_lock: threading.RLock = field(default_factory=threading.RLock)
     _draining: bool = False
+    _tick_pending: bool = False
     _epoch: int = 0
     _events: dict[tuple[str, str, str, str], str] = field(default_factory=dict)  # (ns, uid, reason, msg) → name
     _running: bool = False
@@ -236,9 +237,22 @@ class ClusterSim:
             if epoch != self._epoch or not self._running:
                 return
             self._enqueue(_Work(None, None, fn))
-            self.kick(block=True)
+            # One drain per clock tick, after every callback due at this time has queued its work:
+            # the reconciles those callbacks cause then coalesce (a ReplicaSet whose 256 pods all
+            # start in the same second is reconciled once, not 256 times).
+            with self._qlock:
+                if self._tick_pending:
+                    return
+                self._tick_pending = True
+            self.clock.schedule(0, self._tick)
 
         self.clock.schedule(delay, fire)
+
+    def _tick(self) -> None:
+        with self._qlock:
+            self._tick_pending = False
+        if self._running:
+            self.kick(block=True)
 
     def run(self, fn: Callable[[], None]) -> None:
         """Run `fn` serialized with the controllers, waiting for the queue to drain."""
@@ -388,8 +402,13 @@ class ClusterSim:
 
     def owned(self, key: TypeKey, owner: Obj) -> builtins.list[Obj]:
         """Objects of a type in the owner's namespace whose controller is `owner`."""
-        ns = owner["metadata"].get("namespace")
-        return [o for o in self.list(key, ns) if kobj.is_owned_by(o, owner)]
+        rtype = self.rtype(key)
+        if rtype is None:
+            return []
+        # Filter before the store copies, so only the owner's objects are deep-copied.
+        items, _ = self.store.list(rtype, owner["metadata"].get("namespace"), lambda o: kobj.is_owned_by(o, owner))
+        result: builtins.list[Obj] = items
+        return result
 
     # -- time and events ---------------------------------------------------------------------------
     def now(self) -> str:
