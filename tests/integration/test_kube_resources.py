@@ -1,0 +1,46 @@
+"""cluster_list_workloads through REST and MCP against the twin: pods, services, deployments of the active cluster."""
+
+from __future__ import annotations
+
+import json
+
+from instantstart.twin_process import TwinProcess
+from tests.skeleton.faces import mcp_http
+from tests.skeleton.helpers import wait_terminal
+from tests.support.servers import Running
+
+
+async def test_workloads_of_the_active_cluster_over_rest_and_mcp(cp: Running, twin: TwinProcess) -> None:
+    with cp.client() as client:
+        none = client.get("/api/v1/clusters/workloads")
+        assert none.status_code == 412 and none.json()["error"]["code"] == "PRECONDITION_FAILED"
+        ref = client.post(
+            "/api/v1/clusters",
+            json={"clusterTag": "wl", "instanceType": "ml.g6.4xlarge", "instanceCount": 1,
+                  "availabilityZone": "us-west-2c"},
+        )
+        assert ref.status_code == 202, ref.text
+        assert wait_terminal(client, ref.json()["operationId"], timeout=300)["status"] == "SUCCEEDED"
+        result = client.get("/api/v1/clusters/workloads").json()
+        status = client.get("/api/v1/clusters/status").json()
+        only = client.get("/api/v1/clusters/workloads", params={"namespace": "kube-system"}).json()
+        bad = client.get("/api/v1/clusters/workloads", params={"namespace": "Not_A_Namespace"})
+    assert result["clusterTag"] == "wl" and result["namespace"] is None and not result["truncated"]
+    deployments = {(d["namespace"], d["name"]): d for d in result["deployments"]}
+    metrics = deployments[("kube-system", "metrics-server")]
+    assert metrics["replicas"] >= 1 and metrics["readyReplicas"] == metrics["replicas"]
+    services = {(s["namespace"], s["name"]): s for s in result["services"]}
+    assert "443/TCP" in services[("default", "kubernetes")]["ports"]
+    nodes = {n["name"] for n in status["nodes"]}
+    running = [p for p in result["pods"] if p["phase"] == "Running"]
+    assert running and all(p["node"] in nodes for p in running)
+    assert all(p["ready"].count("/") == 1 for p in result["pods"])
+    assert only["namespace"] == "kube-system" and only["pods"]
+    assert {p["namespace"] for p in only["pods"] + only["services"] + only["deployments"]} == {"kube-system"}
+    assert bad.status_code == 422
+    assert bad.json()["error"]["details"]["fields"][0]["field"] == "namespace"
+    async with mcp_http(cp) as mcp:
+        answer = await mcp.call_tool("cluster_list_workloads", {"namespace": "default"})
+        payload = json.loads(answer.content[0].text)
+    assert not answer.isError, payload
+    assert [(s["namespace"], s["name"]) for s in payload["services"]] == [("default", "kubernetes")]
