@@ -117,3 +117,30 @@ def test_websocket_auth_and_live_operation_events(server: Running, tmp_path: Pat
                 seen.append(event["operation"]["status"])
         assert seen[-1] == "SUCCEEDED" and len(seen) >= 2
     client.close()
+
+
+def test_session_store_expiry_limit_and_origin_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    from instantstart.web import sessions as mod
+
+    clock = [1000.0]
+    monkeypatch.setattr(mod.time, "monotonic", lambda: clock[0])
+    store = mod.SessionStore(idle_seconds=60, max_age_seconds=300, limit=2)
+    a = store.create()
+    assert store.get(a.sid) is a and a.csrf != a.sid
+    clock[0] += 59
+    assert store.get(a.sid) is a  # touched: idle time starts again
+    clock[0] += 61
+    assert store.get(a.sid) is None  # idle too long
+    b, c = store.create(), store.create()
+    d = store.create()  # the store is full: the least recently used one goes
+    assert store.get(b.sid) is None and store.get(c.sid) is c and store.get(d.sid) is d
+    for _ in range(6):
+        clock[0] += 55
+        store.get(c.sid)
+    assert store.get(c.sid) is None  # older than max_age_seconds even though in use
+    assert mod.cookie_value('a=1; instantstart_session="x"; b=2', "instantstart_session") == "x"
+    assert mod.cookie_value("garbage;;;=", "instantstart_session") is None
+    assert mod.same_origin("http://127.0.0.1:3099", "127.0.0.1:3099")
+    assert not mod.same_origin("http://127.0.0.1:3099.evil.test", "127.0.0.1:3099")
+    assert not mod.same_origin("null", "127.0.0.1:3099")
+    assert not mod.same_origin("ftp://127.0.0.1:3099", "127.0.0.1:3099")
