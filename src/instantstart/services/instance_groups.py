@@ -30,6 +30,7 @@ GROUP_TIMEOUT = 3 * 3600
 GROUP_NAME = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
 AZ = r"^[a-z]{2}(-gov)?-[a-z]+-\d[a-z]$"
 PLAN_ARN = r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]+:\d{12}:training-plan/[a-zA-Z0-9\-]+$"
+NEEDED_DETAILS = ("vpcId", "securityGroupId", "executionRoleArn", "bucket")
 IMMUTABLE_NOTE = "Capacity type and network interface mode are fixed for the life of the group."
 
 
@@ -193,6 +194,13 @@ async def hyperpod_add_instance_group(ctx: CallContext, req: AddGroupRequest) ->
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
     facts = lookup(req.instance_type, "instanceType")
     check_decision(req, facts)
+    missing = [k for k in NEEDED_DETAILS if not (row.details or {}).get(k)]
+    if missing:
+        raise PreconditionFailed(
+            f"Cluster {tag} has no recorded {', '.join(missing)} (it was imported or its EKS stage did not finish).",
+            hint="Groups are added to clusters this control plane created; for an imported cluster use the "
+            "SageMaker console or CLI.",
+        )
     await validate_zone(ctx, row.region, req.availability_zone)
     cluster = await described(ctx.app, row)
     if find_group(cluster, req.instance_group_name) is not None:
