@@ -152,8 +152,11 @@ async def reconcile_zone(ctx: CallContext, row: ClusterRow, req: AddGroupRequest
         raise field_error(
             "instanceType", f"the training plan reserves {', '.join(sorted(map(str, types)))}, not {itype}"
         )
+    notes = []
+    if plan.get("Status") not in ("Active", None):
+        notes.append(f"The training plan is {plan.get('Status')}; its nodes launch once it is Active.")
     if not zones or req.availability_zone in zones:
-        return req.availability_zone, []
+        return req.availability_zone, notes
     if req.strict_availability_zone or req.subnet_id:
         why = "subnetId is in" if req.subnet_id else "strictAvailabilityZone asks for"
         raise field_error(
@@ -165,7 +168,7 @@ async def reconcile_zone(ctx: CallContext, row: ClusterRow, req: AddGroupRequest
         f"The training plan's capacity is in {zones[0]}; the group is placed in {zones[0]} "
         f"instead of the requested {req.availability_zone}."
     )
-    return zones[0], [note]
+    return zones[0], [*notes, note]
 
 
 @operation(
@@ -210,6 +213,8 @@ async def hyperpod_add_instance_group(ctx: CallContext, req: AddGroupRequest) ->
         )
     az, notes = await reconcile_zone(ctx, row, req, facts.name)
     kind = "TrainingPlan" if req.training_plan_arn else ("Spot" if req.is_spot else "OnDemand")
+    if req.is_spot:
+        notes.append("Spot capacity can be reclaimed at short notice: use it for checkpointed, fault-tolerant work.")
     params = {
         "clusterTag": tag,
         "region": row.region,
