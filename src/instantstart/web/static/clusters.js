@@ -22,6 +22,7 @@ export async function render(view, opArg, shell) {
     h("div", { class: "stack" }, progressCard, listCard)), capacity.el));
 
   let op = null;
+  let listTimer = null;
   async function loadProgress() {
     if (opArg) op = await get(`/operations/${encodeURIComponent(opArg)}`);
     else {
@@ -59,9 +60,11 @@ export async function render(view, opArg, shell) {
     const o = e.detail.operation;
     if (op && o.operationId === op.operationId) { op = o; drawProgress(); }
     else if (!opArg && CLUSTER_KINDS.includes(o.kind) && (!op || o.createdAt > op.createdAt)) { op = o; drawProgress(); }
-    if (CLUSTER_KINDS.includes(o.kind) && ["SUCCEEDED", "FAILED", "CANCELLED"].includes(o.status)) {
-      shell.reloadClusters().catch(() => {});
-      capacity.refresh().catch(() => {});
+    if (CLUSTER_KINDS.includes(o.kind) || o.kind === "cluster_switch") {
+      // Stage changes show in the cluster list too (debounced: progress events can be frequent).
+      clearTimeout(listTimer);
+      listTimer = setTimeout(() => shell.reloadClusters().catch(() => {}), 500);
+      if (["SUCCEEDED", "FAILED", "CANCELLED"].includes(o.status)) capacity.refresh().catch(() => {});
     }
   };
   const onClusters = (e) => drawList(e.detail);
@@ -74,7 +77,7 @@ export async function render(view, opArg, shell) {
     refresh: async () => { await Promise.all([loadProgress(), capacity.refresh()]); },
     dispose: () => {
       events.removeEventListener("operation", onOp); events.removeEventListener("clusters", onClusters);
-      clearInterval(ticker); capacity.dispose();
+      clearInterval(ticker); clearTimeout(listTimer); capacity.dispose();
     },
   };
 }

@@ -1,6 +1,6 @@
 // Operations: every operation with kind, target, status, stages, error; filter; live detail; retry and cancel.
 import { get, post } from "./api.js";
-import { badge, elapsed, errorBox, h, replace, stageElapsed, table, tick, when } from "./dom.js";
+import { badge, confirmDialog, elapsed, errorBox, h, replace, stageElapsed, table, tick, when } from "./dom.js";
 import { events } from "./live.js";
 
 const STATUSES = ["", "PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"];
@@ -18,7 +18,7 @@ export function progressPanel(op, shell, onChange) {
     try { await post(`/operations/${op.operationId}/retry`, {}); onChange?.(); } catch (err) { shell.fail(err); button.disabled = false; }
   };
   const cancel = async (button) => {
-    if (!confirm(`Cancel ${op.kind} ${op.operationId}? Finished stages stay; retry resumes it.`)) return;
+    if (!(await confirmDialog(`Cancel ${op.kind}?`, `${op.operationId}: the running stage stops; finished stages stay, and Retry resumes it.`, "Cancel operation"))) return;
     button.disabled = true;
     try { await post(`/operations/${op.operationId}/cancel`, {}); onChange?.(); } catch (err) { shell.fail(err); button.disabled = false; }
   };
