@@ -109,14 +109,14 @@ class Kubelet(Controller):
         phase = pod.get("status", {}).get("phase", "Pending")
         if phase == "Pending" and not run.starting and is_ready(node):
             run.starting = True
-            self._creating(pod, run)
+            self._creating(pod, run, node)
             delay = kobj.float_annotation(pod, kobj.START_SECONDS, self.sim.config.pod_start_seconds)
             self.sim.after(delay, lambda: self._start(ns, name, run.uid))
 
-    def _creating(self, pod: Obj, run: _Run) -> None:
+    def _creating(self, pod: Obj, run: _Run, node: Obj) -> None:
         """Bound but not started: containers wait in ContainerCreating (what `kubectl get pods` shows)."""
         status = dict(pod.get("status") or {})
-        status["hostIP"] = status.get("hostIP") or ""
+        status["hostIP"] = _internal_ip(node)
         status["containerStatuses"] = [
             {
                 **_container_status(c, running_since=None, ready=False, restarts=run.crashes),
