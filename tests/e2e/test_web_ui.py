@@ -35,8 +35,10 @@ def test_sign_in_keeps_the_token_out_of_the_browser(page: Any, served: Served) -
     page.get_by_label("API token").fill("not-the-token")
     page.get_by_role("button", name="Sign in").click()
     expect(page.locator("#token-error")).to_have_text("That is not the API token of this server.")
-    page.get_by_label("API token").fill(served.token)
-    page.get_by_role("button", name="Sign in").click()
+    # Keyboard only: the token field has the focus, Enter submits.
+    expect(page.get_by_label("API token")).to_be_focused()
+    page.keyboard.type(served.token)
+    page.keyboard.press("Enter")
     expect(page.get_by_role("link", name="Cluster Management")).to_be_visible()
     expect(page.locator("#live")).to_have_text("live")
     cookies = page.context.cookies()
@@ -76,6 +78,15 @@ def test_bad_cidr_shows_the_api_message_beside_the_field(page: Any, served: Serv
         expect(page.locator("#create .form-error")).to_contain_text(expected["message"])
         assert api.get("/api/v1/operations").json()["total"] == 0
     shot(page, "02-bad-cidr")
+    # The import form shows the API's message beside its field too.
+    page.get_by_text("Import an existing cluster").click()
+    page.get_by_label("EKS cluster name").fill("not a name!")
+    page.get_by_role("button", name="Import").click()
+    with served.api() as api:
+        refused = api.post("/api/v1/clusters/import", json={"eksClusterName": "not a name!"}).json()["error"]
+    expect(page.locator('.field-error[data-for="eksClusterName"]')).to_have_text(
+        refused["details"]["fields"][0]["message"]
+    )
     page.goto(served.url + "/#/monitoring")
     expect(page.locator("#summary")).to_contain_text("No cluster is active")
 
