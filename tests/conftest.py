@@ -27,6 +27,7 @@ os.environ.setdefault("INSTANTSTART_HELM_PATH", str(_HELM))
 
 from tests.support.databases import new_database_url  # noqa: E402 (after the environment is pinned)
 from tests.support.servers import Running, thread_server  # noqa: E402
+from tests.support.twin import cp, twin, twin_process  # noqa: E402,F401 (fixtures for every test directory)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -1,68 +1,7 @@
-"""Integration fixtures: the digital twin as a separate process, and the control plane pointed at it."""
+"""Integration tests use the twin fixtures of tests/support/twin.py (registered in tests/conftest.py)."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from pathlib import Path
+from tests.support.twin import TWIN_CLOCK_SCALE, twin_client
 
-import httpx
-import pytest
-
-from instantstart.twin_process import TwinProcess, start_twin
-from tests.support.servers import Running, thread_server
-
-# Twin seconds per real second: EKS (600 twin s) comes up in about a second.
-TWIN_CLOCK_SCALE = 500.0
-
-
-@pytest.fixture(scope="session")
-def twin_process() -> Iterator[TwinProcess]:
-    """One twin for the session (reset between tests)."""
-    twin = start_twin(clock_scale=TWIN_CLOCK_SCALE)
-    try:
-        yield twin
-    finally:
-        twin.stop()
-
-
-@pytest.fixture
-def twin(twin_process: TwinProcess) -> TwinProcess:
-    """A clean twin account."""
-    response = httpx.post(twin_process.endpoint_url + "/_twin/reset", timeout=60)
-    response.raise_for_status()
-    return twin_process
-
-
-@pytest.fixture
-def cp(twin: TwinProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Running]:
-    """The control plane (in a thread, on SQLite) using the twin as its AWS account."""
-    for key, value in twin.env.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setenv("INSTANTSTART_AWS_ENDPOINT_URL", twin.endpoint_url)
-    with thread_server(
-        tmp_path / "data",
-        f"sqlite:///{tmp_path / 'state.db'}",
-        aws_endpoint_url=twin.endpoint_url,
-        aws_region=twin.env["AWS_REGION"],
-        poll_seconds=0.2,
-        status_cache_seconds=1.0,
-        helm_repository_url=twin.info.get("chart_repo_url"),
-    ) as running:
-        yield running
-
-
-def twin_client(twin: TwinProcess, service: str) -> object:
-    """A boto3 client on the twin, for assertions about what the control plane created."""
-    import boto3
-
-    return boto3.client(
-        service,
-        endpoint_url=twin.endpoint_url,
-        region_name=twin.env["AWS_REGION"],
-        aws_access_key_id=twin.env["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=twin.env["AWS_SECRET_ACCESS_KEY"],
-    )
-
-
-__all__ = ["os", "twin_client"]
+__all__ = ["TWIN_CLOCK_SCALE", "twin_client"]

@@ -29,14 +29,24 @@ def tagged_leftovers(twin: TwinProcess, tag: str) -> dict[str, list[str]]:
         "vpcs": [v["VpcId"] for v in ec2.describe_vpcs(Filters=f)["Vpcs"]],
         "subnets": [s["SubnetId"] for s in ec2.describe_subnets(Filters=f)["Subnets"]],
         "nats": [
-            n["NatGatewayId"] for n in ec2.describe_nat_gateways(Filters=f)["NatGateways"] if n["State"] != "deleted"
+            n["NatGatewayId"]
+            for n in ec2.describe_nat_gateways(Filters=f)["NatGateways"]
+            # moto ignores tag filters on DescribeNatGateways: check each gateway's own tags.
+            if n["State"] != "deleted" and {"Key": TAG, "Value": tag} in n.get("Tags", [])
         ],
         "route_tables": [t["RouteTableId"] for t in ec2.describe_route_tables(Filters=f)["RouteTables"]],
         "igws": [g["InternetGatewayId"] for g in ec2.describe_internet_gateways(Filters=f)["InternetGateways"]],
         "groups": [g["GroupId"] for g in ec2.describe_security_groups(Filters=f)["SecurityGroups"]],
         "eips": [a["AllocationId"] for a in ec2.describe_addresses(Filters=f)["Addresses"]],
         "roles": roles,
-        "oidc": [p["Arn"] for p in iam.list_open_id_connect_providers()["OpenIDConnectProviderList"]],
+        "oidc": [
+            p["Arn"]
+            for p in iam.list_open_id_connect_providers()["OpenIDConnectProviderList"]
+            if any(
+                t["Key"] == TAG and t["Value"] == tag
+                for t in iam.list_open_id_connect_provider_tags(OpenIDConnectProviderArn=p["Arn"])["Tags"]
+            )
+        ],
         "eks": [c for c in eks.list_clusters()["clusters"] if c.endswith(tag)],
         "hyperpod": [
             c["ClusterName"] for c in sm.list_clusters()["ClusterSummaries"] if c["ClusterName"].endswith(tag)
@@ -127,3 +137,18 @@ def test_load_balancer_services_are_deleted_first(cp: Running, twin: TwinProcess
         assert view["status"] == "SUCCEEDED", view
         assert view["stages"][0]["outputs"]["deleted"] == len(plan["resources"])
     assert all(not v for v in tagged_leftovers(twin, "del3").values())
+
+
+def test_deleting_one_cluster_leaves_its_neighbour_alone(cp: Running, twin: TwinProcess) -> None:
+    with cp.client() as client:
+        make_eks(client, "keep1")
+        make_eks(client, "gone1")
+        before = tagged_leftovers(twin, "keep1")
+        plan = client.get("/api/v1/clusters/gone1/deletion-plan").json()
+        mine = {r["resourceId"] for r in plan["resources"]}
+        shared = mine & {x for values in before.values() for x in values}
+        assert not shared, shared
+        go = client.post("/api/v1/clusters/gone1/delete", json={"planDigest": plan["planDigest"]}).json()
+        assert wait_terminal(client, go["operationId"], timeout=180)["status"] == "SUCCEEDED"
+    assert tagged_leftovers(twin, "keep1") == before
+    assert all(not v for v in tagged_leftovers(twin, "gone1").values())

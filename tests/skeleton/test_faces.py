@@ -100,7 +100,9 @@ async def test_server_name_is_hypd_inst(server: Running) -> None:
     assert init.serverInfo.name == SERVER_NAME
 
 
-async def test_faces_agree_on_validation_errors_and_results(server: Running, tmp_path: Any) -> None:
+async def test_faces_agree_on_validation_errors_and_results(cp: Running, tmp_path: Any) -> None:
+    """Against the control plane on the twin, so operations that call AWS give real answers."""
+    server = cp
     seed_cluster(server)
     async with mcp_http(server) as http_session, mcp_stdio(server) as stdio_session:
 

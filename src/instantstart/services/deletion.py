@@ -21,6 +21,7 @@ from instantstart.operations.runner import StageContext
 from instantstart.services.cluster_eks import cluster_target
 from instantstart.services.clusters import ACTIVE_CLUSTER_KEY, get_cluster
 from instantstart.services.ledger import TAG_CLUSTER, mark_deleted, resources_of
+from instantstart.services.network import tagged
 from instantstart.services.stagekit import blocking, wait_until
 from instantstart.store.models import ClusterRow, ResourceRow, StateRow
 
@@ -93,27 +94,34 @@ def _rank(resource_type: str) -> int:
 
 
 def _tag_scan(app: AppContext, row: ClusterRow) -> list[tuple[str, str]]:
-    """Network resources carrying the cluster tag (orphans a crash may have left out of the ledger)."""
+    """Network resources carrying the cluster tag (orphans a crash may have left out of the ledger).
+    Tags are checked on each item as well as asked of EC2 (see network.tagged)."""
     ec2 = app.aws.client("ec2", row.region)
     f = [{"Name": f"tag:{TAG_CLUSTER}", "Values": [row.tag]}]
+
+    def mine(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return tagged(items, row.tag)
+
     found: list[tuple[str, str]] = []
-    found += [("ec2:vpc", v["VpcId"]) for v in ec2.describe_vpcs(Filters=f)["Vpcs"]]
-    found += [("ec2:subnet", s["SubnetId"]) for s in ec2.describe_subnets(Filters=f)["Subnets"]]
+    found += [("ec2:vpc", v["VpcId"]) for v in mine(ec2.describe_vpcs(Filters=f)["Vpcs"])]
+    found += [("ec2:subnet", s["SubnetId"]) for s in mine(ec2.describe_subnets(Filters=f)["Subnets"])]
     found += [
         ("ec2:nat-gateway", n["NatGatewayId"])
-        for n in ec2.describe_nat_gateways(Filters=f)["NatGateways"]
+        for n in mine(ec2.describe_nat_gateways(Filters=f)["NatGateways"])
         if n.get("State") not in ("deleted", "deleting")
     ]
-    found += [("ec2:route-table", t["RouteTableId"]) for t in ec2.describe_route_tables(Filters=f)["RouteTables"]]
+    found += [("ec2:route-table", t["RouteTableId"]) for t in mine(ec2.describe_route_tables(Filters=f)["RouteTables"])]
     found += [
         ("ec2:internet-gateway", g["InternetGatewayId"])
-        for g in ec2.describe_internet_gateways(Filters=f)["InternetGateways"]
+        for g in mine(ec2.describe_internet_gateways(Filters=f)["InternetGateways"])
     ]
-    found += [("ec2:security-group", g["GroupId"]) for g in ec2.describe_security_groups(Filters=f)["SecurityGroups"]]
-    found += [("ec2:elastic-ip", a["AllocationId"]) for a in ec2.describe_addresses(Filters=f)["Addresses"]]
+    found += [
+        ("ec2:security-group", g["GroupId"]) for g in mine(ec2.describe_security_groups(Filters=f)["SecurityGroups"])
+    ]
+    found += [("ec2:elastic-ip", a["AllocationId"]) for a in mine(ec2.describe_addresses(Filters=f)["Addresses"])]
     found += [
         ("ec2:vpc-endpoint", e["VpcEndpointId"])
-        for e in ec2.describe_vpc_endpoints(Filters=f)["VpcEndpoints"]
+        for e in mine(ec2.describe_vpc_endpoints(Filters=f)["VpcEndpoints"])
         if e.get("State", "").lower() not in ("deleted", "deleting")
     ]
     return found

@@ -300,8 +300,8 @@ async def validate_zone(ctx: CallContext, region: str, az: str, field: str = "av
     path="/clusters/hyperpod",
     completion="hyperpod_get_creation_status",
     example={
-        "AcceleratedInstanceType": "ml.g6.4xlarge",
-        "AcceleratedInstanceCount": 1,
+        "acceleratedInstanceType": "ml.g6.4xlarge",
+        "acceleratedInstanceCount": 1,
         "availabilityZone": "us-west-2c",
     },
 )

@@ -61,6 +61,18 @@ class NetCtx:
         return found
 
 
+def tagged(items: list[dict[str, Any]], cluster_tag: str, role: str | None = None) -> list[dict[str, Any]]:
+    """Keep only resources whose own tags name this cluster (and role). Filters are asked of EC2 too, but
+    not every implementation honours tag filters on every describe call, and adopting or deleting
+    another cluster's resource must never happen."""
+
+    def matches(item: dict[str, Any]) -> bool:
+        tags = {t["Key"]: t["Value"] for t in item.get("Tags", []) or []}
+        return tags.get(TAG_CLUSTER) == cluster_tag and (role is None or tags.get(TAG_ROLE) == role)
+
+    return [i for i in items if matches(i)]
+
+
 def _call(action: str, fn: Any, **kwargs: Any) -> Any:
     try:
         return fn(**kwargs)
@@ -168,9 +180,14 @@ def ensure_nat_gateway(n: NetCtx, vpc_id: str, public_subnet_id: str) -> str:
         n.ec2.describe_nat_gateways,
         Filters=[*n.filters("nat", vpc_id), {"Name": "state", "Values": ["pending", "available"]}],
     )
-    if found["NatGateways"]:
-        return str(found["NatGateways"][0]["NatGatewayId"])
-    addresses = _call("find NAT address", n.ec2.describe_addresses, Filters=n.filters("nat-eip"))["Addresses"]
+    nats = tagged(found["NatGateways"], n.cluster_tag, "nat")
+    if nats:
+        return str(nats[0]["NatGatewayId"])
+    addresses = tagged(
+        _call("find NAT address", n.ec2.describe_addresses, Filters=n.filters("nat-eip"))["Addresses"],
+        n.cluster_tag,
+        "nat-eip",
+    )
     if addresses:
         allocation = addresses[0]["AllocationId"]
     else:
