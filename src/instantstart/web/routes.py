@@ -93,6 +93,7 @@ def add_web_routes(app: FastAPI, token: str, sessions: SessionStore) -> None:
         if not supplied or not hmac.compare_digest(supplied.encode(), token.encode()):
             limiter.failed()
             return _page(request, "signin.html", 401, error="That is not the API token of this server.")
+        sessions.drop(cookie_value(request.headers.get("cookie"), SESSION_COOKIE))  # never reuse an old id
         session = sessions.create()
         response = RedirectResponse("/", status_code=303)
         response.set_cookie(
