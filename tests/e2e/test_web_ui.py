@@ -6,10 +6,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import Served, shot
+from tests.e2e.conftest import CLOCK_SCALE, Served, shot
 
 pytestmark = pytest.mark.e2e
 
@@ -91,10 +92,15 @@ def test_bad_cidr_shows_the_api_message_beside_the_field(page: Any, served: Serv
     expect(page.locator("#summary")).to_contain_text("No cluster is active")
 
 
+def twin_clock(served: Served, scale: float) -> None:
+    httpx.post(served.twin_url + "/_twin/clock", json={"scale": scale}, timeout=10).raise_for_status()
+
+
 def test_create_cluster_through_the_form_and_reload_midway(page: Any, served: Served) -> None:
     page.goto(served.url + "/#/clusters")
     fill_create_form(page, "webui")
     expect(page.locator("#create .preflight")).to_contain_text("No blockers")
+    twin_clock(served, 10)  # EKS takes a minute of real time now: the reload surely lands mid-operation
     page.get_by_role("button", name="Create cluster").click()
     page.wait_for_url(re.compile(r"#/clusters/op-[0-9a-f]+$"))
     op_id = page.url.rsplit("/", 1)[1]
@@ -110,6 +116,7 @@ def test_create_cluster_through_the_form_and_reload_midway(page: Any, served: Se
         listing = api.get("/api/v1/operations", params={"kind": "cluster_create"}).json()
         assert listing["total"] == 1 and listing["operations"][0]["operationId"] == op_id
         assert listing["operations"][0]["status"] in ("PENDING", "RUNNING")
+    twin_clock(served, CLOCK_SCALE)
     for stage in STAGES:
         expect(panel.locator(f'li[data-stage="{stage}"]')).to_have_attribute(
             "data-status", "SUCCEEDED", timeout=240_000
@@ -171,8 +178,6 @@ def test_capacity_add_a_spot_group_scale_it_and_reboot_a_node(page: Any, served:
 
 
 def test_a_failed_stage_shows_the_error_and_retry_resumes_the_same_operation(page: Any, served: Served) -> None:
-    import httpx
-
     fault = {
         "kind": "error",
         "service": "sagemaker",
