@@ -115,7 +115,7 @@ def test_websocket_auth_and_live_operation_events(server: Running, tmp_path: Pat
             event = json.loads(socket.recv(timeout=20))
             if event["type"] == "operation" and event["operation"]["operationId"] == ref["operationId"]:
                 seen.append(event["operation"]["status"])
-        assert seen[-1] == "SUCCEEDED" and len(seen) >= 2
+        assert seen[-1] == "SUCCEEDED"  # changes are coalesced per id, so intermediate states may be skipped
     client.close()
 
 
