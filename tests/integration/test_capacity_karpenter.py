@@ -142,3 +142,32 @@ def test_karpenter_scales_up_consolidates_and_uninstalls_cleanly(
     with pytest.raises(iam.exceptions.NoSuchEntityException):
         iam.get_role(RoleName="instantstart-kp1-hp-autoscaling")
     assert sm.describe_cluster(ClusterName="hp-cluster-kp1")["NodeRecovery"] == "Automatic"
+
+
+def test_karpenter_key_of_the_advanced_features(cp: Running, twin: TwinProcess) -> None:
+    sm: Any = twin_client(twin, "sagemaker")
+    with cp.client() as client:
+        make_hyperpod(client, "kp2")
+        empty = client.post("/api/v1/capacity/advanced-features", json={})
+        assert empty.status_code == 422 and "karpenter" in empty.json()["error"]["message"]
+        # Off while it was never on: an explicit diff with nothing to remove.
+        off = client.post("/api/v1/capacity/advanced-features", json={"karpenter": {"enabled": False}})
+        assert off.status_code == 202 and off.json()["statusTool"] == "hyperpod_get_advanced_features", off.text
+        assert wait_terminal(client, off.json()["operationId"], timeout=60)["status"] == "SUCCEEDED"
+        # On with no group at count 0: refused with the reason.
+        refused = client.post("/api/v1/capacity/advanced-features", json={"karpenter": {"enabled": True}})
+        assert refused.status_code == 412 and "No instance group" in refused.json()["error"]["message"]
+        assert add_group(client, instanceGroupName="auto-b", instanceType="ml.g6.12xlarge", instanceCount=0,
+                         availabilityZone="us-west-2c")["status"] == "SUCCEEDED"
+    [on] = mcp_calls(cp, [("hyperpod_update_advanced_features",
+                           {"karpenter": {"enabled": True, "consolidationPolicy": "WhenEmpty"}})])
+    with cp.client() as client:
+        assert wait_terminal(client, on["operationId"], timeout=120)["status"] == "SUCCEEDED"
+        features = client.get("/api/v1/capacity/advanced-features").json()
+        karpenter = features["karpenter"]
+        assert karpenter["state"] == "ENABLED" and karpenter["settings"]["instanceGroups"] == ["auto-b"]
+        assert karpenter["nodePool"]["spec"]["disruption"]["consolidationPolicy"] == "WhenEmpty"
+        off = client.post("/api/v1/capacity/advanced-features", json={"karpenter": {"enabled": False}})
+        assert wait_terminal(client, off.json()["operationId"], timeout=120)["status"] == "SUCCEEDED"
+        assert client.get("/api/v1/capacity/advanced-features").json()["karpenter"]["state"] == "DISABLED"
+    assert sm.describe_cluster(ClusterName="hp-cluster-kp2")["AutoScaling"]["Mode"] == "Disable"

@@ -19,6 +19,7 @@ MODULES = (
     "nodes",
     "nodegroups",
     "karpenter",
+    "advanced_features",
     "kube_resources",
 )
 
