@@ -58,14 +58,7 @@ def add_routes(app: FastAPI, catalog: Catalog, context: AppContext) -> None:
                 args = json.loads(raw)
             except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                 raise InvalidInput(f"Invalid input: (body): not valid JSON ({exc})") from None
-        call = CallContext(
-            app=context,
-            idempotency_key=request.headers.get("idempotency-key"),
-            request_id=request_id_var.get(),
-            face="rest",
-        )
-        result = await invoke_spec(spec, args, call)
-        return JSONResponse(result, status_code=202 if spec.mutating else 200)
+        return await respond(spec, args, request, context)
 
     app.add_api_route(API_PREFIX + "/tools/{name}", call_tool, methods=["POST"], include_in_schema=False)
     for spec in catalog:
@@ -78,17 +71,21 @@ def add_routes(app: FastAPI, catalog: Catalog, context: AppContext) -> None:
         )
 
 
+async def respond(spec: OperationSpec, args: Any, request: Request, context: AppContext) -> Response:
+    """Invoke the operation for a REST request: 202 for mutations, 200 for reads."""
+    call = CallContext(
+        app=context,
+        idempotency_key=request.headers.get("idempotency-key"),
+        request_id=request_id_var.get(),
+        face="rest",
+    )
+    result = await invoke_spec(spec, args, call)
+    return JSONResponse(result, status_code=202 if spec.mutating else 200)
+
+
 def _endpoint(spec: OperationSpec, context: AppContext) -> Any:
     async def endpoint(request: Request) -> Response:
-        args = await read_arguments(spec, request)
-        call = CallContext(
-            app=context,
-            idempotency_key=request.headers.get("idempotency-key"),
-            request_id=request_id_var.get(),
-            face="rest",
-        )
-        result = await invoke_spec(spec, args, call)
-        return JSONResponse(result, status_code=202 if spec.mutating else 200)
+        return await respond(spec, await read_arguments(spec, request), request, context)
 
     endpoint.__name__ = spec.name
     return endpoint

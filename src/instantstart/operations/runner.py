@@ -137,6 +137,23 @@ class Runner:
             poll_after_seconds=poll_after_seconds,
         )
 
+    async def replay(
+        self, kind: str, idempotency_key: str | None, *, status_tool: str, poll_after_seconds: int = 10
+    ) -> OperationRef | None:
+        """The reference of the operation already recorded under this idempotency key, if any (handlers
+        that do work before submitting check this first, so a retry repeats none of it)."""
+        if not idempotency_key:
+            return None
+        existing = await to_thread.run_sync(self.store.find_by_key, kind, idempotency_key)
+        if existing is None:
+            return None
+        return OperationRef(
+            operation_id=existing.operation_id,
+            status=existing.status,
+            status_tool=status_tool,
+            poll_after_seconds=poll_after_seconds,
+        )
+
     # -- the loop ----------------------------------------------------------------------------
     async def _loop(self) -> None:
         while True:

@@ -111,10 +111,7 @@ async def cluster_create(ctx: CallContext, req: CreateClusterRequest) -> Operati
             }
         ),
     )
-    if (
-        not ctx.idempotency_key
-        or await to_thread.run_sync(ctx.app.runner.store.find_by_key, "cluster_create", ctx.idempotency_key) is None
-    ):
+    if await ctx.app.runner.replay("cluster_create", ctx.idempotency_key, status_tool="cluster_get_status") is None:
         preflight = await to_thread.run_sync(
             plan,
             ctx,

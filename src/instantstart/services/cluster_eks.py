@@ -8,12 +8,11 @@ from typing import Any
 
 from anyio import to_thread
 from pydantic import Field
-from sqlalchemy.exc import IntegrityError
 
 from instantstart.catalog import operation
 from instantstart.catalog.base import NoInput, WireModel
 from instantstart.context import CallContext
-from instantstart.errors import Conflict, InvalidInput
+from instantstart.errors import InvalidInput
 from instantstart.manifests.network import AddressPlan, validate_plan
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
@@ -21,7 +20,7 @@ from instantstart.operations.runner import StageContext
 from instantstart.services import eks as eks_svc
 from instantstart.services import iam as iam_svc
 from instantstart.services import network as net
-from instantstart.services.clusters import get_cluster, resolve_tag
+from instantstart.services.clusters import get_cluster, insert_cluster, resolve_tag
 from instantstart.services.stagekit import blocking, mark, project_bucket, wait_until
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow, utcnow
@@ -100,27 +99,19 @@ def new_tag() -> str:
 
 def register_cluster(db: Database, tag: str, region: str, details: dict[str, Any]) -> None:
     """Insert the cluster row; a tag in use is a Conflict."""
-    try:
-        with db.session() as session:
-            session.add(
-                ClusterRow(
-                    tag=tag,
-                    region=region,
-                    eks_cluster_name=eks_svc.eks_cluster_name(tag),
-                    hyperpod_cluster_name=hyperpod_cluster_name(tag),
-                    imported=False,
-                    stages={"eks": "PENDING"},
-                    details=details,
-                    created_at=utcnow(),
-                    updated_at=utcnow(),
-                )
-            )
-    except IntegrityError:
-        raise Conflict(
-            f"The cluster tag {tag!r} is already in use.",
-            hint="Choose another clusterTag, or continue with the existing cluster (cluster_list_all).",
-            details={"fields": [{"field": "clusterTag", "message": "already in use"}]},
-        ) from None
+    now = utcnow()
+    row = ClusterRow(
+        tag=tag,
+        region=region,
+        eks_cluster_name=eks_svc.eks_cluster_name(tag),
+        hyperpod_cluster_name=hyperpod_cluster_name(tag),
+        imported=False,
+        stages={"eks": "PENDING"},
+        details=details,
+        created_at=now,
+        updated_at=now,
+    )
+    insert_cluster(db, row, hint="Choose another clusterTag, or continue with the existing cluster (cluster_list_all).")
 
 
 async def submit_pipeline(
@@ -128,15 +119,9 @@ async def submit_pipeline(
 ) -> OperationRef:
     """Record the cluster (if new) and the operation; an idempotent retry returns the same operation."""
     runner = ctx.app.runner
-    if ctx.idempotency_key:
-        existing = await to_thread.run_sync(runner.store.find_by_key, kind, ctx.idempotency_key)
-        if existing is not None:
-            return OperationRef(
-                operation_id=existing.operation_id,
-                status=existing.status,
-                status_tool=status_tool,
-                poll_after_seconds=30,
-            )
+    replayed = await runner.replay(kind, ctx.idempotency_key, status_tool=status_tool, poll_after_seconds=30)
+    if replayed is not None:
+        return replayed
     await to_thread.run_sync(register_cluster, ctx.app.db, tag, region, {"requested": params})
     return await runner.submit(
         kind,

@@ -6,19 +6,18 @@ from typing import Any
 
 from anyio import to_thread
 from pydantic import Field
-from sqlalchemy.exc import IntegrityError
 
 from instantstart.aws.errors import translate
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import CallContext
-from instantstart.errors import Conflict, NotFound
+from instantstart.errors import NotFound
 from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.runner import StageContext
 from instantstart.services import eks as eks_svc
 from instantstart.services.cluster_eks import cluster_target
-from instantstart.services.clusters import update_cluster
+from instantstart.services.clusters import insert_cluster, update_cluster
 from instantstart.services.stagekit import blocking
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow, utcnow
@@ -84,27 +83,19 @@ def register_import(db: Database, tag: str, region: str, details: dict[str, Any]
     stages = {"eks": "SUCCEEDED" if details.get("eksStatus") == "ACTIVE" else str(details.get("eksStatus"))}
     if details.get("hyperpodClusterName"):
         stages["hyperpod"] = "SUCCEEDED" if details.get("hyperpodStatus") == "InService" else "RUNNING"
-    try:
-        with db.session() as session:
-            session.add(
-                ClusterRow(
-                    tag=tag,
-                    region=region,
-                    eks_cluster_name=details["eksClusterName"],
-                    hyperpod_cluster_name=details.get("hyperpodClusterName"),
-                    imported=True,
-                    stages=stages,
-                    details=details,
-                    created_at=utcnow(),
-                    updated_at=utcnow(),
-                )
-            )
-    except IntegrityError:
-        raise Conflict(
-            f"The cluster tag {tag!r} is already in use.",
-            hint="Pass another clusterTag.",
-            details={"fields": [{"field": "clusterTag", "message": "already in use"}]},
-        ) from None
+    now = utcnow()
+    row = ClusterRow(
+        tag=tag,
+        region=region,
+        eks_cluster_name=details["eksClusterName"],
+        hyperpod_cluster_name=details.get("hyperpodClusterName"),
+        imported=True,
+        stages=stages,
+        details=details,
+        created_at=now,
+        updated_at=now,
+    )
+    insert_cluster(db, row, hint="Pass another clusterTag.")
 
 
 async def stage_detect(stage: StageContext) -> dict[str, Any]:
@@ -137,15 +128,11 @@ async def cluster_import(ctx: CallContext, req: ImportRequest) -> OperationRef:
     it: detects its network, add-ons and HyperPod cluster. Deleting an imported cluster never removes what
     this control plane did not create. The EKS cluster must exist (NOT_FOUND otherwise)."""
     region = req.region or ctx.app.settings.aws_region
-    if ctx.idempotency_key:
-        existing = await to_thread.run_sync(ctx.app.runner.store.find_by_key, "cluster_import", ctx.idempotency_key)
-        if existing is not None:
-            return OperationRef(
-                operation_id=existing.operation_id,
-                status=existing.status,
-                status_tool="cluster_list_all",
-                poll_after_seconds=2,
-            )
+    replayed = await ctx.app.runner.replay(
+        "cluster_import", ctx.idempotency_key, status_tool="cluster_list_all", poll_after_seconds=2
+    )
+    if replayed is not None:
+        return replayed
     details = await blocking(detect, ctx.app.aws, req.eks_cluster_name, region)
     tag = req.cluster_tag or derive_tag(req.eks_cluster_name)
     await to_thread.run_sync(register_import, ctx.app.db, tag, region, details)

@@ -8,11 +8,12 @@ from typing import Any
 from anyio import to_thread
 from pydantic import Field
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 
 from instantstart.catalog import operation
 from instantstart.catalog.base import NoInput, WireModel
 from instantstart.context import CallContext
-from instantstart.errors import InstantStartError, NotFound, PreconditionFailed
+from instantstart.errors import Conflict, InstantStartError, NotFound, PreconditionFailed
 from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, StageSpec, TemporaryError
 from instantstart.operations.models import OperationRef
 from instantstart.operations.runner import StageContext
@@ -92,6 +93,19 @@ def get_cluster(db: Database, tag: str) -> ClusterRow:
         hint=f"Known tags: {', '.join(known)}." if known else "Create one with cluster_create_eks or import one.",
         details={"knownTags": list(known)},
     )
+
+
+def insert_cluster(db: Database, row: ClusterRow, *, hint: str) -> None:
+    """Add a cluster row; a tag already in use is a Conflict naming the field."""
+    try:
+        with db.session() as session:
+            session.add(row)
+    except IntegrityError:
+        raise Conflict(
+            f"The cluster tag {row.tag!r} is already in use.",
+            hint=hint,
+            details={"fields": [{"field": "clusterTag", "message": "already in use"}]},
+        ) from None
 
 
 def update_cluster(

@@ -221,15 +221,11 @@ async def cluster_delete(ctx: CallContext, req: DeleteRequest) -> OperationRef:
     success; the project bucket is kept unless deleteBucket is true. Imported clusters keep what this
     control plane did not create."""
     current = await to_thread.run_sync(build_plan, ctx.app, req.cluster_tag, req.delete_bucket)
-    if ctx.idempotency_key:
-        existing = await to_thread.run_sync(ctx.app.runner.store.find_by_key, "cluster_delete", ctx.idempotency_key)
-        if existing is not None:
-            return OperationRef(
-                operation_id=existing.operation_id,
-                status=existing.status,
-                status_tool="operation_get",
-                poll_after_seconds=15,
-            )
+    replayed = await ctx.app.runner.replay(
+        "cluster_delete", ctx.idempotency_key, status_tool="operation_get", poll_after_seconds=15
+    )
+    if replayed is not None:
+        return replayed
     if current.plan_digest != req.plan_digest:
         raise Conflict(
             "The deletion plan changed since it was shown; review it again.",
