@@ -17,6 +17,7 @@ from instantstart.services.clusters import get_cluster, resolve_tag
 from instantstart.services.karpenter import (
     DURATION,
     ClusterOnly,
+    GroupName,
     KarpenterRequest,
     KarpenterStatus,
     enable_params,
@@ -29,7 +30,7 @@ class KarpenterFeature(WireModel):
     """The `karpenter` key: on (with the NodePool's consolidation settings) or off."""
 
     enabled: bool
-    instance_groups: list[str] | None = Field(default=None, max_length=10)
+    instance_groups: list[GroupName] | None = Field(default=None, max_length=10)
     consolidation_policy: Literal["WhenEmptyOrUnderutilized", "WhenEmpty"] = "WhenEmptyOrUnderutilized"
     consolidate_after: str = Field(default="60s", pattern=DURATION)
     budget_nodes: str = Field(default="10%", pattern=r"^([0-9]+%|[0-9]+)$")

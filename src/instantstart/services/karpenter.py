@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, cast
+from typing import Annotated, Any, Literal, cast
 
 from anyio import to_thread
 from kubernetes import client as k8s
@@ -22,13 +22,14 @@ from instantstart.services.cluster_eks import cluster_target
 from instantstart.services.cluster_status import kube_api, kube_call
 from instantstart.services.clusters import get_cluster, resolve_tag, update_cluster
 from instantstart.services.hyperpod import describe_hyperpod
-from instantstart.services.instance_groups import described, find_group, hyperpod_name
+from instantstart.services.instance_groups import GROUP_NAME, described, find_group, hyperpod_name
 from instantstart.services.ledger import mark_deleted, resources_of
 from instantstart.services.stagekit import blocking, wait_until
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag
 
 WAIT = 1800
+GroupName = Annotated[str, Field(pattern=GROUP_NAME, max_length=63)]
 DURATION = r"^(Never|[0-9]+(s|m|h))$"
 
 
@@ -36,7 +37,7 @@ class KarpenterRequest(WireModel):
     """Which instance groups Karpenter scales and how idle capacity is consolidated."""
 
     cluster_tag: ClusterTag | None = None
-    instance_groups: list[str] | None = Field(
+    instance_groups: list[GroupName] | None = Field(
         default=None,
         max_length=m.MAX_GROUPS,
         description="Groups to autoscale (default: every eligible group at count 0). They must be at count 0, "
