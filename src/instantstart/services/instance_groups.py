@@ -244,9 +244,16 @@ async def hyperpod_add_instance_group(ctx: CallContext, req: AddGroupRequest) ->
     )
 
 
-async def wait_group(stage: StageContext, sm: Any, cluster: str, group: str, want: int | None) -> dict[str, Any]:
-    """Until the group is InService with CurrentCount at its target (or `want`); capacity shortages fail."""
-    seen = {e.get("EventId") for e in await blocking(group_events, sm, cluster, group)}
+async def seen_events(sm: Any, cluster: str, group: str) -> set[Any]:
+    """Ids of the group's capacity events so far (taken before a change, so only new ones count)."""
+    return {e.get("EventId") for e in await blocking(group_events, sm, cluster, group)}
+
+
+async def wait_group(
+    stage: StageContext, sm: Any, cluster: str, group: str, want: int | None, seen: set[Any]
+) -> dict[str, Any]:
+    """Until the group is InService with CurrentCount at its target (or `want`); a capacity event not in
+    `seen` fails the stage with CAPACITY_UNAVAILABLE."""
 
     async def settled() -> tuple[bool, str]:
         details = await blocking(describe_hyperpod, sm, cluster)
@@ -311,6 +318,7 @@ async def stage_add(stage: StageContext) -> dict[str, Any]:
     cluster = await blocking(describe_hyperpod, sm, name)
     if cluster is None:
         raise PermanentError(f"HyperPod cluster {name} does not exist.", code="PRECONDITION_FAILED")
+    seen = await seen_events(sm, name, g["name"])
     if find_group(cluster, g["name"]) is None:
         decision = GroupDecision(
             name=g["name"],
@@ -332,7 +340,7 @@ async def stage_add(stage: StageContext) -> dict[str, Any]:
             await blocking(sm.update_cluster, ClusterName=name, InstanceGroups=[instance_group(decision)])
         except Exception as exc:
             raise translate(exc, f"add instance group {g['name']} to {name}") from exc
-    found = await wait_group(stage, sm, name, g["name"], None)
+    found = await wait_group(stage, sm, name, g["name"], None, seen)
     groups = dict(details.get("instanceGroups") or {})
     groups[g["name"]] = {
         "subnetId": subnet["subnetId"],
@@ -436,6 +444,7 @@ async def stage_scale(stage: StageContext) -> dict[str, Any]:
     found = find_group(cluster, name)
     if found is None:
         raise PermanentError(f"Instance group {name} does not exist in {cluster_name}.", code="NOT_FOUND")
+    seen = await seen_events(sm, cluster_name, name)
     if int(found.get("TargetCount", -1)) != int(target):
         spec = resubmit_spec(found, count=int(target))
         await stage.progress(f"UpdateCluster {cluster_name}: {name} {found.get('TargetCount')} -> {target}")
@@ -443,7 +452,7 @@ async def stage_scale(stage: StageContext) -> dict[str, Any]:
             await blocking(sm.update_cluster, ClusterName=cluster_name, InstanceGroups=[spec])
         except Exception as exc:
             raise translate(exc, f"scale instance group {name}") from exc
-    after = await wait_group(stage, sm, cluster_name, name, int(target))
+    after = await wait_group(stage, sm, cluster_name, name, int(target), seen)
     return {
         "instanceGroupName": name,
         "currentCount": after.get("CurrentCount", 0),
