@@ -130,16 +130,27 @@ async def stage_request(stage: StageContext) -> dict[str, Any]:
         raise PermanentError(f"Node {p['nodeId']} is not in {cluster}.", code="NOT_FOUND")
     group = str(node.get("InstanceGroupName"))
     listed = await blocking(sm.list_cluster_nodes, ClusterName=cluster, InstanceGroupNameContains=group)
-    before = [n["InstanceId"] for n in listed.get("ClusterNodeSummaries", []) if n["InstanceGroupName"] == group]
+    mates = [n for n in listed.get("ClusterNodeSummaries", []) if n["InstanceGroupName"] == group]
     status = (node.get("InstanceStatus") or {}).get("Status")
     message = (node.get("InstanceStatus") or {}).get("Message") or ""
     already = (p["action"] == "reboot" and status == "Pending" and "reboot" in message.lower()) or (
         p["action"] != "reboot" and status == "ShuttingDown"
     )
+    launched = _stamp(node.get("LaunchTime"))
+    if already and p["action"] == "replace":
+        # Asked before a restart: the replacement may exist already, so only what ran before the old node counts.
+        mates = [n for n in mates if _stamp(n.get("LaunchTime")) <= launched]
     if not already:
         await stage.progress(f"{p['action']} {p['nodeId']} ({group}, {status})")
         await blocking(batch, sm, cluster, p["nodeId"], p["action"])
-    return {"nodeId": p["nodeId"], "group": group, "before": before}
+    return {"nodeId": p["nodeId"], "group": group, "before": [n["InstanceId"] for n in mates]}
+
+
+def _stamp(value: Any) -> float:
+    """A boto3 timestamp (datetime or epoch seconds) as epoch seconds; 0 when absent."""
+    if value is None:
+        return 0.0
+    return float(value.timestamp()) if hasattr(value, "timestamp") else float(value)
 
 
 async def stage_settle(stage: StageContext) -> dict[str, Any]:
@@ -178,7 +189,7 @@ async def stage_settle(stage: StageContext) -> dict[str, Any]:
         ]
         if not fresh:
             return False, f"{node_id} terminated; waiting for its replacement"
-        new = fresh[0]
+        new = max(fresh, key=lambda n: _stamp(n.get("LaunchTime")))
         status = new["InstanceStatus"]["Status"]
         kube = await blocking(kube_node, app, row, f"hyperpod-{new['InstanceId']}")
         result["newNodeId"] = new["InstanceId"]
