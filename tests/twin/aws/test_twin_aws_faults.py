@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import urllib.error
 from typing import Any
 
 import pytest
@@ -334,6 +335,22 @@ def test_missing_lifecycle_script_fails_nodes_until_uploaded(twin: Twin, env: tu
     assert [n["InstanceStatus"]["Status"] for n in nodes] == ["ShuttingDown"]
     advance(twin, 121)
     assert sm.describe_cluster(ClusterName="lcs-classic")["ClusterStatus"] == "Failed"
+
+
+def test_control_endpoints_refuse_bad_input(twin: Twin) -> None:
+    for path, body, code in (
+        ("nodes/i-0123456789abcdef0/health", {"status": "UnschedulablePendingReplacement"}, 404),
+        ("nodes/i-0123456789abcdef0/health", {"status": "Broken"}, 400),
+        ("faults", {"kind": "meteor"}, 400),
+        ("faults", {"kind": "throttle"}, 400),
+        ("quotas", {"instance_type": "ml.nope.xlarge", "value": 1}, 400),
+        ("clock", {"scale": 0}, 400),
+    ):
+        with pytest.raises(urllib.error.HTTPError) as err:
+            control(twin, path, body)
+        assert err.value.code == code, path
+    quotas = control(twin, "quotas")["quotas"]
+    assert any(q["QuotaName"] == "ml.p5.48xlarge for cluster usage" for q in quotas)
 
 
 def test_clock_and_reset(twin: Twin) -> None:
