@@ -79,8 +79,12 @@ def test_reboot_replace_delete_and_software(cp: Running, twin: TwinProcess, tmp_
         assert listed == {first, third, fresh}
 
         # Delete: the node and its Node go, and the group's target drops so nothing replaces it.
-        ref = client.post("/api/v1/capacity/nodes/delete", json={"nodeId": f"hyperpod-{third}"})
+        body = {"nodeId": f"hyperpod-{third}", "clientToken": "delete-third"}
+        ref = client.post("/api/v1/capacity/nodes/delete", json=body)
         assert wait_terminal(client, ref.json()["operationId"], timeout=120)["status"] == "SUCCEEDED"
+        # A retry with the same clientToken returns the same operation, although the node is gone now.
+        again = client.post("/api/v1/capacity/nodes/delete", json=body)
+        assert again.status_code == 202 and again.json()["operationId"] == ref.json()["operationId"], again.text
         group = sm.describe_cluster(ClusterName="hp-cluster-nd1")["InstanceGroups"][0]
         assert (group["TargetCount"], group["CurrentCount"]) == (2, 2)
         assert f"hyperpod-{third}" not in node_names(core)

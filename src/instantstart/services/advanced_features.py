@@ -64,6 +64,10 @@ async def hyperpod_update_advanced_features(ctx: CallContext, req: UpdateFeature
     enabling is karpenter_install's validated toggle (continuous provisioning required; groups at count 0
     without training plans or deep health checks); disabling removes exactly what enabling created, in
     reverse order (nothing to remove is a no-op)."""
+    for kind in ("karpenter_enable", "karpenter_disable"):
+        replayed = await ctx.app.runner.replay(kind, ctx.idempotency_key, status_tool="hyperpod_get_advanced_features")
+        if replayed is not None:
+            return replayed
     if req.karpenter is None:
         raise InvalidInput(
             "Invalid input: karpenter: no feature key given; nothing to reconcile",

@@ -193,6 +193,9 @@ async def hyperpod_add_instance_group(ctx: CallContext, req: AddGroupRequest) ->
     dedicated subnet that outlives the group so a successor can reuse it. Node recovery stays Automatic;
     onStartDeepHealthChecks runs InstanceStress and InstanceConnectivity. UpdateCluster receives only the
     new group. The operation's result states capacityType, networkInterface, zone and notes."""
+    replayed = await ctx.app.runner.replay("instance_group_add", ctx.idempotency_key, status_tool="operation_get")
+    if replayed is not None:
+        return replayed
     tag = await to_thread.run_sync(resolve_tag, ctx.app.db, req.cluster_tag)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
     facts = lookup(req.instance_type, "instanceType")
@@ -413,6 +416,9 @@ async def hyperpod_scale_instance_group(ctx: CallContext, req: ScaleGroupRequest
     training plan, subnets, scheduled update, image, capacity type, network interface; TargetCount
     becomes InstanceCount), so scaling never resets health-check or EFA settings; only this group is
     sent. Refused for groups HyperPod-managed Karpenter scales (it would undo the change)."""
+    replayed = await ctx.app.runner.replay("instance_group_scale", ctx.idempotency_key, status_tool="operation_get")
+    if replayed is not None:
+        return replayed
     tag = await to_thread.run_sync(resolve_tag, ctx.app.db, req.cluster_tag)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
     if req.name in karpenter_groups(row):
@@ -474,6 +480,9 @@ async def hyperpod_delete_instance_group(ctx: CallContext, req: DeleteGroupReque
     """Delete an instance group (its nodes are terminated; instance volumes are lost) with UpdateCluster's
     InstanceGroupsToDelete. A dedicated subnet made for it (newSubnet) is kept for a successor; the cluster's
     last group and Karpenter-managed groups are refused (cluster_delete; karpenter_uninstall first)."""
+    replayed = await ctx.app.runner.replay("instance_group_delete", ctx.idempotency_key, status_tool="operation_get")
+    if replayed is not None:
+        return replayed
     tag = await to_thread.run_sync(resolve_tag, ctx.app.db, req.cluster_tag)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
     name = req.instance_group_name

@@ -120,6 +120,9 @@ async def karpenter_install(ctx: CallContext, req: KarpenterRequest) -> Operatio
     a NodePool: pending pods scale a group up; idle nodes are consolidated back toward zero
     (consolidationPolicy, consolidateAfter, budgetNodes). Node recovery and health monitoring stay on.
     karpenter_uninstall removes exactly what this created, in reverse order."""
+    replayed = await ctx.app.runner.replay("karpenter_enable", ctx.idempotency_key, status_tool="karpenter_get_status")
+    if replayed is not None:
+        return replayed
     tag = await to_thread.run_sync(resolve_tag, ctx.app.db, req.cluster_tag)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
     params = await enable_params(ctx, row, req)
@@ -144,6 +147,9 @@ async def karpenter_uninstall(ctx: CallContext, req: ClusterOnly) -> OperationRe
     """Disable HyperPod-managed Karpenter: removes exactly what karpenter_install created, in reverse
     order (NodePool, HyperpodNodeClass, cluster autoscaling, the IAM role); groups keep their current
     counts and are scaled by hand again."""
+    replayed = await ctx.app.runner.replay("karpenter_disable", ctx.idempotency_key, status_tool="karpenter_get_status")
+    if replayed is not None:
+        return replayed
     tag = await to_thread.run_sync(resolve_tag, ctx.app.db, req.cluster_tag)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
     if not (row.details or {}).get("karpenter"):

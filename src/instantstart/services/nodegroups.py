@@ -188,6 +188,9 @@ def describe_nodegroup(eks: Any, cluster: str, name: str) -> dict[str, Any] | No
 
 
 async def _submit(ctx: CallContext, tag: str | None, name: str, field: str, kind: str, **extra: Any) -> OperationRef:
+    replayed = await ctx.app.runner.replay(kind, ctx.idempotency_key, status_tool="operation_get")
+    if replayed is not None:
+        return replayed
     resolved = await to_thread.run_sync(resolve_tag, ctx.app.db, tag)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, resolved)
     eks = ctx.app.aws.client("eks", row.region)

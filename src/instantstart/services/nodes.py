@@ -75,7 +75,11 @@ def node_ready(node: dict[str, Any] | None) -> bool:
 
 
 async def submit_node_op(ctx: CallContext, req: NodeRequest, action: str) -> OperationRef:
-    """Check the node exists in the cluster, then submit node_<action>."""
+    """Check the node exists in the cluster, then submit node_<action> (a replayed clientToken returns the
+    operation it started, even once the node is gone)."""
+    replayed = await ctx.app.runner.replay(f"node_{action}", ctx.idempotency_key, status_tool="operation_get")
+    if replayed is not None:
+        return replayed
     tag = await to_thread.run_sync(resolve_tag, ctx.app.db, req.cluster_tag)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
     node = instance_id(req.node_id)
@@ -298,6 +302,9 @@ async def hyperpod_update_software(ctx: CallContext, req: SoftwareRequest) -> Op
     """Patch every instance group of the HyperPod cluster (clusterArn, default the active cluster's)
     to the latest HyperPod AMI release with UpdateClusterSoftware; nodes go SystemUpdating in turn.
     Finished when the cluster is InService and no group's software update is pending or running."""
+    replayed = await ctx.app.runner.replay("hyperpod_software_update", ctx.idempotency_key, status_tool="operation_get")
+    if replayed is not None:
+        return replayed
     if req.cluster_arn:
         row = await to_thread.run_sync(row_by_arn, ctx.app.db, req.cluster_arn)
     else:
