@@ -31,7 +31,7 @@ def tagged_leftovers(twin: TwinProcess, tag: str) -> dict[str, list[str]]:
         "nats": [
             n["NatGatewayId"]
             for n in ec2.describe_nat_gateways(Filters=f)["NatGateways"]
-            # moto ignores tag filters on DescribeNatGateways: check each gateway's own tags.
+            # Check each gateway's own tags as well (the control plane does the same after every filter).
             if n["State"] != "deleted" and {"Key": TAG, "Value": tag} in n.get("Tags", [])
         ],
         "route_tables": [t["RouteTableId"] for t in ec2.describe_route_tables(Filters=f)["RouteTables"]],

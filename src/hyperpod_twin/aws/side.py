@@ -12,6 +12,7 @@ from hyperpod_twin.events import EventBus
 
 from . import (
     dependencies,
+    ec2_fixes,
     eks_access,
     eks_addons,
     eks_clusters,
@@ -48,6 +49,7 @@ class AwsSide:
         # AWS-managed IAM policies (AmazonSageMakerClusterInstanceRolePolicy …) attach only when moto
         # loads them; moto reads this when an IAM backend is created.
         os.environ.setdefault("MOTO_IAM_LOAD_MANAGED_POLICIES", "true")
+        ec2_fixes.install()
         self.faults = FaultBook()
         self.ctx = AwsContext(
             account_id=account_id,
