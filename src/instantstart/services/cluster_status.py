@@ -13,7 +13,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from pydantic import Field
 
-from instantstart.aws.errors import error_code, translate
+from instantstart.aws.errors import translate
 from instantstart.catalog import operation
 from instantstart.catalog.base import NoInput, WireModel
 from instantstart.context import AppContext, CallContext
@@ -29,6 +29,7 @@ from instantstart.errors import (
 from instantstart.manifests.storage import DEFAULT_CLAIM, DEFAULT_NAMESPACE
 from instantstart.operations.kinds import PermanentError, StageSpec, TemporaryError
 from instantstart.operations.runner import StageContext
+from instantstart.services import hyperpod
 from instantstart.services.clusters import get_cluster, resolve_tag
 from instantstart.services.stagekit import mark
 from instantstart.store.models import ClusterRow, utcnow
@@ -118,7 +119,8 @@ def _node_summary(node: dict[str, Any]) -> dict[str, Any]:
         for t in spec.get("taints") or []
     ]
     blocking_taints = [
-        t for t in spec.get("taints") or []
+        t
+        for t in spec.get("taints") or []
         if t.get("effect") in ("NoSchedule", "NoExecute")
         and (t.get("key") == HEALTH_LABEL or str(t.get("key", "")).startswith("node.kubernetes.io/"))
     ]
@@ -215,17 +217,7 @@ def read_claims(api: k8s.ApiClient) -> list[dict[str, Any]]:
 def describe_hyperpod(app: AppContext, row: ClusterRow) -> dict[str, Any] | None:
     """DescribeCluster of the cluster's HyperPod cluster; None when it does not exist (blocking)."""
     sm = app.aws.client("sagemaker", row.region)
-    name = row.hyperpod_cluster_name or f"hp-cluster-{row.tag}"
-    try:
-        found: dict[str, Any] = sm.describe_cluster(ClusterName=name)
-        return found
-    except Exception as exc:
-        code = error_code(exc)
-        if code in ("ResourceNotFound", "ResourceNotFoundException") or (
-            code == "ValidationException" and "not found" in str(exc).lower()
-        ):
-            return None
-        raise translate(exc, f"describe HyperPod cluster {name}") from exc
+    return hyperpod.describe_hyperpod(sm, row.hyperpod_cluster_name or f"hp-cluster-{row.tag}")
 
 
 # -- the status ---------------------------------------------------------------------------------------------
@@ -397,9 +389,7 @@ async def collect_status(app: AppContext, tag: str, claims: tuple[str, ...] = (D
     region, hp_name = row.region, row.hyperpod_cluster_name or f"hp-cluster-{tag}"
     problems: list[str] = []
     base = f"{region}:{row.eks_cluster_name}"
-    hp_task = asyncio.ensure_future(
-        _cached(app, f"sagemaker:{region}:{hp_name}:describe", lambda: describe_hyperpod(app, row))
-    )
+    hp_task = asyncio.ensure_future(hyperpod.cached_describe(app, region, hp_name))
     nodes: list[dict[str, Any]] = []
     used: dict[str, dict[str, int]] = {}
     pvcs: list[dict[str, Any]] = []
@@ -432,8 +422,16 @@ async def collect_status(app: AppContext, tag: str, claims: tuple[str, ...] = (D
             name = g.get("InstanceGroupName", "")
             current, target = int(g.get("CurrentCount") or 0), int(g.get("TargetCount", g.get("CurrentCount")) or 0)
             k8s_ok = sum(1 for n in usable if n["instanceGroup"] == name and n["hyperpodCluster"] in (None, hp_name))
-            groups.append(GroupStatus(name=name, instance_type=g.get("InstanceType"), status=g.get("Status"),
-                                      current_count=current, target_count=target, nodes_ready_schedulable=k8s_ok))
+            groups.append(
+                GroupStatus(
+                    name=name,
+                    instance_type=g.get("InstanceType"),
+                    status=g.get("Status"),
+                    current_count=current,
+                    target_count=target,
+                    nodes_ready_schedulable=k8s_ok,
+                )
+            )
             if current != target or k8s_ok != target:
                 problems.append(
                     f"instance group {name}: {k8s_ok} of {target} nodes Ready and schedulable in Kubernetes "
@@ -443,15 +441,26 @@ async def collect_status(app: AppContext, tag: str, claims: tuple[str, ...] = (D
     totals: dict[str, dict[str, int]] = {}
     for n in nodes:
         alloc = used.get(n["name"], {"gpu": 0, "neuron": 0})
-        node_views.append(NodeStatus(
-            name=n["name"], instance_type=n["instanceType"], instance_group=n["instanceGroup"], zone=n["zone"],
-            ready=n["ready"], schedulable=n["schedulable"], health_status=n["healthStatus"],
-            deep_health_check=n["deepHealthCheck"], fault_reasons=n.get("faultReasons"), taints=n["taints"],
-            gpus=n["gpuAllocatable"],
-            gpus_allocated=alloc["gpu"], neuron_devices=n["neuronAllocatable"],
-        ))
-        t = totals.setdefault(n["instanceType"], dict.fromkeys(
-            ("nodes", "ready", "gpu", "gpuUsed", "gpuFree", "neuron", "neuronUsed"), 0))
+        node_views.append(
+            NodeStatus(
+                name=n["name"],
+                instance_type=n["instanceType"],
+                instance_group=n["instanceGroup"],
+                zone=n["zone"],
+                ready=n["ready"],
+                schedulable=n["schedulable"],
+                health_status=n["healthStatus"],
+                deep_health_check=n["deepHealthCheck"],
+                fault_reasons=n.get("faultReasons"),
+                taints=n["taints"],
+                gpus=n["gpuAllocatable"],
+                gpus_allocated=alloc["gpu"],
+                neuron_devices=n["neuronAllocatable"],
+            )
+        )
+        t = totals.setdefault(
+            n["instanceType"], dict.fromkeys(("nodes", "ready", "gpu", "gpuUsed", "gpuFree", "neuron", "neuronUsed"), 0)
+        )
         t["nodes"] += 1
         t["gpu"] += n["gpuAllocatable"]
         t["gpuUsed"] += alloc["gpu"]
@@ -461,16 +470,34 @@ async def collect_status(app: AppContext, tag: str, claims: tuple[str, ...] = (D
             t["ready"] += 1
             t["gpuFree"] += max(n["gpuAllocatable"] - alloc["gpu"], 0)
         if n["ready"] and _expects_gpu(n["instanceType"]) and n["gpuAllocatable"] == 0 and n["healthStatus"]:
-            problems.append(f"node {n['name']} ({n['instanceType']}) advertises no {GPU}: is the NVIDIA device "
-                            "plugin running (cluster_configure_dependencies)?")
+            problems.append(
+                f"node {n['name']} ({n['instanceType']}) advertises no {GPU}: is the NVIDIA device "
+                "plugin running (cluster_configure_dependencies)?"
+            )
     accelerators = [
-        AcceleratorTotals(instance_type=k, nodes=v["nodes"], nodes_ready=v["ready"], gpu_total=v["gpu"],
-                          gpu_allocated=v["gpuUsed"], gpu_available=v["gpuFree"], neuron_total=v["neuron"],
-                          neuron_allocated=v["neuronUsed"])
+        AcceleratorTotals(
+            instance_type=k,
+            nodes=v["nodes"],
+            nodes_ready=v["ready"],
+            gpu_total=v["gpu"],
+            gpu_allocated=v["gpuUsed"],
+            gpu_available=v["gpuFree"],
+            neuron_total=v["neuron"],
+            neuron_allocated=v["neuronUsed"],
+        )
         for k, v in sorted(totals.items())
     ]
-    storage = [ClaimStatus(namespace=c["namespace"], name=c["name"], phase=c["phase"], bound=c["bound"],
-                           volume_name=c["volumeName"], managed=c["managed"]) for c in pvcs]
+    storage = [
+        ClaimStatus(
+            namespace=c["namespace"],
+            name=c["name"],
+            phase=c["phase"],
+            bound=c["bound"],
+            volume_name=c["volumeName"],
+            managed=c["managed"],
+        )
+        for c in pvcs
+    ]
     if reachable:
         for claim in claims:
             found = next((c for c in storage if c.name == claim and c.namespace == DEFAULT_NAMESPACE), None)
@@ -483,11 +510,24 @@ async def collect_status(app: AppContext, tag: str, claims: tuple[str, ...] = (D
         f"dependency {d.name} is {d.status}{': ' + d.message if d.message else ''}." for d in deps if not d.healthy
     )
     return ClusterStatus(
-        cluster_tag=tag, region=region, ready=not problems, problems=problems, stages=dict(row.stages or {}),
-        latest_operation=await to_thread.run_sync(latest_operation, app, tag), kubernetes_reachable=reachable,
-        hyperpod_cluster_name=hp_name, hyperpod_status=hp_status, instance_groups=groups, nodes=node_views,
-        node_count=len(nodes), nodes_ready_schedulable=len(usable), accelerators=accelerators, storage=storage,
-        dependencies_recorded=recorded, dependencies=deps, checked_at=utcnow(),
+        cluster_tag=tag,
+        region=region,
+        ready=not problems,
+        problems=problems,
+        stages=dict(row.stages or {}),
+        latest_operation=await to_thread.run_sync(latest_operation, app, tag),
+        kubernetes_reachable=reachable,
+        hyperpod_cluster_name=hp_name,
+        hyperpod_status=hp_status,
+        instance_groups=groups,
+        nodes=node_views,
+        node_count=len(nodes),
+        nodes_ready_schedulable=len(usable),
+        accelerators=accelerators,
+        storage=storage,
+        dependencies_recorded=recorded,
+        dependencies=deps,
+        checked_at=utcnow(),
     )
 
 

@@ -10,7 +10,7 @@ from pydantic import AliasChoices, Field
 from instantstart.aws.errors import error_code, translate
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
-from instantstart.context import CallContext
+from instantstart.context import AppContext, CallContext
 from instantstart.errors import InvalidInput, PreconditionFailed
 from instantstart.manifests.hyperpod import (
     DEEP_HEALTH_CHECKS,
@@ -125,16 +125,27 @@ def hyperpod_params(tag: str, region: str, req: HyperPodCreateRequest) -> dict[s
 
 
 def describe_hyperpod(sm: Any, name: str) -> dict[str, Any] | None:
-    """DescribeCluster, or None when it does not exist."""
+    """DescribeCluster, or None when it does not exist (blocking)."""
     try:
         cluster: dict[str, Any] = sm.describe_cluster(ClusterName=name)
         return cluster
     except Exception as exc:
-        if error_code(exc) in ("ResourceNotFound", "ValidationException") and "not found" in str(exc).lower():
-            return None
-        if error_code(exc) == "ResourceNotFound":
+        code = error_code(exc)
+        if code in ("ResourceNotFound", "ResourceNotFoundException") or (
+            code == "ValidationException" and "not found" in str(exc).lower()
+        ):
             return None
         raise translate(exc, f"describe HyperPod cluster {name}") from exc
+
+
+async def cached_describe(app: AppContext, region: str, name: str) -> dict[str, Any] | None:
+    """DescribeCluster through the status cache: every status tool shares one call per interval."""
+
+    async def fetch() -> dict[str, Any] | None:
+        return await blocking(describe_hyperpod, app.aws.client("sagemaker", region), name)
+
+    value: dict[str, Any] | None = await app.cache.get(f"sagemaker:{region}:{name}:describe", fetch)
+    return value
 
 
 def capacity_events(sm: Any, name: str) -> list[dict[str, Any]]:
@@ -346,11 +357,7 @@ async def hyperpod_get_creation_status(ctx: CallContext, req: HyperPodStatusRequ
     name = row.hyperpod_cluster_name or f"hp-cluster-{tag}"
 
     async def look() -> str | None:
-        async def fetch() -> str | None:
-            cluster = await blocking(describe_hyperpod, ctx.app.aws.client("sagemaker", row.region), name)
-            return cluster["ClusterStatus"] if cluster else "NOT_FOUND"
-
-        value: str | None = await ctx.app.cache.get(f"hyperpod:{row.region}:{name}", fetch)
-        return value
+        cluster = await cached_describe(ctx.app, row.region, name)
+        return str(cluster["ClusterStatus"]) if cluster else "NOT_FOUND"
 
     return await stage_status(ctx, tag, "hyperpod", ("hyperpod_create", "cluster_create"), look)
