@@ -12,8 +12,7 @@ from instantstart.catalog.base import WireModel
 from instantstart.context import CallContext
 from instantstart.errors import InvalidInput
 from instantstart.operations.models import OperationRef
-from instantstart.services.cluster_eks import cluster_target
-from instantstart.services.clusters import get_cluster, resolve_tag
+from instantstart.services.clusters import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.karpenter import (
     DURATION,
     ClusterOnly,
@@ -88,13 +87,8 @@ async def hyperpod_update_advanced_features(ctx: CallContext, req: UpdateFeature
         kind, params = "karpenter_enable", await enable_params(ctx, row, wanted)
     else:
         kind, params = "karpenter_disable", {"clusterTag": tag, "region": row.region}
-    return await ctx.app.runner.submit(
-        kind,
-        params,
-        target=cluster_target(tag),
-        idempotency_key=ctx.idempotency_key,
-        status_tool="hyperpod_get_advanced_features",
-        poll_after_seconds=15,
+    return await submit_for_cluster(
+        ctx, kind, tag, params, status_tool="hyperpod_get_advanced_features", poll_after_seconds=15
     )
 
 

@@ -20,7 +20,7 @@ from instantstart.operations.runner import StageContext
 from instantstart.services import eks as eks_svc
 from instantstart.services import iam as iam_svc
 from instantstart.services import network as net
-from instantstart.services.clusters import get_cluster, insert_cluster, resolve_tag
+from instantstart.services.clusters import cluster_target, get_cluster, insert_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.stagekit import blocking, mark, project_bucket, wait_until
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow, utcnow
@@ -32,11 +32,6 @@ EKS_TIMEOUT = 45 * 60
 def hyperpod_cluster_name(tag: str) -> str:
     """`hp-cluster-<tag>`."""
     return f"hp-cluster-{tag}"
-
-
-def cluster_target(tag: str) -> str:
-    """The operations-engine target of a cluster (one active mutation per cluster)."""
-    return f"cluster:{tag}"
 
 
 class CreateEksRequest(WireModel):
@@ -118,19 +113,11 @@ async def submit_pipeline(
     ctx: CallContext, kind: str, tag: str, region: str, params: dict[str, Any], status_tool: str
 ) -> OperationRef:
     """Record the cluster (if new) and the operation; an idempotent retry returns the same operation."""
-    runner = ctx.app.runner
-    replayed = await runner.replay(kind, ctx.idempotency_key, status_tool=status_tool, poll_after_seconds=30)
+    replayed = await ctx.app.runner.replay(kind, ctx.idempotency_key, status_tool=status_tool, poll_after_seconds=30)
     if replayed is not None:
         return replayed
     await to_thread.run_sync(register_cluster, ctx.app.db, tag, region, {"requested": params})
-    return await runner.submit(
-        kind,
-        params,
-        target=cluster_target(tag),
-        idempotency_key=ctx.idempotency_key,
-        status_tool=status_tool,
-        poll_after_seconds=30,
-    )
+    return await submit_for_cluster(ctx, kind, tag, params, status_tool=status_tool, poll_after_seconds=30)
 
 
 async def stage_eks(stage: StageContext) -> dict[str, Any]:

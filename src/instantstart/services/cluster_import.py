@@ -16,8 +16,7 @@ from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, 
 from instantstart.operations.models import OperationRef
 from instantstart.operations.runner import StageContext
 from instantstart.services import eks as eks_svc
-from instantstart.services.cluster_eks import cluster_target
-from instantstart.services.clusters import insert_cluster, update_cluster
+from instantstart.services.clusters import insert_cluster, submit_for_cluster, update_cluster
 from instantstart.services.stagekit import blocking
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow, utcnow
@@ -136,11 +135,11 @@ async def cluster_import(ctx: CallContext, req: ImportRequest) -> OperationRef:
     details = await blocking(detect, ctx.app.aws, req.eks_cluster_name, region)
     tag = req.cluster_tag or derive_tag(req.eks_cluster_name)
     await to_thread.run_sync(register_import, ctx.app.db, tag, region, details)
-    return await ctx.app.runner.submit(
+    return await submit_for_cluster(
+        ctx,
         "cluster_import",
+        tag,
         {"clusterTag": tag, "region": region, "eksClusterName": req.eks_cluster_name},
-        target=cluster_target(tag),
-        idempotency_key=ctx.idempotency_key,
         status_tool="cluster_list_all",
         poll_after_seconds=2,
     )

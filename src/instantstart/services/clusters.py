@@ -95,6 +95,26 @@ def get_cluster(db: Database, tag: str) -> ClusterRow:
     )
 
 
+def cluster_target(tag: str) -> str:
+    """The operations-engine target of a cluster (one active mutation per cluster)."""
+    return f"cluster:{tag}"
+
+
+async def submit_for_cluster(
+    ctx: CallContext, kind: str, tag: str, params: dict[str, Any], *, status_tool: str, poll_after_seconds: int
+) -> OperationRef:
+    """Record a mutation of one cluster: the cluster is the target (one at a time), the caller's
+    idempotency key makes a retry return the same operation."""
+    return await ctx.app.runner.submit(
+        kind,
+        params,
+        target=cluster_target(tag),
+        idempotency_key=ctx.idempotency_key,
+        status_tool=status_tool,
+        poll_after_seconds=poll_after_seconds,
+    )
+
+
 def insert_cluster(db: Database, row: ClusterRow, *, hint: str) -> None:
     """Add a cluster row; a tag already in use is a Conflict naming the field."""
     try:

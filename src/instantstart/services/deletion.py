@@ -18,8 +18,7 @@ from instantstart.errors import Conflict
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec, TemporaryError
 from instantstart.operations.models import OperationRef
 from instantstart.operations.runner import StageContext
-from instantstart.services.cluster_eks import cluster_target
-from instantstart.services.clusters import ACTIVE_CLUSTER_KEY, get_cluster
+from instantstart.services.clusters import ACTIVE_CLUSTER_KEY, get_cluster, submit_for_cluster
 from instantstart.services.ledger import TAG_CLUSTER, mark_deleted, resources_of
 from instantstart.services.network import tagged
 from instantstart.services.stagekit import blocking, wait_until
@@ -237,13 +236,8 @@ async def cluster_delete(ctx: CallContext, req: DeleteRequest) -> OperationRef:
         "deleteBucket": req.delete_bucket,
         "plan": [r.model_dump(by_alias=True) for r in current.resources],
     }
-    return await ctx.app.runner.submit(
-        "cluster_delete",
-        params,
-        target=cluster_target(req.cluster_tag),
-        idempotency_key=ctx.idempotency_key,
-        status_tool="operation_get",
-        poll_after_seconds=15,
+    return await submit_for_cluster(
+        ctx, "cluster_delete", req.cluster_tag, params, status_tool="operation_get", poll_after_seconds=15
     )
 
 

@@ -16,8 +16,8 @@ from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, 
 from instantstart.operations.models import OperationRef
 from instantstart.operations.runner import StageContext
 from instantstart.services import dependency_manifests
-from instantstart.services.cluster_eks import cluster_target, stage_status
-from instantstart.services.clusters import get_cluster, resolve_tag, update_cluster
+from instantstart.services.cluster_eks import stage_status
+from instantstart.services.clusters import get_cluster, resolve_tag, submit_for_cluster, update_cluster
 from instantstart.services.dependency_catalog import Dependency, load_catalog
 from instantstart.services.dependency_reconcile import DepResult, Reconciler, Target, workload_states
 from instantstart.services.stagekit import blocking, mark
@@ -200,13 +200,8 @@ async def cluster_configure_dependencies(ctx: CallContext, req: ConfigureDepende
     tag = await to_thread.run_sync(resolve_tag, ctx.app.db, req.cluster_tag)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
     require_eks_ready(row)
-    return await ctx.app.runner.submit(
-        KIND,
-        {"clusterTag": tag, "region": row.region},
-        target=cluster_target(tag),
-        idempotency_key=ctx.idempotency_key,
-        status_tool=STATUS_TOOL,
-        poll_after_seconds=15,
+    return await submit_for_cluster(
+        ctx, KIND, tag, {"clusterTag": tag, "region": row.region}, status_tool=STATUS_TOOL, poll_after_seconds=15
     )
 
 
@@ -223,8 +218,11 @@ async def live_look(app: AppContext, row: ClusterRow, dep: Dependency) -> dict[s
                 present, wanted = await blocking(dependency_manifests.present, api, dep.manifests)
                 if present == 0:
                     return {"status": "NOT_INSTALLED", "ready": False}
-                return {"status": "ACTIVE" if present == wanted else "DEGRADED", "objects": f"{present}/{wanted}",
-                        "ready": present == wanted}
+                return {
+                    "status": "ACTIVE" if present == wanted else "DEGRADED",
+                    "objects": f"{present}/{wanted}",
+                    "ready": present == wanted,
+                }
             if dep.source == "addon":
                 assert dep.addon is not None
                 addon = await blocking(reconciler.describe_addon, dep.addon)

@@ -99,6 +99,7 @@ def ensure_pod_identity_role(iam: Any, owner: Owner, name: str, policy: dict[str
     except Exception as exc:
         raise translate(exc, f"ensure IAM role {name}") from exc
 
+
 def ensure_pod_identity_association(
     eks: Any, owner: Owner, *, cluster: str, namespace: str, service_account: str, role_arn: str
 ) -> str:

@@ -394,9 +394,9 @@ class Reconciler:
         await self._ready(dep, result)
 
     def _addon_failure(self, name: str, addon: dict[str, Any]) -> DependencyFailed:
-        issues = [
-            f"{i.get('code')}: {i.get('message')}" for i in (addon.get("health") or {}).get("issues") or []
-        ] or ["no health issues reported"]
+        issues = [f"{i.get('code')}: {i.get('message')}" for i in (addon.get("health") or {}).get("issues") or []] or [
+            "no health issues reported"
+        ]
         return DependencyFailed(
             f"add-on {name} is {addon.get('status')}: {'; '.join(issues)}",
             f"Delete the add-on (DeleteAddon {name}) after fixing the cause, then run cluster_configure_dependencies"
@@ -530,8 +530,8 @@ class Reconciler:
                 return
             if time.monotonic() > deadline:
                 raise DependencyFailed(
-                    f"{dep.name}: not ready: " + "; ".join(f"{s['kind']} {s['namespace']}/{s['name']}: "
-                                                         f"{s['message']}" for s in waiting),
+                    f"{dep.name}: not ready: "
+                    + "; ".join(f"{s['kind']} {s['namespace']}/{s['name']}: {s['message']}" for s in waiting),
                     "Check the workloads' pods (events, image pulls), then run cluster_configure_dependencies again.",
                     retryable=True,
                 )

@@ -23,8 +23,8 @@ from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, 
 from instantstart.operations.models import OperationRef
 from instantstart.operations.runner import StageContext
 from instantstart.services import network as net
-from instantstart.services.cluster_eks import StageStatus, cluster_target, stage_status
-from instantstart.services.clusters import get_cluster, resolve_tag
+from instantstart.services.cluster_eks import StageStatus, stage_status
+from instantstart.services.clusters import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.instances import lookup
 from instantstart.services.ledger import aws_tags, record
 from instantstart.services.stagekit import blocking, mark, wait_until
@@ -331,13 +331,8 @@ async def hyperpod_create(ctx: CallContext, req: HyperPodCreateRequest) -> Opera
         )
     params = hyperpod_params(tag, row.region, req)
     await validate_zone(ctx, row.region, req.availability_zone)
-    return await ctx.app.runner.submit(
-        "hyperpod_create",
-        params,
-        target=cluster_target(tag),
-        idempotency_key=ctx.idempotency_key,
-        status_tool="hyperpod_get_creation_status",
-        poll_after_seconds=30,
+    return await submit_for_cluster(
+        ctx, "hyperpod_create", tag, params, status_tool="hyperpod_get_creation_status", poll_after_seconds=30
     )
 
 

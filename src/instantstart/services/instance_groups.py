@@ -17,8 +17,7 @@ from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, 
 from instantstart.operations.models import OperationRef
 from instantstart.operations.runner import StageContext
 from instantstart.services import network as net
-from instantstart.services.cluster_eks import cluster_target
-from instantstart.services.clusters import get_cluster, resolve_tag, update_cluster
+from instantstart.services.clusters import get_cluster, resolve_tag, submit_for_cluster, update_cluster
 from instantstart.services.group_allowlist import resubmit_spec
 from instantstart.services.hyperpod import CAPACITY_WORDS, describe_hyperpod, validate_zone
 from instantstart.services.instances import InstanceType, lookup
@@ -237,13 +236,8 @@ async def hyperpod_add_instance_group(ctx: CallContext, req: AddGroupRequest) ->
             "notes": notes,
         },
     }
-    return await ctx.app.runner.submit(
-        "instance_group_add",
-        params,
-        target=cluster_target(tag),
-        idempotency_key=ctx.idempotency_key,
-        status_tool="operation_get",
-        poll_after_seconds=20,
+    return await submit_for_cluster(
+        ctx, "instance_group_add", tag, params, status_tool="operation_get", poll_after_seconds=20
     )
 
 
@@ -429,13 +423,8 @@ async def hyperpod_scale_instance_group(ctx: CallContext, req: ScaleGroupRequest
         )
     await existing_group(ctx, row, req.name, "name")
     params = {"clusterTag": tag, "region": row.region, "name": req.name, "targetCount": req.target_count}
-    return await ctx.app.runner.submit(
-        "instance_group_scale",
-        params,
-        target=cluster_target(tag),
-        idempotency_key=ctx.idempotency_key,
-        status_tool="operation_get",
-        poll_after_seconds=20,
+    return await submit_for_cluster(
+        ctx, "instance_group_scale", tag, params, status_tool="operation_get", poll_after_seconds=20
     )
 
 
@@ -499,13 +488,8 @@ async def hyperpod_delete_instance_group(ctx: CallContext, req: DeleteGroupReque
             hint="Delete the whole cluster with cluster_delete, or add another group first.",
         )
     params = {"clusterTag": tag, "region": row.region, "name": name}
-    return await ctx.app.runner.submit(
-        "instance_group_delete",
-        params,
-        target=cluster_target(tag),
-        idempotency_key=ctx.idempotency_key,
-        status_tool="operation_get",
-        poll_after_seconds=20,
+    return await submit_for_cluster(
+        ctx, "instance_group_delete", tag, params, status_tool="operation_get", poll_after_seconds=20
     )
 
 

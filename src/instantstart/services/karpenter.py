@@ -18,9 +18,8 @@ from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, 
 from instantstart.operations.models import OperationRef
 from instantstart.operations.runner import StageContext
 from instantstart.services import iam as iam_svc
-from instantstart.services.cluster_eks import cluster_target
 from instantstart.services.cluster_status import kube_api, kube_call
-from instantstart.services.clusters import get_cluster, resolve_tag, update_cluster
+from instantstart.services.clusters import cluster_target, get_cluster, resolve_tag, submit_for_cluster, update_cluster
 from instantstart.services.hyperpod import describe_hyperpod
 from instantstart.services.instance_groups import GROUP_NAME, described, find_group, hyperpod_name
 from instantstart.services.ledger import mark_deleted, resources_of
@@ -126,13 +125,8 @@ async def karpenter_install(ctx: CallContext, req: KarpenterRequest) -> Operatio
     tag = await to_thread.run_sync(resolve_tag, ctx.app.db, req.cluster_tag)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
     params = await enable_params(ctx, row, req)
-    return await ctx.app.runner.submit(
-        "karpenter_enable",
-        params,
-        target=cluster_target(tag),
-        idempotency_key=ctx.idempotency_key,
-        status_tool="karpenter_get_status",
-        poll_after_seconds=15,
+    return await submit_for_cluster(
+        ctx, "karpenter_enable", tag, params, status_tool="karpenter_get_status", poll_after_seconds=15
     )
 
 
@@ -154,11 +148,11 @@ async def karpenter_uninstall(ctx: CallContext, req: ClusterOnly) -> OperationRe
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
     if not (row.details or {}).get("karpenter"):
         raise PreconditionFailed(f"Karpenter was never enabled on {tag} by InstantStart.", hint="Nothing to remove.")
-    return await ctx.app.runner.submit(
+    return await submit_for_cluster(
+        ctx,
         "karpenter_disable",
+        tag,
         {"clusterTag": tag, "region": row.region},
-        target=cluster_target(tag),
-        idempotency_key=ctx.idempotency_key,
         status_tool="karpenter_get_status",
         poll_after_seconds=15,
     )

@@ -15,8 +15,7 @@ from instantstart.errors import InvalidInput, NotFound
 from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.runner import StageContext
-from instantstart.services.cluster_eks import cluster_target
-from instantstart.services.clusters import get_cluster, resolve_tag
+from instantstart.services.clusters import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.hyperpod import describe_hyperpod
 from instantstart.services.instance_groups import capacity_type, hyperpod_name, karpenter_groups, placement
 from instantstart.services.stagekit import blocking, wait_until
@@ -200,11 +199,11 @@ async def _submit(ctx: CallContext, tag: str | None, name: str, field: str, kind
             hint="cluster_get_instance_groups lists the node groups.",
             details={"fields": [{"field": field, "message": "no such node group"}]},
         )
-    return await ctx.app.runner.submit(
+    return await submit_for_cluster(
+        ctx,
         kind,
+        resolved,
         {"clusterTag": resolved, "region": row.region, "eksCluster": row.eks_cluster_name, "name": name, **extra},
-        target=cluster_target(resolved),
-        idempotency_key=ctx.idempotency_key,
         status_tool="operation_get",
         poll_after_seconds=20,
     )

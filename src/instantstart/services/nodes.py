@@ -17,9 +17,8 @@ from instantstart.errors import NotFound
 from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.runner import StageContext
-from instantstart.services.cluster_eks import cluster_target
 from instantstart.services.cluster_status import kube_api
-from instantstart.services.clusters import get_cluster, resolve_tag
+from instantstart.services.clusters import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.hyperpod import describe_hyperpod
 from instantstart.services.instance_groups import described, hyperpod_name
 from instantstart.services.stagekit import blocking, wait_until
@@ -90,11 +89,11 @@ async def submit_node_op(ctx: CallContext, req: NodeRequest, action: str) -> Ope
             hint="cluster_get_status lists the nodes (Kubernetes names hyperpod-i-…).",
             details={"fields": [{"field": "nodeId", "message": "no such node"}]},
         )
-    return await ctx.app.runner.submit(
+    return await submit_for_cluster(
+        ctx,
         f"node_{action}",
+        tag,
         {"clusterTag": tag, "region": row.region, "nodeId": node, "action": action},
-        target=cluster_target(tag),
-        idempotency_key=ctx.idempotency_key,
         status_tool="operation_get",
         poll_after_seconds=15,
     )
@@ -311,11 +310,11 @@ async def hyperpod_update_software(ctx: CallContext, req: SoftwareRequest) -> Op
         tag = await to_thread.run_sync(resolve_tag, ctx.app.db, None)
         row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
     await described(ctx.app, row)
-    return await ctx.app.runner.submit(
+    return await submit_for_cluster(
+        ctx,
         "hyperpod_software_update",
+        row.tag,
         {"clusterTag": row.tag, "region": row.region},
-        target=cluster_target(row.tag),
-        idempotency_key=ctx.idempotency_key,
         status_tool="operation_get",
         poll_after_seconds=60,
     )

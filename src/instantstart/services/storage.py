@@ -18,9 +18,8 @@ from instantstart.manifests import storage as m
 from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.runner import StageContext
-from instantstart.services.cluster_eks import cluster_target
 from instantstart.services.cluster_status import as_dict, kube_api, kube_call
-from instantstart.services.clusters import get_cluster, resolve_tag
+from instantstart.services.clusters import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.stagekit import blocking, mark, project_bucket, wait_until
 from instantstart.store.models import ClusterRow
 from instantstart.validation import KubeName, Region
@@ -225,8 +224,14 @@ async def _ensure_storage(stage: StageContext, tag: str) -> dict[str, Any]:
             f"note: CSIDriver {m.S3_CSI_DRIVER} is not installed yet; the claim binds but pods cannot mount it "
             "until cluster_configure_dependencies installs the Mountpoint for S3 CSI driver"
         )
-    pv = m.build_pv(cluster_tag=tag, claim=name, bucket=spec["bucketName"], region=spec["region"],
-                    namespace=namespace, prefix=spec["prefix"])
+    pv = m.build_pv(
+        cluster_tag=tag,
+        claim=name,
+        bucket=spec["bucketName"],
+        region=spec["region"],
+        namespace=namespace,
+        prefix=spec["prefix"],
+    )
     pvc = m.build_pvc(cluster_tag=tag, claim=name, namespace=namespace)
     await stage.progress(f"PersistentVolume {m.pv_name(name)} on s3://{spec['bucketName']} ({spec['region']})")
     _, pv_created = await blocking(ensure_object, api, pv)
@@ -276,9 +281,15 @@ async def s3_storage_get_defaults(ctx: CallContext, req: NoInput) -> StorageDefa
     where = await blocking(bucket_region, ctx.app, bucket, row.region)
     region = where or row.region
     return StorageDefaults(
-        cluster_tag=row.tag, name=m.DEFAULT_CLAIM, namespace=m.DEFAULT_NAMESPACE, bucket_name=bucket,
-        bucket_exists=where is not None, region=region, driver=m.S3_CSI_DRIVER,
-        persistent_volume_name=m.pv_name(m.DEFAULT_CLAIM), access_modes=["ReadWriteMany"],
+        cluster_tag=row.tag,
+        name=m.DEFAULT_CLAIM,
+        namespace=m.DEFAULT_NAMESPACE,
+        bucket_name=bucket,
+        bucket_exists=where is not None,
+        region=region,
+        driver=m.S3_CSI_DRIVER,
+        persistent_volume_name=m.pv_name(m.DEFAULT_CLAIM),
+        access_modes=["ReadWriteMany"],
         mount_options=m.mount_options(region),
     )
 
@@ -305,11 +316,11 @@ async def s3_storage_create(ctx: CallContext, req: StorageCreateRequest) -> Oper
         )
     given = {"name": req.name, "bucketName": req.bucket_name, "region": req.region}
     spec = await blocking(storage_spec, ctx.app, row, given)
-    return await ctx.app.runner.submit(
+    return await submit_for_cluster(
+        ctx,
         "s3_storage_create",
+        row.tag,
         {"clusterTag": row.tag, "region": row.region, "storage": {k: v for k, v in spec.items() if v}},
-        target=cluster_target(row.tag),
-        idempotency_key=ctx.idempotency_key,
         status_tool="operation_get",
         poll_after_seconds=5,
     )
@@ -373,10 +384,15 @@ async def s3_storage_list_contents(ctx: CallContext, req: ListContentsRequest) -
 
     page: dict[str, Any] = await ctx.app.cache.get(f"s3:{src['region']}:{src['bucketName']}:list:{full}", fetch)
     objects = [
-        S3Object(key=o["key"], path=o["key"][len(base):], size=o["size"], last_modified=o["lastModified"])
+        S3Object(key=o["key"], path=o["key"][len(base) :], size=o["size"], last_modified=o["lastModified"])
         for o in page["objects"]
     ]
     return ListContentsResult(
-        storage=req.storage, bucket_name=src["bucketName"], prefix=full, objects=objects,
-        common_prefixes=page["commonPrefixes"], count=len(objects), truncated=page["truncated"],
+        storage=req.storage,
+        bucket_name=src["bucketName"],
+        prefix=full,
+        objects=objects,
+        common_prefixes=page["commonPrefixes"],
+        count=len(objects),
+        truncated=page["truncated"],
     )
