@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from instantstart.aws.clients import AwsClients
     from instantstart.kube.client import KubeClients
     from instantstart.operations.runner import Runner
-    from instantstart.services.cache import DescribeCache
+    from instantstart.services.core.describe_cache import DescribeCache
 
 
 @dataclass

@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client as k8s
 
 from instantstart.errors import InvalidInput, PreconditionFailed
-from instantstart.services.karpenter import eligible
+from instantstart.services.capacity.karpenter import eligible
 from instantstart.twin_process import TwinProcess
 from tests.integration.conftest import twin_client
 from tests.integration.test_capacity_groups import add_group, make_hyperpod, mcp_calls

@@ -24,8 +24,8 @@ from instantstart.kube.token import eks_token
 from instantstart.operations.kinds import KINDS, PermanentError
 from instantstart.operations.runner import Runner, StageContext
 from instantstart.operations.store import OperationStore
-from instantstart.services.cache import DescribeCache
-from instantstart.services.dependencies import reconcile_dependencies, remove_dependencies
+from instantstart.services.cluster.dependencies.stage import reconcile_dependencies, remove_dependencies
+from instantstart.services.core.describe_cache import DescribeCache
 from instantstart.settings import Settings
 from instantstart.store.db import Database
 from instantstart.twin_process import TwinProcess

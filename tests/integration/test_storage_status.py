@@ -23,9 +23,9 @@ from instantstart.kube.client import KubeClients
 from instantstart.operations.kinds import KINDS, TemporaryError
 from instantstart.operations.runner import Runner, StageContext
 from instantstart.operations.store import OperationStore
-from instantstart.services.cache import DescribeCache
-from instantstart.services.cluster_status import stage_verification
-from instantstart.services.clusters import set_active_cluster
+from instantstart.services.cluster.status import stage_verification
+from instantstart.services.core.describe_cache import DescribeCache
+from instantstart.services.core.registry import set_active_cluster
 from instantstart.settings import Settings
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from instantstart.services.cluster_status import _node_summary, _pod_request, dependency_health
+from instantstart.services.cluster.status import _node_summary, _pod_request, dependency_health
 
 
 def node(labels: dict[str, str], *, ready: bool = True, taints: list[dict[str, str]] | None = None,

@@ -14,9 +14,9 @@ import yaml
 
 from instantstart.errors import PreconditionFailed
 from instantstart.kube.helm import Connection, Helm, HelmError, kubeconfig, redact
-from instantstart.services.dependency_catalog import load_catalog, parse_catalog
-from instantstart.services.dependency_identity import pod_identity_trust, project_bucket_policy
-from instantstart.services.dependency_reconcile import desired_config, parse_config
+from instantstart.services.cluster.dependencies.catalog import load_catalog, parse_catalog
+from instantstart.services.cluster.dependencies.identity import pod_identity_trust, project_bucket_policy
+from instantstart.services.cluster.dependencies.reconcile import desired_config, parse_config
 
 
 def _catalog(entries: list[dict[str, Any]]) -> str:

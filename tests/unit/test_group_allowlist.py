@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from instantstart.services.group_allowlist import ALLOWLIST, EXTRA, resubmit_spec
+from instantstart.services.capacity.group_allowlist import ALLOWLIST, EXTRA, resubmit_spec
 
 names = st.from_regex(r"[a-z][a-z0-9]{0,10}(-[a-z0-9]{1,8})?", fullmatch=True)
 ids = st.text(alphabet="0123456789abcdef", min_size=8, max_size=17)

@@ -33,7 +33,7 @@ from instantstart.operations.kinds import KINDS
 from instantstart.operations.runner import Runner
 from instantstart.operations.store import OperationStore
 from instantstart.services import load_all
-from instantstart.services.cache import DescribeCache
+from instantstart.services.core.describe_cache import DescribeCache
 from instantstart.settings import Settings
 from instantstart.store.db import Database
 from instantstart.web.routes import add_web_routes

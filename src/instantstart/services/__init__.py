@@ -1,32 +1,36 @@
-"""Services: every rule and validation of the control plane, one module per domain."""
+"""Services: every rule and validation of the control plane, one package per domain.
+
+`load_all` imports each module that declares operations, by name, so the catalog holds them; the app
+calls it once at start. Plugins (test-only operation kinds, extensions) are the one dynamic import.
+"""
 
 import importlib
 
-MODULES = (
-    "utility",
-    "operations",
-    "clusters",
-    "cluster_eks",
-    "hyperpod",
-    "preflight",
-    "dependencies",
-    "cluster_status",
-    "storage",
-    "deletion",
-    "cluster_import",
-    "cluster_create",
-    "instance_groups",
-    "nodes",
-    "nodegroups",
-    "karpenter",
-    "advanced_features",
-    "kube_resources",
-)
-
 
 def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:
-    """Import every service module, then each plugin module, so their operations register in the catalog."""
-    for name in MODULES:
-        importlib.import_module(f"{__name__}.{name}")
+    """Import every service module that registers operations, then each plugin module."""
+    # Explicit imports: the registration order is the catalog order every face shows.
+    from instantstart.services.capacity import (  # noqa: F401
+        instance_groups,
+        karpenter,
+        node_groups,
+        nodes,
+    )
+    from instantstart.services.cluster import (  # noqa: F401
+        create,
+        deletion,
+        eks_stage,
+        hyperpod_stage,
+        import_existing,
+        preflight,
+        status,
+        storage_stage,
+        workloads,
+    )
+    from instantstart.services.cluster.dependencies import stage  # noqa: F401
+    from instantstart.services.core import registry  # noqa: F401
+    from instantstart.services.features import advanced  # noqa: F401
+    from instantstart.services.operation_tools import operations, wait  # noqa: F401
+
     for name in plugins:
         importlib.import_module(name)

@@ -18,9 +18,9 @@ from instantstart.manifests import storage as m
 from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.runner import StageContext
-from instantstart.services.cluster_status import as_dict, kube_api, kube_call
-from instantstart.services.clusters import get_cluster, resolve_tag, submit_for_cluster
-from instantstart.services.stagekit import blocking, mark, project_bucket, wait_until
+from instantstart.services.cluster.status import as_dict, kube_api, kube_call
+from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
+from instantstart.services.core.stages import blocking, mark, project_bucket, wait_until
 from instantstart.store.models import ClusterRow
 from instantstart.validation import KubeName, Region
 

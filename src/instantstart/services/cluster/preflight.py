@@ -12,9 +12,9 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import NoInput, WireModel
 from instantstart.context import CallContext
 from instantstart.errors import InstantStartError
-from instantstart.services import network as net
-from instantstart.services.instances import catalog, lookup
-from instantstart.services.stagekit import blocking
+from instantstart.services.cluster import network as net
+from instantstart.services.core.instance_types import catalog, lookup
+from instantstart.services.core.stages import blocking
 from instantstart.validation import ClusterTag, Region
 
 

@@ -18,16 +18,16 @@ from instantstart.aws.errors import error_code, translate
 from instantstart.context import AppContext
 from instantstart.errors import InstantStartError
 from instantstart.kube.helm import Connection, Helm, HelmError
-from instantstart.services import dependency_manifests
-from instantstart.services.dependency_catalog import Dependency, DependencyCatalog, WorkloadRef, load_catalog
-from instantstart.services.dependency_identity import (
+from instantstart.services.cluster.dependencies import manifests as dependency_manifests
+from instantstart.services.cluster.dependencies.catalog import Dependency, DependencyCatalog, WorkloadRef, load_catalog
+from instantstart.services.cluster.dependencies.identity import (
     Owner,
     ensure_pod_identity_association,
     ensure_pod_identity_role,
     project_bucket_policy,
 )
-from instantstart.services.ledger import record, tag_map
-from instantstart.services.stagekit import blocking
+from instantstart.services.core.ledger import record, tag_map
+from instantstart.services.core.stages import blocking
 
 ADDON_TIMEOUT = 20 * 60
 READY_TIMEOUT = 10 * 60

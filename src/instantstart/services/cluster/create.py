@@ -15,14 +15,14 @@ from instantstart.manifests.network import plan_addresses
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.runner import StageContext
-from instantstart.services.cluster_eks import EKS_STAGE, new_tag, submit_pipeline
-from instantstart.services.cluster_status import VERIFICATION_STAGE
-from instantstart.services.clusters import activate_stage, reach_stage
-from instantstart.services.dependencies import DEPENDENCIES_STAGE
-from instantstart.services.hyperpod import HYPERPOD_STAGE, HyperPodCreateRequest, hyperpod_params
-from instantstart.services.preflight import PlanCreateRequest, plan
-from instantstart.services.stagekit import mark
-from instantstart.services.storage import STORAGE_STAGE
+from instantstart.services.cluster.dependencies.stage import DEPENDENCIES_STAGE
+from instantstart.services.cluster.eks_stage import EKS_STAGE, new_tag, submit_pipeline
+from instantstart.services.cluster.hyperpod_stage import HYPERPOD_STAGE, HyperPodCreateRequest, hyperpod_params
+from instantstart.services.cluster.preflight import PlanCreateRequest, plan
+from instantstart.services.cluster.status import VERIFICATION_STAGE
+from instantstart.services.cluster.storage_stage import STORAGE_STAGE
+from instantstart.services.core.registry import activate_stage, reach_stage
+from instantstart.services.core.stages import mark
 from instantstart.validation import ClusterTag, Region
 
 STAGES = ("eks", "activate", "dependencies", "hyperpod", "storage", "verification")

@@ -6,7 +6,7 @@ from typing import Any
 
 from instantstart.aws.errors import error_code, translate
 from instantstart.errors import CapacityUnavailable, InstantStartError, ProviderError
-from instantstart.services.ledger import record, tag_map
+from instantstart.services.core.ledger import record, tag_map
 from instantstart.store.db import Database
 
 ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"

@@ -17,11 +17,17 @@ from instantstart.manifests.network import AddressPlan, validate_plan
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.runner import StageContext
-from instantstart.services import eks as eks_svc
-from instantstart.services import iam as iam_svc
-from instantstart.services import network as net
-from instantstart.services.clusters import cluster_target, get_cluster, insert_cluster, resolve_tag, submit_for_cluster
-from instantstart.services.stagekit import blocking, mark, project_bucket, wait_until
+from instantstart.services.cluster import eks_control_plane as eks_svc
+from instantstart.services.cluster import iam as iam_svc
+from instantstart.services.cluster import network as net
+from instantstart.services.core.registry import (
+    cluster_target,
+    get_cluster,
+    insert_cluster,
+    resolve_tag,
+    submit_for_cluster,
+)
+from instantstart.services.core.stages import blocking, mark, project_bucket, wait_until
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow, utcnow
 from instantstart.validation import ClusterTag, Region

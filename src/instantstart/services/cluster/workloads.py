@@ -12,8 +12,8 @@ from pydantic import Field
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext
-from instantstart.services.cluster_status import kube_api, kube_call
-from instantstart.services.clusters import get_cluster, resolve_tag
+from instantstart.services.cluster.status import kube_api, kube_call
+from instantstart.services.core.registry import get_cluster, resolve_tag
 from instantstart.store.models import ClusterRow, utcnow
 from instantstart.validation import KubeName
 

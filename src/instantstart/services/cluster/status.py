@@ -29,9 +29,9 @@ from instantstart.errors import (
 from instantstart.manifests.storage import DEFAULT_CLAIM, DEFAULT_NAMESPACE
 from instantstart.operations.kinds import PermanentError, StageSpec, TemporaryError
 from instantstart.operations.runner import StageContext
-from instantstart.services import hyperpod
-from instantstart.services.clusters import get_cluster, resolve_tag
-from instantstart.services.stagekit import mark
+from instantstart.services.cluster import hyperpod_stage as hyperpod
+from instantstart.services.core.registry import get_cluster, resolve_tag
+from instantstart.services.core.stages import mark
 from instantstart.store.models import ClusterRow, utcnow
 
 T = TypeVar("T")

@@ -22,12 +22,12 @@ from instantstart.manifests.hyperpod import (
 from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.runner import StageContext
-from instantstart.services import network as net
-from instantstart.services.cluster_eks import StageStatus, stage_status
-from instantstart.services.clusters import get_cluster, resolve_tag, submit_for_cluster
-from instantstart.services.instances import lookup
-from instantstart.services.ledger import aws_tags, record
-from instantstart.services.stagekit import blocking, mark, wait_until
+from instantstart.services.cluster import network as net
+from instantstart.services.cluster.eks_stage import StageStatus, stage_status
+from instantstart.services.core.instance_types import lookup
+from instantstart.services.core.ledger import aws_tags, record
+from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
+from instantstart.services.core.stages import blocking, mark, wait_until
 from instantstart.validation import ClusterTag
 
 HYPERPOD_TIMEOUT = 3 * 3600

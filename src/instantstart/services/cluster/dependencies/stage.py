@@ -15,12 +15,12 @@ from instantstart.errors import InstantStartError, PreconditionFailed
 from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, StageSpec, TemporaryError
 from instantstart.operations.models import OperationRef
 from instantstart.operations.runner import StageContext
-from instantstart.services import dependency_manifests
-from instantstart.services.cluster_eks import stage_status
-from instantstart.services.clusters import get_cluster, resolve_tag, submit_for_cluster, update_cluster
-from instantstart.services.dependency_catalog import Dependency, load_catalog
-from instantstart.services.dependency_reconcile import DepResult, Reconciler, Target, workload_states
-from instantstart.services.stagekit import blocking, mark
+from instantstart.services.cluster.dependencies import manifests as dependency_manifests
+from instantstart.services.cluster.dependencies.catalog import Dependency, load_catalog
+from instantstart.services.cluster.dependencies.reconcile import DepResult, Reconciler, Target, workload_states
+from instantstart.services.cluster.eks_stage import stage_status
+from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster, update_cluster
+from instantstart.services.core.stages import blocking, mark
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag

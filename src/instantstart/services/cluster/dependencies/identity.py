@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from instantstart.aws.errors import error_code, translate
-from instantstart.services.ledger import aws_tags, record, tag_map
+from instantstart.services.core.ledger import aws_tags, record, tag_map
 from instantstart.store.db import Database
 
 

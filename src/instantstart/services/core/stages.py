@@ -13,8 +13,8 @@ from anyio import to_thread
 from instantstart.aws.errors import error_code, translate
 from instantstart.operations.kinds import TemporaryError
 from instantstart.operations.runner import StageContext
-from instantstart.services.clusters import update_cluster
-from instantstart.services.ledger import aws_tags, record
+from instantstart.services.core.ledger import aws_tags, record
+from instantstart.services.core.registry import update_cluster
 
 T = TypeVar("T")
 

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from instantstart.aws.errors import error_code, translate
-from instantstart.services.ledger import aws_tags, record
+from instantstart.services.core.ledger import aws_tags, record
 from instantstart.store.db import Database
 
 EKS_CLUSTER_POLICY = "arn:aws:iam::aws:policy/AmazonEKSClusterPolicy"

@@ -17,13 +17,19 @@ from instantstart.manifests import karpenter as m
 from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.runner import StageContext
-from instantstart.services import iam as iam_svc
-from instantstart.services.cluster_status import kube_api, kube_call
-from instantstart.services.clusters import cluster_target, get_cluster, resolve_tag, submit_for_cluster, update_cluster
-from instantstart.services.hyperpod import describe_hyperpod
-from instantstart.services.instance_groups import GROUP_NAME, described, find_group, hyperpod_name
-from instantstart.services.ledger import mark_deleted, resources_of
-from instantstart.services.stagekit import blocking, wait_until
+from instantstart.services.capacity.instance_groups import GROUP_NAME, described, find_group, hyperpod_name
+from instantstart.services.cluster import iam as iam_svc
+from instantstart.services.cluster.hyperpod_stage import describe_hyperpod
+from instantstart.services.cluster.status import kube_api, kube_call
+from instantstart.services.core.ledger import mark_deleted, resources_of
+from instantstart.services.core.registry import (
+    cluster_target,
+    get_cluster,
+    resolve_tag,
+    submit_for_cluster,
+    update_cluster,
+)
+from instantstart.services.core.stages import blocking, wait_until
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag
 

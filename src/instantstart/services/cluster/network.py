@@ -19,7 +19,7 @@ from instantstart.manifests.network import (
     plan_addresses,
     usable_addresses,
 )
-from instantstart.services.ledger import TAG_CLUSTER, TAG_ROLE, aws_tags, record
+from instantstart.services.core.ledger import TAG_CLUSTER, TAG_ROLE, aws_tags, record
 from instantstart.store.db import Database
 
 COMPUTE_ROLE = "compute"

@@ -16,12 +16,12 @@ from instantstart.manifests.hyperpod import DEEP_HEALTH_CHECKS, GroupDecision, i
 from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.runner import StageContext
-from instantstart.services import network as net
-from instantstart.services.clusters import get_cluster, resolve_tag, submit_for_cluster, update_cluster
-from instantstart.services.group_allowlist import resubmit_spec
-from instantstart.services.hyperpod import CAPACITY_WORDS, describe_hyperpod, validate_zone
-from instantstart.services.instances import InstanceType, lookup
-from instantstart.services.stagekit import blocking, wait_until
+from instantstart.services.capacity.group_allowlist import resubmit_spec
+from instantstart.services.cluster import network as net
+from instantstart.services.cluster.hyperpod_stage import CAPACITY_WORDS, describe_hyperpod, validate_zone
+from instantstart.services.core.instance_types import InstanceType, lookup
+from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster, update_cluster
+from instantstart.services.core.stages import blocking, wait_until
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag
 

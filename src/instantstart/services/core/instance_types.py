@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from instantstart.errors import InvalidInput
 
-DATA = Path(__file__).resolve().parent.parent / "data" / "instance_types.yaml"
+DATA = Path(__file__).resolve().parents[2] / "data" / "instance_types.yaml"
 
 
 class InstanceType(BaseModel):

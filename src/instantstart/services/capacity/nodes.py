@@ -17,11 +17,11 @@ from instantstart.errors import NotFound
 from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.runner import StageContext
-from instantstart.services.cluster_status import kube_api
-from instantstart.services.clusters import get_cluster, resolve_tag, submit_for_cluster
-from instantstart.services.hyperpod import describe_hyperpod
-from instantstart.services.instance_groups import described, hyperpod_name
-from instantstart.services.stagekit import blocking, wait_until
+from instantstart.services.capacity.instance_groups import described, hyperpod_name
+from instantstart.services.cluster.hyperpod_stage import describe_hyperpod
+from instantstart.services.cluster.status import kube_api
+from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
+from instantstart.services.core.stages import blocking, wait_until
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag

@@ -15,10 +15,10 @@ from instantstart.errors import InvalidInput, NotFound
 from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.runner import StageContext
-from instantstart.services.clusters import get_cluster, resolve_tag, submit_for_cluster
-from instantstart.services.hyperpod import describe_hyperpod
-from instantstart.services.instance_groups import capacity_type, hyperpod_name, karpenter_groups, placement
-from instantstart.services.stagekit import blocking, wait_until
+from instantstart.services.capacity.instance_groups import capacity_type, hyperpod_name, karpenter_groups, placement
+from instantstart.services.cluster.hyperpod_stage import describe_hyperpod
+from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
+from instantstart.services.core.stages import blocking, wait_until
 from instantstart.validation import ClusterTag
 
 NODEGROUP_TIMEOUT = 3600

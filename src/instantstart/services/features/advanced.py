@@ -12,8 +12,7 @@ from instantstart.catalog.base import WireModel
 from instantstart.context import CallContext
 from instantstart.errors import InvalidInput
 from instantstart.operations.models import OperationRef
-from instantstart.services.clusters import get_cluster, resolve_tag, submit_for_cluster
-from instantstart.services.karpenter import (
+from instantstart.services.capacity.karpenter import (
     DURATION,
     ClusterOnly,
     GroupName,
@@ -22,6 +21,7 @@ from instantstart.services.karpenter import (
     enable_params,
     karpenter_get_status,
 )
+from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.validation import ClusterTag
 
 

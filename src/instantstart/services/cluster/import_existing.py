@@ -15,9 +15,9 @@ from instantstart.errors import NotFound
 from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.runner import StageContext
-from instantstart.services import eks as eks_svc
-from instantstart.services.clusters import insert_cluster, submit_for_cluster, update_cluster
-from instantstart.services.stagekit import blocking
+from instantstart.services.cluster import eks_control_plane as eks_svc
+from instantstart.services.core.registry import insert_cluster, submit_for_cluster, update_cluster
+from instantstart.services.core.stages import blocking
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow, utcnow
 from instantstart.validation import ClusterTag, Region

@@ -18,10 +18,10 @@ from instantstart.errors import Conflict
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec, TemporaryError
 from instantstart.operations.models import OperationRef
 from instantstart.operations.runner import StageContext
-from instantstart.services.clusters import ACTIVE_CLUSTER_KEY, get_cluster, submit_for_cluster
-from instantstart.services.ledger import TAG_CLUSTER, mark_deleted, resources_of
-from instantstart.services.network import tagged
-from instantstart.services.stagekit import blocking, wait_until
+from instantstart.services.cluster.network import tagged
+from instantstart.services.core.ledger import TAG_CLUSTER, mark_deleted, resources_of
+from instantstart.services.core.registry import ACTIVE_CLUSTER_KEY, get_cluster, submit_for_cluster
+from instantstart.services.core.stages import blocking, wait_until
 from instantstart.store.models import ClusterRow, ResourceRow, StateRow
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,1 @@
+"""Cluster dependencies: the catalog (data/dependencies.yaml), EKS add-ons, helm releases, manifests, Pod Identity."""

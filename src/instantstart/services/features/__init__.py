@@ -1,0 +1,1 @@
+"""HyperPod advanced features: one dependency-aware toggle per managed capability."""

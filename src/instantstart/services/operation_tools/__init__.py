@@ -1,0 +1,1 @@
+"""Operation tools: reading, listing, retrying and cancelling persisted operations, and the polling primitive."""
