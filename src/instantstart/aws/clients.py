@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import boto3
 from botocore.config import Config
 
 from instantstart import __version__
 from instantstart.settings import Settings
+
+if TYPE_CHECKING:
+    from mypy_boto3_ec2 import EC2Client
+    from mypy_boto3_eks import EKSClient
+    from mypy_boto3_elbv2 import ElasticLoadBalancingv2Client
+    from mypy_boto3_iam import IAMClient
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_sagemaker import SageMakerClient
+    from mypy_boto3_service_quotas import ServiceQuotasClient
+    from mypy_boto3_sts import STSClient
 
 
 class AwsClients:
@@ -51,3 +61,35 @@ class AwsClients:
                 )
                 self._clients[key] = client
             return client
+
+    def sagemaker(self, region: str | None = None) -> SageMakerClient:
+        """The SageMaker client (HyperPod clusters, nodes, training plans)."""
+        return cast("SageMakerClient", self.client("sagemaker", region))
+
+    def eks(self, region: str | None = None) -> EKSClient:
+        """The EKS client."""
+        return cast("EKSClient", self.client("eks", region))
+
+    def ec2(self, region: str | None = None) -> EC2Client:
+        """The EC2 client (network, offerings, zones)."""
+        return cast("EC2Client", self.client("ec2", region))
+
+    def iam(self, region: str | None = None) -> IAMClient:
+        """The IAM client."""
+        return cast("IAMClient", self.client("iam", region))
+
+    def s3(self, region: str | None = None) -> S3Client:
+        """The S3 client."""
+        return cast("S3Client", self.client("s3", region))
+
+    def sts(self, region: str | None = None) -> STSClient:
+        """The STS client (caller identity)."""
+        return cast("STSClient", self.client("sts", region))
+
+    def quotas(self, region: str | None = None) -> ServiceQuotasClient:
+        """The Service Quotas client."""
+        return cast("ServiceQuotasClient", self.client("service-quotas", region))
+
+    def elbv2(self, region: str | None = None) -> ElasticLoadBalancingv2Client:
+        """The Elastic Load Balancing v2 client."""
+        return cast("ElasticLoadBalancingv2Client", self.client("elbv2", region))

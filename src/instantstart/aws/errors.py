@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
 from instantstart.errors import (
@@ -14,6 +17,8 @@ from instantstart.errors import (
     QuotaExceeded,
     Throttled,
 )
+
+T = TypeVar("T")
 
 _THROTTLE = {
     "Throttling",
@@ -45,7 +50,9 @@ _CONFLICT = {
 
 
 def error_code(exc: BaseException) -> str:
-    """The AWS error code of a ClientError ("" for anything else)."""
+    """The AWS error code of a ClientError, or of a domain error translated from one ("" otherwise)."""
+    if isinstance(exc, InstantStartError):
+        return str(exc.details.get("awsErrorCode", ""))
     response = getattr(exc, "response", None)
     if not isinstance(response, dict):
         return ""
@@ -91,3 +98,11 @@ def translate(exc: Exception, action: str) -> InstantStartError:
     if isinstance(exc, BotoCoreError):
         return ProviderError(f"{action}: {exc}")
     return ProviderError(f"{action}: {type(exc).__name__}: {exc}")
+
+
+def call(action: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Make one AWS call, translating its failure into the domain error (`action` names it in the message)."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as exc:
+        raise translate(exc, action) from exc

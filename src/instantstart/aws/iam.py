@@ -1,0 +1,112 @@
+"""IAM calls: roles with their policies, OIDC providers (blocking, errors translated)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, cast
+
+from instantstart.aws.clients import AwsClients
+from instantstart.aws.errors import call, error_code, translate
+
+INLINE_POLICY = "instantstart"
+
+
+def role_arn(aws: AwsClients, region: str, name: str) -> str | None:
+    """The ARN of role `name`, or None when it does not exist."""
+    try:
+        return str(aws.iam(region).get_role(RoleName=name)["Role"]["Arn"])
+    except Exception as exc:
+        if error_code(exc) == "NoSuchEntity":
+            return None
+        raise translate(exc, f"look up IAM role {name}") from exc
+
+
+def create_role(
+    aws: AwsClients, region: str, *, name: str, trust_policy: str, description: str, tags: list[dict[str, str]]
+) -> str:
+    """CreateRole with its trust policy; the ARN."""
+    role = call(
+        f"create IAM role {name}",
+        aws.iam(region).create_role,
+        RoleName=name,
+        AssumeRolePolicyDocument=trust_policy,
+        Description=description,
+        Tags=cast(Any, tags),
+    )["Role"]
+    return str(role["Arn"])
+
+
+def attached_policies(aws: AwsClients, region: str, name: str) -> set[str]:
+    """ARNs of the managed policies attached to role `name`."""
+    answer = call(f"list policies of IAM role {name}", aws.iam(region).list_attached_role_policies, RoleName=name)
+    return {p["PolicyArn"] for p in answer["AttachedPolicies"]}
+
+
+def attach_policy(aws: AwsClients, region: str, name: str, policy_arn: str) -> None:
+    """AttachRolePolicy."""
+    call(
+        f"attach {policy_arn} to IAM role {name}",
+        aws.iam(region).attach_role_policy,
+        RoleName=name,
+        PolicyArn=policy_arn,
+    )
+
+
+def inline_policy(aws: AwsClients, region: str, name: str) -> dict[str, Any] | None:
+    """The role's `instantstart` inline policy document, or None when it has none."""
+    try:
+        document: Any = aws.iam(region).get_role_policy(RoleName=name, PolicyName=INLINE_POLICY)["PolicyDocument"]
+    except Exception as exc:
+        if error_code(exc) == "NoSuchEntity":
+            return None
+        raise translate(exc, f"read the policy of IAM role {name}") from exc
+    return cast("dict[str, Any]", json.loads(document) if isinstance(document, str) else document)
+
+
+def put_inline_policy(aws: AwsClients, region: str, name: str, document: dict[str, Any]) -> None:
+    """PutRolePolicy `instantstart`."""
+    call(
+        f"set the policy of IAM role {name}",
+        aws.iam(region).put_role_policy,
+        RoleName=name,
+        PolicyName=INLINE_POLICY,
+        PolicyDocument=json.dumps(document),
+    )
+
+
+def delete_role(aws: AwsClients, region: str, name: str) -> None:
+    """Detach managed policies, delete inline ones, delete the role (NotFound when it is gone)."""
+    iam = aws.iam(region)
+    action = f"delete IAM role {name}"
+    for policy in call(action, iam.list_attached_role_policies, RoleName=name)["AttachedPolicies"]:
+        call(action, iam.detach_role_policy, RoleName=name, PolicyArn=policy["PolicyArn"])
+    for inline in call(action, iam.list_role_policies, RoleName=name)["PolicyNames"]:
+        call(action, iam.delete_role_policy, RoleName=name, PolicyName=inline)
+    call(action, iam.delete_role, RoleName=name)
+
+
+def oidc_provider_arn(aws: AwsClients, region: str, issuer: str) -> str | None:
+    """The ARN of the IAM OIDC provider of `issuer`, or None."""
+    host = issuer.removeprefix("https://")
+    found = call("list OIDC providers", aws.iam(region).list_open_id_connect_providers)["OpenIDConnectProviderList"]
+    return next((str(p["Arn"]) for p in found if p.get("Arn", "").endswith("/" + host)), None)
+
+
+def create_oidc_provider(
+    aws: AwsClients, region: str, *, issuer: str, thumbprint: str, tags: list[dict[str, str]]
+) -> str:
+    """CreateOpenIDConnectProvider for STS (IRSA); its ARN."""
+    answer = call(
+        "register the cluster's OIDC provider",
+        aws.iam(region).create_open_id_connect_provider,
+        Url=issuer,
+        ClientIDList=["sts.amazonaws.com"],
+        ThumbprintList=[thumbprint],
+        Tags=cast(Any, tags),
+    )
+    return str(answer["OpenIDConnectProviderArn"])
+
+
+def delete_oidc_provider(aws: AwsClients, region: str, arn: str) -> None:
+    """DeleteOpenIDConnectProvider."""
+    call(f"delete OIDC provider {arn}", aws.iam(region).delete_open_id_connect_provider, OpenIDConnectProviderArn=arn)
