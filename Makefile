@@ -37,6 +37,7 @@ chromium-bin:
 
 lint: setup
 	$(BIN)/ruff check src tests scripts bench
+	$(BIN)/lint-imports --no-cache
 
 typecheck: setup
 	$(BIN)/mypy

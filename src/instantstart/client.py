@@ -6,16 +6,16 @@ from typing import Any
 
 import httpx
 
-from instantstart.api.openapi import API_PREFIX
 from instantstart.auth import read_token
 from instantstart.catalog.registry import OperationSpec
+from instantstart.catalog.routes import tool_route
 from instantstart.settings import Settings
 
 
 def tool_path(spec: OperationSpec) -> str:
     """The generic call route of a tool: the body is exactly the tool's arguments, so validation
     (and its error text) is the server's, whatever face the call came from."""
-    return f"{API_PREFIX}/tools/{spec.name}"
+    return tool_route(spec.name)
 
 
 def connection(settings: Settings, server: str | None = None, token: str | None = None) -> tuple[str, dict[str, str]]:

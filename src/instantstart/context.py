@@ -1,18 +1,17 @@
-"""Contexts handed to operations: the application (settings, database, runner) and one call."""
+"""Contexts handed to operations: the application (settings, database, runner, clients) and one call."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TypeAlias
 
+from instantstart.aws.clients import AwsClients
+from instantstart.describe_cache import DescribeCache
+from instantstart.kube.client import KubeClients
+from instantstart.operations.runner import Runner
+from instantstart.operations.stage import StageContext as EngineStageContext
 from instantstart.settings import Settings
 from instantstart.store.db import Database
-
-if TYPE_CHECKING:
-    from instantstart.aws.clients import AwsClients
-    from instantstart.kube.client import KubeClients
-    from instantstart.operations.runner import Runner
-    from instantstart.services.core.describe_cache import DescribeCache
 
 
 @dataclass
@@ -21,10 +20,14 @@ class AppContext:
 
     settings: Settings
     db: Database
-    runner: Runner
+    runner: Runner[AppContext]
     aws: AwsClients
     kube: KubeClients
     cache: DescribeCache
+
+
+StageContext: TypeAlias = EngineStageContext[AppContext]
+"""What the control plane's stage functions receive: the engine's stage context over this application."""
 
 
 @dataclass

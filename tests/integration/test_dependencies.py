@@ -19,13 +19,14 @@ import urllib3
 
 from instantstart.aws.clients import AwsClients
 from instantstart.context import AppContext
+from instantstart.describe_cache import DescribeCache
+from instantstart.errors import DependencyFailed, InvalidInput
 from instantstart.kube.client import KubeClients
 from instantstart.kube.token import eks_token
-from instantstart.operations.kinds import KINDS, PermanentError
+from instantstart.operations.kinds import KINDS, OpenParams
 from instantstart.operations.runner import Runner, StageContext
 from instantstart.operations.store import OperationStore
 from instantstart.services.cluster.dependencies.stage import reconcile_dependencies, remove_dependencies
-from instantstart.services.core.describe_cache import DescribeCache
 from instantstart.settings import Settings
 from instantstart.store.db import Database
 from instantstart.twin_process import TwinProcess
@@ -348,8 +349,8 @@ def test_feature_toggles_reuse_reconcile_and_remove(cp: Running, twin: TwinProce
     async def progress(message: str) -> None:
         messages.append(message)
 
-    stage = StageContext(operation_id="op-feature", kind="feature", target=f"cluster:{tag}", params={}, outputs={},
-                         stage="features", attempt=1, app=app, _progress=progress)
+    stage = StageContext(operation_id="op-feature", kind="feature", target=f"cluster:{tag}", params=OpenParams(),
+                         raw_params={}, outputs={}, stage="features", attempt=1, app=app, _progress=progress)
     # Turning the training operator on brings cert-manager; the Pod Identity agent is already there.
     results = asyncio.run(reconcile_dependencies(app, stage, tag, [operator]))
     assert {r.name: (r.status, r.action) for r in results} == {
@@ -361,12 +362,12 @@ def test_feature_toggles_reuse_reconcile_and_remove(cp: Running, twin: TwinProce
     eks: Any = twin_client(twin, "eks")
     assert set(eks.list_addons(clusterName=f"eks-cluster-{tag}")["addons"]) >= {"cert-manager", operator}
     # cert-manager cannot go while the operator needs it; together they can.
-    with pytest.raises(PermanentError, match=f"still needed by {operator}"):
+    with pytest.raises(DependencyFailed, match=f"still needed by {operator}"):
         asyncio.run(remove_dependencies(app, stage, tag, ["cert-manager"]))
     removed = asyncio.run(remove_dependencies(app, stage, tag, ["cert-manager", operator]))
     assert [(r.name, r.action) for r in removed] == [(operator, "removed"), ("cert-manager", "removed")]
     assert not {"cert-manager", operator} & set(eks.list_addons(clusterName=f"eks-cluster-{tag}")["addons"])
-    with pytest.raises(PermanentError, match="Unknown dependencies: nope"):
+    with pytest.raises(InvalidInput, match="Unknown dependencies: nope"):
         asyncio.run(reconcile_dependencies(app, stage, tag, ["nope"]))
     with cp.client() as client:
         status = client.get("/api/v1/clusters/dependency-status").json()

@@ -47,7 +47,7 @@ def test_wait_polls_to_the_terminal_state_with_progress(server: Running, tmp_pat
     )
     assert failed.returncode == 1
     view = json.loads(failed.stdout)
-    assert view["status"] == "FAILED" and view["error"]["code"] == "PROBE_REFUSED"
+    assert view["status"] == "FAILED" and view["error"]["code"] == "PRECONDITION_FAILED"
 
 
 def test_json_output_and_errors(server: Running) -> None:

@@ -73,7 +73,7 @@ def test_permanent_error_then_retry_completes(server_any_db: Running, tmp_path: 
         view = wait_terminal(client, str(ref["operationId"]))
         assert view["status"] == "FAILED"
         assert view["error"] == {
-            "code": "PROBE_REFUSED",
+            "code": "PRECONDITION_FAILED",
             "message": f"beta refused: {flag} exists",
             "hint": "remove the file",
             "details": {"stage": "beta"},

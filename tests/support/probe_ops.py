@@ -16,20 +16,20 @@ from pydantic import Field
 
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
-from instantstart.context import CallContext
-from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, StageSpec, TemporaryError
+from instantstart.context import CallContext, StageContext
+from instantstart.errors import PreconditionFailed, Throttled
+from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
-from instantstart.operations.runner import StageContext
 
 STAGES = ("alpha", "beta", "gamma", "delta")
 
 
 def _journal(ctx: StageContext) -> Path:
-    return Path(ctx.params["journalDir"])
+    return Path(ctx.raw_params["journalDir"])
 
 
 def _behaviour(ctx: StageContext) -> dict[str, Any]:
-    behaviour: dict[str, Any] = ctx.params.get("behaviour", {}).get(ctx.stage, {})
+    behaviour: dict[str, Any] = ctx.raw_params.get("behaviour", {}).get(ctx.stage, {})
     return behaviour
 
 
@@ -40,13 +40,13 @@ def _make_stage(name: str) -> StageSpec:
             handle.write(f"{name} {ctx.attempt} {os.getpid()}\n")
         behaviour = _behaviour(ctx)
         await ctx.progress(f"{name} working (attempt {ctx.attempt})")
-        await asyncio.sleep(float(ctx.params.get("stageSeconds", 0.05)))
+        await asyncio.sleep(float(ctx.raw_params.get("stageSeconds", 0.05)))
         fail_until = int(behaviour.get("temporaryFailures", 0))
         if ctx.attempt <= fail_until:
-            raise TemporaryError(f"{name} transient failure {ctx.attempt}", code="THROTTLED")
+            raise Throttled(f"{name} transient failure {ctx.attempt}")
         flag = behaviour.get("failIfFileExists")
         if flag and Path(flag).exists():
-            raise PermanentError(f"{name} refused: {flag} exists", code="PROBE_REFUSED", hint="remove the file")
+            raise PreconditionFailed(f"{name} refused: {flag} exists", hint="remove the file")
         effect = journal / f"effect-{name}"
         # Look before you create: a rerun after a crash adopts the effect instead of duplicating it.
         if not effect.exists():

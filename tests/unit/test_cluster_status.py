@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from instantstart.services.cluster.status import _node_summary, _pod_request, dependency_health
+from instantstart.services.cluster.status_model import dependency_health
+from instantstart.services.cluster.status_reads import _node_summary, _pod_request
 
 
 def node(labels: dict[str, str], *, ready: bool = True, taints: list[dict[str, str]] | None = None,

@@ -18,13 +18,15 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from instantstart import __version__
 from instantstart.api.metrics import Metrics
-from instantstart.api.openapi import API_PREFIX, build_openapi
+from instantstart.api.openapi import build_openapi
 from instantstart.api.rest import add_routes
 from instantstart.api.ws import EventHub, add_ws_route
 from instantstart.auth import check_bearer, ensure_token
 from instantstart.aws.clients import AwsClients
 from instantstart.catalog import CATALOG, Catalog
+from instantstart.catalog.routes import API_PREFIX
 from instantstart.context import AppContext
+from instantstart.describe_cache import DescribeCache
 from instantstart.errors import InstantStartError, InvalidInput, NotFound, Unauthorized
 from instantstart.kube.client import KubeClients
 from instantstart.logs import register_secret, request_id_var
@@ -33,7 +35,6 @@ from instantstart.operations.kinds import KINDS
 from instantstart.operations.runner import Runner
 from instantstart.operations.store import OperationStore
 from instantstart.services import load_all
-from instantstart.services.core.describe_cache import DescribeCache
 from instantstart.settings import Settings
 from instantstart.store.db import Database
 from instantstart.web.routes import add_web_routes
@@ -134,8 +135,8 @@ def create_app(
         # Shown once, on the terminal, never through the log pipeline.
         print(f"API token created in {settings.data_dir / 'api-token'} (mode 0600): {token}", flush=True)
     db = Database(settings.resolved_database_url)
-    store = OperationStore(db)
-    runner = Runner(settings, store, KINDS)
+    store = OperationStore(db, KINDS)
+    runner: Runner[AppContext] = Runner(settings, store, KINDS)
     aws = AwsClients(settings)
     context = AppContext(
         settings=settings,
@@ -145,7 +146,6 @@ def create_app(
         kube=KubeClients(aws),
         cache=DescribeCache(settings.status_cache_seconds),
     )
-    runner.app = context
     host_port = f"{settings.host}:{settings.port}"
     allowed_hosts = [
         host_port,

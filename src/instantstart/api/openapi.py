@@ -8,8 +8,8 @@ from pydantic import BaseModel
 
 from instantstart import __version__
 from instantstart.catalog.registry import Catalog, OperationSpec
+from instantstart.catalog.routes import API_PREFIX
 
-API_PREFIX = "/api/v1"
 REF = "#/components/schemas/{model}"
 
 ERROR_SCHEMA: dict[str, Any] = {

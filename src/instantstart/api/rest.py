@@ -8,9 +8,9 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from instantstart.api.openapi import API_PREFIX
 from instantstart.catalog.invoke import invoke_spec
 from instantstart.catalog.registry import Catalog, OperationSpec
+from instantstart.catalog.routes import API_PREFIX
 from instantstart.context import AppContext, CallContext
 from instantstart.errors import InvalidInput, NotFound
 from instantstart.logs import request_id_var

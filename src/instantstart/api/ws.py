@@ -10,9 +10,9 @@ from typing import Any
 from anyio import to_thread
 from fastapi import FastAPI, WebSocket, WebSocketDisconnect
 
-from instantstart.api.openapi import API_PREFIX
 from instantstart.catalog.invoke import invoke
 from instantstart.catalog.registry import Catalog
+from instantstart.catalog.routes import API_PREFIX
 from instantstart.context import AppContext, CallContext
 from instantstart.errors import InstantStartError
 

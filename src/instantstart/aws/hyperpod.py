@@ -110,3 +110,43 @@ def describe_training_plan(aws: AwsClients, region: str, arn: str) -> dict[str, 
     return cast(
         "dict[str, Any]", call(f"describe training plan {arn}", sm.describe_training_plan, TrainingPlanName=arn)
     )
+
+
+class HyperPod:
+    """The HyperPod calls above bound to one Region (for services that make several in a row)."""
+
+    def __init__(self, aws: AwsClients, region: str) -> None:
+        self.aws = aws
+        self.region = region
+
+    def describe_cluster(self, name: str) -> dict[str, Any] | None:
+        """DescribeCluster, or None when the cluster does not exist."""
+        return describe_cluster(self.aws, self.region, name)
+
+    def list_events(self, name: str, group: str | None = None) -> list[dict[str, Any]]:
+        """The cluster's latest events (of one group); [] when they cannot be read."""
+        return list_events(self.aws, self.region, name, group)
+
+    def update_cluster(self, action: str, **request: Any) -> None:
+        """UpdateCluster; `action` names it in errors."""
+        update_cluster(self.aws, self.region, action, **request)
+
+    def update_cluster_software(self, name: str) -> None:
+        """UpdateClusterSoftware."""
+        update_cluster_software(self.aws, self.region, name)
+
+    def describe_node(self, cluster: str, node: str) -> dict[str, Any] | None:
+        """DescribeClusterNode's NodeDetails, or None when the node is gone."""
+        return describe_node(self.aws, self.region, cluster, node)
+
+    def list_nodes(self, cluster: str, group: str) -> list[dict[str, Any]]:
+        """ListClusterNodes summaries of one group."""
+        return list_nodes(self.aws, self.region, cluster, group)
+
+    def batch_node_action(self, cluster: str, node: str, action: str) -> list[dict[str, Any]]:
+        """One Batch{Reboot,Replace,Delete}ClusterNodes call; the failures it reports."""
+        return batch_node_action(self.aws, self.region, cluster, node, action)
+
+    def describe_training_plan(self, arn: str) -> dict[str, Any]:
+        """DescribeTrainingPlan."""
+        return describe_training_plan(self.aws, self.region, arn)

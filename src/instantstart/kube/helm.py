@@ -29,7 +29,6 @@ _SECRET_RE = re.compile(r"(k8s-aws-v1\.[A-Za-z0-9_-]+|Bearer\s+\S+)")
 class HelmError(ProviderError):
     """helm exited non-zero; `stderr` is its (redacted) explanation."""
 
-    code = "PROVIDER_ERROR"
     retryable = False
 
     def __init__(self, message: str, *, stderr: str = "", hint: str | None = None) -> None:

@@ -1,35 +1,26 @@
-"""Operation kinds: the ordered stages each kind runs, and the errors a stage may raise."""
+"""Operation kinds: the typed params each kind takes, the ordered stages it runs, its stage mirror."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from instantstart.operations.runner import StageContext
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy.orm import Session
 
-StageFn = Callable[["StageContext"], Awaitable[dict[str, Any] | None]]
+from instantstart.operations.stage import StageContext
 
-
-class TemporaryError(Exception):
-    """A stage failed in a way that may pass: retried with backoff up to the stage's attempt limit."""
-
-    def __init__(self, message: str, *, code: str = "PROVIDER_ERROR", hint: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code
-        self.hint = hint
+StageFn = Callable[[StageContext[Any]], Awaitable[dict[str, Any] | None]]
+StageMirror = Callable[[Session, str | None, list[dict[str, Any]]], None]
+"""Called inside the same transaction as every change of an operation's stages (target, stages), so a view
+kept elsewhere (the cluster row's pipeline stages) can never disagree with the operation."""
 
 
-class PermanentError(Exception):
-    """A stage failed for good: the operation fails with this code, message and hint."""
+class OpenParams(BaseModel):
+    """Params of a kind that declares no model: any JSON object (test-only plugin kinds)."""
 
-    def __init__(self, message: str, *, code: str = "FAILED", hint: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code
-        self.hint = hint
+    model_config = ConfigDict(extra="allow")
 
 
 @dataclass(frozen=True)
@@ -50,12 +41,14 @@ class StageSpec:
 
 @dataclass(frozen=True)
 class OperationKind:
-    """A kind of operation: its name, its stages in order, and how its result is built."""
+    """A kind of operation: its name, params model, stages in order, result builder and stage mirror."""
 
     name: str
     stages: tuple[StageSpec, ...]
+    params: type[BaseModel] = OpenParams
     description: str = ""
     result_from: Callable[[dict[str, dict[str, Any]]], dict[str, Any]] | None = None
+    mirror: StageMirror | None = None
 
 
 @dataclass
@@ -74,6 +67,11 @@ class KindRegistry:
     def get(self, name: str) -> OperationKind | None:
         """The kind named `name`."""
         return self.kinds.get(name)
+
+    def mirror_of(self, name: str) -> StageMirror | None:
+        """The stage mirror of kind `name`, if it has one."""
+        kind = self.kinds.get(name)
+        return kind.mirror if kind else None
 
 
 KINDS = KindRegistry()

@@ -9,27 +9,19 @@ import os
 import socket
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic
 
 from anyio import to_thread
 
-from instantstart.errors import InstantStartError
+from instantstart.errors import Cancelled, InstantStartError, InternalError, Timeout, UnknownKind
 from instantstart.logs import operation_id_var
-from instantstart.operations.kinds import (
-    KindRegistry,
-    OperationKind,
-    PermanentError,
-    StageSpec,
-    TemporaryError,
-)
+from instantstart.operations.kinds import KindRegistry, OperationKind, StageSpec
 from instantstart.operations.models import TERMINAL, OperationRef, OpStatus
+from instantstart.operations.params import params_for_load, params_for_submit
+from instantstart.operations.stage import AppT, StageContext
 from instantstart.operations.store import OperationStore, finished_values
 from instantstart.settings import Settings
 from instantstart.store.models import utcnow
-
-if TYPE_CHECKING:
-    from instantstart.context import AppContext
 
 log = logging.getLogger(__name__)
 
@@ -40,41 +32,25 @@ class LeaseLost(Exception):
     """Another worker took the operation over; this one stops touching it."""
 
 
-@dataclass
-class StageContext:
-    """What a stage function gets: the operation's params, earlier stages' outputs, progress reporting."""
+class Runner(Generic[AppT]):
+    """Drives persisted operations. Several runners (processes) may share one database safely.
 
-    operation_id: str
-    kind: str
-    target: str | None
-    params: dict[str, Any]
-    outputs: dict[str, dict[str, Any]]
-    stage: str
-    attempt: int
-    app: AppContext
-    _progress: Callable[[str], Awaitable[None]] = field(repr=False)
-
-    async def progress(self, message: str) -> None:
-        """Record a human-readable progress message on the running stage (shown by every face)."""
-        await self._progress(message)
-
-
-class Runner:
-    """Drives persisted operations. Several runners (processes) may share one database safely."""
+    Generic over the application object handed to stage functions (`start(app)`), so the engine imports
+    nothing above it."""
 
     def __init__(self, settings: Settings, store: OperationStore, kinds: KindRegistry) -> None:
         self.settings = settings
         self.store = store
         self.kinds = kinds
         self.owner = settings.worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        self.app: AppContext | None = None
+        self.app: AppT | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
         self._listeners: list[Listener] = []
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def start(self, app: AppContext) -> None:
+    def start(self, app: AppT) -> None:
         """Begin claiming operations; unfinished ones from before a restart are picked up first."""
         self.app = app
         self._wake = asyncio.Event()
@@ -124,7 +100,8 @@ class Runner:
         """Persist a new operation (or find the idempotent twin) and return its reference at once."""
         spec = self.kinds.get(kind)
         if spec is None:
-            raise InstantStartError(f"operation kind {kind} is not registered")
+            raise UnknownKind(f"Operation kind {kind} is not registered.")
+        params = params_for_submit(spec.params, kind, params)
         view, created = await to_thread.run_sync(self.store.submit, spec, params, target, idempotency_key)
         if created:
             log.info("operation submitted", extra={"operation_id": view.operation_id, "kind": kind})
@@ -227,18 +204,13 @@ class Runner:
             return
         kind = self.kinds.get(row.kind)
         if kind is None:
-            await self._finish(
-                operation_id,
-                token,
-                row.stages,
-                OpStatus.FAILED,
-                {
-                    "code": "UNKNOWN_KIND",
-                    "message": f"No handler for operation kind {row.kind}.",
-                    "hint": "Start the server with the plugin that registers this kind.",
-                    "details": {},
-                },
-            )
+            error = UnknownKind(f"No handler for operation kind {row.kind}.").to_dict()
+            await self._finish(operation_id, token, row.stages, OpStatus.FAILED, error)
+            return
+        try:
+            params = params_for_load(kind.params, kind.name, operation_id, row.params)
+        except InstantStartError as exc:
+            await self._finish(operation_id, token, row.stages, OpStatus.FAILED, exc.to_dict())
             return
         stages = [dict(s) for s in row.stages]
         if row.status != OpStatus.RUNNING.value or row.started_at is None:
@@ -248,7 +220,7 @@ class Runner:
             stage = stages[index]
             if stage["status"] == OpStatus.SUCCEEDED.value:
                 continue  # a stage that succeeded is never rerun
-            result = await self._run_stage(operation_id, token, row, kind, spec, stages, index, outputs)
+            result = await self._run_stage(operation_id, token, row, params, kind, spec, stages, index, outputs)
             if result is None:
                 return
             outputs[spec.name] = result
@@ -260,6 +232,7 @@ class Runner:
         operation_id: str,
         token: str,
         row: Any,
+        params: Any,
         kind: OperationKind,
         spec: StageSpec,
         stages: list[dict[str, Any]],
@@ -290,7 +263,8 @@ class Runner:
                 operation_id=operation_id,
                 kind=kind.name,
                 target=row.target,
-                params=row.params,
+                params=params,
+                raw_params=row.params,
                 outputs=outputs,
                 stage=spec.name,
                 attempt=int(stage["attempts"]),
@@ -300,23 +274,18 @@ class Runner:
             try:
                 produced = await asyncio.wait_for(spec.fn(ctx), timeout=spec.timeout_seconds)
             except TimeoutError:
-                error = TemporaryError(
-                    f"Stage {spec.name} did not finish within {spec.timeout_seconds:.0f}s.", code="TIMEOUT"
+                error = Timeout(
+                    f"Stage {spec.name} did not finish within {spec.timeout_seconds:.0f}s.", retryable=True
                 )
                 if not await self._retry_or_fail(operation_id, token, spec, stages, index, error):
                     return None
                 continue
-            except TemporaryError as exc:
-                if not await self._retry_or_fail(operation_id, token, spec, stages, index, exc):
-                    return None
-                continue
-            except (PermanentError, InstantStartError) as exc:
-                if isinstance(exc, InstantStartError) and exc.retryable:
-                    temp = TemporaryError(exc.message, code=exc.code, hint=exc.hint)
-                    if not await self._retry_or_fail(operation_id, token, spec, stages, index, temp):
+            except InstantStartError as exc:
+                if exc.retryable:
+                    if not await self._retry_or_fail(operation_id, token, spec, stages, index, exc):
                         return None
                     continue
-                await self._fail(operation_id, token, stages, index, _error_dict(exc))
+                await self._fail(operation_id, token, stages, index, exc.to_dict())
                 return None
             except asyncio.CancelledError:
                 if await to_thread.run_sync(self.store.cancel_requested, operation_id):
@@ -325,18 +294,11 @@ class Runner:
                 raise
             except Exception as exc:
                 log.exception("stage %s crashed", spec.name, extra={"operation_id": operation_id})
-                await self._fail(
-                    operation_id,
-                    token,
-                    stages,
-                    index,
-                    {
-                        "code": "INTERNAL",
-                        "message": f"Stage {spec.name} failed unexpectedly: {type(exc).__name__}.",
-                        "hint": "This is a bug; the server log has the traceback.",
-                        "details": {},
-                    },
+                crash = InternalError(
+                    f"Stage {spec.name} failed unexpectedly: {type(exc).__name__}.",
+                    hint="This is a bug; the server log has the traceback.",
                 )
+                await self._fail(operation_id, token, stages, index, crash.to_dict())
                 return None
             result = dict(produced or {})
             stage.update(
@@ -355,7 +317,7 @@ class Runner:
         spec: StageSpec,
         stages: list[dict[str, Any]],
         index: int,
-        exc: TemporaryError,
+        exc: InstantStartError,
     ) -> bool:
         stage = stages[index]
         attempts = int(stage["attempts"])
@@ -366,10 +328,10 @@ class Runner:
                 stages,
                 index,
                 {
-                    "code": exc.code,
+                    "code": exc.code.value,
                     "message": f"{exc.message} (gave up after {attempts} attempts)",
                     "hint": exc.hint,
-                    "details": {"stage": spec.name, "attempts": attempts},
+                    "details": {**exc.details, "stage": spec.name, "attempts": attempts},
                 },
             )
             return False
@@ -402,12 +364,7 @@ class Runner:
             token,
             stages,
             OpStatus.CANCELLED,
-            {
-                "code": "CANCELLED",
-                "message": "Cancelled on request.",
-                "hint": "operation_retry resumes from the cancelled stage.",
-                "details": {},
-            },
+            Cancelled("Cancelled on request.", hint="operation_retry resumes from the cancelled stage.").to_dict(),
         )
 
     async def _finish(
@@ -424,8 +381,3 @@ class Runner:
         await self._save(operation_id, token, **values)
         log.info("operation finished", extra={"operation_id": operation_id, "status": status.value})
 
-
-def _error_dict(exc: PermanentError | InstantStartError) -> dict[str, Any]:
-    if isinstance(exc, InstantStartError):
-        return exc.to_dict()
-    return {"code": exc.code, "message": exc.message, "hint": exc.hint, "details": {}}

@@ -8,9 +8,10 @@ from typing import Any
 
 from sqlalchemy import func, or_, select, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
-from instantstart.errors import Conflict, NotFound
-from instantstart.operations.kinds import OperationKind
+from instantstart.errors import Cancelled, Conflict, NotFound
+from instantstart.operations.kinds import KindRegistry, OperationKind
 from instantstart.operations.models import ACTIVE, TERMINAL, OperationView, OpStatus, StageView
 from instantstart.store.db import Database
 from instantstart.store.models import OperationRow, utcnow
@@ -62,8 +63,15 @@ def to_view(row: OperationRow) -> OperationView:
 class OperationStore:
     """All reads and writes of operation rows (synchronous; callers run it in a worker thread)."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, kinds: KindRegistry | None = None) -> None:
         self.db = db
+        self.kinds = kinds
+
+    def _mirror(self, session: Session, kind: str, target: str | None, stages: list[dict[str, Any]]) -> None:
+        """Hand a change of stages to the kind's mirror, inside the transaction that makes it."""
+        mirror = self.kinds.mirror_of(kind) if self.kinds is not None else None
+        if mirror is not None:
+            mirror(session, target, stages)
 
     # -- submission --------------------------------------------------------------------------
     def submit(
@@ -224,7 +232,13 @@ class OperationStore:
                 .where(OperationRow.id == operation_id, OperationRow.lease_token == token)
                 .values(**values)
             )
-            return bool(result.rowcount == 1)  # type: ignore[attr-defined]
+            saved = bool(result.rowcount == 1)  # type: ignore[attr-defined]
+            if saved and "stages" in values:
+                kind, target = session.execute(
+                    select(OperationRow.kind, OperationRow.target).where(OperationRow.id == operation_id)
+                ).one()
+                self._mirror(session, kind, target, values["stages"])
+            return saved
 
     def release(self, operation_id: str, token: str) -> None:
         """Give a lease back (the operation stays as it is)."""
@@ -258,12 +272,8 @@ class OperationStore:
                 row.stages = [
                     {**s, "status": OpStatus.CANCELLED.value} if s["status"] not in TERMINAL else s for s in row.stages
                 ]
-                row.error = {
-                    "code": "CANCELLED",
-                    "message": "Cancelled before it started.",
-                    "hint": None,
-                    "details": {},
-                }
+                row.error = Cancelled("Cancelled before it started.").to_dict()
+                self._mirror(session, row.kind, row.target, row.stages)
             return to_view(row)
 
     def reset_for_retry(self, operation_id: str) -> OperationView:
@@ -293,6 +303,7 @@ class OperationStore:
                 row.updated_at = now
                 row.lease_owner = row.lease_token = None
                 row.lease_expires_at = None
+                self._mirror(session, row.kind, row.target, row.stages)
                 view = to_view(row)
             return view
         except IntegrityError:

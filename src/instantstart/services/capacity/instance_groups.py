@@ -7,18 +7,18 @@ from typing import Any
 from anyio import to_thread
 from pydantic import Field
 
+from instantstart.aws import hyperpod as hp_api
 from instantstart.aws.errors import translate
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
-from instantstart.context import AppContext, CallContext
-from instantstart.errors import Conflict, InvalidInput, NotFound, PreconditionFailed
+from instantstart.context import AppContext, CallContext, StageContext
+from instantstart.errors import CapacityUnavailable, Conflict, InvalidInput, NotFound, PreconditionFailed, ProviderError
 from instantstart.manifests.hyperpod import DEEP_HEALTH_CHECKS, GroupDecision, instance_group
-from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, StageSpec
+from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
-from instantstart.operations.runner import StageContext
 from instantstart.services.capacity.group_allowlist import resubmit_spec
 from instantstart.services.cluster import network as net
-from instantstart.services.cluster.hyperpod_stage import CAPACITY_WORDS, describe_hyperpod, validate_zone
+from instantstart.services.cluster.hyperpod_stage import CAPACITY_WORDS, validate_zone
 from instantstart.services.core.instance_types import InstanceType, lookup
 from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster, update_cluster
 from instantstart.services.core.stages import blocking, wait_until
@@ -59,7 +59,7 @@ def find_group(cluster: dict[str, Any], name: str) -> dict[str, Any] | None:
 
 async def described(app: AppContext, row: ClusterRow) -> dict[str, Any]:
     """DescribeCluster of the row's HyperPod cluster; PreconditionFailed when there is none."""
-    cluster = await blocking(describe_hyperpod, app.aws.client("sagemaker", row.region), hyperpod_name(row))
+    cluster = await blocking(hp_api.HyperPod(app.aws, row.region).describe_cluster, hyperpod_name(row))
     if cluster is None:
         raise PreconditionFailed(
             f"Cluster {row.tag} has no HyperPod cluster {hyperpod_name(row)}.",
@@ -68,10 +68,10 @@ async def described(app: AppContext, row: ClusterRow) -> dict[str, Any]:
     return cluster
 
 
-def group_events(sm: Any, cluster: str, group: str) -> list[dict[str, Any]]:
+def group_events(sm: hp_api.HyperPod, cluster: str, group: str) -> list[dict[str, Any]]:
     """Error events of one group that report a capacity shortage."""
     try:
-        events = sm.list_cluster_events(ClusterName=cluster, InstanceGroupName=group, MaxResults=100)["Events"]
+        events = sm.list_events(cluster, group)
     except Exception:
         return []
     return [
@@ -128,10 +128,10 @@ def check_decision(req: AddGroupRequest, facts: InstanceType) -> None:
         raise field_error("onStartDeepHealthChecks", f"deep health checks need an accelerated type, not {facts.name}")
 
 
-def plan_zones(sm: Any, arn: str) -> tuple[list[str], dict[str, Any]]:
+def plan_zones(sm: hp_api.HyperPod, arn: str) -> tuple[list[str], dict[str, Any]]:
     """The AZs of a training plan's reserved capacity, and the plan (blocking)."""
     try:
-        plan: dict[str, Any] = sm.describe_training_plan(TrainingPlanName=arn)
+        plan: dict[str, Any] = sm.describe_training_plan(arn)
     except Exception as exc:
         raise translate(exc, f"describe training plan {arn}") from exc
     zones = sorted(
@@ -144,7 +144,7 @@ async def reconcile_zone(ctx: CallContext, row: ClusterRow, req: AddGroupRequest
     """The AZ the group goes to and what was decided about it (a training plan pins capacity to its AZ)."""
     if not req.training_plan_arn:
         return req.availability_zone, []
-    sm = ctx.app.aws.client("sagemaker", row.region)
+    sm = hp_api.HyperPod(ctx.app.aws, row.region)
     zones, plan = await blocking(plan_zones, sm, req.training_plan_arn)
     types = {r.get("InstanceType") for r in plan.get("ReservedCapacitySummaries", [])}
     if types and itype not in types:
@@ -241,33 +241,32 @@ async def hyperpod_add_instance_group(ctx: CallContext, req: AddGroupRequest) ->
     )
 
 
-async def seen_events(sm: Any, cluster: str, group: str) -> set[Any]:
+async def seen_events(sm: hp_api.HyperPod, cluster: str, group: str) -> set[Any]:
     """Ids of the group's capacity events so far (taken before a change, so only new ones count)."""
     return {e.get("EventId") for e in await blocking(group_events, sm, cluster, group)}
 
 
 async def wait_group(
-    stage: StageContext, sm: Any, cluster: str, group: str, want: int | None, seen: set[Any]
+    stage: StageContext, sm: hp_api.HyperPod, cluster: str, group: str, want: int | None, seen: set[Any]
 ) -> dict[str, Any]:
     """Until the group is InService with CurrentCount at its target (or `want`); a capacity event not in
     `seen` fails the stage with CAPACITY_UNAVAILABLE."""
 
     async def settled() -> tuple[bool, str]:
-        details = await blocking(describe_hyperpod, sm, cluster)
+        details = await blocking(sm.describe_cluster, cluster)
         found = find_group(details or {}, group)
         if found is None:
-            raise PermanentError(f"Instance group {group} disappeared from {cluster}.", code="PROVIDER_ERROR")
+            raise ProviderError(f"Instance group {group} disappeared from {cluster}.", retryable=False)
         fresh = [e for e in await blocking(group_events, sm, cluster, group) if e.get("EventId") not in seen]
         if fresh:
-            raise PermanentError(
+            raise CapacityUnavailable(
                 f"HyperPod could not get capacity for {group}: {fresh[0].get('Description')}",
-                code="CAPACITY_UNAVAILABLE",
                 hint="HyperPod keeps retrying in continuous mode; wait and operation_retry, or use another "
                 "AZ, instance type, Spot or a training plan.",
             )
         if found.get("Status") == "Failed":
-            raise PermanentError(
-                f"Instance group {group} failed: {(details or {}).get('FailureMessage', '')}", code="PROVIDER_ERROR"
+            raise ProviderError(
+                f"Instance group {group} failed: {(details or {}).get('FailureMessage', '')}", retryable=False
             )
         target = int(found.get("TargetCount", 0)) if want is None else want
         current = int(found.get("CurrentCount", 0))
@@ -275,7 +274,7 @@ async def wait_group(
         return done, f"{group}: {found.get('Status')} {current}/{target}"
 
     await wait_until(stage, settled, limit_seconds=GROUP_TIMEOUT, what=f"instance group {group}")
-    latest = await blocking(describe_hyperpod, sm, cluster)
+    latest = await blocking(sm.describe_cluster, cluster)
     return find_group(latest or {}, group) or {}
 
 
@@ -287,15 +286,13 @@ def placement(found: dict[str, Any], cluster: dict[str, Any]) -> list[str]:
 
 async def stage_add(stage: StageContext) -> dict[str, Any]:
     """Subnet through ensure_compute_subnet → UpdateCluster with only the new group → InService at count."""
-    tag, region, g = stage.params["clusterTag"], stage.params["region"], stage.params["group"]
+    tag, region, g = stage.raw_params["clusterTag"], stage.raw_params["region"], stage.raw_params["group"]
     app = stage.app
     row = await blocking(get_cluster, app.db, tag)
     details = row.details or {}
     for note in g["notes"]:
         await stage.progress(note)
-    n = net.NetCtx(
-        ec2=app.aws.client("ec2", region), db=app.db, cluster_tag=tag, operation_id=stage.operation_id, region=region
-    )
+    n = net.NetCtx(ec2=app.aws.ec2(region), db=app.db, cluster_tag=tag, operation_id=stage.operation_id, region=region)
     az = g["availabilityZone"]
     await stage.progress(f"subnet in {az}" + (" (dedicated)" if g["newSubnet"] else ""))
     subnet = await blocking(
@@ -310,11 +307,11 @@ async def stage_add(stage: StageContext) -> dict[str, Any]:
         dedicated_name=g["name"],
         min_free=int(g["count"]) + 8,
     )
-    sm = app.aws.client("sagemaker", region)
+    sm = hp_api.HyperPod(app.aws, region)
     name = hyperpod_name(row)
-    cluster = await blocking(describe_hyperpod, sm, name)
+    cluster = await blocking(sm.describe_cluster, name)
     if cluster is None:
-        raise PermanentError(f"HyperPod cluster {name} does not exist.", code="PRECONDITION_FAILED")
+        raise PreconditionFailed(f"HyperPod cluster {name} does not exist.")
     seen = await seen_events(sm, name, g["name"])
     if find_group(cluster, g["name"]) is None:
         decision = GroupDecision(
@@ -334,7 +331,12 @@ async def stage_add(stage: StageContext) -> dict[str, Any]:
         )
         await stage.progress(f"UpdateCluster {name}: add {g['name']} ({g['count']} x {g['instanceType']} in {az})")
         try:
-            await blocking(sm.update_cluster, ClusterName=name, InstanceGroups=[instance_group(decision)])
+            await blocking(
+                sm.update_cluster,
+                f"add instance group {g['name']} to {name}",
+                ClusterName=name,
+                InstanceGroups=[instance_group(decision)],
+            )
         except Exception as exc:
             raise translate(exc, f"add instance group {g['name']} to {name}") from exc
     found = await wait_group(stage, sm, name, g["name"], None, seen)
@@ -430,21 +432,23 @@ async def hyperpod_scale_instance_group(ctx: CallContext, req: ScaleGroupRequest
 
 async def stage_scale(stage: StageContext) -> dict[str, Any]:
     """Describe → allowlisted spec with the new count → UpdateCluster (only this group) → count reached."""
-    tag, region, name, target = (stage.params[k] for k in ("clusterTag", "region", "name", "targetCount"))
+    tag, region, name, target = (stage.raw_params[k] for k in ("clusterTag", "region", "name", "targetCount"))
     app = stage.app
     row = await blocking(get_cluster, app.db, tag)
-    sm = app.aws.client("sagemaker", region)
+    sm = hp_api.HyperPod(app.aws, region)
     cluster_name = hyperpod_name(row)
-    cluster = await blocking(describe_hyperpod, sm, cluster_name) or {}
+    cluster = await blocking(sm.describe_cluster, cluster_name) or {}
     found = find_group(cluster, name)
     if found is None:
-        raise PermanentError(f"Instance group {name} does not exist in {cluster_name}.", code="NOT_FOUND")
+        raise NotFound(f"Instance group {name} does not exist in {cluster_name}.")
     seen = await seen_events(sm, cluster_name, name)
     if int(found.get("TargetCount", -1)) != int(target):
         spec = resubmit_spec(found, count=int(target))
         await stage.progress(f"UpdateCluster {cluster_name}: {name} {found.get('TargetCount')} -> {target}")
         try:
-            await blocking(sm.update_cluster, ClusterName=cluster_name, InstanceGroups=[spec])
+            await blocking(
+                sm.update_cluster, f"scale instance group {name}", ClusterName=cluster_name, InstanceGroups=[spec]
+            )
         except Exception as exc:
             raise translate(exc, f"scale instance group {name}") from exc
     after = await wait_group(stage, sm, cluster_name, name, int(target), seen)
@@ -495,22 +499,27 @@ async def hyperpod_delete_instance_group(ctx: CallContext, req: DeleteGroupReque
 
 async def stage_delete_group(stage: StageContext) -> dict[str, Any]:
     """UpdateCluster(InstanceGroupsToDelete) → the group is gone; its dedicated subnet stays."""
-    tag, region, name = stage.params["clusterTag"], stage.params["region"], stage.params["name"]
+    tag, region, name = stage.raw_params["clusterTag"], stage.raw_params["region"], stage.raw_params["name"]
     app = stage.app
     row = await blocking(get_cluster, app.db, tag)
-    sm = app.aws.client("sagemaker", region)
+    sm = hp_api.HyperPod(app.aws, region)
     cluster_name = hyperpod_name(row)
-    cluster = await blocking(describe_hyperpod, sm, cluster_name) or {}
+    cluster = await blocking(sm.describe_cluster, cluster_name) or {}
     found = find_group(cluster, name)
     if found is not None and found.get("Status") != "Deleting":
         await stage.progress(f"UpdateCluster {cluster_name}: delete {name}")
         try:
-            await blocking(sm.update_cluster, ClusterName=cluster_name, InstanceGroupsToDelete=[name])
+            await blocking(
+                sm.update_cluster,
+                f"delete instance group {name}",
+                ClusterName=cluster_name,
+                InstanceGroupsToDelete=[name],
+            )
         except Exception as exc:
             raise translate(exc, f"delete instance group {name}") from exc
 
     async def gone() -> tuple[bool, str]:
-        latest = await blocking(describe_hyperpod, sm, cluster_name)
+        latest = await blocking(sm.describe_cluster, cluster_name)
         now = find_group(latest or {}, name)
         if now is None:
             return True, f"{name} deleted"

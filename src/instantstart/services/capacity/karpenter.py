@@ -8,19 +8,19 @@ from anyio import to_thread
 from kubernetes import client as k8s
 from pydantic import Field
 
+from instantstart.aws import hyperpod as hp_api
+from instantstart.aws import iam as iam_api
 from instantstart.aws.errors import error_code, translate
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
-from instantstart.context import AppContext, CallContext
-from instantstart.errors import InvalidInput, PreconditionFailed
+from instantstart.context import AppContext, CallContext, StageContext
+from instantstart.errors import InvalidInput, PreconditionFailed, ProviderError
+from instantstart.kube.calls import kube_api, kube_call
 from instantstart.manifests import karpenter as m
-from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, StageSpec
+from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
-from instantstart.operations.runner import StageContext
 from instantstart.services.capacity.instance_groups import GROUP_NAME, described, find_group, hyperpod_name
 from instantstart.services.cluster import iam as iam_svc
-from instantstart.services.cluster.hyperpod_stage import describe_hyperpod
-from instantstart.services.cluster.status import kube_api, kube_call
 from instantstart.services.core.ledger import mark_deleted, resources_of
 from instantstart.services.core.registry import (
     cluster_target,
@@ -209,13 +209,13 @@ def role_exists(iam: Any, name: str) -> bool:
 
 async def stage_role(stage: StageContext) -> dict[str, Any]:
     """The autoscaling role HyperPod assumes (trust hyperpod.sagemaker.amazonaws.com; add/delete nodes)."""
-    tag, region = stage.params["clusterTag"], stage.params["region"]
+    tag, region = stage.raw_params["clusterTag"], stage.raw_params["region"]
     app = stage.app
     row = await blocking(get_cluster, app.db, tag)
     cluster = await described(app, row)
     account = str(cluster["ClusterArn"]).split(":")[4]
     name = m.role_name(tag)
-    iam = app.aws.client("iam", region)
+    iam = app.aws.iam(region)
     created = not await blocking(role_exists, iam, name) or bool(state_of(row).get("roleCreated"))
     arn = await blocking(
         iam_svc.ensure_role,
@@ -236,10 +236,10 @@ async def stage_role(stage: StageContext) -> dict[str, Any]:
 
 async def stage_autoscaling(stage: StageContext) -> dict[str, Any]:
     """UpdateCluster: ClusterRole + AutoScaling Karpenter (unless already on), until AutoScaling is InService."""
-    tag, region = stage.params["clusterTag"], stage.params["region"]
+    tag, region = stage.raw_params["clusterTag"], stage.raw_params["region"]
     app = stage.app
     row = await blocking(get_cluster, app.db, tag)
-    sm = app.aws.client("sagemaker", region)
+    sm = hp_api.HyperPod(app.aws, region)
     name = hyperpod_name(row)
     cluster = await described(app, row)
     auto = cluster.get("AutoScaling") or {}
@@ -249,6 +249,7 @@ async def stage_autoscaling(stage: StageContext) -> dict[str, Any]:
         try:
             await blocking(
                 sm.update_cluster,
+                f"enable autoscaling on {name}",
                 ClusterName=name,
                 ClusterRole=stage.outputs["role"]["roleArn"],
                 AutoScaling={"Mode": "Enable", "AutoScalerType": "Karpenter"},
@@ -261,15 +262,13 @@ async def stage_autoscaling(stage: StageContext) -> dict[str, Any]:
     return {"autoscaling": "Enable", "enabledHere": ours}
 
 
-async def wait_autoscaling(stage: StageContext, sm: Any, name: str, mode: str) -> None:
+async def wait_autoscaling(stage: StageContext, sm: hp_api.HyperPod, name: str, mode: str) -> None:
     """Until DescribeCluster's AutoScaling has `mode` and Status InService (Failed is permanent)."""
 
     async def ready() -> tuple[bool, str]:
-        auto = (await blocking(describe_hyperpod, sm, name) or {}).get("AutoScaling") or {}
+        auto = (await blocking(sm.describe_cluster, name) or {}).get("AutoScaling") or {}
         if auto.get("Status") == "Failed":
-            raise PermanentError(
-                f"Autoscaling on {name} failed: {auto.get('FailureMessage', '')}", code="PROVIDER_ERROR"
-            )
+            raise ProviderError(f"Autoscaling on {name} failed: {auto.get('FailureMessage', '')}", retryable=False)
         done = auto.get("Mode") == mode and auto.get("Status") == "InService"
         return done, f"autoscaling {auto.get('Mode', '-')}: {auto.get('Status', '-')}"
 
@@ -343,11 +342,11 @@ def settings_of(params: dict[str, Any]) -> m.KarpenterSettings:
 
 async def stage_nodepool(stage: StageContext) -> dict[str, Any]:
     """Once the Karpenter CRDs are served: the HyperpodNodeClass and NodePool, until both are Ready."""
-    tag = stage.params["clusterTag"]
+    tag = stage.raw_params["clusterTag"]
     app = stage.app
     row = await blocking(get_cluster, app.db, tag)
-    api = await blocking(kube_api, app, row)
-    s = settings_of(stage.params)
+    api = await blocking(kube_api, app.kube, row.eks_cluster_name, row.region)
+    s = settings_of(stage.raw_params)
 
     async def crds() -> tuple[bool, str]:
         served = await blocking(kube_call, "read Karpenter CRDs", crds_served, api)
@@ -368,7 +367,7 @@ async def stage_nodepool(stage: StageContext) -> dict[str, Any]:
 
     await wait_until(stage, pool_ready, limit_seconds=WAIT, what=f"NodePool {s.name}")
     await record_state(
-        app, tag, enabled=True, instanceGroups=list(s.instance_groups), settings=stage.params["settings"]
+        app, tag, enabled=True, instanceGroups=list(s.instance_groups), settings=stage.raw_params["settings"]
     )
     return {"nodeClass": s.name, "nodePool": s.name, "instanceGroups": list(s.instance_groups)}
 
@@ -387,12 +386,12 @@ def delete_object(api: k8s.ApiClient, group: str, plural: str, name: str) -> Non
 
 async def stage_remove_nodepool(stage: StageContext) -> dict[str, Any]:
     """Delete the NodePool, then the HyperpodNodeClass, each until gone (only those the toggle made)."""
-    tag = stage.params["clusterTag"]
+    tag = stage.raw_params["clusterTag"]
     app = stage.app
     row = await blocking(get_cluster, app.db, tag)
     state = state_of(row)
     await record_state(app, tag, enabled=False)
-    api = await blocking(kube_api, app, row)
+    api = await blocking(kube_api, app.kube, row.eks_cluster_name, row.region)
     removed = []
     for key, group, plural in (
         ("nodePool", m.NODEPOOL_GROUP, m.NODEPOOL_PLURAL),
@@ -416,19 +415,22 @@ async def stage_remove_nodepool(stage: StageContext) -> dict[str, Any]:
 
 async def stage_remove_autoscaling(stage: StageContext) -> dict[str, Any]:
     """Disable cluster autoscaling, if the toggle enabled it."""
-    tag, region = stage.params["clusterTag"], stage.params["region"]
+    tag, region = stage.raw_params["clusterTag"], stage.raw_params["region"]
     app = stage.app
     row = await blocking(get_cluster, app.db, tag)
     if not state_of(row).get("autoscalingEnabled"):
         return {"autoscaling": "left as found"}
-    sm = app.aws.client("sagemaker", region)
+    sm = hp_api.HyperPod(app.aws, region)
     name = hyperpod_name(row)
-    auto = (await blocking(describe_hyperpod, sm, name) or {}).get("AutoScaling") or {}
+    auto = (await blocking(sm.describe_cluster, name) or {}).get("AutoScaling") or {}
     if auto.get("Mode") == "Enable":
         await stage.progress(f"UpdateCluster {name}: AutoScaling Disable")
         try:
             await blocking(
-                sm.update_cluster, ClusterName=name, AutoScaling={"Mode": "Disable", "AutoScalerType": "Karpenter"}
+                sm.update_cluster,
+                f"disable autoscaling on {name}",
+                ClusterName=name,
+                AutoScaling={"Mode": "Disable", "AutoScalerType": "Karpenter"},
             )
         except Exception as exc:
             raise translate(exc, f"disable autoscaling on {name}") from exc
@@ -439,13 +441,8 @@ async def stage_remove_autoscaling(stage: StageContext) -> dict[str, Any]:
 
 def delete_role(app: AppContext, tag: str, region: str, name: str) -> None:
     """Delete the autoscaling role (policies first) and mark its ledger row deleted (blocking)."""
-    iam = app.aws.client("iam", region)
     try:
-        for policy in iam.list_attached_role_policies(RoleName=name)["AttachedPolicies"]:
-            iam.detach_role_policy(RoleName=name, PolicyArn=policy["PolicyArn"])
-        for inline in iam.list_role_policies(RoleName=name)["PolicyNames"]:
-            iam.delete_role_policy(RoleName=name, PolicyName=inline)
-        iam.delete_role(RoleName=name)
+        iam_api.delete_role(app.aws, region, name)
     except Exception as exc:
         if error_code(exc) != "NoSuchEntity":
             raise translate(exc, f"delete IAM role {name}") from exc
@@ -456,7 +453,7 @@ def delete_role(app: AppContext, tag: str, region: str, name: str) -> None:
 
 async def stage_remove_role(stage: StageContext) -> dict[str, Any]:
     """Delete the autoscaling role, if the toggle created it; then forget the toggle's state."""
-    tag, region = stage.params["clusterTag"], stage.params["region"]
+    tag, region = stage.raw_params["clusterTag"], stage.raw_params["region"]
     app = stage.app
     row = await blocking(get_cluster, app.db, tag)
     state = state_of(row)
@@ -507,7 +504,7 @@ def kube_view(app: AppContext, row: ClusterRow, state: dict[str, Any]) -> tuple[
     """The NodePool and node class as Kubernetes has them (blocking)."""
     if not state.get("nodePool") and not state.get("nodeClass"):
         return None, None
-    api = kube_api(app, row)
+    api = kube_api(app.kube, row.eks_cluster_name, row.region)
     out: list[dict[str, Any] | None] = []
     for key, group, plural in (
         ("nodePool", m.NODEPOOL_GROUP, m.NODEPOOL_PLURAL),
@@ -548,8 +545,8 @@ async def karpenter_get_status(ctx: CallContext, req: ClusterOnly) -> KarpenterS
         ops.extend(found)
     ops.sort(key=lambda o: o.created_at, reverse=True)
     op = ops[0] if ops else None
-    sm = ctx.app.aws.client("sagemaker", row.region)
-    cluster = await blocking(describe_hyperpod, sm, hyperpod_name(row)) or {}
+    sm = hp_api.HyperPod(ctx.app.aws, row.region)
+    cluster = await blocking(sm.describe_cluster, hyperpod_name(row)) or {}
     pool, nodeclass = await blocking(kube_view, ctx.app, row, state)
     managed = set(state.get("instanceGroups") or []) if state.get("enabled") else set()
     groups = [

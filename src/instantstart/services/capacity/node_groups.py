@@ -7,16 +7,15 @@ from typing import Any
 from anyio import to_thread
 from pydantic import Field, model_validator
 
+from instantstart.aws import hyperpod as hp_api
 from instantstart.aws.errors import error_code, translate
 from instantstart.catalog import operation
 from instantstart.catalog.base import NoInput, WireModel
-from instantstart.context import CallContext
-from instantstart.errors import InvalidInput, NotFound
-from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, StageSpec
+from instantstart.context import CallContext, StageContext
+from instantstart.errors import InvalidInput, NotFound, ProviderError
+from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
-from instantstart.operations.runner import StageContext
 from instantstart.services.capacity.instance_groups import capacity_type, hyperpod_name, karpenter_groups, placement
-from instantstart.services.cluster.hyperpod_stage import describe_hyperpod
 from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.validation import ClusterTag
@@ -112,14 +111,14 @@ async def cluster_get_instance_groups(ctx: CallContext, req: NoInput) -> Instanc
     managed node group (sizes, status)."""
     tag = await to_thread.run_sync(resolve_tag, ctx.app.db, None)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
-    sm = ctx.app.aws.client("sagemaker", row.region)
+    sm = hp_api.HyperPod(ctx.app.aws, row.region)
     name = hyperpod_name(row)
-    cluster = await blocking(describe_hyperpod, sm, name) or {}
+    cluster = await blocking(sm.describe_cluster, name) or {}
     recorded = (row.details or {}).get("instanceGroups") or {}
     managed = set(karpenter_groups(row))
     groups = cluster.get("InstanceGroups", [])
     subnets = sorted({s for g in groups for s in placement(g, cluster)})
-    zones = await blocking(subnet_zones, ctx.app.aws.client("ec2", row.region), subnets)
+    zones = await blocking(subnet_zones, ctx.app.aws.ec2(row.region), subnets)
     infos = []
     for g in groups:
         where = placement(g, cluster)
@@ -141,7 +140,7 @@ async def cluster_get_instance_groups(ctx: CallContext, req: NoInput) -> Instanc
                 image_version_status=g.get("ImageVersionStatus"),
             )
         )
-    eks = ctx.app.aws.client("eks", row.region)
+    eks = ctx.app.aws.eks(row.region)
     return InstanceGroupsResult(
         cluster_tag=tag,
         hyperpod_cluster=name if cluster else None,
@@ -192,7 +191,7 @@ async def _submit(ctx: CallContext, tag: str | None, name: str, field: str, kind
         return replayed
     resolved = await to_thread.run_sync(resolve_tag, ctx.app.db, tag)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, resolved)
-    eks = ctx.app.aws.client("eks", row.region)
+    eks = ctx.app.aws.eks(row.region)
     if await blocking(describe_nodegroup, eks, row.eks_cluster_name, name) is None:
         raise NotFound(
             f"Invalid input: {field}: {row.eks_cluster_name} has no managed node group {name}",
@@ -244,12 +243,12 @@ async def cluster_nodegroup_delete(ctx: CallContext, req: NodeGroupDeleteRequest
 
 async def stage_nodegroup_scale(stage: StageContext) -> dict[str, Any]:
     """UpdateNodegroupConfig (only when the sizes differ) → ACTIVE at the new sizes."""
-    p = stage.params
-    eks = stage.app.aws.client("eks", p["region"])
+    p = stage.raw_params
+    eks = stage.app.aws.eks(p["region"])
     cluster, name, want = p["eksCluster"], p["name"], p["scaling"]
     ng = await blocking(describe_nodegroup, eks, cluster, name)
     if ng is None:
-        raise PermanentError(f"Node group {name} does not exist.", code="NOT_FOUND")
+        raise NotFound(f"Node group {name} does not exist.")
     if {k: (ng.get("scalingConfig") or {}).get(k) for k in want} != want:
         await stage.progress(f"UpdateNodegroupConfig {name}: {want}")
         try:
@@ -262,7 +261,7 @@ async def stage_nodegroup_scale(stage: StageContext) -> dict[str, Any]:
         sizes = {k: (now.get("scalingConfig") or {}).get(k) for k in want}
         if now.get("status") in ("CREATE_FAILED", "DEGRADED"):
             issues = (now.get("health") or {}).get("issues") or []
-            raise PermanentError(f"Node group {name} is {now.get('status')}: {issues}", code="PROVIDER_ERROR")
+            raise ProviderError(f"Node group {name} is {now.get('status')}: {issues}", retryable=False)
         return now.get("status") == "ACTIVE" and sizes == want, f"{name}: {now.get('status')} {sizes}"
 
     await wait_until(stage, active, limit_seconds=NODEGROUP_TIMEOUT, what=f"node group {name}")
@@ -271,8 +270,8 @@ async def stage_nodegroup_scale(stage: StageContext) -> dict[str, Any]:
 
 async def stage_nodegroup_delete(stage: StageContext) -> dict[str, Any]:
     """DeleteNodegroup (unless already deleting) → gone."""
-    p = stage.params
-    eks = stage.app.aws.client("eks", p["region"])
+    p = stage.raw_params
+    eks = stage.app.aws.eks(p["region"])
     cluster, name = p["eksCluster"], p["name"]
     ng = await blocking(describe_nodegroup, eks, cluster, name)
     if ng is not None and ng.get("status") != "DELETING":

@@ -9,17 +9,16 @@ from kubernetes import client as k8s
 from pydantic import Field
 from sqlalchemy import select
 
-from instantstart.aws.errors import error_code, translate
+from instantstart.aws import hyperpod as hp_api
+from instantstart.aws.errors import translate
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
-from instantstart.context import AppContext, CallContext
-from instantstart.errors import NotFound
-from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, StageSpec
+from instantstart.context import AppContext, CallContext, StageContext
+from instantstart.errors import NotFound, PreconditionFailed, ProviderError
+from instantstart.kube.calls import kube_api
+from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
-from instantstart.operations.runner import StageContext
 from instantstart.services.capacity.instance_groups import described, hyperpod_name
-from instantstart.services.cluster.hyperpod_stage import describe_hyperpod
-from instantstart.services.cluster.status import kube_api
 from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.store.db import Database
@@ -43,20 +42,14 @@ def instance_id(node_id: str) -> str:
     return node_id.removeprefix("hyperpod-")
 
 
-def describe_node(sm: Any, cluster: str, node: str) -> dict[str, Any] | None:
+def describe_node(sm: hp_api.HyperPod, cluster: str, node: str) -> dict[str, Any] | None:
     """DescribeClusterNode, or None when the node is gone (blocking)."""
-    try:
-        details: dict[str, Any] = sm.describe_cluster_node(ClusterName=cluster, NodeId=node)["NodeDetails"]
-        return details
-    except Exception as exc:
-        if error_code(exc) in ("ResourceNotFound", "ValidationException"):
-            return None
-        raise translate(exc, f"describe node {node}") from exc
+    return sm.describe_node(cluster, node)
 
 
 def kube_node(app: AppContext, row: ClusterRow, name: str) -> dict[str, Any] | None:
     """The Kubernetes Node `hyperpod-<id>` as the API server has it (None when absent; blocking)."""
-    api = kube_api(app, row)
+    api = kube_api(app.kube, row.eks_cluster_name, row.region)
     try:
         node = k8s.CoreV1Api(api).read_node(name)
     except k8s.ApiException as exc:
@@ -82,7 +75,7 @@ async def submit_node_op(ctx: CallContext, req: NodeRequest, action: str) -> Ope
     tag = await to_thread.run_sync(resolve_tag, ctx.app.db, req.cluster_tag)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
     node = instance_id(req.node_id)
-    sm = ctx.app.aws.client("sagemaker", row.region)
+    sm = hp_api.HyperPod(ctx.app.aws, row.region)
     if await blocking(describe_node, sm, hyperpod_name(row), node) is None:
         raise NotFound(
             f"Invalid input: nodeId: node {node} is not in {hyperpod_name(row)}",
@@ -99,41 +92,33 @@ async def submit_node_op(ctx: CallContext, req: NodeRequest, action: str) -> Ope
     )
 
 
-def batch(sm: Any, cluster: str, node: str, action: str) -> None:
-    """One Batch{Reboot,Replace,Delete}ClusterNodes call; a per-node failure is a PermanentError (blocking)."""
-    call = {
-        "reboot": sm.batch_reboot_cluster_nodes,
-        "replace": sm.batch_replace_cluster_nodes,
-        "delete": sm.batch_delete_cluster_nodes,
-    }[action]
-    try:
-        answer = call(ClusterName=cluster, NodeIds=[node])
-    except Exception as exc:
-        raise translate(exc, f"{action} node {node}") from exc
-    for failure in answer.get("Failed") or []:
+def batch(sm: hp_api.HyperPod, cluster: str, node: str, action: str) -> None:
+    """One Batch{Reboot,Replace,Delete}ClusterNodes call; a per-node failure fails the stage for good (blocking)."""
+    for failure in sm.batch_node_action(cluster, node, action):
         code = failure.get("ErrorCode") or failure.get("Code") or "FAILED"
-        raise PermanentError(
+        error = PreconditionFailed if "Status" in code else ProviderError
+        raise error(
             f"HyperPod refused to {action} {node}: {code}: {failure.get('Message', '')}",
-            code="PRECONDITION_FAILED" if "Status" in code else "PROVIDER_ERROR",
             hint="A node must be Running to reboot or replace it; wait for its current action to finish.",
+            retryable=False,
         )
 
 
 async def stage_request(stage: StageContext) -> dict[str, Any]:
     """Issue the batch call once (a node already on its way is not asked twice)."""
-    p = stage.params
+    p = stage.raw_params
     app = stage.app
     row = await blocking(get_cluster, app.db, p["clusterTag"])
-    sm = app.aws.client("sagemaker", p["region"])
+    sm = hp_api.HyperPod(app.aws, p["region"])
     cluster = hyperpod_name(row)
     node = await blocking(describe_node, sm, cluster, p["nodeId"])
     if node is None:
         if p["action"] == "delete":
             return {"nodeId": p["nodeId"], "group": None, "before": []}
-        raise PermanentError(f"Node {p['nodeId']} is not in {cluster}.", code="NOT_FOUND")
+        raise NotFound(f"Node {p['nodeId']} is not in {cluster}.")
     group = str(node.get("InstanceGroupName"))
-    listed = await blocking(sm.list_cluster_nodes, ClusterName=cluster, InstanceGroupNameContains=group)
-    mates = [n for n in listed.get("ClusterNodeSummaries", []) if n["InstanceGroupName"] == group]
+    listed = await blocking(sm.list_nodes, cluster, group)
+    mates = [n for n in listed if n["InstanceGroupName"] == group]
     status = (node.get("InstanceStatus") or {}).get("Status")
     message = (node.get("InstanceStatus") or {}).get("Message") or ""
     already = (p["action"] == "reboot" and status == "Pending" and "reboot" in message.lower()) or (
@@ -158,11 +143,11 @@ def _stamp(value: Any) -> float:
 
 async def stage_settle(stage: StageContext) -> dict[str, Any]:
     """Poll the node (and its Kubernetes Node) to the action's terminal state."""
-    p = stage.params
+    p = stage.raw_params
     app = stage.app
     asked = stage.outputs["request"]
     row = await blocking(get_cluster, app.db, p["clusterTag"])
-    sm = app.aws.client("sagemaker", p["region"])
+    sm = hp_api.HyperPod(app.aws, p["region"])
     cluster = hyperpod_name(row)
     node_id, action = p["nodeId"], p["action"]
     result: dict[str, Any] = {"nodeId": node_id, "action": action}
@@ -172,9 +157,7 @@ async def stage_settle(stage: StageContext) -> dict[str, Any]:
         if action == "reboot":
             status = ((node or {}).get("InstanceStatus") or {}).get("Status", "gone")
             if node is None or status == "Failure":
-                raise PermanentError(
-                    f"Node {node_id} did not come back from the reboot ({status}).", code="PROVIDER_ERROR"
-                )
+                raise ProviderError(f"Node {node_id} did not come back from the reboot ({status}).", retryable=False)
             kube = await blocking(kube_node, app, row, f"hyperpod-{node_id}")
             done = status == "Running" and node_ready(kube)
             return done, f"{node_id}: {status}, Kubernetes Node {'Ready' if node_ready(kube) else 'not Ready'}"
@@ -184,10 +167,10 @@ async def stage_settle(stage: StageContext) -> dict[str, Any]:
             kube = await blocking(kube_node, app, row, f"hyperpod-{node_id}")
             return kube is None, f"{node_id} terminated" + ("" if kube is None else "; Kubernetes Node still listed")
         # replace: the old instance is gone; a new one in the same group must be Running and Ready.
-        listed = await blocking(sm.list_cluster_nodes, ClusterName=cluster, InstanceGroupNameContains=asked["group"])
+        listed = await blocking(sm.list_nodes, cluster, asked["group"])
         fresh = [
             n
-            for n in listed.get("ClusterNodeSummaries", [])
+            for n in listed
             if n["InstanceGroupName"] == asked["group"] and n["InstanceId"] not in asked["before"]
         ]
         if not fresh:
@@ -323,15 +306,15 @@ async def hyperpod_update_software(ctx: CallContext, req: SoftwareRequest) -> Op
 async def stage_software(stage: StageContext) -> dict[str, Any]:
     """UpdateClusterSoftware once, then until every group reports its update Succeeded."""
     app = stage.app
-    row = await blocking(get_cluster, app.db, stage.params["clusterTag"])
-    sm = app.aws.client("sagemaker", stage.params["region"])
+    row = await blocking(get_cluster, app.db, stage.raw_params["clusterTag"])
+    sm = hp_api.HyperPod(app.aws, stage.raw_params["region"])
     name = hyperpod_name(row)
     cluster = await blocking(describe_hyperpod_or_fail, sm, name)
     running = {"Pending", "InProgress", "RollbackInProgress"}
     if not any(g.get("SoftwareUpdateStatus") in running for g in cluster.get("InstanceGroups", [])):
         await stage.progress(f"UpdateClusterSoftware {name}")
         try:
-            await blocking(sm.update_cluster_software, ClusterName=name)
+            await blocking(sm.update_cluster_software, name)
         except Exception as exc:
             raise translate(exc, f"update the software of {name}") from exc
 
@@ -340,7 +323,7 @@ async def stage_software(stage: StageContext) -> dict[str, Any]:
         states = {g["InstanceGroupName"]: g.get("SoftwareUpdateStatus", "-") for g in now.get("InstanceGroups", [])}
         failed = [g for g, s in states.items() if s in ("Failed", "RollbackComplete")]
         if failed:
-            raise PermanentError(f"Software update failed for {', '.join(failed)}.", code="PROVIDER_ERROR")
+            raise ProviderError(f"Software update failed for {', '.join(failed)}.", retryable=False)
         busy = [g for g, s in states.items() if s in running]
         finished = now.get("ClusterStatus") == "InService" and not busy
         return finished, f"{name}: {now.get('ClusterStatus')}; " + ", ".join(f"{g} {s}" for g, s in states.items())
@@ -355,11 +338,11 @@ async def stage_software(stage: StageContext) -> dict[str, Any]:
     }
 
 
-def describe_hyperpod_or_fail(sm: Any, name: str) -> dict[str, Any]:
-    """DescribeCluster; a PermanentError when the cluster is gone (blocking)."""
-    cluster = describe_hyperpod(sm, name)
+def describe_hyperpod_or_fail(sm: hp_api.HyperPod, name: str) -> dict[str, Any]:
+    """DescribeCluster; NotFound when the cluster is gone (blocking)."""
+    cluster = sm.describe_cluster(name)
     if cluster is None:
-        raise PermanentError(f"HyperPod cluster {name} does not exist.", code="NOT_FOUND")
+        raise NotFound(f"HyperPod cluster {name} does not exist.")
     return cluster
 
 

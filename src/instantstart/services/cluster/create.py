@@ -9,20 +9,18 @@ from pydantic import Field
 
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
-from instantstart.context import CallContext
+from instantstart.context import CallContext, StageContext
 from instantstart.errors import InvalidInput, PreconditionFailed
 from instantstart.manifests.network import plan_addresses
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
-from instantstart.operations.runner import StageContext
 from instantstart.services.cluster.dependencies.stage import DEPENDENCIES_STAGE
 from instantstart.services.cluster.eks_stage import EKS_STAGE, new_tag, submit_pipeline
 from instantstart.services.cluster.hyperpod_stage import HYPERPOD_STAGE, HyperPodCreateRequest, hyperpod_params
 from instantstart.services.cluster.preflight import PlanCreateRequest, plan
 from instantstart.services.cluster.status import VERIFICATION_STAGE
 from instantstart.services.cluster.storage_stage import STORAGE_STAGE
-from instantstart.services.core.registry import activate_stage, reach_stage
-from instantstart.services.core.stages import mark
+from instantstart.services.core.registry import activate_stage, mirror_pipeline_stages, reach_stage
 from instantstart.validation import ClusterTag, Region
 
 STAGES = ("eks", "activate", "dependencies", "hyperpod", "storage", "verification")
@@ -50,12 +48,8 @@ class CreateClusterRequest(WireModel):
 
 async def stage_activate(stage: StageContext) -> dict[str, Any]:
     """Make the new cluster active and prove its Kubernetes API answers an EKS token made here."""
-    tag = stage.params["clusterTag"]
-    await mark(stage, tag, "activate", "RUNNING")
     await activate_stage(stage)
-    result = await reach_stage(stage)
-    await mark(stage, tag, "activate", "SUCCEEDED")
-    return result
+    return await reach_stage(stage)
 
 
 ACTIVATE_STAGE = StageSpec(
@@ -65,6 +59,7 @@ KINDS.register(
     OperationKind(
         name="cluster_create",
         stages=(EKS_STAGE, ACTIVATE_STAGE, DEPENDENCIES_STAGE, HYPERPOD_STAGE, STORAGE_STAGE, VERIFICATION_STAGE),
+        mirror=mirror_pipeline_stages,
     )
 )
 

@@ -5,19 +5,22 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from anyio import to_thread
 from pydantic import Field
 
+from instantstart.aws import ec2_network, eks, elbv2, hyperpod, iam, s3
+from instantstart.aws.clients import AwsClients
 from instantstart.aws.errors import error_code, translate
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
-from instantstart.context import AppContext, CallContext
-from instantstart.errors import Conflict
-from instantstart.operations.kinds import KINDS, OperationKind, StageSpec, TemporaryError
+from instantstart.context import AppContext, CallContext, StageContext
+from instantstart.errors import Conflict, DependencyFailed, NotFound, Unsupported
+from instantstart.kube.calls import core_api, kube_call
+from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
-from instantstart.operations.runner import StageContext
 from instantstart.services.cluster.network import tagged
 from instantstart.services.core.ledger import TAG_CLUSTER, mark_deleted, resources_of
 from instantstart.services.core.registry import ACTIVE_CLUSTER_KEY, get_cluster, submit_for_cluster
@@ -95,46 +98,24 @@ def _rank(resource_type: str) -> int:
 def _tag_scan(app: AppContext, row: ClusterRow) -> list[tuple[str, str]]:
     """Network resources carrying the cluster tag (orphans a crash may have left out of the ledger).
     Tags are checked on each item as well as asked of EC2 (see network.tagged)."""
-    ec2 = app.aws.client("ec2", row.region)
     f = [{"Name": f"tag:{TAG_CLUSTER}", "Values": [row.tag]}]
-
-    def mine(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return tagged(items, row.tag)
-
     found: list[tuple[str, str]] = []
-    found += [("ec2:vpc", v["VpcId"]) for v in mine(ec2.describe_vpcs(Filters=f)["Vpcs"])]
-    found += [("ec2:subnet", s["SubnetId"]) for s in mine(ec2.describe_subnets(Filters=f)["Subnets"])]
-    found += [
-        ("ec2:nat-gateway", n["NatGatewayId"])
-        for n in mine(ec2.describe_nat_gateways(Filters=f)["NatGateways"])
-        if n.get("State") not in ("deleted", "deleting")
-    ]
-    found += [("ec2:route-table", t["RouteTableId"]) for t in mine(ec2.describe_route_tables(Filters=f)["RouteTables"])]
-    found += [
-        ("ec2:internet-gateway", g["InternetGatewayId"])
-        for g in mine(ec2.describe_internet_gateways(Filters=f)["InternetGateways"])
-    ]
-    found += [
-        ("ec2:security-group", g["GroupId"]) for g in mine(ec2.describe_security_groups(Filters=f)["SecurityGroups"])
-    ]
-    found += [("ec2:elastic-ip", a["AllocationId"]) for a in mine(ec2.describe_addresses(Filters=f)["Addresses"])]
-    found += [
-        ("ec2:vpc-endpoint", e["VpcEndpointId"])
-        for e in mine(ec2.describe_vpc_endpoints(Filters=f)["VpcEndpoints"])
-        if e.get("State", "").lower() not in ("deleted", "deleting")
-    ]
+    for kind, (_, _, id_key) in ec2_network.TAGGED.items():
+        for item in tagged(ec2_network.tagged_resources(app.aws, row.region, kind, f), row.tag):
+            state = str(item.get("State", "")).lower()
+            if kind in ("ec2:nat-gateway", "ec2:vpc-endpoint") and state in ("deleted", "deleting"):
+                continue
+            found.append((kind, item[id_key]))
     return found
 
 
 def _load_balancer_holders(app: AppContext, row: ClusterRow) -> list[tuple[str, str]]:
     """Kubernetes Services of type LoadBalancer (their controller owns AWS load balancers) and the ELBv2
     load balancers tagged for this EKS cluster; empty when the cluster or its API is gone."""
-    from kubernetes import client as k8s
-
     found: list[tuple[str, str]] = []
     try:
-        api = app.kube.api_client(row.eks_cluster_name, row.region)
-        services = k8s.CoreV1Api(api).list_service_for_all_namespaces().items
+        core = core_api(app.kube, row.eks_cluster_name, row.region)
+        services = kube_call("list services", core.list_service_for_all_namespaces).items
         found += [
             ("k8s:loadbalancer-service", f"{svc.metadata.namespace}/{svc.metadata.name}")
             for svc in services
@@ -142,17 +123,9 @@ def _load_balancer_holders(app: AppContext, row: ClusterRow) -> list[tuple[str, 
         ]
     except Exception:
         log.info("deletion plan: Kubernetes API of %s not reachable; no Services listed", row.eks_cluster_name)
-    elbv2 = app.aws.client("elbv2", row.region)
-    arns = [
-        lb["LoadBalancerArn"]
-        for page in elbv2.get_paginator("describe_load_balancers").paginate()
-        for lb in page.get("LoadBalancers", [])
-    ]
-    for start in range(0, len(arns), 20):
-        for description in elbv2.describe_tags(ResourceArns=arns[start : start + 20]).get("TagDescriptions", []):
-            tags = {t["Key"]: t["Value"] for t in description.get("Tags", [])}
-            if tags.get("elbv2.k8s.aws/cluster") == row.eks_cluster_name or tags.get(TAG_CLUSTER) == row.tag:
-                found.append(("elbv2:load-balancer", description["ResourceArn"]))
+    for arn, tags in elbv2.load_balancer_tags(app.aws, row.region).items():
+        if tags.get("elbv2.k8s.aws/cluster") == row.eks_cluster_name or tags.get(TAG_CLUSTER) == row.tag:
+            found.append(("elbv2:load-balancer", arn))
     return found
 
 
@@ -242,7 +215,7 @@ async def cluster_delete(ctx: CallContext, req: DeleteRequest) -> OperationRef:
 
 
 def _gone(exc: BaseException) -> bool:
-    if getattr(exc, "status", None) == 404:  # the Kubernetes API's NotFound
+    if isinstance(exc, NotFound) or getattr(exc, "status", None) == 404:  # NotFound, or the Kubernetes API's 404
         return True
     code = error_code(exc)
     return code.endswith(("NotFound", "NotFoundException", "NoSuchEntity", "NoSuchBucket")) or code in (
@@ -252,95 +225,76 @@ def _gone(exc: BaseException) -> bool:
     )
 
 
+def _row_of(app: AppContext, res: dict[str, Any]) -> ClusterRow:
+    return get_cluster(app.db, res.get("details", {}).get("clusterTag") or res["clusterTag"])
+
+
+def _delete_lb_service(app: AppContext, res: dict[str, Any]) -> bool:
+    namespace, name = res["resourceId"].split("/", 1)
+    row = _row_of(app, res)
+    core = core_api(app.kube, row.eks_cluster_name, row.region)
+    kube_call(f"delete Service {namespace}/{name}", core.delete_namespaced_service, name=name, namespace=namespace)
+    return False
+
+
+def _delete_eks_cluster(app: AppContext, res: dict[str, Any]) -> bool:
+    eks.delete_cluster(app.aws, res["region"], res["resourceId"])
+    app.kube.forget(res["resourceId"], res["region"])
+    return False
+
+
+def _delete_pod_identity(app: AppContext, res: dict[str, Any]) -> bool:
+    cluster, _, assoc = res["resourceId"].rpartition("/")
+    cluster = cluster or str(res.get("details", {}).get("clusterName", ""))
+    eks.delete_pod_identity_association(app.aws, res["region"], cluster, assoc)
+    return True
+
+
+def _deleter(fn: Callable[[AwsClients, str, str], None], done: bool) -> Deleter:
+    """A deleter that calls an adapter with (clients, region, id); `done`: gone once the call returns."""
+
+    def delete(app: AppContext, res: dict[str, Any]) -> bool:
+        fn(app.aws, res["region"], res["resourceId"])
+        return done
+
+    return delete
+
+
+def _delete_addon(aws: AwsClients, region: str, rid: str) -> None:
+    cluster, _, name = rid.partition("/")
+    eks.delete_addon(aws, region, cluster, name)
+
+
+Deleter = Callable[[AppContext, dict[str, Any]], bool]
+
+# ledger resource type → how to start deleting it; True when it is gone already (no waiting needed)
+DELETERS: dict[str, Deleter] = {
+    "sagemaker:cluster": _deleter(hyperpod.delete_cluster, False),
+    "k8s:loadbalancer-service": _delete_lb_service,
+    "eks:cluster": _delete_eks_cluster,
+    "eks:addon": _deleter(_delete_addon, True),
+    "eks:pod-identity-association": _delete_pod_identity,
+    "iam:role": _deleter(iam.delete_role, True),
+    "iam:oidc-provider": _deleter(iam.delete_oidc_provider, True),
+    "ec2:nat-gateway": _deleter(ec2_network.delete_nat_gateway, False),
+    "ec2:elastic-ip": _deleter(ec2_network.release_address, True),
+    "ec2:vpc-endpoint": _deleter(ec2_network.delete_vpc_endpoint, True),
+    "ec2:route-table": _deleter(ec2_network.delete_route_table, True),
+    "ec2:internet-gateway": _deleter(ec2_network.delete_internet_gateway, True),
+    "ec2:subnet": _deleter(ec2_network.delete_subnet, True),
+    "ec2:security-group": _deleter(ec2_network.delete_security_group, True),
+    "ec2:vpc": _deleter(ec2_network.delete_vpc, True),
+    "s3:bucket": _deleter(s3.delete_bucket, True),
+    "elbv2:load-balancer": _deleter(elbv2.delete_load_balancer, True),
+}
+
+
 def _delete_one(app: AppContext, res: dict[str, Any]) -> bool:
     """Start deleting one resource; True when it is gone already (no waiting needed)."""
-    kind, rid, region = res["resourceType"], res["resourceId"], res["region"]
-    aws = app.aws
-    ec2 = aws.client("ec2", region)
-    if kind == "sagemaker:cluster":
-        aws.client("sagemaker", region).delete_cluster(ClusterName=rid)
-        return False
-    if kind == "k8s:loadbalancer-service":
-        _core(app, res).delete_namespaced_service(name=rid.split("/", 1)[1], namespace=rid.split("/", 1)[0])
-        return False
-    if kind == "eks:cluster":
-        eks = aws.client("eks", region)
-        for addon in eks.list_addons(clusterName=rid).get("addons", []):
-            eks.delete_addon(clusterName=rid, addonName=addon)
-        eks.delete_cluster(name=rid)
-        app.kube.forget(rid, region)
-        return False
-    if kind == "eks:addon":
-        cluster, _, name = rid.partition("/")
-        aws.client("eks", region).delete_addon(clusterName=cluster, addonName=name)
-        return True
-    if kind == "eks:pod-identity-association":
-        cluster, _, assoc = rid.rpartition("/")
-        cluster = cluster or str(res.get("details", {}).get("clusterName", ""))
-        aws.client("eks", region).delete_pod_identity_association(clusterName=cluster, associationId=assoc)
-        return True
-    if kind == "iam:role":
-        iam = aws.client("iam", region)
-        for policy in iam.list_attached_role_policies(RoleName=rid)["AttachedPolicies"]:
-            iam.detach_role_policy(RoleName=rid, PolicyArn=policy["PolicyArn"])
-        for name in iam.list_role_policies(RoleName=rid)["PolicyNames"]:
-            iam.delete_role_policy(RoleName=rid, PolicyName=name)
-        iam.delete_role(RoleName=rid)
-        return True
-    if kind == "iam:oidc-provider":
-        aws.client("iam", region).delete_open_id_connect_provider(OpenIDConnectProviderArn=rid)
-        return True
-    if kind == "ec2:nat-gateway":
-        ec2.delete_nat_gateway(NatGatewayId=rid)
-        return False
-    if kind == "ec2:elastic-ip":
-        ec2.release_address(AllocationId=rid)
-        return True
-    if kind == "ec2:vpc-endpoint":
-        ec2.delete_vpc_endpoints(VpcEndpointIds=[rid])
-        return True
-    if kind == "ec2:route-table":
-        table = ec2.describe_route_tables(RouteTableIds=[rid])["RouteTables"][0]
-        for assoc in table.get("Associations", []):
-            if not assoc.get("Main"):
-                ec2.disassociate_route_table(AssociationId=assoc["RouteTableAssociationId"])
-        ec2.delete_route_table(RouteTableId=rid)
-        return True
-    if kind == "ec2:internet-gateway":
-        igw = ec2.describe_internet_gateways(InternetGatewayIds=[rid])["InternetGateways"][0]
-        for attachment in igw.get("Attachments", []):
-            ec2.detach_internet_gateway(InternetGatewayId=rid, VpcId=attachment["VpcId"])
-        ec2.delete_internet_gateway(InternetGatewayId=rid)
-        return True
-    if kind == "ec2:subnet":
-        ec2.delete_subnet(SubnetId=rid)
-        return True
-    if kind == "ec2:security-group":
-        ec2.delete_security_group(GroupId=rid)
-        return True
-    if kind == "ec2:vpc":
-        ec2.delete_vpc(VpcId=rid)
-        return True
-    if kind == "s3:bucket":
-        s3 = aws.client("s3", region)
-        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=rid):
-            keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
-            if keys:
-                s3.delete_objects(Bucket=rid, Delete={"Objects": keys})
-        s3.delete_bucket(Bucket=rid)
-        return True
-    if kind == "elbv2:load-balancer":
-        aws.client("elbv2", region).delete_load_balancer(LoadBalancerArn=rid)
-        return True
-    raise TemporaryError(f"No deleter for {kind}; delete {rid} by hand.", code="UNSUPPORTED_RESOURCE")
-
-
-def _core(app: AppContext, res: dict[str, Any]) -> Any:
-    from kubernetes import client as k8s
-
-    tag = res.get("details", {}).get("clusterTag") or res["clusterTag"]
-    row = get_cluster(app.db, tag)
-    return k8s.CoreV1Api(app.kube.api_client(row.eks_cluster_name, row.region))
+    deleter = DELETERS.get(res["resourceType"])
+    if deleter is None:
+        raise Unsupported(f"No deleter for {res['resourceType']}; delete {res['resourceId']} by hand.", retryable=True)
+    return deleter(app, res)
 
 
 def _still_there(app: AppContext, res: dict[str, Any]) -> bool:
@@ -348,17 +302,16 @@ def _still_there(app: AppContext, res: dict[str, Any]) -> bool:
     try:
         if kind == "k8s:loadbalancer-service":
             namespace, name = rid.split("/", 1)
-            _core(app, res).read_namespaced_service(name=name, namespace=namespace)
+            row = _row_of(app, res)
+            core = core_api(app.kube, row.eks_cluster_name, row.region)
+            kube_call(f"read Service {rid}", core.read_namespaced_service, name=name, namespace=namespace)
             return True
         if kind == "sagemaker:cluster":
-            status = app.aws.client("sagemaker", region).describe_cluster(ClusterName=rid)["ClusterStatus"]
-            return bool(status != "Deleted")
+            return hyperpod.cluster_status(app.aws, region, rid) not in (None, "Deleted")
         if kind == "eks:cluster":
-            app.aws.client("eks", region).describe_cluster(name=rid)
-            return True
+            return eks.describe_cluster(app.aws, region, rid) is not None
         if kind == "ec2:nat-gateway":
-            nats = app.aws.client("ec2", region).describe_nat_gateways(NatGatewayIds=[rid])["NatGateways"]
-            return bool(nats) and nats[0]["State"] not in ("deleted",)
+            return ec2_network.nat_gateway_state(app.aws, region, rid) not in (None, "deleted")
     except Exception as exc:
         if _gone(exc):
             return False
@@ -369,20 +322,20 @@ def _still_there(app: AppContext, res: dict[str, Any]) -> bool:
 async def stage_delete(stage: StageContext) -> dict[str, Any]:
     """Delete every planned resource in order, waiting for each that takes time; gone already is success."""
     app = stage.app
-    tag = stage.params["clusterTag"]
+    tag = stage.raw_params["clusterTag"]
     ledger = {(r.resource_type, r.resource_id): r.id for r in await blocking(resources_of, app.db, tag)}
     deleted = 0
-    for planned in stage.params["plan"]:
+    for planned in stage.raw_params["plan"]:
         res = {**planned, "clusterTag": tag}
         label = f"{res['resourceType']} {res['resourceId']}"
-        await stage.progress(f"deleting {label} ({res['order']}/{len(stage.params['plan'])})")
+        await stage.progress(f"deleting {label} ({res['order']}/{len(stage.raw_params['plan'])})")
         try:
             immediate = await blocking(_delete_one, app, res)
         except Exception as exc:
             if not _gone(exc):
                 code = error_code(exc)
                 if code in ("DependencyViolation", "ResourceInUse", "ResourceInUseException", "DeleteConflict"):
-                    raise TemporaryError(f"{label} is still in use ({code}); retrying.", code="DEPENDENCY") from exc
+                    raise DependencyFailed(f"{label} is still in use ({code}); retrying.", retryable=True) from exc
                 raise translate(exc, f"delete {label}") from exc
             immediate = True
         if not immediate:
@@ -411,9 +364,9 @@ def _forget(app: AppContext, tag: str) -> None:
 
 async def stage_forget(stage: StageContext) -> dict[str, Any]:
     """Remove the cluster from the registry (and from being active)."""
-    await blocking(_forget, stage.app, stage.params["clusterTag"])
+    await blocking(_forget, stage.app, stage.raw_params["clusterTag"])
     stage.app.cache.invalidate()
-    return {"forgotten": stage.params["clusterTag"]}
+    return {"forgotten": stage.raw_params["clusterTag"]}
 
 
 KINDS.register(

@@ -9,14 +9,15 @@ from typing import Any
 from anyio import to_thread
 from pydantic import Field
 
+from instantstart.aws import ec2_network
+from instantstart.aws import eks as eks_api
 from instantstart.catalog import operation
 from instantstart.catalog.base import NoInput, WireModel
-from instantstart.context import CallContext
-from instantstart.errors import InvalidInput
+from instantstart.context import CallContext, StageContext
+from instantstart.errors import InvalidInput, ProviderError
 from instantstart.manifests.network import AddressPlan, validate_plan
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
-from instantstart.operations.runner import StageContext
 from instantstart.services.cluster import eks_control_plane as eks_svc
 from instantstart.services.cluster import iam as iam_svc
 from instantstart.services.cluster import network as net
@@ -24,10 +25,11 @@ from instantstart.services.core.registry import (
     cluster_target,
     get_cluster,
     insert_cluster,
+    mirror_pipeline_stages,
     resolve_tag,
     submit_for_cluster,
 )
-from instantstart.services.core.stages import blocking, mark, project_bucket, wait_until
+from instantstart.services.core.stages import blocking, project_bucket, record_details, wait_until
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow, utcnow
 from instantstart.validation import ClusterTag, Region
@@ -128,19 +130,18 @@ async def submit_pipeline(
 
 async def stage_eks(stage: StageContext) -> dict[str, Any]:
     """Network → IAM → EKS control plane (waited for) → access entry and OIDC provider."""
-    p = stage.params
+    p = stage.raw_params
     tag, region = p["clusterTag"], p["region"]
     app = stage.app
-    await mark(stage, tag, "eks", "RUNNING")
-    ec2 = app.aws.client("ec2", region)
+    ec2 = app.aws.ec2(region)
     n = net.NetCtx(ec2=ec2, db=app.db, cluster_tag=tag, operation_id=stage.operation_id, region=region)
     plan = AddressPlan(**p["plan"]) if p.get("plan") else None
     await stage.progress("network: VPC, subnets, internet and NAT gateways, routes, S3 endpoint, security group")
     network = await blocking(net.ensure_network, n, vpc_id=p.get("vpcId"), plan=plan, vpc_cidr=p.get("vpcCidr"))
-    await mark(stage, tag, "eks", "RUNNING", network=network)
+    await record_details(stage, tag, network=network)
     await stage.progress("IAM: EKS cluster role and HyperPod execution role")
     bucket = await blocking(project_bucket, stage, region, tag)
-    iam = app.aws.client("iam", region)
+    iam = app.aws.iam(region)
     common = {"cluster_tag": tag, "operation_id": stage.operation_id, "region": region}
     eks_role = await blocking(
         iam_svc.ensure_role,
@@ -164,7 +165,7 @@ async def stage_eks(stage: StageContext) -> dict[str, Any]:
         **common,
     )
     name = eks_svc.eks_cluster_name(tag)
-    eks = app.aws.client("eks", region)
+    eks = app.aws.eks(region)
     version = p.get("kubernetesVersion") or app.settings.kubernetes_version
     await stage.progress(f"EKS control plane {name} (Kubernetes {version}): creating")
     await blocking(
@@ -183,18 +184,16 @@ async def stage_eks(stage: StageContext) -> dict[str, Any]:
         cluster = await blocking(eks_svc.describe, eks, name)
         status = (cluster or {}).get("status", "MISSING")
         if status in ("FAILED", "DELETING", "MISSING"):
-            from instantstart.operations.kinds import PermanentError
-
-            raise PermanentError(
+            raise ProviderError(
                 f"EKS cluster {name} is {status}.",
-                code="PROVIDER_ERROR",
                 hint="Delete the cluster and create it again.",
+                retryable=False,
             )
         return status == "ACTIVE", f"EKS control plane {name}: {status}"
 
     await wait_until(stage, active, limit_seconds=EKS_TIMEOUT, what=f"EKS cluster {name}")
     cluster = await blocking(eks_svc.describe, eks, name) or {}
-    principal = await blocking(iam_svc.caller_principal, app.aws.client("sts", region))
+    principal = await blocking(iam_svc.caller_principal, app.aws, region)
     await stage.progress("access entry for the control plane and the cluster's OIDC provider")
     await blocking(eks_svc.ensure_admin_access, eks, name=name, principal_arn=principal)
     issuer = cluster.get("identity", {}).get("oidc", {}).get("issuer")
@@ -210,12 +209,12 @@ async def stage_eks(stage: StageContext) -> dict[str, Any]:
         "controlPlanePrincipal": principal,
         **network,
     }
-    await mark(stage, tag, "eks", "SUCCEEDED", **outputs)
+    await record_details(stage, tag, **outputs)
     return outputs
 
 
 EKS_STAGE = StageSpec("eks", stage_eks, max_attempts=5, timeout_seconds=EKS_TIMEOUT + 600, backoff_seconds=5)
-KINDS.register(OperationKind(name="cluster_create_eks", stages=(EKS_STAGE,)))
+KINDS.register(OperationKind(name="cluster_create_eks", stages=(EKS_STAGE,), mirror=mirror_pipeline_stages))
 
 
 def _plan_params(req: CreateEksWithCidrRequest) -> dict[str, Any]:
@@ -361,7 +360,7 @@ async def cluster_get_eks_creation_status(ctx: CallContext, req: StatusRequest) 
 
     async def look() -> str | None:
         async def fetch() -> str | None:
-            cluster = await blocking(eks_svc.describe, ctx.app.aws.client("eks", row.region), row.eks_cluster_name)
+            cluster = await blocking(eks_api.describe_cluster, ctx.app.aws, row.region, row.eks_cluster_name)
             return cluster.get("status") if cluster else "NOT_FOUND"
 
         value: str | None = await ctx.app.cache.get(f"eks:{row.region}:{row.eks_cluster_name}", fetch)
@@ -377,7 +376,7 @@ async def cluster_get_availability_zones(ctx: CallContext, req: NoInput) -> Zone
     region = ctx.app.settings.aws_region
 
     async def fetch() -> list[dict[str, str]]:
-        return await blocking(net.availability_zones, ctx.app.aws.client("ec2", region))
+        return await blocking(ec2_network.availability_zones, ctx.app.aws, region)
 
     zones = await ctx.app.cache.get(f"azs:{region}", fetch)
     return ZonesResult(region=region, availability_zones=zones)

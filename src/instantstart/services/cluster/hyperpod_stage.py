@@ -7,11 +7,13 @@ from typing import Any
 from anyio import to_thread
 from pydantic import AliasChoices, Field
 
-from instantstart.aws.errors import error_code, translate
+from instantstart.aws import ec2_network, s3
+from instantstart.aws import hyperpod as hp_api
+from instantstart.aws.clients import AwsClients
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
-from instantstart.context import AppContext, CallContext
-from instantstart.errors import InvalidInput, PreconditionFailed
+from instantstart.context import AppContext, CallContext, StageContext
+from instantstart.errors import CapacityUnavailable, InvalidInput, PreconditionFailed, ProviderError
 from instantstart.manifests.hyperpod import (
     DEEP_HEALTH_CHECKS,
     LIFECYCLE_SCRIPT,
@@ -19,15 +21,14 @@ from instantstart.manifests.hyperpod import (
     create_cluster_request,
     instance_group,
 )
-from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, StageSpec
+from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
-from instantstart.operations.runner import StageContext
 from instantstart.services.cluster import network as net
 from instantstart.services.cluster.eks_stage import StageStatus, stage_status
 from instantstart.services.core.instance_types import lookup
 from instantstart.services.core.ledger import aws_tags, record
-from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
-from instantstart.services.core.stages import blocking, mark, wait_until
+from instantstart.services.core.registry import get_cluster, mirror_pipeline_stages, resolve_tag, submit_for_cluster
+from instantstart.services.core.stages import blocking, record_details, wait_until
 from instantstart.validation import ClusterTag
 
 HYPERPOD_TIMEOUT = 3 * 3600
@@ -124,69 +125,43 @@ def hyperpod_params(tag: str, region: str, req: HyperPodCreateRequest) -> dict[s
     }
 
 
-def describe_hyperpod(sm: Any, name: str) -> dict[str, Any] | None:
-    """DescribeCluster, or None when it does not exist (blocking)."""
-    try:
-        cluster: dict[str, Any] = sm.describe_cluster(ClusterName=name)
-        return cluster
-    except Exception as exc:
-        code = error_code(exc)
-        if code in ("ResourceNotFound", "ResourceNotFoundException") or (
-            code == "ValidationException" and "not found" in str(exc).lower()
-        ):
-            return None
-        raise translate(exc, f"describe HyperPod cluster {name}") from exc
-
-
 async def cached_describe(app: AppContext, region: str, name: str) -> dict[str, Any] | None:
     """DescribeCluster through the status cache: every status tool shares one call per interval."""
 
     async def fetch() -> dict[str, Any] | None:
-        return await blocking(describe_hyperpod, app.aws.client("sagemaker", region), name)
+        return await blocking(hp_api.describe_cluster, app.aws, region, name)
 
     value: dict[str, Any] | None = await app.cache.get(f"sagemaker:{region}:{name}:describe", fetch)
     return value
 
 
-def capacity_events(sm: Any, name: str) -> list[dict[str, Any]]:
+def capacity_events(aws: AwsClients, region: str, name: str) -> list[dict[str, Any]]:
     """Error events of the cluster that report a capacity shortage."""
-    try:
-        events = sm.list_cluster_events(ClusterName=name, MaxResults=100).get("Events", [])
-    except Exception:
-        return []
     return [
         e
-        for e in events
+        for e in hp_api.list_events(aws, region, name)
         if e.get("EventLevel") == "Error" and any(w in (e.get("Description") or "").lower() for w in CAPACITY_WORDS)
     ]
 
 
 async def stage_hyperpod(stage: StageContext) -> dict[str, Any]:
     """Lifecycle script → compute subnet → CreateCluster → InService with every node up."""
-    p = stage.params
+    p = stage.raw_params
     tag, region, hp = p["clusterTag"], p["region"], p["hyperpod"]
     app = stage.app
     row = await blocking(get_cluster, app.db, tag)
     details = row.details or {}
     if (row.stages or {}).get("eks") != "SUCCEEDED" or not details.get("eksClusterArn"):
-        raise PermanentError(
+        raise PreconditionFailed(
             f"The EKS stage of {tag} has not finished.",
-            code="PRECONDITION_FAILED",
             hint="Run cluster_create_eks and wait for it (cluster_get_eks_creation_status).",
         )
-    await mark(stage, tag, "hyperpod", "RUNNING")
     bucket = details["bucket"]
-    s3 = app.aws.client("s3", region)
     key = f"instantstart/{tag}/lifecycle/on_create.sh"
     await stage.progress(f"lifecycle script: s3://{bucket}/{key}")
-    try:
-        await blocking(
-            s3.put_object, Bucket=bucket, Key=key, Body=LIFECYCLE_SCRIPT.encode(), ContentType="text/x-shellscript"
-        )
-    except Exception as exc:
-        raise translate(exc, "upload the lifecycle script") from exc
+    await blocking(s3.put_object, app.aws, region, bucket, key, LIFECYCLE_SCRIPT.encode(), "text/x-shellscript")
     n = net.NetCtx(
-        ec2=app.aws.client("ec2", region), db=app.db, cluster_tag=tag, operation_id=stage.operation_id, region=region
+        ec2=app.aws.ec2(region), db=app.db, cluster_tag=tag, operation_id=stage.operation_id, region=region
     )
     az = hp["availabilityZone"]
     await stage.progress(f"compute subnet in {az}")
@@ -201,11 +176,10 @@ async def stage_hyperpod(stage: StageContext) -> dict[str, Any]:
         min_free=int(hp["count"]) + 8,
         preferred_cidr=details.get("computeSubnetCidr"),
     )
-    await mark(stage, tag, "hyperpod", "RUNNING", computeSubnets={az: subnet["subnetId"]})
+    await record_details(stage, tag, computeSubnets={az: subnet["subnetId"]})
     name = row.hyperpod_cluster_name or f"hp-cluster-{tag}"
-    sm = app.aws.client("sagemaker", region)
-    existing = await blocking(describe_hyperpod, sm, name)
-    seen = {e.get("EventId") for e in await blocking(capacity_events, sm, name)} if existing else set()
+    existing = await blocking(hp_api.describe_cluster, app.aws, region, name)
+    seen = {e.get("EventId") for e in await blocking(capacity_events, app.aws, region, name)} if existing else set()
     if existing is None:
         group = GroupDecision(
             name=hp["groupName"],
@@ -228,10 +202,7 @@ async def stage_hyperpod(stage: StageContext) -> dict[str, Any]:
             tags=aws_tags(tag, stage.operation_id),
         )
         await stage.progress(f"CreateCluster {name}: {hp['count']} x {hp['instanceType']} in {az}")
-        try:
-            arn = (await blocking(sm.create_cluster, **request))["ClusterArn"]
-        except Exception as exc:
-            raise translate(exc, f"create HyperPod cluster {name}") from exc
+        arn = await blocking(hp_api.create_cluster, app.aws, region, request)
         await blocking(
             record,
             app.db,
@@ -244,56 +215,55 @@ async def stage_hyperpod(stage: StageContext) -> dict[str, Any]:
         )
 
     async def in_service() -> tuple[bool, str]:
-        cluster = await blocking(describe_hyperpod, sm, name)
+        cluster = await blocking(hp_api.describe_cluster, app.aws, region, name)
         if cluster is None:
-            raise PermanentError(f"HyperPod cluster {name} disappeared.", code="PROVIDER_ERROR")
+            raise ProviderError(f"HyperPod cluster {name} disappeared.", retryable=False)
         status = cluster["ClusterStatus"]
         groups = cluster.get("InstanceGroups", [])
         counts = ", ".join(
             f"{g['InstanceGroupName']} {g.get('CurrentCount', 0)}/{g.get('TargetCount', 0)}" for g in groups
         )
-        fresh = [e for e in await blocking(capacity_events, sm, name) if e.get("EventId") not in seen]
+        fresh = [e for e in await blocking(capacity_events, app.aws, region, name) if e.get("EventId") not in seen]
         failure = cluster.get("FailureMessage") or ""
         if fresh or (status in ("Failed", "RollingBack") and any(w in failure.lower() for w in CAPACITY_WORDS)):
             reason = fresh[0]["Description"] if fresh else failure
-            raise PermanentError(
+            raise CapacityUnavailable(
                 f"HyperPod could not get capacity for {hp['instanceType']} in {az}: {reason}",
-                code="CAPACITY_UNAVAILABLE",
                 hint="Try another Availability Zone or instance type, use a training plan, or "
                 "wait and run operation_retry (the EKS stage stays done).",
             )
         if status in ("Failed", "RollingBack"):
-            raise PermanentError(
+            raise ProviderError(
                 f"HyperPod cluster {name} is {status}: {failure}",
-                code="PROVIDER_ERROR",
                 hint="Read the message, fix the cause, then operation_retry.",
+                retryable=False,
             )
         done = status == "InService" and all(g.get("CurrentCount", 0) >= g.get("TargetCount", 0) for g in groups)
         return done, f"HyperPod {name}: {status} ({counts})"
 
     await wait_until(stage, in_service, limit_seconds=HYPERPOD_TIMEOUT, what=f"HyperPod cluster {name}")
-    cluster = await blocking(describe_hyperpod, sm, name) or {}
+    cluster = await blocking(hp_api.describe_cluster, app.aws, region, name) or {}
     outputs = {
         "hyperpodClusterName": name,
         "hyperpodClusterArn": cluster.get("ClusterArn"),
         "computeSubnetId": subnet["subnetId"],
         "instanceGroup": hp["groupName"],
     }
-    await mark(stage, tag, "hyperpod", "SUCCEEDED", **outputs)
+    await record_details(stage, tag, **outputs)
     return outputs
 
 
 HYPERPOD_STAGE = StageSpec(
     "hyperpod", stage_hyperpod, max_attempts=3, timeout_seconds=HYPERPOD_TIMEOUT + 600, backoff_seconds=5
 )
-KINDS.register(OperationKind(name="hyperpod_create", stages=(HYPERPOD_STAGE,)))
+KINDS.register(OperationKind(name="hyperpod_create", stages=(HYPERPOD_STAGE,), mirror=mirror_pipeline_stages))
 
 
 async def validate_zone(ctx: CallContext, region: str, az: str, field: str = "availabilityZone") -> None:
     """The AZ must belong to the Region (checked against EC2, cached)."""
 
     async def fetch() -> list[dict[str, str]]:
-        return await blocking(net.availability_zones, ctx.app.aws.client("ec2", region))
+        return await blocking(ec2_network.availability_zones, ctx.app.aws, region)
 
     zones = await ctx.app.cache.get(f"azs:{region}", fetch)
     names = [z["name"] for z in zones]

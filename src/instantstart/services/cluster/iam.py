@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from instantstart.aws import identity
+from instantstart.aws.clients import AwsClients
 from instantstart.aws.errors import error_code, translate
 from instantstart.services.core.ledger import aws_tags, record
 from instantstart.store.db import Database
@@ -122,12 +124,9 @@ def ensure_role(
         raise translate(exc, f"ensure IAM role {name}") from exc
 
 
-def caller_principal(sts: Any) -> str:
+def caller_principal(aws: AwsClients, region: str) -> str:
     """The IAM principal of the control plane: an assumed-role session canonicalised to its role ARN."""
-    try:
-        arn = str(sts.get_caller_identity()["Arn"])
-    except Exception as exc:
-        raise translate(exc, "get caller identity") from exc
+    arn = identity.caller_arn(aws, region)
     if ":assumed-role/" in arn:
         account = arn.split(":")[4]
         role = arn.split(":assumed-role/")[1].split("/")[0]

@@ -7,15 +7,16 @@ from typing import Any
 from anyio import to_thread
 from pydantic import Field
 
+from instantstart.aws import eks as eks_api
+from instantstart.aws import hyperpod
+from instantstart.aws.clients import AwsClients
 from instantstart.aws.errors import translate
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
-from instantstart.context import CallContext
+from instantstart.context import CallContext, StageContext
 from instantstart.errors import NotFound
-from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, StageSpec
+from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
-from instantstart.operations.runner import StageContext
-from instantstart.services.cluster import eks_control_plane as eks_svc
 from instantstart.services.core.registry import insert_cluster, submit_for_cluster, update_cluster
 from instantstart.services.core.stages import blocking
 from instantstart.store.db import Database
@@ -38,10 +39,9 @@ def derive_tag(name: str) -> str:
     return cleaned or "imported"
 
 
-def detect(app_aws: Any, name: str, region: str) -> dict[str, Any]:
+def detect(app_aws: AwsClients, name: str, region: str) -> dict[str, Any]:
     """What exists around an EKS cluster: network, add-ons, a HyperPod cluster orchestrated by it."""
-    eks = app_aws.client("eks", region)
-    cluster = eks_svc.describe(eks, name)
+    cluster = eks_api.describe_cluster(app_aws, region, name)
     if cluster is None:
         raise NotFound(f"EKS cluster {name} does not exist in {region}.", hint="Check the name and Region.")
     vpc = cluster.get("resourcesVpcConfig", {})
@@ -56,10 +56,8 @@ def detect(app_aws: Any, name: str, region: str) -> dict[str, Any]:
         "eksStatus": cluster.get("status"),
     }
     try:
-        details["addons"] = sorted(eks.list_addons(clusterName=name).get("addons", []))
-        sm = app_aws.client("sagemaker", region)
-        for summary in sm.list_clusters(MaxResults=100).get("ClusterSummaries", []):
-            hp = sm.describe_cluster(ClusterName=summary["ClusterName"])
+        details["addons"] = sorted(eks_api.list_addons(app_aws, region, name))
+        for hp in hyperpod.list_clusters(app_aws, region):
             if hp.get("Orchestrator", {}).get("Eks", {}).get("ClusterArn") == cluster.get("arn"):
                 groups = hp.get("InstanceGroups", [])
                 details.update(
@@ -99,11 +97,11 @@ def register_import(db: Database, tag: str, region: str, details: dict[str, Any]
 
 async def stage_detect(stage: StageContext) -> dict[str, Any]:
     """Refresh what the imported cluster has (re-runnable)."""
-    p = stage.params
+    p = stage.raw_params
     try:
         details = await blocking(detect, stage.app.aws, p["eksClusterName"], p["region"])
-    except NotFound as exc:
-        raise PermanentError(exc.message, code=exc.code, hint=exc.hint) from exc
+    except NotFound:
+        raise
     await blocking(update_cluster, stage.app.db, p["clusterTag"], details=details)
     await stage.progress(
         f"detected {len(details.get('addons', []))} add-ons"

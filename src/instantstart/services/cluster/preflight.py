@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from anyio import to_thread
 from pydantic import Field
 
+from instantstart.aws import ec2_network, hyperpod
+from instantstart.aws.clients import AwsClients
 from instantstart.aws.errors import translate
+from instantstart.aws.quotas import quota_values
 from instantstart.catalog import operation
 from instantstart.catalog.base import NoInput, WireModel
 from instantstart.context import CallContext
 from instantstart.errors import InstantStartError
-from instantstart.services.cluster import network as net
 from instantstart.services.core.instance_types import catalog, lookup
 from instantstart.services.core.stages import blocking
 from instantstart.validation import ClusterTag, Region
@@ -75,28 +75,10 @@ class PlanCreateResult(WireModel):
     checked: list[str]
 
 
-def _quotas(sq: Any) -> dict[str, float]:
-    names: dict[str, float] = {}
-    for service in ("sagemaker", "vpc", "ec2"):
-        token: str | None = None
-        while True:
-            kwargs: dict[str, Any] = {"ServiceCode": service, "MaxResults": 100}
-            if token:
-                kwargs["NextToken"] = token
-            page = sq.list_service_quotas(**kwargs)
-            for quota in page.get("Quotas", []):
-                names[quota["QuotaName"]] = float(quota["Value"])
-            token = page.get("NextToken")
-            if not token:
-                break
-    return names
-
-
-def _in_use(sm: Any) -> dict[str, int]:
+def _in_use(aws: AwsClients, region: str) -> dict[str, int]:
     """Instances of each type in this Region's HyperPod clusters (target counts)."""
     used: dict[str, int] = {}
-    for summary in sm.list_clusters(MaxResults=100).get("ClusterSummaries", []):
-        cluster = sm.describe_cluster(ClusterName=summary["ClusterName"])
+    for cluster in hyperpod.list_clusters(aws, region):
         for group in cluster.get("InstanceGroups", []):
             kind = group.get("InstanceType")
             if kind:
@@ -104,26 +86,14 @@ def _in_use(sm: Any) -> dict[str, int]:
     return used
 
 
-def _offered(ec2: Any, names: list[str]) -> dict[str, list[str]]:
-    """EC2 instance type (no ml. prefix) → AZs offering it."""
-    offered: dict[str, list[str]] = {}
-    paginator = ec2.get_paginator("describe_instance_type_offerings")
-    for page in paginator.paginate(
-        LocationType="availability-zone", Filters=[{"Name": "instance-type", "Values": names}]
-    ):
-        for offer in page.get("InstanceTypeOfferings", []):
-            offered.setdefault(offer["InstanceType"], []).append(offer["Location"])
-    return {k: sorted(v) for k, v in offered.items()}
-
-
 def available_instances(ctx: CallContext, region: str) -> AvailableInstancesResult:
     """Blocking: what the Region offers per AZ and the quota headroom of every known type."""
     aws = ctx.app.aws
     try:
         facts = catalog()
-        offered = _offered(aws.client("ec2", region), [f.ec2_name for f in facts.values()])
-        quotas = _quotas(aws.client("service-quotas", region))
-        used = _in_use(aws.client("sagemaker", region))
+        offered = ec2_network.instance_type_offerings(aws, region, [f.ec2_name for f in facts.values()])
+        quotas = quota_values(aws, region)
+        used = _in_use(aws, region)
     except InstantStartError:
         raise
     except Exception as exc:
@@ -173,7 +143,7 @@ def plan(ctx: CallContext, req: PlanCreateRequest, region: str) -> PlanCreateRes
     fact = lookup(req.instance_type)
     aws = ctx.app.aws
     try:
-        zones = net.availability_zones(aws.client("ec2", region))
+        zones = ec2_network.availability_zones(aws, region)
         checked.append("availability zone")
         names = [z["name"] for z in zones]
         if req.availability_zone not in names:
@@ -185,7 +155,7 @@ def plan(ctx: CallContext, req: PlanCreateRequest, region: str) -> PlanCreateRes
                     hint=f"Choose one of {', '.join(names)}.",
                 )
             )
-        offered = _offered(aws.client("ec2", region), [fact.ec2_name]).get(fact.ec2_name, [])
+        offered = ec2_network.instance_type_offerings(aws, region, [fact.ec2_name]).get(fact.ec2_name, [])
         checked.append("instance type offering")
         if req.availability_zone in names and req.availability_zone not in offered:
             blockers.append(
@@ -196,8 +166,8 @@ def plan(ctx: CallContext, req: PlanCreateRequest, region: str) -> PlanCreateRes
                     hint=f"Offered in: {', '.join(offered) or 'no AZ of this Region'}.",
                 )
             )
-        quotas = _quotas(aws.client("service-quotas", region))
-        used = _in_use(aws.client("sagemaker", region))
+        quotas = quota_values(aws, region)
+        used = _in_use(aws, region)
         checked.append("service quotas")
         quota = quotas.get(f"{fact.name} for cluster usage")
         if quota is not None and used.get(fact.name, 0) + req.instance_count > quota:
@@ -212,7 +182,7 @@ def plan(ctx: CallContext, req: PlanCreateRequest, region: str) -> PlanCreateRes
                 )
             )
         if not req.vpc_id:
-            vpcs = len(aws.client("ec2", region).describe_vpcs()["Vpcs"])
+            vpcs = ec2_network.vpc_count(aws, region)
             limit = quotas.get("VPCs per Region")
             checked.append("VPC quota")
             if limit is not None and vpcs + 1 > limit:
@@ -225,7 +195,7 @@ def plan(ctx: CallContext, req: PlanCreateRequest, region: str) -> PlanCreateRes
                     )
                 )
         if req.training_plan_arn:
-            described = aws.client("sagemaker", region).describe_training_plan(TrainingPlanName=req.training_plan_arn)
+            described = hyperpod.describe_training_plan(aws, region, req.training_plan_arn)
             plan_zones = sorted(
                 {
                     r.get("AvailabilityZone")
@@ -254,7 +224,7 @@ def plan(ctx: CallContext, req: PlanCreateRequest, region: str) -> PlanCreateRes
                     )
                 )
         if req.compute_subnet_id:
-            subnet = aws.client("ec2", region).describe_subnets(SubnetIds=[req.compute_subnet_id])["Subnets"][0]
+            subnet = ec2_network.describe_subnets(aws, region, [req.compute_subnet_id])[0]
             checked.append("free addresses")
             free = int(subnet.get("AvailableIpAddressCount", 0))
             # Each node takes its own address plus addresses for its pods (VPC CNI); 32 per node is a floor.

@@ -5,368 +5,50 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any, TypeVar
 
 from anyio import to_thread
 from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
-from pydantic import Field
 
-from instantstart.aws.errors import translate
 from instantstart.catalog import operation
-from instantstart.catalog.base import NoInput, WireModel
-from instantstart.context import AppContext, CallContext
+from instantstart.catalog.base import NoInput
+from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import (
-    Conflict,
     InstantStartError,
-    InvalidInput,
-    NotFound,
     PreconditionFailed,
     ProviderError,
-    Throttled,
+    VerificationFailed,
 )
+from instantstart.kube.calls import kube_api
 from instantstart.manifests.storage import DEFAULT_CLAIM, DEFAULT_NAMESPACE
-from instantstart.operations.kinds import PermanentError, StageSpec, TemporaryError
-from instantstart.operations.runner import StageContext
+from instantstart.operations.kinds import StageSpec
 from instantstart.services.cluster import hyperpod_stage as hyperpod
+from instantstart.services.cluster.status_model import (
+    AcceleratorTotals,
+    ClaimStatus,
+    ClusterStatus,
+    GroupStatus,
+    NodeStatus,
+    dependency_health,
+    latest_operation,
+)
+from instantstart.services.cluster.status_reads import GPU, read_allocations, read_claims, read_nodes
 from instantstart.services.core.registry import get_cluster, resolve_tag
-from instantstart.services.core.stages import mark
+from instantstart.services.core.stages import record_details
 from instantstart.store.models import ClusterRow, utcnow
 
 T = TypeVar("T")
 
-HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
-DHC_LABEL = "sagemaker.amazonaws.com/deep-health-check-status"
-FAULT_LABEL = "sagemaker.amazonaws.com/fault-reasons"
-GROUP_LABEL = "sagemaker.amazonaws.com/instance-group-name"
-HP_CLUSTER_LABEL = "sagemaker.amazonaws.com/cluster-name"
-INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
-GPU = "nvidia.com/gpu"
-NEURON = "aws.amazon.com/neurondevice"
-# Dependency states that do not block verification. DEGRADED counts as usable, as the dependencies stage
-# itself treats it; the status still shows it.
-HEALTHY_WORDS = {"READY", "HEALTHY", "INSTALLED", "SUCCEEDED", "ACTIVE", "DEGRADED", "OK", "DEPLOYED", "RUNNING"}
 VERIFY_WAIT_SECONDS = 20 * 60
-
-
-# -- Kubernetes calls -------------------------------------------------------------------------------
-
-
-def kube_error(exc: Exception, action: str) -> InstantStartError:
-    """The domain error for a failed Kubernetes call (API status → code; transport failures retryable)."""
-    if isinstance(exc, InstantStartError):
-        return exc
-    if isinstance(exc, ApiException):
-        status = int(exc.status or 0)
-        text = f"{action}: HTTP {status}: {exc.reason}"
-        if status == 404:
-            return NotFound(text)
-        if status == 409:
-            return Conflict(text)
-        if status == 422:
-            return InvalidInput(text, hint="Kubernetes rejected the object as built; check the values named.")
-        if status == 429:
-            return Throttled(text)
-        if status in (401, 403):
-            return PreconditionFailed(
-                text, hint="The control plane's identity needs an EKS access entry with cluster-admin (the EKS stage)."
-            )
-        return ProviderError(text)
-    return ProviderError(f"{action}: {type(exc).__name__}: {exc}")
-
-
-def kube_call(action: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Call the Kubernetes client, translating its errors (blocking; run through `blocking`)."""
-    try:
-        return fn(*args, **kwargs)
-    except Exception as exc:
-        raise kube_error(exc, action) from exc
-
-
-def kube_api(app: AppContext, row: ClusterRow) -> k8s.ApiClient:
-    """The cluster's Kubernetes ApiClient (blocking), with AWS/token errors translated."""
-    try:
-        return app.kube.api_client(row.eks_cluster_name, row.region)
-    except Exception as exc:
-        raise translate(exc, f"reach the Kubernetes API of {row.eks_cluster_name}") from exc
 
 
 def _api_or_error(app: AppContext, row: ClusterRow) -> k8s.ApiClient | InstantStartError:
     """The ApiClient, or why there is none (cached either way, so an EKS cluster that is not ACTIVE yet
     costs one DescribeCluster per cache interval however many callers poll)."""
     try:
-        return kube_api(app, row)
+        return kube_api(app.kube, row.eks_cluster_name, row.region)
     except InstantStartError as exc:
         return exc
-
-
-def as_dict(api: k8s.ApiClient, obj: Any) -> dict[str, Any]:
-    """A Kubernetes client model as its wire (camelCase) dict."""
-    value: dict[str, Any] = api.sanitize_for_serialization(obj)  # type: ignore[no-untyped-call]
-    return value
-
-
-# -- what the status is built from (each read is one call per cache interval) ---------------------------
-
-
-def _node_summary(node: dict[str, Any]) -> dict[str, Any]:
-    md, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get("status") or {}
-    labels = md.get("labels") or {}
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
-    taints = [
-        f"{t.get('key')}{'=' + str(t['value']) if t.get('value') else ''}:{t.get('effect')}"
-        for t in spec.get("taints") or []
-    ]
-    blocking_taints = [
-        t
-        for t in spec.get("taints") or []
-        if t.get("effect") in ("NoSchedule", "NoExecute")
-        and (t.get("key") == HEALTH_LABEL or str(t.get("key", "")).startswith("node.kubernetes.io/"))
-    ]
-    health = labels.get(HEALTH_LABEL)
-    schedulable = not spec.get("unschedulable") and not blocking_taints and health in (None, "Schedulable")
-    alloc = status.get("allocatable") or {}
-    return {
-        "name": md.get("name", ""),
-        "instanceType": labels.get(INSTANCE_TYPE_LABEL) or labels.get("beta.kubernetes.io/instance-type") or "unknown",
-        "instanceGroup": labels.get(GROUP_LABEL),
-        "hyperpodCluster": labels.get(HP_CLUSTER_LABEL),
-        "zone": labels.get("topology.kubernetes.io/zone"),
-        "ready": ready,
-        "schedulable": schedulable,
-        "healthStatus": health,
-        "deepHealthCheck": labels.get(DHC_LABEL),
-        "faultReasons": labels.get(FAULT_LABEL),
-        "taints": taints,
-        "gpuAllocatable": _count(alloc.get(GPU)),
-        "neuronAllocatable": _count(alloc.get(NEURON)),
-    }
-
-
-def _count(value: Any) -> int:
-    """An extended-resource quantity (whole devices) as an int; absent or malformed is 0."""
-    try:
-        return int(str(value)) if value is not None else 0
-    except ValueError:
-        return 0
-
-
-def _pod_request(spec: dict[str, Any], resource: str) -> int:
-    """A pod's effective request of an extended resource: max(sum of containers, largest init container).
-    An extended resource's request defaults to its limit."""
-
-    def of(container: dict[str, Any]) -> int:
-        res = container.get("resources") or {}
-        return _count((res.get("requests") or {}).get(resource) or (res.get("limits") or {}).get(resource))
-
-    main = sum(of(c) for c in spec.get("containers") or [])
-    init = max((of(c) for c in spec.get("initContainers") or []), default=0)
-    return max(main, init)
-
-
-def read_nodes(api: k8s.ApiClient) -> list[dict[str, Any]]:
-    """Every Node, summarised (blocking)."""
-    result = kube_call("list nodes", k8s.CoreV1Api(api).list_node)
-    return [_node_summary(as_dict(api, n)) for n in result.items]
-
-
-def read_allocations(api: k8s.ApiClient) -> dict[str, dict[str, int]]:
-    """Accelerators requested by non-terminated pods bound to each node: {node: {gpu, neuron}} (blocking)."""
-    result = kube_call(
-        "list pods",
-        k8s.CoreV1Api(api).list_pod_for_all_namespaces,
-        field_selector="status.phase!=Succeeded,status.phase!=Failed",
-    )
-    used: dict[str, dict[str, int]] = {}
-    for pod in result.items:
-        body = as_dict(api, pod)
-        spec = body.get("spec") or {}
-        node = spec.get("nodeName")
-        if not node or (body.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-            continue
-        slot = used.setdefault(node, {"gpu": 0, "neuron": 0})
-        slot["gpu"] += _pod_request(spec, GPU)
-        slot["neuron"] += _pod_request(spec, NEURON)
-    return used
-
-
-def read_claims(api: k8s.ApiClient) -> list[dict[str, Any]]:
-    """Every PersistentVolumeClaim with its phase and volume (blocking)."""
-    core = k8s.CoreV1Api(api)
-    result = kube_call("list persistent volume claims", core.list_persistent_volume_claim_for_all_namespaces)
-    claims = []
-    for item in result.items:
-        body = as_dict(api, item)
-        md, spec = body.get("metadata") or {}, body.get("spec") or {}
-        phase = (body.get("status") or {}).get("phase", "Pending")
-        claims.append(
-            {
-                "namespace": md.get("namespace", DEFAULT_NAMESPACE),
-                "name": md.get("name", ""),
-                "phase": phase,
-                "bound": phase == "Bound",
-                "volumeName": spec.get("volumeName") or None,
-                "storageClassName": spec.get("storageClassName"),
-                "managed": (md.get("labels") or {}).get("app.kubernetes.io/managed-by") == "instantstart",
-            }
-        )
-    return claims
-
-
-def describe_hyperpod(app: AppContext, row: ClusterRow) -> dict[str, Any] | None:
-    """DescribeCluster of the cluster's HyperPod cluster; None when it does not exist (blocking)."""
-    sm = app.aws.client("sagemaker", row.region)
-    return hyperpod.describe_hyperpod(sm, row.hyperpod_cluster_name or f"hp-cluster-{row.tag}")
-
-
-# -- the status ---------------------------------------------------------------------------------------------
-
-
-class NodeStatus(WireModel):
-    """One Kubernetes node as HyperPod and the scheduler see it."""
-
-    name: str
-    instance_type: str
-    instance_group: str | None
-    zone: str | None
-    ready: bool
-    schedulable: bool = Field(description="Not cordoned, not tainted unhealthy/not-ready, health label Schedulable.")
-    health_status: str | None = Field(description="sagemaker.amazonaws.com/node-health-status (absent: not HyperPod).")
-    deep_health_check: str | None = Field(description="InProgress, Passed, Failed; absent when not configured.")
-    fault_reasons: str | None = Field(default=None, description="sagemaker.amazonaws.com/fault-reasons, if any.")
-    taints: list[str]
-    gpus: int
-    gpus_allocated: int
-    neuron_devices: int
-
-
-class AcceleratorTotals(WireModel):
-    """Accelerators of one instance type: total allocatable, requested by running pods, free on usable nodes."""
-
-    instance_type: str
-    nodes: int
-    nodes_ready: int
-    gpu_total: int
-    gpu_allocated: int
-    gpu_available: int = Field(description="Unrequested GPUs on Ready, schedulable nodes.")
-    neuron_total: int
-    neuron_allocated: int
-
-
-class GroupStatus(WireModel):
-    """A HyperPod instance group against what Kubernetes shows."""
-
-    name: str
-    instance_type: str | None
-    status: str | None
-    current_count: int
-    target_count: int
-    nodes_ready_schedulable: int
-
-
-class ClaimStatus(WireModel):
-    """A PersistentVolumeClaim and whether it is bound."""
-
-    namespace: str
-    name: str
-    phase: str
-    bound: bool
-    volume_name: str | None
-    managed: bool = Field(description="Created by InstantStart (s3_storage_create).")
-
-
-class DependencyHealth(WireModel):
-    """One dependency as the dependencies stage last recorded it."""
-
-    name: str
-    healthy: bool
-    status: str
-    message: str | None = None
-
-
-class LatestOperation(WireModel):
-    """The newest operation on the cluster (creation, storage, deletion …): where it stands and why."""
-
-    operation_id: str
-    kind: str
-    status: str = Field(description="PENDING, RUNNING, SUCCEEDED, FAILED or CANCELLED.")
-    terminal: bool
-    current_stage: str | None
-    message: str = Field(description="The running stage's latest progress message, or the outcome.")
-    error: dict[str, Any] | None
-
-
-class ClusterStatus(WireModel):
-    """The cluster at a glance; `ready` is the verification verdict and `problems` say what blocks it."""
-
-    cluster_tag: str
-    region: str
-    ready: bool
-    problems: list[str]
-    stages: dict[str, Any] = Field(description="Creation stage → status, as recorded on the cluster.")
-    latest_operation: LatestOperation | None = Field(description="None only when no operation ever ran on it.")
-    kubernetes_reachable: bool
-    hyperpod_cluster_name: str | None
-    hyperpod_status: str = Field(description="DescribeCluster ClusterStatus, or NOT_FOUND.")
-    instance_groups: list[GroupStatus]
-    nodes: list[NodeStatus]
-    node_count: int
-    nodes_ready_schedulable: int
-    accelerators: list[AcceleratorTotals]
-    storage: list[ClaimStatus]
-    dependencies_recorded: bool
-    dependencies: list[DependencyHealth]
-    checked_at: datetime
-
-
-def dependency_health(details: dict[str, Any]) -> tuple[bool, list[DependencyHealth]]:
-    """Read what the dependencies stage recorded in the cluster details (absent: nothing recorded)."""
-    raw = details.get("dependencies")
-    if raw is None:
-        return False, []
-    if isinstance(raw, dict) and isinstance(raw.get("items") or raw.get("dependencies"), (list, dict)):
-        raw = raw.get("items") or raw.get("dependencies")
-    entries: list[tuple[str, Any]] = []
-    if isinstance(raw, dict):
-        entries = list(raw.items())
-    elif isinstance(raw, list):
-        entries = [(str(e.get("name", f"#{i}")) if isinstance(e, dict) else f"#{i}", e) for i, e in enumerate(raw)]
-    out = []
-    for name, entry in entries:
-        if isinstance(entry, dict):
-            flag = entry.get("healthy", entry.get("ready"))
-            word = str(entry.get("status") or entry.get("state") or entry.get("phase") or "")
-            healthy = bool(flag) if isinstance(flag, bool) else word.upper() in HEALTHY_WORDS
-            status = word or ("healthy" if healthy else "unhealthy")
-            message = str(entry.get("message") or "") or None
-        else:
-            status = str(entry)
-            healthy = status.upper() in HEALTHY_WORDS
-            message = None
-        out.append(DependencyHealth(name=name, healthy=healthy, status=status, message=message))
-    return True, out
-
-
-def latest_operation(app: AppContext, tag: str) -> LatestOperation | None:
-    """The newest operation targeting the cluster (a database read; no provider call)."""
-    found, _ = app.runner.store.list_operations(target=f"cluster:{tag}", limit=1)
-    if not found:
-        return None
-    op = found[0]
-    stage = next((s for s in op.stages if s.name == op.current_stage), None)
-    if stage is None and op.stages:
-        stage = next((s for s in reversed(op.stages) if s.message), op.stages[-1])
-    status = op.status.value
-    return LatestOperation(
-        operation_id=op.operation_id,
-        kind=op.kind,
-        status=status,
-        terminal=status in ("SUCCEEDED", "FAILED", "CANCELLED"),
-        current_stage=op.current_stage,
-        message=(stage.message if stage and stage.message else status),
-        error=op.error.model_dump(by_alias=True) if op.error else None,
-    )
 
 
 def _expects_gpu(instance_type: str) -> bool:
@@ -552,18 +234,12 @@ async def cluster_get_status(ctx: CallContext, req: NoInput) -> ClusterStatus:
 async def stage_verification(stage: StageContext) -> dict[str, Any]:
     """Wait until the cluster verifies (nodes Ready/schedulable matching the instance groups, GPU totals,
     the storage claim Bound, dependencies healthy where recorded); fail with the remaining problems.
-    The cluster row's stage "verification" says RUNNING, SUCCEEDED or FAILED."""
-    tag = stage.params["clusterTag"]
-    await mark(stage, tag, "verification", "RUNNING")
-    try:
-        return await _verify(stage, tag)
-    except Exception:
-        await mark(stage, tag, "verification", "FAILED")
-        raise
+    The cluster row's stage "verification" follows this stage (the engine mirrors it)."""
+    return await _verify(stage, stage.raw_params["clusterTag"])
 
 
 async def _verify(stage: StageContext, tag: str) -> dict[str, Any]:
-    p = stage.params
+    p = stage.raw_params
     claim = (p.get("storage") or {}).get("name") or DEFAULT_CLAIM
     limit = float(p.get("verifyWaitSeconds") or VERIFY_WAIT_SECONDS)
     deadline = time.monotonic() + limit
@@ -571,10 +247,11 @@ async def _verify(stage: StageContext, tag: str) -> dict[str, Any]:
     while True:
         status = await collect_status(stage.app, tag, (claim,))
         if status.hyperpod_status in ("Failed", "Deleting", "NOT_FOUND"):
-            raise PermanentError(
+            error = PreconditionFailed if status.hyperpod_status == "NOT_FOUND" else ProviderError
+            raise error(
                 status.problems[0] if status.problems else f"HyperPod cluster is {status.hyperpod_status}.",
-                code="PRECONDITION_FAILED" if status.hyperpod_status == "NOT_FOUND" else "PROVIDER_ERROR",
                 hint="Create the HyperPod cluster (hyperpod_create) or fix its failure, then retry this operation.",
+                retryable=False,
             )
         if status.ready:
             break
@@ -583,11 +260,11 @@ async def _verify(stage: StageContext, tag: str) -> dict[str, Any]:
             await stage.progress(message[:2000])
             last = message
         if time.monotonic() > deadline:
-            raise TemporaryError(
+            raise VerificationFailed(
                 f"The cluster did not verify within {limit:.0f}s: " + "; ".join(status.problems),
-                code="VERIFICATION_FAILED",
                 hint="cluster_get_status shows each problem; fix the one named (nodes, device plugin, storage "
                 "claim, dependencies) and retry the operation (operation_retry).",
+                retryable=True,
             )
         await asyncio.sleep(stage.app.settings.poll_seconds)
     summary = {
@@ -596,7 +273,7 @@ async def _verify(stage: StageContext, tag: str) -> dict[str, Any]:
         "storageClaim": claim,
         "dependenciesRecorded": status.dependencies_recorded,
     }
-    await mark(stage, tag, "verification", "SUCCEEDED", verification=summary)
+    await record_details(stage, tag, verification=summary)
     await stage.progress(
         f"verified: {status.nodes_ready_schedulable} node(s) Ready and schedulable, "
         + ", ".join(f"{a.instance_type}: {a.gpu_total} GPU" for a in status.accelerators)

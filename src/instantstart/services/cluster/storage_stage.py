@@ -9,18 +9,17 @@ from anyio import to_thread
 from kubernetes import client as k8s
 from pydantic import Field
 
-from instantstart.aws.errors import error_code, translate
+from instantstart.aws import identity, s3
 from instantstart.catalog import operation
 from instantstart.catalog.base import NoInput, WireModel
-from instantstart.context import AppContext, CallContext
-from instantstart.errors import InvalidInput, NotFound, PreconditionFailed
+from instantstart.context import AppContext, CallContext, StageContext
+from instantstart.errors import Conflict, InvalidInput, NotFound, PreconditionFailed
+from instantstart.kube.calls import as_dict, kube_api, kube_call
 from instantstart.manifests import storage as m
-from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, StageSpec
+from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
-from instantstart.operations.runner import StageContext
-from instantstart.services.cluster.status import as_dict, kube_api, kube_call
-from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
-from instantstart.services.core.stages import blocking, mark, project_bucket, wait_until
+from instantstart.services.core.registry import get_cluster, mirror_pipeline_stages, resolve_tag, submit_for_cluster
+from instantstart.services.core.stages import blocking, project_bucket, record_details, wait_until
 from instantstart.store.models import ClusterRow
 from instantstart.validation import KubeName, Region
 
@@ -91,23 +90,13 @@ def default_bucket(app: AppContext, row: ClusterRow) -> str:
         return str(recorded)
     if app.settings.project_bucket:
         return app.settings.project_bucket
-    try:
-        account = app.aws.client("sts", row.region).get_caller_identity()["Account"]
-    except Exception as exc:
-        raise translate(exc, "read the account id") from exc
+    account = identity.account_id(app.aws, row.region)
     return f"instantstart-{account}-{row.region}"
 
 
 def bucket_region(app: AppContext, bucket: str, region: str) -> str | None:
     """The Region a bucket is in; None when it does not exist."""
-    s3 = app.aws.client("s3", region)
-    try:
-        location = s3.get_bucket_location(Bucket=bucket).get("LocationConstraint")
-    except Exception as exc:
-        if error_code(exc) in ("NoSuchBucket", "404", "NotFound"):
-            return None
-        raise translate(exc, f"locate bucket {bucket}") from exc
-    return str(location or "us-east-1")
+    return s3.bucket_region(app.aws, region, bucket)
 
 
 def storage_spec(app: AppContext, row: ClusterRow, given: dict[str, Any], *, field_prefix: str = "") -> dict[str, Any]:
@@ -164,9 +153,8 @@ def ensure_object(api: k8s.ApiClient, desired: dict[str, Any]) -> tuple[dict[str
     if found is not None:
         problems = m.pv_differences(found, desired) if kind == "PersistentVolume" else m.pvc_differences(found, desired)
         if problems:
-            raise PermanentError(
+            raise Conflict(
                 f"{kind} {md['name']} already exists and differs: {'; '.join(problems)}.",
-                code="CONFLICT",
                 hint="Choose another storage name, or delete the existing object if nothing uses it.",
             )
         return found, False
@@ -195,18 +183,12 @@ def csi_driver_installed(api: k8s.ApiClient) -> bool:
 
 async def stage_storage(stage: StageContext) -> dict[str, Any]:
     """PV for the Mountpoint S3 CSI driver on the bucket, and the claim bound to it (waited for); the
-    cluster row's stage "storage" says RUNNING, SUCCEEDED or FAILED."""
-    tag = stage.params["clusterTag"]
-    await mark(stage, tag, "storage", "RUNNING")
-    try:
-        return await _ensure_storage(stage, tag)
-    except Exception:
-        await mark(stage, tag, "storage", "FAILED")
-        raise
+    cluster row's stage "storage" follows this stage (the engine mirrors it)."""
+    return await _ensure_storage(stage, stage.raw_params["clusterTag"])
 
 
 async def _ensure_storage(stage: StageContext, tag: str) -> dict[str, Any]:
-    p = stage.params
+    p = stage.raw_params
     app = stage.app
     row = await to_thread.run_sync(get_cluster, app.db, tag)
     given = dict(p.get("storage") or {})
@@ -214,10 +196,10 @@ async def _ensure_storage(stage: StageContext, tag: str) -> dict[str, Any]:
         given["bucketName"] = await blocking(project_bucket, stage, p.get("region") or row.region, tag)
     try:
         spec = await blocking(storage_spec, app, row, given, field_prefix="storage.")
-    except (InvalidInput, NotFound) as exc:
-        raise PermanentError(exc.message, code=exc.code, hint=exc.hint) from None
+    except (InvalidInput, NotFound):
+        raise
     name, namespace = spec["name"], m.DEFAULT_NAMESPACE
-    api = await blocking(kube_api, app, row)
+    api = await blocking(kube_api, app.kube, row.eks_cluster_name, row.region)
     driver = await blocking(kube_call, "read CSIDriver", csi_driver_installed, api)
     if not driver:
         await stage.progress(
@@ -255,12 +237,12 @@ async def _ensure_storage(stage: StageContext, tag: str) -> dict[str, Any]:
         "csiDriverInstalled": driver,
     }
     storage_all = {**((row.details or {}).get("storage") or {}), name: record}
-    await mark(stage, tag, "storage", "SUCCEEDED", storage=storage_all)
+    await record_details(stage, tag, storage=storage_all)
     return {"claim": name, **record, "created": {"persistentVolume": pv_created, "claim": pvc_created}}
 
 
 STORAGE_STAGE = StageSpec("storage", stage_storage, max_attempts=5, timeout_seconds=BIND_TIMEOUT + 300)
-KINDS.register(OperationKind(name="s3_storage_create", stages=(STORAGE_STAGE,)))
+KINDS.register(OperationKind(name="s3_storage_create", stages=(STORAGE_STAGE,), mirror=mirror_pipeline_stages))
 
 
 # -- tools -------------------------------------------------------------------------------------------------
@@ -328,7 +310,7 @@ async def s3_storage_create(ctx: CallContext, req: StorageCreateRequest) -> Oper
 
 def _claim_source(app: AppContext, row: ClusterRow, claim: str) -> dict[str, Any]:
     """The bucket, Region and prefix behind a claim: from Kubernetes (claim → PV), else the recorded storage."""
-    api = kube_api(app, row)
+    api = kube_api(app.kube, row.eks_cluster_name, row.region)
     pvc = kube_call(f"read claim {claim}", _read, api, "PersistentVolumeClaim", claim, m.DEFAULT_NAMESPACE)
     volume = ((pvc or {}).get("spec") or {}).get("volumeName")
     pv = kube_call(f"read volume {volume}", _read, api, "PersistentVolume", volume, "") if volume else None
@@ -348,11 +330,7 @@ def _claim_source(app: AppContext, row: ClusterRow, claim: str) -> dict[str, Any
 
 def list_objects(app: AppContext, bucket: str, region: str, prefix: str) -> dict[str, Any]:
     """One ListObjectsV2 page (delimiter '/') of the bucket below `prefix` (blocking)."""
-    s3 = app.aws.client("s3", region)
-    try:
-        page = s3.list_objects_v2(Bucket=bucket, Prefix=prefix, Delimiter="/", MaxKeys=LIST_MAX_KEYS)
-    except Exception as exc:
-        raise translate(exc, f"list s3://{bucket}/{prefix}") from exc
+    page = s3.list_objects(app.aws, region, bucket, prefix, LIST_MAX_KEYS)
     return {
         "objects": [
             {"key": o["Key"], "size": int(o.get("Size", 0)), "lastModified": o.get("LastModified")}

@@ -12,7 +12,7 @@ from pydantic import Field
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext
-from instantstart.services.cluster.status import kube_api, kube_call
+from instantstart.kube.calls import kube_api, kube_call
 from instantstart.services.core.registry import get_cluster, resolve_tag
 from instantstart.store.models import ClusterRow, utcnow
 from instantstart.validation import KubeName
@@ -130,7 +130,7 @@ def _deployment(dep: Any) -> DeploymentInfo:
 
 def read_workloads(app: AppContext, row: ClusterRow, namespace: str | None) -> WorkloadsResult:
     """Blocking: list the three kinds once, in one namespace or all of them."""
-    api = kube_api(app, row)
+    api = kube_api(app.kube, row.eks_cluster_name, row.region)
     core, apps = k8s.CoreV1Api(api), k8s.AppsV1Api(api)
     where = f"in {row.eks_cluster_name}"
     if namespace:

@@ -9,14 +9,14 @@ from anyio import to_thread
 from pydantic import Field
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from instantstart.catalog import operation
 from instantstart.catalog.base import NoInput, WireModel
-from instantstart.context import CallContext
-from instantstart.errors import Conflict, InstantStartError, NotFound, PreconditionFailed
-from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, StageSpec, TemporaryError
+from instantstart.context import CallContext, StageContext
+from instantstart.errors import Conflict, InstantStartError, NotFound, PreconditionFailed, ProviderError
+from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
-from instantstart.operations.runner import StageContext
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow, StateRow, utcnow
 from instantstart.validation import ClusterTag
@@ -128,18 +128,36 @@ def insert_cluster(db: Database, row: ClusterRow, *, hint: str) -> None:
         ) from None
 
 
-def update_cluster(
-    db: Database, tag: str, *, stages: dict[str, Any] | None = None, details: dict[str, Any] | None = None
-) -> None:
-    """Merge stage statuses and details into a cluster row."""
+def update_cluster(db: Database, tag: str, *, details: dict[str, Any] | None = None) -> None:
+    """Merge details (facts stages learned) into a cluster row; stage statuses come from the engine only."""
     with db.session() as session:
         row = session.get(ClusterRow, tag)
         if row is None:
             return
-        if stages:
-            row.stages = {**(row.stages or {}), **stages}
         if details:
             row.details = {**(row.details or {}), **details}
+        row.updated_at = utcnow()
+
+
+PIPELINE_STAGES = ("eks", "activate", "dependencies", "hyperpod", "storage", "verification")
+
+
+def mirror_pipeline_stages(session: Session, target: str | None, stages: list[dict[str, Any]]) -> None:
+    """The stage mirror of the creation-pipeline kinds: copy each pipeline stage's status onto the cluster
+    row's stage view, inside the transaction that changes the operation, so cluster_list_all can never
+    disagree with the operation. A PENDING stage does not overwrite a status an earlier operation left."""
+    if not target or not target.startswith("cluster:"):
+        return
+    row = session.get(ClusterRow, target.removeprefix("cluster:"))
+    if row is None:
+        return
+    view = dict(row.stages or {})
+    for stage in stages:
+        name, status = stage["name"], stage["status"]
+        if name in PIPELINE_STAGES and (status != "PENDING" or name not in view):
+            view[name] = status
+    if view != (row.stages or {}):
+        row.stages = view
         row.updated_at = utcnow()
 
 
@@ -176,12 +194,12 @@ async def cluster_list_all(ctx: CallContext, req: NoInput) -> ClusterListResult:
 
 async def activate_stage(stage: StageContext) -> dict[str, Any]:
     """Record the cluster as the active one."""
-    tag = stage.params["clusterTag"]
+    tag = stage.raw_params["clusterTag"]
     db = stage.app.db
     try:
         await to_thread.run_sync(get_cluster, db, tag)
-    except NotFound as exc:
-        raise PermanentError(exc.message, code=exc.code, hint=exc.hint) from None
+    except NotFound:
+        raise
     await to_thread.run_sync(set_active_cluster, db, tag)
     await stage.progress(f"active cluster is now {tag}")
     return {"activeCluster": tag}
@@ -191,7 +209,7 @@ async def reach_stage(stage: StageContext) -> dict[str, Any]:
     """Prove the control plane reaches the cluster's Kubernetes API with an EKS token it made itself."""
     from kubernetes import client as k8s
 
-    tag = stage.params["clusterTag"]
+    tag = stage.raw_params["clusterTag"]
     row = await to_thread.run_sync(get_cluster, stage.app.db, tag)
     kube = stage.app.kube
 
@@ -201,13 +219,13 @@ async def reach_stage(stage: StageContext) -> dict[str, Any]:
             names = k8s.CoreV1Api(api).list_namespace(limit=50).items
             version = k8s.VersionApi(api).get_code().git_version
         except InstantStartError as exc:
-            raise TemporaryError(exc.message, code=exc.code, hint=exc.hint) from exc
+            exc.retryable = True
+            raise
         except Exception as exc:
             kube.forget(row.eks_cluster_name, row.region)
-            raise TemporaryError(
+            raise ProviderError(
                 f"Kubernetes API of {row.eks_cluster_name} not reachable: {type(exc).__name__}: "
                 f"{getattr(exc, 'reason', exc)}",
-                code="PROVIDER_ERROR",
                 hint="Check the EKS stage and the access entry of this control plane.",
             ) from exc
         return {"kubernetesVersion": version, "namespaces": len(names)}

@@ -10,9 +10,9 @@ from typing import Any, TypeVar
 
 from anyio import to_thread
 
-from instantstart.aws.errors import error_code, translate
-from instantstart.operations.kinds import TemporaryError
-from instantstart.operations.runner import StageContext
+from instantstart.aws import identity, s3
+from instantstart.context import StageContext
+from instantstart.errors import Timeout
 from instantstart.services.core.ledger import aws_tags, record
 from instantstart.services.core.registry import update_cluster
 
@@ -38,48 +38,34 @@ async def wait_until(
         if done:
             return
         if time.monotonic() > deadline:
-            raise TemporaryError(
-                f"{what} did not finish within {limit_seconds:.0f}s (last: {message}).", code="TIMEOUT"
+            raise Timeout(
+                f"{what} did not finish within {limit_seconds:.0f}s (last: {message}).", retryable=True
             )
         await asyncio.sleep(stage.app.settings.poll_seconds)
 
 
-async def mark(stage: StageContext, tag: str, name: str, status: str, **details: Any) -> None:
-    """Record a pipeline stage's status (and details) on the cluster row, for cluster_list_all."""
-    await blocking(update_cluster, stage.app.db, tag, stages={name: status}, details=details or None)
+async def record_details(stage: StageContext, tag: str, **details: Any) -> None:
+    """Merge facts a stage learned (network ids, outputs) into the cluster row's details. Stage statuses are
+    not written here: the engine mirrors them (see `mirror_pipeline_stages`)."""
+    await blocking(update_cluster, stage.app.db, tag, details=details)
 
 
 def project_bucket(stage: StageContext, region: str, cluster_tag: str) -> str:
     """The project bucket: configured, or instantstart-<account>-<region>; created (tagged) when absent."""
     settings = stage.app.settings
-    s3 = stage.app.aws.client("s3", region)
-    try:
-        if settings.project_bucket:
-            name = settings.project_bucket
-        else:
-            account = stage.app.aws.client("sts", region).get_caller_identity()["Account"]
-            name = f"instantstart-{account}-{region}"
-        try:
-            s3.head_bucket(Bucket=name)
-            return name
-        except Exception as exc:
-            if error_code(exc) not in ("404", "NoSuchBucket", "NotFound"):
-                raise
-        kwargs: dict[str, Any] = {"Bucket": name}
-        if region != "us-east-1":
-            kwargs["CreateBucketConfiguration"] = {"LocationConstraint": region}
-        s3.create_bucket(**kwargs)
-        s3.put_bucket_tagging(Bucket=name, Tagging={"TagSet": aws_tags(cluster_tag, stage.operation_id)})
-        # Kept on cluster deletion unless asked (the ledger marks it so).
-        record(
-            stage.app.db,
-            cluster_tag=(stage.target or "").removeprefix("cluster:"),
-            operation_id=stage.operation_id,
-            resource_type="s3:bucket",
-            resource_id=name,
-            region=region,
-            details={"keep": True},
-        )
+    aws = stage.app.aws
+    name = settings.project_bucket or f"instantstart-{identity.account_id(aws, region)}-{region}"
+    if s3.bucket_exists(aws, region, name):
         return name
-    except Exception as exc:
-        raise translate(exc, "ensure the project bucket") from exc
+    s3.create_bucket(aws, region, name, aws_tags(cluster_tag, stage.operation_id))
+    # Kept on cluster deletion unless asked (the ledger marks it so).
+    record(
+        stage.app.db,
+        cluster_tag=(stage.target or "").removeprefix("cluster:"),
+        operation_id=stage.operation_id,
+        resource_type="s3:bucket",
+        resource_id=name,
+        region=region,
+        details={"keep": True},
+    )
+    return name

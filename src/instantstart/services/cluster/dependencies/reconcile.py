@@ -14,6 +14,7 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from instantstart.aws import eks as eks_api
 from instantstart.aws.errors import error_code, translate
 from instantstart.context import AppContext
 from instantstart.errors import InstantStartError
@@ -145,7 +146,7 @@ class Reconciler:
         self.target = target
         self.progress = progress
         self.catalog = catalog or load_catalog()
-        self.eks = app.aws.client("eks", target.region)
+        self.eks = app.aws.eks(target.region)
         self._k8s_version: str | None = None
 
     # -- the loop --------------------------------------------------------------------------------
@@ -303,15 +304,7 @@ class Reconciler:
 
     def describe_addon(self, name: str) -> dict[str, Any] | None:
         """The add-on, or None when it is not installed (blocking)."""
-        try:
-            addon: dict[str, Any] = self.eks.describe_addon(clusterName=self.target.eks_cluster_name, addonName=name)[
-                "addon"
-            ]
-            return addon
-        except Exception as exc:
-            if error_code(exc) == "ResourceNotFoundException":
-                return None
-            raise translate(exc, f"describe add-on {name}") from exc
+        return eks_api.describe_addon(self.app.aws, self.target.region, self.target.eks_cluster_name, name)
 
     async def _addon(self, dep: Dependency, result: DepResult) -> None:
         assert dep.addon is not None
@@ -437,7 +430,7 @@ class Reconciler:
             )
         owner = Owner(self.app.db, self.target.tag, self.target.operation_id, self.target.region)
         role_name = f"instantstart-{self.target.tag}-{spec.role}"
-        iam = self.app.aws.client("iam", self.target.region)
+        iam = self.app.aws.iam(self.target.region)
         policy = project_bucket_policy(self.target.bucket)
         role_arn = await blocking(ensure_pod_identity_role, iam, owner, role_name, policy)
         await blocking(

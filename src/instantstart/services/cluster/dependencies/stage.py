@@ -10,17 +10,22 @@ from pydantic import Field
 
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
-from instantstart.context import AppContext, CallContext
-from instantstart.errors import InstantStartError, PreconditionFailed
-from instantstart.operations.kinds import KINDS, OperationKind, PermanentError, StageSpec, TemporaryError
+from instantstart.context import AppContext, CallContext, StageContext
+from instantstart.errors import DependencyFailed, InstantStartError, InvalidInput, PreconditionFailed, ProviderError
+from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
-from instantstart.operations.runner import StageContext
 from instantstart.services.cluster.dependencies import manifests as dependency_manifests
 from instantstart.services.cluster.dependencies.catalog import Dependency, load_catalog
 from instantstart.services.cluster.dependencies.reconcile import DepResult, Reconciler, Target, workload_states
 from instantstart.services.cluster.eks_stage import stage_status
-from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster, update_cluster
-from instantstart.services.core.stages import blocking, mark
+from instantstart.services.core.registry import (
+    get_cluster,
+    mirror_pipeline_stages,
+    resolve_tag,
+    submit_for_cluster,
+    update_cluster,
+)
+from instantstart.services.core.stages import blocking
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag
@@ -110,7 +115,7 @@ async def reconcile_dependencies(
     app: AppContext, stage: StageContext, tag: str, names: list[str] | tuple[str, ...]
 ) -> list[DepResult]:
     """Reconcile `names` (plus what they need) on the cluster `tag`, persist each result, invalidate the
-    status cache; raises TemporaryError/PermanentError naming the dependencies that failed.
+    status cache; raises a retryable or a permanent error naming the dependencies that failed.
 
     The entry point feature toggles reuse (hyperpod_update_advanced_features)."""
     reconciler, row = await _reconciler(app, stage, tag, names)
@@ -124,8 +129,8 @@ async def reconcile_dependencies(
         if all(r.action == "retryable" or r.status == "BLOCKED" for r in failed) and any(
             r.action == "retryable" for r in failed
         ):
-            raise TemporaryError(f"Dependencies not ready: {text}", code="PROVIDER_ERROR", hint=hint)
-        raise PermanentError(f"Dependencies failed: {text}", code="DEPENDENCY_FAILED", hint=hint)
+            raise ProviderError(f"Dependencies not ready: {text}", hint=hint)
+        raise DependencyFailed(f"Dependencies failed: {text}", hint=hint)
     return results
 
 
@@ -133,7 +138,7 @@ async def remove_dependencies(
     app: AppContext, stage: StageContext, tag: str, names: list[str] | tuple[str, ...]
 ) -> list[DepResult]:
     """Uninstall `names` from the cluster `tag` (a feature turned off), persist each result, invalidate the
-    status cache; PermanentError naming what could not be removed (e.g. still needed by another)."""
+    status cache; DependencyFailed naming what could not be removed (e.g. still needed by another)."""
     reconciler, row = await _reconciler(app, stage, tag, names)
     results = await reconciler.remove(names)
     await blocking(persist_results, app.db, tag, results)
@@ -142,7 +147,7 @@ async def remove_dependencies(
     if failed:
         text = "; ".join(f"{r.name}: {r.message}" for r in failed)
         hint = " ".join(dict.fromkeys(r.hint for r in failed if r.hint)) or None
-        raise PermanentError(f"Dependencies not removed: {text}", code="DEPENDENCY_FAILED", hint=hint)
+        raise DependencyFailed(f"Dependencies not removed: {text}", hint=hint)
     return results
 
 
@@ -152,14 +157,13 @@ async def _reconciler(
     row = await blocking(get_cluster, app.db, tag)
     try:
         require_eks_ready(row)
-    except PreconditionFailed as exc:
-        raise PermanentError(exc.message, code=exc.code, hint=exc.hint) from None
+    except PreconditionFailed:
+        raise
     catalog = load_catalog()
     unknown = sorted(set(names) - set(catalog.names))
     if unknown:
-        raise PermanentError(
+        raise InvalidInput(
             f"Unknown dependencies: {', '.join(unknown)}.",
-            code="INVALID_INPUT",
             hint=f"Known: {', '.join(catalog.names)}.",
         )
     return Reconciler(app, target_of(row, stage.operation_id), stage.progress, catalog), row
@@ -167,21 +171,15 @@ async def _reconciler(
 
 async def stage_dependencies(stage: StageContext) -> dict[str, Any]:
     """The dependencies stage: reconcile the catalog's default dependencies on params["clusterTag"] in
-    params["region"] (or params["names"] when given), marking the cluster row's stage "dependencies"."""
-    tag = stage.params["clusterTag"]
-    names = stage.params.get("names") or load_catalog().defaults
-    await mark(stage, tag, STAGE, "RUNNING")
-    try:
-        results = await reconcile_dependencies(stage.app, stage, tag, names)
-    except (TemporaryError, PermanentError, InstantStartError):
-        await mark(stage, tag, STAGE, "FAILED")
-        raise
-    await mark(stage, tag, STAGE, "SUCCEEDED")
+    params["region"] (or params["names"] when given)."""
+    tag = stage.raw_params["clusterTag"]
+    names = stage.raw_params.get("names") or load_catalog().defaults
+    results = await reconcile_dependencies(stage.app, stage, tag, names)
     return {"dependencies": {r.name: {"status": r.status, "action": r.action, **r.actual} for r in results}}
 
 
 DEPENDENCIES_STAGE = StageSpec(STAGE, stage_dependencies, max_attempts=3, timeout_seconds=3600, backoff_seconds=5)
-KINDS.register(OperationKind(name=KIND, stages=(DEPENDENCIES_STAGE,)))
+KINDS.register(OperationKind(name=KIND, stages=(DEPENDENCIES_STAGE,), mirror=mirror_pipeline_stages))
 
 
 @operation(

@@ -1,0 +1,33 @@
+"""What a stage function is handed: the operation's typed params, earlier stages' outputs, progress reporting."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+AppT = TypeVar("AppT")
+
+
+@dataclass
+class StageContext(Generic[AppT]):
+    """One attempt of one stage. `params` is the operation's validated params model (see OperationKind.params);
+    `raw_params` the stored dict. The engine is generic over the application object it hands on (`app`), so it
+    never imports the layers above it."""
+
+    operation_id: str
+    kind: str
+    target: str | None
+    params: BaseModel
+    raw_params: dict[str, Any]
+    outputs: dict[str, dict[str, Any]]
+    stage: str
+    attempt: int
+    app: AppT
+    _progress: Callable[[str], Awaitable[None]] = field(repr=False)
+
+    async def progress(self, message: str) -> None:
+        """Record a human-readable progress message on the running stage (shown by every face)."""
+        await self._progress(message)

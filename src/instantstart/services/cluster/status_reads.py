@@ -1,0 +1,126 @@
+"""Kubernetes reads behind the cluster status: nodes summarised, accelerators requested, storage claims."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes import client as k8s
+
+from instantstart.kube.calls import as_dict, kube_call
+from instantstart.manifests.storage import DEFAULT_NAMESPACE
+
+HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
+DHC_LABEL = "sagemaker.amazonaws.com/deep-health-check-status"
+FAULT_LABEL = "sagemaker.amazonaws.com/fault-reasons"
+GROUP_LABEL = "sagemaker.amazonaws.com/instance-group-name"
+HP_CLUSTER_LABEL = "sagemaker.amazonaws.com/cluster-name"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+GPU = "nvidia.com/gpu"
+NEURON = "aws.amazon.com/neurondevice"
+
+
+# -- what the status is built from (each read is one call per cache interval) ---------------------------
+
+
+def _node_summary(node: dict[str, Any]) -> dict[str, Any]:
+    md, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get("status") or {}
+    labels = md.get("labels") or {}
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    taints = [
+        f"{t.get('key')}{'=' + str(t['value']) if t.get('value') else ''}:{t.get('effect')}"
+        for t in spec.get("taints") or []
+    ]
+    blocking_taints = [
+        t
+        for t in spec.get("taints") or []
+        if t.get("effect") in ("NoSchedule", "NoExecute")
+        and (t.get("key") == HEALTH_LABEL or str(t.get("key", "")).startswith("node.kubernetes.io/"))
+    ]
+    health = labels.get(HEALTH_LABEL)
+    schedulable = not spec.get("unschedulable") and not blocking_taints and health in (None, "Schedulable")
+    alloc = status.get("allocatable") or {}
+    return {
+        "name": md.get("name", ""),
+        "instanceType": labels.get(INSTANCE_TYPE_LABEL) or labels.get("beta.kubernetes.io/instance-type") or "unknown",
+        "instanceGroup": labels.get(GROUP_LABEL),
+        "hyperpodCluster": labels.get(HP_CLUSTER_LABEL),
+        "zone": labels.get("topology.kubernetes.io/zone"),
+        "ready": ready,
+        "schedulable": schedulable,
+        "healthStatus": health,
+        "deepHealthCheck": labels.get(DHC_LABEL),
+        "faultReasons": labels.get(FAULT_LABEL),
+        "taints": taints,
+        "gpuAllocatable": _count(alloc.get(GPU)),
+        "neuronAllocatable": _count(alloc.get(NEURON)),
+    }
+
+
+def _count(value: Any) -> int:
+    """An extended-resource quantity (whole devices) as an int; absent or malformed is 0."""
+    try:
+        return int(str(value)) if value is not None else 0
+    except ValueError:
+        return 0
+
+
+def _pod_request(spec: dict[str, Any], resource: str) -> int:
+    """A pod's effective request of an extended resource: max(sum of containers, largest init container).
+    An extended resource's request defaults to its limit."""
+
+    def of(container: dict[str, Any]) -> int:
+        res = container.get("resources") or {}
+        return _count((res.get("requests") or {}).get(resource) or (res.get("limits") or {}).get(resource))
+
+    main = sum(of(c) for c in spec.get("containers") or [])
+    init = max((of(c) for c in spec.get("initContainers") or []), default=0)
+    return max(main, init)
+
+
+def read_nodes(api: k8s.ApiClient) -> list[dict[str, Any]]:
+    """Every Node, summarised (blocking)."""
+    result = kube_call("list nodes", k8s.CoreV1Api(api).list_node)
+    return [_node_summary(as_dict(api, n)) for n in result.items]
+
+
+def read_allocations(api: k8s.ApiClient) -> dict[str, dict[str, int]]:
+    """Accelerators requested by non-terminated pods bound to each node: {node: {gpu, neuron}} (blocking)."""
+    result = kube_call(
+        "list pods",
+        k8s.CoreV1Api(api).list_pod_for_all_namespaces,
+        field_selector="status.phase!=Succeeded,status.phase!=Failed",
+    )
+    used: dict[str, dict[str, int]] = {}
+    for pod in result.items:
+        body = as_dict(api, pod)
+        spec = body.get("spec") or {}
+        node = spec.get("nodeName")
+        if not node or (body.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        slot = used.setdefault(node, {"gpu": 0, "neuron": 0})
+        slot["gpu"] += _pod_request(spec, GPU)
+        slot["neuron"] += _pod_request(spec, NEURON)
+    return used
+
+
+def read_claims(api: k8s.ApiClient) -> list[dict[str, Any]]:
+    """Every PersistentVolumeClaim with its phase and volume (blocking)."""
+    core = k8s.CoreV1Api(api)
+    result = kube_call("list persistent volume claims", core.list_persistent_volume_claim_for_all_namespaces)
+    claims = []
+    for item in result.items:
+        body = as_dict(api, item)
+        md, spec = body.get("metadata") or {}, body.get("spec") or {}
+        phase = (body.get("status") or {}).get("phase", "Pending")
+        claims.append(
+            {
+                "namespace": md.get("namespace", DEFAULT_NAMESPACE),
+                "name": md.get("name", ""),
+                "phase": phase,
+                "bound": phase == "Bound",
+                "volumeName": spec.get("volumeName") or None,
+                "storageClassName": spec.get("storageClassName"),
+                "managed": (md.get("labels") or {}).get("app.kubernetes.io/managed-by") == "instantstart",
+            }
+        )
+    return claims
