@@ -9,6 +9,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 AppT = TypeVar("AppT")
+P = TypeVar("P", bound=BaseModel)
 
 
 @dataclass
@@ -27,6 +28,13 @@ class StageContext(Generic[AppT]):
     attempt: int
     app: AppT
     _progress: Callable[[str], Awaitable[None]] = field(repr=False)
+
+    def params_as(self, model: type[P]) -> P:
+        """The params as the kind's declared model (typed access for the stage function)."""
+        if not isinstance(self.params, model):
+            raise TypeError(f"operation {self.operation_id} ({self.kind}) params are {type(self.params).__name__}, "
+                            f"not {model.__name__}: register the kind with params={model.__name__}")
+        return self.params
 
     async def progress(self, message: str) -> None:
         """Record a human-readable progress message on the running stage (shown by every face)."""
