@@ -10,7 +10,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import CLOCK_SCALE, Served, shot
+from tests.support.browser import CLOCK_SCALE, Served, shot
 
 pytestmark = pytest.mark.e2e
 

@@ -8,7 +8,7 @@ from typing import Any
 from mcp import ClientSession
 
 from instantstart.twin_process import TwinProcess
-from tests.skeleton.faces import mcp_http
+from tests.support.faces import mcp_http
 from tests.support.servers import Running
 
 

@@ -6,11 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from instantstart.twin_process import TwinProcess
-from tests.integration.conftest import twin_client
-from tests.integration.test_capacity_groups import add_group, make_hyperpod
-from tests.integration.test_deletion import tagged_leftovers
-from tests.skeleton.helpers import wait_terminal
+from tests.support.flows import add_group, make_hyperpod, tagged_leftovers
 from tests.support.servers import Running
+from tests.support.twin import twin_client
+from tests.support.waits import wait_terminal
 
 
 def test_delete_after_capacity_changes_leaves_nothing_tagged(cp: Running, twin: TwinProcess) -> None:

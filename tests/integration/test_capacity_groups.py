@@ -3,85 +3,15 @@ a dedicated subnet that outlives its group, discovery — through REST and an MC
 
 from __future__ import annotations
 
-import asyncio
-import json
 from typing import Any
 
 import httpx
 
 from instantstart.twin_process import TwinProcess
-from tests.integration.conftest import twin_client
-from tests.integration.test_hyperpod import make_eks
-from tests.skeleton.faces import mcp_http
-from tests.skeleton.helpers import wait_terminal
+from tests.support.flows import add_group, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
 from tests.support.servers import Running
-
-
-def make_hyperpod(client: httpx.Client, tag: str, **extra: Any) -> None:
-    """EKS stage, switch, and a HyperPod cluster with one ml.g6.4xlarge node in us-west-2c."""
-    make_eks(client, tag)
-    body = {"acceleratedInstanceType": "ml.g6.4xlarge", "acceleratedInstanceCount": 1,
-            "availabilityZone": "us-west-2c", **extra}
-    ref = client.post("/api/v1/clusters/hyperpod", json=body)
-    assert ref.status_code == 202, ref.text
-    view = wait_terminal(client, ref.json()["operationId"], timeout=120)
-    assert view["status"] == "SUCCEEDED", view
-
-
-def add_group(client: httpx.Client, **body: Any) -> dict[str, Any]:
-    """hyperpod_add_instance_group through REST, to a terminal state; the operation view."""
-    ref = client.post("/api/v1/capacity/instance-groups", json=body)
-    assert ref.status_code == 202, ref.text
-    assert ref.json()["statusTool"] == "operation_get"
-    return wait_terminal(client, ref.json()["operationId"], timeout=120)
-
-
-def tool_payload(result: Any) -> dict[str, Any]:
-    """The JSON payload of an MCP tool result, which must not be an error."""
-    payload: dict[str, Any] = json.loads(result.content[0].text)
-    assert not result.isError, payload
-    return payload
-
-
-def mcp_raw(cp: Running, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
-    """Tool calls that may fail, as {isError, payload}; then the first tool's description."""
-
-    async def run() -> list[Any]:
-        async with mcp_http(cp) as session:
-            out: list[Any] = []
-            for tool, args in calls:
-                result = await session.call_tool(tool, args)
-                out.append({"isError": result.isError, "payload": json.loads(result.content[0].text)})
-            tools = {t.name: t for t in (await session.list_tools()).tools}
-            out.append(tools[calls[0][0]].description)
-            return out
-
-    return asyncio.run(run())
-
-
-def mcp_calls(cp: Running, calls: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Tool calls in one MCP session (streamable HTTP); their payloads."""
-
-    async def run() -> list[dict[str, Any]]:
-        async with mcp_http(cp) as session:
-            return [tool_payload(await session.call_tool(tool, args)) for tool, args in calls]
-
-    return asyncio.run(run())
-
-
-def mcp_wait(cp: Running, operation_id: str, limit: int = 240) -> dict[str, Any]:
-    """Poll operation_get over MCP (wait_seconds in between, as an agent does) until terminal."""
-
-    async def run() -> dict[str, Any]:
-        async with mcp_http(cp) as session:
-            for _ in range(limit):
-                view = tool_payload(await session.call_tool("operation_get", {"operationId": operation_id}))
-                if view["status"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
-                    return view
-                await session.call_tool("wait_seconds", {"seconds": 1})
-        raise AssertionError(f"{operation_id} never finished")
-
-    return asyncio.run(run())
+from tests.support.twin import twin_client
+from tests.support.waits import wait_terminal
 
 
 def groups_of(twin: TwinProcess, cluster: str) -> dict[str, dict[str, Any]]:

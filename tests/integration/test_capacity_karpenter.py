@@ -13,11 +13,10 @@ from kubernetes import client as k8s
 from instantstart.errors import InvalidInput, PreconditionFailed
 from instantstart.services.capacity.karpenter import eligible
 from instantstart.twin_process import TwinProcess
-from tests.integration.conftest import twin_client
-from tests.integration.test_capacity_groups import add_group, make_hyperpod, mcp_calls
-from tests.integration.test_capacity_nodes import kube
-from tests.skeleton.helpers import wait_terminal
+from tests.support.flows import add_group, kube, make_hyperpod, mcp_calls
 from tests.support.servers import Running
+from tests.support.twin import twin_client
+from tests.support.waits import wait_terminal
 
 
 def until(check: Any, timeout: float = 60.0, what: str = "condition") -> Any:

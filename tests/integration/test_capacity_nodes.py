@@ -10,21 +10,11 @@ from typing import Any
 import httpx
 from kubernetes import client as k8s
 
-from instantstart.aws.clients import AwsClients
-from instantstart.kube.client import KubeClients
-from instantstart.settings import Settings
 from instantstart.twin_process import TwinProcess
-from tests.integration.conftest import twin_client
-from tests.integration.test_capacity_groups import make_hyperpod, mcp_calls, mcp_wait
-from tests.skeleton.helpers import wait_terminal
+from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_wait
 from tests.support.servers import Running
-
-
-def kube(twin: TwinProcess, tmp_path: Path, tag: str) -> k8s.CoreV1Api:
-    """A Kubernetes client for the cluster's EKS API server (EKS token, as the control plane makes it)."""
-    settings = Settings(data_dir=tmp_path / "kube", aws_endpoint_url=twin.endpoint_url,
-                        aws_region=twin.env["AWS_REGION"])
-    return k8s.CoreV1Api(KubeClients(AwsClients(settings)).api_client(f"eks-cluster-{tag}", twin.env["AWS_REGION"]))
+from tests.support.twin import twin_client
+from tests.support.waits import wait_terminal
 
 
 def ready_since(core: k8s.CoreV1Api, name: str) -> Any:

@@ -13,9 +13,9 @@ import httpx
 import pytest
 
 from instantstart.twin_process import TwinProcess
-from tests.integration.conftest import twin_client
-from tests.skeleton.helpers import wait_terminal
 from tests.support.servers import Running, process_server
+from tests.support.twin import twin_client
+from tests.support.waits import wait_terminal
 
 STAGES = ["eks", "activate", "dependencies", "hyperpod", "storage", "verification"]
 

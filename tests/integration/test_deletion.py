@@ -5,53 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from instantstart.twin_process import TwinProcess
-from tests.integration.conftest import twin_client
-from tests.integration.test_hyperpod import make_eks
-from tests.skeleton.helpers import wait_terminal
+from tests.support.flows import make_eks, tagged_leftovers
 from tests.support.servers import Running
+from tests.support.twin import twin_client
+from tests.support.waits import wait_terminal
 
 TAG = "instantstart:cluster-tag"
-
-
-def tagged_leftovers(twin: TwinProcess, tag: str) -> dict[str, list[str]]:
-    """Everything in the twin that still carries the cluster tag (or the cluster's names)."""
-    ec2: Any = twin_client(twin, "ec2")
-    f = [{"Name": f"tag:{TAG}", "Values": [tag]}]
-    iam: Any = twin_client(twin, "iam")
-    roles = [
-        r["RoleName"]
-        for r in iam.list_roles()["Roles"]
-        if any(t["Key"] == TAG and t["Value"] == tag for t in iam.list_role_tags(RoleName=r["RoleName"])["Tags"])
-    ]
-    eks: Any = twin_client(twin, "eks")
-    sm: Any = twin_client(twin, "sagemaker")
-    return {
-        "vpcs": [v["VpcId"] for v in ec2.describe_vpcs(Filters=f)["Vpcs"]],
-        "subnets": [s["SubnetId"] for s in ec2.describe_subnets(Filters=f)["Subnets"]],
-        "nats": [
-            n["NatGatewayId"]
-            for n in ec2.describe_nat_gateways(Filters=f)["NatGateways"]
-            # Check each gateway's own tags as well (the control plane does the same after every filter).
-            if n["State"] != "deleted" and {"Key": TAG, "Value": tag} in n.get("Tags", [])
-        ],
-        "route_tables": [t["RouteTableId"] for t in ec2.describe_route_tables(Filters=f)["RouteTables"]],
-        "igws": [g["InternetGatewayId"] for g in ec2.describe_internet_gateways(Filters=f)["InternetGateways"]],
-        "groups": [g["GroupId"] for g in ec2.describe_security_groups(Filters=f)["SecurityGroups"]],
-        "eips": [a["AllocationId"] for a in ec2.describe_addresses(Filters=f)["Addresses"]],
-        "roles": roles,
-        "oidc": [
-            p["Arn"]
-            for p in iam.list_open_id_connect_providers()["OpenIDConnectProviderList"]
-            if any(
-                t["Key"] == TAG and t["Value"] == tag
-                for t in iam.list_open_id_connect_provider_tags(OpenIDConnectProviderArn=p["Arn"])["Tags"]
-            )
-        ],
-        "eks": [c for c in eks.list_clusters()["clusters"] if c.endswith(tag)],
-        "hyperpod": [
-            c["ClusterName"] for c in sm.list_clusters()["ClusterSummaries"] if c["ClusterName"].endswith(tag)
-        ],
-    }
 
 
 def test_cluster_delete_plans_then_leaves_nothing_tagged(cp: Running, twin: TwinProcess) -> None:

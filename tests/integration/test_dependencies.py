@@ -30,10 +30,10 @@ from instantstart.services.cluster.dependencies.stage import reconcile_dependenc
 from instantstart.settings import Settings
 from instantstart.store.db import Database
 from instantstart.twin_process import TwinProcess
-from tests.integration.conftest import twin_client
-from tests.skeleton.faces import mcp_http
-from tests.skeleton.helpers import wait_terminal
+from tests.support.faces import mcp_http
 from tests.support.servers import Running, free_port, thread_server
+from tests.support.twin import twin_client
+from tests.support.waits import wait_terminal
 
 DEFAULT_ADDONS = ("eks-pod-identity-agent", "aws-mountpoint-s3-csi-driver", "metrics-server")
 DEFAULTS = ("eks-pod-identity-agent", "hyperpod-dependencies", "aws-mountpoint-s3-csi-driver", "metrics-server",

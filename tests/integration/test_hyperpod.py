@@ -7,17 +7,10 @@ from typing import Any
 import httpx
 
 from instantstart.twin_process import TwinProcess
-from tests.integration.conftest import twin_client
-from tests.skeleton.helpers import wait_terminal
+from tests.support.flows import make_eks
 from tests.support.servers import Running
-
-
-def make_eks(client: httpx.Client, tag: str) -> None:
-    """The EKS stage done and the cluster active."""
-    ref = client.post("/api/v1/clusters/eks", json={"clusterTag": tag}).json()
-    assert wait_terminal(client, ref["operationId"], timeout=120)["status"] == "SUCCEEDED"
-    switch = client.post(f"/api/v1/clusters/{tag}/switch").json()
-    assert wait_terminal(client, switch["operationId"], timeout=60)["status"] == "SUCCEEDED"
+from tests.support.twin import twin_client
+from tests.support.waits import wait_terminal
 
 
 def test_hyperpod_create_reaches_in_service(cp: Running, twin: TwinProcess) -> None:

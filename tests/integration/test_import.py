@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from instantstart.twin_process import TwinProcess
-from tests.integration.conftest import twin_client
-from tests.skeleton.helpers import wait_terminal
 from tests.support.servers import Running
+from tests.support.twin import twin_client
+from tests.support.waits import wait_terminal
 
 
 def test_import_detects_and_deletion_leaves_it_alone(cp: Running, twin: TwinProcess) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 from instantstart.twin_process import TwinProcess
-from tests.skeleton.faces import mcp_http
-from tests.skeleton.helpers import wait_terminal
+from tests.support.faces import mcp_http
 from tests.support.servers import Running
+from tests.support.waits import wait_terminal
 
 
 async def test_workloads_of_the_active_cluster_over_rest_and_mcp(cp: Running, twin: TwinProcess) -> None:

@@ -31,10 +31,10 @@ from instantstart.settings import Settings
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow
 from instantstart.twin_process import TwinProcess
-from tests.integration.conftest import twin_client
-from tests.skeleton.faces import mcp_http, tool_payload
-from tests.skeleton.helpers import wait_terminal
+from tests.support.faces import mcp_http, tool_payload
 from tests.support.servers import Running
+from tests.support.twin import twin_client
+from tests.support.waits import wait_terminal
 
 TAG = "st1"
 CACHE_SECONDS = 1.0  # the cp fixture's status_cache_seconds

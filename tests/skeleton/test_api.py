@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.skeleton.faces import unauthenticated
+from tests.support.faces import unauthenticated
 from tests.support.servers import Running, process_server
 
 

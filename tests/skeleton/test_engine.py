@@ -7,8 +7,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.skeleton.helpers import wait_for, wait_terminal
 from tests.support.servers import Running
+from tests.support.waits import wait_for, wait_terminal
 
 
 def _probe(client: httpx.Client, journal: Path, **extra: object) -> dict[str, object]:

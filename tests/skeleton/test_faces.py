@@ -13,7 +13,7 @@ from instantstart.mcp.tools import SERVER_NAME, tool_input_schema
 from instantstart.services import load_all
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow
-from tests.skeleton.faces import (
+from tests.support.faces import (
     call_cli,
     call_rest,
     call_tool_route,

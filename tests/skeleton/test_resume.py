@@ -6,8 +6,8 @@ import os
 import signal
 from pathlib import Path
 
-from tests.skeleton.helpers import wait_for, wait_terminal
 from tests.support.servers import Running, process_server, thread_server
+from tests.support.waits import wait_for, wait_terminal
 
 
 def test_kill_9_mid_operation_resumes_with_each_side_effect_once(tmp_path: Path, database_url: str) -> None:

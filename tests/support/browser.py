@@ -1,0 +1,131 @@
+"""Browser tests: `instantstart serve --twin` as a subprocess, Chromium driven by Playwright (fixtures, helpers)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.servers import REPO, free_port, wait_healthy
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+ARTIFACTS = REPO / "test-artifacts" / "web"
+# Twin seconds per real second: the six stages of cluster_create finish in well under a minute.
+CLOCK_SCALE = 500.0
+
+
+@dataclass
+class Served:
+    """A running `instantstart serve --twin`: its URL, API token and the twin's control endpoint."""
+
+    url: str
+    token: str
+    twin_url: str
+
+    def api(self) -> httpx.Client:
+        """A bearer-authenticated client (the test's independent view of the API)."""
+        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.token}"}, timeout=30)
+
+
+def _twin_endpoint(log: Path, deadline: float) -> str:
+    while time.monotonic() < deadline:
+        for line in log.read_text(errors="replace").splitlines():
+            if "digital twin started" in line:
+                endpoint: str = json.loads(line)["endpoint"]
+                return endpoint
+        time.sleep(0.1)
+    raise TimeoutError("serve --twin did not report its twin endpoint")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """`instantstart serve --twin` on a free port with its own data dir and SQLite database."""
+    data = tmp_path_factory.mktemp("web-data")
+    port = free_port()
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "INSTANTSTART_DATA_DIR": str(data),
+        "INSTANTSTART_DATABASE_URL": f"sqlite:///{data / 'state.db'}",
+        "INSTANTSTART_POLL_SECONDS": "0.2",
+        "INSTANTSTART_STATUS_CACHE_SECONDS": "1",
+        "INSTANTSTART_LOG_JSON": "true",
+        "INSTANTSTART_LOG_LEVEL": "INFO",
+    }
+    env.pop("INSTANTSTART_AWS_ENDPOINT_URL", None)
+    log = data / "serve.log"
+    with log.open("w") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "instantstart.cli.main", "serve", "--twin", "--port", str(port)],
+            env=env,
+            cwd=REPO,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_healthy(url, timeout=90, proc=proc)  # type: ignore[arg-type]
+        twin_url = _twin_endpoint(log, time.monotonic() + 10)
+        httpx.post(twin_url + "/_twin/clock", json={"scale": CLOCK_SCALE}, timeout=10).raise_for_status()
+        yield Served(url=url, token=(data / "api-token").read_text().strip(), twin_url=twin_url)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Debian's Chromium (no browser download): headless, sandbox off (root in a container)."""
+    from playwright.sync_api import sync_playwright
+
+    assert Path(CHROMIUM).exists(), "Debian's chromium is missing: `make pytest` installs it (apt-get install chromium)"
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture(scope="module")
+def page(browser: Any, served: Served) -> Iterator[Any]:
+    """One browser tab at 1280x800 for the whole module (the tests are steps of one session)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.set_default_timeout(20_000)
+    tab = context.new_page()
+    errors: list[str] = []
+    tab.on("pageerror", lambda exc: errors.append(str(exc)))
+    tab.page_errors = errors
+    try:
+        yield tab
+    finally:
+        context.close()
+
+
+def shot(page: Any, name: str) -> Path:
+    """Save a full-page screenshot under test-artifacts/web/."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
