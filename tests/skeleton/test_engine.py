@@ -166,3 +166,43 @@ def test_operation_list_filters_and_pages(server: Running, tmp_path: Path) -> No
         assert client.get("/api/v1/operations", params={"status": "BOGUS"}).status_code == 422
         missing = client.get("/api/v1/operations/op-0123456789")
         assert missing.status_code == 404 and missing.json()["error"]["code"] == "NOT_FOUND"
+
+
+def _store_as_older_version(database_url: str, target: str, params: dict[str, object]) -> str:
+    """Record a probe operation the way an older version would have: its params bypass today's model."""
+    from instantstart.operations.kinds import KINDS, OpenParams, OperationKind
+    from instantstart.operations.store import OperationStore
+    from instantstart.store.db import Database
+    from tests.support import probe_ops  # noqa: F401  (registers the probe kind in this process)
+
+    current = KINDS.get("probe")
+    assert current is not None
+    legacy = OperationKind(name="probe", stages=current.stages, params=OpenParams)
+    db = Database(database_url)
+    try:
+        view, created = OperationStore(db).submit(legacy, params, target, None)
+    finally:
+        db.dispose()
+    assert created
+    return view.operation_id
+
+
+def test_stored_params_from_an_older_version_load_or_fail_clearly(server: Running, tmp_path: Path) -> None:
+    # Today's model refuses a params shape it does not know at submit time (nothing is recorded) …
+    with server.client() as client:
+        refused = client.post("/api/v1/test/probe", json={"journalDir": str(tmp_path / "j"), "stageSeconds": -1})
+        assert refused.status_code == 422
+    # … an older shape that still fits (a field added since has a default) loads and runs …
+    (tmp_path / "old").mkdir()
+    older = _store_as_older_version(server.database_url, "old", {"journalDir": str(tmp_path / "old")})
+    # … and one that does not (a field this version no longer knows) fails at once with a clear error.
+    gone = _store_as_older_version(server.database_url, "gone", {"journalDir": str(tmp_path / "gone"), "retired": 1})
+    with server.client() as client:
+        client.post("/api/v1/test/probe", json={"journalDir": str(tmp_path / "wake")})  # wakes the runner
+        assert wait_terminal(client, older)["status"] == "SUCCEEDED"
+        view = wait_terminal(client, gone)
+    assert view["status"] == "FAILED" and view["error"]["code"] == "INVALID_INPUT"
+    assert "recorded by a version of InstantStart" in view["error"]["message"]
+    assert "retired" in view["error"]["message"] and "start the same request again" in view["error"]["hint"]
+    assert all(s["attempts"] == 0 for s in view["stages"])
+    assert not (tmp_path / "gone" / "executions.log").exists()

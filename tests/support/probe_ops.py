@@ -20,16 +20,17 @@ from instantstart.context import CallContext, StageContext
 from instantstart.errors import PreconditionFailed, Throttled
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
+from instantstart.operations.params import ParamsModel
 
 STAGES = ("alpha", "beta", "gamma", "delta")
 
 
 def _journal(ctx: StageContext) -> Path:
-    return Path(ctx.raw_params["journalDir"])
+    return Path(ctx.params_as(ProbeParams).journal_dir)
 
 
 def _behaviour(ctx: StageContext) -> dict[str, Any]:
-    behaviour: dict[str, Any] = ctx.raw_params.get("behaviour", {}).get(ctx.stage, {})
+    behaviour: dict[str, Any] = ctx.params_as(ProbeParams).behaviour.get(ctx.stage, {})
     return behaviour
 
 
@@ -40,7 +41,7 @@ def _make_stage(name: str) -> StageSpec:
             handle.write(f"{name} {ctx.attempt} {os.getpid()}\n")
         behaviour = _behaviour(ctx)
         await ctx.progress(f"{name} working (attempt {ctx.attempt})")
-        await asyncio.sleep(float(ctx.raw_params.get("stageSeconds", 0.05)))
+        await asyncio.sleep(ctx.params_as(ProbeParams).stage_seconds)
         fail_until = int(behaviour.get("temporaryFailures", 0))
         if ctx.attempt <= fail_until:
             raise Throttled(f"{name} transient failure {ctx.attempt}")
@@ -57,7 +58,16 @@ def _make_stage(name: str) -> StageSpec:
     return StageSpec(name, run, max_attempts=4, timeout_seconds=30, backoff_seconds=0.05, backoff_max_seconds=0.2)
 
 
-KINDS.register(OperationKind(name="probe", stages=tuple(_make_stage(s) for s in STAGES)))
+class ProbeParams(ParamsModel):
+    """What the probe kind stores: a typed params model like every production kind."""
+
+    journal_dir: str
+    target: str = "probe-target"
+    stage_seconds: float = 0.05
+    behaviour: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+KINDS.register(OperationKind(name="probe", stages=tuple(_make_stage(s) for s in STAGES), params=ProbeParams))
 
 
 class ProbeRequest(WireModel):
