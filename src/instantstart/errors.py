@@ -124,3 +124,18 @@ class InternalError(InstantStartError):
 
     code = "INTERNAL"
     http_status = 500
+
+
+class PayloadTooLarge(InstantStartError):
+    """The request body is larger than the server accepts; it was not read to the end."""
+
+    code = "PAYLOAD_TOO_LARGE"
+    http_status = 413
+    default_hint = "Send a smaller request; operation arguments are small JSON objects."
+
+
+class IdempotencyKeyReused(InvalidInput):
+    """An idempotency key was sent again with different arguments."""
+
+    code = "IDEMPOTENCY_KEY_REUSED"
+    default_hint = "Use a new clientToken / Idempotency-Key for different arguments, or resend the same ones."
