@@ -28,7 +28,9 @@ Secret = Annotated[
 
 def is_secret_annotation(annotation: Any) -> bool:
     """Whether a field annotation is a Secret (or an optional one)."""
-    return annotation is SecretStr or SecretStr in get_args(annotation)
+    if annotation is SecretStr:
+        return True
+    return any(is_secret_annotation(arg) for arg in get_args(annotation))
 
 
 def secret_fields(model: type[BaseModel]) -> list[str]:
