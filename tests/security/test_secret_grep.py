@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -27,7 +26,7 @@ from instantstart.settings import Settings
 from instantstart.twin_process import TwinProcess
 from tests.skeleton.helpers import wait_terminal
 from tests.support.secret_ops import secret_body
-from tests.support.servers import REPO, Running, process_server
+from tests.support.servers import REPO, process_server
 from tests.support.twin import twin_client
 
 PLUGINS = '["tests.support.probe_ops", "tests.support.secret_ops"]'
@@ -89,7 +88,8 @@ async def test_a_secret_reaches_the_kubernetes_secret_and_nowhere_else(
                 texts.append(response.text)
             assert rest.status_code == 202, rest.text
             assert again.json()["operationId"] == rest.json()["operationId"]
-            assert invalid.status_code == 422 and invalid.json()["error"]["details"]["fields"][0]["field"] == "namespace"
+            assert invalid.status_code == 422
+            assert invalid.json()["error"]["details"]["fields"][0]["field"] == "namespace"
             refs["rest"], refs["tool"] = rest.json()["operationId"], tool.json()["operationId"]
         headers = {"Authorization": f"Bearer {cp.token}"}
         async with (
@@ -130,7 +130,7 @@ async def test_a_secret_reaches_the_kubernetes_secret_and_nowhere_else(
         texts.append(help_text.stdout)
         assert "INSTANTSTART_TOKEN" in help_text.stdout
         with cp.client() as client:
-            for face, operation_id in refs.items():
+            for operation_id in refs.values():
                 view = wait_terminal(client, operation_id, timeout=60)
                 assert view["status"] == "SUCCEEDED", view
                 assert view["result"]["verify"]["keys"] == ["token"], view

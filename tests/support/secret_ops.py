@@ -43,7 +43,7 @@ async def verify_stage(ctx: StageContext) -> dict[str, Any]:
     live = await to_thread.run_sync(read_object, api, secret_body(p["namespace"], p["secretName"]))
     if live is None:
         raise PermanentError(f"Secret {p['namespace']}/{p['secretName']} is missing.", code="SECRET_MISSING")
-    return {"secretName": p["secretName"], "namespace": p["namespace"], "keys": sorted((live.get("data") or {}))}
+    return {"secretName": p["secretName"], "namespace": p["namespace"], "keys": sorted(live.get("data") or {})}
 
 
 KINDS.register(OperationKind(name="secret_probe", stages=(StageSpec("verify", verify_stage, max_attempts=3),)))

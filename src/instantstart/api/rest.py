@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from anyio import to_thread
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
@@ -13,6 +14,13 @@ from instantstart.catalog.registry import Catalog, OperationSpec
 from instantstart.context import AppContext, CallContext
 from instantstart.errors import InvalidInput, NotFound
 from instantstart.logs import request_id_var
+
+
+async def parse_json_off_loop(raw: bytes) -> Any:
+    """parse_json; bodies over 64 KiB are parsed in a worker thread so the event loop keeps answering."""
+    if len(raw) <= 64 * 1024:
+        return parse_json(raw)
+    return await to_thread.run_sync(parse_json, raw)
 
 
 async def read_arguments(spec: OperationSpec, request: Request) -> dict[str, Any]:
@@ -25,7 +33,7 @@ async def read_arguments(spec: OperationSpec, request: Request) -> dict[str, Any
     else:
         raw = await request.body()  # bounded by the Gate's streamed body limit
         if raw.strip():
-            body = parse_json(raw)
+            body = await parse_json_off_loop(raw)
             if not isinstance(body, dict):
                 raise InvalidInput("Invalid input: (body): the arguments must be a JSON object")
             args.update(body)
@@ -44,7 +52,7 @@ def add_routes(app: FastAPI, catalog: Catalog, context: AppContext) -> None:
         if spec is None:
             raise NotFound(f"Unknown tool {request.path_params['name']!r}.", hint="See /api/v1/openapi.json.")
         raw = await request.body()
-        args: Any = parse_json(raw) if raw.strip() else {}
+        args: Any = await parse_json_off_loop(raw) if raw.strip() else {}
         return await respond(spec, args, request, context)
 
     app.add_api_route(API_PREFIX + "/tools/{name}", call_tool, methods=["POST"], include_in_schema=False)
