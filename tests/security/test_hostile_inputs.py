@@ -126,9 +126,13 @@ def hostile_requests(cp: Running, client: httpx.Client) -> None:
         assert code(response) == "422 INVALID_INPUT", response.text
         assert response.json()["error"]["details"]["fields"][0]["field"] == "vpcCidr"
     with_cidr = {
-        "clusterTag": "hostile", "region": "us-west-2", "vpcCidr": "10.9.0.0/16",
-        "publicSubnet1Cidr": "10.9.0.0/24", "publicSubnet2Cidr": "10.9.1.0/24",
-        "eksPrivateSubnet1Cidr": "10.9.2.0/24", "eksPrivateSubnet2Cidr": "10.9.3.0/24",
+        "clusterTag": "hostile",
+        "region": "us-west-2",
+        "vpcCidr": "10.9.0.0/16",
+        "publicSubnet1Cidr": "10.9.0.0/24",
+        "publicSubnet2Cidr": "10.9.1.0/24",
+        "eksPrivateSubnet1Cidr": "10.9.2.0/24",
+        "eksPrivateSubnet2Cidr": "10.9.3.0/24",
         "hyperPodPrivateSubnetCidr": "10.9.16.0/22",
     }
     response = client.post("/api/v1/clusters/eks-with-cidr", json=with_cidr)

@@ -114,18 +114,37 @@ async def test_a_secret_reaches_the_kubernetes_secret_and_nowhere_else(
             refs["stdio"] = tool_json(answer)["operationId"]
         # The CLI takes the secret from its environment variable (never from argv).
         cli = subprocess.run(
-            [sys.executable, "-m", "instantstart.cli.main", "secret", "probe-store", "-o", "json",
-             "--eks-cluster-name", "secrets", "--secret-name", "tok-cli"],
+            [
+                sys.executable,
+                "-m",
+                "instantstart.cli.main",
+                "secret",
+                "probe-store",
+                "-o",
+                "json",
+                "--eks-cluster-name",
+                "secrets",
+                "--secret-name",
+                "tok-cli",
+            ],
             env={**stdio_env, "INSTANTSTART_TOKEN": values["cli"]},
-            cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
         )
         texts += [cli.stdout, cli.stderr]
         assert cli.returncode == 0, cli.stderr
         refs["cli"] = json.loads(cli.stdout)["operationId"]
         help_text = subprocess.run(
             [sys.executable, "-m", "instantstart.cli.main", "secret", "probe-store", "--help"],
-            env={**stdio_env, "INSTANTSTART_TOKEN": values["cli"]}, cwd=REPO, capture_output=True, text=True,
-            timeout=120, check=False,
+            env={**stdio_env, "INSTANTSTART_TOKEN": values["cli"]},
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
         )
         texts.append(help_text.stdout)
         assert "INSTANTSTART_TOKEN" in help_text.stdout
