@@ -25,9 +25,15 @@ from instantstart.kube.client import KubeClients
 from instantstart.settings import Settings
 from instantstart.twin_process import TwinProcess
 from tests.skeleton.helpers import wait_terminal
-from tests.support.secret_ops import secret_body
 from tests.support.servers import REPO, process_server
 from tests.support.twin import twin_client
+
+
+def secret_body(namespace: str, name: str) -> dict[str, Any]:
+    """Names a v1 Secret (this module must not import tests.support.secret_ops: importing it registers
+    its operation in this process's catalog, which the faces tests enumerate)."""
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace}}
+
 
 PLUGINS = '["tests.support.probe_ops", "tests.support.secret_ops"]'
 
