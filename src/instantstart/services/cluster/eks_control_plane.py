@@ -18,6 +18,13 @@ def eks_cluster_name(tag: str) -> str:
     return f"eks-cluster-{tag}"
 
 
+def endpoint_access(public_access_cidrs: list[str]) -> dict[str, Any]:
+    """The public-endpoint part of resourcesVpcConfig: never open to the world unless asked for."""
+    if not public_access_cidrs:
+        return {"endpointPublicAccess": False}
+    return {"endpointPublicAccess": True, "publicAccessCidrs": list(public_access_cidrs)}
+
+
 def describe(eks: Any, name: str) -> dict[str, Any] | None:
     """The cluster, or None when it does not exist."""
     try:
@@ -41,8 +48,10 @@ def ensure_cluster(
     role_arn: str,
     subnet_ids: list[str],
     security_group_id: str,
+    public_access_cidrs: list[str],
 ) -> dict[str, Any]:
-    """Start creating the EKS cluster unless it exists; returns its description."""
+    """Start creating the EKS cluster unless it exists; returns its description. The private endpoint is
+    always on; the public one only for `public_access_cidrs` (off when the list is empty)."""
     existing = describe(eks, name)
     if existing is not None:
         if existing.get("status") in ("FAILED", "DELETING"):
@@ -59,8 +68,8 @@ def ensure_cluster(
             resourcesVpcConfig={
                 "subnetIds": subnet_ids,
                 "securityGroupIds": [security_group_id],
-                "endpointPublicAccess": True,
                 "endpointPrivateAccess": True,
+                **endpoint_access(public_access_cidrs),
             },
             accessConfig={"authenticationMode": AUTH_MODE, "bootstrapClusterCreatorAdminPermissions": True},
             tags=tag_map(cluster_tag, operation_id),

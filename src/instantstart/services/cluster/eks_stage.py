@@ -32,9 +32,13 @@ from instantstart.services.core.registry import (
 from instantstart.services.core.stages import blocking, project_bucket, record_details, wait_until
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow, utcnow
-from instantstart.validation import ClusterTag, Region
+from instantstart.validation import AccessCidr, ClusterTag, ComputeSubnetCidr, Region, SubnetCidr, VpcCidr
 
 EKS_TIMEOUT = 45 * 60
+ACCESS_DOC = (
+    "Who may reach the public Kubernetes API endpoint (the private endpoint is always on). Default: the"
+    " INSTANTSTART_EKS_PUBLIC_ACCESS_CIDRS setting; an empty list makes the endpoint private only."
+)
 
 
 def hyperpod_cluster_name(tag: str) -> str:
@@ -47,7 +51,8 @@ class CreateEksRequest(WireModel):
 
     cluster_tag: ClusterTag | None = Field(default=None, description="Generated when absent.")
     region: Region | None = None
-    vpc_cidr: str | None = Field(default=None, description="CIDR of a new VPC (/16-/18), e.g. 10.1.0.0/16.")
+    vpc_cidr: VpcCidr | None = None
+    endpoint_public_access_cidrs: list[AccessCidr] | None = Field(default=None, max_length=40, description=ACCESS_DOC)
     vpc_id: str | None = Field(default=None, pattern=r"^vpc-[0-9a-f]{8,17}$", description="Reuse this VPC.")
     kubernetes_version: str | None = Field(default=None, pattern=r"^1\.(2[89]|3[0-9])$")
 
@@ -57,12 +62,13 @@ class CreateEksWithCidrRequest(WireModel):
 
     cluster_tag: ClusterTag
     region: Region
-    vpc_cidr: str
-    public_subnet1_cidr: str
-    public_subnet2_cidr: str
-    eks_private_subnet1_cidr: str
-    eks_private_subnet2_cidr: str
-    hyper_pod_private_subnet_cidr: str
+    vpc_cidr: VpcCidr
+    public_subnet1_cidr: SubnetCidr
+    public_subnet2_cidr: SubnetCidr
+    eks_private_subnet1_cidr: SubnetCidr
+    eks_private_subnet2_cidr: SubnetCidr
+    hyper_pod_private_subnet_cidr: ComputeSubnetCidr
+    endpoint_public_access_cidrs: list[AccessCidr] | None = Field(default=None, max_length=40, description=ACCESS_DOC)
     vpc_id: str | None = Field(default=None, pattern=r"^vpc-[0-9a-f]{8,17}$")
     kubernetes_version: str | None = Field(default=None, pattern=r"^1\.(2[89]|3[0-9])$")
 
@@ -177,6 +183,7 @@ async def stage_eks(stage: StageContext) -> dict[str, Any]:
         role_arn=eks_role,
         subnet_ids=network["eksSubnetIds"],
         security_group_id=network["securityGroupId"],
+        public_access_cidrs=public_access_cidrs(p, app.settings.eks_public_access_cidrs),
         **common,
     )
 
@@ -215,6 +222,12 @@ async def stage_eks(stage: StageContext) -> dict[str, Any]:
 
 EKS_STAGE = StageSpec("eks", stage_eks, max_attempts=5, timeout_seconds=EKS_TIMEOUT + 600, backoff_seconds=5)
 KINDS.register(OperationKind(name="cluster_create_eks", stages=(EKS_STAGE,), mirror=mirror_pipeline_stages))
+
+
+def public_access_cidrs(params: dict[str, Any], default: list[str]) -> list[str]:
+    """The CIDRs allowed to the public API endpoint: the request's, else the setting (empty = private only)."""
+    given = params.get("endpointPublicAccessCidrs")
+    return list(given if given is not None else default)
 
 
 def _plan_params(req: CreateEksWithCidrRequest) -> dict[str, Any]:
@@ -263,6 +276,7 @@ async def cluster_create_eks(ctx: CallContext, req: CreateEksRequest) -> Operati
         "vpcCidr": req.vpc_cidr,
         "vpcId": req.vpc_id,
         "kubernetesVersion": req.kubernetes_version,
+        "endpointPublicAccessCidrs": req.endpoint_public_access_cidrs,
     }
     return await submit_pipeline(ctx, "cluster_create_eks", tag, region, params, "cluster_get_eks_creation_status")
 
@@ -293,6 +307,7 @@ async def cluster_create_eks_with_cidr(ctx: CallContext, req: CreateEksWithCidrR
         "vpcCidr": req.vpc_cidr,
         "vpcId": req.vpc_id,
         "kubernetesVersion": req.kubernetes_version,
+        "endpointPublicAccessCidrs": req.endpoint_public_access_cidrs,
         "plan": plan,
     }
     return await submit_pipeline(
