@@ -133,19 +133,17 @@ async def stage_eks(stage: StageContext) -> dict[str, Any]:
     p = stage.raw_params
     tag, region = p["clusterTag"], p["region"]
     app = stage.app
-    ec2 = app.aws.ec2(region)
-    n = net.NetCtx(ec2=ec2, db=app.db, cluster_tag=tag, operation_id=stage.operation_id, region=region)
+    n = net.NetCtx(aws=app.aws, db=app.db, cluster_tag=tag, operation_id=stage.operation_id, region=region)
     plan = AddressPlan(**p["plan"]) if p.get("plan") else None
     await stage.progress("network: VPC, subnets, internet and NAT gateways, routes, S3 endpoint, security group")
     network = await blocking(net.ensure_network, n, vpc_id=p.get("vpcId"), plan=plan, vpc_cidr=p.get("vpcCidr"))
     await record_details(stage, tag, network=network)
     await stage.progress("IAM: EKS cluster role and HyperPod execution role")
     bucket = await blocking(project_bucket, stage, region, tag)
-    iam = app.aws.iam(region)
     common = {"cluster_tag": tag, "operation_id": stage.operation_id, "region": region}
     eks_role = await blocking(
         iam_svc.ensure_role,
-        iam,
+        app.aws,
         app.db,
         name=f"instantstart-{tag}-eks",
         service="eks.amazonaws.com",
@@ -155,7 +153,7 @@ async def stage_eks(stage: StageContext) -> dict[str, Any]:
     )
     exec_role = await blocking(
         iam_svc.ensure_role,
-        iam,
+        app.aws,
         app.db,
         name=f"instantstart-{tag}-hyperpod",
         service="sagemaker.amazonaws.com",
@@ -165,12 +163,11 @@ async def stage_eks(stage: StageContext) -> dict[str, Any]:
         **common,
     )
     name = eks_svc.eks_cluster_name(tag)
-    eks = app.aws.eks(region)
     version = p.get("kubernetesVersion") or app.settings.kubernetes_version
     await stage.progress(f"EKS control plane {name} (Kubernetes {version}): creating")
     await blocking(
         eks_svc.ensure_cluster,
-        eks,
+        app.aws,
         app.db,
         name=name,
         version=version,
@@ -181,7 +178,7 @@ async def stage_eks(stage: StageContext) -> dict[str, Any]:
     )
 
     async def active() -> tuple[bool, str]:
-        cluster = await blocking(eks_svc.describe, eks, name)
+        cluster = await blocking(eks_api.describe_cluster, app.aws, region, name)
         status = (cluster or {}).get("status", "MISSING")
         if status in ("FAILED", "DELETING", "MISSING"):
             raise ProviderError(
@@ -192,12 +189,12 @@ async def stage_eks(stage: StageContext) -> dict[str, Any]:
         return status == "ACTIVE", f"EKS control plane {name}: {status}"
 
     await wait_until(stage, active, limit_seconds=EKS_TIMEOUT, what=f"EKS cluster {name}")
-    cluster = await blocking(eks_svc.describe, eks, name) or {}
+    cluster = await blocking(eks_api.describe_cluster, app.aws, region, name) or {}
     principal = await blocking(iam_svc.caller_principal, app.aws, region)
     await stage.progress("access entry for the control plane and the cluster's OIDC provider")
-    await blocking(eks_svc.ensure_admin_access, eks, name=name, principal_arn=principal)
+    await blocking(eks_api.ensure_admin_access, app.aws, region, name=name, principal_arn=principal)
     issuer = cluster.get("identity", {}).get("oidc", {}).get("issuer")
-    oidc = await blocking(iam_svc.ensure_oidc_provider, iam, app.db, issuer=issuer, **common) if issuer else None
+    oidc = await blocking(iam_svc.ensure_oidc_provider, app.aws, app.db, issuer=issuer, **common) if issuer else None
     outputs = {
         "eksClusterName": name,
         "eksClusterArn": cluster.get("arn"),

@@ -160,9 +160,7 @@ async def stage_hyperpod(stage: StageContext) -> dict[str, Any]:
     key = f"instantstart/{tag}/lifecycle/on_create.sh"
     await stage.progress(f"lifecycle script: s3://{bucket}/{key}")
     await blocking(s3.put_object, app.aws, region, bucket, key, LIFECYCLE_SCRIPT.encode(), "text/x-shellscript")
-    n = net.NetCtx(
-        ec2=app.aws.ec2(region), db=app.db, cluster_tag=tag, operation_id=stage.operation_id, region=region
-    )
+    n = net.NetCtx(aws=app.aws, db=app.db, cluster_tag=tag, operation_id=stage.operation_id, region=region)
     az = hp["availabilityZone"]
     await stage.progress(f"compute subnet in {az}")
     subnet = await blocking(
