@@ -11,13 +11,7 @@ from typing import Any
 from pydantic import Field
 
 from instantstart.operations.params import ParamsModel
-
-
-class ClusterParams(ParamsModel):
-    """The cluster an operation acts on."""
-
-    cluster_tag: str
-    region: str
+from instantstart.services.core.registry import ClusterParams as ClusterParams  # the base, re-exported
 
 
 class AddressPlanParams(ParamsModel):
