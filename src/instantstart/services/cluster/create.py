@@ -17,9 +17,10 @@ from instantstart.operations.models import OperationRef
 from instantstart.services.cluster.dependencies.stage import DEPENDENCIES_STAGE
 from instantstart.services.cluster.eks_stage import ACCESS_DOC, EKS_STAGE, new_tag, submit_pipeline
 from instantstart.services.cluster.hyperpod_stage import HYPERPOD_STAGE, HyperPodCreateRequest, hyperpod_params
+from instantstart.services.cluster.params import CreateParams, StorageSpecParams, stored
 from instantstart.services.cluster.preflight import PlanCreateRequest, plan
-from instantstart.services.cluster.status import VERIFICATION_STAGE
 from instantstart.services.cluster.storage_stage import STORAGE_STAGE
+from instantstart.services.cluster.verification import VERIFICATION_STAGE
 from instantstart.services.core.registry import activate_stage, mirror_pipeline_stages, reach_stage
 from instantstart.validation import AccessCidr, ClusterTag, Region, VpcCidr
 
@@ -59,6 +60,7 @@ ACTIVATE_STAGE = StageSpec(
 KINDS.register(
     OperationKind(
         name="cluster_create",
+        params=CreateParams,
         stages=(EKS_STAGE, ACTIVATE_STAGE, DEPENDENCIES_STAGE, HYPERPOD_STAGE, STORAGE_STAGE, VERIFICATION_STAGE),
         mirror=mirror_pipeline_stages,
     )
@@ -132,14 +134,14 @@ async def cluster_create(ctx: CallContext, req: CreateClusterRequest) -> Operati
                     "fields": [{"field": b.field, "message": b.message} for b in preflight.blockers if b.field],
                 },
             )
-    params = {
-        "clusterTag": tag,
-        "region": region,
-        "vpcCidr": req.vpc_cidr,
-        "vpcId": req.vpc_id,
-        "kubernetesVersion": req.kubernetes_version,
-        "endpointPublicAccessCidrs": req.endpoint_public_access_cidrs,
-        "hyperpod": hp["hyperpod"],
-        "storage": {"name": req.storage_name},
-    }
-    return await submit_pipeline(ctx, "cluster_create", tag, region, params, "cluster_get_status")
+    params = CreateParams(
+        cluster_tag=tag,
+        region=region,
+        vpc_cidr=req.vpc_cidr,
+        vpc_id=req.vpc_id,
+        kubernetes_version=req.kubernetes_version,
+        endpoint_public_access_cidrs=req.endpoint_public_access_cidrs,
+        hyperpod=hp.hyperpod,
+        storage=StorageSpecParams(name=req.storage_name),
+    )
+    return await submit_pipeline(ctx, "cluster_create", tag, region, stored(params), "cluster_get_status")

@@ -1,9 +1,8 @@
-"""Cluster status and the verification stage: nodes, GPUs, storage and dependencies of the active cluster."""
+"""Cluster status: nodes, GPUs, storage and dependencies of the active cluster, from cached reads."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -12,16 +11,12 @@ from kubernetes import client as k8s
 
 from instantstart.catalog import operation
 from instantstart.catalog.base import NoInput
-from instantstart.context import AppContext, CallContext, StageContext
+from instantstart.context import AppContext, CallContext
 from instantstart.errors import (
     InstantStartError,
-    PreconditionFailed,
-    ProviderError,
-    VerificationFailed,
 )
 from instantstart.kube.calls import kube_api
 from instantstart.manifests.storage import DEFAULT_CLAIM, DEFAULT_NAMESPACE
-from instantstart.operations.kinds import StageSpec
 from instantstart.services.cluster import hyperpod_stage as hyperpod
 from instantstart.services.cluster.status_model import (
     AcceleratorTotals,
@@ -34,7 +29,6 @@ from instantstart.services.cluster.status_model import (
 )
 from instantstart.services.cluster.status_reads import GPU, read_allocations, read_claims, read_nodes
 from instantstart.services.core.registry import get_cluster, resolve_tag
-from instantstart.services.core.stages import record_details
 from instantstart.store.models import ClusterRow, utcnow
 
 T = TypeVar("T")
@@ -64,18 +58,13 @@ async def _cached(app: AppContext, key: str, fn: Callable[[], T]) -> T:
     return value
 
 
-async def collect_status(app: AppContext, tag: str, claims: tuple[str, ...] = (DEFAULT_CLAIM,)) -> ClusterStatus:
-    """Build the status of cluster `tag` from cached reads (one call per resource per cache interval).
-    `claims` are the claim names (namespace default) that must be Bound for the cluster to be ready."""
-    row = await to_thread.run_sync(get_cluster, app.db, tag)
-    region, hp_name = row.region, row.hyperpod_cluster_name or f"hp-cluster-{tag}"
-    problems: list[str] = []
-    base = f"{region}:{row.eks_cluster_name}"
-    hp_task = asyncio.ensure_future(hyperpod.cached_describe(app, region, hp_name))
-    nodes: list[dict[str, Any]] = []
-    used: dict[str, dict[str, int]] = {}
-    pvcs: list[dict[str, Any]] = []
-    reachable = True
+async def _reads(
+    app: AppContext, row: ClusterRow, hp_name: str
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]], dict[str, dict[str, int]], list[dict[str, Any]], str | None]:
+    """HyperPod's DescribeCluster and the Kubernetes reads (nodes, accelerator requests, claims), cached;
+    the last item says why Kubernetes was not reachable (None when it was)."""
+    base = f"{row.region}:{row.eks_cluster_name}"
+    hp_task = asyncio.ensure_future(hyperpod.cached_describe(app, row.region, hp_name))
     try:
         api_or_error = await _cached(app, f"kubeapi:{base}", lambda: _api_or_error(app, row))
         if isinstance(api_or_error, InstantStartError):
@@ -88,58 +77,71 @@ async def collect_status(app: AppContext, tag: str, claims: tuple[str, ...] = (D
             _cached(app, f"kube:{base}:pvcs", lambda: read_claims(api)),
         )
     except InstantStartError as exc:
-        reachable = False
-        problems.append(f"Kubernetes API of {row.eks_cluster_name} not reachable: {exc.message}")
-        hp = await hp_task
-    groups: list[GroupStatus] = []
-    hp_status = "NOT_FOUND" if hp is None else str(hp.get("ClusterStatus", "UNKNOWN"))
-    usable = [n for n in nodes if n["ready"] and n["schedulable"]]
+        return await hp_task, [], {}, [], exc.message
+    return hp, nodes, used, pvcs, None
+
+
+def _groups(
+    hp: dict[str, Any] | None, hp_name: str, usable: list[dict[str, Any]], problems: list[str]
+) -> list[GroupStatus]:
+    """Each HyperPod instance group's counts against its Ready, schedulable Kubernetes nodes."""
     if hp is None:
         problems.append(f"HyperPod cluster {hp_name} does not exist (hyperpod_create creates it).")
-    else:
-        if hp_status != "InService":
-            reason = f": {hp['FailureMessage']}" if hp.get("FailureMessage") else ""
-            problems.append(f"HyperPod cluster {hp_name} is {hp_status}{reason}.")
-        for g in hp.get("InstanceGroups") or []:
-            name = g.get("InstanceGroupName", "")
-            current, target = int(g.get("CurrentCount") or 0), int(g.get("TargetCount", g.get("CurrentCount")) or 0)
-            k8s_ok = sum(1 for n in usable if n["instanceGroup"] == name and n["hyperpodCluster"] in (None, hp_name))
-            groups.append(
-                GroupStatus(
-                    name=name,
-                    instance_type=g.get("InstanceType"),
-                    status=g.get("Status"),
-                    current_count=current,
-                    target_count=target,
-                    nodes_ready_schedulable=k8s_ok,
-                )
+        return []
+    hp_status = str(hp.get("ClusterStatus", "UNKNOWN"))
+    if hp_status != "InService":
+        reason = f": {hp['FailureMessage']}" if hp.get("FailureMessage") else ""
+        problems.append(f"HyperPod cluster {hp_name} is {hp_status}{reason}.")
+    groups = []
+    for g in hp.get("InstanceGroups") or []:
+        name = g.get("InstanceGroupName", "")
+        current, target = int(g.get("CurrentCount") or 0), int(g.get("TargetCount", g.get("CurrentCount")) or 0)
+        k8s_ok = sum(1 for n in usable if n["instanceGroup"] == name and n["hyperpodCluster"] in (None, hp_name))
+        groups.append(
+            GroupStatus(
+                name=name,
+                instance_type=g.get("InstanceType"),
+                status=g.get("Status"),
+                current_count=current,
+                target_count=target,
+                nodes_ready_schedulable=k8s_ok,
             )
-            if current != target or k8s_ok != target:
-                problems.append(
-                    f"instance group {name}: {k8s_ok} of {target} nodes Ready and schedulable in Kubernetes "
-                    f"(HyperPod CurrentCount {current}, TargetCount {target}, status {g.get('Status')})."
-                )
-    node_views = []
+        )
+        if current != target or k8s_ok != target:
+            problems.append(
+                f"instance group {name}: {k8s_ok} of {target} nodes Ready and schedulable in Kubernetes "
+                f"(HyperPod CurrentCount {current}, TargetCount {target}, status {g.get('Status')})."
+            )
+    return groups
+
+
+def _node_view(n: dict[str, Any], alloc: dict[str, int]) -> NodeStatus:
+    return NodeStatus(
+        name=n["name"],
+        instance_type=n["instanceType"],
+        instance_group=n["instanceGroup"],
+        zone=n["zone"],
+        ready=n["ready"],
+        schedulable=n["schedulable"],
+        health_status=n["healthStatus"],
+        deep_health_check=n["deepHealthCheck"],
+        fault_reasons=n.get("faultReasons"),
+        taints=n["taints"],
+        gpus=n["gpuAllocatable"],
+        gpus_allocated=alloc["gpu"],
+        neuron_devices=n["neuronAllocatable"],
+    )
+
+
+def _nodes(
+    nodes: list[dict[str, Any]], used: dict[str, dict[str, int]], problems: list[str]
+) -> tuple[list[NodeStatus], list[AcceleratorTotals]]:
+    """Every node's view, and accelerator totals per instance type (a GPU type advertising none is a problem)."""
+    views = []
     totals: dict[str, dict[str, int]] = {}
     for n in nodes:
         alloc = used.get(n["name"], {"gpu": 0, "neuron": 0})
-        node_views.append(
-            NodeStatus(
-                name=n["name"],
-                instance_type=n["instanceType"],
-                instance_group=n["instanceGroup"],
-                zone=n["zone"],
-                ready=n["ready"],
-                schedulable=n["schedulable"],
-                health_status=n["healthStatus"],
-                deep_health_check=n["deepHealthCheck"],
-                fault_reasons=n.get("faultReasons"),
-                taints=n["taints"],
-                gpus=n["gpuAllocatable"],
-                gpus_allocated=alloc["gpu"],
-                neuron_devices=n["neuronAllocatable"],
-            )
-        )
+        views.append(_node_view(n, alloc))
         t = totals.setdefault(
             n["instanceType"], dict.fromkeys(("nodes", "ready", "gpu", "gpuUsed", "gpuFree", "neuron", "neuronUsed"), 0)
         )
@@ -169,6 +171,13 @@ async def collect_status(app: AppContext, tag: str, claims: tuple[str, ...] = (D
         )
         for k, v in sorted(totals.items())
     ]
+    return views, accelerators
+
+
+def _storage(
+    pvcs: list[dict[str, Any]], claims: tuple[str, ...], reachable: bool, problems: list[str]
+) -> list[ClaimStatus]:
+    """The claims as seen; each required claim (namespace default) must exist and be Bound."""
     storage = [
         ClaimStatus(
             namespace=c["namespace"],
@@ -187,6 +196,22 @@ async def collect_status(app: AppContext, tag: str, claims: tuple[str, ...] = (D
                 problems.append(f"storage claim {DEFAULT_NAMESPACE}/{claim} does not exist (s3_storage_create).")
             elif not found.bound:
                 problems.append(f"storage claim {DEFAULT_NAMESPACE}/{claim} is {found.phase}, not Bound.")
+    return storage
+
+
+async def collect_status(app: AppContext, tag: str, claims: tuple[str, ...] = (DEFAULT_CLAIM,)) -> ClusterStatus:
+    """Build the status of cluster `tag` from cached reads (one call per resource per cache interval).
+    `claims` are the claim names (namespace default) that must be Bound for the cluster to be ready."""
+    row = await to_thread.run_sync(get_cluster, app.db, tag)
+    region, hp_name = row.region, row.hyperpod_cluster_name or f"hp-cluster-{tag}"
+    problems: list[str] = []
+    hp, nodes, used, pvcs, unreachable = await _reads(app, row, hp_name)
+    if unreachable is not None:
+        problems.append(f"Kubernetes API of {row.eks_cluster_name} not reachable: {unreachable}")
+    usable = [n for n in nodes if n["ready"] and n["schedulable"]]
+    groups = _groups(hp, hp_name, usable, problems)
+    node_views, accelerators = _nodes(nodes, used, problems)
+    storage = _storage(pvcs, claims, unreachable is None, problems)
     recorded, deps = dependency_health(row.details or {})
     problems.extend(
         f"dependency {d.name} is {d.status}{': ' + d.message if d.message else ''}." for d in deps if not d.healthy
@@ -198,9 +223,9 @@ async def collect_status(app: AppContext, tag: str, claims: tuple[str, ...] = (D
         problems=problems,
         stages=dict(row.stages or {}),
         latest_operation=await to_thread.run_sync(latest_operation, app, tag),
-        kubernetes_reachable=reachable,
+        kubernetes_reachable=unreachable is None,
         hyperpod_cluster_name=hp_name,
-        hyperpod_status=hp_status,
+        hyperpod_status="NOT_FOUND" if hp is None else str(hp.get("ClusterStatus", "UNKNOWN")),
         instance_groups=groups,
         nodes=node_views,
         node_count=len(nodes),
@@ -226,62 +251,3 @@ async def cluster_get_status(ctx: CallContext, req: NoInput) -> ClusterStatus:
     recorded = (row.details or {}).get("storage") or {}
     claims = tuple(sorted(recorded)) if isinstance(recorded, dict) and recorded else (DEFAULT_CLAIM,)
     return await collect_status(ctx.app, tag, claims)
-
-
-# -- the verification stage -----------------------------------------------------------------------------
-
-
-async def stage_verification(stage: StageContext) -> dict[str, Any]:
-    """Wait until the cluster verifies (nodes Ready/schedulable matching the instance groups, GPU totals,
-    the storage claim Bound, dependencies healthy where recorded); fail with the remaining problems.
-    The cluster row's stage "verification" follows this stage (the engine mirrors it)."""
-    return await _verify(stage, stage.raw_params["clusterTag"])
-
-
-async def _verify(stage: StageContext, tag: str) -> dict[str, Any]:
-    p = stage.raw_params
-    claim = (p.get("storage") or {}).get("name") or DEFAULT_CLAIM
-    limit = float(p.get("verifyWaitSeconds") or VERIFY_WAIT_SECONDS)
-    deadline = time.monotonic() + limit
-    last = ""
-    while True:
-        status = await collect_status(stage.app, tag, (claim,))
-        if status.hyperpod_status in ("Failed", "Deleting", "NOT_FOUND"):
-            error = PreconditionFailed if status.hyperpod_status == "NOT_FOUND" else ProviderError
-            raise error(
-                status.problems[0] if status.problems else f"HyperPod cluster is {status.hyperpod_status}.",
-                hint="Create the HyperPod cluster (hyperpod_create) or fix its failure, then retry this operation.",
-                retryable=False,
-            )
-        if status.ready:
-            break
-        message = "verifying: " + "; ".join(status.problems)
-        if message != last:
-            await stage.progress(message[:2000])
-            last = message
-        if time.monotonic() > deadline:
-            raise VerificationFailed(
-                f"The cluster did not verify within {limit:.0f}s: " + "; ".join(status.problems),
-                hint="cluster_get_status shows each problem; fix the one named (nodes, device plugin, storage "
-                "claim, dependencies) and retry the operation (operation_retry).",
-                retryable=True,
-            )
-        await asyncio.sleep(stage.app.settings.poll_seconds)
-    summary = {
-        "nodesReadySchedulable": status.nodes_ready_schedulable,
-        "accelerators": [a.model_dump(by_alias=True) for a in status.accelerators],
-        "storageClaim": claim,
-        "dependenciesRecorded": status.dependencies_recorded,
-    }
-    await record_details(stage, tag, verification=summary)
-    await stage.progress(
-        f"verified: {status.nodes_ready_schedulable} node(s) Ready and schedulable, "
-        + ", ".join(f"{a.instance_type}: {a.gpu_total} GPU" for a in status.accelerators)
-        + f", claim {claim} Bound"
-    )
-    return summary
-
-
-VERIFICATION_STAGE = StageSpec(
-    "verification", stage_verification, max_attempts=3, timeout_seconds=VERIFY_WAIT_SECONDS + 300, backoff_seconds=10
-)
