@@ -18,6 +18,7 @@ from rich.live import Live
 from rich.spinner import Spinner
 from rich.table import Table
 
+from instantstart.catalog.groups import group_description
 from instantstart.catalog.registry import Catalog, OperationSpec
 from instantstart.client import RestClient
 from instantstart.settings import Settings
@@ -193,7 +194,7 @@ def add_catalog_commands(root: typer.Typer, catalog: Catalog, settings: Settings
     for spec in catalog:
         group = groups.get(spec.cli_group)
         if group is None:
-            group = typer.Typer(help=f"{spec.cli_group} operations", no_args_is_help=True)
+            group = typer.Typer(help=group_description(spec.cli_group), no_args_is_help=True)
             groups[spec.cli_group] = group
             root.add_typer(group, name=spec.cli_group)
         group.command(spec.cli_command, help=spec.tool_description, short_help=spec.summary)(

@@ -11,6 +11,7 @@ from mcp.server.lowlevel import Server
 
 from instantstart import __version__
 from instantstart.catalog.registry import Catalog, OperationSpec
+from instantstart.catalog.schema import arguments_schema
 
 SERVER_NAME = "hypd-inst"
 INSTRUCTIONS = (
@@ -25,15 +26,7 @@ ToolCall = Callable[[OperationSpec, dict[str, Any]], Awaitable[tuple[bool, dict[
 
 def tool_input_schema(spec: OperationSpec) -> dict[str, Any]:
     """The tool's JSON Schema: the operation's input model plus the optional clientToken."""
-    schema = spec.input_model.model_json_schema(by_alias=True, mode="validation")
-    schema.setdefault("properties", {})
-    schema["properties"]["clientToken"] = {
-        "type": "string",
-        "description": "Idempotency key: the same value returns the same operation on retry.",
-    }
-    schema["additionalProperties"] = False
-    schema.pop("title", None)
-    return schema
+    return arguments_schema(spec.input_model)
 
 
 def tool_for(spec: OperationSpec) -> types.Tool:
@@ -43,7 +36,10 @@ def tool_for(spec: OperationSpec) -> types.Tool:
         description=spec.tool_description,
         inputSchema=tool_input_schema(spec),
         annotations=types.ToolAnnotations(
-            readOnlyHint=not spec.mutating, idempotentHint=True, openWorldHint=spec.mutating
+            readOnlyHint=spec.read_only,
+            destructiveHint=spec.destructive,
+            idempotentHint=spec.idempotent,
+            openWorldHint=spec.mutating,
         ),
     )
 

@@ -172,6 +172,8 @@ async def reconcile_zone(ctx: CallContext, row: ClusterRow, req: AddGroupRequest
 
 @operation(
     "hyperpod_add_instance_group",
+    destructive=False,
+    idempotent=True,
     method="POST",
     path="/capacity/instance-groups",
     completion="operation_get",
@@ -399,6 +401,8 @@ async def existing_group(ctx: CallContext, row: ClusterRow, name: str, field: st
 
 @operation(
     "hyperpod_scale_instance_group",
+    destructive=True,
+    idempotent=True,
     method="POST",
     path="/capacity/instance-groups/scale",
     completion="operation_get",
@@ -460,6 +464,8 @@ async def stage_scale(stage: StageContext) -> dict[str, Any]:
 
 @operation(
     "hyperpod_delete_instance_group",
+    destructive=True,
+    idempotent=True,
     method="POST",
     path="/capacity/instance-groups/delete",
     completion="operation_get",

@@ -211,6 +211,8 @@ async def _submit(ctx: CallContext, tag: str | None, name: str, field: str, kind
 
 @operation(
     "cluster_nodegroup_scale",
+    destructive=True,
+    idempotent=True,
     method="POST",
     path="/capacity/nodegroups/scale",
     completion="operation_get",
@@ -225,6 +227,8 @@ async def cluster_nodegroup_scale(ctx: CallContext, req: NodeGroupScaleRequest) 
 
 @operation(
     "cluster_nodegroup_delete",
+    destructive=True,
+    idempotent=True,
     method="POST",
     path="/capacity/nodegroups/delete",
     completion="operation_get",

@@ -71,6 +71,8 @@ KINDS.register(
 
 @operation(
     "cluster_create",
+    destructive=False,
+    idempotent=False,
     method="POST",
     path="/clusters",
     completion="cluster_get_status",

@@ -236,6 +236,8 @@ def _plan_params(req: CreateEksWithCidrRequest) -> dict[str, Any]:
 
 @operation(
     "cluster_create_eks",
+    destructive=False,
+    idempotent=False,
     method="POST",
     path="/clusters/eks",
     completion="cluster_get_eks_creation_status",
@@ -270,6 +272,8 @@ async def cluster_create_eks(ctx: CallContext, req: CreateEksRequest) -> Operati
 
 @operation(
     "cluster_create_eks_with_cidr",
+    destructive=False,
+    idempotent=True,
     method="POST",
     path="/clusters/eks-with-cidr",
     completion="cluster_get_eks_creation_status",

@@ -307,6 +307,8 @@ async def validate_zone(ctx: CallContext, region: str, az: str, field: str = "av
 
 @operation(
     "hyperpod_create",
+    destructive=False,
+    idempotent=True,
     method="POST",
     path="/clusters/hyperpod",
     completion="hyperpod_get_creation_status",

@@ -117,6 +117,8 @@ KINDS.register(OperationKind(name="cluster_import", stages=(StageSpec("detect", 
 
 @operation(
     "cluster_import",
+    destructive=False,
+    idempotent=True,
     method="POST",
     path="/clusters/import",
     completion="cluster_list_all",

@@ -232,6 +232,8 @@ KINDS.register(
 
 @operation(
     "cluster_switch",
+    destructive=False,
+    idempotent=True,
     method="POST",
     path="/clusters/{clusterTag}/switch",
     completion="cluster_list_all",

@@ -186,6 +186,8 @@ KINDS.register(OperationKind(name=KIND, stages=(DEPENDENCIES_STAGE,)))
 
 @operation(
     KIND,
+    destructive=False,
+    idempotent=True,
     method="POST",
     path="/clusters/dependencies",
     completion=STATUS_TOOL,
