@@ -10,7 +10,7 @@ from anyio import to_thread
 from pydantic import Field
 
 from instantstart.catalog import operation
-from instantstart.catalog.base import NoInput, WireModel
+from instantstart.catalog.base import WireModel
 from instantstart.context import CallContext
 from instantstart.errors import InvalidInput
 from instantstart.manifests.network import AddressPlan, validate_plan
@@ -21,10 +21,12 @@ from instantstart.services.cluster import eks_control_plane as eks_svc
 from instantstart.services.cluster import iam as iam_svc
 from instantstart.services.cluster import network as net
 from instantstart.services.core.registry import (
+    RegionScope,
     cluster_target,
     get_cluster,
     insert_cluster,
     resolve_tag,
+    scope_region,
     submit_for_cluster,
 )
 from instantstart.services.core.stages import blocking, mark, project_bucket, wait_until
@@ -375,10 +377,11 @@ async def cluster_get_eks_creation_status(ctx: CallContext, req: StatusRequest) 
 
 
 @operation("cluster_get_availability_zones", method="GET", path="/availability-zones", example={})
-async def cluster_get_availability_zones(ctx: CallContext, req: NoInput) -> ZonesResult:
-    """Availability Zone names with their AZ IDs in the active Region (AZ names differ between accounts;
-    IDs do not, which matters for training plans and capacity reservations)."""
-    region = ctx.app.settings.aws_region
+async def cluster_get_availability_zones(ctx: CallContext, req: RegionScope) -> ZonesResult:
+    """Availability Zone names with their AZ IDs in the Region of `region`, else of the cluster (clusterTag,
+    else the cluster being created, else the active one), else the server's (AZ names differ between
+    accounts; IDs do not, which matters for training plans and capacity reservations)."""
+    region = await to_thread.run_sync(scope_region, ctx.app.db, req, ctx.app.settings.aws_region)
 
     async def fetch() -> list[dict[str, str]]:
         return await blocking(net.availability_zones, ctx.app.aws.client("ec2", region))
