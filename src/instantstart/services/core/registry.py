@@ -143,20 +143,22 @@ def update_cluster(
         row.updated_at = utcnow()
 
 
-# Operation kinds that bring a cluster (or its HyperPod cluster) into being: while one is in flight,
-# an argument-less call means its cluster (see `default_tag`).
+# Operation kinds that bring a cluster (or its HyperPod cluster) into being: the newest one submitted
+# since the active cluster was last chosen decides what an argument-less call means (see `default_tag`).
 CREATION_KINDS = ("cluster_create", "cluster_create_eks", "hyperpod_create")
 _TARGET_PREFIX = "cluster:"
 
 
-def inflight_creation_tag(db: Database) -> str | None:
-    """The cluster of the most recently submitted creation that is still PENDING or RUNNING, if any."""
+def recent_creation_tag(db: Database) -> str | None:
+    """The cluster of the newest creation submitted after the active cluster was last chosen (whatever its
+    status: in flight, failed or done), if that cluster is still registered."""
     with db.session() as session:
+        active = session.get(StateRow, ACTIVE_CLUSTER_KEY)
+        query = select(OperationRow.target).where(OperationRow.kind.in_(CREATION_KINDS))
+        if active is not None and active.value:
+            query = query.where(OperationRow.created_at > active.updated_at)
         target = session.scalars(
-            select(OperationRow.target)
-            .where(OperationRow.kind.in_(CREATION_KINDS), OperationRow.active_target.is_not(None))
-            .order_by(OperationRow.created_at.desc(), OperationRow.id.desc())
-            .limit(1)
+            query.order_by(OperationRow.created_at.desc(), OperationRow.id.desc()).limit(1)
         ).first()
         if not target or not target.startswith(_TARGET_PREFIX):
             return None
@@ -165,10 +167,12 @@ def inflight_creation_tag(db: Database) -> str | None:
 
 
 def default_tag(db: Database) -> str | None:
-    """The cluster an argument-less call means: the cluster of the most recent creation still in flight
-    (so an agent polling the creation it just started never gets another cluster's status), else the
-    active cluster. The same rule for every tool whose clusterTag is optional."""
-    return inflight_creation_tag(db) or active_cluster_tag(db)
+    """The cluster an argument-less call means, the same for every tool whose clusterTag is optional: the
+    cluster of the newest creation (cluster_create, cluster_create_eks, hyperpod_create) submitted since
+    the active cluster was last chosen — in flight, failed or finished — else the active cluster. So an
+    agent polling the creation it just started never gets another cluster's status, not even on the poll
+    after it finished; choosing a cluster (cluster_switch) makes the active one the default again."""
+    return recent_creation_tag(db) or active_cluster_tag(db)
 
 
 def resolve_tag(db: Database, tag: str | None) -> str:
