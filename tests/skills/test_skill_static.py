@@ -149,7 +149,8 @@ def test_cli_short_help_is_the_first_sentence_and_groups_have_descriptions() -> 
     for spec in CATALOG:
         assert spec.summary.endswith((".", "!", "?")), (spec.name, spec.summary)
         assert spec.tool_description.startswith(spec.summary.split(" ")[0]), spec.name
-        assert spec.cli_group in GROUP_DESCRIPTIONS, spec.cli_group
+        if spec.handler.__module__.startswith("instantstart."):  # plugins (test probes) bring their own groups
+            assert spec.cli_group in GROUP_DESCRIPTIONS, spec.cli_group
     karpenter = CATALOG.get("hyperpod_get_creation_status")
     assert karpenter is not None and karpenter.summary.endswith("right now.")
     import typer
