@@ -9,7 +9,7 @@ import pytest
 
 from instantstart.catalog import CATALOG
 from instantstart.catalog.registry import OperationSpec
-from instantstart.mcp.tools import SERVER_NAME, tool_input_schema
+from instantstart.mcp.tools import SERVER_NAME, tool_for, tool_input_schema
 from instantstart.services import load_all
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow
@@ -18,6 +18,7 @@ from tests.skeleton.faces import (
     call_rest,
     call_tool_route,
     mcp_http,
+    mcp_http_raw,
     mcp_stdio,
     tool_payload,
 )
@@ -79,25 +80,18 @@ async def test_every_face_lists_the_same_tools_with_the_same_schemas(server: Run
     routes = {op["operationId"] for item in openapi["paths"].values() for op in item.values()}
     assert routes == names
     for spec in CATALOG:
-        assert http_tools[spec.name].inputSchema == stdio_tools[spec.name].inputSchema == tool_input_schema(spec)
+        assert http_tools[spec.name].input_schema == stdio_tools[spec.name].input_schema == tool_input_schema(spec)
         assert http_tools[spec.name].description == spec.tool_description
+        annotations = tool_for(spec).annotations
+        assert http_tools[spec.name].annotations == stdio_tools[spec.name].annotations == annotations, spec.name
         if spec.mutating:
             assert spec.completion and spec.completion in http_tools[spec.name].description
 
 
 async def test_server_name_is_hypd_inst(server: Running) -> None:
-    async with mcp_http(server) as session:
-        assert session  # the name comes back in initialize
-    from mcp import ClientSession
-    from mcp.client.streamable_http import streamablehttp_client
-
-    headers = {"Authorization": f"Bearer {server.token}"}
-    async with (
-        streamablehttp_client(server.url + "/mcp", headers=headers) as (read, write, _),
-        ClientSession(read, write) as raw,
-    ):
-        init = await raw.initialize()
-    assert init.serverInfo.name == SERVER_NAME
+    async with mcp_http_raw(server) as session:
+        init = await session.initialize()
+    assert init.server_info.name == SERVER_NAME
 
 
 async def test_faces_agree_on_validation_errors_and_results(cp: Running, tmp_path: Any) -> None:

@@ -120,7 +120,7 @@ class Replay:
         result = await self.session.call_tool(name, args)
         self.called.append(name)
         payload: dict[str, Any] = json.loads(result.content[0].text)
-        return bool(result.isError), payload
+        return bool(result.is_error), payload
 
     async def run(self, skill: str, part: str, steps: list[dict[str, Any]]) -> None:
         for index, step in enumerate(steps):

@@ -123,11 +123,11 @@ def test_every_tool_carries_annotations_and_hyperpod_create_lists_its_aliases() 
     for spec in CATALOG:
         annotations = tool_for(spec).annotations
         assert annotations is not None
-        assert annotations.readOnlyHint is (not spec.mutating), spec.name
-        assert annotations.destructiveHint is spec.destructive and annotations.idempotentHint is spec.idempotent
+        assert annotations.read_only_hint is (not spec.mutating), spec.name
+        assert annotations.destructive_hint is spec.destructive and annotations.idempotent_hint is spec.idempotent
     for name in ("cluster_delete", "hyperpod_node_replace", "hyperpod_node_delete", "hyperpod_delete_instance_group"):
         assert CATALOG.get(name).destructive, name  # type: ignore[union-attr]
-    schema = tool_for(CATALOG.get("hyperpod_create")).inputSchema  # type: ignore[arg-type]
+    schema = tool_for(CATALOG.get("hyperpod_create")).input_schema  # type: ignore[arg-type]
     for alias in (
         "AcceleratedInstanceType",
         "AcceleratedInstanceCount",
