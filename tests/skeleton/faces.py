@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import httpx2
-from mcp import ClientSession, StdioServerParameters
+from mcp import Client, ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from typer.testing import CliRunner
@@ -109,17 +109,39 @@ async def mcp_http(running: Running) -> AsyncIterator[ClientSession]:
         yield session
 
 
-@asynccontextmanager
-async def mcp_stdio(running: Running) -> AsyncIterator[ClientSession]:
-    """An MCP client session over `instantstart mcp` (stdio proxy to REST)."""
+def stdio_params(running: Running) -> StdioServerParameters:
+    """How to launch `instantstart mcp` against the running server."""
     env = running.env()
     env["PYTHONPATH"] = str(REPO)
-    params = StdioServerParameters(
+    return StdioServerParameters(
         command=sys.executable, args=["-m", "instantstart.cli.main", "mcp"], env=env, cwd=str(REPO)
     )
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+
+
+@asynccontextmanager
+async def mcp_stdio(running: Running) -> AsyncIterator[ClientSession]:
+    """An MCP client session over `instantstart mcp` (stdio proxy to REST), after the initialize handshake."""
+    async with stdio_client(stdio_params(running)) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         yield session
+
+
+@asynccontextmanager
+async def mcp_client_http(running: Running) -> AsyncIterator[Client]:
+    """The SDK's high-level client over streamable HTTP at /mcp, negotiating as it does by default."""
+    headers = {"Authorization": f"Bearer {running.token}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
+        Client(streamable_http_client(running.url + "/mcp", http_client=http)) as client,
+    ):
+        yield client
+
+
+@asynccontextmanager
+async def mcp_client_stdio(running: Running) -> AsyncIterator[Client]:
+    """The SDK's high-level client over `instantstart mcp`, negotiating as it does by default."""
+    async with Client(stdio_params(running)) as client:
+        yield client
 
 
 def unauthenticated(running: Running) -> httpx.Client:

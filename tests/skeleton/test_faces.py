@@ -6,6 +6,7 @@ import sys
 from typing import Any
 
 import pytest
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_MODERN_VERSION
 
 from instantstart.catalog import CATALOG
 from instantstart.catalog.registry import OperationSpec
@@ -17,6 +18,8 @@ from tests.skeleton.faces import (
     call_cli,
     call_rest,
     call_tool_route,
+    mcp_client_http,
+    mcp_client_stdio,
     mcp_http,
     mcp_http_raw,
     mcp_stdio,
@@ -92,6 +95,30 @@ async def test_server_name_is_hypd_inst(server: Running) -> None:
     async with mcp_http_raw(server) as session:
         init = await session.initialize()
     assert init.server_info.name == SERVER_NAME
+
+
+async def test_current_protocol_clients_see_what_handshake_clients_see(server: Running) -> None:
+    """The SDK's default client negotiates the newest protocol (no initialize handshake) over both transports;
+    it must list the same tools and get the same payloads as a client that did the handshake."""
+    async with mcp_http(server) as legacy, mcp_client_http(server) as http, mcp_client_stdio(server) as stdio:
+        assert legacy.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS
+        assert http.protocol_version == stdio.protocol_version == LATEST_MODERN_VERSION
+
+        def shape(tools: Any) -> list[tuple[Any, ...]]:
+            return [(t.name, t.description, t.input_schema, t.annotations) for t in tools.tools]
+
+        expected = shape(await legacy.list_tools())
+        assert len(expected) == len(CATALOG)
+        assert shape(await http.list_tools()) == expected == shape(await stdio.list_tools())
+
+        spec = next(s for s in specs() if not s.mutating and violation(s) is not None)
+        field, value = violation(spec)  # type: ignore[misc]
+        calls = [("cluster_list_all", {}), ("no_such_tool", {}), (spec.name, {**spec.example, field: value})]
+        for name, args in calls:
+            want = tool_payload(await legacy.call_tool(name, args))
+            assert tool_payload(await http.call_tool(name, args)) == want, name
+            assert tool_payload(await stdio.call_tool(name, args)) == want, name
+        assert want["error"]["code"] == "INVALID_INPUT" and field in want["error"]["message"], want
 
 
 async def test_faces_agree_on_validation_errors_and_results(cp: Running, tmp_path: Any) -> None:
