@@ -16,7 +16,7 @@ async def call(session: ClientSession, tool: str, **args: Any) -> dict[str, Any]
     """One tool call; its JSON payload (asserting it is not an error)."""
     result = await session.call_tool(tool, args)
     payload: dict[str, Any] = json.loads(result.content[0].text)
-    assert not result.isError, (tool, payload)
+    assert not result.is_error, (tool, payload)
     return payload
 
 

@@ -232,9 +232,9 @@ def test_dependency_status_through_mcp(cp: Running, twin: TwinProcess) -> None:
         async with mcp_http(cp) as session:
             tools = {t.name: t for t in (await session.list_tools()).tools}
             assert "cluster_configure_dependencies" in tools
-            assert "clusterTag" in tools["cluster_get_dependency_status"].inputSchema["properties"]
+            assert "clusterTag" in tools["cluster_get_dependency_status"].input_schema["properties"]
             result = await session.call_tool("cluster_get_dependency_status", {"clusterTag": "depmcp"})
-            assert not result.isError
+            assert not result.is_error
             text = result.content[0].text  # type: ignore[union-attr]
             body: dict[str, Any] = json.loads(text)
             return body

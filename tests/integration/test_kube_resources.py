@@ -42,5 +42,5 @@ async def test_workloads_of_the_active_cluster_over_rest_and_mcp(cp: Running, tw
     async with mcp_http(cp) as mcp:
         answer = await mcp.call_tool("cluster_list_workloads", {"namespace": "default"})
         payload = json.loads(answer.content[0].text)
-    assert not answer.isError, payload
+    assert not answer.is_error, payload
     assert [(s["namespace"], s["name"]) for s in payload["services"]] == [("default", "kubernetes")]

@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamablehttp_client
 
 from instantstart.aws.clients import AwsClients
 from instantstart.kube.apply import read_object
 from instantstart.kube.client import KubeClients
 from instantstart.settings import Settings
 from instantstart.twin_process import TwinProcess
+from tests.support.faces import mcp_http
 from tests.support.servers import REPO, process_server
 from tests.support.twin import twin_client
 from tests.support.waits import wait_terminal
@@ -97,15 +97,10 @@ async def test_a_secret_reaches_the_kubernetes_secret_and_nowhere_else(
             assert invalid.status_code == 422
             assert invalid.json()["error"]["details"]["fields"][0]["field"] == "namespace"
             refs["rest"], refs["tool"] = rest.json()["operationId"], tool.json()["operationId"]
-        headers = {"Authorization": f"Bearer {cp.token}"}
-        async with (
-            streamablehttp_client(cp.url + "/mcp", headers=headers) as (read, write, _),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
+        async with mcp_http(cp) as session:
             answer = await session.call_tool("secret_probe_store", body("mcp"))
             texts.append(answer.content[0].text)
-            assert not answer.isError, answer.content[0].text
+            assert not answer.is_error, answer.content[0].text
             refs["mcp"] = tool_json(answer)["operationId"]
             texts.append(json.dumps([t.model_dump() for t in (await session.list_tools()).tools]))
         stdio_env = {**cp.env(), **env, "PYTHONPATH": str(REPO)}
@@ -116,7 +111,7 @@ async def test_a_secret_reaches_the_kubernetes_secret_and_nowhere_else(
             await session.initialize()
             answer = await session.call_tool("secret_probe_store", body("stdio"))
             texts.append(answer.content[0].text)
-            assert not answer.isError, answer.content[0].text
+            assert not answer.is_error, answer.content[0].text
             refs["stdio"] = tool_json(answer)["operationId"]
         # The CLI takes the secret from its environment variable (never from argv).
         cli = subprocess.run(

@@ -6,10 +6,11 @@ import sys
 from typing import Any
 
 import pytest
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_MODERN_VERSION
 
 from instantstart.catalog import CATALOG
 from instantstart.catalog.registry import OperationSpec
-from instantstart.mcp.tools import SERVER_NAME, tool_input_schema
+from instantstart.mcp.tools import SERVER_NAME, tool_for, tool_input_schema
 from instantstart.services import load_all
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow
@@ -17,7 +18,10 @@ from tests.support.faces import (
     call_cli,
     call_rest,
     call_tool_route,
+    mcp_client_http,
+    mcp_client_stdio,
     mcp_http,
+    mcp_http_raw,
     mcp_stdio,
     tool_payload,
 )
@@ -79,25 +83,42 @@ async def test_every_face_lists_the_same_tools_with_the_same_schemas(server: Run
     routes = {op["operationId"] for item in openapi["paths"].values() for op in item.values()}
     assert routes == names
     for spec in CATALOG:
-        assert http_tools[spec.name].inputSchema == stdio_tools[spec.name].inputSchema == tool_input_schema(spec)
+        assert http_tools[spec.name].input_schema == stdio_tools[spec.name].input_schema == tool_input_schema(spec)
         assert http_tools[spec.name].description == spec.tool_description
+        annotations = tool_for(spec).annotations
+        assert http_tools[spec.name].annotations == stdio_tools[spec.name].annotations == annotations, spec.name
         if spec.mutating:
             assert spec.completion and spec.completion in http_tools[spec.name].description
 
 
 async def test_server_name_is_hypd_inst(server: Running) -> None:
-    async with mcp_http(server) as session:
-        assert session  # the name comes back in initialize
-    from mcp import ClientSession
-    from mcp.client.streamable_http import streamablehttp_client
+    async with mcp_http_raw(server) as session:
+        init = await session.initialize()
+    assert init.server_info.name == SERVER_NAME
 
-    headers = {"Authorization": f"Bearer {server.token}"}
-    async with (
-        streamablehttp_client(server.url + "/mcp", headers=headers) as (read, write, _),
-        ClientSession(read, write) as raw,
-    ):
-        init = await raw.initialize()
-    assert init.serverInfo.name == SERVER_NAME
+
+async def test_current_protocol_clients_see_what_handshake_clients_see(server: Running) -> None:
+    """The SDK's default client negotiates the newest protocol (no initialize handshake) over both transports;
+    it must list the same tools and get the same payloads as a client that did the handshake."""
+    async with mcp_http(server) as legacy, mcp_client_http(server) as http, mcp_client_stdio(server) as stdio:
+        assert legacy.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS
+        assert http.protocol_version == stdio.protocol_version == LATEST_MODERN_VERSION
+
+        def shape(tools: Any) -> list[tuple[Any, ...]]:
+            return [(t.name, t.description, t.input_schema, t.annotations) for t in tools.tools]
+
+        expected = shape(await legacy.list_tools())
+        assert len(expected) == len(CATALOG)
+        assert shape(await http.list_tools()) == expected == shape(await stdio.list_tools())
+
+        spec = next(s for s in specs() if not s.mutating and violation(s) is not None)
+        field, value = violation(spec)  # type: ignore[misc]
+        calls = [("cluster_list_all", {}), ("no_such_tool", {}), (spec.name, {**spec.example, field: value})]
+        for name, args in calls:
+            want = tool_payload(await legacy.call_tool(name, args))
+            assert tool_payload(await http.call_tool(name, args)) == want, name
+            assert tool_payload(await stdio.call_tool(name, args)) == want, name
+        assert want["error"]["code"] == "INVALID_INPUT" and field in want["error"]["message"], want
 
 
 async def test_faces_agree_on_validation_errors_and_results(cp: Running, tmp_path: Any) -> None:

@@ -9,9 +9,10 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
-from mcp import ClientSession, StdioServerParameters
+import httpx2
+from mcp import Client, ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamablehttp_client
+from mcp.client.streamable_http import streamable_http_client
 from typer.testing import CliRunner
 
 from instantstart.catalog.registry import OperationSpec
@@ -82,34 +83,65 @@ def tool_payload(result: Any) -> dict[str, Any]:
     """The JSON payload of an MCP tool result (checked to match its structured content)."""
     text = result.content[0].text
     payload: dict[str, Any] = json.loads(text)
-    assert result.structuredContent == payload
-    assert bool(result.isError) == ("error" in payload and set(payload) == {"error"})
+    assert result.structured_content == payload
+    assert bool(result.is_error) == ("error" in payload and set(payload) == {"error"})
     return strip_volatile(payload)
 
 
 @asynccontextmanager
-async def mcp_http(running: Running) -> AsyncIterator[ClientSession]:
-    """An MCP client session over streamable HTTP at /mcp."""
+async def mcp_http_raw(running: Running) -> AsyncIterator[ClientSession]:
+    """An MCP client session over streamable HTTP at /mcp carrying the bearer token, not yet initialized."""
     headers = {"Authorization": f"Bearer {running.token}"}
+    timeout = httpx2.Timeout(30, read=300)
     async with (
-        streamablehttp_client(running.url + "/mcp", headers=headers) as (read, write, _),
+        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
+        streamable_http_client(running.url + "/mcp", http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):
+        yield session
+
+
+@asynccontextmanager
+async def mcp_http(running: Running) -> AsyncIterator[ClientSession]:
+    """An initialized MCP client session over streamable HTTP at /mcp."""
+    async with mcp_http_raw(running) as session:
+        await session.initialize()
+        yield session
+
+
+def stdio_params(running: Running) -> StdioServerParameters:
+    """How to launch `instantstart mcp` against the running server."""
+    env = running.env()
+    env["PYTHONPATH"] = str(REPO)
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "instantstart.cli.main", "mcp"], env=env, cwd=str(REPO)
+    )
+
+
+@asynccontextmanager
+async def mcp_stdio(running: Running) -> AsyncIterator[ClientSession]:
+    """An MCP client session over `instantstart mcp` (stdio proxy to REST), after the initialize handshake."""
+    async with stdio_client(stdio_params(running)) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         yield session
 
 
 @asynccontextmanager
-async def mcp_stdio(running: Running) -> AsyncIterator[ClientSession]:
-    """An MCP client session over `instantstart mcp` (stdio proxy to REST)."""
-    env = running.env()
-    env["PYTHONPATH"] = str(REPO)
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "instantstart.cli.main", "mcp"], env=env, cwd=str(REPO)
-    )
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
-        yield session
+async def mcp_client_http(running: Running) -> AsyncIterator[Client]:
+    """The SDK's high-level client over streamable HTTP at /mcp, negotiating as it does by default."""
+    headers = {"Authorization": f"Bearer {running.token}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
+        Client(streamable_http_client(running.url + "/mcp", http_client=http)) as client,
+    ):
+        yield client
+
+
+@asynccontextmanager
+async def mcp_client_stdio(running: Running) -> AsyncIterator[Client]:
+    """The SDK's high-level client over `instantstart mcp`, negotiating as it does by default."""
+    async with Client(stdio_params(running)) as client:
+        yield client
 
 
 def unauthenticated(running: Running) -> httpx.Client:

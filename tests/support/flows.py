@@ -52,7 +52,7 @@ def add_group(client: httpx.Client, **body: Any) -> dict[str, Any]:
 def tool_payload(result: Any) -> dict[str, Any]:
     """The JSON payload of an MCP tool result, which must not be an error."""
     payload: dict[str, Any] = json.loads(result.content[0].text)
-    assert not result.isError, payload
+    assert not result.is_error, payload
     return payload
 
 
@@ -64,7 +64,7 @@ def mcp_raw(cp: Running, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
             out: list[Any] = []
             for tool, args in calls:
                 result = await session.call_tool(tool, args)
-                out.append({"isError": result.isError, "payload": json.loads(result.content[0].text)})
+                out.append({"isError": result.is_error, "payload": json.loads(result.content[0].text)})
             tools = {t.name: t for t in (await session.list_tools()).tools}
             out.append(tools[calls[0][0]].description)
             return out

@@ -81,6 +81,8 @@ class ProbeRequest(WireModel):
 
 @operation(
     "probe_run",
+    destructive=False,
+    idempotent=False,
     method="POST",
     path="/test/probe",
     completion="operation_get",

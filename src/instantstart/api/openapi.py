@@ -7,8 +7,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from instantstart import __version__
+from instantstart.catalog.groups import group_description
 from instantstart.catalog.registry import Catalog, OperationSpec
 from instantstart.catalog.routes import API_PREFIX
+from instantstart.catalog.schema import arguments_schema
 
 REF = "#/components/schemas/{model}"
 
@@ -82,6 +84,12 @@ def build_openapi(catalog: Catalog) -> dict[str, Any]:
             "summary": spec.summary,
             "description": spec.tool_description,
             "tags": [spec.cli_group],
+            # The same behaviour the MCP tool annotations carry, for REST clients and gateways.
+            "x-instantstart-behaviour": {
+                "readOnly": spec.read_only,
+                "destructive": spec.destructive,
+                "idempotent": spec.idempotent,
+            },
             "parameters": _parameters(spec, components),
             "responses": {
                 ("202" if spec.mutating else "200"): {
@@ -98,15 +106,10 @@ def build_openapi(catalog: Catalog) -> dict[str, Any]:
             },
         }
         if spec.method != "GET":
-            body_schema = spec.input_model.model_json_schema(by_alias=True, ref_template=REF, mode="validation")
+            body_schema = arguments_schema(spec.input_model, ref_template=REF)
             for name, definition in body_schema.pop("$defs", {}).items():
                 components[name] = definition
             props = {k: v for k, v in body_schema.get("properties", {}).items() if k not in spec.path_params}
-            props["clientToken"] = {
-                "type": "string",
-                "pattern": "^[A-Za-z0-9._:\\-]{1,200}$",
-                "description": "Idempotency key (alternative to the header).",
-            }
             body: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": False}
             required = [r for r in body_schema.get("required", []) if r not in spec.path_params]
             if required:
@@ -122,6 +125,7 @@ def build_openapi(catalog: Catalog) -> dict[str, Any]:
         },
         "servers": [{"url": "/"}],
         "paths": paths,
+        "tags": [{"name": g, "description": group_description(g)} for g in sorted({s.cli_group for s in catalog})],
         "components": {"schemas": components, "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
         "security": [{"bearer": []}],
     }

@@ -72,6 +72,13 @@ def list_events(aws: AwsClients, region: str, name: str, group: str | None = Non
         return []
 
 
+def query_events(aws: AwsClients, region: str, request: dict[str, Any]) -> list[dict[str, Any]]:
+    """ListClusterEvents with the caller's filters (errors translated)."""
+    answer = call(f"list the events of {request.get('ClusterName')}", aws.sagemaker(region).list_cluster_events,
+                  **request)
+    return cast("list[dict[str, Any]]", answer.get("Events", []))
+
+
 def describe_node(aws: AwsClients, region: str, cluster: str, node: str) -> dict[str, Any] | None:
     """DescribeClusterNode's NodeDetails, or None when the node is gone."""
     try:

@@ -16,6 +16,17 @@ from instantstart.catalog.secret import secret_fields
 Handler = Callable[[Any, Any], Awaitable[Any]]
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{1,63}$")
+# A sentence ends at . ! or ? followed by white space, except after the usual abbreviations.
+_SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\betc)(?<!\bvs)[.!?](?=\s|$)")
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of a docstring's first paragraph, on one line."""
+    paragraph = inspect.cleandoc(text).split("\n\n", 1)[0]
+    flat = " ".join(paragraph.split())
+    match = _SENTENCE_END.search(flat)
+    return flat[: match.end()] if match else flat
+
 _PATH_PARAM = re.compile(r"{([A-Za-z][A-Za-z0-9]*)}")
 
 
@@ -35,11 +46,18 @@ class OperationSpec:
     example: dict[str, Any] = field(default_factory=dict)
     cli_group: str = ""
     cli_command: str = ""
+    destructive: bool = False
+    idempotent: bool = True
+
+    @property
+    def read_only(self) -> bool:
+        """True when the operation changes nothing (MCP `readOnlyHint`)."""
+        return not self.mutating
 
     @property
     def summary(self) -> str:
-        """The first line of the description."""
-        return self.description.strip().splitlines()[0] if self.description.strip() else self.name
+        """The first sentence of the description (the CLI's short help, the OpenAPI summary)."""
+        return first_sentence(self.description) or self.name
 
     @property
     def path_params(self) -> list[str]:
@@ -99,6 +117,8 @@ def operation(
     mutating: bool | None = None,
     example: dict[str, Any] | None = None,
     cli: tuple[str, str] | None = None,
+    destructive: bool | None = None,
+    idempotent: bool | None = None,
     catalog: Catalog | None = None,
 ) -> Callable[[Handler], Handler]:
     """Declare an operation once: `async def handler(ctx: CallContext, req: InputModel) -> OutputModel`.
@@ -106,6 +126,11 @@ def operation(
     The input and output models come from the handler's annotations; the description is its
     docstring. `mutating` defaults to method != GET. `example` is a valid input used by the test that
     proves the faces agree. `cli` overrides the (group, command) derived from the name.
+
+    Behaviour (the MCP annotations `readOnlyHint`, `destructiveHint`, `idempotentHint`, and the OpenAPI
+    `x-instantstart-behaviour`): a read is read-only, not destructive and idempotent. A mutating
+    operation must declare both `destructive` (it deletes, interrupts or replaces something) and
+    `idempotent` (repeating the call with the same arguments has no further effect).
     """
 
     def decorate(handler: Handler) -> Handler:
@@ -130,6 +155,10 @@ def operation(
                 raise ValueError(f"{name}: the example must not carry a value for the Secret field {field_name}")
         if is_mutating and completion is None:
             raise ValueError(f"{name}: a mutating operation names the status tool that decides completion")
+        if is_mutating and (destructive is None or idempotent is None):
+            raise ValueError(f"{name}: a mutating operation declares destructive= and idempotent=")
+        if not is_mutating and (destructive or idempotent is False):
+            raise ValueError(f"{name}: a read-only operation is neither destructive nor non-idempotent")
         for param in _PATH_PARAM.findall(path):
             if param not in {f.alias or n for n, f in input_model.model_fields.items()}:
                 raise ValueError(f"{name}: path parameter {param} is not a field of {input_model.__name__}")
@@ -147,6 +176,8 @@ def operation(
             example=example or {},
             cli_group=cli[0] if cli else group,
             cli_command=cli[1] if cli else command.replace("_", "-"),
+            destructive=bool(destructive),
+            idempotent=True if idempotent is None else idempotent,
         )
         (catalog or CATALOG).add(spec)
         return handler

@@ -18,6 +18,7 @@ from rich.live import Live
 from rich.spinner import Spinner
 from rich.table import Table
 
+from instantstart.catalog.groups import group_description
 from instantstart.catalog.registry import Catalog, OperationSpec
 from instantstart.catalog.secret import is_secret_annotation
 from instantstart.client import RestClient
@@ -214,7 +215,7 @@ def add_catalog_commands(root: typer.Typer, catalog: Catalog, settings: Settings
     for spec in catalog:
         group = groups.get(spec.cli_group)
         if group is None:
-            group = typer.Typer(help=f"{spec.cli_group} operations", no_args_is_help=True)
+            group = typer.Typer(help=group_description(spec.cli_group), no_args_is_help=True)
             groups[spec.cli_group] = group
             root.add_typer(group, name=spec.cli_group)
         group.command(spec.cli_command, help=spec.tool_description, short_help=spec.summary)(

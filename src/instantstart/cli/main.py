@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 from instantstart.auth import token_path
@@ -39,6 +41,20 @@ def build_app(settings: Settings) -> typer.Typer:
         from instantstart.mcp.stdio import run
 
         run(settings, server_url=server)
+
+    @app.command("agent-config")
+    def agent_config(
+        target: str = typer.Argument(..., help="kiro, claude-code or mcp-json."),
+        directory: Path = typer.Option(Path("."), "--dir", help="Project directory to write into."),
+        command: str = typer.Option("instantstart", help="How the agent starts `instantstart mcp`."),
+    ) -> None:
+        """Write an agent configuration for the hypd-inst MCP server and the skills (read-only tools auto-approved)."""
+        from instantstart.cli.agent_config import TARGETS, write_config
+
+        if target not in TARGETS:
+            raise typer.BadParameter(f"must be one of {', '.join(TARGETS)}", param_hint="TARGET")
+        for path in write_config(target, directory, CATALOG, command):
+            typer.echo(str(path))
 
     @app.command()
     def token() -> None:

@@ -6,11 +6,13 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import mcp.types as types
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 
 from instantstart import __version__
 from instantstart.catalog.registry import Catalog, OperationSpec
+from instantstart.catalog.schema import arguments_schema
 
 SERVER_NAME = "hypd-inst"
 INSTRUCTIONS = (
@@ -25,15 +27,7 @@ ToolCall = Callable[[OperationSpec, dict[str, Any]], Awaitable[tuple[bool, dict[
 
 def tool_input_schema(spec: OperationSpec) -> dict[str, Any]:
     """The tool's JSON Schema: the operation's input model plus the optional clientToken."""
-    schema = spec.input_model.model_json_schema(by_alias=True, mode="validation")
-    schema.setdefault("properties", {})
-    schema["properties"]["clientToken"] = {
-        "type": "string",
-        "description": "Idempotency key: the same value returns the same operation on retry.",
-    }
-    schema["additionalProperties"] = False
-    schema.pop("title", None)
-    return schema
+    return arguments_schema(spec.input_model)
 
 
 def tool_for(spec: OperationSpec) -> types.Tool:
@@ -41,9 +35,12 @@ def tool_for(spec: OperationSpec) -> types.Tool:
     return types.Tool(
         name=spec.name,
         description=spec.tool_description,
-        inputSchema=tool_input_schema(spec),
+        input_schema=tool_input_schema(spec),
         annotations=types.ToolAnnotations(
-            readOnlyHint=not spec.mutating, idempotentHint=True, openWorldHint=spec.mutating
+            read_only_hint=spec.read_only,
+            destructive_hint=spec.destructive,
+            idempotent_hint=spec.idempotent,
+            open_world_hint=spec.mutating,
         ),
     )
 
@@ -52,36 +49,45 @@ def result_for(is_error: bool, payload: dict[str, Any]) -> types.CallToolResult:
     """A tool result carrying the same JSON the REST API returns (as text and as structured content)."""
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=json.dumps(payload, separators=(",", ":")))],
-        structuredContent=payload,
-        isError=is_error,
+        structured_content=payload,
+        is_error=is_error,
     )
 
 
-def build_server(catalog: Catalog, call: ToolCall) -> Server[Any, Any]:
-    """An MCP server named hypd-inst whose tools are the catalog's operations."""
-    server: Server[Any, Any] = Server(SERVER_NAME, version=__version__, instructions=INSTRUCTIONS)
+def build_server(catalog: Catalog, call: ToolCall) -> Server[Any]:
+    """An MCP server named hypd-inst whose tools are the catalog's operations.
+
+    Arguments reach the operation unvalidated by the SDK: the operation's own input model validates them, so an
+    error names the field the same way on every face.
+    """
     tools = [tool_for(spec) for spec in catalog]
 
-    @server.list_tools()  # type: ignore[no-untyped-call, untyped-decorator]
-    async def list_tools() -> list[types.Tool]:
-        return tools
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
 
-    @server.call_tool(validate_input=False)  # type: ignore[untyped-decorator]
-    async def call_tool(name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
-        spec = catalog.get(name)
+    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        spec = catalog.get(params.name)
         if spec is None:
             return result_for(
                 True,
                 {
                     "error": {
                         "code": "NOT_FOUND",
-                        "message": f"Unknown tool {name!r}.",
+                        "message": f"Unknown tool {params.name!r}.",
                         "hint": "List the tools to see the valid names.",
                         "details": {},
                     }
                 },
             )
-        is_error, payload = await call(spec, dict(arguments or {}))
+        is_error, payload = await call(spec, dict(params.arguments or {}))
         return result_for(is_error, payload)
 
-    return server
+    return Server(
+        SERVER_NAME,
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )

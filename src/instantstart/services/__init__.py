@@ -29,6 +29,8 @@ def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:
     )
     from instantstart.services.cluster.dependencies import stage  # noqa: F401
     from instantstart.services.core import registry  # noqa: F401
+    from instantstart.services.diagnostics import events, logs  # noqa: F401
+    from instantstart.services.diagnostics import nodes as node_diagnostics  # noqa: F401
     from instantstart.services.features import advanced  # noqa: F401
     from instantstart.services.operation_tools import operations, wait  # noqa: F401
 

@@ -226,6 +226,8 @@ async def _submit(
 
 @operation(
     "cluster_nodegroup_scale",
+    destructive=True,
+    idempotent=True,
     method="POST",
     path="/capacity/nodegroups/scale",
     completion="operation_get",
@@ -240,6 +242,8 @@ async def cluster_nodegroup_scale(ctx: CallContext, req: NodeGroupScaleRequest) 
 
 @operation(
     "cluster_nodegroup_delete",
+    destructive=True,
+    idempotent=True,
     method="POST",
     path="/capacity/nodegroups/delete",
     completion="operation_get",

@@ -209,6 +209,8 @@ _register("delete")
 
 @operation(
     "hyperpod_node_reboot",
+    destructive=True,
+    idempotent=False,
     method="POST",
     path="/capacity/nodes/reboot",
     completion="operation_get",
@@ -222,6 +224,8 @@ async def hyperpod_node_reboot(ctx: CallContext, req: NodeRequest) -> OperationR
 
 @operation(
     "hyperpod_node_replace",
+    destructive=True,
+    idempotent=False,
     method="POST",
     path="/capacity/nodes/replace",
     completion="operation_get",
@@ -237,6 +241,8 @@ async def hyperpod_node_replace(ctx: CallContext, req: NodeRequest) -> Operation
 
 @operation(
     "hyperpod_node_delete",
+    destructive=True,
+    idempotent=True,
     method="POST",
     path="/capacity/nodes/delete",
     completion="operation_get",
@@ -277,6 +283,8 @@ def row_by_arn(db: Database, arn: str) -> ClusterRow:
 
 @operation(
     "hyperpod_update_software",
+    destructive=True,
+    idempotent=False,
     method="POST",
     path="/capacity/software-update",
     completion="operation_get",

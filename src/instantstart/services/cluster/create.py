@@ -69,6 +69,8 @@ KINDS.register(
 
 @operation(
     "cluster_create",
+    destructive=False,
+    idempotent=False,
     method="POST",
     path="/clusters",
     completion="cluster_get_status",

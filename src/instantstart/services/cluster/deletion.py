@@ -183,6 +183,8 @@ async def cluster_delete_plan(ctx: CallContext, req: DeletionPlanRequest) -> Del
 
 @operation(
     "cluster_delete",
+    destructive=True,
+    idempotent=True,
     method="POST",
     path="/clusters/{clusterTag}/delete",
     completion="operation_get",

@@ -11,7 +11,7 @@ from pydantic import Field
 from instantstart.aws import ec2_network
 from instantstart.aws import eks as eks_api
 from instantstart.catalog import operation
-from instantstart.catalog.base import NoInput, WireModel
+from instantstart.catalog.base import WireModel
 from instantstart.context import CallContext, StageContext
 from instantstart.errors import InvalidInput, ProviderError
 from instantstart.manifests.network import AddressPlan, validate_plan
@@ -23,10 +23,12 @@ from instantstart.services.cluster import network as net
 from instantstart.services.cluster.params import AddressPlanParams, EksParams, stored
 from instantstart.services.cluster.stage_status import StageStatus, stage_status
 from instantstart.services.core.registry import (
+    RegionScope,
     get_cluster,
     insert_cluster,
     mirror_pipeline_stages,
     resolve_tag,
+    scope_region,
     submit_for_cluster,
 )
 from instantstart.services.core.stages import blocking, project_bucket, record_details, wait_until
@@ -244,6 +246,8 @@ def _plan_params(req: CreateEksWithCidrRequest) -> AddressPlanParams:
 
 @operation(
     "cluster_create_eks",
+    destructive=False,
+    idempotent=False,
     method="POST",
     path="/clusters/eks",
     completion="cluster_get_eks_creation_status",
@@ -281,6 +285,8 @@ async def cluster_create_eks(ctx: CallContext, req: CreateEksRequest) -> Operati
 
 @operation(
     "cluster_create_eks_with_cidr",
+    destructive=False,
+    idempotent=True,
     method="POST",
     path="/clusters/eks-with-cidr",
     completion="cluster_get_eks_creation_status",
@@ -333,10 +339,11 @@ async def cluster_get_eks_creation_status(ctx: CallContext, req: StatusRequest) 
 
 
 @operation("cluster_get_availability_zones", method="GET", path="/availability-zones", example={})
-async def cluster_get_availability_zones(ctx: CallContext, req: NoInput) -> ZonesResult:
-    """Availability Zone names with their AZ IDs in the active Region (AZ names differ between accounts;
-    IDs do not, which matters for training plans and capacity reservations)."""
-    region = ctx.app.settings.aws_region
+async def cluster_get_availability_zones(ctx: CallContext, req: RegionScope) -> ZonesResult:
+    """Availability Zone names with their AZ IDs in the Region of `region`, else of the cluster (clusterTag,
+    else the cluster being created, else the active one), else the server's (AZ names differ between
+    accounts; IDs do not, which matters for training plans and capacity reservations)."""
+    region = await to_thread.run_sync(scope_region, ctx.app.db, req, ctx.app.settings.aws_region)
 
     async def fetch() -> list[dict[str, str]]:
         return await blocking(ec2_network.availability_zones, ctx.app.aws, region)

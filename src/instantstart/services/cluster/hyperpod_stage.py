@@ -30,6 +30,7 @@ from instantstart.services.core.instance_types import lookup
 from instantstart.services.core.ledger import aws_tags, record
 from instantstart.services.core.registry import get_cluster, mirror_pipeline_stages, resolve_tag, submit_for_cluster
 from instantstart.services.core.stages import blocking, record_details, wait_until
+from instantstart.services.core.training_plans import PlanPlacement, reconcile_plan_zone
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag
 
@@ -98,6 +99,11 @@ class HyperPodCreateRequest(WireModel):
         default=False,
         validation_alias=_alias("onStartDeepHealthChecks", "on_start_deep_health_checks"),
         description="Run InstanceStress and InstanceConnectivity before nodes take work.",
+    )
+    strict_availability_zone: bool = Field(
+        default=False,
+        validation_alias=_alias("strictAvailabilityZone", "strict_availability_zone"),
+        description="Refuse instead of moving to a training plan's AZ when they differ.",
     )
 
 
@@ -304,6 +310,8 @@ async def validate_zone(ctx: CallContext, region: str, az: str, field: str = "av
 
 @operation(
     "hyperpod_create",
+    destructive=False,
+    idempotent=True,
     method="POST",
     path="/clusters/hyperpod",
     completion="hyperpod_get_creation_status",
@@ -317,8 +325,10 @@ async def hyperpod_create(ctx: CallContext, req: HyperPodCreateRequest) -> Opera
     """Create the HyperPod cluster hp-cluster-<tag> on the active cluster's EKS control plane (its EKS stage
     must have finished): one accelerated instance group (type, count, EBS size, optional training plan,
     optional deep health checks) in a compute subnet of the chosen AZ, with node recovery Automatic and
-    continuous provisioning. Capacity type (OnDemand, Spot) is fixed for the life of the group. A capacity
-    shortage fails with CAPACITY_UNAVAILABLE; operation_retry resumes."""
+    continuous provisioning. Capacity type (OnDemand, Spot) is fixed for the life of the group. A training
+    plan pins capacity to its AZ: a different availabilityZone is replaced by the plan's (the operation's
+    params carry the note) unless strictAvailabilityZone or computeSubnetId insists, which is refused before
+    anything is written. A capacity shortage fails with CAPACITY_UNAVAILABLE; operation_retry resumes."""
     tag = await to_thread.run_sync(resolve_tag, ctx.app.db, req.cluster_tag)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
     if (row.stages or {}).get("eks") != "SUCCEEDED":
@@ -326,8 +336,18 @@ async def hyperpod_create(ctx: CallContext, req: HyperPodCreateRequest) -> Opera
             f"The EKS stage of {tag} has not finished.",
             hint="Wait for cluster_get_eks_creation_status to report SUCCEEDED.",
         )
-    params = hyperpod_params(tag, row.region, req)
     await validate_zone(ctx, row.region, req.availability_zone)
+    want = PlanPlacement(
+        plan_arn=req.accelerated_training_plan_arn,
+        availability_zone=req.availability_zone,
+        instance_type=lookup(req.accelerated_instance_type, "acceleratedInstanceType").name,
+        strict=req.strict_availability_zone,
+        subnet_given=req.compute_subnet_id is not None,
+        type_field="acceleratedInstanceType",
+    )
+    zone, notes = await reconcile_plan_zone(ctx.app, row.region, want)
+    params = hyperpod_params(tag, row.region, req.model_copy(update={"availability_zone": zone}))
+    params = params.model_copy(update={"hyperpod": params.hyperpod.model_copy(update={"notes": notes})})
     return await submit_for_cluster(
         ctx, "hyperpod_create", tag, stored(params), status_tool="hyperpod_get_creation_status", poll_after_seconds=30
     )

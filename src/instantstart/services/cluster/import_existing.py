@@ -113,6 +113,8 @@ KINDS.register(OperationKind(name="cluster_import", params=ImportParams, stages=
 
 @operation(
     "cluster_import",
+    destructive=False,
+    idempotent=True,
     method="POST",
     path="/clusters/import",
     completion="cluster_list_all",

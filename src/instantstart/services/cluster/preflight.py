@@ -12,10 +12,11 @@ from instantstart.aws.clients import AwsClients
 from instantstart.aws.errors import translate
 from instantstart.aws.quotas import quota_values
 from instantstart.catalog import operation
-from instantstart.catalog.base import NoInput, WireModel
+from instantstart.catalog.base import WireModel
 from instantstart.context import CallContext
 from instantstart.errors import InstantStartError
 from instantstart.services.core.instance_types import InstanceType, catalog, lookup
+from instantstart.services.core.registry import RegionScope, scope_region
 from instantstart.services.core.stages import blocking
 from instantstart.validation import ClusterTag, Region
 
@@ -125,10 +126,11 @@ def available_instances(ctx: CallContext, region: str) -> AvailableInstancesResu
 
 
 @operation("cluster_get_available_instances", method="GET", path="/instances", example={})
-async def cluster_get_available_instances(ctx: CallContext, req: NoInput) -> AvailableInstancesResult:
-    """HyperPod instance types this account and Region can run: accelerators, vCPUs, memory, EFA, the
-    AZs that offer each type, and the SageMaker cluster-usage quota with what is already in use."""
-    region = ctx.app.settings.aws_region
+async def cluster_get_available_instances(ctx: CallContext, req: RegionScope) -> AvailableInstancesResult:
+    """HyperPod instance types this account can run in the Region of `region`, else of the cluster
+    (clusterTag, else the cluster being created, else the active one), else the server's: accelerators,
+    vCPUs, memory, EFA, the AZs that offer each type, and the SageMaker cluster-usage quota in use."""
+    region = await to_thread.run_sync(scope_region, ctx.app.db, req, ctx.app.settings.aws_region)
 
     async def fetch() -> AvailableInstancesResult:
         return await blocking(available_instances, ctx, region)

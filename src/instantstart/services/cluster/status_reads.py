@@ -64,7 +64,7 @@ def _count(value: Any) -> int:
         return 0
 
 
-def _pod_request(spec: dict[str, Any], resource: str) -> int:
+def pod_request(spec: dict[str, Any], resource: str) -> int:
     """A pod's effective request of an extended resource: max(sum of containers, largest init container).
     An extended resource's request defaults to its limit."""
 
@@ -98,8 +98,8 @@ def read_allocations(api: k8s.ApiClient) -> dict[str, dict[str, int]]:
         if not node or (body.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             continue
         slot = used.setdefault(node, {"gpu": 0, "neuron": 0})
-        slot["gpu"] += _pod_request(spec, GPU)
-        slot["neuron"] += _pod_request(spec, NEURON)
+        slot["gpu"] += pod_request(spec, GPU)
+        slot["neuron"] += pod_request(spec, NEURON)
     return used
 
 

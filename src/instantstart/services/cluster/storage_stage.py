@@ -279,6 +279,8 @@ async def s3_storage_get_defaults(ctx: CallContext, req: NoInput) -> StorageDefa
 
 @operation(
     "s3_storage_create",
+    destructive=False,
+    idempotent=True,
     method="POST",
     path="/storage/s3",
     completion="operation_get",

@@ -20,8 +20,8 @@ from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
 from instantstart.store.db import Database
-from instantstart.store.models import ClusterRow, StateRow, utcnow
-from instantstart.validation import ClusterTag
+from instantstart.store.models import ClusterRow, OperationRow, StateRow, utcnow
+from instantstart.validation import ClusterTag, Region
 
 ACTIVE_CLUSTER_KEY = "active_cluster"
 
@@ -188,18 +188,68 @@ def mirror_pipeline_stages(session: Session, target: str | None, stages: list[di
         row.updated_at = utcnow()
 
 
+# Operation kinds that bring a cluster (or its HyperPod cluster) into being: the newest one submitted
+# since the active cluster was last chosen decides what an argument-less call means (see `default_tag`).
+CREATION_KINDS = ("cluster_create", "cluster_create_eks", "hyperpod_create")
+_TARGET_PREFIX = "cluster:"
+
+
+def recent_creation_tag(db: Database) -> str | None:
+    """The cluster of the newest creation submitted after the active cluster was last chosen (whatever its
+    status: in flight, failed or done), if that cluster is still registered."""
+    with db.session() as session:
+        active = session.get(StateRow, ACTIVE_CLUSTER_KEY)
+        query = select(OperationRow.target).where(OperationRow.kind.in_(CREATION_KINDS))
+        if active is not None and active.value:
+            query = query.where(OperationRow.created_at > active.updated_at)
+        target = session.scalars(
+            query.order_by(OperationRow.created_at.desc(), OperationRow.id.desc()).limit(1)
+        ).first()
+        if not target or not target.startswith(_TARGET_PREFIX):
+            return None
+        tag = target.removeprefix(_TARGET_PREFIX)
+        return tag if session.get(ClusterRow, tag) is not None else None
+
+
+def default_tag(db: Database) -> str | None:
+    """The cluster an argument-less call means, the same for every tool whose clusterTag is optional: the
+    cluster of the newest creation (cluster_create, cluster_create_eks, hyperpod_create) submitted since
+    the active cluster was last chosen — in flight, failed or finished — else the active cluster. So an
+    agent polling the creation it just started never gets another cluster's status, not even on the poll
+    after it finished; choosing a cluster (cluster_switch) makes the active one the default again."""
+    return recent_creation_tag(db) or active_cluster_tag(db)
+
+
 def resolve_tag(db: Database, tag: str | None) -> str:
-    """The given cluster tag, or the active cluster's; a clear error when neither exists."""
+    """The given cluster tag, or `default_tag`'s; a clear error when neither exists."""
     if tag:
         get_cluster(db, tag)
         return tag
-    active = active_cluster_tag(db)
+    active = default_tag(db)
     if active is None:
         raise PreconditionFailed(
-            "No cluster is active and no clusterTag was given.",
+            "No cluster is active or being created, and no clusterTag was given.",
             hint="Pass clusterTag, or choose one with cluster_switch (cluster_list_all lists them).",
         )
     return active
+
+
+class RegionScope(WireModel):
+    """Which Region a lookup answers for: `region`, else the named cluster's, else the default
+    cluster's (see `default_tag`), else the server's."""
+
+    cluster_tag: ClusterTag | None = Field(default=None, description="Answer for this cluster's Region.")
+    region: Region | None = Field(default=None, description="Answer for this Region (wins over clusterTag).")
+
+
+def scope_region(db: Database, scope: RegionScope, server_region: str) -> str:
+    """The Region a lookup answers for (blocking; see RegionScope)."""
+    if scope.region:
+        return scope.region
+    tag = scope.cluster_tag or default_tag(db)
+    if tag:
+        return get_cluster(db, tag).region
+    return server_region
 
 
 def set_active_cluster(db: Database, tag: str) -> None:
@@ -300,6 +350,8 @@ KINDS.register(
 
 @operation(
     "cluster_switch",
+    destructive=False,
+    idempotent=True,
     method="POST",
     path="/clusters/{clusterTag}/switch",
     completion="cluster_list_all",

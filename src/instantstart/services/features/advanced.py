@@ -52,6 +52,8 @@ class AdvancedFeatures(WireModel):
 
 @operation(
     "hyperpod_update_advanced_features",
+    destructive=True,
+    idempotent=True,
     method="POST",
     path="/capacity/advanced-features",
     completion="hyperpod_get_advanced_features",

@@ -68,6 +68,8 @@ async def operation_list(ctx: CallContext, req: OperationListRequest) -> Operati
 
 @operation(
     "operation_retry",
+    destructive=False,
+    idempotent=True,
     method="POST",
     path="/operations/{operationId}/retry",
     completion="operation_get",
@@ -85,6 +87,8 @@ async def operation_retry(ctx: CallContext, req: OperationIdRequest) -> Operatio
 
 @operation(
     "operation_cancel",
+    destructive=True,
+    idempotent=True,
     method="POST",
     path="/operations/{operationId}/cancel",
     completion="operation_get",

@@ -37,6 +37,7 @@ from instantstart.services.core.registry import (
     update_cluster,
 )
 from instantstart.services.core.stages import blocking
+from instantstart.services.core.training_plans import PlanPlacement, reconcile_plan_zone
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag
 
@@ -110,46 +111,22 @@ def check_decision(req: AddGroupRequest, facts: InstanceType) -> None:
         raise field_error("onStartDeepHealthChecks", f"deep health checks need an accelerated type, not {facts.name}")
 
 
-def plan_zones(sm: HyperPod, arn: str) -> tuple[list[str], dict[str, Any]]:
-    """The AZs of a training plan's reserved capacity, and the plan (blocking)."""
-    plan = sm.describe_training_plan(arn)
-    zones = sorted(
-        {str(r["AvailabilityZone"]) for r in plan.get("ReservedCapacitySummaries", []) if r.get("AvailabilityZone")}
-    )
-    return zones, plan
-
-
 async def reconcile_zone(ctx: CallContext, row: ClusterRow, req: AddGroupRequest, itype: str) -> tuple[str, list[str]]:
     """The AZ the group goes to and what was decided about it (a training plan pins capacity to its AZ)."""
-    if not req.training_plan_arn:
-        return req.availability_zone, []
-    zones, plan = await blocking(plan_zones, HyperPod(ctx.app.aws, row.region), req.training_plan_arn)
-    types = {r.get("InstanceType") for r in plan.get("ReservedCapacitySummaries", [])}
-    if types and itype not in types:
-        raise field_error(
-            "instanceType", f"the training plan reserves {', '.join(sorted(map(str, types)))}, not {itype}"
-        )
-    notes = []
-    if plan.get("Status") not in ("Active", None):
-        notes.append(f"The training plan is {plan.get('Status')}; its nodes launch once it is Active.")
-    if not zones or req.availability_zone in zones:
-        return req.availability_zone, notes
-    if req.strict_availability_zone or req.subnet_id:
-        why = "subnetId is in" if req.subnet_id else "strictAvailabilityZone asks for"
-        raise field_error(
-            "availabilityZone",
-            f"the training plan's capacity is in {', '.join(zones)}, but {why} {req.availability_zone}",
-            hint=f"Use availabilityZone {zones[0]} (and a subnet there), or another training plan.",
-        )
-    note = (
-        f"The training plan's capacity is in {zones[0]}; the group is placed in {zones[0]} "
-        f"instead of the requested {req.availability_zone}."
+    want = PlanPlacement(
+        plan_arn=req.training_plan_arn,
+        availability_zone=req.availability_zone,
+        instance_type=itype,
+        strict=req.strict_availability_zone,
+        subnet_given=req.subnet_id is not None,
     )
-    return zones[0], [*notes, note]
+    return await reconcile_plan_zone(ctx.app, row.region, want)
 
 
 @operation(
     "hyperpod_add_instance_group",
+    destructive=False,
+    idempotent=True,
     method="POST",
     path="/capacity/instance-groups",
     completion="operation_get",

@@ -81,6 +81,8 @@ async def existing_group(ctx: CallContext, row: ClusterRow, name: str, field: st
 
 @operation(
     "hyperpod_scale_instance_group",
+    destructive=True,
+    idempotent=True,
     method="POST",
     path="/capacity/instance-groups/scale",
     completion="operation_get",
@@ -141,6 +143,8 @@ async def stage_scale(stage: StageContext) -> dict[str, Any]:
 
 @operation(
     "hyperpod_delete_instance_group",
+    destructive=True,
+    idempotent=True,
     method="POST",
     path="/capacity/instance-groups/delete",
     completion="operation_get",

@@ -106,6 +106,8 @@ def _why_not(group: dict[str, Any], managed: bool = False) -> str:
 
 @operation(
     "karpenter_install",
+    destructive=False,
+    idempotent=True,
     method="POST",
     path="/capacity/karpenter",
     completion="karpenter_get_status",
@@ -132,6 +134,8 @@ async def karpenter_install(ctx: CallContext, req: KarpenterRequest) -> Operatio
 
 @operation(
     "karpenter_uninstall",
+    destructive=True,
+    idempotent=True,
     method="POST",
     path="/capacity/karpenter/uninstall",
     completion="karpenter_get_status",

@@ -185,6 +185,8 @@ KINDS.register(
 
 @operation(
     KIND,
+    destructive=False,
+    idempotent=True,
     method="POST",
     path="/clusters/dependencies",
     completion=STATUS_TOOL,

@@ -1,0 +1,21 @@
+"""What each command group (the first word of a tool name) is about: CLI group help and OpenAPI tags."""
+
+from __future__ import annotations
+
+GROUP_DESCRIPTIONS: dict[str, str] = {
+    "cluster": "Create, import, inspect, switch and delete HyperPod-on-EKS clusters; EKS node groups; "
+    "events and preflight checks.",
+    "hyperpod": "The HyperPod cluster itself: creation, instance groups, nodes (reboot, replace, delete), "
+    "software updates and advanced features.",
+    "karpenter": "HyperPod managed Karpenter: install, uninstall and status.",
+    "s3": "Mountpoint for Amazon S3 storage: the persistent volume and claim, and the bucket's contents.",
+    "operation": "Persisted operations: get, list, retry from the failed stage, cancel.",
+    "util": "Utilities for agents and scripts, such as waiting between status polls.",
+    "pod": "Pods of the active cluster: bounded log tails.",
+    "node": "Kubernetes nodes of the active cluster: labels, taints, conditions, HyperPod health, GPUs and pods.",
+}
+
+
+def group_description(group: str) -> str:
+    """The description of a command group; a group missing here is a catalog error, caught by a test."""
+    return GROUP_DESCRIPTIONS.get(group, f"{group} tools")

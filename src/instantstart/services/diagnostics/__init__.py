@@ -1,0 +1,1 @@
+"""Read-only diagnostics for agents: events, bounded pod logs, node descriptions."""

@@ -1,0 +1,84 @@
+"""pod_logs: a bounded tail of one container's log."""
+
+from __future__ import annotations
+
+from anyio import to_thread
+from kubernetes import client as k8s
+from pydantic import Field
+
+from instantstart.catalog import operation
+from instantstart.catalog.base import WireModel
+from instantstart.context import AppContext, CallContext
+from instantstart.kube.calls import kube_api, kube_call
+from instantstart.services.core.registry import get_cluster, resolve_tag
+from instantstart.services.core.stages import blocking
+from instantstart.store.models import ClusterRow
+from instantstart.validation import ClusterTag
+
+LIMIT_BYTES = 64 * 1024
+LINE_CHARS = 2000
+
+
+class PodLogsRequest(WireModel):
+    """Which pod and container, and how much of its log."""
+
+    cluster_tag: ClusterTag | None = Field(default=None, description="Default: see cluster_list_all (active).")
+    namespace: str = Field(default="default", pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+    pod_name: str = Field(pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+    container: str | None = Field(default=None, pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+    tail_lines: int = Field(default=100, ge=1, le=1000, description="Last N lines (1-1000).")
+    since_seconds: int | None = Field(default=None, ge=1, le=86400, description="Only lines newer than this.")
+    previous: bool = Field(default=False, description="The previous (crashed) container instance's log.")
+
+
+class PodLogsResult(WireModel):
+    """The tail, line by line; truncated when the 64 KiB bound or the line bound cut it."""
+
+    cluster_tag: str
+    namespace: str
+    pod_name: str
+    container: str | None
+    lines: list[str]
+    truncated: bool
+
+
+def read_log(app: AppContext, row: ClusterRow, req: PodLogsRequest) -> tuple[list[str], bool]:
+    """The bounded log tail (blocking)."""
+    api = kube_api(app.kube, row.eks_cluster_name, row.region)
+    kwargs: dict[str, object] = {"tail_lines": req.tail_lines, "limit_bytes": LIMIT_BYTES, "previous": req.previous}
+    if req.container:
+        kwargs["container"] = req.container
+    if req.since_seconds:
+        kwargs["since_seconds"] = req.since_seconds
+    text = kube_call(
+        f"read the log of {req.namespace}/{req.pod_name}",
+        k8s.CoreV1Api(api).read_namespaced_pod_log,
+        req.pod_name,
+        req.namespace,
+        **kwargs,
+    )
+    raw = str(text or "")
+    lines = raw.splitlines()
+    cut = len(raw.encode()) >= LIMIT_BYTES
+    shortened = [line if len(line) <= LINE_CHARS else line[: LINE_CHARS - 1] + "…" for line in lines]
+    return shortened[-req.tail_lines :], cut or shortened != lines
+
+
+@operation(
+    "pod_logs", method="GET", path="/diagnostics/pod-logs", example={"podName": "missing-pod"}, cli=("pod", "logs")
+)
+async def pod_logs(ctx: CallContext, req: PodLogsRequest) -> PodLogsResult:
+    """Read-only, bounded: the last `tailLines` (≤1000) lines, at most 64 KiB, lines cut to 2000 characters,
+    of one container of a pod (namespace default; `container` when the pod has several; `previous` for the
+    crashed instance). An unknown pod is NOT_FOUND; cluster_list_workloads lists the pods."""
+    tag = await to_thread.run_sync(resolve_tag, ctx.app.db, req.cluster_tag)
+    row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
+    lines, truncated = await blocking(read_log, ctx.app, row, req)
+    return PodLogsResult(
+        cluster_tag=tag,
+        namespace=req.namespace,
+        pod_name=req.pod_name,
+        container=req.container,
+        lines=lines,
+        truncated=truncated,
+    )

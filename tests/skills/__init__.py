@@ -1,0 +1,1 @@
+"""Skill evals: static checks of every skill, and scenario replays over MCP on the twin."""
