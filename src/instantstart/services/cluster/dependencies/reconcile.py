@@ -89,6 +89,13 @@ class DependencyFailed(Exception):
         self.retryable = retryable
 
 
+def version_key(version: str) -> tuple[int, ...]:
+    """A comparable key of an add-on version such as v1.14.1-eksbuild.2 (numbers only, in order)."""
+    import re
+
+    return tuple(int(n) for n in re.findall(r"[0-9]+", version))
+
+
 def desired_config(values: dict[str, Any]) -> str | None:
     """An add-on's configurationValues as sent: canonical JSON, or None when there are none."""
     return json.dumps(values, sort_keys=True) if values else None
@@ -140,9 +147,15 @@ class Reconciler:
     """
 
     def __init__(
-        self, app: AppContext, target: Target, progress: Progress, catalog: DependencyCatalog | None = None
+        self,
+        app: AppContext,
+        target: Target,
+        progress: Progress,
+        catalog: DependencyCatalog | None = None,
+        values: dict[str, dict[str, Any]] | None = None,
     ) -> None:
         self.app = app
+        self.values = values or {}
         self.target = target
         self.progress = progress
         self.catalog = catalog or load_catalog()
@@ -262,12 +275,17 @@ class Reconciler:
         result.action, result.actual = action, actual
         result.status, result.message = "ACTIVE", f"{actual['objects']} objects applied"
 
+    def values_of(self, dep: Dependency) -> dict[str, Any]:
+        """The dependency's values: the catalog's, with this reconcile's overrides (a feature's computed
+        configuration, e.g. the inference operator's role ARN) on top."""
+        return {**dep.values, **self.values.get(dep.name, {})}
+
     def _desired(self, dep: Dependency) -> dict[str, Any]:
         if dep.source == "manifests":
             objects = dependency_manifests.load_documents(dep.manifests or "")
             return {"manifests": dep.manifests, "objects": len(objects)}
         if dep.source == "addon":
-            return {"addon": dep.addon, "version": dep.version or "default", "values": dep.values}
+            return {"addon": dep.addon, "version": dep.version or "default", "values": self.values_of(dep)}
         return {
             "chart": dep.chart,
             "release": dep.release,
@@ -291,12 +309,25 @@ class Reconciler:
         k8s_version = await self.kubernetes_version()
         found = await blocking(self.eks.describe_addon_versions, addonName=dep.addon, kubernetesVersion=k8s_version)
         versions = [v for a in found.get("addons", []) for v in a.get("addonVersions", [])]
+        chosen = None
         for item in versions:
             for compat in item.get("compatibilities", []):
                 if compat.get("defaultVersion") and compat.get("clusterVersion") in (k8s_version, None):
-                    return str(item["addonVersion"])
-        if versions:
-            return str(versions[0]["addonVersion"])
+                    chosen = chosen or str(item["addonVersion"])
+        if chosen is None and versions:
+            chosen = str(versions[0]["addonVersion"])
+        if chosen is not None and dep.min_version and version_key(chosen) < version_key(dep.min_version):
+            # The default is older than a feature needs: the newest offered version at or above the minimum.
+            offered = sorted((str(v["addonVersion"]) for v in versions), key=version_key, reverse=True)
+            chosen = next((v for v in offered if version_key(v) >= version_key(dep.min_version)), None)
+            if chosen is None:
+                raise DependencyFailed(
+                    f"EKS offers no version of the add-on {dep.addon} at or above {dep.min_version} for "
+                    f"Kubernetes {k8s_version}.",
+                    "Upgrade the cluster's Kubernetes version, then run the request again.",
+                )
+        if chosen is not None:
+            return chosen
         raise DependencyFailed(
             f"EKS offers no version of the add-on {dep.addon} for Kubernetes {k8s_version}.",
             "Pin a version in the dependency catalog or upgrade the cluster's Kubernetes version.",
@@ -311,7 +342,7 @@ class Reconciler:
         version = await self.addon_version(dep)
         result.desired["version"] = version
         role_arn = await self._pod_identity(dep) if dep.pod_identity else None
-        config = desired_config(dep.values)
+        config = desired_config(self.values_of(dep))
         current = await blocking(self.describe_addon, dep.addon)
         if current is not None and current.get("status") == "DELETING":
             await self._wait_addon(dep.addon, gone=True)
@@ -353,7 +384,7 @@ class Reconciler:
         else:
             differs = current.get("addonVersion") != version or parse_config(
                 current.get("configurationValues")
-            ) != dict(dep.values)
+            ) != self.values_of(dep)
             if differs:
                 kwargs = {
                     "clusterName": self.target.eks_cluster_name,
