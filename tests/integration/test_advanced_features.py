@@ -99,18 +99,61 @@ def test_agent_request_turns_both_on_and_tiered_storage_off_leaves_nothing(
     [statement] = trust["Statement"]
     issuer = twin_client(twin, "eks").describe_cluster(name=f"eks-cluster-{TAG}")["cluster"]["identity"]["oidc"]
     host = issuer["issuer"].removeprefix("https://")
-    assert statement["Condition"]["StringEquals"] == {f"{host}:sub": "system:serviceaccount:default:hyperpod-checkpointing",
-                                                      f"{host}:aud": "sts.amazonaws.com"}
+    subject = "system:serviceaccount:default:hyperpod-checkpointing"
+    assert statement["Condition"]["StringEquals"] == {f"{host}:sub": subject, f"{host}:aud": "sts.amazonaws.com"}
     core = kube(twin, tmp_path, TAG)
     sa = core.read_namespaced_service_account("hyperpod-checkpointing", "default")
     assert sa.metadata.annotations["eks.amazonaws.com/role-arn"] == iam.get_role(RoleName=ROLE)["Role"]["Arn"]
 
-    # The same request again is a no-op for both features.
+    # A pod using that service account can assume the role with its projected token; another cannot.
+    sts: Any = twin_client(twin, "sts")
+    role_arn = iam.get_role(RoleName=ROLE)["Role"]["Arn"]
+    tokens = {}
+    for pod, account in (("ckpt", "hyperpod-checkpointing"), ("other", "default")):
+        core.create_namespaced_pod("default", {"metadata": {"name": pod}, "spec": {
+            "serviceAccountName": account, "containers": [{"name": "c", "image": "busybox"}]}})
+        env = {e.name: e.value for e in core.read_namespaced_pod(pod, "default").spec.containers[0].env or []}
+        assert (env.get("AWS_ROLE_ARN") == role_arn) is (account == "hyperpod-checkpointing"), env
+        request = {"spec": {"audiences": ["sts.amazonaws.com"], "boundObjectRef": {"kind": "Pod", "name": pod}}}
+        tokens[pod] = core.create_namespaced_service_account_token(account, "default", request).status.token
+    creds = sts.assume_role_with_web_identity(RoleArn=role_arn, RoleSessionName="ckpt",
+                                              WebIdentityToken=tokens["ckpt"])
+    assert creds["Credentials"]["AccessKeyId"]
+    with pytest.raises(sts.exceptions.ClientError, match="AccessDenied"):
+        sts.assume_role_with_web_identity(RoleArn=role_arn, RoleSessionName="other", WebIdentityToken=tokens["other"])
+    wrong_aud = core.create_namespaced_service_account_token("hyperpod-checkpointing", "default", {"spec": {}})
+    with pytest.raises(sts.exceptions.ClientError, match="InvalidIdentityToken"):
+        sts.assume_role_with_web_identity(RoleArn=role_arn, RoleSessionName="other",
+                                          WebIdentityToken=wrong_aud.status.token)
+    for pod in ("ckpt", "other"):
+        core.delete_namespaced_pod(pod, "default", grace_period_seconds=0, _preload_content=False)
+
+    # The same request again is a no-op for both features: no AWS or Kubernetes write at all.
+    httpx.delete(twin.endpoint_url + "/_twin/writes").raise_for_status()
     with cp.client() as client:
         again = update(client, body)
         assert again["status"] == "SUCCEEDED", again
         assert {k: r["action"] for k, r in by_key(again).items()} == {
             "tieredStorage": "unchanged", "trainingOperator": "unchanged"}
+        assert httpx.get(twin.endpoint_url + "/_twin/writes").json()["writes"] == {}
+
+        # Drift: the annotation and the role are deleted by hand; the status names the broken links and
+        # re-enabling repairs exactly those.
+        core.patch_namespaced_service_account("hyperpod-checkpointing", "default",
+                                              {"metadata": {"annotations": {"eks.amazonaws.com/role-arn": None}}})
+        links = {x["link"]: x for x in features(client)["tieredStorage"]["actual"]["chain"]}
+        assert [k for k, x in links.items() if not x["ok"]] == ["annotation"], links
+        assert "missing" in links["annotation"]["why"]
+        for name in iam.list_role_policies(RoleName=ROLE)["PolicyNames"]:
+            iam.delete_role_policy(RoleName=ROLE, PolicyName=name)
+        iam.delete_role(RoleName=ROLE)
+        state = features(client)["tieredStorage"]
+        broken = [x["link"] for x in state["actual"]["chain"] if not x["ok"]]
+        assert state["state"] == "BROKEN" and broken == ["role", "trust", "policy", "annotation"], state
+        repaired = update(client, {"tieredStorage": {"enabled": True}})
+        assert by_key(repaired)["tieredStorage"]["action"] == "updated", repaired
+        assert sorted(by_key(repaired)["tieredStorage"]["actual"]["repaired"]) == ["annotation", "policy", "role"]
+        assert features(client)["tieredStorage"]["state"] == "ENABLED"
 
         # Off: no role, policy or annotation left; Mode Disable; the training operator untouched.
         off = update(client, {"tieredStorage": {"enabled": False}})
