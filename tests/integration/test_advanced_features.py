@@ -208,3 +208,49 @@ def test_stale_cert_manager_value_and_refused_disable(shared: tuple[Running, Twi
     associations = eks.list_pod_identity_associations(clusterName=f"eks-cluster-{TAG}",
                                                       namespace="aws-hyperpod")["associations"]
     assert associations == []
+
+
+def test_fault_in_one_feature_fails_it_with_code_and_retry_completes(shared: tuple[Running, TwinProcess]) -> None:
+    cp, twin = shared
+    iam: Any = twin_client(twin, "iam")
+    with cp.client() as client:
+        assert update(client, {"tieredStorage": {"enabled": True}})["status"] == "SUCCEEDED"
+        # Someone loosened the trust by hand, and the control plane may not write trust policies right now.
+        trust = iam.get_role(RoleName=ROLE)["Role"]["AssumeRolePolicyDocument"]
+        condition = trust["Statement"][0]["Condition"]["StringEquals"]
+        sub = next(k for k in condition if k.endswith(":sub"))
+        condition[sub] = "system:serviceaccount:default:*"
+        iam.update_assume_role_policy(RoleName=ROLE, PolicyDocument=json.dumps(trust))
+        fault = {"kind": "error", "service": "iam", "operation": "UpdateAssumeRolePolicy", "code": "AccessDenied",
+                 "message": "not authorized to perform iam:UpdateAssumeRolePolicy", "status": 403}
+        httpx.post(twin.endpoint_url + "/_twin/faults", json=fault).raise_for_status()
+        body = {"certManager": {"enabled": True}, "tieredStorage": {"enabled": True, "configMode": "custom",
+                                                                      "percentage": 40},
+                "observability": {"enabled": True}}
+        failed = update(client, body)
+        assert failed["status"] == "FAILED", failed
+        feature = failed["error"]["details"]["feature"]
+        assert feature["key"] == "tieredStorage" and feature["status"] == "FAILED"
+        assert feature["code"] == "DEPENDENCY_FAILED" and "trust policy" in feature["message"]
+        assert "UpdateAssumeRolePolicy" in feature["hint"]
+        stages = {s["name"]: s["status"] for s in failed["stages"]}
+        assert stages["certManager"] == "SUCCEEDED" and stages["observability"] == "PENDING", stages
+        state = features(client)
+        assert state["tieredStorage"]["lastResult"]["status"] == "FAILED"
+        assert [x["link"] for x in state["tieredStorage"]["actual"]["chain"] if not x["ok"]] == ["trust"]
+        assert state["certManager"]["lastResult"]["action"] == "unchanged"
+        httpx.delete(twin.endpoint_url + "/_twin/faults").raise_for_status()
+        retried = client.post(f"/api/v1/operations/{failed['operationId']}/retry")
+        assert retried.status_code == 202, retried.text
+        done = wait_terminal(client, retried.json()["operationId"], timeout=240)
+        assert done["status"] == "SUCCEEDED", done
+        results = by_key(done)
+        assert results["tieredStorage"]["actual"]["repaired"] == ["trust", "clusterConfig"]
+        final = features(client)
+        assert final["tieredStorage"]["state"] == "ENABLED"
+        assert final["tieredStorage"]["actual"]["config"] == {"Mode": "Enable", "InstanceMemoryAllocationPercentage": 40}
+        workspace = final["observability"]["actual"]["workspace"]
+        assert workspace["remoteWriteUrl"].endswith("/api/v1/remote_write") and workspace["queryUrl"]
+        policy = iam.get_role_policy(RoleName=f"instantstart-{TAG}-observability", PolicyName="instantstart")
+        assert policy["PolicyDocument"]["Statement"][0]["Resource"] == [workspace["workspaceArn"]]
+        assert final["observability"]["enabled"], final["observability"]

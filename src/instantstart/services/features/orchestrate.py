@@ -134,7 +134,7 @@ def validate_keys(features: dict[str, Any]) -> None:
     """At least one key; every key known (catalog entries present for catalog-backed features)."""
     if not features:
         raise InvalidInput(
-            "Invalid input: no feature key given; nothing to reconcile.",
+            f"Invalid input: no feature key given (karpenter, {', '.join(ORDER)}); nothing to reconcile.",
             hint=f"Send any of: karpenter, {', '.join(ORDER)} (each {{enabled: true|false}}).",
             details={"fields": [{"field": "(root)", "message": "at least one feature key is required"}]},
         )
