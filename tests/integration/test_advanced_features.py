@@ -248,7 +248,8 @@ def test_fault_in_one_feature_fails_it_with_code_and_retry_completes(shared: tup
         assert results["tieredStorage"]["actual"]["repaired"] == ["trust", "clusterConfig"]
         final = features(client)
         assert final["tieredStorage"]["state"] == "ENABLED"
-        assert final["tieredStorage"]["actual"]["config"] == {"Mode": "Enable", "InstanceMemoryAllocationPercentage": 40}
+        config = final["tieredStorage"]["actual"]["config"]
+        assert config == {"Mode": "Enable", "InstanceMemoryAllocationPercentage": 40}
         workspace = final["observability"]["actual"]["workspace"]
         assert workspace["remoteWriteUrl"].endswith("/api/v1/remote_write") and workspace["queryUrl"]
         policy = iam.get_role_policy(RoleName=f"instantstart-{TAG}-observability", PolicyName="instantstart")
