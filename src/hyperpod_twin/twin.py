@@ -11,6 +11,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
+from hyperpod_twin import oidc, writes
 from hyperpod_twin.aws.control import make_control
 from hyperpod_twin.aws.faults import FaultBook
 from hyperpod_twin.aws.server import TwinHttpServer
@@ -149,6 +150,8 @@ class Twin:
         with self._reset_lock:
             self.clock.clear()
             self.aws.reset()
+            writes.reset()
+            oidc.reset()
             self.bus.publish("twin.reset")
 
     def boto3_client(self, service: str, **kwargs: Any) -> Any:

@@ -8,8 +8,8 @@ import time
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow, StateRow
 from instantstart.twin_process import TwinProcess
-from tests.integration.conftest import twin_client
 from tests.support.servers import Running
+from tests.support.twin import twin_client
 
 
 def seed(running: Running, tag: str, region: str, *, active: bool = False, eks_done: bool = False) -> None:

@@ -11,8 +11,8 @@ import pytest
 from instantstart.catalog import CATALOG
 from instantstart.services import load_all
 from instantstart.twin_process import TwinProcess
-from tests.skeleton.faces import mcp_http
 from tests.skills.replay import Replay, check_scenario
+from tests.support.faces import mcp_http
 from tests.support.servers import Running, thread_server
 from tests.support.twin import twin_client
 

@@ -1,4 +1,4 @@
-"""The `/_twin/…` HTTP control endpoints: health, clock, faults, quotas, node health findings, reset."""
+"""The `/_twin/…` HTTP control endpoints: health, clock, faults, quotas, node health findings, writes, reset."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from werkzeug.wrappers import Request, Response
+
+from hyperpod_twin import writes
 
 if TYPE_CHECKING:
     from .side import AwsSide
@@ -120,6 +122,10 @@ def make_control(
                 return faults(request, path)
             if path == "/_twin/quotas":
                 return quotas(request)
+            if path == "/_twin/writes":
+                if request.method == "DELETE":
+                    writes.reset()
+                return _json({"writes": writes.snapshot()})
             m = _NODE_HEALTH.match(path)
             if m and request.method == "POST":
                 return node_health(request, m.group(1))

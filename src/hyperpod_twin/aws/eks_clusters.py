@@ -384,7 +384,10 @@ def _schedule_activation(ctx: AwsContext, state: EksState, region: str, cluster:
             if extra is None or extra.generation != generation or cluster.status != "CREATING":
                 return
         endpoint: tuple[str, str] | None = None
-        for result in ctx.bus.publish("eks.cluster.activating", name=cluster.name, arn=cluster.arn, region=region):
+        for result in ctx.bus.publish(
+            "eks.cluster.activating", name=cluster.name, arn=cluster.arn, region=region,
+            issuer=((getattr(cluster, "identity", None) or {}).get("oidc") or {}).get("issuer"),
+        ):
             if result is not None:
                 endpoint = (str(result[0]), str(result[1]))
                 break

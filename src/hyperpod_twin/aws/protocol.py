@@ -101,6 +101,9 @@ class AwsRequest:
         return self._json
 
 
+_UNSIGNED_STS = ("AssumeRoleWithWebIdentity", "AssumeRoleWithSAML")
+
+
 def identify(
     method: str, path: str, raw_query: str, headers: dict[str, str], body: bytes, default_region: str
 ) -> AwsRequest | None:
@@ -116,6 +119,9 @@ def identify(
         if len(parts) < 5:
             return None
         access_key, region, signing = parts[0], parts[2], parts[3]
+    elif _query_param(query, body, "Action") in _UNSIGNED_STS:
+        # STS calls that AWS accepts unsigned (the token is the credential): identified by their Action.
+        access_key, region, signing = None, default_region, "sts"
     else:
         return None
     service = SIGNING_TO_SERVICE.get(signing)

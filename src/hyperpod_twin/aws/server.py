@@ -13,6 +13,8 @@ import botocore.session
 from werkzeug.serving import BaseWSGIServer, make_server
 from werkzeug.wrappers import Request, Response
 
+from hyperpod_twin import writes
+
 from .context import AwsContext
 from .protocol import AwsError, AwsRequest, PassThrough, RawResponse, error_response, identify
 
@@ -62,6 +64,7 @@ class TwinAwsApp:
             scope = AwsError(code, f"Credential should be scoped to a valid region, not '{req.region}'.", 403)
             return _send(error_response(req, scope), environ, start_response)
         if req is not None:
+            writes.aws(req.service, req.operation or "")
             err = self.ctx.faults.check_request(req)
             if err is not None:
                 return _send(error_response(req, err), environ, start_response)

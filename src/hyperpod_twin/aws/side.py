@@ -20,6 +20,7 @@ from . import (
     iam_ext,
     quotas,
     sagemaker_hyperpod,
+    sts_web_identity,
     tagging,
     training_plans,
 )
@@ -75,6 +76,7 @@ class AwsSide:
         eks_addons.register(self.ctx, self.eks)
         fsx.register(self.ctx, self.fsx)
         iam_ext.register(self.ctx)
+        sts_web_identity.register(self.ctx)
         dependencies.register(self)
         self._register_sts()
         bus.subscribe("kube.node.health_label", self._on_health_label)

@@ -100,7 +100,9 @@ class KubePlugin:
         return (*sorted(hosts), *sts_hosts_for(region))
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def on_activating(self, name: str, arn: str, region: str, **_: Any) -> tuple[str, str]:
+    def on_activating(
+        self, name: str, arn: str, region: str, issuer: str | None = None, **_: Any
+    ) -> tuple[str, str]:
         """Start the cluster's API server; return (endpoint, ca_data_b64) for describe_cluster."""
         with self._lock:
             existing = self.servers.get(name)
@@ -114,6 +116,7 @@ class KubePlugin:
                 return self.access.map(name, verifier.verify(header))
 
             runtime = new_cluster_runtime(name, arn)
+            runtime.oidc_issuer = issuer
             server = KubeApiServer(runtime, authenticate, host=str(getattr(self.twin.config, "host", "127.0.0.1")))
             server.start()
             self.servers[name] = server

@@ -120,3 +120,4 @@ class ClusterRuntime:
     store: ObjectStore
     logs: PodLogStore = field(default_factory=PodLogStore)
     pod_http: PodHttpRegistry = field(default_factory=PodHttpRegistry)
+    oidc_issuer: str | None = None  # the EKS cluster's OIDC issuer: service-account tokens are signed for it

@@ -7,7 +7,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from hyperpod_twin.kube import discovery, protobuf
+from hyperpod_twin import writes
+from hyperpod_twin.kube import discovery, protobuf, serviceaccounts
 from hyperpod_twin.kube.api import ResourceApi, Target, WriteOptions
 from hyperpod_twin.kube.auth import AuthError, Identity
 from hyperpod_twin.kube.authz import Attributes, allowed, forbidden_message
@@ -88,6 +89,7 @@ class KubeApiServer:
                 except AuthError as err:
                     log.info("rejected request to %s: %s", request.path, err)
                     raise ApiError(401, "Unauthorized", "Unauthorized") from err
+            writes.kube(self.runtime.name, request.method, request.path)
             return self._route(request)
         except ApiError as err:
             return Response.json(err.code, err.body())
@@ -165,6 +167,10 @@ class KubeApiServer:
             return self._proxy(request, target)
         if sub == "log":
             return self._logs(request, target)
+        if sub == "token" and rtype.plural == "serviceaccounts" and not group and request.method == "POST":
+            answer = serviceaccounts.token_request(self.runtime, namespace or "default", name or "",
+                                                   self._body(request))
+            return Response.json(201, answer)
         if sub is not None and sub not in rtype.subresources:
             raise ApiError(404, "the server could not find the requested resource", "NotFound")
         method = request.method
@@ -182,7 +188,10 @@ class KubeApiServer:
             if method == "GET":
                 return self._list(request, target)
             if method == "POST":
-                obj = self.api.create(target, self._body(request), opts)
+                body = self._body(request)
+                if rtype.plural == "pods" and not group and not opts.dry_run:
+                    serviceaccounts.inject_web_identity(self.runtime, namespace or "default", body)
+                obj = self.api.create(target, body, opts)
                 return self._with_warnings(self._object(request, target, obj, 201), opts)
             if method == "DELETE":
                 options = self._delete_options(request)

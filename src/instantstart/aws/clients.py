@@ -12,6 +12,7 @@ from instantstart import __version__
 from instantstart.settings import Settings
 
 if TYPE_CHECKING:
+    from mypy_boto3_amp import PrometheusServiceClient
     from mypy_boto3_ec2 import EC2Client
     from mypy_boto3_eks import EKSClient
     from mypy_boto3_elbv2 import ElasticLoadBalancingv2Client
@@ -93,3 +94,7 @@ class AwsClients:
     def elbv2(self, region: str | None = None) -> ElasticLoadBalancingv2Client:
         """The Elastic Load Balancing v2 client."""
         return cast("ElasticLoadBalancingv2Client", self.client("elbv2", region))
+
+    def amp(self, region: str | None = None) -> PrometheusServiceClient:
+        """The Amazon Managed Service for Prometheus client (observability workspaces)."""
+        return cast("PrometheusServiceClient", self.client("amp", region))

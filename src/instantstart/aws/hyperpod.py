@@ -157,3 +157,19 @@ class HyperPod:
     def describe_training_plan(self, arn: str) -> dict[str, Any]:
         """DescribeTrainingPlan."""
         return describe_training_plan(self.aws, self.region, arn)
+
+
+def cluster_tags(aws: AwsClients, region: str, arn: str) -> dict[str, str]:
+    """The tags of a HyperPod cluster (ListTags) as a map."""
+    answer = call(f"list the tags of {arn}", aws.sagemaker(region).list_tags, ResourceArn=arn)
+    return {str(t["Key"]): str(t.get("Value", "")) for t in answer.get("Tags", [])}
+
+
+def tag_cluster(aws: AwsClients, region: str, arn: str, tags: dict[str, str]) -> None:
+    """AddTags on a HyperPod cluster."""
+    call(
+        f"tag {arn}",
+        aws.sagemaker(region).add_tags,
+        ResourceArn=arn,
+        Tags=[{"Key": k, "Value": v} for k, v in tags.items()],
+    )

@@ -7,6 +7,7 @@ from typing import Any, cast
 
 from instantstart.aws.clients import AwsClients
 from instantstart.aws.errors import call, error_code, translate
+from instantstart.errors import NotFound
 
 INLINE_POLICY = "instantstart"
 
@@ -113,24 +114,35 @@ def delete_oidc_provider(aws: AwsClients, region: str, arn: str) -> None:
 
 
 def get_role(aws: AwsClients, region: str, name: str) -> dict[str, Any] | None:
-    """GetRole's `Role` (AssumeRolePolicyDocument decoded to a dict), or None when it does not exist."""
+    """GetRole's `Role` with its trust policy as a dict, or None when the role does not exist."""
     try:
-        role = cast("dict[str, Any]", aws.iam(region).get_role(RoleName=name)["Role"])
+        role: dict[str, Any] = dict(aws.iam(region).get_role(RoleName=name)["Role"])
     except Exception as exc:
         if error_code(exc) == "NoSuchEntity":
             return None
         raise translate(exc, f"look up IAM role {name}") from exc
-    document = role.get("AssumeRolePolicyDocument")
-    if isinstance(document, str):
-        role = {**role, "AssumeRolePolicyDocument": json.loads(document)}
+    trust = role.get("AssumeRolePolicyDocument")
+    if isinstance(trust, str):
+        from urllib.parse import unquote
+
+        role["AssumeRolePolicyDocument"] = json.loads(unquote(trust))
     return role
 
 
 def update_trust_policy(aws: AwsClients, region: str, name: str, document: dict[str, Any]) -> None:
     """UpdateAssumeRolePolicy of role `name`."""
     call(
-        f"set the trust policy of IAM role {name}",
+        f"write the trust policy of IAM role {name}",
         aws.iam(region).update_assume_role_policy,
         RoleName=name,
         PolicyDocument=json.dumps(document),
     )
+
+
+def delete_role_if_present(aws: AwsClients, region: str, name: str) -> bool:
+    """delete_role, where a role already gone is success; whether one was deleted."""
+    try:
+        delete_role(aws, region, name)
+    except NotFound:
+        return False
+    return True

@@ -11,7 +11,7 @@ from typing import Any
 from anyio import to_thread
 from pydantic import Field
 
-from instantstart.aws import ec2_network, eks, elbv2, hyperpod, iam, s3
+from instantstart.aws import amp, ec2_network, eks, elbv2, hyperpod, iam, s3
 from instantstart.aws.clients import AwsClients
 from instantstart.aws.errors import error_code, translate
 from instantstart.catalog import operation
@@ -38,6 +38,7 @@ ORDER = [
     "sagemaker:cluster",
     "eks:pod-identity-association",
     "eks:addon",
+    "aps:workspace",
     "eks:cluster",
     "iam:oidc-provider",
     "iam:role",
@@ -280,6 +281,7 @@ DELETERS: dict[str, Deleter] = {
     "eks:addon": _deleter(_delete_addon, True),
     "eks:pod-identity-association": _delete_pod_identity,
     "iam:role": _deleter(iam.delete_role, True),
+    "aps:workspace": _deleter(amp.delete_workspace, True),
     "iam:oidc-provider": _deleter(iam.delete_oidc_provider, True),
     "ec2:nat-gateway": _deleter(ec2_network.delete_nat_gateway, False),
     "ec2:elastic-ip": _deleter(ec2_network.release_address, True),

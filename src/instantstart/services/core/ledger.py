@@ -88,3 +88,17 @@ def mark_deleted(db: Database, row_id: int) -> None:
         row = session.get(ResourceRow, row_id)
         if row is not None:
             row.deleted_at = utcnow()
+
+
+def mark_gone(db: Database, *, resource_type: str, resource_id: str, region: str) -> None:
+    """Mark a ledgered resource deleted because a feature removed it (no row: nothing to do)."""
+    with db.session() as session:
+        row = session.scalar(
+            select(ResourceRow).where(
+                ResourceRow.resource_type == resource_type,
+                ResourceRow.resource_id == resource_id,
+                ResourceRow.region == region,
+            )
+        )
+        if row is not None and row.deleted_at is None:
+            row.deleted_at = utcnow()

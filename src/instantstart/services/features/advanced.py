@@ -1,8 +1,8 @@
-"""HyperPod advanced features as an explicit diff; so far the `karpenter` key (managed autoscaling)."""
+"""HyperPod advanced features as an explicit diff: one dependency-aware toggle per managed capability."""
 
 from __future__ import annotations
 
-from typing import Literal
+import asyncio
 
 from anyio import to_thread
 from pydantic import Field
@@ -21,8 +21,21 @@ from instantstart.services.capacity.karpenter.toggle import (
     KarpenterRequest,
     enable_params,
 )
+from instantstart.services.cluster.dependencies.stage import require_eks_ready
 from instantstart.services.core.registry import ClusterParams, get_cluster, resolve_tag, submit_for_cluster
+from instantstart.services.features.orchestrate import (
+    KIND,
+    InferenceToggle,
+    TieredToggle,
+    Toggle,
+    refuse_breaking_disables,
+    validate_keys,
+)
+from instantstart.services.features.specs import ORDER
+from instantstart.services.features.status import FeatureView, feature_view
 from instantstart.validation import ClusterTag
+
+STATUS_TOOL = "hyperpod_get_advanced_features"
 
 
 class KarpenterFeature(WireModel):
@@ -30,24 +43,44 @@ class KarpenterFeature(WireModel):
 
     enabled: bool
     instance_groups: list[GroupName] | None = Field(default=None, max_length=10)
-    consolidation_policy: Literal["WhenEmptyOrUnderutilized", "WhenEmpty"] = "WhenEmptyOrUnderutilized"
+    consolidation_policy: str = Field(default="WhenEmptyOrUnderutilized",
+                                      pattern=r"^(WhenEmptyOrUnderutilized|WhenEmpty)$")
     consolidate_after: str = Field(default="60s", pattern=DURATION)
     budget_nodes: str = Field(default="10%", pattern=r"^([0-9]+%|[0-9]+)$")
     gpu_limit: int | None = Field(default=None, ge=0, le=100000)
 
 
 class UpdateFeaturesRequest(WireModel):
-    """Only the keys present are reconciled."""
+    """Only the keys present are reconciled; a key left out is never touched."""
 
     cluster_tag: ClusterTag | None = None
     karpenter: KarpenterFeature | None = Field(default=None, description="HyperPod-managed Karpenter.")
+    cert_manager: Toggle | None = Field(default=None, description="cert-manager EKS add-on.")
+    fsx_csi_driver: Toggle | None = Field(default=None, description="FSx for Lustre CSI add-on + its role.")
+    training_operator: Toggle | None = Field(default=None, description="HyperPod training operator add-on (+ "
+                                             "cert-manager, Pod Identity agent, its role and association).")
+    inference_operator: InferenceToggle | None = Field(default=None, description="HyperPod inference operator "
+                                                       "add-on (+ S3/FSx CSI, metrics-server, cert-manager, its "
+                                                       "execution role with OIDC trust).")
+    tiered_storage: TieredToggle | None = Field(default=None, description="Managed tiered checkpointing "
+                                                "(TieredStorageConfig + the IRSA chain of checkpointing pods).")
+    kuberay_operator: Toggle | None = Field(default=None, description="KubeRay operator (helm, pinned chart).")
+    observability: Toggle | None = Field(default=None, description="HyperPod observability add-on + AMP workspace "
+                                         "+ the collector's remote-write role.")
 
 
 class AdvancedFeatures(WireModel):
-    """The state of each advanced feature this control plane reconciles."""
+    """Every advanced feature's actual state (read from AWS and Kubernetes)."""
 
     cluster_tag: str
     karpenter: KarpenterStatus
+    cert_manager: FeatureView
+    fsx_csi_driver: FeatureView
+    training_operator: FeatureView
+    inference_operator: FeatureView
+    tiered_storage: FeatureView
+    kuberay_operator: FeatureView
+    observability: FeatureView
 
 
 @operation(
@@ -56,49 +89,74 @@ class AdvancedFeatures(WireModel):
     idempotent=True,
     method="POST",
     path="/capacity/advanced-features",
-    completion="hyperpod_get_advanced_features",
-    example={"karpenter": {"enabled": True, "consolidateAfter": "60s"}},
+    completion=STATUS_TOOL,
+    example={"tieredStorage": {"enabled": True, "configMode": "default"}, "trainingOperator": {"enabled": True}},
 )
 async def hyperpod_update_advanced_features(ctx: CallContext, req: UpdateFeaturesRequest) -> OperationRef:
-    """Reconcile advanced features as an explicit diff: only the keys present change. Supported key:
-    `karpenter` {enabled, instanceGroups, consolidationPolicy, consolidateAfter, budgetNodes, gpuLimit} —
-    enabling is karpenter_install's validated toggle (continuous provisioning required; groups at count 0
-    without training plans or deep health checks); disabling removes exactly what enabling created, in
-    reverse order (nothing to remove is a no-op)."""
-    for kind in ("karpenter_enable", "karpenter_disable"):
-        replayed = await ctx.app.runner.replay(kind, ctx.idempotency_key, status_tool="hyperpod_get_advanced_features")
+    """Reconcile advanced features as an explicit diff: only the keys present change, each is a no-op when the
+    cluster already matches. Keys: trainingOperator, inferenceOperator {tlsCertificateBucket?}, tieredStorage
+    {configMode default|custom, percentage 20..100}, kuberayOperator, certManager, fsxCsiDriver, observability
+    (each {enabled}), and karpenter {enabled, instanceGroups, consolidationPolicy, consolidateAfter, budgetNodes,
+    gpuLimit} (in a request of its own). Prerequisites come along and are recorded with who installed them;
+    disabling removes only what that feature installed and nobody else uses; disabling what an enabled feature
+    needs is refused (CONFLICT naming it). One operation, one stage per feature in dependency order; its result
+    lists each feature's desired, actual, action and, on failure, code, message and hint."""
+    for kind in (KIND, "karpenter_enable", "karpenter_disable"):
+        replayed = await ctx.app.runner.replay(kind, ctx.idempotency_key, status_tool=STATUS_TOOL)
         if replayed is not None:
             return replayed
-    if req.karpenter is None:
+    wanted = {
+        key: value.model_dump(by_alias=True, exclude_none=True)
+        for key in ORDER
+        if (value := getattr(req, _attr(key))) is not None
+    }
+    if req.karpenter is not None and wanted:
         raise InvalidInput(
-            "Invalid input: karpenter: no feature key given; nothing to reconcile",
-            details={"fields": [{"field": "karpenter", "message": "required (the only supported key)"}]},
+            "Invalid input: karpenter cannot be combined with other feature keys in one request.",
+            hint="Send karpenter in a request of its own, then the other keys.",
+            details={"fields": [{"field": "karpenter", "message": "send alone"}]},
         )
     tag = await to_thread.run_sync(resolve_tag, ctx.app.db, req.cluster_tag)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
-    feature = req.karpenter
+    if req.karpenter is not None:
+        return await _karpenter(ctx, tag, row, req.karpenter)
+    validate_keys(wanted)
+    require_eks_ready(row)
+    await refuse_breaking_disables(ctx.app, row, wanted)
+    params = {"clusterTag": tag, "region": row.region, "features": wanted}
+    return await submit_for_cluster(ctx, KIND, tag, params, status_tool=STATUS_TOOL, poll_after_seconds=10)
+
+
+def _attr(key: str) -> str:
+    return "".join("_" + c.lower() if c.isupper() else c for c in key)
+
+
+async def _karpenter(ctx: CallContext, tag: str, row: object, feature: KarpenterFeature) -> OperationRef:
     params: ParamsModel
     if feature.enabled:
         wanted = KarpenterRequest(
             cluster_tag=tag,
             instance_groups=feature.instance_groups,
-            consolidation_policy=feature.consolidation_policy,
+            consolidation_policy=feature.consolidation_policy,  # type: ignore[arg-type]
             consolidate_after=feature.consolidate_after,
             budget_nodes=feature.budget_nodes,
             gpu_limit=feature.gpu_limit,
         )
-        kind, params = "karpenter_enable", await enable_params(ctx, row, wanted)
+        kind, params = "karpenter_enable", await enable_params(ctx, row, wanted)  # type: ignore[arg-type]
     else:
-        kind, params = "karpenter_disable", ClusterParams(cluster_tag=tag, region=row.region)
-    return await submit_for_cluster(
-        ctx, kind, tag, params, status_tool="hyperpod_get_advanced_features", poll_after_seconds=15
-    )
+        kind, params = "karpenter_disable", ClusterParams(cluster_tag=tag, region=row.region)  # type: ignore[attr-defined]
+    return await submit_for_cluster(ctx, kind, tag, params, status_tool=STATUS_TOOL, poll_after_seconds=15)
 
 
-@operation("hyperpod_get_advanced_features", method="GET", path="/capacity/advanced-features", example={})
+@operation(STATUS_TOOL, method="GET", path="/capacity/advanced-features", example={})
 async def hyperpod_get_advanced_features(ctx: CallContext, req: ClusterOnly) -> AdvancedFeatures:
-    """The state of each reconciled advanced feature of a cluster (default: the active one). `karpenter`:
-    ENABLED, DISABLED, IN_PROGRESS, FAILED or NOT_STARTED with terminal, cluster autoscaling, NodePool and
-    node class readiness, managed groups' counts and settings — as karpenter_get_status."""
+    """Every advanced feature of a cluster (default: the active one) as AWS and Kubernetes have it now: enabled,
+    state, the add-on or release, CRDs served and controllers Ready, IAM roles and associations, owners of shared
+    dependencies, the last request's result; tieredStorage lists each IRSA link (clusterConfig, oidcProvider,
+    role, trust, policy, serviceAccount, annotation) ok or broken and why; observability the AMP workspace's
+    remote-write and query URLs; karpenter as karpenter_get_status."""
     status = await karpenter_get_status(ctx, req)
-    return AdvancedFeatures(cluster_tag=status.cluster_tag, karpenter=status)
+    row = await to_thread.run_sync(get_cluster, ctx.app.db, status.cluster_tag)
+    views = await asyncio.gather(*(feature_view(ctx.app, row, key) for key in ORDER))
+    return AdvancedFeatures(cluster_tag=status.cluster_tag, karpenter=status,
+                            **{_attr(v.key): v for v in views})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import time
 from typing import Any
 
@@ -30,6 +31,11 @@ ADDON_FAILED = ("CREATE_FAILED", "UPDATE_FAILED", "DELETE_FAILED")
 ADDON_BUSY = ("CREATING", "UPDATING", "DELETING")
 
 
+def version_key(version: str) -> tuple[int, ...]:
+    """A comparable key of an add-on version such as v1.14.1-eksbuild.2 (numbers only, in order)."""
+    return tuple(int(n) for n in re.findall(r"[0-9]+", version))
+
+
 def desired_config(values: dict[str, Any]) -> str | None:
     """An add-on's configurationValues as sent: canonical JSON, or None when there are none."""
     return json.dumps(values, sort_keys=True) if values else None
@@ -49,11 +55,19 @@ def parse_config(text: str | None) -> dict[str, Any]:
 class AddonSteps:
     """The add-on half of a reconcile on one cluster: create, update or adopt, remove, wait."""
 
-    def __init__(self, app: AppContext, target: Target, progress: Progress) -> None:
+    def __init__(
+        self, app: AppContext, target: Target, progress: Progress, values: dict[str, dict[str, Any]] | None = None
+    ) -> None:
         self.app = app
         self.target = target
         self.progress = progress
+        self.overrides = values or {}
         self._k8s_version: str | None = None
+
+    def values_of(self, dep: Dependency) -> dict[str, Any]:
+        """The dependency's values: the catalog's, with this reconcile's overrides (a feature's computed
+        configuration, e.g. the inference operator's role ARN) on top."""
+        return {**dep.values, **self.overrides.get(dep.name, {})}
 
     async def kubernetes_version(self) -> str:
         """The cluster's Kubernetes version (DescribeCluster, once per reconcile)."""
@@ -72,12 +86,25 @@ class AddonSteps:
         assert dep.addon is not None
         k8s_version = await self.kubernetes_version()
         versions = await blocking(eks_api.addon_versions, self.app.aws, self.target.region, dep.addon, k8s_version)
+        chosen = None
         for item in versions:
             for compat in item.get("compatibilities", []):
                 if compat.get("defaultVersion") and compat.get("clusterVersion") in (k8s_version, None):
-                    return str(item["addonVersion"])
-        if versions:
-            return str(versions[0]["addonVersion"])
+                    chosen = chosen or str(item["addonVersion"])
+        if chosen is None and versions:
+            chosen = str(versions[0]["addonVersion"])
+        if chosen is not None and dep.min_version and version_key(chosen) < version_key(dep.min_version):
+            # The default is older than a feature needs: the newest offered version at or above the minimum.
+            offered = sorted((str(v["addonVersion"]) for v in versions), key=version_key, reverse=True)
+            chosen = next((v for v in offered if version_key(v) >= version_key(dep.min_version)), None)
+            if chosen is None:
+                raise DependencyFailed(
+                    f"EKS offers no version of the add-on {dep.addon} at or above {dep.min_version} for "
+                    f"Kubernetes {k8s_version}.",
+                    "Upgrade the cluster's Kubernetes version, then run the request again.",
+                )
+        if chosen is not None:
+            return chosen
         raise DependencyFailed(
             f"EKS offers no version of the add-on {dep.addon} for Kubernetes {k8s_version}.",
             "Pin a version in the dependency catalog or upgrade the cluster's Kubernetes version.",
@@ -97,15 +124,16 @@ class AddonSteps:
         if current is None:
             await self._create(dep, version)
             result.action = "created"
-        elif current.get("addonVersion") != version or parse_config(current.get("configurationValues")) != dict(
-            dep.values
-        ):
+        elif current.get("addonVersion") != version or parse_config(
+            current.get("configurationValues")
+        ) != self.values_of(dep):
             request = {
                 "clusterName": self.target.eks_cluster_name,
                 "addonName": dep.addon,
                 "addonVersion": version,
                 "resolveConflicts": "OVERWRITE",
-                "configurationValues": desired_config(dep.values) or "{}",  # an empty object clears earlier values
+                # An empty object clears values set earlier.
+                "configurationValues": desired_config(self.values_of(dep)) or "{}",
             }
             update_id = await blocking(eks_api.update_addon, self.app.aws, self.target.region, request)
             result.action, result.actual["updateId"] = "updated", update_id
@@ -151,7 +179,7 @@ class AddonSteps:
             "resolveConflicts": "OVERWRITE",
             "tags": tag_map(self.target.tag, self.target.operation_id or "adopted"),
         }
-        config = desired_config(dep.values)
+        config = desired_config(self.values_of(dep))
         if config:
             request["configurationValues"] = config
         # Ledgered before the call: a crash right after CreateAddon must not leave an add-on nobody owns

@@ -52,6 +52,7 @@ class Dependency(_Model):
     default: bool = False
     depends_on: tuple[str, ...] = ()
     version: str | None = Field(default=None, pattern=r"^v?[0-9A-Za-z.+-]{1,64}$")
+    min_version: str | None = Field(default=None, pattern=r"^v?[0-9A-Za-z.+-]{1,64}$")
     namespace: str = Field(pattern=NAME_PATTERN)
     values: dict[str, Any] = Field(default_factory=dict)
     addon: str | None = Field(default=None, pattern=NAME_PATTERN)

@@ -9,7 +9,7 @@ from typing import Any
 from instantstart.context import AppContext
 from instantstart.kube.helm import Helm
 from instantstart.services.cluster.dependencies import manifests as dependency_manifests
-from instantstart.services.cluster.dependencies.addons import AddonSteps, desired_config, parse_config
+from instantstart.services.cluster.dependencies.addons import AddonSteps, desired_config, parse_config, version_key
 from instantstart.services.cluster.dependencies.catalog import Dependency, DependencyCatalog, load_catalog
 from instantstart.services.cluster.dependencies.helm_steps import HelmSteps
 from instantstart.services.cluster.dependencies.readiness import workload_states
@@ -29,6 +29,7 @@ __all__ = [
     "Target",
     "desired_config",
     "parse_config",
+    "version_key",
     "workload_states",
 ]
 
@@ -41,13 +42,18 @@ class Reconciler:
     """
 
     def __init__(
-        self, app: AppContext, target: Target, progress: Progress, catalog: DependencyCatalog | None = None
+        self,
+        app: AppContext,
+        target: Target,
+        progress: Progress,
+        catalog: DependencyCatalog | None = None,
+        values: dict[str, dict[str, Any]] | None = None,
     ) -> None:
         self.app = app
         self.target = target
         self.progress = progress
         self.catalog = catalog or load_catalog()
-        self.addons = AddonSteps(app, target, progress)
+        self.addons = AddonSteps(app, target, progress, values)
         self.helm_steps = HelmSteps(app, target, progress)
 
     async def reconcile(self, names: list[str] | tuple[str, ...]) -> list[DepResult]:
@@ -165,7 +171,7 @@ class Reconciler:
             objects = dependency_manifests.load_documents(dep.manifests or "")
             return {"manifests": dep.manifests, "objects": len(objects)}
         if dep.source == "addon":
-            return {"addon": dep.addon, "version": dep.version or "default", "values": dep.values}
+            return {"addon": dep.addon, "version": dep.version or "default", "values": self.addons.values_of(dep)}
         return {
             "chart": dep.chart,
             "release": dep.release,

@@ -113,13 +113,18 @@ def persist_results(db: Database, tag: str, results: list[DepResult]) -> dict[st
 
 
 async def reconcile_dependencies(
-    app: AppContext, stage: StageContext, tag: str, names: list[str] | tuple[str, ...]
+    app: AppContext,
+    stage: StageContext,
+    tag: str,
+    names: list[str] | tuple[str, ...],
+    values: dict[str, dict[str, Any]] | None = None,
 ) -> list[DepResult]:
     """Reconcile `names` (plus what they need) on the cluster `tag`, persist each result, invalidate the
     status cache; raises a retryable or a permanent error naming the dependencies that failed.
 
-    The entry point feature toggles reuse (hyperpod_update_advanced_features)."""
-    reconciler, row = await _reconciler(app, stage, tag, names)
+    The entry point feature toggles reuse (hyperpod_update_advanced_features); `values` overrides the
+    catalog's values per dependency name (a feature's computed add-on configuration)."""
+    reconciler, row = await _reconciler(app, stage, tag, names, values)
     results = await reconciler.reconcile(names)
     await blocking(persist_results, app.db, tag, results)
     app.cache.invalidate(f"dep:{row.region}:{row.eks_cluster_name}:")
@@ -153,7 +158,11 @@ async def remove_dependencies(
 
 
 async def _reconciler(
-    app: AppContext, stage: StageContext, tag: str, names: list[str] | tuple[str, ...]
+    app: AppContext,
+    stage: StageContext,
+    tag: str,
+    names: list[str] | tuple[str, ...],
+    values: dict[str, dict[str, Any]] | None = None,
 ) -> tuple[Reconciler, ClusterRow]:
     row = await blocking(get_cluster, app.db, tag)
     try:
@@ -167,7 +176,7 @@ async def _reconciler(
             f"Unknown dependencies: {', '.join(unknown)}.",
             hint=f"Known: {', '.join(catalog.names)}.",
         )
-    return Reconciler(app, target_of(row, stage.operation_id), stage.progress, catalog), row
+    return Reconciler(app, target_of(row, stage.operation_id), stage.progress, catalog, values), row
 
 
 async def stage_dependencies(stage: StageContext) -> dict[str, Any]:

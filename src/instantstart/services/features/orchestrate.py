@@ -1,0 +1,145 @@
+"""The explicit diff of advanced features: one operation per request, one stage per feature in dependency order."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from instantstart.catalog.base import WireModel
+from instantstart.context import AppContext, StageContext
+from instantstart.errors import Conflict, InstantStartError, InvalidInput
+from instantstart.operations.kinds import KINDS, OperationKind, StageFn, StageSpec
+from instantstart.operations.params import ParamsModel
+from instantstart.services.cluster.dependencies.catalog import load_catalog
+from instantstart.services.core.registry import get_cluster, update_cluster
+from instantstart.services.core.stages import blocking
+from instantstart.services.features.specs import FEATURES, ORDER, dependents
+from instantstart.services.features.toggles import installed_names, run_feature
+from instantstart.store.db import Database
+from instantstart.store.models import ClusterRow
+
+KIND = "advanced_features_update"
+
+
+class Toggle(WireModel):
+    """A feature on or off."""
+
+    enabled: bool
+
+
+class InferenceToggle(Toggle):
+    """The inference operator; the TLS certificate location defaults to the project bucket."""
+
+    tls_certificate_bucket: str | None = Field(
+        default=None, pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?$",
+        description="s3://bucket[/prefix] for the operator's TLS certificates (default: the project bucket's "
+        "hyperpod-inference/tls prefix).",
+    )
+
+
+class TieredToggle(Toggle):
+    """Managed tiered checkpointing: the share of instance memory HyperPod sets aside."""
+
+    config_mode: Literal["default", "custom"] = "default"
+    percentage: int | None = Field(default=None, ge=20, le=100, description="custom mode only: 20..100")
+
+    @model_validator(mode="after")
+    def _percentage(self) -> TieredToggle:
+        if self.enabled and self.config_mode == "custom" and self.percentage is None:
+            raise ValueError("percentage (20..100) is required when configMode is custom")
+        if self.config_mode == "default" and self.percentage is not None:
+            raise ValueError("percentage is only allowed with configMode custom")
+        return self
+
+
+class FeaturesParams(ParamsModel):
+    """Stored params: the cluster and each requested key's settings (absent keys are not touched)."""
+
+    cluster_tag: str
+    region: str
+    features: dict[str, dict[str, Any]]
+
+
+def save_result(db: Database, tag: str, key: str, result: dict[str, Any]) -> None:
+    """Remember a feature's last result on the cluster row (shown by hyperpod_get_advanced_features)."""
+    row = get_cluster(db, tag)
+    results = dict((row.details or {}).get("featureResults") or {})
+    results[key] = result
+    update_cluster(db, tag, details={"featureResults": results})
+
+
+def _stage(key: str) -> StageFn:
+    async def run(stage: StageContext) -> dict[str, Any]:
+        p = stage.params_as(FeaturesParams)
+        settings = p.features.get(key)
+        if settings is None:
+            await stage.progress(f"{key}: not in this request")
+            return {}
+        await stage.progress(f"{key}: {'enabling' if settings.get('enabled') else 'disabling'}")
+        try:
+            result = await run_feature(stage.app, stage, p.cluster_tag, key, settings)
+        except InstantStartError as exc:
+            failed = exc.details.get("feature") or {"key": key, "status": "FAILED", "code": exc.code.value,
+                                                    "message": exc.message, "hint": exc.hint}
+            failed["operationId"] = stage.operation_id
+            await blocking(save_result, stage.app.db, p.cluster_tag, key, failed)
+            raise
+        out = {**result.to_dict(), "operationId": stage.operation_id}
+        await blocking(save_result, stage.app.db, p.cluster_tag, key, out)
+        await stage.progress(out["message"])
+        return out
+
+    run.__doc__ = f"The {key} stage of an advanced-features request."
+    return run
+
+
+def _result(outputs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return {"features": [outputs[k] for k in ORDER if (outputs.get(k) or {}).get("key")]}
+
+
+STAGES = tuple(StageSpec(k, _stage(k), max_attempts=3, timeout_seconds=1800, backoff_seconds=5) for k in ORDER)
+KINDS.register(OperationKind(name=KIND, stages=STAGES, params=FeaturesParams, result_from=_result,
+                             description="Advanced features as an explicit diff"))
+
+
+async def enabled_now(app: AppContext, row: ClusterRow, keys: list[str]) -> set[str]:
+    """Which of the catalog-backed feature `keys` are installed on the cluster right now."""
+    primaries = {k: FEATURES[k].primary for k in keys if FEATURES[k].primary}
+    have = await installed_names(app, row, [p for p in primaries.values() if p])
+    return {k for k, p in primaries.items() if p in have}
+
+
+async def refuse_breaking_disables(app: AppContext, row: ClusterRow, wanted: dict[str, dict[str, Any]]) -> None:
+    """Conflict when a disable would take away what another enabled feature (not disabled too) needs."""
+    off = {k for k, v in wanted.items() if not v.get("enabled")}
+    for key in [k for k in ORDER if k in off]:
+        candidates = [d for d in dependents(key) if d not in off]
+        if not candidates:
+            continue
+        active = sorted(await enabled_now(app, row, candidates), key=ORDER.index)
+        if active:
+            raise Conflict(
+                f"{key} cannot be disabled: {', '.join(active)} needs it "
+                f"({FEATURES[key].primary} is a prerequisite of "
+                f"{', '.join(FEATURES[a].primary or a for a in active)}).",
+                hint=f"Disable {', '.join(active)} first, or send {key} together with "
+                f"{', '.join(f'{a}: {{enabled: false}}' for a in active)}; or leave {key} out of the request.",
+                details={"feature": key, "neededBy": active,
+                         "fields": [{"field": key, "message": f"needed by {', '.join(active)}"}]},
+            )
+
+
+def validate_keys(features: dict[str, Any]) -> None:
+    """At least one key; every key known (catalog entries present for catalog-backed features)."""
+    if not features:
+        raise InvalidInput(
+            f"Invalid input: no feature key given (karpenter, {', '.join(ORDER)}); nothing to reconcile.",
+            hint=f"Send any of: karpenter, {', '.join(ORDER)} (each {{enabled: true|false}}).",
+            details={"fields": [{"field": "(root)", "message": "at least one feature key is required"}]},
+        )
+    catalog = load_catalog()
+    for key in features:
+        primary = FEATURES[key].primary
+        if primary is not None and primary not in catalog.names:
+            raise InvalidInput(f"{key}: the dependency catalog has no entry {primary}.")

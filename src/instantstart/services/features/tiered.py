@@ -1,0 +1,240 @@
+"""Managed tiered checkpointing: the cluster's TieredStorageConfig and the IRSA chain its pods use."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from instantstart.aws import eks as eks_api
+from instantstart.aws import hyperpod as hp_api
+from instantstart.aws import iam as iam_api
+from instantstart.errors import DependencyFailed, PreconditionFailed
+from instantstart.kube.calls import kube_call
+from instantstart.services.capacity.group_allowlist import resubmit_spec
+from instantstart.services.core.ledger import aws_tags, record
+from instantstart.services.features.identity import (
+    AUDIENCE,
+    ROLE_ANNOTATION,
+    Where,
+    ensure_role,
+    irsa_trust,
+    remove_role,
+)
+
+NAMESPACE = "default"
+SERVICE_ACCOUNT = "hyperpod-checkpointing"
+ROLE = "checkpointing"
+PREFIX = "checkpoints/"
+MANAGED_LABEL = ("app.kubernetes.io/managed-by", "instantstart")
+THUMBPRINT = "9e99a48a9960b14926bb7f3b02e22da2b0ab7280"
+
+
+def checkpoint_policy(bucket: str) -> dict[str, Any]:
+    """S3 read/write on the checkpoint prefix of the project bucket only, plus CloudWatch metrics."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "CheckpointObjects",
+                "Effect": "Allow",
+                "Action": ["s3:PutObject", "s3:GetObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
+                "Resource": [f"arn:aws:s3:::{bucket}/{PREFIX}*"],
+            },
+            {
+                "Sid": "CheckpointList",
+                "Effect": "Allow",
+                "Action": ["s3:ListBucket"],
+                "Resource": [f"arn:aws:s3:::{bucket}"],
+                "Condition": {"StringLike": {"s3:prefix": [f"{PREFIX}*"]}},
+            },
+            {"Sid": "CheckpointMetrics", "Effect": "Allow", "Action": ["cloudwatch:PutMetricData"], "Resource": "*"},
+        ],
+    }
+
+
+def desired_config(enabled: bool, mode: str, percentage: int | None) -> dict[str, Any]:
+    """The TieredStorageConfig a request asks for."""
+    if not enabled:
+        return {"Mode": "Disable"}
+    if mode == "custom" and percentage is not None:
+        return {"Mode": "Enable", "InstanceMemoryAllocationPercentage": percentage}
+    return {"Mode": "Enable"}
+
+
+def config_matches(actual: dict[str, Any] | None, desired: dict[str, Any]) -> bool:
+    """Whether the described config already is the desired one (absent counts as Disable)."""
+    current = actual or {"Mode": "Disable"}
+    if current.get("Mode") != desired["Mode"]:
+        return False
+    return "InstanceMemoryAllocationPercentage" not in desired or current.get(
+        "InstanceMemoryAllocationPercentage"
+    ) == desired["InstanceMemoryAllocationPercentage"]
+
+
+def update_config(where: Where, cluster: dict[str, Any], config: dict[str, Any]) -> None:
+    """UpdateCluster with TieredStorageConfig, every instance group resubmitted through the field allowlist."""
+    groups = [resubmit_spec(g) for g in cluster.get("InstanceGroups") or []]
+    request: dict[str, Any] = {"ClusterName": cluster["ClusterName"], "TieredStorageConfig": copy.deepcopy(config)}
+    if groups:
+        request["InstanceGroups"] = groups
+    hp_api.update_cluster(where.aws, where.region, f"set TieredStorageConfig {config['Mode']}", **request)
+
+
+def issuer_of(where: Where) -> str:
+    """The EKS cluster's OIDC issuer URL."""
+    cluster = eks_api.describe_cluster(where.aws, where.region, where.eks_cluster) or {}
+    issuer = ((cluster.get("identity") or {}).get("oidc") or {}).get("issuer")
+    if not issuer:
+        raise PreconditionFailed(
+            f"EKS cluster {where.eks_cluster} reports no OIDC issuer.", hint="Wait for the EKS cluster to be ACTIVE."
+        )
+    return str(issuer)
+
+
+def ensure_provider(where: Where, issuer: str) -> tuple[str, bool]:
+    """The IAM OIDC provider of the issuer (registered, ledgered, when missing); (ARN, created)."""
+    arn = iam_api.oidc_provider_arn(where.aws, where.region, issuer)
+    if arn is not None:
+        return arn, False
+    arn = iam_api.create_oidc_provider(
+        where.aws, where.region, issuer=issuer, thumbprint=THUMBPRINT, tags=aws_tags(where.tag, where.operation_id)
+    )
+    record(where.db, cluster_tag=where.tag, operation_id=where.operation_id, resource_type="iam:oidc-provider",
+           resource_id=arn, region=where.region)
+    return arn, True
+
+
+def read_sa(core: k8s.CoreV1Api) -> Any:
+    """The checkpointing ServiceAccount, or None."""
+    try:
+        return core.read_namespaced_service_account(SERVICE_ACCOUNT, NAMESPACE)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def ensure_annotation(core: k8s.CoreV1Api, role_arn: str) -> str | None:
+    """The ServiceAccount exists and carries the role annotation; what was written (None: unchanged)."""
+    sa = kube_call("read the checkpointing service account", read_sa, core)
+    if sa is None:
+        body = {"metadata": {"name": SERVICE_ACCOUNT, "namespace": NAMESPACE,
+                             "labels": dict([MANAGED_LABEL]), "annotations": {ROLE_ANNOTATION: role_arn}}}
+        kube_call("create the checkpointing service account", core.create_namespaced_service_account, NAMESPACE, body)
+        return "serviceAccount"
+    if (sa.metadata.annotations or {}).get(ROLE_ANNOTATION) == role_arn:
+        return None
+    patch = {"metadata": {"annotations": {ROLE_ANNOTATION: role_arn}}}
+    kube_call("annotate the checkpointing service account", core.patch_namespaced_service_account,
+              SERVICE_ACCOUNT, NAMESPACE, patch)
+    return "annotation"
+
+
+def remove_annotation(core: k8s.CoreV1Api) -> str | None:
+    """Remove the annotation (and the ServiceAccount when InstantStart created it); what was removed."""
+    sa = kube_call("read the checkpointing service account", read_sa, core)
+    if sa is None:
+        return None
+    if (sa.metadata.labels or {}).get(MANAGED_LABEL[0]) == MANAGED_LABEL[1]:
+        kube_call("delete the checkpointing service account", core.delete_namespaced_service_account,
+                  SERVICE_ACCOUNT, NAMESPACE)
+        return "serviceAccount"
+    if ROLE_ANNOTATION not in (sa.metadata.annotations or {}):
+        return None
+    patch = {"metadata": {"annotations": {ROLE_ANNOTATION: None}}}
+    kube_call("remove the role annotation", core.patch_namespaced_service_account, SERVICE_ACCOUNT, NAMESPACE, patch)
+    return "annotation"
+
+
+def enable(where: Where, core: k8s.CoreV1Api, cluster: dict[str, Any], bucket: str,
+           config: dict[str, Any]) -> list[str]:
+    """Every link of the chain and the cluster config, each written only when it differs; what was written."""
+    wrote: list[str] = []
+    issuer = issuer_of(where)
+    provider, created = ensure_provider(where, issuer)
+    if created:
+        wrote.append("oidcProvider")
+    trust = irsa_trust(provider, issuer, NAMESPACE, SERVICE_ACCOUNT)
+    role_arn, role_wrote = ensure_role(where, where.role_name(ROLE), trust, (), checkpoint_policy(bucket))
+    wrote += role_wrote
+    sa_wrote = ensure_annotation(core, role_arn)
+    if sa_wrote:
+        wrote.append(sa_wrote)
+    if not config_matches(cluster.get("TieredStorageConfig"), config):
+        update_config(where, cluster, config)
+        wrote.append("clusterConfig")
+    return wrote
+
+
+def disable(where: Where, core: k8s.CoreV1Api, cluster: dict[str, Any]) -> list[str]:
+    """Annotation (or our ServiceAccount), role and policy removed; TieredStorageConfig Mode Disable."""
+    removed = []
+    sa_removed = remove_annotation(core)
+    if sa_removed:
+        removed.append(sa_removed)
+    if remove_role(where, where.role_name(ROLE)):
+        removed += ["role", "policy"]
+    if not config_matches(cluster.get("TieredStorageConfig"), {"Mode": "Disable"}):
+        update_config(where, cluster, {"Mode": "Disable"})
+        removed.append("clusterConfig")
+    return removed
+
+
+def chain(where: Where, core: k8s.CoreV1Api, cluster: dict[str, Any] | None, bucket: str | None) -> dict[str, Any]:
+    """The feature's actual state: TieredStorageConfig and every IRSA link with ok/broken and why."""
+    links: list[dict[str, Any]] = []
+
+    def link(name: str, ok: bool, why: str) -> None:
+        links.append({"link": name, "ok": ok, "why": why})
+
+    config = (cluster or {}).get("TieredStorageConfig") or {"Mode": "Disable"}
+    link("clusterConfig", config.get("Mode") == "Enable", f"TieredStorageConfig Mode {config.get('Mode')}")
+    issuer = issuer_of(where)
+    provider = iam_api.oidc_provider_arn(where.aws, where.region, issuer)
+    link("oidcProvider", provider is not None,
+         f"IAM OIDC provider {provider}" if provider else f"no IAM OIDC provider for {issuer}")
+    name = where.role_name(ROLE)
+    role = iam_api.get_role(where.aws, where.region, name)
+    link("role", role is not None, f"IAM role {name} exists" if role else f"IAM role {name} does not exist")
+    if role is not None and provider is not None:
+        wanted = irsa_trust(provider, issuer, NAMESPACE, SERVICE_ACCOUNT)
+        ok = role.get("AssumeRolePolicyDocument") == wanted
+        link("trust", ok, f"trusts {provider} for system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT} "
+             f"(aud {AUDIENCE})" if ok else "the trust policy does not name exactly that provider, subject "
+             "and audience")
+    else:
+        link("trust", False, "no role or no provider to trust")
+    policy = iam_api.inline_policy(where.aws, where.region, name) if role is not None else None
+    ok = bucket is not None and policy == checkpoint_policy(bucket)
+    link("policy", ok, f"S3 limited to s3://{bucket}/{PREFIX} + CloudWatch metrics" if ok
+         else ("no permissions policy" if policy is None else "the permissions policy differs"))
+    sa = kube_call("read the checkpointing service account", read_sa, core)
+    annotation = (sa.metadata.annotations or {}).get(ROLE_ANNOTATION) if sa is not None else None
+    link("serviceAccount", sa is not None, f"{NAMESPACE}/{SERVICE_ACCOUNT} " + ("exists" if sa else "does not exist"))
+    ok = role is not None and annotation == role["Arn"]
+    link("annotation", ok, f"{ROLE_ANNOTATION} = {annotation}" if ok
+         else f"{ROLE_ANNOTATION} is {annotation or 'missing'}, want {role['Arn'] if role else 'the role ARN'}")
+    enabled = all(x["ok"] for x in links)
+    return {
+        "enabled": enabled,
+        "state": "ENABLED" if enabled else ("DISABLED" if config.get("Mode") != "Enable" and role is None
+                                             and annotation is None else "BROKEN"),
+        "config": config,
+        "namespace": NAMESPACE,
+        "serviceAccount": SERVICE_ACCOUNT,
+        "checkpointPrefix": f"s3://{bucket}/{PREFIX}" if bucket else None,
+        "chain": links,
+    }
+
+
+def require_bucket(bucket: str | None) -> str:
+    """The project bucket, or a typed error with the fix."""
+    if not bucket:
+        raise DependencyFailed(
+            "tieredStorage needs the project bucket, which the cluster's EKS stage did not record.",
+            hint="Run the EKS stage again (operation_retry) so it records the bucket.",
+        )
+    return bucket

@@ -1,0 +1,104 @@
+"""What a feature has right now on the cluster: its add-on or release, CRDs served, controllers Ready."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from instantstart.aws import eks as eks_api
+from instantstart.context import AppContext
+from instantstart.errors import DependencyFailed
+from instantstart.kube.calls import kube_api, kube_call
+from instantstart.services.core.stages import blocking
+from instantstart.store.models import ClusterRow
+
+READY_SECONDS = 300
+
+# Per feature: CRDs that must be served and Deployments (namespace, name) that must be Ready.
+CHECKS: dict[str, tuple[tuple[str, ...], tuple[tuple[str, str], ...]]] = {
+    "certManager": ((), (("cert-manager", "cert-manager"), ("cert-manager", "cert-manager-webhook"))),
+    "fsxCsiDriver": ((), (("kube-system", "fsx-csi-controller"),)),
+    "trainingOperator": (
+        ("hyperpodpytorchjobs.sagemaker.amazonaws.com",),
+        (("aws-hyperpod", "hp-training-operator-controller-manager"),),
+    ),
+    "inferenceOperator": (
+        ("inferenceendpointconfigs.inference.sagemaker.aws.amazon.com",),
+        (("hyperpod-inference-system", "hyperpod-inference-controller-manager"),),
+    ),
+    "kuberayOperator": ((), (("ray-system", "kuberay-operator"),)),
+    "observability": ((), (("hyperpod-observability", "hyperpod-observability-operator"),)),
+}
+
+
+def _crd_served(api: k8s.ApiClient, name: str) -> tuple[bool, str]:
+    try:
+        crd = k8s.ApiextensionsV1Api(api).read_custom_resource_definition(name)
+    except ApiException as exc:
+        if exc.status == 404:
+            return False, "not installed"
+        raise
+    conditions = {c.type: c.status for c in (crd.status.conditions or [])} if crd.status else {}
+    served = any(v.served for v in crd.spec.versions)
+    ok = served and conditions.get("Established") == "True"
+    return ok, "served and Established" if ok else f"served={served}, Established={conditions.get('Established')}"
+
+
+def _deployment_ready(api: k8s.ApiClient, namespace: str, name: str) -> tuple[bool, str]:
+    try:
+        dep = k8s.AppsV1Api(api).read_namespaced_deployment(name, namespace)
+    except ApiException as exc:
+        if exc.status == 404:
+            return False, "not found"
+        raise
+    want = dep.spec.replicas if dep.spec.replicas is not None else 1
+    have = (dep.status.ready_replicas or 0) if dep.status else 0
+    return have >= want and want > 0, f"{have}/{want} ready"
+
+
+def kube_checks(app: AppContext, row: ClusterRow, key: str) -> dict[str, Any]:
+    """CRDs and controllers of a feature, each with ok and why (blocking)."""
+    crds, deployments = CHECKS.get(key, ((), ()))
+    api = kube_api(app.kube, row.eks_cluster_name, row.region)
+    out: dict[str, Any] = {"crds": [], "controllers": []}
+    for name in crds:
+        ok, why = kube_call(f"read CRD {name}", _crd_served, api, name)
+        out["crds"].append({"name": name, "served": ok, "why": why})
+    for namespace, name in deployments:
+        ok, why = kube_call(f"read Deployment {namespace}/{name}", _deployment_ready, api, namespace, name)
+        out["controllers"].append({"namespace": namespace, "name": name, "ready": ok, "why": why})
+    out["ready"] = all(c["served"] for c in out["crds"]) and all(c["ready"] for c in out["controllers"])
+    return out
+
+
+def addon_state(app: AppContext, row: ClusterRow, addon: str) -> dict[str, Any]:
+    """The add-on's status, version and health issues (NOT_INSTALLED when absent)."""
+    found = eks_api.describe_addon(app.aws, row.region, row.eks_cluster_name, addon)
+    if found is None:
+        return {"name": addon, "status": "NOT_INSTALLED"}
+    issues = [f"{i.get('code')}: {i.get('message')}" for i in (found.get("health") or {}).get("issues") or []]
+    return {"name": addon, "status": found.get("status"), "version": found.get("addonVersion"), "issues": issues}
+
+
+async def verify_feature(app: AppContext, row: ClusterRow, key: str) -> dict[str, Any]:
+    """Wait until the feature's CRDs are served and its controllers Ready; retryable DependencyFailed with
+    what is missing otherwise."""
+    deadline = time.monotonic() + READY_SECONDS
+    while True:
+        checks = await blocking(kube_checks, app, row, key)
+        if checks["ready"]:
+            return checks
+        if time.monotonic() > deadline:
+            missing = [f"CRD {c['name']}: {c['why']}" for c in checks["crds"] if not c["served"]] + [
+                f"Deployment {c['namespace']}/{c['name']}: {c['why']}" for c in checks["controllers"] if not c["ready"]
+            ]
+            raise DependencyFailed(
+                f"{key} is installed but not ready: {'; '.join(missing)}",
+                hint="Check the controller's pods (events, image pulls, schedulable nodes), then operation_retry.",
+                retryable=True,
+            )
+        await asyncio.sleep(app.settings.poll_seconds)

@@ -1,0 +1,256 @@
+"""Advanced features end to end on one shared twin cluster: the agent request, IRSA chain, explicit diff,
+owner ledger (the stale cert-manager value), refusals, no-op writes, faults + retry, drift and disabling."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from kubernetes import client as k8s
+
+from instantstart.twin_process import TwinProcess
+from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_wait
+from tests.support.servers import Running, thread_server
+from tests.support.twin import twin_client
+from tests.support.waits import wait_terminal
+
+TAG = "af1"
+ROLE = f"instantstart-{TAG}-checkpointing"
+TRAINING = "amazon-sagemaker-hyperpod-training-operator"
+
+
+@pytest.fixture(scope="module")
+def shared(twin_process: TwinProcess) -> Iterator[tuple[Running, TwinProcess]]:
+    """One control plane and one HyperPod cluster for the whole module (the costly part, done once)."""
+    httpx.post(twin_process.endpoint_url + "/_twin/reset", timeout=60).raise_for_status()
+    saved = dict(os.environ)
+    os.environ.update(twin_process.env)
+    os.environ["INSTANTSTART_AWS_ENDPOINT_URL"] = twin_process.endpoint_url
+    tmp = Path(tempfile.mkdtemp(prefix="advfeat-"))
+    try:
+        with thread_server(tmp / "data", f"sqlite:///{tmp / 'state.db'}", aws_endpoint_url=twin_process.endpoint_url,
+                           aws_region=twin_process.env["AWS_REGION"], poll_seconds=0.2, status_cache_seconds=0.5,
+                           helm_repository_url=twin_process.info.get("chart_repo_url")) as running:
+            with running.client() as client:
+                make_hyperpod(client, TAG)
+                deps = client.post("/api/v1/clusters/dependencies", json={})
+                assert wait_terminal(client, deps.json()["operationId"], timeout=180)["status"] == "SUCCEEDED"
+            yield running, twin_process
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def features(client: httpx.Client) -> dict[str, Any]:
+    """hyperpod_get_advanced_features through REST."""
+    response = client.get("/api/v1/capacity/advanced-features")
+    assert response.status_code == 200, response.text
+    payload: dict[str, Any] = response.json()
+    return payload
+
+
+def update(client: httpx.Client, body: dict[str, Any], timeout: float = 240) -> dict[str, Any]:
+    """hyperpod_update_advanced_features through REST, to a terminal operation view."""
+    ref = client.post("/api/v1/capacity/advanced-features", json=body)
+    assert ref.status_code == 202, ref.text
+    return wait_terminal(client, ref.json()["operationId"], timeout=timeout)
+
+
+def by_key(view: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The per-feature results of a finished operation."""
+    return {f["key"]: f for f in (view.get("result") or {}).get("features", [])}
+
+
+def test_agent_request_turns_both_on_and_tiered_storage_off_leaves_nothing(
+    shared: tuple[Running, TwinProcess], tmp_path: Path
+) -> None:
+    cp, twin = shared
+    iam: Any = twin_client(twin, "iam")
+    sm: Any = twin_client(twin, "sagemaker")
+    body = {"tieredStorage": {"enabled": True, "configMode": "default"}, "trainingOperator": {"enabled": True}}
+    [ref] = mcp_calls(cp, [("hyperpod_update_advanced_features", body)])
+    assert ref["statusTool"] == "hyperpod_get_advanced_features"
+    view = mcp_wait(cp, ref["operationId"])
+    assert view["status"] == "SUCCEEDED", view
+    results = by_key(view)
+    assert set(results) == {"tieredStorage", "trainingOperator"}
+    assert results["trainingOperator"]["status"] == "SUCCEEDED" and results["trainingOperator"]["action"] == "enabled"
+    [state] = mcp_calls(cp, [("hyperpod_get_advanced_features", {})])
+    training = state["trainingOperator"]
+    assert training["enabled"] and training["state"] == "ENABLED", training
+    assert training["actual"]["crds"][0]["served"] and training["actual"]["controllers"][0]["ready"]
+    assert training["actual"]["identity"]["association"]["roleArn"] == training["actual"]["identity"]["roleArn"]
+    assert training["owners"]["cert-manager"] == ["trainingOperator"]
+    assert "cluster" in training["owners"]["eks-pod-identity-agent"]
+    chain = {link["link"]: link for link in state["tieredStorage"]["actual"]["chain"]}
+    assert all(link["ok"] for link in chain.values()), chain
+    assert state["tieredStorage"]["state"] == "ENABLED"
+    assert state["certManager"]["enabled"] and not state["kuberayOperator"]["enabled"]
+    cluster = sm.describe_cluster(ClusterName=f"hp-cluster-{TAG}")
+    assert cluster["TieredStorageConfig"]["Mode"] == "Enable"
+    trust = iam.get_role(RoleName=ROLE)["Role"]["AssumeRolePolicyDocument"]
+    [statement] = trust["Statement"]
+    issuer = twin_client(twin, "eks").describe_cluster(name=f"eks-cluster-{TAG}")["cluster"]["identity"]["oidc"]
+    host = issuer["issuer"].removeprefix("https://")
+    subject = "system:serviceaccount:default:hyperpod-checkpointing"
+    assert statement["Condition"]["StringEquals"] == {f"{host}:sub": subject, f"{host}:aud": "sts.amazonaws.com"}
+    core = kube(twin, tmp_path, TAG)
+    sa = core.read_namespaced_service_account("hyperpod-checkpointing", "default")
+    assert sa.metadata.annotations["eks.amazonaws.com/role-arn"] == iam.get_role(RoleName=ROLE)["Role"]["Arn"]
+
+    # A pod using that service account can assume the role with its projected token; another cannot.
+    sts: Any = twin_client(twin, "sts")
+    role_arn = iam.get_role(RoleName=ROLE)["Role"]["Arn"]
+    tokens = {}
+    for pod, account in (("ckpt", "hyperpod-checkpointing"), ("other", "default")):
+        core.create_namespaced_pod("default", {"metadata": {"name": pod}, "spec": {
+            "serviceAccountName": account, "containers": [{"name": "c", "image": "busybox"}]}})
+        env = {e.name: e.value for e in core.read_namespaced_pod(pod, "default").spec.containers[0].env or []}
+        assert (env.get("AWS_ROLE_ARN") == role_arn) is (account == "hyperpod-checkpointing"), env
+        request = {"spec": {"audiences": ["sts.amazonaws.com"], "boundObjectRef": {"kind": "Pod", "name": pod}}}
+        tokens[pod] = core.create_namespaced_service_account_token(account, "default", request).status.token
+    creds = sts.assume_role_with_web_identity(RoleArn=role_arn, RoleSessionName="ckpt",
+                                              WebIdentityToken=tokens["ckpt"])
+    assert creds["Credentials"]["AccessKeyId"]
+    with pytest.raises(sts.exceptions.ClientError, match="AccessDenied"):
+        sts.assume_role_with_web_identity(RoleArn=role_arn, RoleSessionName="other", WebIdentityToken=tokens["other"])
+    wrong_aud = core.create_namespaced_service_account_token("hyperpod-checkpointing", "default", {"spec": {}})
+    with pytest.raises(sts.exceptions.ClientError, match="InvalidIdentityToken"):
+        sts.assume_role_with_web_identity(RoleArn=role_arn, RoleSessionName="other",
+                                          WebIdentityToken=wrong_aud.status.token)
+    for pod in ("ckpt", "other"):
+        core.delete_namespaced_pod(pod, "default", grace_period_seconds=0, _preload_content=False)
+
+    # The same request again is a no-op for both features: no AWS or Kubernetes write at all.
+    httpx.delete(twin.endpoint_url + "/_twin/writes").raise_for_status()
+    with cp.client() as client:
+        again = update(client, body)
+        assert again["status"] == "SUCCEEDED", again
+        assert {k: r["action"] for k, r in by_key(again).items()} == {
+            "tieredStorage": "unchanged", "trainingOperator": "unchanged"}
+        assert httpx.get(twin.endpoint_url + "/_twin/writes").json()["writes"] == {}
+
+        # Drift: the annotation and the role are deleted by hand; the status names the broken links and
+        # re-enabling repairs exactly those.
+        core.patch_namespaced_service_account("hyperpod-checkpointing", "default",
+                                              {"metadata": {"annotations": {"eks.amazonaws.com/role-arn": None}}})
+        links = {x["link"]: x for x in features(client)["tieredStorage"]["actual"]["chain"]}
+        assert [k for k, x in links.items() if not x["ok"]] == ["annotation"], links
+        assert "missing" in links["annotation"]["why"]
+        for name in iam.list_role_policies(RoleName=ROLE)["PolicyNames"]:
+            iam.delete_role_policy(RoleName=ROLE, PolicyName=name)
+        iam.delete_role(RoleName=ROLE)
+        state = features(client)["tieredStorage"]
+        broken = [x["link"] for x in state["actual"]["chain"] if not x["ok"]]
+        assert state["state"] == "BROKEN" and broken == ["role", "trust", "policy", "annotation"], state
+        repaired = update(client, {"tieredStorage": {"enabled": True}})
+        assert by_key(repaired)["tieredStorage"]["action"] == "updated", repaired
+        assert sorted(by_key(repaired)["tieredStorage"]["actual"]["repaired"]) == ["annotation", "policy", "role"]
+        assert features(client)["tieredStorage"]["state"] == "ENABLED"
+
+        # Off: no role, policy or annotation left; Mode Disable; the training operator untouched.
+        off = update(client, {"tieredStorage": {"enabled": False}})
+        assert off["status"] == "SUCCEEDED", off
+        assert by_key(off)["tieredStorage"]["action"] == "disabled"
+        after = features(client)
+        assert after["tieredStorage"]["state"] == "DISABLED" and after["trainingOperator"]["enabled"]
+    with pytest.raises(iam.exceptions.NoSuchEntityException):
+        iam.get_role(RoleName=ROLE)
+    with pytest.raises(k8s.exceptions.ApiException):
+        core.read_namespaced_service_account("hyperpod-checkpointing", "default")
+    assert sm.describe_cluster(ClusterName=f"hp-cluster-{TAG}")["TieredStorageConfig"]["Mode"] == "Disable"
+    groups = sm.describe_cluster(ClusterName=f"hp-cluster-{TAG}")["InstanceGroups"]
+    assert [g["InstanceGroupName"] for g in groups] == [g["InstanceGroupName"] for g in cluster["InstanceGroups"]]
+    assert [g["TargetCount"] for g in groups] == [g["TargetCount"] for g in cluster["InstanceGroups"]]
+
+
+def test_stale_cert_manager_value_and_refused_disable(shared: tuple[Running, TwinProcess]) -> None:
+    cp, twin = shared
+    eks: Any = twin_client(twin, "eks")
+    with cp.client() as client:
+        on = update(client, {"inferenceOperator": {"enabled": True}})
+        assert on["status"] == "SUCCEEDED", on
+        addon = eks.describe_addon(clusterName=f"eks-cluster-{TAG}", addonName="amazon-sagemaker-hyperpod-inference")
+        config = json.loads(addon["addon"]["configurationValues"])
+        assert config["executionRoleArn"].endswith(f"instantstart-{TAG}-inference")
+        assert config["tlsCertificateS3Bucket"].endswith("/hyperpod-inference/tls")
+        sm: Any = twin_client(twin, "sagemaker")
+        assert config["hyperpodClusterArn"] == sm.describe_cluster(ClusterName=f"hp-cluster-{TAG}")["ClusterArn"]
+        ray = update(client, {"kuberayOperator": {"enabled": True}})
+        assert ray["status"] == "SUCCEEDED", ray
+        # A form that still carries a stale certManager value: refused, naming who needs it; nothing changes.
+        stale = client.post("/api/v1/capacity/advanced-features",
+                            json={"kuberayOperator": {"enabled": True}, "certManager": {"enabled": False}})
+        assert stale.status_code == 409, stale.text
+        error = stale.json()["error"]
+        assert error["code"] == "CONFLICT" and "inferenceOperator" in error["message"], error
+        assert error["details"]["neededBy"] == ["trainingOperator", "inferenceOperator"]
+        assert "cert-manager" in eks.list_addons(clusterName=f"eks-cluster-{TAG}")["addons"]
+        # A stale `enabled: true` is a no-op that keeps cert-manager, now also claimed by the user.
+        kept = update(client, {"certManager": {"enabled": True}})
+        assert by_key(kept)["certManager"]["action"] == "unchanged", kept
+        state = features(client)
+        assert state["certManager"]["owners"]["cert-manager"] == ["trainingOperator", "inferenceOperator",
+                                                                 "certManager"]
+        # Turning the training operator off keeps cert-manager (inference still needs it).
+        off = update(client, {"trainingOperator": {"enabled": False}})
+        assert off["status"] == "SUCCEEDED", off
+        assert "cert-manager" in by_key(off)["trainingOperator"]["actual"]["keptForOthers"]
+    addons = eks.list_addons(clusterName=f"eks-cluster-{TAG}")["addons"]
+    assert "cert-manager" in addons and TRAINING not in addons
+    associations = eks.list_pod_identity_associations(clusterName=f"eks-cluster-{TAG}",
+                                                      namespace="aws-hyperpod")["associations"]
+    assert associations == []
+
+
+def test_fault_in_one_feature_fails_it_with_code_and_retry_completes(shared: tuple[Running, TwinProcess]) -> None:
+    cp, twin = shared
+    iam: Any = twin_client(twin, "iam")
+    with cp.client() as client:
+        assert update(client, {"tieredStorage": {"enabled": True}})["status"] == "SUCCEEDED"
+        # Someone loosened the trust by hand, and the control plane may not write trust policies right now.
+        trust = iam.get_role(RoleName=ROLE)["Role"]["AssumeRolePolicyDocument"]
+        condition = trust["Statement"][0]["Condition"]["StringEquals"]
+        sub = next(k for k in condition if k.endswith(":sub"))
+        condition[sub] = "system:serviceaccount:default:*"
+        iam.update_assume_role_policy(RoleName=ROLE, PolicyDocument=json.dumps(trust))
+        fault = {"kind": "error", "service": "iam", "operation": "UpdateAssumeRolePolicy", "code": "AccessDenied",
+                 "message": "not authorized to perform iam:UpdateAssumeRolePolicy", "status": 403}
+        httpx.post(twin.endpoint_url + "/_twin/faults", json=fault).raise_for_status()
+        body = {"certManager": {"enabled": True}, "tieredStorage": {"enabled": True, "configMode": "custom",
+                                                                      "percentage": 40},
+                "observability": {"enabled": True}}
+        failed = update(client, body)
+        assert failed["status"] == "FAILED", failed
+        feature = failed["error"]["details"]["feature"]
+        assert feature["key"] == "tieredStorage" and feature["status"] == "FAILED"
+        assert feature["code"] == "DEPENDENCY_FAILED" and "trust policy" in feature["message"]
+        assert "UpdateAssumeRolePolicy" in feature["hint"]
+        stages = {s["name"]: s["status"] for s in failed["stages"]}
+        assert stages["certManager"] == "SUCCEEDED" and stages["observability"] == "PENDING", stages
+        state = features(client)
+        assert state["tieredStorage"]["lastResult"]["status"] == "FAILED"
+        assert [x["link"] for x in state["tieredStorage"]["actual"]["chain"] if not x["ok"]] == ["trust"]
+        assert state["certManager"]["lastResult"]["action"] == "unchanged"
+        httpx.delete(twin.endpoint_url + "/_twin/faults").raise_for_status()
+        retried = client.post(f"/api/v1/operations/{failed['operationId']}/retry")
+        assert retried.status_code == 202, retried.text
+        done = wait_terminal(client, retried.json()["operationId"], timeout=240)
+        assert done["status"] == "SUCCEEDED", done
+        results = by_key(done)
+        assert results["tieredStorage"]["actual"]["repaired"] == ["trust", "clusterConfig"]
+        final = features(client)
+        assert final["tieredStorage"]["state"] == "ENABLED"
+        config = final["tieredStorage"]["actual"]["config"]
+        assert config == {"Mode": "Enable", "InstanceMemoryAllocationPercentage": 40}
+        workspace = final["observability"]["actual"]["workspace"]
+        assert workspace["remoteWriteUrl"].endswith("/api/v1/remote_write") and workspace["queryUrl"]
+        policy = iam.get_role_policy(RoleName=f"instantstart-{TAG}-observability", PolicyName="instantstart")
+        assert policy["PolicyDocument"]["Statement"][0]["Resource"] == [workspace["workspaceArn"]]
+        assert final["observability"]["enabled"], final["observability"]
