@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from instantstart.services.cluster.status_model import dependency_health
-from instantstart.services.cluster.status_reads import _node_summary, _pod_request
+from instantstart.services.cluster.status_reads import _node_summary, pod_request
 
 
 def node(labels: dict[str, str], *, ready: bool = True, taints: list[dict[str, str]] | None = None,
@@ -59,12 +59,12 @@ def test_pod_gpu_request_counts_limits_and_init_containers() -> None:
     def c(requests: dict[str, str] | None = None, limits: dict[str, str] | None = None) -> dict[str, Any]:
         return {"name": "c", "resources": {"requests": requests or {}, "limits": limits or {}}}
 
-    assert _pod_request({"containers": [c(limits={"nvidia.com/gpu": "2"})]}, "nvidia.com/gpu") == 2
-    assert _pod_request({"containers": [c(requests={"nvidia.com/gpu": "1"}), c()]}, "nvidia.com/gpu") == 1
+    assert pod_request({"containers": [c(limits={"nvidia.com/gpu": "2"})]}, "nvidia.com/gpu") == 2
+    assert pod_request({"containers": [c(requests={"nvidia.com/gpu": "1"}), c()]}, "nvidia.com/gpu") == 1
     both = {"containers": [c(limits={"nvidia.com/gpu": "1"}), c(limits={"nvidia.com/gpu": "1"})],
             "initContainers": [c(limits={"nvidia.com/gpu": "4"})]}
-    assert _pod_request(both, "nvidia.com/gpu") == 4
-    assert _pod_request({"containers": [c(requests={"cpu": "1"})]}, "nvidia.com/gpu") == 0
+    assert pod_request(both, "nvidia.com/gpu") == 4
+    assert pod_request({"containers": [c(requests={"cpu": "1"})]}, "nvidia.com/gpu") == 0
 
 
 def test_dependency_health_reads_what_the_dependencies_stage_records() -> None:
