@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import shlex
 from dataclasses import dataclass
 from datetime import datetime
@@ -46,19 +45,23 @@ class CommandError(ValueError):
     """The deployment command cannot be read (unbalanced quotes, empty, shell syntax)."""
 
 
-_SHELL = re.compile(r"(^|\s)(\||\|\||&&|;|>|>>|<|`|\$\()")
+_OPERATORS = set("|&;<>()")
 
 
 def tokens(command: str) -> list[str]:
-    """The command as an argument list (never run through a shell): quotes are honoured, shell operators refused."""
+    """The command as an argument list (never run through a shell): quotes are honoured; shell operators and
+    substitutions outside quotes are refused, since nothing would interpret them."""
     try:
         words = shlex.split(command)
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        pieces = list(lexer)
     except ValueError as exc:
         raise CommandError(f"cannot parse the command: {exc}") from None
     if not words:
         raise CommandError("the command is empty")
-    if _SHELL.search(command):
-        raise CommandError("shell operators (| ; && > < ` $( ) are not supported: give one command line")
+    if any(piece and set(piece) <= _OPERATORS for piece in pieces) or "`" in command or "$(" in command:
+        raise CommandError("shell operators (| ; & > < ` $( ) are not supported: give one command line")
     return words
 
 
