@@ -1,0 +1,1 @@
+"""Inference: self-managed model servers (Deployments with GPUs) and calling them through the service proxy."""

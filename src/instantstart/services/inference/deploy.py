@@ -1,0 +1,251 @@
+"""inference_deploy_container: a self-managed model server (Deployment + Service) that ends when it is Ready."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from anyio import to_thread
+from kubernetes import client as k8s
+from pydantic import Field, SecretStr
+
+from instantstart.catalog import operation
+from instantstart.catalog.base import WireModel
+from instantstart.context import AppContext, CallContext, StageContext
+from instantstart.errors import InvalidInput, NotFound, PreconditionFailed, ProviderError
+from instantstart.kube.apply import apply_object, read_object
+from instantstart.kube.calls import kube_api, kube_call
+from instantstart.logs import register_secret
+from instantstart.manifests import inference as m
+from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
+from instantstart.operations.models import OperationRef
+from instantstart.operations.params import ParamsModel
+from instantstart.services.cluster.status import collect_status
+from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
+from instantstart.services.core.stages import blocking, wait_until
+from instantstart.services.inference.placement import check_types, place
+from instantstart.store.models import ClusterRow, utcnow
+from instantstart.validation import ClusterTag, KubeName
+
+KIND = "inference_deploy"
+READY_TIMEOUT = 3600
+DEFAULT_CLAIM = "s3-claim"
+DNS_LABEL = r"^[a-z]([-a-z0-9]{0,45}[a-z0-9])?$"
+INSTANCE = r"^ml\.[a-z0-9]+\.[a-z0-9]+$"
+
+
+class DeployRequest(WireModel):
+    """A model server to run: the command, and the GPUs each replica gets (asked, never inferred)."""
+
+    deployment_command: str = Field(
+        min_length=1, max_length=4000,
+        description="The server's command line, e.g. `vllm serve Qwen/Qwen3-0.6B --max-model-len 1280 "
+        "--tensor-parallel-size 1`. Run as an argument list, never through a shell.",
+    )
+    gpu_count: int = Field(ge=1, le=64, description="GPUs per replica. Required; never inferred from the command.")
+    docker_image: str | None = Field(default=None, min_length=3, max_length=512, pattern=r"^[^\s]+$",
+                                     description="Default: the engine's image (vLLM or SGLang).")
+    deployment_name: str | None = Field(default=None, pattern=DNS_LABEL,
+                                        description="Default <engine>-model-<YYMMDD-HHMMSS>; the Service is "
+                                        "<name>-service.")
+    replicas: int = Field(default=1, ge=1, le=64)
+    instance_types: list[str] | None = Field(default=None, max_length=16,
+                                             description="GPU instance types to pin to (default: every GPU "
+                                             "type in the cluster with enough GPUs per node).")
+    service_type: Literal["clusterip", "external", "modelpool"] = Field(
+        default="clusterip", description="clusterip (in-cluster), external (LoadBalancer), modelpool (warm "
+        "workers labelled business=unassigned until inference_pool_assign).")
+    port: int = Field(default=8000, ge=1, le=65535, description="Used when the command sets no --port "
+                      "(vLLM and SGLang get an explicit --port).")
+    namespace: KubeName = "default"
+    hugging_face_token: SecretStr | None = Field(default=None, description="Stored only as a Kubernetes Secret.")
+    cluster_tag: ClusterTag | None = None
+
+
+class DeployParams(ParamsModel):
+    """What the deploy operation records (the token never: only the Secret's name)."""
+
+    cluster_tag: str
+    region: str
+    eks_cluster: str
+    name: str
+    namespace: str
+    engine: str
+    command: list[str]
+    image: str
+    gpu_count: int
+    replicas: int
+    instance_types: list[str]
+    port: int
+    service_type: str
+    model: str | None
+    token_secret: str | None
+    s3_claim: str | None
+
+
+def _field_error(field: str, message: str, hint: str) -> InvalidInput:
+    return InvalidInput(f"Invalid input: {field}: {message}", hint=hint,
+                        details={"fields": [{"field": field, "message": message}]})
+
+
+def _command(req: DeployRequest) -> tuple[m.Engine, list[str], int, str | None]:
+    try:
+        words = m.tokens(req.deployment_command)
+        engine = m.engine_of(words, req.docker_image)
+        tp, pp = m.parallelism(words)
+        port = m.listening_port(words, engine, req.port)
+    except m.CommandError as exc:
+        raise _field_error("deploymentCommand", str(exc), "Give one command line: `vllm serve <model> …`.") from None
+    if tp * pp > req.gpu_count:
+        raise _field_error(
+            "gpuCount",
+            f"the command asks for tensor parallel {tp} x pipeline parallel {pp} = {tp * pp} GPUs, "
+            f"but gpuCount is {req.gpu_count}",
+            f"Set gpuCount to {tp * pp} (confirm it with the user) or lower --tensor-parallel-size.",
+        )
+    if engine.name == "other" and not req.docker_image:
+        raise _field_error("dockerImage", "required when the command is neither vLLM nor SGLang",
+                           "Name the serving container's image.")
+    return engine, m.with_port(words, engine, port), port, m.served_model(words)
+
+
+def _plan(app: AppContext, row: ClusterRow, req: DeployRequest, name: str, words: list[str]) -> str | None:
+    """Blocking checks against the cluster: the name is free, the S3 claim exists when /s3 is used."""
+    api = kube_api(app.kube, row.eks_cluster_name, row.region)
+    apps = k8s.AppsV1Api(api)
+    try:
+        kube_call("read deployment", apps.read_namespaced_deployment, name, req.namespace)
+    except NotFound:
+        pass
+    else:
+        raise _field_error("deploymentName", f"{req.namespace}/{name} already exists",
+                           "Pick another name, or inference_undeploy the existing one first.")
+    if not any(w.startswith(m.S3_MOUNT + "/") or w == m.S3_MOUNT for w in words):
+        return None
+    claim = read_object(api, {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                              "metadata": {"name": DEFAULT_CLAIM, "namespace": req.namespace}})
+    if claim is None:
+        raise PreconditionFailed(
+            f"The command reads from {m.S3_MOUNT}, but {req.namespace} has no claim {DEFAULT_CLAIM}.",
+            hint="Deploy in the namespace of the cluster's S3 claim (default), or create one with s3_storage_create.",
+        )
+    return DEFAULT_CLAIM
+
+
+@operation(
+    "inference_deploy_container",
+    method="POST",
+    path="/inference/deployments",
+    completion="operation_get",
+    example={"deploymentCommand": "vllm serve Qwen/Qwen3-0.6B --max-model-len 1280", "gpuCount": 1},
+)
+async def inference_deploy_container(ctx: CallContext, req: DeployRequest) -> OperationRef:
+    """Run a model server (vLLM, SGLang or another image) as a Deployment with a Service; finished when every
+    replica is Ready. gpuCount is required and is never inferred from --tensor-parallel-size: tensor x pipeline
+    parallel above gpuCount is refused. Replicas request their GPUs and are pinned to GPU instance types, never
+    CPU-only nodes; refused when no node has that many GPUs free (the message says where GPUs are free). The
+    Hugging Face token is kept only in a Kubernetes Secret. Call the model with inference_call_model."""
+    replayed = await ctx.app.runner.replay(KIND, ctx.idempotency_key, status_tool="operation_get")
+    if replayed is not None:
+        return replayed
+    engine, words, port, model = _command(req)
+    types = check_types(req.instance_types, req.gpu_count)
+    tag = await to_thread.run_sync(resolve_tag, ctx.app.db, req.cluster_tag)
+    row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
+    status = await collect_status(ctx.app, tag, ())
+    placement = place(status, types, req.gpu_count, req.replicas)
+    name = req.deployment_name or m.default_name(engine, utcnow())
+    claim = await blocking(_plan, ctx.app, row, req, name, words)
+    secret = None
+    if req.hugging_face_token is not None:
+        token = req.hugging_face_token.get_secret_value()
+        register_secret(token)
+        api = await blocking(kube_api, ctx.app.kube, row.eks_cluster_name, row.region)
+        body = m.token_secret(name, req.namespace, token)
+        await blocking(kube_call, "write the token Secret", apply_object, api, body)
+        secret = m.token_secret_name(name)
+    params = DeployParams(
+        cluster_tag=tag, region=row.region, eks_cluster=row.eks_cluster_name, name=name, namespace=req.namespace,
+        engine=engine.name, command=words, image=req.docker_image or engine.image, gpu_count=req.gpu_count,
+        replicas=req.replicas, instance_types=placement.instance_types, port=port, service_type=req.service_type,
+        model=model, token_secret=secret, s3_claim=claim,
+    )
+    return await submit_for_cluster(ctx, KIND, tag, params.model_dump(mode="json", by_alias=True),
+                                    status_tool="operation_get", poll_after_seconds=15)
+
+
+def server_spec(p: DeployParams) -> m.ServerSpec:
+    """The builder input of a recorded deployment."""
+    return m.ServerSpec(
+        name=p.name, namespace=p.namespace, engine=m.ENGINES[p.engine], command=p.command, image=p.image,
+        gpu_count=p.gpu_count, replicas=p.replicas, instance_types=p.instance_types, port=p.port,
+        service_type=p.service_type, model=p.model, token_secret=p.token_secret, s3_claim=p.s3_claim,
+    )
+
+
+def _lb_controller(api: k8s.ApiClient) -> bool:
+    found = read_object(api, {"apiVersion": "apps/v1", "kind": "Deployment",
+                              "metadata": {"name": "aws-load-balancer-controller", "namespace": "kube-system"}})
+    return found is not None
+
+
+async def stage_apply(stage: StageContext) -> dict[str, Any]:
+    """Server-side apply the Deployment and its Service (idempotent: a rerun re-applies the same objects)."""
+    p = stage.params_as(DeployParams)
+    api = await blocking(kube_api, stage.app.kube, p.eks_cluster, p.region)
+    spec = server_spec(p)
+    lbc = p.service_type == "external" and await blocking(_lb_controller, api)
+    await stage.progress(f"applying Deployment {p.namespace}/{p.name} ({p.replicas} replica(s) x {p.gpu_count} GPU)")
+    await blocking(kube_call, "apply the Deployment", apply_object, api, m.deployment(spec))
+    await blocking(kube_call, "apply the Service", apply_object, api, m.service(spec, load_balancer_controller=lbc))
+    return {"deployment": p.name, "service": m.service_name(p.name), "loadBalancerController": lbc}
+
+
+def _rollout(api: k8s.ApiClient, p: DeployParams) -> tuple[bool, str]:
+    apps, core = k8s.AppsV1Api(api), k8s.CoreV1Api(api)
+    dep: Any = kube_call("read the Deployment", apps.read_namespaced_deployment, p.name, p.namespace)
+    ready = int((dep.status.ready_replicas if dep.status else 0) or 0)
+    message = f"{p.name}: {ready}/{p.replicas} replicas Ready"
+    if ready >= p.replicas:
+        return True, message
+    pods: Any = kube_call("list pods", core.list_namespaced_pod, p.namespace, label_selector=f"{m.LABEL_APP}={p.name}")
+    for pod in pods.items or []:
+        for cond in (pod.status.conditions if pod.status else None) or []:
+            if cond.type == "PodScheduled" and cond.status == "False" and cond.message:
+                return False, f"{message}; {pod.metadata.name} unschedulable: {cond.message}"
+        for cs in (pod.status.container_statuses if pod.status else None) or []:
+            waiting = cs.state.waiting if cs.state else None
+            if waiting and waiting.reason in ("ImagePullBackOff", "ErrImagePull", "CrashLoopBackOff"):
+                raise ProviderError(f"{pod.metadata.name}: {waiting.reason}: {waiting.message or ''}",
+                                    hint="Check dockerImage and the command (pod_logs shows the server's output).",
+                                    retryable=False)
+    return False, message
+
+
+async def stage_ready(stage: StageContext) -> dict[str, Any]:
+    """Wait until every replica passes its readiness probe (the engine's health path)."""
+    p = stage.params_as(DeployParams)
+    api = await blocking(kube_api, stage.app.kube, p.eks_cluster, p.region)
+
+    async def ready() -> tuple[bool, str]:
+        return await blocking(_rollout, api, p)
+
+    await wait_until(stage, ready, limit_seconds=READY_TIMEOUT, what=f"model server {p.name}")
+    service = m.service_name(p.name)
+    return {
+        "name": p.name, "namespace": p.namespace, "service": service, "engine": p.engine, "model": p.model,
+        "replicas": p.replicas, "gpuCount": p.gpu_count,
+        "url": f"http://{service}.{p.namespace}.svc.cluster.local:{p.port}",
+    }
+
+
+KINDS.register(
+    OperationKind(
+        name=KIND,
+        params=DeployParams,
+        stages=(
+            StageSpec("apply", stage_apply, max_attempts=3),
+            StageSpec("ready", stage_ready, max_attempts=2, timeout_seconds=READY_TIMEOUT + 300),
+        ),
+        result_from=lambda outputs: outputs.get("ready", {}),
+    )
+)
