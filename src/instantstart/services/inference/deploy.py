@@ -6,10 +6,11 @@ from typing import Any, Literal
 
 from anyio import to_thread
 from kubernetes import client as k8s
-from pydantic import Field, SecretStr
+from pydantic import Field
 
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
+from instantstart.catalog.secret import Secret
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import InvalidInput, NotFound, PreconditionFailed, ProviderError
 from instantstart.kube.apply import apply_object, read_object
@@ -57,7 +58,7 @@ class DeployRequest(WireModel):
     port: int = Field(default=8000, ge=1, le=65535, description="Used when the command sets no --port "
                       "(vLLM and SGLang get an explicit --port).")
     namespace: KubeName = "default"
-    hugging_face_token: SecretStr | None = Field(default=None, description="Stored only as a Kubernetes Secret.")
+    hugging_face_token: Secret | None = None
     cluster_tag: ClusterTag | None = None
 
 
@@ -133,6 +134,8 @@ def _plan(app: AppContext, row: ClusterRow, req: DeployRequest, name: str, words
 
 @operation(
     "inference_deploy_container",
+    destructive=False,
+    idempotent=True,
     method="POST",
     path="/inference/deployments",
     completion="operation_get",

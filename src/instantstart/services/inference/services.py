@@ -204,6 +204,8 @@ class UndeployParams(ParamsModel):
 
 @operation(
     "inference_undeploy",
+    destructive=True,
+    idempotent=True,
     method="POST",
     path="/inference/deployments/delete",
     completion="operation_get",
