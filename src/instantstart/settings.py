@@ -9,6 +9,14 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
+def default_region() -> str:
+    """boto3's default Region (environment, then the profile's config), or us-west-2 when none is set."""
+    import botocore.session
+
+    region = botocore.session.get_session().get_config_variable("region")
+    return str(region) if region else "us-west-2"
+
+
 class Settings(BaseSettings):
     """Every setting of the control plane; environment variables carry the INSTANTSTART_ prefix."""
 
@@ -30,8 +38,13 @@ class Settings(BaseSettings):
     plugins: list[str] = Field(
         default_factory=list, description="Extra modules imported at start that register operation kinds."
     )
-    aws_region: str = "us-west-2"
-    aws_endpoint_url: str | None = None
+    aws_region: str = Field(
+        default_factory=lambda: default_region(),
+        description="Default: boto3's Region (AWS_REGION, AWS_DEFAULT_REGION, the profile), else us-west-2.",
+    )
+    aws_endpoint_url: str | None = Field(
+        default=None, description="One endpoint for every AWS service (the digital twin); never set for real AWS."
+    )
     project_bucket: str | None = Field(
         default=None, description="S3 bucket for lifecycle scripts and data; default instantstart-<account>-<region>."
     )

@@ -13,6 +13,7 @@ import botocore.session
 from werkzeug.serving import BaseWSGIServer, make_server
 from werkzeug.wrappers import Request, Response
 
+from . import calllog
 from .context import AwsContext
 from .protocol import AwsError, AwsRequest, PassThrough, RawResponse, error_response, identify
 
@@ -56,6 +57,8 @@ class TwinAwsApp:
             body,
             self.ctx.region,
         )
+        if req is not None:
+            calllog.record(req, environ.get("QUERY_STRING", ""), headers.get("User-Agent", ""))
         if req is not None and not known_region(req.region):
             # With an endpoint override AWS receives the call and refuses the credential scope.
             code = "InvalidSignatureException" if req.protocol in ("json", "rest-json") else "SignatureDoesNotMatch"
