@@ -68,7 +68,8 @@ def test_a_quota_too_low_fails_that_check_with_its_hint(
     twin: TwinProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, migrated: None
 ) -> None:
     twin_client(twin, "iam").create_service_linked_role(AWSServiceName=SLR_SERVICE)
-    httpx.post(twin.endpoint_url + "/_twin/quotas", json={"instance_type": "ml.p5.48xlarge", "value": 1}).raise_for_status()
+    low = {"instance_type": "ml.p5.48xlarge", "value": 1}
+    httpx.post(twin.endpoint_url + "/_twin/quotas", json=low).raise_for_status()
     code, checks = doctor(
         twin, tmp_path, monkeypatch, "--instance-type", "ml.p5.48xlarge=2", "--instance-type", "ml.g5.8xlarge"
     )
