@@ -12,12 +12,14 @@ Every command runs under `nice -n 10`. `--base` overrides FROM (a public Python 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import re
 import shutil
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -95,10 +97,28 @@ def build_wheelhouse() -> None:
     run([sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(wheels), f"{REPO}[twin]"])
 
 
+def wheels_digest() -> str:
+    """A digest of what the wheelhouse installs: every wheel's name, and the project wheel's file contents.
+
+    buildah's layer cache does not look into bind mounts, so this build argument is what invalidates the
+    install layer when the code changes (wheel timestamps alone would invalidate it on every build).
+    """
+    digest = hashlib.sha256()
+    for wheel in sorted((CONTEXT / "wheels").glob("*.whl")):
+        digest.update(wheel.name.encode() + b"\0")
+        if wheel.name.startswith("instantstart-"):
+            with zipfile.ZipFile(wheel) as archive:
+                for name in sorted(archive.namelist()):
+                    if not name.endswith("/RECORD"):
+                        digest.update(name.encode() + b"\0" + hashlib.sha256(archive.read(name)).digest())
+    return digest.hexdigest()
+
+
 def build_image(base: str, tag: str) -> None:
     """`buildah bud` of Containerfile on the wheelhouse context."""
     argv = [*BUILDAH, "bud", "--isolation", "chroot", "--format", "docker", "--layers",
-            "--build-arg", f"BASE={base}", "-f", str(REPO / "Containerfile"), "-t", tag]
+            "--build-arg", f"BASE={base}", "--build-arg", f"WHEELS_DIGEST={wheels_digest()}",
+            "-f", str(REPO / "Containerfile"), "-t", tag]
     if CA_BUNDLE.exists():
         argv += ["--volume", f"{CA_BUNDLE}:{CA_BUNDLE}:ro"]
     run([*argv, str(CONTEXT)])

@@ -10,10 +10,13 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 def default_region() -> str:
-    """boto3's default Region (environment, then the profile's config), or us-west-2 when none is set."""
+    """AWS_REGION (set by ECS, Lambda and most SDKs), else boto3's Region (AWS_DEFAULT_REGION, the profile's
+    config), else us-west-2."""
+    import os
+
     import botocore.session
 
-    region = botocore.session.get_session().get_config_variable("region")
+    region = os.environ.get("AWS_REGION") or botocore.session.get_session().get_config_variable("region")
     return str(region) if region else "us-west-2"
 
 
