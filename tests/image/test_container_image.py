@@ -59,8 +59,8 @@ def container(built: str) -> Iterator[tuple[str, int]]:
     port = free_port()
     subprocess.run(
         [*image.PODMAN, "run", "-d", "--name", name, "--network", "host",
-         "--ulimit", "nofile=20000:20000", "--ulimit", "nproc=4096:4096",
-         built, "serve", "--twin", "--port", str(port)],
+         "--ulimit", "nofile=20000:20000", "--ulimit", "nproc=4096:4096", "-e", f"INSTANTSTART_PORT={port}",
+         built, "serve", "--twin"],
         check=True, capture_output=True, text=True,
     )
     try:
