@@ -112,21 +112,23 @@ def build_wheelhouse() -> None:
     extract_helm(CONTEXT / "helm")
 
 
-def wheels_digest() -> str:
-    """A digest of what the wheelhouse installs: every wheel's name, and the project wheel's file contents.
+def wheels_digests() -> tuple[str, str]:
+    """(dependencies digest, project digest): wheel names and helm; the project wheel's file contents.
 
-    buildah's layer cache does not look into bind mounts, so this build argument is what invalidates the
-    install layer when the code changes (wheel timestamps alone would invalidate it on every build).
+    buildah's layer cache does not look into bind mounts, so these build arguments are what invalidate the
+    install layers (the project wheel's timestamps alone would invalidate it on every build).
     """
-    digest = hashlib.sha256((CONTEXT / "helm").read_bytes())
+    deps = hashlib.sha256((CONTEXT / "helm").read_bytes())
+    project = hashlib.sha256()
     for wheel in sorted((CONTEXT / "wheels").glob("*.whl")):
-        digest.update(wheel.name.encode() + b"\0")
-        if wheel.name.startswith("instantstart-"):
-            with zipfile.ZipFile(wheel) as archive:
-                for name in sorted(archive.namelist()):
-                    if not name.endswith("/RECORD"):
-                        digest.update(name.encode() + b"\0" + hashlib.sha256(archive.read(name)).digest())
-    return digest.hexdigest()
+        if not wheel.name.startswith("instantstart-"):
+            deps.update(wheel.name.encode() + b"\0")
+            continue
+        with zipfile.ZipFile(wheel) as archive:
+            for name in sorted(archive.namelist()):
+                if not name.endswith("/RECORD"):
+                    project.update(name.encode() + b"\0" + hashlib.sha256(archive.read(name)).digest())
+    return deps.hexdigest(), project.hexdigest()
 
 
 def helm_sha256() -> str:
@@ -138,14 +140,21 @@ def helm_sha256() -> str:
 
 
 def build_image(base: str, tag: str) -> None:
-    """`buildah bud` of Containerfile on the wheelhouse context."""
+    """`buildah bud` of Containerfile on the wheelhouse context; the replaced image is removed."""
+    deps, wheel = wheels_digests()
+    before = subprocess.run([*PODMAN, "image", "inspect", "--format", "{{.Id}}", tag], capture_output=True,
+                            text=True, check=False).stdout.strip()
     argv = [*BUILDAH, "bud", "--isolation", "chroot", "--format", "docker", "--layers",
-            "--build-arg", f"BASE={base}", "--build-arg", f"WHEELS_DIGEST={wheels_digest()}",
+            "--build-arg", f"BASE={base}", "--build-arg", f"DEPS_DIGEST={deps}", "--build-arg", f"WHEEL_DIGEST={wheel}",
             "--build-arg", f"HELM_SHA256={helm_sha256()}",
             "-f", str(REPO / "Containerfile"), "-t", tag]
     if CA_BUNDLE.exists():
         argv += ["--volume", f"{CA_BUNDLE}:{CA_BUNDLE}:ro"]
     run([*argv, str(CONTEXT)])
+    after = subprocess.run([*PODMAN, "image", "inspect", "--format", "{{.Id}}", tag], capture_output=True,
+                           text=True, check=False).stdout.strip()
+    if before and before != after:
+        subprocess.run([*PODMAN, "rmi", before], capture_output=True, check=False)  # now untagged: ours to drop
 
 
 def build(base: str | None, tag: str) -> None:
