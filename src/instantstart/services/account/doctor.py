@@ -207,7 +207,7 @@ class Doctor:
             return Check(
                 "permissions",
                 "unknown",
-                f"not simulated: iam:SimulatePrincipalPolicy was refused ({error_code(exc) or type(exc).__name__}).",
+                f"not simulated: iam:SimulatePrincipalPolicy failed ({error_code(exc) or type(exc).__name__}).",
                 "Allow iam:SimulatePrincipalPolicy on the caller to have doctor check the control-plane policy, or "
                 "attach deploy/iam/control-plane-policy.json to it.",
             )
