@@ -8,7 +8,7 @@ PORT ?= 3099
 HELM := .tools/bin/helm
 export INSTANTSTART_HELM_PATH := $(CURDIR)/$(HELM)
 
-.PHONY: setup run test lint typecheck pytest postgres-bin chromium-bin clean
+.PHONY: setup run test lint typecheck pytest postgres-bin chromium-bin image-tools image clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,17 @@ chromium-bin:
 	@test -x /usr/bin/chromium || \
 	  { (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
+# Debian's buildah/podman/mmdebstrap/runc for the container image (built from a Debian base made locally).
+image-tools:
+	@command -v buildah >/dev/null 2>&1 && command -v podman >/dev/null 2>&1 && \
+	  command -v mmdebstrap >/dev/null 2>&1 && command -v runc >/dev/null 2>&1 || \
+	  { (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      buildah podman mmdebstrap runc >/dev/null; }
+
+# The image (cached base, wheelhouse and layers); BASE=<a public python image> for a real build.
+image: setup image-tools
+	$(BIN)/python scripts/image.py build $(if $(BASE),--base $(BASE))
+
 lint: setup
 	$(BIN)/ruff check src tests scripts bench
 	$(BIN)/lint-imports --no-cache
@@ -42,10 +53,10 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
-pytest: setup postgres-bin chromium-bin
-	INSTANTSTART_REQUIRE_PG=1 $(BIN)/python scripts/with_postgres.py $(BIN)/pytest -p no:cacheprovider
+pytest: setup postgres-bin chromium-bin image-tools
+	INSTANTSTART_REQUIRE_PG=1 INSTANTSTART_REQUIRE_IMAGE=1 $(BIN)/python scripts/with_postgres.py $(BIN)/pytest -p no:cacheprovider
 
 test: lint typecheck pytest
 
 clean:
-	rm -rf $(VENV) .tools .mypy_cache .ruff_cache .pytest_cache test-artifacts
+	rm -rf $(VENV) .tools .mypy_cache .ruff_cache .pytest_cache test-artifacts build

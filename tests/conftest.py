@@ -25,9 +25,18 @@ os.environ.pop("AWS_PROFILE", None)
 _HELM = Path(__file__).resolve().parents[1] / ".tools" / "bin" / "helm"
 os.environ.setdefault("INSTANTSTART_HELM_PATH", str(_HELM))
 
+from tests.support.policy_plugin import order_last, start_call_log  # noqa: E402
+
+start_call_log()  # before any twin starts: every twin of this session logs its AWS calls there
+
 from tests.support.databases import new_database_url  # noqa: E402 (after the environment is pinned)
 from tests.support.servers import Running, thread_server  # noqa: E402
 from tests.support.twin import cp, twin, twin_process  # noqa: E402,F401 (fixtures for every test directory)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The IAM policy test runs after every test that makes the control plane call AWS."""
+    order_last(config, items)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

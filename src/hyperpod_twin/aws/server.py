@@ -15,6 +15,7 @@ from werkzeug.wrappers import Request, Response
 
 from hyperpod_twin import writes
 
+from . import calllog
 from .context import AwsContext
 from .protocol import AwsError, AwsRequest, PassThrough, RawResponse, error_response, identify
 
@@ -58,6 +59,8 @@ class TwinAwsApp:
             body,
             self.ctx.region,
         )
+        if req is not None:
+            calllog.record(req, environ.get("QUERY_STRING", ""), headers.get("User-Agent", ""))
         if req is not None and not known_region(req.region):
             # With an endpoint override AWS receives the call and refuses the credential scope.
             code = "InvalidSignatureException" if req.protocol in ("json", "rest-json") else "SignatureDoesNotMatch"
@@ -120,7 +123,9 @@ class TwinAwsApp:
             failure = f"{type(exc).__name__}: {exc}"
         code = int(str(captured.get("status", "500")).split()[0])
         content_type = dict((k.lower(), v) for k, v in captured.get("headers", [])).get("content-type", "")
-        unrouted = code == 404 and content_type.startswith("text/html")
+        # A HEAD answer has no body to tell a route miss from a real 404 (S3 HeadBucket/HeadObject on a missing
+        # bucket or key): keep moto's 404.
+        unrouted = code == 404 and content_type.startswith("text/html") and environ.get("REQUEST_METHOD") != "HEAD"
         if req is not None and (code == 500 or unrouted):
             return _send(error_response(req, _moto_gap(req, chunks, failure)), environ, start_response)
         start_response(str(captured["status"]), list(captured["headers"]))

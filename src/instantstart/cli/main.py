@@ -57,6 +57,19 @@ def build_app(settings: Settings) -> typer.Typer:
             typer.echo(str(path))
 
     @app.command()
+    def doctor(
+        instance_type: list[str] = typer.Option(
+            [], "--instance-type", help="TYPE or TYPE=COUNT (e.g. ml.p5.48xlarge=2): check its cluster-usage quota."
+        ),
+        output: str = typer.Option("table", "-o", "--output", help="Output format: table or json."),
+        twin: bool = typer.Option(False, "--twin", help="Start the digital twin and check it instead of AWS."),
+    ) -> None:
+        """Check the account, Region, quotas, bucket, helm, database and permissions before a first cluster."""
+        from instantstart.cli.doctor import run_doctor_command
+
+        raise typer.Exit(run_doctor_command(settings, instance_type, output, twin=twin))
+
+    @app.command()
     def token() -> None:
         """Print where the API token is stored (never the token itself)."""
         typer.echo(str(token_path(settings)))

@@ -111,7 +111,7 @@ class Helm:
             except FileNotFoundError:
                 raise PreconditionFailed(
                     f"helm is not installed at {self.binary}.",
-                    hint="Run `make` (it installs helm into .tools/bin) or set INSTANTSTART_HELM_PATH.",
+                    hint="Unset INSTANTSTART_HELM_PATH to use the bundled helm, or point it at a helm binary.",
                 ) from None
             except subprocess.TimeoutExpired:
                 raise HelmError(f"helm {args[0]} did not finish within {timeout:.0f}s.") from None

@@ -50,6 +50,18 @@ class Database:
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
 
+    def revisions(self) -> tuple[str | None, str | None]:
+        """(the database's Alembic revision, the newest shipped one); connects, so it fails when unreachable."""
+        from alembic.runtime.migration import MigrationContext
+        from alembic.script import ScriptDirectory
+
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS))
+        head = ScriptDirectory.from_config(config).get_current_head()
+        with self.engine.connect() as connection:
+            current = MigrationContext.configure(connection).get_current_revision()
+        return current, head
+
     @contextmanager
     def session(self) -> Iterator[Session]:
         """A session in one transaction: committed on success, rolled back on error."""

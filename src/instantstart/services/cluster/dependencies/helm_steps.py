@@ -6,6 +6,7 @@ from typing import Any
 
 from instantstart.context import AppContext
 from instantstart.kube.helm import Connection, Helm
+from instantstart.kube.helm_binary import resolve_helm
 from instantstart.services.cluster.dependencies.catalog import Dependency
 from instantstart.services.cluster.dependencies.readiness import wait_ready
 from instantstart.services.cluster.dependencies.results import DependencyFailed, DepResult, Progress, Target
@@ -28,7 +29,8 @@ class HelmSteps:
             self.app.kube.connection, self.target.eks_cluster_name, self.target.region
         )
         settings = self.app.settings
-        return Helm(settings.helm_path, settings.data_dir / "helm", Connection(endpoint, token, ca_path))
+        binary = await blocking(resolve_helm, settings.helm_path, settings.data_dir)
+        return Helm(binary, settings.data_dir / "helm", Connection(endpoint, token, ca_path))
 
     async def ensure(self, dep: Dependency, result: DepResult) -> None:
         """upgrade --install the release unless it is deployed with the same chart and values; wait ready."""

@@ -1,0 +1,49 @@
+"""Opt-in call log: with HYPERPOD_TWIN_CALL_LOG=<file>, one `service operation agent` line per AWS call."""
+
+from __future__ import annotations
+
+import os
+import threading
+from urllib.parse import parse_qs
+
+from .protocol import AwsRequest
+
+ENV = "HYPERPOD_TWIN_CALL_LOG"
+_lock = threading.Lock()
+
+
+def s3_operation(method: str, path: str, raw_query: str) -> str:
+    """The S3 operation of a path-style request (the REST routes differ only by query subresource)."""
+    query = parse_qs(raw_query, keep_blank_values=True)
+    parts = [p for p in path.split("/") if p]
+    if len(parts) >= 2:
+        return {"GET": "GetObject", "PUT": "PutObject", "HEAD": "HeadObject", "DELETE": "DeleteObject"}.get(
+            method, method
+        )
+    if not parts:
+        return "ListBuckets"
+    if method == "POST" and "delete" in query:
+        return "DeleteObjects"
+    if method == "HEAD":
+        return "HeadBucket"
+    if method == "GET" and "list-type" in query:
+        return "ListObjectsV2"
+    listing = ("list-type", "prefix", "delimiter", "max-keys", "continuation-token")
+    sub = next((k for k in query if k not in listing), "")
+    verb = {"GET": "Get", "PUT": "Put", "DELETE": "Delete"}.get(method, method)
+    if not sub:
+        return {"GET": "ListObjects", "PUT": "CreateBucket", "DELETE": "DeleteBucket"}.get(method, method)
+    return f"{verb}Bucket{sub[:1].upper()}{sub[1:]}"
+
+
+def record(req: AwsRequest, raw_query: str, user_agent: str) -> None:
+    """Append the call to the log named by HYPERPOD_TWIN_CALL_LOG (nothing when it is unset)."""
+    target = os.environ.get(ENV)
+    if not target:
+        return
+    operation = req.operation
+    if req.service == "s3" and operation is None:
+        operation = s3_operation(req.method, req.path, raw_query)
+    agent = user_agent.split()[-1] if user_agent.split() else "-"
+    with _lock, open(target, "a") as handle:
+        handle.write(f"{req.service} {operation or '?'} {agent}\n")
