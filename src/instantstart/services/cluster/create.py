@@ -21,7 +21,7 @@ from instantstart.services.cluster.params import CreateParams, StorageSpecParams
 from instantstart.services.cluster.preflight import PlanCreateRequest, plan
 from instantstart.services.cluster.storage_stage import STORAGE_STAGE
 from instantstart.services.cluster.verification import VERIFICATION_STAGE
-from instantstart.services.core.registry import activate_stage, mirror_pipeline_stages, reach_stage
+from instantstart.services.core.registry import activate_cluster, mirror_pipeline_stages, reach_cluster
 from instantstart.validation import AccessCidr, ClusterTag, Region, VpcCidr
 
 STAGES = ("eks", "activate", "dependencies", "hyperpod", "storage", "verification")
@@ -50,8 +50,9 @@ class CreateClusterRequest(WireModel):
 
 async def stage_activate(stage: StageContext) -> dict[str, Any]:
     """Make the new cluster active and prove its Kubernetes API answers an EKS token made here."""
-    await activate_stage(stage)
-    return await reach_stage(stage)
+    tag = stage.params_as(CreateParams).cluster_tag
+    await activate_cluster(stage, tag)
+    return await reach_cluster(stage, tag)
 
 
 ACTIVATE_STAGE = StageSpec(

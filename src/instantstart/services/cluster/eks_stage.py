@@ -24,6 +24,7 @@ from instantstart.services.cluster.params import AddressPlanParams, EksParams, s
 from instantstart.services.cluster.stage_status import StageStatus, stage_status
 from instantstart.services.core.registry import (
     RegionScope,
+    default_hyperpod_name,
     get_cluster,
     insert_cluster,
     mirror_pipeline_stages,
@@ -41,11 +42,6 @@ ACCESS_DOC = (
     "Who may reach the public Kubernetes API endpoint (the private endpoint is always on). Default: the"
     " INSTANTSTART_EKS_PUBLIC_ACCESS_CIDRS setting; an empty list makes the endpoint private only."
 )
-
-
-def hyperpod_cluster_name(tag: str) -> str:
-    """`hp-cluster-<tag>`."""
-    return f"hp-cluster-{tag}"
 
 
 class CreateEksRequest(WireModel):
@@ -100,7 +96,7 @@ def register_cluster(db: Database, tag: str, region: str, details: dict[str, Any
         tag=tag,
         region=region,
         eks_cluster_name=eks_svc.eks_cluster_name(tag),
-        hyperpod_cluster_name=hyperpod_cluster_name(tag),
+        hyperpod_cluster_name=default_hyperpod_name(tag),
         imported=False,
         stages={"eks": "PENDING"},
         details=details,

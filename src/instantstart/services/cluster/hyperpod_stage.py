@@ -28,7 +28,13 @@ from instantstart.services.cluster.params import HyperPodGroupParams, HyperPodPa
 from instantstart.services.cluster.stage_status import StageStatus, stage_status
 from instantstart.services.core.instance_types import lookup
 from instantstart.services.core.ledger import aws_tags, record
-from instantstart.services.core.registry import get_cluster, mirror_pipeline_stages, resolve_tag, submit_for_cluster
+from instantstart.services.core.registry import (
+    get_cluster,
+    hyperpod_cluster_name,
+    mirror_pipeline_stages,
+    resolve_tag,
+    submit_for_cluster,
+)
 from instantstart.services.core.stages import blocking, record_details, wait_until
 from instantstart.services.core.training_plans import PlanPlacement, reconcile_plan_zone
 from instantstart.store.models import ClusterRow
@@ -265,7 +271,7 @@ async def stage_hyperpod(stage: StageContext) -> dict[str, Any]:
     await stage.progress(f"lifecycle script: s3://{bucket}/{key}")
     await blocking(s3.put_object, app.aws, region, bucket, key, LIFECYCLE_SCRIPT.encode(), "text/x-shellscript")
     subnet = await _compute_subnet(stage, p, details)
-    name = row.hyperpod_cluster_name or f"hp-cluster-{tag}"
+    name = hyperpod_cluster_name(row)
     existing = await blocking(hp_api.describe_cluster, app.aws, region, name)
     seen = {e.get("EventId") for e in await blocking(capacity_events, app.aws, region, name)} if existing else set()
     if existing is None:
@@ -366,7 +372,7 @@ async def hyperpod_get_creation_status(ctx: CallContext, req: HyperPodStatusRequ
     right now. Poll with wait_seconds(30) until terminal is true."""
     tag = await to_thread.run_sync(resolve_tag, ctx.app.db, req.cluster_tag)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
-    name = row.hyperpod_cluster_name or f"hp-cluster-{tag}"
+    name = hyperpod_cluster_name(row)
 
     async def look() -> str | None:
         cluster = await cached_describe(ctx.app, row.region, name)

@@ -28,7 +28,7 @@ from instantstart.services.cluster.status_model import (
     latest_operation,
 )
 from instantstart.services.cluster.status_reads import GPU, read_allocations, read_claims, read_nodes
-from instantstart.services.core.registry import get_cluster, resolve_tag
+from instantstart.services.core.registry import get_cluster, hyperpod_cluster_name, resolve_tag
 from instantstart.store.models import ClusterRow, utcnow
 
 T = TypeVar("T")
@@ -203,7 +203,7 @@ async def collect_status(app: AppContext, tag: str, claims: tuple[str, ...] = (D
     """Build the status of cluster `tag` from cached reads (one call per resource per cache interval).
     `claims` are the claim names (namespace default) that must be Bound for the cluster to be ready."""
     row = await to_thread.run_sync(get_cluster, app.db, tag)
-    region, hp_name = row.region, row.hyperpod_cluster_name or f"hp-cluster-{tag}"
+    region, hp_name = row.region, hyperpod_cluster_name(row)
     problems: list[str] = []
     hp, nodes, used, pvcs, unreachable = await _reads(app, row, hp_name)
     if unreachable is not None:

@@ -110,9 +110,14 @@ def get_cluster(db: Database, tag: str) -> ClusterRow:
     )
 
 
+def default_hyperpod_name(tag: str) -> str:
+    """The HyperPod cluster name a new cluster gets: `hp-cluster-<tag>`."""
+    return f"hp-cluster-{tag}"
+
+
 def hyperpod_cluster_name(row: ClusterRow) -> str:
     """The HyperPod cluster name of a managed cluster: the recorded one, else `hp-cluster-<tag>`."""
-    return row.hyperpod_cluster_name or f"hp-cluster-{row.tag}"
+    return row.hyperpod_cluster_name or default_hyperpod_name(row.tag)
 
 
 def cluster_target(tag: str) -> str:
@@ -301,22 +306,6 @@ async def reach_cluster(stage: StageContext, tag: str) -> dict[str, Any]:
     result = await to_thread.run_sync(probe)
     await stage.progress(f"reached {row.eks_cluster_name}: Kubernetes {result['kubernetesVersion']}")
     return result
-
-
-def _target_tag(stage: StageContext) -> str:
-    if not (stage.target or "").startswith("cluster:"):
-        raise TypeError(f"operation {stage.operation_id} ({stage.kind}) does not target a cluster")
-    return str(stage.target).removeprefix("cluster:")
-
-
-async def activate_stage(stage: StageContext) -> dict[str, Any]:
-    """activate_cluster for a kind whose target is the cluster (cluster:<tag>), such as the creation pipeline."""
-    return await activate_cluster(stage, _target_tag(stage))
-
-
-async def reach_stage(stage: StageContext) -> dict[str, Any]:
-    """reach_cluster for a kind whose target is the cluster (cluster:<tag>), such as the creation pipeline."""
-    return await reach_cluster(stage, _target_tag(stage))
 
 
 async def stage_switch_activate(stage: StageContext) -> dict[str, Any]:
