@@ -157,22 +157,12 @@ def _route_label(scope: Scope, path: str) -> str:
     return path if path in PUBLIC_PATHS else "other"
 
 
-def create_app(
-    settings: Settings | None = None, catalog: Catalog = CATALOG, on_shutdown: tuple[Callable[[], None], ...] = ()
-) -> ASGIApp:
-    """Build the whole server application for `settings`; `on_shutdown` runs after the server stops."""
-    settings = settings or Settings()
-    load_all(settings.plugins)
-    token, created = ensure_token(settings)
-    register_secret(token)
-    if created:
-        # Shown once, on the terminal, never through the log pipeline.
-        print(f"API token created in {settings.data_dir / 'api-token'} (mode 0600): {token}", flush=True)
+def build_context(settings: Settings) -> AppContext:
+    """The process-wide context: database, operation store and runner, AWS and Kubernetes clients, cache."""
     db = Database(settings.resolved_database_url)
-    store = OperationStore(db, KINDS)
-    runner: Runner[AppContext] = Runner(settings, store, KINDS)
+    runner: Runner[AppContext] = Runner(settings, OperationStore(db, KINDS), KINDS)
     aws = AwsClients(settings)
-    context = AppContext(
+    return AppContext(
         settings=settings,
         db=db,
         runner=runner,
@@ -180,38 +170,30 @@ def create_app(
         kube=KubeClients(aws),
         cache=DescribeCache(settings.status_cache_seconds),
     )
-    host_port = f"{settings.host}:{settings.port}"
-    allowed_hosts = [
-        host_port,
+
+
+def _token(settings: Settings) -> str:
+    token, created = ensure_token(settings)
+    register_secret(token)
+    if created:
+        # Shown once, on the terminal, never through the log pipeline.
+        print(f"API token created in {settings.data_dir / 'api-token'} (mode 0600): {token}", flush=True)
+    return token
+
+
+def _allowed_hosts(settings: Settings) -> list[str]:
+    """Host headers the MCP endpoint accepts (DNS-rebinding protection)."""
+    return [
+        f"{settings.host}:{settings.port}",
         f"127.0.0.1:{settings.port}",
         f"localhost:{settings.port}",
         "127.0.0.1:*",
         "localhost:*",
     ]
-    mcp_manager = session_manager(catalog, context, allowed_hosts)
-    hub = EventHub(context, catalog)
-    runner.add_listener(hub.on_operation)
-    sessions = SessionStore()
 
-    @contextlib.asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        await to_thread.run_sync(db.migrate)
-        runner.start(context)
-        hub.start()
-        async with mcp_manager.run():
-            log.info("instantstart ready", extra={"url": settings.base_url, "version": __version__})
-            yield
-        await hub.stop()
-        await runner.stop()
-        db.dispose()
-        for hook in on_shutdown:
-            await to_thread.run_sync(hook)
 
-    app = FastAPI(
-        title="InstantStart", version=__version__, lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None
-    )
-    app.state.context = context
-    openapi = build_openapi(catalog)
+def _add_error_handlers(app: FastAPI) -> None:
+    """Every error leaves as the one JSON error body (see `error_response`)."""
 
     @app.exception_handler(InstantStartError)
     async def _known(request: Request, exc: InstantStartError) -> Response:
@@ -240,6 +222,10 @@ def create_app(
         log.exception("unhandled error")
         return error_response(InstantStartError("Internal error."), request_id_var.get())
 
+
+def _add_public_routes(app: FastAPI, openapi: dict[str, Any], metrics: Metrics) -> None:
+    """/healthz, the OpenAPI document and /metrics."""
+
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> dict[str, Any]:
         return {"status": "ok", "version": __version__}
@@ -248,30 +234,67 @@ def create_app(
     async def openapi_json() -> dict[str, Any]:
         return openapi
 
-    metrics = Metrics(store.stale_count)
-
     @app.get("/metrics", include_in_schema=False)
     async def metrics_endpoint() -> Response:
         body = await to_thread.run_sync(metrics.render)
         return PlainTextResponse(body, media_type="text/plain; version=0.0.4")
 
+
+def _cors(settings: Settings, inner: ASGIApp) -> ASGIApp | None:
+    """CORS for the listed origins (none by default; a wildcard is refused)."""
+    if not settings.allowed_origins:
+        return None
+    if "*" in settings.allowed_origins:
+        raise ValueError("INSTANTSTART_ALLOWED_ORIGINS must list origins; a wildcard is refused")
+    return CORSMiddleware(
+        inner,
+        allow_origins=settings.allowed_origins,
+        allow_credentials=True,
+        allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+        allow_headers=["Authorization", "Content-Type", "Idempotency-Key"],
+    )
+
+
+def create_app(
+    settings: Settings | None = None, catalog: Catalog = CATALOG, on_shutdown: tuple[Callable[[], None], ...] = ()
+) -> ASGIApp:
+    """Build the whole server application for `settings`; `on_shutdown` runs after the server stops."""
+    settings = settings or Settings()
+    load_all(settings.plugins)
+    token = _token(settings)
+    context = build_context(settings)
+    mcp_manager = session_manager(catalog, context, _allowed_hosts(settings))
+    hub = EventHub(context, catalog)
+    context.runner.add_listener(hub.on_operation)
+    sessions = SessionStore()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        await to_thread.run_sync(context.db.migrate)
+        context.runner.start(context)
+        hub.start()
+        async with mcp_manager.run():
+            log.info("instantstart ready", extra={"url": settings.base_url, "version": __version__})
+            yield
+        await hub.stop()
+        await context.runner.stop()
+        context.db.dispose()
+        for hook in on_shutdown:
+            await to_thread.run_sync(hook)
+
+    app = FastAPI(
+        title="InstantStart", version=__version__, lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None
+    )
+    app.state.context = context
+    metrics = Metrics(context.runner.store.stale_count)
+    _add_error_handlers(app)
+    _add_public_routes(app, build_openapi(catalog), metrics)
     add_routes(app, catalog, context)
     add_ws_route(app, hub)
     add_web_routes(app, token, sessions)
-    outer: ASGIApp = app
-    cors: ASGIApp | None = None
-    if settings.allowed_origins:
-        if "*" in settings.allowed_origins:
-            raise ValueError("INSTANTSTART_ALLOWED_ORIGINS must list origins; a wildcard is refused")
-        outer = cors = CORSMiddleware(
-            outer,
-            allow_origins=settings.allowed_origins,
-            allow_credentials=True,
-            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
-            allow_headers=["Authorization", "Content-Type", "Idempotency-Key"],
-        )
+    cors = _cors(settings, app)
     gate = Gate(
-        outer,
+        cors or app,
         token,
         metrics,
         mcp_manager.handle_request,
