@@ -14,6 +14,7 @@ from werkzeug.serving import BaseWSGIServer, make_server
 from werkzeug.wrappers import Request, Response
 
 from .context import AwsContext
+from .model_check import check_request
 from .protocol import AwsError, AwsRequest, PassThrough, RawResponse, error_response, identify
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,8 @@ class TwinAwsApp:
             return _send(error_response(req, scope), environ, start_response)
         if req is not None:
             err = self.ctx.faults.check_request(req)
+            if err is None:
+                err = _model_refusal(req)
             if err is not None:
                 return _send(error_response(req, err), environ, start_response)
             guard = self.ctx.guards.get((req.service, req.operation or ""))
@@ -136,6 +139,14 @@ def _regions() -> frozenset[str]:
 def known_region(region: str) -> bool:
     """Whether `region` is a real AWS Region (IAM and other global services sign with us-east-1)."""
     return region in _regions() or region in ("aws-global", "us-east-1")
+
+
+def _model_refusal(req: AwsRequest) -> AwsError | None:
+    """What AWS's front door answers for a request that breaks its botocore input shape."""
+    try:
+        return check_request(req)
+    except AwsError as exc:  # a body that is not JSON
+        return exc
 
 
 def _moto_gap(req: AwsRequest, body: bytes, failure: str | None) -> AwsError:
