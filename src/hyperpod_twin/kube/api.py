@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from hyperpod_twin.kube.admission import check_builtin, check_custom
 from hyperpod_twin.kube.apply import record_update, server_side_apply
 from hyperpod_twin.kube.controllers import ControlPlane
 from hyperpod_twin.kube.defaults import apply_defaults, fold_string_data
@@ -158,6 +159,15 @@ class ResourceApi:
                 {"name": name, "kind": rtype.kind},
             )
 
+    def _admit(self, target: Target, new: Obj, current: Obj | None) -> None:
+        """Schema / registry-strategy validation of a write (422 Invalid)."""
+        info = self.control.crds.get(target.rtype.key)
+        if info is not None:
+            schema = info.schemas.get(target.version) or info.schemas.get(target.rtype.version)
+            check_custom(target.rtype, schema, new, current)
+        else:
+            check_builtin(target.rtype, new, current)
+
     # -- reads ---------------------------------------------------------------------------------
     def get(self, target: Target) -> Obj:
         """One object."""
@@ -227,6 +237,7 @@ class ResourceApi:
             self._validate_name(target.rtype, meta["name"])
         self._check_namespace(target)
         apply_defaults(target.rtype, obj, self._ips)
+        self._admit(target, obj, None)
         if not opts.applying:
             meta["managedFields"] = record_update(None, obj, opts.field_manager, target.api_version)
             if not meta["managedFields"]:
@@ -276,6 +287,8 @@ class ResourceApi:
                 meta.pop("managedFields")
         if target.rtype.key == ("", "secrets"):
             fold_string_data(new)
+        if target.subresource != "status":
+            self._admit(target, new, current)
         if opts.dry_run:
             wanted = meta.get("resourceVersion")
             if wanted and str(wanted) != cur_meta["resourceVersion"]:

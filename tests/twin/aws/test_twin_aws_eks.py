@@ -8,7 +8,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from hyperpod_twin.twin import Twin
-from tests.twin.aws.helpers import Net, advance, build_network
+from tests.support.twin_aws import Net, advance, build_network
 
 ROLE = "arn:aws:iam::111122223333:role/eks-cluster"
 

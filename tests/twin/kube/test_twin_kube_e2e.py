@@ -12,9 +12,9 @@ import pytest
 from kubernetes.client import ApiException
 
 from hyperpod_twin.twin import Twin, TwinConfig
-from tests.twin.aws.helpers import ROLE, advance, build_network
-from tests.twin.kube.conftest import client_for, write_kubeconfig
-from tests.twin.kube.eks_token import eks_token
+from tests.support.eks_token import eks_token
+from tests.support.twin_aws import ROLE, advance, build_network
+from tests.support.twin_kube import client_for, write_kubeconfig
 
 
 @pytest.fixture(scope="module")
