@@ -14,7 +14,7 @@ from . import (
     dependencies,
     ec2_fixes,
     eks_access,
-    eks_addons,
+    eks_addon_api,
     eks_clusters,
     fsx,
     iam_ext,
@@ -72,7 +72,7 @@ class AwsSide:
         sagemaker_hyperpod.register(self.ctx, self.hyperpod)
         eks_clusters.register(self.ctx, self.eks)
         eks_access.register(self.ctx, self.eks)
-        eks_addons.register(self.ctx, self.eks)
+        eks_addon_api.register(self.ctx, self.eks)
         fsx.register(self.ctx, self.fsx)
         iam_ext.register(self.ctx)
         dependencies.register(self)
