@@ -8,7 +8,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from hyperpod_twin.twin import Twin
-from tests.support.twin_aws import Net, advance, build_network
+from tests.support.twin_aws import Net, advance, build_network, ensure_execution_role
 
 ROLE = "arn:aws:iam::111122223333:role/eks-cluster"
 
@@ -178,7 +178,7 @@ def test_access_entries_policies_and_modes(twin: Twin, net: Net, events: list[An
         policyArn="arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy",
         accessScope={"type": "cluster"},
     )
-    node_role = "arn:aws:iam::111122223333:role/hyperpod-exec"
+    node_role = ensure_execution_role(twin)
     eks.create_access_entry(clusterName="served-access", principalArn=node_role, type="HYPERPOD_LINUX")
     with pytest.raises(ClientError) as err:
         eks.associate_access_policy(
