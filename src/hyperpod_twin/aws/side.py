@@ -16,6 +16,7 @@ from . import (
     ec2_fixes,
     eks_access,
     eks_addon_api,
+    eks_cluster_api,
     eks_clusters,
     fsx,
     iam_ext,
@@ -71,7 +72,7 @@ class AwsSide:
         quotas.register(self.ctx, self.quotas)
         training_plans.register(self.ctx, self.plans)
         sagemaker_hyperpod.register(self.ctx, self.hyperpod)
-        eks_clusters.register(self.ctx, self.eks)
+        eks_cluster_api.register(self.ctx, self.eks)
         eks_access.register(self.ctx, self.eks)
         eks_addon_api.register(self.ctx, self.eks)
         fsx.register(self.ctx, self.fsx)

@@ -107,3 +107,24 @@ def test_fault_specs_are_checked(aws_twin: Twin) -> None:
     with pytest.raises(urllib.error.HTTPError) as info:
         control(aws_twin, "faults", {"kind": "addon_failure", "addon": "x", "outcome": "BROKEN"})
     assert info.value.code == 400
+
+
+def test_scripted_eks_failure(aws_twin: Twin, env: tuple[Net, str]) -> None:
+    net, _ = env
+    control(aws_twin, "faults", {"kind": "eks_failure", "cluster": "doomed"})
+    eks = aws_twin.boto3_client("eks")
+    eks.create_cluster(name="doomed", roleArn="arn:aws:iam::111122223333:role/eks-cluster",
+                       resourcesVpcConfig={"subnetIds": net.eks_private, "securityGroupIds": [net.sg]})
+    advance(aws_twin, 601)
+    cluster = eks.describe_cluster(name="doomed")["cluster"]
+    assert cluster["status"] == "FAILED" and "endpoint" not in cluster
+    assert cluster["health"]["issues"][0]["code"] == "Ec2SubnetInvalidConfiguration"
+
+
+def test_eks_refuses_a_cluster_role_that_does_not_exist(aws_twin: Twin, env: tuple[Net, str]) -> None:
+    net, _ = env
+    eks = aws_twin.boto3_client("eks")
+    with pytest.raises(eks.exceptions.InvalidParameterException) as info:
+        eks.create_cluster(name="no-role", roleArn="arn:aws:iam::111122223333:role/ghost",
+                           resourcesVpcConfig={"subnetIds": net.eks_private, "securityGroupIds": [net.sg]})
+    assert "ghost" in str(info.value)
