@@ -216,3 +216,12 @@ def test_a_bad_next_token_is_a_validation_error_not_an_internal_failure(aws_twin
     with pytest.raises(ClientError) as info:
         eks.list_addons(clusterName="nope", nextToken="garbage")
     assert info.value.response["Error"]["Code"] in ("InvalidParameterException", "ResourceNotFoundException")
+
+
+def test_every_instance_type_of_the_model_has_hardware_facts() -> None:
+    from hyperpod_twin.aws import instance_types
+
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    enum = model.shape_for("ClusterInstanceType").enum  # type: ignore[attr-defined]
+    assert len(enum) > 200
+    assert [name for name in enum if instance_types.get(name) is None] == []
