@@ -14,9 +14,9 @@ INSUFFICIENT_CAPACITY_MESSAGE = (
 )
 
 KINDS = ("throttle", "error", "server_error", "quota_exceeded", "insufficient_capacity", "addon_failure",
-         "eks_failure", "deep_health_check_failure", "nat_gateway_slow")
+         "eks_failure", "deep_health_check_failure")
 # Faults that shape a lifecycle rather than answer a request.
-LIFECYCLE = ("insufficient_capacity", "addon_failure", "eks_failure", "deep_health_check_failure", "nat_gateway_slow")
+LIFECYCLE = ("insufficient_capacity", "addon_failure", "eks_failure", "deep_health_check_failure")
 ADDON_OUTCOMES = ("CREATE_FAILED", "DEGRADED", "UPDATE_FAILED")
 
 
@@ -42,7 +42,6 @@ class Fault:
     addon: str | None = None  # addon_failure: the add-on name or "*"
     outcome: str | None = None  # addon_failure: CREATE_FAILED | DEGRADED | UPDATE_FAILED
     cluster: str | None = None  # eks_failure: the EKS cluster name or "*"
-    seconds: float | None = None  # nat_gateway_slow: twin seconds a create or delete takes
     hits: int = 0
 
     def to_dict(self) -> dict[str, Any]:
@@ -72,9 +71,6 @@ class FaultBook:
         elif kind == "addon_failure":
             if spec.get("outcome") not in ADDON_OUTCOMES:
                 raise ValueError(f"addon_failure needs outcome, one of {', '.join(ADDON_OUTCOMES)}")
-        elif kind == "nat_gateway_slow":
-            if not isinstance(spec.get("seconds"), (int, float)) or spec["seconds"] <= 0:
-                raise ValueError("nat_gateway_slow needs seconds > 0")
         elif kind not in ("quota_exceeded", "eks_failure") and spec.get("operation") is None:
             raise ValueError(f"{kind} needs operation (or '*')")
         status = spec.get("status")
@@ -94,7 +90,6 @@ class FaultBook:
             addon=spec.get("addon", "*") if kind == "addon_failure" else None,
             outcome=spec.get("outcome"),
             cluster=spec.get("cluster", "*") if kind == "eks_failure" else None,
-            seconds=float(spec["seconds"]) if kind == "nat_gateway_slow" else None,
         )
         with self._lock:
             self._faults.append(fault)

@@ -176,11 +176,20 @@ class Lifecycle:
                 self._node_failed(cluster, node, problem)
             elif checks:
                 self._set(cluster, node, "DeepHealthCheckInProgress", "Running deep health checks")
-                self._at(DEEP_HEALTH_CHECK, cluster, node, lambda: self._running(cluster, node))
+                self._at(DEEP_HEALTH_CHECK, cluster, node, lambda: self._checked(cluster, node, checks))
             else:
                 self._running(cluster, node)
 
         self._at(delay, cluster, node, booted)
+
+    def _checked(self, cluster: Cluster, node: Node, checks: list[str]) -> None:
+        """Deep health checks end: Running, or the node fails them (a scripted deep_health_check_failure)."""
+        fault = self.ctx.faults.lifecycle("deep_health_check_failure", instance_type=node.instance_type)
+        if fault is None:
+            self._running(cluster, node)
+            return
+        check = checks[0] if checks else "InstanceStress"
+        self._node_failed(cluster, node, fault.message or f"Deep health check {check} failed on {node.instance_id}")
 
     def _running(self, cluster: Cluster, node: Node) -> None:
         self._set(cluster, node, "Running")

@@ -1,0 +1,50 @@
+"""Lifecycle failures as AWS shows them: a deep health check that fails rolls a classic-mode creation back,
+and EC2 refuses subnets smaller than /28."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from botocore.exceptions import ClientError
+
+from hyperpod_twin.twin import Twin
+from tests.support.twin_aws import Net, advance, build_eks, build_network, control, group
+
+
+@pytest.fixture(scope="module")
+def env(aws_twin: Twin) -> Iterator[tuple[Net, str]]:
+    net = build_network(aws_twin)
+    yield net, build_eks(aws_twin, net, "lifecycle")
+
+
+def test_failed_deep_health_check_rolls_the_creation_back(aws_twin: Twin, env: tuple[Net, str]) -> None:
+    net, eks_arn = env
+    control(aws_twin, "faults", {"kind": "deep_health_check_failure", "instance_type": "ml.g5.8xlarge",
+                                 "message": "Deep health check InstanceStress failed: GPU 0 ECC errors"})
+    sm = aws_twin.boto3_client("sagemaker")
+    sm.create_cluster(
+        ClusterName="dhc",
+        Orchestrator={"Eks": {"ClusterArn": eks_arn}},
+        VpcConfig={"Subnets": [net.compute["us-west-2a"]], "SecurityGroupIds": [net.sg]},
+        InstanceGroups=[group("gpu", "ml.g5.8xlarge", 1, OnStartDeepHealthChecks=["InstanceStress"])],
+    )
+    seen = set()
+    for _ in range(40):
+        advance(aws_twin, 60)
+        seen.add(sm.describe_cluster(ClusterName="dhc")["ClusterStatus"])
+        if "Failed" in seen:
+            break
+    assert "Failed" in seen
+    events = sm.list_cluster_events(ClusterName="dhc")["Events"]
+    assert any("ECC errors" in (e.get("Description") or "") for e in events), events
+    control(aws_twin, "faults", method="DELETE")
+
+
+@pytest.mark.parametrize("cidr", ["10.9.0.0/29", "10.9.0.0/15"])
+def test_subnet_size_limits(aws_twin: Twin, env: tuple[Net, str], cidr: str) -> None:
+    net, _ = env
+    ec2 = aws_twin.boto3_client("ec2")
+    with pytest.raises(ClientError) as info:
+        ec2.create_subnet(VpcId=net.vpc, CidrBlock=cidr)
+    assert info.value.response["Error"]["Code"] == "InvalidSubnet.Range"
