@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import ipaddress
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 from .context import AwsContext, hex_id
 from .faults import INSUFFICIENT_CAPACITY_MESSAGE
+from .hyperpod_checks import free_private_ip, lifecycle_script_problem
 from .hyperpod_model import (
     LATEST_IMAGE_RELEASE,
     LEAVING,
@@ -155,16 +155,8 @@ class Lifecycle:
         return node
 
     def _private_ip(self, region: str, subnet_id: str) -> str:
-        try:
-            cidr = ipaddress.ip_network(self.ctx.ec2(region).get_subnet(subnet_id).cidr_block)
-        except Exception:
-            cidr = ipaddress.ip_network("10.0.0.0/16")
         used = {n.private_ip for c in self.clusters.values() for n in c.nodes.values()}
-        for offset in range(10, cidr.num_addresses - 1):
-            ip = str(cidr.network_address + offset)
-            if ip not in used:
-                return ip
-        return str(cidr.network_address + 4)
+        return free_private_ip(self.ctx, region, subnet_id, used)
 
     def _boot(self, cluster: Cluster, node: Node, delay: float = NODE_BOOT) -> None:
         group = cluster.groups.get(node.group)
@@ -237,22 +229,7 @@ class Lifecycle:
 
     def lifecycle_script_problem(self, group: InstanceGroup) -> str | None:
         """Why the group's OnCreate script cannot be fetched from S3 (None when it can, or none is set)."""
-        lcc = group.spec.get("LifeCycleConfig") or {}
-        uri, script = str(lcc.get("SourceS3Uri") or ""), str(lcc.get("OnCreate") or "")
-        if not uri.startswith("s3://") or not script:
-            return None
-        from moto.s3.models import s3_backends
-
-        bucket, _, prefix = uri[len("s3://") :].partition("/")
-        key = f"{prefix.strip('/')}/{script}" if prefix.strip("/") else script
-        where = f"s3://{bucket}/{key}"
-        try:
-            found = s3_backends[self.ctx.account_id]["aws"].get_object(bucket, key)
-        except Exception:
-            found = None
-        if found is None:
-            return f"Lifecycle script {where} could not be downloaded: the object does not exist."
-        return None
+        return lifecycle_script_problem(self.ctx, group)
 
     def _node_failed(self, cluster: Cluster, node: Node, message: str) -> None:
         group = cluster.groups.get(node.group)
