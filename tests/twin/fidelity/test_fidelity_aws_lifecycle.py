@@ -48,3 +48,21 @@ def test_subnet_size_limits(aws_twin: Twin, env: tuple[Net, str], cidr: str) -> 
     with pytest.raises(ClientError) as info:
         ec2.create_subnet(VpcId=net.vpc, CidrBlock=cidr)
     assert info.value.response["Error"]["Code"] == "InvalidSubnet.Range"
+
+
+def test_list_clusters_defaults_to_creation_time_ascending(aws_twin: Twin, env: tuple[Net, str]) -> None:
+    net, eks_arn = env
+    sm = aws_twin.boto3_client("sagemaker")
+    for name in ("sort-b", "sort-a"):
+        advance(aws_twin, 1)
+        sm.create_cluster(
+            ClusterName=name,
+            Orchestrator={"Eks": {"ClusterArn": eks_arn}},
+            VpcConfig={"Subnets": [net.compute["us-west-2a"]], "SecurityGroupIds": [net.sg]},
+            InstanceGroups=[group("cpu", "ml.m5.xlarge", 1)],
+        )
+    names = [c["ClusterName"] for c in sm.list_clusters(NameContains="sort-")["ClusterSummaries"]]
+    assert names == ["sort-b", "sort-a"]
+    by_time = [c["ClusterName"] for c in sm.list_clusters(NameContains="sort-", SortOrder="Descending")[
+        "ClusterSummaries"]]
+    assert by_time == ["sort-a", "sort-b"]
