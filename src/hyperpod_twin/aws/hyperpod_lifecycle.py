@@ -222,6 +222,8 @@ class Lifecycle:
 
             self.ctx.later(CAPACITY_RETRY, retry)
             return
+        if group.min_count and cluster.live_count(group.name) >= group.min_count:
+            return  # MinInstanceCount can be met: no roll-back for the instances that could not launch
         if cluster.status == "Creating":
             self._roll_back_creation(cluster)
         elif cluster.status not in ("RollingBack", "Failed", "Deleting"):
@@ -477,10 +479,16 @@ class Lifecycle:
             nodes = [n for n in cluster.group_nodes(group.name) if n.status not in LEAVING]
             pending = any(n.status not in ("Running",) for n in nodes)
             current = cluster.current_count(group.name)
+            running = sum(1 for n in nodes if n.status == "Running")
             if current >= group.target and not pending:
                 group.scaling = False
                 if group.status in ("Creating", "Updating", "Degraded"):
                     group.status = "InService"
+            elif group.min_count and group.status == "Creating" and running >= group.min_count:
+                # MinInstanceCount: the group is InService once the minimum runs; the rest keep launching.
+                group.status = "InService"
+            elif group.min_count and group.status == "InService" and cluster.status == "Creating":
+                continue  # reached its minimum: the cluster does not wait for the rest
             else:
                 waiting_for_capacity = group.failure is not None and not pending
                 if not (cluster.continuous and waiting_for_capacity):

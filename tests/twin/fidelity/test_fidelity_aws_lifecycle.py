@@ -66,3 +66,24 @@ def test_list_clusters_defaults_to_creation_time_ascending(aws_twin: Twin, env: 
     by_time = [c["ClusterName"] for c in sm.list_clusters(NameContains="sort-", SortOrder="Descending")[
         "ClusterSummaries"]]
     assert by_time == ["sort-a", "sort-b"]
+
+
+def test_min_instance_count_decides_in_service(aws_twin: Twin, env: tuple[Net, str]) -> None:
+    """Two of three instances cannot launch; MinInstanceCount=1 makes the group (and cluster) InService
+    with the one that runs instead of rolling the creation back."""
+    net, eks_arn = env
+    control(aws_twin, "faults", {"kind": "insufficient_capacity", "instance_type": "ml.c5.xlarge", "count": 2})
+    sm = aws_twin.boto3_client("sagemaker")
+    sm.create_cluster(
+        ClusterName="min-count",
+        Orchestrator={"Eks": {"ClusterArn": eks_arn}},
+        VpcConfig={"Subnets": [net.compute["us-west-2a"]], "SecurityGroupIds": [net.sg]},
+        InstanceGroups=[group("cpu", "ml.c5.xlarge", 3, MinInstanceCount=1)],
+    )
+    advance(aws_twin, 900)
+    described = sm.describe_cluster(ClusterName="min-count")
+    assert described["ClusterStatus"] == "InService"
+    details = described["InstanceGroups"][0]
+    assert (details["Status"], details["CurrentCount"], details["TargetCount"], details["MinCount"]) == (
+        "InService", 1, 3, 1)
+    control(aws_twin, "faults", method="DELETE")
