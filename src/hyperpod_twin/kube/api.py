@@ -177,7 +177,8 @@ class ResourceApi:
     def list(self, target: Target, params: dict[str, str]) -> tuple[builtins.list[Obj], Obj]:
         """Matching objects (with limit/continue) and the list metadata."""
         predicate = combine(
-            parse_label_selector(params.get("labelSelector")), parse_field_selector(params.get("fieldSelector"))
+            parse_label_selector(params.get("labelSelector")),
+            parse_field_selector(params.get("fieldSelector"), target.rtype.key),
         )
         items, rv = self.store.list(
             target.rtype, target.namespace if target.rtype.namespaced else None, predicate

@@ -303,3 +303,18 @@ def test_job_template_is_immutable(kube: Cluster) -> None:
     patch = {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "busybox:2"}]}}}}
     body = _refusal(batch.patch_namespaced_job, "once", NS, patch)
     assert "spec.template" in _fields(body)
+
+
+def test_field_selectors_accept_only_the_kinds_field_labels(kube: Cluster) -> None:
+    core = kubernetes.client.CoreV1Api(kube.api)
+    assert core.list_namespaced_pod(NS, field_selector="status.phase!=Succeeded,spec.nodeName=n1").items == []
+    for call, selector in ((core.list_namespaced_pod, "spec.containers"), (core.list_namespaced_config_map, "data.x")):
+        with pytest.raises(ApiException) as info:
+            call(NS, field_selector=f"{selector}=y")
+        assert info.value.status == 400 and f"field label not supported: {selector}" in info.value.body
+    api = kubernetes.client.CustomObjectsApi(kube.api)
+    with pytest.raises(ApiException) as info:
+        api.list_namespaced_custom_object(*_HP[:2], NS, _HP[2], field_selector="spec.nprocPerNode=8")
+    assert info.value.status == 400
+    named = api.list_namespaced_custom_object(*_HP[:2], NS, _HP[2], field_selector="metadata.name=train")
+    assert [i["metadata"]["name"] for i in named["items"]] == ["train"]
