@@ -21,8 +21,10 @@ class EventBus:
       for the cluster's Kubernetes API server; the AWS side stores the first non-None answer.
     - ``eks.cluster.deleted`` name, arn
     - ``eks.addon.changed`` cluster_name, cluster_arn, arn (= cluster_arn), addon_name, addon_version,
-      status (CREATING|ACTIVE|UPDATING|DELETING), configuration_values (str|None), namespace
-    - ``eks.addon.active`` same payload, once an add-on reaches ACTIVE (after create or update)
+      status (CREATING|ACTIVE|DEGRADED|CREATE_FAILED|UPDATING|UPDATE_FAILED|DELETING),
+      configuration_values (str|None), namespace
+    - ``eks.addon.active`` same payload, once an add-on's resources are installed: it settled ACTIVE or
+      DEGRADED after a create or an update (not after CREATE_FAILED/UPDATE_FAILED)
     - ``eks.addon.deleted`` cluster_name, cluster_arn, addon_name, preserve (bool)
     - ``eks.access_entries.changed`` cluster_name, cluster_arn, entries (list of AccessEntry dicts:
       principalArn, kubernetesGroups, username, type, accessPolicies [{policyArn, accessScope}]).

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import boto3
@@ -28,6 +29,11 @@ DEFAULT_REGION = "us-west-2"
 ACCESS_KEY_ID = "AKIATWINTWINTWIN0001"
 SECRET_ACCESS_KEY = "twinTwinTwinTwinTwinTwinTwinTwinTwin0001"
 CALLER_USER = "instantstart-twin"
+# With caller="assumed-role" the same credentials answer as a session of this role (as SSO and CI
+# credentials do), so the control plane's assumed-role → role handling is exercised.
+CALLER_ROLE = "instantstart-twin-admin"
+CALLER_SESSION = "instantstart"
+CALLERS = ("user", "assumed-role")
 # Twin seconds per real second: EKS ACTIVE (600 s) in 15 s, HyperPod InService (~480 s) in 12 s.
 DEFAULT_CLOCK_SCALE = 40.0
 
@@ -41,6 +47,9 @@ class TwinConfig:
     clock_scale: float = DEFAULT_CLOCK_SCALE
     account_id: str = DEFAULT_ACCOUNT_ID
     region: str = DEFAULT_REGION
+    # Who the twin's credentials are: the IAM user, or an assumed-role session (test profile:
+    # HYPERPOD_TWIN_CALLER=assumed-role).
+    caller: str = field(default_factory=lambda: os.environ.get("HYPERPOD_TWIN_CALLER", "user"))
 
 
 class Twin:
@@ -59,7 +68,12 @@ class Twin:
         self.region = self.config.region
         self.access_key_id = ACCESS_KEY_ID
         self.secret_access_key = SECRET_ACCESS_KEY
-        self.caller_arn = f"arn:aws:iam::{self.account_id}:user/{CALLER_USER}"
+        if self.config.caller not in CALLERS:
+            raise ValueError(f"caller must be one of {', '.join(CALLERS)}")
+        if self.config.caller == "assumed-role":
+            self.caller_arn = f"arn:aws:sts::{self.account_id}:assumed-role/{CALLER_ROLE}/{CALLER_SESSION}"
+        else:
+            self.caller_arn = f"arn:aws:iam::{self.account_id}:user/{CALLER_USER}"
         self.project_bucket = f"instantstart-{self.account_id}-{self.region}"
         self.clock = TwinClock(self.config.clock_scale)
         self.bus = EventBus()

@@ -38,6 +38,13 @@ from tests.support.waits import wait_terminal
 DEFAULT_ADDONS = ("eks-pod-identity-agent", "aws-mountpoint-s3-csi-driver", "metrics-server")
 DEFAULTS = ("eks-pod-identity-agent", "hyperpod-dependencies", "aws-mountpoint-s3-csi-driver", "metrics-server",
             "priority-classes")
+# Add-ons whose controllers are Deployments: EKS reports them DEGRADED (InsufficientNumberOfReplicas) until a
+# node can run them, and these tests configure dependencies on a cluster that has no nodes yet.
+NEED_NODES = ("aws-mountpoint-s3-csi-driver", "metrics-server")
+
+
+def _before_nodes(name: str) -> str:
+    return "DEGRADED" if name in NEED_NODES else "ACTIVE"
 
 
 def _eks_then_switch(client: httpx.Client, tag: str) -> None:
@@ -95,12 +102,15 @@ def test_configure_dependencies_reconciles_and_rerun_is_a_noop(cp: Running, twin
             "priority-classes": "created",
         }
         status = client.get("/api/v1/clusters/dependency-status").json()
-        assert status["state"] == "SUCCEEDED" and status["terminal"] is True and status["allReady"] is True
+        # No node yet: the Deployment-backed add-ons are DEGRADED, so not everything is ready.
+        assert status["state"] == "SUCCEEDED" and status["terminal"] is True and status["allReady"] is False
         deps = {d["name"]: d for d in status["dependencies"]}
         assert list(deps) == list(DEFAULTS)
         for name in DEFAULTS:
-            assert deps[name]["status"] == "ACTIVE" and deps[name]["ready"] is True, deps[name]
-        assert deps["metrics-server"]["actual"]["status"] == "ACTIVE"
+            expected = _before_nodes(name)
+            assert deps[name]["status"] == expected and deps[name]["ready"] is (expected == "ACTIVE"), deps[name]
+        assert deps["metrics-server"]["actual"]["status"] == "DEGRADED"
+        assert "nodes join" in deps["metrics-server"]["hint"]
         assert deps["priority-classes"]["actual"]["objects"] == "3/3"
         assert deps["metrics-server"]["desired"]["version"] == deps["metrics-server"]["actual"]["version"]
         hp = deps["hyperpod-dependencies"]
@@ -117,7 +127,7 @@ def test_configure_dependencies_reconciles_and_rerun_is_a_noop(cp: Running, twin
                        if any(c["defaultVersion"] for c in v["compatibilities"]))
         for addon in DEFAULT_ADDONS:
             described = eks.describe_addon(clusterName="eks-cluster-deps", addonName=addon)["addon"]
-            assert described["status"] == "ACTIVE"
+            assert described["status"] == _before_nodes(addon)
             assert described["tags"]["instantstart:cluster-tag"] == "deps"
         assert eks.describe_addon(clusterName="eks-cluster-deps", addonName="metrics-server")["addon"][
             "addonVersion"] == default
@@ -193,7 +203,7 @@ def test_failed_dependency_is_reported_with_a_hint_and_retry_completes(cp: Runni
         assert deps["aws-mountpoint-s3-csi-driver"]["status"] == "BLOCKED"
         assert "eks-pod-identity-agent" in deps["aws-mountpoint-s3-csi-driver"]["message"]
         assert deps["hyperpod-dependencies"]["status"] == "ACTIVE"
-        assert deps["metrics-server"]["status"] == "ACTIVE"
+        assert deps["metrics-server"]["status"] == "DEGRADED"
         assert client.get("/api/v1/clusters").json()["clusters"][0]["stages"]["dependencies"] == "FAILED"
         # The fault was one-shot: operation_retry completes the stage.
         retried = client.post(f"/api/v1/operations/{view['operationId']}/retry")
@@ -204,7 +214,7 @@ def test_failed_dependency_is_reported_with_a_hint_and_retry_completes(cp: Runni
         assert actions["hyperpod-dependencies"] == "unchanged" and actions["metrics-server"] == "unchanged"
         assert actions["eks-pod-identity-agent"] == "created"
         status = client.get("/api/v1/clusters/dependency-status").json()
-        assert status["allReady"] is True
+        assert status["allReady"] is False  # metrics-server and the S3 CSI driver wait for nodes
 
 
 def test_dependencies_need_a_finished_eks_stage(cp: Running, twin: TwinProcess) -> None:
@@ -240,8 +250,8 @@ def test_dependency_status_through_mcp(cp: Running, twin: TwinProcess) -> None:
             return body
 
     body = asyncio.run(scenario())
-    assert body["clusterTag"] == "depmcp" and body["allReady"] is True
-    assert [d["status"] for d in body["dependencies"]] == ["ACTIVE"] * len(DEFAULTS)
+    assert body["clusterTag"] == "depmcp" and body["allReady"] is False  # no nodes yet
+    assert [d["status"] for d in body["dependencies"]] == [_before_nodes(n) for n in DEFAULTS]
 
 
 @pytest.mark.parametrize("bad", [{"clusterTag": "Bad_Tag"}, {"names": ["keda"]}])
@@ -274,7 +284,7 @@ def test_unreachable_chart_repository_fails_only_the_chart(cp_bad_repo: Running,
         chart = deps["hyperpod-dependencies"]
         assert chart["status"] == "FAILED" and "INSTANTSTART_HELM_REPOSITORY_URL" in chart["hint"], chart
         assert chart["actual"]["status"] == "NOT_INSTALLED"
-        assert [deps[n]["status"] for n in DEFAULT_ADDONS] == ["ACTIVE"] * 3
+        assert [deps[n]["status"] for n in DEFAULT_ADDONS] == [_before_nodes(n) for n in DEFAULT_ADDONS]
 
 
 class RequestCounter:
@@ -353,10 +363,11 @@ def test_feature_toggles_reuse_reconcile_and_remove(cp: Running, twin: TwinProce
                          raw_params={}, outputs={}, stage="features", attempt=1, app=app, _progress=progress)
     # Turning the training operator on brings cert-manager; the Pod Identity agent is already there.
     results = asyncio.run(reconcile_dependencies(app, stage, tag, [operator]))
+    # With no nodes yet, cert-manager and the operator run no pods: DEGRADED, which counts as installed.
     assert {r.name: (r.status, r.action) for r in results} == {
-        "cert-manager": ("ACTIVE", "created"), "eks-pod-identity-agent": ("ACTIVE", "unchanged"),
-        operator: ("ACTIVE", "created")}
-    assert any(m.startswith(f"{operator}: ACTIVE") for m in messages), messages
+        "cert-manager": ("DEGRADED", "created"), "eks-pod-identity-agent": ("ACTIVE", "unchanged"),
+        operator: ("DEGRADED", "created")}
+    assert any(m.startswith(f"{operator}: DEGRADED") for m in messages), messages
     crds = kubernetes.client.ApiextensionsV1Api(_kube(twin, tag)).list_custom_resource_definition().items
     assert "hyperpodpytorchjobs.sagemaker.amazonaws.com" in {c.metadata.name for c in crds}
     eks: Any = twin_client(twin, "eks")
@@ -374,4 +385,35 @@ def test_feature_toggles_reuse_reconcile_and_remove(cp: Running, twin: TwinProce
     deps = {d["name"]: d for d in status["dependencies"]}
     assert deps[operator]["status"] == "NOT_INSTALLED" and deps[operator]["default"] is False
     assert deps["cert-manager"]["actual"]["status"] == "NOT_INSTALLED"
-    assert all(deps[n]["status"] == "ACTIVE" for n in DEFAULTS)
+    assert all(deps[n]["status"] == _before_nodes(n) for n in DEFAULTS)
+
+
+def test_missing_prerequisite_is_reported_with_a_hint(cp: Running, twin: TwinProcess, tmp_path: Path) -> None:
+    """cert-manager removed behind the control plane's back: the training operator stays DEGRADED in EKS,
+    and the dependency status names the missing add-on instead of blaming missing nodes."""
+    tag, operator = "depprereq", "amazon-sagemaker-hyperpod-training-operator"
+    with cp.client() as client:
+        _eks_then_switch(client, tag)
+        assert _configure(client)["status"] == "SUCCEEDED"
+    app = _app(cp, twin, tmp_path)
+
+    async def progress(_message: str) -> None:
+        return None
+
+    stage = StageContext(operation_id="op-prereq", kind="feature", target=f"cluster:{tag}", params={}, outputs={},
+                         stage="features", attempt=1, app=app, _progress=progress)
+    asyncio.run(reconcile_dependencies(app, stage, tag, [operator]))
+    eks: Any = twin_client(twin, "eks")
+    eks.delete_addon(clusterName=f"eks-cluster-{tag}", addonName="cert-manager")
+    deadline = time.monotonic() + 60
+    with cp.client() as client:
+        while True:
+            deps = {d["name"]: d for d in client.get("/api/v1/clusters/dependency-status").json()["dependencies"]}
+            if "cert-manager" in (deps[operator].get("hint") or "") or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+    view = deps[operator]
+    assert view["status"] == "DEGRADED" and view["actual"]["status"] == "DEGRADED", view
+    assert "Required add-on(s) not installed: cert-manager" in view["message"]
+    assert view["hint"].startswith("It needs cert-manager, which is not installed")
+    assert eks.describe_addon(clusterName=f"eks-cluster-{tag}", addonName=operator)["addon"]["status"] == "DEGRADED"

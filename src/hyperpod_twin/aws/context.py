@@ -52,6 +52,12 @@ class AwsContext:
         self._lock = threading.RLock()
         self._local = threading.local()
 
+    @property
+    def caller_principal(self) -> str:
+        """The caller's IAM principal: an assumed-role session canonicalised to its role's ARN, as EKS
+        (access entries, aws-iam-authenticator) canonicalises it."""
+        return canonical_principal(self.caller_arn)
+
     # registration -----------------------------------------------------------------------------
     def route(self, service: str, operation: str) -> Callable[[Handler], Handler]:
         """Decorator: the extension answers `service`.`operation` instead of moto."""
@@ -159,3 +165,12 @@ def alnum_id(n: int) -> str:
     """n random lowercase letters and digits."""
     alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
     return "".join(secrets.choice(alphabet) for _ in range(n))
+
+
+def canonical_principal(arn: str) -> str:
+    """`arn:aws:sts::<acct>:assumed-role/<role>/<session>` → `arn:aws:iam::<acct>:role/<role>`; others as they are."""
+    if ":assumed-role/" not in arn:
+        return arn
+    partition, account = arn.split(":")[1], arn.split(":")[4]
+    role = arn.split(":assumed-role/", 1)[1].split("/", 1)[0]
+    return f"arn:{partition}:iam::{account}:role/{role}"

@@ -69,3 +69,17 @@ def register(side: AwsSide) -> None:
 
     ctx.guards[("ec2", "DeleteSubnet")] = subnet_guard
     ctx.guards[("ec2", "DeleteSecurityGroup")] = group_guard
+    ctx.guards[("ec2", "CreateSubnet")] = subnet_size_guard
+
+
+def subnet_size_guard(req: AwsRequest) -> None:
+    """EC2 subnets are /16 to /28 (IPv4); moto accepts any prefix."""
+    cidr = str(req.params.get("CidrBlock") or "")
+    if "/" not in cidr:
+        return
+    try:
+        prefix = int(cidr.rsplit("/", 1)[1])
+    except ValueError:
+        return
+    if not 16 <= prefix <= 28:
+        raise AwsError("InvalidSubnet.Range", f"The CIDR '{cidr}' is invalid.")

@@ -30,8 +30,33 @@ ACCESS_POLICIES = (
     "AmazonSagemakerHyperpodTrainingPolicy",
 )
 ENTRY_TYPES = ("STANDARD", "FARGATE_LINUX", "EC2_LINUX", "EC2_WINDOWS", "EC2", "HYBRID_LINUX", "HYPERPOD_LINUX")
-PRINCIPAL_RE = re.compile(r"^arn:aws[a-z\-]*:(iam|sts)::\d{12}:(role|user|assumed-role)/.+$")
+PRINCIPAL_RE = re.compile(r"^arn:aws[a-z\-]*:iam::\d{12}:(role|user)/.+$")
 ROLE_RE = re.compile(r"^arn:aws[a-z\-]*:iam::\d{12}:role/.+$")
+
+
+def iam_principal_exists(ctx: AwsContext, arn: str) -> bool:
+    """Whether the IAM role or user `arn` exists in the account (matched by name, as the path may differ)."""
+    iam = ctx.iam()
+    name = arn.rsplit("/", 1)[-1]
+    if ":role/" in arn:
+        return any(role.name == name for role in list(iam.roles.values()))
+    return name in iam.users
+
+
+def check_principal(ctx: AwsContext, principal: str, kind: str) -> None:
+    """EKS's checks of an access entry's principal: an IAM role or user ARN (never an STS session),
+    that exists; node entry types (EC2_LINUX, HYPERPOD_LINUX, …) need a role."""
+    if ":assumed-role/" in principal or principal.split(":")[2:3] == ["sts"]:
+        raise invalid_param(
+            f"The principalArn parameter format is not valid: {principal}. STS assumed-role session ARNs are not "
+            "supported; use the IAM role's ARN"
+        )
+    if not PRINCIPAL_RE.match(principal):
+        raise invalid_param(f"The principalArn parameter format is not valid: {principal}")
+    if kind != "STANDARD" and ":role/" not in principal:
+        raise invalid_param(f"Access entries of type {kind} require an IAM role principal: {principal}")
+    if not iam_principal_exists(ctx, principal):
+        raise invalid_param(f"The specified principalArn could not be found: {principal}")
 
 
 def _require_api_mode(cluster: Any) -> None:
@@ -84,7 +109,7 @@ def _entry(ctx: AwsContext, region: str, cluster: Any, principal: str, p: dict[s
 def bootstrap_creator(ctx: AwsContext, state: EksState, region: str, cluster: Any) -> None:
     """bootstrapClusterCreatorAdminPermissions: the creator gets an entry with cluster-admin."""
     extra = state.cluster_extras(region, cluster.name)
-    principal = ctx.caller_arn
+    principal = ctx.caller_principal
     if principal in extra.access_entries:
         return
     extra.access_entries[principal] = _entry(ctx, region, cluster, principal, {})
@@ -113,8 +138,7 @@ def register(ctx: AwsContext, state: EksState) -> None:
         with ctx.locked():
             cluster = state.active(req.region, p.get("clusterName"))
             _require_api_mode(cluster)
-            if not PRINCIPAL_RE.match(principal):
-                raise invalid_param(f"The principalArn parameter format is not valid: {principal}")
+            check_principal(ctx, principal, str(p.get("type") or "STANDARD"))
             extra = state.cluster_extras(req.region, cluster.name)
             if principal in extra.access_entries:
                 raise AwsError(
@@ -326,6 +350,8 @@ def create_association(
         raise invalid_param("namespace and serviceAccount are required")
     if not ROLE_RE.match(role):
         raise invalid_param(f"Invalid role ARN {role}")
+    if not iam_principal_exists(ctx, role):
+        raise invalid_param(f"Role {role} does not exist")
     extra = state.cluster_extras(region, cluster.name)
     for existing in extra.pod_identities.values():
         if existing["namespace"] == ns and existing["serviceAccount"] == sa:

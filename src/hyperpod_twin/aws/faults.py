@@ -13,7 +13,11 @@ INSUFFICIENT_CAPACITY_MESSAGE = (
     "We currently do not have sufficient capacity for the requested instance type(s). Please try again."
 )
 
-KINDS = ("throttle", "error", "server_error", "quota_exceeded", "insufficient_capacity")
+KINDS = ("throttle", "error", "server_error", "quota_exceeded", "insufficient_capacity", "addon_failure",
+         "eks_failure", "deep_health_check_failure")
+# Faults that shape a lifecycle rather than answer a request.
+LIFECYCLE = ("insufficient_capacity", "addon_failure", "eks_failure", "deep_health_check_failure")
+ADDON_OUTCOMES = ("CREATE_FAILED", "DEGRADED", "UPDATE_FAILED")
 
 
 @dataclass
@@ -35,6 +39,9 @@ class Fault:
     status: int | None = None
     instance_type: str | None = None
     availability_zone: str | None = None
+    addon: str | None = None  # addon_failure: the add-on name or "*"
+    outcome: str | None = None  # addon_failure: CREATE_FAILED | DEGRADED | UPDATE_FAILED
+    cluster: str | None = None  # eks_failure: the EKS cluster name or "*"
     hits: int = 0
 
     def to_dict(self) -> dict[str, Any]:
@@ -58,10 +65,13 @@ class FaultBook:
         count = spec.get("count", spec.get("times"))
         if count is not None and (not isinstance(count, int) or count < 1):
             raise ValueError("count must be a positive integer")
-        if kind == "insufficient_capacity":
+        if kind in ("insufficient_capacity", "deep_health_check_failure"):
             if not spec.get("instance_type"):
-                raise ValueError("insufficient_capacity needs instance_type")
-        elif kind != "quota_exceeded" and spec.get("operation") is None:
+                raise ValueError(f"{kind} needs instance_type")
+        elif kind == "addon_failure":
+            if spec.get("outcome") not in ADDON_OUTCOMES:
+                raise ValueError(f"addon_failure needs outcome, one of {', '.join(ADDON_OUTCOMES)}")
+        elif kind not in ("quota_exceeded", "eks_failure") and spec.get("operation") is None:
             raise ValueError(f"{kind} needs operation (or '*')")
         status = spec.get("status")
         if kind == "server_error" and status is not None and not (500 <= int(status) <= 599):
@@ -77,6 +87,9 @@ class FaultBook:
             status=int(status) if status is not None else None,
             instance_type=spec.get("instance_type"),
             availability_zone=spec.get("availability_zone", "*"),
+            addon=spec.get("addon", "*") if kind == "addon_failure" else None,
+            outcome=spec.get("outcome"),
+            cluster=spec.get("cluster", "*") if kind == "eks_failure" else None,
         )
         with self._lock:
             self._faults.append(fault)
@@ -110,7 +123,7 @@ class FaultBook:
         """The error a scripted request fault imposes on `req`, consuming one use; None if none applies."""
         with self._lock:
             for fault in self._faults:
-                if fault.kind == "insufficient_capacity":
+                if fault.kind in LIFECYCLE:
                     continue
                 if fault.service not in ("*", req.service):
                     continue
@@ -141,6 +154,18 @@ class FaultBook:
                 self._consume(fault)
                 return True
         return False
+
+
+    def lifecycle(self, kind: str, **match: str) -> Fault | None:
+        """The first lifecycle fault of `kind` whose fields match (`*` matches anything), consuming one use."""
+        with self._lock:
+            for fault in self._faults:
+                if fault.kind != kind:
+                    continue
+                if all(getattr(fault, key) in ("*", None, value) for key, value in match.items()):
+                    self._consume(fault)
+                    return fault
+        return None
 
 
 def _request_error(fault: Fault, req: AwsRequest) -> AwsError:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import ipaddress
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 from .context import AwsContext, hex_id
 from .faults import INSUFFICIENT_CAPACITY_MESSAGE
+from .hyperpod_checks import free_private_ip, lifecycle_script_problem
 from .hyperpod_model import (
     LATEST_IMAGE_RELEASE,
     LEAVING,
@@ -155,16 +155,8 @@ class Lifecycle:
         return node
 
     def _private_ip(self, region: str, subnet_id: str) -> str:
-        try:
-            cidr = ipaddress.ip_network(self.ctx.ec2(region).get_subnet(subnet_id).cidr_block)
-        except Exception:
-            cidr = ipaddress.ip_network("10.0.0.0/16")
         used = {n.private_ip for c in self.clusters.values() for n in c.nodes.values()}
-        for offset in range(10, cidr.num_addresses - 1):
-            ip = str(cidr.network_address + offset)
-            if ip not in used:
-                return ip
-        return str(cidr.network_address + 4)
+        return free_private_ip(self.ctx, region, subnet_id, used)
 
     def _boot(self, cluster: Cluster, node: Node, delay: float = NODE_BOOT) -> None:
         group = cluster.groups.get(node.group)
@@ -176,11 +168,20 @@ class Lifecycle:
                 self._node_failed(cluster, node, problem)
             elif checks:
                 self._set(cluster, node, "DeepHealthCheckInProgress", "Running deep health checks")
-                self._at(DEEP_HEALTH_CHECK, cluster, node, lambda: self._running(cluster, node))
+                self._at(DEEP_HEALTH_CHECK, cluster, node, lambda: self._checked(cluster, node, checks))
             else:
                 self._running(cluster, node)
 
         self._at(delay, cluster, node, booted)
+
+    def _checked(self, cluster: Cluster, node: Node, checks: list[str]) -> None:
+        """Deep health checks end: Running, or the node fails them (a scripted deep_health_check_failure)."""
+        fault = self.ctx.faults.lifecycle("deep_health_check_failure", instance_type=node.instance_type)
+        if fault is None:
+            self._running(cluster, node)
+            return
+        check = checks[0] if checks else "InstanceStress"
+        self._node_failed(cluster, node, fault.message or f"Deep health check {check} failed on {node.instance_id}")
 
     def _running(self, cluster: Cluster, node: Node) -> None:
         self._set(cluster, node, "Running")
@@ -221,6 +222,8 @@ class Lifecycle:
 
             self.ctx.later(CAPACITY_RETRY, retry)
             return
+        if group.min_count and cluster.live_count(group.name) >= group.min_count:
+            return  # MinInstanceCount can be met: no roll-back for the instances that could not launch
         if cluster.status == "Creating":
             self._roll_back_creation(cluster)
         elif cluster.status not in ("RollingBack", "Failed", "Deleting"):
@@ -228,22 +231,7 @@ class Lifecycle:
 
     def lifecycle_script_problem(self, group: InstanceGroup) -> str | None:
         """Why the group's OnCreate script cannot be fetched from S3 (None when it can, or none is set)."""
-        lcc = group.spec.get("LifeCycleConfig") or {}
-        uri, script = str(lcc.get("SourceS3Uri") or ""), str(lcc.get("OnCreate") or "")
-        if not uri.startswith("s3://") or not script:
-            return None
-        from moto.s3.models import s3_backends
-
-        bucket, _, prefix = uri[len("s3://") :].partition("/")
-        key = f"{prefix.strip('/')}/{script}" if prefix.strip("/") else script
-        where = f"s3://{bucket}/{key}"
-        try:
-            found = s3_backends[self.ctx.account_id]["aws"].get_object(bucket, key)
-        except Exception:
-            found = None
-        if found is None:
-            return f"Lifecycle script {where} could not be downloaded: the object does not exist."
-        return None
+        return lifecycle_script_problem(self.ctx, group)
 
     def _node_failed(self, cluster: Cluster, node: Node, message: str) -> None:
         group = cluster.groups.get(node.group)
@@ -491,10 +479,16 @@ class Lifecycle:
             nodes = [n for n in cluster.group_nodes(group.name) if n.status not in LEAVING]
             pending = any(n.status not in ("Running",) for n in nodes)
             current = cluster.current_count(group.name)
+            running = sum(1 for n in nodes if n.status == "Running")
             if current >= group.target and not pending:
                 group.scaling = False
                 if group.status in ("Creating", "Updating", "Degraded"):
                     group.status = "InService"
+            elif group.min_count and group.status == "Creating" and running >= group.min_count:
+                # MinInstanceCount: the group is InService once the minimum runs; the rest keep launching.
+                group.status = "InService"
+            elif group.min_count and group.status == "InService" and cluster.status == "Creating":
+                continue  # reached its minimum: the cluster does not wait for the rest
             else:
                 waiting_for_capacity = group.failure is not None and not pending
                 if not (cluster.continuous and waiting_for_capacity):

@@ -160,12 +160,51 @@ _CPU_FAMILIES: list[tuple[str, int, bool, list[str]]] = [
     ("m7g", 4, False, ["large", "xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge", "16xlarge"]),
     ("i3en", 8, True, ["large", "xlarge", "2xlarge", "3xlarge", "6xlarge", "12xlarge", "24xlarge"]),
 ]
+# Sizes added with botocore 1.44.8's ClusterInstanceType enum (EC2's published vCPU/memory per size).
+_CPU_FAMILIES += [
+    ("c6i", 2, True, ["32xlarge"]),
+    ("m6i", 4, True, ["32xlarge"]),
+    ("r6i", 8, True, ["32xlarge"]),
+    ("m7i", 4, True, ["48xlarge"]),
+    ("r7i", 8, True, ["48xlarge"]),
+    ("r5d", 8, True, ["16xlarge"]),
+    ("c6a", 2, True, ["32xlarge", "48xlarge"]),
+    ("m6a", 4, True, ["32xlarge", "48xlarge"]),
+    ("c6g", 2, False, ["medium"]),
+    ("c7g", 2, False, ["medium"]),
+    ("m6g", 4, False, ["medium"]),
+    ("m7g", 4, False, ["medium"]),
+    ("c8g", 2, False, ["medium", "large", "xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge", "16xlarge",
+                       "24xlarge", "48xlarge"]),
+    ("m8g", 4, False, ["medium", "large", "xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge", "16xlarge",
+                       "24xlarge", "48xlarge"]),
+    ("c8a", 2, False, ["16xlarge"]),
+    ("m8a", 4, False, ["16xlarge"]),
+]
 _EXTRA_VCPUS = {"medium": 2, "3xlarge": 12, "6xlarge": 24}
 
 for _family, _mem_per, _smt, _sizes in _CPU_FAMILIES:
     for _size in _sizes:
         _v = _SIZE_VCPUS.get(_size) or _EXTRA_VCPUS[_size]
+        if _size == "medium" and not _smt:
+            _v = 1  # Graviton medium sizes have one vCPU
         _add(InstanceType(f"ml.{_family}.{_size}", _v, _v * _mem_per, smt=_smt))
+
+# GPU types added with the same enum. gr6 are L4 types with 8 GiB per vCPU; g7e carry RTX PRO 6000
+# Blackwell (96 GB); g7 and p6e-gb200 follow the published sizes as far as known (docs/TWIN.md: derived).
+for _size, _vcpu, _gib in (("4xlarge", 16, 128), ("8xlarge", 32, 256)):
+    _add(InstanceType(f"ml.gr6.{_size}", _vcpu, _gib, 1, "L4", "nvidia", 24, 1 if _size == "8xlarge" else 0))
+for _family, _model, _mem in (("g7e", "RTX PRO 6000", 96), ("g7", "RTX PRO 4500", 32)):
+    for _size, _vcpu, _gib, _gpus, _efa in (
+        ("2xlarge", 8, 64, 1, 0),
+        ("4xlarge", 16, 128, 1, 0),
+        ("8xlarge", 32, 256, 1, 1),
+        ("12xlarge", 48, 512, 2, 1),
+        ("24xlarge", 96, 1024, 4, 2),
+        ("48xlarge", 192, 2048, 8, 4),
+    ):
+        _add(InstanceType(f"ml.{_family}.{_size}", _vcpu, _gib, _gpus, _model, "nvidia", _mem, _efa))
+_add(InstanceType("ml.p6e-gb200.36xlarge", 144, 960, 4, "B200", "nvidia", 185, 4, smt=False))
 
 
 def get(name: str) -> InstanceType | None:

@@ -258,7 +258,12 @@ def page(
     """One page of `items` under `key`, driven by the request's NextToken/MaxResults (nextToken/maxResults
     for lowerCamel APIs such as EKS). The token is the offset of the next item."""
     token_key, size_key = ("nextToken", "maxResults") if camel else ("NextToken", "MaxResults")
-    start = int(params.get(token_key) or 0)
+    token = str(params.get(token_key) or "0")
+    if not token.isdigit():
+        # AWS answers a token it did not issue with a 400, never an internal failure.
+        code = "InvalidParameterException" if camel else "ValidationException"
+        raise AwsError(code, f"The {token_key} provided is invalid: {token}")
+    start = int(token)
     size = int(params.get(size_key) or default_size)
     out: dict[str, Any] = {key: items[start : start + size]}
     if start + size < len(items):

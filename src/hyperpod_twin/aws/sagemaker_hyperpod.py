@@ -445,7 +445,8 @@ def register(ctx: AwsContext, hp: HyperPod) -> None:
             if p.get("SortBy") == "NAME":
                 items.sort(key=lambda c: c.name, reverse=p.get("SortOrder") == "Descending")
             else:
-                items.sort(key=lambda c: c.creation_time, reverse=p.get("SortOrder", "Descending") == "Descending")
+                # CREATION_TIME and Ascending are the defaults (the model says so).
+                items.sort(key=lambda c: c.creation_time, reverse=p.get("SortOrder") == "Descending")
             summaries = [
                 {
                     "ClusterArn": c.arn,

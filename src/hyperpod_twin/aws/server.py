@@ -17,6 +17,7 @@ from hyperpod_twin import writes
 
 from . import calllog
 from .context import AwsContext
+from .model_check import check_request
 from .protocol import AwsError, AwsRequest, PassThrough, RawResponse, error_response, identify
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,8 @@ class TwinAwsApp:
         if req is not None:
             writes.aws(req.service, req.operation or "")
             err = self.ctx.faults.check_request(req)
+            if err is None:
+                err = _model_refusal(req)
             if err is not None:
                 return _send(error_response(req, err), environ, start_response)
             guard = self.ctx.guards.get((req.service, req.operation or ""))
@@ -144,6 +147,14 @@ def _regions() -> frozenset[str]:
 def known_region(region: str) -> bool:
     """Whether `region` is a real AWS Region (IAM and other global services sign with us-east-1)."""
     return region in _regions() or region in ("aws-global", "us-east-1")
+
+
+def _model_refusal(req: AwsRequest) -> AwsError | None:
+    """What AWS's front door answers for a request that breaks its botocore input shape."""
+    try:
+        return check_request(req)
+    except AwsError as exc:  # a body that is not JSON
+        return exc
 
 
 def _moto_gap(req: AwsRequest, body: bytes, failure: str | None) -> AwsError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import uuid
@@ -14,7 +15,8 @@ from . import (
     dependencies,
     ec2_fixes,
     eks_access,
-    eks_addons,
+    eks_addon_api,
+    eks_cluster_api,
     eks_clusters,
     fsx,
     iam_ext,
@@ -71,9 +73,9 @@ class AwsSide:
         quotas.register(self.ctx, self.quotas)
         training_plans.register(self.ctx, self.plans)
         sagemaker_hyperpod.register(self.ctx, self.hyperpod)
-        eks_clusters.register(self.ctx, self.eks)
+        eks_cluster_api.register(self.ctx, self.eks)
         eks_access.register(self.ctx, self.eks)
-        eks_addons.register(self.ctx, self.eks)
+        eks_addon_api.register(self.ctx, self.eks)
         fsx.register(self.ctx, self.fsx)
         iam_ext.register(self.ctx)
         sts_web_identity.register(self.ctx)
@@ -107,10 +109,28 @@ class AwsSide:
             if req.access_key != ctx.access_key_id:
                 raise PassThrough()
             user_id = "AIDA" + uuid.uuid5(uuid.NAMESPACE_URL, ctx.caller_arn).hex[:17].upper()
+            if ":assumed-role/" in ctx.caller_arn:
+                # A role session's UserId is the role's id and the session name.
+                role_id = "AROA" + uuid.uuid5(uuid.NAMESPACE_URL, ctx.caller_principal).hex[:17].upper()
+                user_id = f"{role_id}:{ctx.caller_arn.rsplit('/', 1)[-1]}"
             return xml_response(
                 req,
                 f"<UserId>{user_id}</UserId><Account>{ctx.account_id}</Account><Arn>{ctx.caller_arn}</Arn>",
             )
+
+    def _caller_principal(self) -> None:
+        iam = self.ctx.iam()
+        principal = self.ctx.caller_principal
+        name = principal.rsplit("/", 1)[-1]
+        try:
+            if ":role/" in principal:
+                trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole",
+                         "Principal": {"AWS": f"arn:aws:iam::{self.ctx.account_id}:root"}}]}
+                iam.create_role(name, json.dumps(trust), "/", None, "caller", [], None)
+            else:
+                iam.create_user(self.ctx.region, name, "/", [])
+        except Exception as exc:  # already there (baseline run twice)
+            log.debug("caller principal: %s", exc)
 
     def app(self, control: Any) -> TwinAwsApp:
         """The WSGI application serving moto, the extensions and `control` on one port."""
@@ -128,10 +148,12 @@ class AwsSide:
         self.baseline()
 
     def baseline(self) -> None:
-        """What a fresh twin account has besides moto's defaults: the project bucket."""
+        """What a fresh twin account has besides moto's defaults: the project bucket and the caller's
+        IAM principal (the user, or the role whose session the caller is)."""
         from moto.s3.models import s3_backends
 
         tagging.register(self)
+        self._caller_principal()
         s3 = s3_backends[self.ctx.account_id]["aws"]
         try:
             s3.create_bucket(self.project_bucket, self.ctx.region)

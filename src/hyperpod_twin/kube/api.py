@@ -20,10 +20,12 @@ from typing import Any
 
 import yaml
 
+from hyperpod_twin.kube.admission import check_builtin, check_custom
 from hyperpod_twin.kube.apply import record_update, server_side_apply
 from hyperpod_twin.kube.controllers import ControlPlane
 from hyperpod_twin.kube.defaults import apply_defaults, fold_string_data
 from hyperpod_twin.kube.patch import json_patch, merge_patch, strategic_merge
+from hyperpod_twin.kube.scale import scale_of, scale_paths
 from hyperpod_twin.kube.selectors import combine, parse_field_selector, parse_label_selector
 from hyperpod_twin.kube.status import ApiError, not_found
 from hyperpod_twin.kube.store import (
@@ -158,6 +160,15 @@ class ResourceApi:
                 {"name": name, "kind": rtype.kind},
             )
 
+    def _admit(self, target: Target, new: Obj, current: Obj | None) -> None:
+        """Schema / registry-strategy validation of a write (422 Invalid)."""
+        info = self.control.crds.get(target.rtype.key)
+        if info is not None:
+            schema = info.schemas.get(target.version) or info.schemas.get(target.rtype.version)
+            check_custom(target.rtype, schema, new, current)
+        else:
+            check_builtin(target.rtype, new, current)
+
     # -- reads ---------------------------------------------------------------------------------
     def get(self, target: Target) -> Obj:
         """One object."""
@@ -166,7 +177,8 @@ class ResourceApi:
     def list(self, target: Target, params: dict[str, str]) -> tuple[builtins.list[Obj], Obj]:
         """Matching objects (with limit/continue) and the list metadata."""
         predicate = combine(
-            parse_label_selector(params.get("labelSelector")), parse_field_selector(params.get("fieldSelector"))
+            parse_label_selector(params.get("labelSelector")),
+            parse_field_selector(params.get("fieldSelector"), target.rtype.key),
         )
         items, rv = self.store.list(
             target.rtype, target.namespace if target.rtype.namespaced else None, predicate
@@ -227,6 +239,7 @@ class ResourceApi:
             self._validate_name(target.rtype, meta["name"])
         self._check_namespace(target)
         apply_defaults(target.rtype, obj, self._ips)
+        self._admit(target, obj, None)
         if not opts.applying:
             meta["managedFields"] = record_update(None, obj, opts.field_manager, target.api_version)
             if not meta["managedFields"]:
@@ -276,6 +289,8 @@ class ResourceApi:
                 meta.pop("managedFields")
         if target.rtype.key == ("", "secrets"):
             fold_string_data(new)
+        if target.subresource != "status":
+            self._admit(target, new, current)
         if opts.dry_run:
             wanted = meta.get("resourceVersion")
             if wanted and str(wanted) != cur_meta["resourceVersion"]:
@@ -358,33 +373,11 @@ class ResourceApi:
         return self.create(target, created, replace(opts, applying=True))
 
     # -- scale ---------------------------------------------------------------------------------
-    def _scale_paths(
-        self, rtype: ResourceType
-    ) -> tuple[builtins.list[str], builtins.list[str], builtins.list[str]]:
-        info = self.control.crds.get(rtype.key)
-        if info and info.scale:
-            def split(path: str) -> builtins.list[str]:
-                return [p for p in str(path).lstrip(".").split(".") if p]
-
-            return (split(info.scale.get("specReplicasPath", ".spec.replicas")),
-                    split(info.scale.get("statusReplicasPath", ".status.replicas")),
-                    split(info.scale.get("labelSelectorPath", "")))
-        return ["spec", "replicas"], ["status", "replicas"], ["status", "selector"]
+    def _scale_paths(self, rtype: ResourceType) -> tuple[builtins.list[str], builtins.list[str], builtins.list[str]]:
+        return scale_paths(self.control, rtype)
 
     def _scale_of(self, target: Target, obj: Obj) -> Obj:
-        spec_path, status_path, selector_path = self._scale_paths(target.rtype)
-        selector = _dig(obj, selector_path) if selector_path else None
-        if target.rtype.group == "apps":
-            labels = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
-            selector = ",".join(f"{k}={v}" for k, v in labels.items())
-        return {
-            "kind": "Scale",
-            "apiVersion": "autoscaling/v1",
-            "metadata": {k: v for k, v in obj["metadata"].items() if k in
-                         ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")},
-            "spec": {"replicas": _dig(obj, spec_path) or 0},
-            "status": {"replicas": _dig(obj, status_path) or 0, **({"selector": selector} if selector else {})},
-        }
+        return scale_of(self.control, target.rtype, obj)
 
     def get_scale(self, target: Target) -> Obj:
         """GET …/scale."""
@@ -432,15 +425,7 @@ class ResourceApi:
         if meta.get("deletionTimestamp"):
             return 202, self.present(target, current)
         if rtype.key == ("", "namespaces"):
-            meta["deletionTimestamp"] = now_rfc3339()
-            current["status"] = {"phase": "Terminating"}
-            self.store.update(rtype, current, subresource="status")
-            current = self.store.get(rtype, "", meta["name"])
-            current["metadata"]["deletionTimestamp"] = meta["deletionTimestamp"]
-            self.store.update(rtype, current)
-            self.control.purge_namespace(meta["name"])
-            self.store.delete(rtype, "", meta["name"])
-            return 200, gone
+            return self._delete_namespace(target, current, gone)
         finalizers = list(meta.get("finalizers") or [])
         if policy == "Orphan":
             self.control.orphan_dependents(current, rtype)
@@ -464,6 +449,22 @@ class ResourceApi:
         except NotFoundError as err:
             raise not_found(rtype, meta["name"]) from err
         return 200, gone
+
+    def _delete_namespace(self, target: Target, current: Obj, gone: Obj) -> tuple[int, Obj]:
+        """Terminating until the namespace controller has removed the content (finalizers hold it)."""
+        rtype, name = target.rtype, current["metadata"]["name"]
+        stamp = now_rfc3339()
+        current["status"] = {"phase": "Terminating"}
+        self.store.update(rtype, current, subresource="status")
+        current = self.store.get(rtype, "", name)
+        current["metadata"]["deletionTimestamp"] = stamp
+        current.setdefault("spec", {})["finalizers"] = ["kubernetes"]
+        self.store.update(rtype, current)
+        self.control.terminating.add(name)
+        self.control.purge_namespace(name)
+        if self.control.finish_namespace(name):
+            return 200, gone
+        return 200, self.present(target, self.store.get(rtype, "", name))
 
     def _delete_foreground_dependents(self, owner: Obj) -> None:
         for rtype, item in self.control.dependents(owner, self.store.type_for(owner["apiVersion"], owner["kind"])
@@ -499,14 +500,6 @@ _BUILTIN_GROUPS = {
 def _sort_key(obj: Obj) -> tuple[str, str]:
     meta = obj.get("metadata") or {}
     return (meta.get("namespace") or "", meta.get("name") or "")
-
-
-def _dig(obj: Any, path: list[str]) -> Any:
-    for part in path:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(part)
-    return obj
 
 
 def _patch_sets_rv(patch_doc: Any) -> bool:

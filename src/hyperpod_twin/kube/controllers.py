@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from hyperpod_twin.kube.store import NotFoundError, ObjectStore, ResourceType, StoreError, WatchEvent
+from hyperpod_twin.kube.store import NotFoundError, ObjectStore, ResourceType, StoreError, WatchEvent, now_rfc3339
 from hyperpod_twin.kube.types import builtin, core
 
 log = logging.getLogger(__name__)
@@ -30,6 +30,30 @@ class CrdInfo:
     printer_columns: dict[str, list[Obj]] = field(default_factory=dict)
     scale: Obj | None = None
     schemas: dict[str, Obj] = field(default_factory=dict)
+
+
+def namespace_conditions(counts: dict[str, int], finalizers: dict[str, int]) -> list[Obj]:
+    """The namespace controller's conditions while content remains (kube's wording)."""
+    stamp = now_rfc3339()
+
+    def cond(kind: str, status: str, reason: str, message: str) -> Obj:
+        return {"type": kind, "status": status, "reason": reason, "message": message, "lastTransitionTime": stamp}
+
+    remaining = ", ".join(f"{k} has {n} resource instances" for k, n in sorted(counts.items()))
+    held = ", ".join(f"{k} in {n} resource instances" for k, n in sorted(finalizers.items()))
+    return [
+        cond("NamespaceDeletionDiscoveryFailure", "False", "ResourcesDiscovered",
+             "All resources successfully discovered"),
+        cond("NamespaceDeletionGroupVersionParsingFailure", "False", "ParsedGroupVersions",
+             "All legacy kube types successfully parsed"),
+        cond("NamespaceDeletionContentFailure", "False", "ContentDeleted",
+             "All content successfully deleted, may be waiting on finalization"),
+        cond("NamespaceContentRemaining", "True", "SomeResourcesRemain", f"Some resources are remaining: {remaining}"),
+        cond("NamespaceFinalizersRemaining", "True" if finalizers else "False",
+             "SomeFinalizersRemain" if finalizers else "ContentHasNoFinalizers",
+             f"Some content in the namespace has finalizers remaining: {held}" if finalizers
+             else "All content-preserving finalizers finished"),
+    ]
 
 
 def crd_resource_type(crd: Obj) -> tuple[ResourceType, CrdInfo]:
@@ -70,6 +94,8 @@ class ControlPlane:
     def __init__(self, store: ObjectStore) -> None:
         self.store = store
         self.crds: dict[tuple[str, str], CrdInfo] = {}
+        self.terminating: set[str] = set()
+        self.draining_kinds: set[tuple[str, str]] = set()  # CRDs deleted while instances were held
         store.add_listener(self._on_event)
 
     def close(self) -> None:
@@ -85,6 +111,13 @@ class ControlPlane:
                 if event.rtype.key == ("", "namespaces"):
                     self.purge_namespace(event.object["metadata"]["name"])
                 self.collect_dependents(event.object, event.rtype)
+                namespace = event.object.get("metadata", {}).get("namespace")
+                if event.rtype.namespaced and namespace and namespace in self.terminating:
+                    self.finish_namespace(namespace)
+                if event.rtype.key in self.draining_kinds and not self.store.list(event.rtype)[0]:
+                    self.draining_kinds.discard(event.rtype.key)
+                    self.store.unregister(*event.rtype.key)
+                    self.crds.pop(event.rtype.key, None)
             elif event.type == "ADDED" and event.rtype.key == ("", "namespaces"):
                 self._ensure_default_service_account(event.object["metadata"]["name"])
         except Exception:
@@ -145,9 +178,13 @@ class ControlPlane:
             return
         items, _ = self.store.list(current)
         for item in items:
-            meta = item["metadata"]
-            with contextlib.suppress(NotFoundError):
-                self.store.delete(current, meta.get("namespace", ""), meta["name"])
+            # The CRD's cleanup deletes each instance through the API: finalizers hold them (the
+            # real CRD then waits in Terminating; the twin drops the kind once they are gone).
+            self.delete_object(current, item)
+        if self.store.list(current)[0]:
+            # Served until the last finalizer goes, as the real CRD's cleanup finalizer keeps it.
+            self.draining_kinds.add(rtype.key)
+            return
         self.store.unregister(*rtype.key)
         self.crds.pop(rtype.key, None)
 
@@ -181,7 +218,7 @@ class ControlPlane:
                     meta.pop("resourceVersion", None)
                     self.store.update(rtype, item)
                 else:
-                    self.store.delete(rtype, meta.get("namespace", ""), meta["name"])
+                    self.delete_object(rtype, item)
             except StoreError:
                 log.debug("dependent %s/%s changed during collection", rtype.plural, meta["name"])
 
@@ -209,6 +246,24 @@ class ControlPlane:
             return False
         return bool(obj["metadata"].get("uid") == ref.get("uid"))
 
+    # -- deletion through the API ------------------------------------------------------------
+    def delete_object(self, rtype: ResourceType, item: Obj) -> None:
+        """Delete as a controller's API call does: an object with finalizers only gets its
+        deletionTimestamp and goes when they are removed."""
+        meta = item["metadata"]
+        namespace = meta.get("namespace", "") if rtype.namespaced else ""
+        try:
+            if meta.get("finalizers"):
+                if not meta.get("deletionTimestamp"):
+                    current = self.store.get(rtype, namespace, meta["name"])
+                    current["metadata"]["deletionTimestamp"] = now_rfc3339()
+                    current["metadata"].setdefault("deletionGracePeriodSeconds", 0)
+                    self.store.update(rtype, current)
+                return
+            self.store.delete(rtype, namespace, meta["name"])
+        except NotFoundError:
+            return
+
     # -- namespaces --------------------------------------------------------------------------
     def purge_namespace(self, namespace: str) -> None:
         """Delete every object in a namespace (the namespace controller's job after deletion)."""
@@ -217,8 +272,43 @@ class ControlPlane:
                 continue
             items, _ = self.store.list(rtype, namespace)
             for item in items:
-                with contextlib.suppress(NotFoundError):
-                    self.store.delete(rtype, namespace, item["metadata"]["name"])
+                self.delete_object(rtype, item)
+
+    def remaining_content(self, namespace: str) -> tuple[dict[str, int], dict[str, int]]:
+        """Objects left in a namespace per `plural.group`, and finalizers left per finalizer name."""
+        counts: dict[str, int] = {}
+        finalizers: dict[str, int] = {}
+        for rtype in list(self.store.types.values()):
+            if not rtype.namespaced:
+                continue
+            items, _ = self.store.list(rtype, namespace)
+            if items:
+                counts[f"{rtype.plural}.{rtype.group}"] = len(items)
+            for item in items:
+                for name in item["metadata"].get("finalizers") or []:
+                    finalizers[name] = finalizers.get(name, 0) + 1
+        return counts, finalizers
+
+    def finish_namespace(self, namespace: str) -> bool:
+        """Delete a Terminating namespace whose content is gone (True), or record what holds it."""
+        counts, finalizers = self.remaining_content(namespace)
+        rtype = core("namespaces")
+        if not counts:
+            self.terminating.discard(namespace)
+            with contextlib.suppress(NotFoundError):
+                self.store.delete(rtype, "", namespace)
+            return True
+        try:
+            current = self.store.get(rtype, "", namespace)
+        except NotFoundError:
+            self.terminating.discard(namespace)
+            return True
+        status = {"phase": "Terminating", "conditions": namespace_conditions(counts, finalizers)}
+        if current.get("status") != status:
+            current["status"] = status
+            with contextlib.suppress(StoreError):
+                self.store.update(rtype, current, subresource="status")
+        return False
 
     def _ensure_default_service_account(self, namespace: str) -> None:
         with contextlib.suppress(StoreError):

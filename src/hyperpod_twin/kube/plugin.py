@@ -16,6 +16,7 @@ import threading
 from typing import Any
 from urllib.parse import urlsplit
 
+from hyperpod_twin.aws.context import canonical_principal
 from hyperpod_twin.kube.auth import AuthError, EksTokenVerifier, Identity, Principal, sts_hosts_for
 from hyperpod_twin.kube.authz import Grant
 from hyperpod_twin.kube.charts import ChartRepository
@@ -88,7 +89,8 @@ class KubePlugin:
     def lookup(self, access_key_id: str) -> Principal | None:
         """The twin's own credentials are the only ones EKS tokens may be signed with."""
         if access_key_id == self.twin.access_key_id:
-            return Principal(self.twin.secret_access_key, str(self.twin.caller_arn))
+            # EKS maps a role session to its role (aws-iam-authenticator canonicalisation).
+            return Principal(self.twin.secret_access_key, canonical_principal(str(self.twin.caller_arn)))
         return None
 
     def _allowed_hosts(self, region: str) -> tuple[str, ...]:

@@ -86,8 +86,32 @@ def field_value(obj: Obj, path: str) -> str:
     return str(current)
 
 
-def parse_field_selector(text: str | None) -> Predicate | None:
-    """A predicate on dotted fields (metadata.name, status.phase, spec.nodeName, …); 400 on bad syntax."""
+# Field labels kube-apiserver supports besides metadata.name and metadata.namespace, per (group, plural)
+# (the registries' GetAttrs / field label conversion functions). Custom resources support only the two.
+FIELD_LABELS: dict[tuple[str, str], frozenset[str]] = {
+    ("", "pods"): frozenset({"spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
+                             "spec.hostNetwork", "status.phase", "status.podIP", "status.podIPs",
+                             "status.nominatedNodeName"}),
+    ("", "nodes"): frozenset({"spec.unschedulable"}),
+    ("", "events"): frozenset({"involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
+                               "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
+                               "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"}),
+    ("events.k8s.io", "events"): frozenset({"regarding.kind", "regarding.namespace", "regarding.name",
+                                            "regarding.uid", "regarding.apiVersion", "regarding.resourceVersion",
+                                            "regarding.fieldPath", "reason", "reportingController", "type"}),
+    ("", "secrets"): frozenset({"type"}),
+    ("", "namespaces"): frozenset({"status.phase"}),
+    ("", "services"): frozenset({"spec.clusterIP", "spec.type"}),
+    ("", "replicationcontrollers"): frozenset({"status.replicas"}),
+    ("apps", "replicasets"): frozenset({"status.replicas"}),
+    ("batch", "jobs"): frozenset({"status.successful"}),
+    ("certificates.k8s.io", "certificatesigningrequests"): frozenset({"spec.signerName"}),
+}
+
+
+def parse_field_selector(text: str | None, rtype_key: tuple[str, str] | None = None) -> Predicate | None:
+    """A predicate on dotted fields (metadata.name, status.phase, spec.nodeName, …); 400 on bad syntax,
+    and (given the resource's (group, plural)) 400 for a field label the kind does not support."""
     if not text or not text.strip():
         return None
     checks: list[tuple[str, str, bool]] = []
@@ -98,7 +122,12 @@ def parse_field_selector(text: str | None) -> Predicate | None:
         m = re.match(r"^([A-Za-z0-9_.]+)\s*(==|!=|=)\s*(.*)$", req)
         if m is None:
             raise ApiError(400, f"invalid selector: {req!r}; can't understand '{req}'", "BadRequest")
-        checks.append((m.group(1), m.group(3), m.group(2) != "!="))
+        field = m.group(1)
+        if rtype_key is not None and field not in ("metadata.name", "metadata.namespace") and field not in (
+            FIELD_LABELS.get(rtype_key) or frozenset()
+        ):
+            raise ApiError(400, f"field label not supported: {field}", "BadRequest")
+        checks.append((field, m.group(3), m.group(2) != "!="))
 
     def predicate(obj: Obj) -> bool:
         return all((field_value(obj, path) == value) == equal for path, value, equal in checks)

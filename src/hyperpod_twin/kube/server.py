@@ -312,7 +312,7 @@ class KubeApiServer:
 
     def _watch(self, request: Request, target: Target) -> Response:
         predicate = combine(parse_label_selector(request.param("labelSelector")),
-                            parse_field_selector(request.param("fieldSelector")))
+                            parse_field_selector(request.param("fieldSelector"), target.rtype.key))
         timeout = float(request.param("timeoutSeconds") or DEFAULT_WATCH_TIMEOUT)
         table = self._wants_table(request)
         info = self.control.crds.get(target.rtype.key)

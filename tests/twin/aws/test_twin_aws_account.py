@@ -8,7 +8,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from hyperpod_twin.twin import Twin
-from tests.twin.aws.helpers import build_network, control
+from tests.support.twin_aws import build_network, control
 
 
 def test_identity_and_project_bucket(twin: Twin) -> None:

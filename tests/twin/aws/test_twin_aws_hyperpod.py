@@ -9,7 +9,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from hyperpod_twin.twin import Twin
-from tests.twin.aws.helpers import Net, advance, build_eks, build_network, control, group
+from tests.support.twin_aws import Net, advance, build_eks, build_network, control, group
 
 Events = list[tuple[str, dict[str, Any]]]
 

@@ -14,8 +14,8 @@ import kubernetes
 import pytest
 
 from hyperpod_twin.kube.auth import AuthError, EksTokenVerifier, sts_hosts_for
-from tests.twin.kube.conftest import ACCESS_KEY, CALLER_ARN, CLUSTER, REGION, SECRET_KEY, Cluster, client_for, lookup
-from tests.twin.kube.eks_token import TOKEN_PREFIX, eks_token
+from tests.support.eks_token import TOKEN_PREFIX, eks_token
+from tests.support.twin_kube import ACCESS_KEY, CALLER_ARN, CLUSTER, REGION, SECRET_KEY, Cluster, client_for, lookup
 
 
 def _url_of(token: str) -> str:

@@ -13,7 +13,7 @@ import pytest
 from kubernetes.client import ApiException
 
 from hyperpod_twin.kube.runtime import ProxyResponse
-from tests.twin.kube.conftest import Cluster
+from tests.support.twin_kube import Cluster
 
 Obj = dict[str, Any]
 

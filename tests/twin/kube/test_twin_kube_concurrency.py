@@ -8,7 +8,7 @@ import uuid
 
 import kubernetes
 
-from tests.twin.kube.conftest import Cluster, client_for
+from tests.support.twin_kube import Cluster, client_for
 
 WATCHERS = 20
 WRITES = 30

@@ -12,9 +12,9 @@ import pytest
 from kubernetes.client import ApiException
 
 from hyperpod_twin.twin import Twin, TwinConfig
-from tests.twin.aws.helpers import ROLE, advance, build_network
-from tests.twin.kube.conftest import client_for, write_kubeconfig
-from tests.twin.kube.eks_token import eks_token
+from tests.support.eks_token import eks_token
+from tests.support.twin_aws import advance, build_network, ensure_role
+from tests.support.twin_kube import client_for, write_kubeconfig
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def _create_active(twin: Twin, name: str, **extra: Any) -> dict[str, Any]:
     net = build_network(twin, cidr_prefix="10.20" if name.endswith("a") else "10.30")
     eks = twin.boto3_client("eks")
     eks.create_cluster(
-        name=name, roleArn=ROLE, version="1.32",
+        name=name, roleArn=ensure_role(twin, "eks-cluster", "eks.amazonaws.com"), version="1.32",
         resourcesVpcConfig={"subnetIds": net.eks_private, "securityGroupIds": [net.sg]}, **extra,
     )
     advance(twin, 601)

@@ -12,7 +12,7 @@ import kubernetes
 import yaml
 
 from hyperpod_twin.kube.charts import ChartRepository, package_all
-from tests.twin.kube.conftest import Cluster
+from tests.support.twin_kube import Cluster
 
 
 def test_repository_index_and_packages(chart_repo: ChartRepository) -> None:

@@ -11,7 +11,7 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-from tests.twin.kube.conftest import HELM, REPO_ROOT
+from tests.support.twin_kube import HELM, REPO_ROOT
 
 SCRIPT = REPO_ROOT / "scripts" / "install_helm.py"
 PINNED = "9e7a767efb3f9e334758ae066b4af355c01539663c7fffb30eed2b6213a4735e"

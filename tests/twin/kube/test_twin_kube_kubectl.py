@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import kubernetes
 import pytest
 
-from tests.twin.kube.conftest import KUBECTL, Cluster
+from tests.support.twin_kube import KUBECTL, Cluster
 
 DEPLOYMENT = """
 apiVersion: apps/v1

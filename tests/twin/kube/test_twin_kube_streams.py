@@ -11,7 +11,7 @@ import pytest
 from kubernetes.client import ApiException
 
 from hyperpod_twin.kube.runtime import ProxyResponse
-from tests.twin.kube.conftest import Cluster
+from tests.support.twin_kube import Cluster
 
 
 @pytest.fixture

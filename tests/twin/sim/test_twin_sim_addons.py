@@ -10,7 +10,7 @@ from cryptography import x509
 
 from hyperpod_twin.sim.karpenter import group_spec
 from hyperpod_twin.sim.plugin import install_crds
-from tests.twin.sim.conftest import SimCluster, pod_spec
+from tests.support.sim import SERVE_CONFIG, SimCluster, head_template, pod_spec
 
 
 def _true(obj: dict[str, Any]) -> set[str]:
@@ -93,20 +93,6 @@ def test_cert_manager_issues_a_real_tls_secret(cluster: SimCluster) -> None:
     assert san.get_values_for_type(x509.DNSName) == ["webhook.default.svc"]
 
 
-def _head_template(gpus: int = 0) -> dict[str, Any]:
-    return {
-        "spec": {
-            "containers": [
-                {
-                    "name": "ray-head",
-                    "image": "rayproject/ray:2.46.0",
-                    **({"resources": {"limits": {"nvidia.com/gpu": gpus}}} if gpus else {}),
-                }
-            ]
-        }
-    }
-
-
 def test_ray_job_brings_up_a_cluster_runs_and_shuts_it_down(cluster: SimCluster) -> None:
     install_crds(cluster.sim, "kuberay")
     cluster.add_node("i-09999999999999991")
@@ -119,7 +105,7 @@ def test_ray_job_brings_up_a_cluster_runs_and_shuts_it_down(cluster: SimCluster)
             "shutdownAfterJobFinishes": True,
             "ttlSecondsAfterFinished": 5,
             "rayClusterSpec": {
-                "headGroupSpec": {"rayStartParams": {}, "template": _head_template()},
+                "headGroupSpec": {"rayStartParams": {}, "template": head_template()},
                 "workerGroupSpecs": [
                     {
                         "groupName": "gpu",
@@ -127,7 +113,7 @@ def test_ray_job_brings_up_a_cluster_runs_and_shuts_it_down(cluster: SimCluster)
                         "minReplicas": 0,
                         "maxReplicas": 4,
                         "rayStartParams": {},
-                        "template": _head_template(1),
+                        "template": head_template(1),
                     }
                 ],
             },
@@ -168,21 +154,6 @@ def test_group_spec_round_trips_describe_cluster_fields() -> None:
     assert spec["KubernetesConfig"] == {"Labels": {"a": "b"}, "Taints": []}
 
 
-SERVE_CONFIG = """
-applications:
-- name: llm
-  route_prefix: /
-  import_path: ray.serve.llm:build_openai_app
-  args:
-    llm_configs:
-    - model_loading_config: {model_id: qwen-0.5b, model_source: Qwen/Qwen2.5-0.5B-Instruct}
-      accelerator_type: A10G
-- name: fruit
-  route_prefix: /fruit
-  import_path: fruit.deployment_graph
-  deployments: [{name: MangoStand}, {name: FruitMarket}]
-"""
-
 
 def test_ray_service_serves_its_applications(cluster: SimCluster) -> None:
     import pathlib
@@ -205,7 +176,7 @@ def test_ray_service_serves_its_applications(cluster: SimCluster) -> None:
             "spec": {
                 "serveConfigV2": SERVE_CONFIG,
                 "rayClusterConfig": {
-                    "headGroupSpec": {"rayStartParams": {}, "template": _head_template(1)},
+                    "headGroupSpec": {"rayStartParams": {}, "template": head_template(1)},
                     "workerGroupSpecs": [],
                 },
             },

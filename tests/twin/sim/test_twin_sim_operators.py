@@ -7,35 +7,7 @@ from typing import Any
 
 from hyperpod_twin.sim.nodes import NodeController
 from hyperpod_twin.sim.plugin import install_crds
-from tests.twin.sim.conftest import SimCluster, pod_spec
-
-
-def _hpjob(name: str, replicas: int, **run_policy: Any) -> dict[str, Any]:
-    container = {
-        "name": "pytorch-job-container",
-        "image": "111122223333.dkr.ecr.us-west-2.amazonaws.com/train:1",
-        "command": ["hyperpodrun", "train.py"],
-        "resources": {"requests": {"nvidia.com/gpu": 4}, "limits": {"nvidia.com/gpu": 4}},
-    }
-    return {
-        "apiVersion": "sagemaker.amazonaws.com/v1",
-        "kind": "HyperPodPyTorchJob",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "nprocPerNode": "auto",
-            "replicaSpecs": [
-                {
-                    "name": "pod",
-                    "replicas": replicas,
-                    "template": {
-                        "metadata": {"annotations": {"twin.instantstart.io/run-seconds": "20"}},
-                        "spec": {"containers": [container]},
-                    },
-                }
-            ],
-            "runPolicy": {"cleanPodPolicy": "None", **run_policy},
-        },
-    }
+from tests.support.sim import SimCluster, hpjob, pod_spec, pytorchjob
 
 
 def _true(obj: dict[str, Any]) -> set[str]:
@@ -51,7 +23,7 @@ def test_training_job_waits_for_crd_then_runs_with_rank_env_and_succeeds(cluster
     assert "Established" in _true(crd)
     cluster.add_node("i-01111111111111111")
     cluster.add_node("i-01111111111111112")
-    cluster.create("sagemaker.amazonaws.com", "hyperpodpytorchjobs", _hpjob("llama", 2))
+    cluster.create("sagemaker.amazonaws.com", "hyperpodpytorchjobs", hpjob("llama", 2))
     cluster.advance(4)
     pods = sorted(cluster.list("", "pods", "default"), key=lambda p: p["metadata"]["name"])
     assert [p["metadata"]["name"] for p in pods] == ["llama-pod-0", "llama-pod-1"]
@@ -73,7 +45,7 @@ def test_training_job_restarts_after_node_loss_then_fails_when_retries_run_out(c
     install_crds(cluster.sim, "training-operator")
     cluster.add_node("i-02222222222222221")
     cluster.add_node("i-02222222222222222")
-    cluster.create("sagemaker.amazonaws.com", "hyperpodpytorchjobs", _hpjob("resilient", 1, jobMaxRetryCount=1))
+    cluster.create("sagemaker.amazonaws.com", "hyperpodpytorchjobs", hpjob("resilient", 1, jobMaxRetryCount=1))
     cluster.advance(4)
     node = cluster.get("", "pods", "resilient-pod-0")["spec"]["nodeName"]
     nodes: NodeController = cluster.sim.controller(NodeController)
@@ -94,7 +66,7 @@ def test_training_job_restarts_after_node_loss_then_fails_when_retries_run_out(c
 def test_training_job_failing_attempt_is_retried(cluster: SimCluster) -> None:
     install_crds(cluster.sim, "training-operator")
     cluster.add_node("i-03333333333333331")
-    job = _hpjob("flaky", 1, jobMaxRetryCount=3)
+    job = hpjob("flaky", 1, jobMaxRetryCount=3)
     job["spec"]["replicaSpecs"][0]["template"]["metadata"]["annotations"]["twin.instantstart.io/fail-attempts"] = "1"
     cluster.create("sagemaker.amazonaws.com", "hyperpodpytorchjobs", job)
     cluster.advance(30)
@@ -109,7 +81,7 @@ def test_training_pod_failure_restarts_only_that_pod_within_the_budget(cluster: 
     install_crds(cluster.sim, "training-operator")
     cluster.add_node("i-03333333333333341")
     cluster.add_node("i-03333333333333342")
-    job = _hpjob(
+    job = hpjob(
         "partial", 2, jobMaxRetryCount=3, restartPolicy={"numRestartBeforeFullJobRestart": 1, "evalPeriodSeconds": 3600}
     )
     cluster.create("sagemaker.amazonaws.com", "hyperpodpytorchjobs", job)
@@ -323,37 +295,10 @@ def _chart_crd(cluster: SimCluster, relative: str) -> None:
     cluster.create("apiextensions.k8s.io", "customresourcedefinitions", yaml.safe_load(path.read_text()))
 
 
-def _pytorchjob(name: str, workers: int, **extra: Any) -> dict[str, Any]:
-    def spec(replicas: int) -> dict[str, Any]:
-        return {
-            "replicas": replicas,
-            "restartPolicy": "OnFailure",
-            "template": {
-                "metadata": {"annotations": {"twin.instantstart.io/run-seconds": "10"}},
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "pytorch",
-                            "image": "pytorch/pytorch:2.5",
-                            "resources": {"limits": {"nvidia.com/gpu": "1"}},
-                        }
-                    ]
-                },
-            },
-        }
-
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "PyTorchJob",
-        "metadata": {"name": name, "namespace": "default", **extra},
-        "spec": {"nprocPerNode": "1", "pytorchReplicaSpecs": {"Master": spec(1), "Worker": spec(workers)}},
-    }
-
-
 def test_kubeflow_pytorchjob_from_the_dependencies_chart(cluster: SimCluster) -> None:
     _chart_crd(cluster, "hyperpod-dependencies/crds/kubeflow.org_pytorchjobs.yaml")
     cluster.add_node("i-0abababababababa1")
-    cluster.create("kubeflow.org", "pytorchjobs", _pytorchjob("mnist", 2))
+    cluster.create("kubeflow.org", "pytorchjobs", pytorchjob("mnist", 2))
     cluster.advance(4)
     pods = {p["metadata"]["name"]: p for p in cluster.list("", "pods", "default")}
     assert set(pods) == {"mnist-master-0", "mnist-worker-0", "mnist-worker-1"}
@@ -378,7 +323,7 @@ def test_kubeflow_pytorchjob_auto_resume_after_node_loss(cluster: SimCluster) ->
             "sagemaker.amazonaws.com/job-max-retry-count": "1",
         }
     }
-    job = _pytorchjob("resume", 1, **annotations)
+    job = pytorchjob("resume", 1, **annotations)
     for replica in job["spec"]["pytorchReplicaSpecs"].values():
         replica["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "4"
     cluster.create("kubeflow.org", "pytorchjobs", job)
@@ -396,7 +341,7 @@ def test_kubeflow_pytorchjob_auto_resume_after_node_loss(cluster: SimCluster) ->
 def test_training_job_deadline_and_ttl(cluster: SimCluster) -> None:
     install_crds(cluster.sim, "training-operator")
     cluster.add_node("i-0adadadadadadad1")
-    job = _hpjob("slow", 1, activeDeadlineSeconds=30, ttlSecondsAfterFinished=60)
+    job = hpjob("slow", 1, activeDeadlineSeconds=30, ttlSecondsAfterFinished=60)
     job["spec"]["replicaSpecs"][0]["template"]["metadata"]["annotations"]["twin.instantstart.io/run-seconds"] = "1000"
     cluster.create("sagemaker.amazonaws.com", "hyperpodpytorchjobs", job)
     cluster.advance(10)

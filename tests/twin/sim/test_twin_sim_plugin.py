@@ -16,7 +16,7 @@ from hyperpod_twin.kube.runtime import ClusterRuntime
 from hyperpod_twin.kube.store import ObjectStore
 from hyperpod_twin.kube.types import bootstrap, builtin, core
 from hyperpod_twin.sim.plugin import SimPlugin
-from tests.twin.sim.conftest import ARN, SimCluster, pod_spec
+from tests.support.sim import ARN, SimCluster, pod_spec
 
 
 @pytest.fixture

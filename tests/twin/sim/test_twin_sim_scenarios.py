@@ -15,8 +15,8 @@ import pytest
 from kubernetes import client as k8s
 
 from hyperpod_twin.twin import Twin, TwinConfig
-from tests.twin.aws.helpers import ROLE, Net, build_eks, build_network, control, ensure_execution_role, group
-from tests.twin.kube.eks_token import eks_token
+from tests.support.eks_token import eks_token
+from tests.support.twin_aws import ROLE, Net, build_eks, build_network, control, ensure_execution_role, group
 
 EKS = "sim-eks"
 HP = "sim-hp"
@@ -525,7 +525,7 @@ spec:
 def test_kubectl_waits_on_simulated_workloads(env: Env, tmp_path: Path) -> None:
     import subprocess
 
-    from tests.twin.kube.conftest import KUBECTL, write_kubeconfig
+    from tests.support.twin_kube import KUBECTL, write_kubeconfig
 
     eks = env.twin.boto3_client("eks").describe_cluster(name=EKS)["cluster"]
     kubeconfig = tmp_path / "kubeconfig"

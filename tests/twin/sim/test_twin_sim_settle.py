@@ -11,9 +11,7 @@ import hyperpod_twin
 from hyperpod_twin.kube.store import WatchEvent
 from hyperpod_twin.sim import addons
 from hyperpod_twin.sim.plugin import install_crds
-from tests.twin.sim.conftest import SimCluster, pod_spec
-from tests.twin.sim.test_twin_sim_addons import SERVE_CONFIG, _head_template
-from tests.twin.sim.test_twin_sim_operators import _hpjob, _pytorchjob
+from tests.support.sim import SERVE_CONFIG, SimCluster, head_template, hpjob, pod_spec, pytorchjob
 
 LONG = {"twin.instantstart.io/run-seconds": "100000"}
 
@@ -75,10 +73,10 @@ def _everything(cluster: SimCluster) -> None:
         "jobs",
         {"metadata": {"name": "done"}, "spec": {"template": {"spec": pod_spec(0, restartPolicy="Never")}}},
     )
-    hpjob = _hpjob("train", 1)
-    hpjob["spec"]["replicaSpecs"][0]["template"]["metadata"]["annotations"] = LONG
-    cluster.create("sagemaker.amazonaws.com", "hyperpodpytorchjobs", hpjob)
-    ptj = _pytorchjob("ptj", 1)
+    job = hpjob("train", 1)
+    job["spec"]["replicaSpecs"][0]["template"]["metadata"]["annotations"] = LONG
+    cluster.create("sagemaker.amazonaws.com", "hyperpodpytorchjobs", job)
+    ptj = pytorchjob("ptj", 1)
     for replica in ptj["spec"]["pytorchReplicaSpecs"].values():
         replica["template"]["metadata"]["annotations"] = LONG
     cluster.create("kubeflow.org", "pytorchjobs", ptj)
@@ -118,8 +116,8 @@ def _everything(cluster: SimCluster) -> None:
         {"metadata": {"name": "c"}, "spec": {"secretName": "c-tls", "issuerRef": {"name": "self"}}},
     )
     cluster_spec = {
-        "headGroupSpec": {"rayStartParams": {}, "template": _head_template()},
-        "workerGroupSpecs": [{"groupName": "w", "replicas": 1, "rayStartParams": {}, "template": _head_template()}],
+        "headGroupSpec": {"rayStartParams": {}, "template": head_template()},
+        "workerGroupSpecs": [{"groupName": "w", "replicas": 1, "rayStartParams": {}, "template": head_template()}],
     }
     cluster.create("ray.io", "rayclusters", {"metadata": {"name": "rc"}, "spec": cluster_spec})
     cluster.create(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.twin.sim.conftest import SimCluster, pod_spec
+from tests.support.sim import SimCluster, pod_spec
 
 
 def _deployment(name: str, replicas: int, gpus: int) -> dict[str, object]:

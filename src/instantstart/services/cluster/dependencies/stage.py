@@ -35,6 +35,7 @@ STAGE = "dependencies"
 KIND = "cluster_configure_dependencies"
 STATUS_TOOL = "cluster_get_dependency_status"
 GOOD = ("ACTIVE", "DEGRADED")
+ABSENT = ("NOT_INSTALLED", "UNKNOWN", "DELETING", "CREATE_FAILED", "DELETE_FAILED")
 
 
 class ConfigureDependenciesRequest(WireModel):
@@ -295,6 +296,7 @@ async def cluster_get_dependency_status(ctx: CallContext, req: DependencyStatusR
     else:
         looks = [{"status": "NOT_INSTALLED", "ready": False, "reason": "the EKS stage has not finished"}] * len(names)
     views = []
+    present = {n for n, look in zip(names, looks, strict=True) if look.get("status") not in ABSENT}
     for name, actual in zip(names, looks, strict=True):
         dep = catalog.get(name)
         saved = persisted.get(name) or {}
@@ -305,6 +307,14 @@ async def cluster_get_dependency_status(ctx: CallContext, req: DependencyStatusR
             status = "DEGRADED"
             message = f"was ACTIVE; now {actual.get('status')}"
             hint = "Run cluster_configure_dependencies to reconcile it again."
+        missing = [p for p in dep.depends_on if p not in present]
+        if actual.get("status") == "DEGRADED" and missing:
+            # EKS keeps an add-on DEGRADED while an add-on it needs is gone; say which, not "wait for nodes".
+            status = "DEGRADED"
+            message = f"DEGRADED: {'; '.join(map(str, actual.get('issues') or [])) or 'pods not ready'}"
+            hint = (f"It needs {', '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} not installed: "
+                    f"install {'it' if len(missing) == 1 else 'them'} again (cluster_configure_dependencies, or the "
+                    "feature that needs it); the add-on recovers by itself once they are ACTIVE.")
         views.append(
             DependencyView(
                 name=name,

@@ -44,8 +44,24 @@ class Net:
     nat: str
 
 
+TEST_ROLES = {"eks-cluster": "eks.amazonaws.com", "operator": "ec2.amazonaws.com", "inf": "pods.eks.amazonaws.com"}
+
+
+def ensure_role(twin: Twin, name: str, service: str) -> str:
+    """An IAM role trusting `service` (created once per account); its ARN."""
+    iam = twin.boto3_client("iam")
+    trust = {"Version": "2012-10-17",
+             "Statement": [{"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}]}
+    with contextlib.suppress(iam.exceptions.EntityAlreadyExistsException):
+        iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(trust))
+    return f"arn:aws:iam::{twin.account_id}:role/{name}"
+
+
 def build_network(twin: Twin, cidr_prefix: str = "10.0") -> Net:
-    """VPC with public, EKS-private and /20 compute subnets in two AZs, IGW, NAT, routes, S3 endpoint."""
+    """VPC with public, EKS-private and /20 compute subnets in two AZs, IGW, NAT, routes, S3 endpoint; also
+    the IAM roles the tests name (EKS checks that the roles it is given exist)."""
+    for role, service in TEST_ROLES.items():
+        ensure_role(twin, role, service)
     ec2 = twin.boto3_client("ec2")
     vpc = ec2.create_vpc(CidrBlock=f"{cidr_prefix}.0.0/16")["Vpc"]["VpcId"]
     igw = ec2.create_internet_gateway()["InternetGateway"]["InternetGatewayId"]
