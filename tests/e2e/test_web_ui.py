@@ -278,6 +278,24 @@ def test_delete_shows_the_deletion_plan_and_needs_the_tag_typed(page: Any, serve
     shot(page, "11-deleted")
 
 
+def test_a_failed_pipeline_stage_shows_failed_in_the_cluster_list(page: Any, served: Served) -> None:
+    """Regression (issue 10): the engine mirrors a failed stage onto the cluster row, so the list's badge
+    says FAILED (it used to keep RUNNING)."""
+    fault = {"kind": "eks_failure", "cluster": "eks-cluster-uifail"}
+    httpx.post(served.twin_url + "/_twin/faults", json=fault, timeout=10).raise_for_status()
+    page.goto(served.url + "/#/clusters")
+    with served.api() as api:
+        ref = api.post("/api/v1/clusters/eks", json={"clusterTag": "uifail"}).json()
+        row = page.locator('tr[data-cluster="uifail"]')
+        expect(row.locator('[title="eks: FAILED"]')).to_be_visible(timeout=120_000)
+        view = api.get(f"/api/v1/operations/{ref['operationId']}").json()
+        assert view["status"] == "FAILED", view
+        listed = next(c for c in api.get("/api/v1/clusters").json()["clusters"] if c["clusterTag"] == "uifail")
+        assert listed["stages"]["eks"] == "FAILED"
+    httpx.delete(served.twin_url + "/_twin/faults", timeout=10).raise_for_status()
+    shot(page, "10-failed-stage-in-list")
+
+
 def test_sign_out_ends_the_session(page: Any, served: Served) -> None:
     page.goto(served.url + "/#/clusters")
     page.get_by_role("button", name="Sign out").click()

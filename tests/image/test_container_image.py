@@ -19,9 +19,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import httpx2
 import pytest
 from mcp import ClientSession
-from mcp.client.streamable_http import streamablehttp_client
+from mcp.client.streamable_http import streamable_http_client
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
@@ -93,15 +94,16 @@ def wait_healthy(name: str, port: int) -> httpx.Response:
 async def call_tool(url: str, token: str) -> dict[str, object]:
     headers = {"Authorization": f"Bearer {token}"}
     async with (
-        streamablehttp_client(url + "/mcp", headers=headers) as (read, write, _),
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120)) as http,
+        streamable_http_client(url + "/mcp", http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):
         await session.initialize()
         tools = {t.name for t in (await session.list_tools()).tools}
         assert "cluster_get_availability_zones" in tools
         result = await session.call_tool("cluster_get_availability_zones", {})
-        assert not result.isError, result.content
-        return dict(result.structuredContent or {})
+        assert not result.is_error, result.content
+        return dict(result.structured_content or {})
 
 
 def test_image_serves_the_twin_as_a_non_root_user(container: tuple[str, int]) -> None:
