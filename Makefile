@@ -8,7 +8,7 @@ PORT ?= 3099
 HELM := .tools/bin/helm
 export INSTANTSTART_HELM_PATH := $(CURDIR)/$(HELM)
 
-.PHONY: setup run test lint typecheck pytest postgres-bin chromium-bin clean
+.PHONY: setup run test lint typecheck pytest postgres-bin chromium-bin node-bin axe clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,18 @@ chromium-bin:
 	@test -x /usr/bin/chromium || \
 	  { (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
+# Debian's node + npm, only to fetch axe-core (pinned in package.json/package-lock.json) for the browser tests.
+node-bin:
+	@{ command -v node && command -v npm; } >/dev/null 2>&1 || \
+	  { (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }
+
+AXE := node_modules/axe-core/axe.min.js
+$(AXE): package.json package-lock.json | node-bin
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $(AXE)
+
+axe: $(AXE)
+
 lint: setup
 	$(BIN)/ruff check src tests scripts bench
 	$(BIN)/lint-imports --no-cache
@@ -42,10 +54,10 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
-pytest: setup postgres-bin chromium-bin
+pytest: setup postgres-bin chromium-bin $(AXE)
 	INSTANTSTART_REQUIRE_PG=1 $(BIN)/python scripts/with_postgres.py $(BIN)/pytest -p no:cacheprovider
 
 test: lint typecheck pytest
 
 clean:
-	rm -rf $(VENV) .tools .mypy_cache .ruff_cache .pytest_cache test-artifacts
+	rm -rf $(VENV) .tools node_modules .mypy_cache .ruff_cache .pytest_cache test-artifacts
