@@ -253,7 +253,7 @@ async function confirmDelete(tag, shell) {
       plan = await get(`/clusters/${encodeURIComponent(tag)}/deletion-plan`, { deleteBucket: bucket.checked ? "true" : "" });
       replace(body,
         h("p", {}, plan.note, " ", h("strong", {}, `${plan.resources.length} resource(s)`), " are deleted in this order:"),
-        h("div", { class: "plan-scroll" }, table([
+        h("div", { class: "plan-scroll", tabindex: "0", role: "region", "aria-label": "Resources to delete" }, table([
           { label: "#", num: true, cell: (r) => r.order },
           { label: "Type", cell: (r) => r.resourceType },
           { label: "Id", cell: (r) => h("code", {}, r.resourceId) },

@@ -108,8 +108,8 @@ async function renderDetail(view, id, shell) {
         h("dt", {}, "Current stage"), h("dd", {}, op.currentStage ?? "—"),
         h("dt", {}, "Created"), h("dd", {}, when(op.createdAt)),
         h("dt", {}, "Finished"), h("dd", {}, when(op.finishedAt))),
-      h("h3", {}, "Parameters"), h("pre", { class: "json" }, JSON.stringify(op.params, null, 2)),
-      op.result ? [h("h3", {}, "Result"), h("pre", { class: "json" }, JSON.stringify(op.result, null, 2))] : null);
+      h("h3", {}, "Parameters"), h("pre", { class: "json", tabindex: "0", role: "region", "aria-label": "Parameters" }, JSON.stringify(op.params, null, 2)),
+      op.result ? [h("h3", {}, "Result"), h("pre", { class: "json", tabindex: "0", role: "region", "aria-label": "Result" }, JSON.stringify(op.result, null, 2))] : null);
   }
   async function load() { op = await get(`/operations/${encodeURIComponent(id)}`); draw(); }
   replace(view, h("div", { class: "stack" },
