@@ -92,6 +92,7 @@ def test_bad_cidr_shows_the_api_message_beside_the_field(page: Any, served: Serv
     expect(page.locator('.field-error[data-for="eksClusterName"]')).to_have_text(
         refused["details"]["fields"][0]["message"]
     )
+    audit(page, "Cluster Management with the import form's error")
     page.goto(served.url + "/#/monitoring")
     expect(page.locator("#summary")).to_contain_text("No cluster is active")
     audit(page, "Monitoring without a cluster")
@@ -162,6 +163,7 @@ def test_capacity_add_a_spot_group_scale_it_and_reboot_a_node(page: Any, served:
     expect(form.get_by_label("EFA-only network interfaces")).to_be_hidden()  # ml.g6.4xlarge is not eligible
     expect(page.locator("#ig-subnet-note")).to_contain_text(AZ)
     shot(page, "08-add-instance-group")
+    audit(page, "Capacity with the add-group form")
     form.get_by_role("button", name="Add group").click()
     added = wait_capacity_op(page, served, "instance_group")
     # Only what the user set was sent: the defaults (EBS size, subnet choice) were left to the API.
