@@ -8,7 +8,7 @@ PORT ?= 3099
 HELM := .tools/bin/helm
 export INSTANTSTART_HELM_PATH := $(CURDIR)/$(HELM)
 
-.PHONY: setup run test lint typecheck pytest postgres-bin chromium-bin image-tools image clean
+.PHONY: setup run test lint typecheck pytest postgres-bin chromium-bin node-bin axe image-tools image clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -46,6 +46,18 @@ image-tools:
 image: setup image-tools
 	$(BIN)/python scripts/image.py build $(if $(BASE),--base $(BASE))
 
+# Debian's node + npm, only to fetch axe-core (pinned in package.json/package-lock.json) for the browser tests.
+node-bin:
+	@{ command -v node && command -v npm; } >/dev/null 2>&1 || \
+	  { (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }
+
+AXE := node_modules/axe-core/axe.min.js
+$(AXE): package.json package-lock.json | node-bin
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $(AXE)
+
+axe: $(AXE)
+
 lint: setup
 	$(BIN)/ruff check src tests scripts bench
 	$(BIN)/lint-imports --no-cache
@@ -53,10 +65,10 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
-pytest: setup postgres-bin chromium-bin image-tools
+pytest: setup postgres-bin chromium-bin image-tools $(AXE)
 	INSTANTSTART_REQUIRE_PG=1 INSTANTSTART_REQUIRE_IMAGE=1 $(BIN)/python scripts/with_postgres.py $(BIN)/pytest -p no:cacheprovider
 
 test: lint typecheck pytest
 
 clean:
-	rm -rf $(VENV) .tools .mypy_cache .ruff_cache .pytest_cache test-artifacts build
+	rm -rf $(VENV) .tools node_modules .mypy_cache .ruff_cache .pytest_cache test-artifacts build

@@ -1,5 +1,6 @@
 """The web UI in a real browser against `instantstart serve --twin`: sign-in, the create form with the API's
-field errors, six stages live, reload without a second operation, GPU totals, operations, sign-out."""
+field errors, six stages live, reload without a second operation, GPU totals, operations, advanced features as an
+explicit diff, sign-out; every page passes axe-core's WCAG 2.0/2.1 A and AA rules."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.support.browser import CLOCK_SCALE, Served, shot
+from tests.support.browser import CLOCK_SCALE, Served, audit, shot
 
 pytestmark = pytest.mark.e2e
 
@@ -33,9 +34,11 @@ def test_sign_in_keeps_the_token_out_of_the_browser(page: Any, served: Served) -
     page.goto(served.url + "/")
     expect(page.get_by_label("API token")).to_be_visible()
     shot(page, "01-sign-in")
+    audit(page, "sign-in")
     page.get_by_label("API token").fill("not-the-token")
     page.get_by_role("button", name="Sign in").click()
     expect(page.locator("#token-error")).to_have_text("That is not the API token of this server.")
+    audit(page, "sign-in with an error")
     # Keyboard only: the token field has the focus, Enter submits.
     expect(page.get_by_label("API token")).to_be_focused()
     page.keyboard.type(served.token)
@@ -79,6 +82,7 @@ def test_bad_cidr_shows_the_api_message_beside_the_field(page: Any, served: Serv
         expect(page.locator("#create .form-error")).to_contain_text(expected["message"])
         assert api.get("/api/v1/operations").json()["total"] == 0
     shot(page, "02-bad-cidr")
+    audit(page, "Cluster Management with field errors")
     # The import form shows the API's message beside its field too.
     page.get_by_text("Import an existing cluster").click()
     page.get_by_label("EKS cluster name").fill("not a name!")
@@ -88,8 +92,10 @@ def test_bad_cidr_shows_the_api_message_beside_the_field(page: Any, served: Serv
     expect(page.locator('.field-error[data-for="eksClusterName"]')).to_have_text(
         refused["details"]["fields"][0]["message"]
     )
+    audit(page, "Cluster Management with the import form's error")
     page.goto(served.url + "/#/monitoring")
     expect(page.locator("#summary")).to_contain_text("No cluster is active")
+    audit(page, "Monitoring without a cluster")
 
 
 def twin_clock(served: Served, scale: float) -> None:
@@ -129,6 +135,7 @@ def test_create_cluster_through_the_form_and_reload_midway(page: Any, served: Se
     with served.api() as api:
         assert api.get("/api/v1/operations", params={"kind": "cluster_create"}).json()["total"] == 1
     shot(page, "04-cluster")
+    audit(page, "Cluster Management with a cluster (Capacity, Advanced features)")
 
 
 def wait_capacity_op(page: Any, served: Served, kind_hint: str, previous: str = "none") -> dict[str, Any]:
@@ -156,6 +163,7 @@ def test_capacity_add_a_spot_group_scale_it_and_reboot_a_node(page: Any, served:
     expect(form.get_by_label("EFA-only network interfaces")).to_be_hidden()  # ml.g6.4xlarge is not eligible
     expect(page.locator("#ig-subnet-note")).to_contain_text(AZ)
     shot(page, "08-add-instance-group")
+    audit(page, "Capacity with the add-group form")
     form.get_by_role("button", name="Add group").click()
     added = wait_capacity_op(page, served, "instance_group")
     # Only what the user set was sent: the defaults (EBS size, subnet choice) were left to the API.
@@ -175,6 +183,7 @@ def test_capacity_add_a_spot_group_scale_it_and_reboot_a_node(page: Any, served:
     rebooted = wait_capacity_op(page, served, "reboot", previous=scaled["operationId"])
     assert rebooted["params"]["nodeId"] == node_name.removeprefix("hyperpod-")
     shot(page, "09-capacity")
+    audit(page, "Capacity with an operation")
 
 
 def test_a_failed_stage_shows_the_error_and_retry_resumes_the_same_operation(page: Any, served: Served) -> None:
@@ -212,6 +221,59 @@ def test_a_failed_stage_shows_the_error_and_retry_resumes_the_same_operation(pag
     expect(page.locator('#capacity tr[data-group="retry-b"]')).to_be_visible()
 
 
+FEATURES = ["karpenter", "certManager", "fsxCsiDriver", "trainingOperator", "inferenceOperator", "tieredStorage",
+            "kuberayOperator", "observability"]
+ADVANCED = "/api/v1/capacity/advanced-features"
+
+
+def test_advanced_features_send_only_the_touched_keys_and_show_each_result(page: Any, served: Served) -> None:
+    page.goto(served.url + "/#/clusters")
+    card = page.locator("#features")
+    expect(card.locator("tr[data-feature]")).to_have_count(len(FEATURES))
+    with served.api() as api:
+        before = api.get(ADVANCED).json()
+    # Every control starts at the state read from the cluster (hyperpod_get_advanced_features).
+    for key in FEATURES:
+        expect(card.locator(f'tr[data-feature="{key}"]')).to_have_attribute("data-state", before[key]["state"])
+        expect(page.locator(f"#feat-{key}")).to_be_checked(checked=before[key]["enabled"])
+    assert not before["certManager"]["enabled"] and not before["fsxCsiDriver"]["enabled"], before
+    apply = card.get_by_role("button", name="Apply changes")
+    expect(apply).to_be_disabled()
+    card.get_by_label("cert-manager", exact=True).check()
+    card.get_by_label("FSx for Lustre CSI driver", exact=True).check()
+    # A control changed and changed back is not part of the diff.
+    ray = card.get_by_label("KubeRay operator", exact=True)
+    ray.check()
+    ray.uncheck()
+    expect(card).to_contain_text("2 changes: certManager, fsxCsiDriver")
+    shot(page, "09c-advanced-features")
+    with page.expect_request(lambda r: r.method == "POST" and r.url.endswith(ADVANCED)) as captured:
+        apply.click()
+    assert captured.value.post_data_json == {"certManager": {"enabled": True}, "fsxCsiDriver": {"enabled": True}}
+    panel = card.locator(".progress-panel")
+    expect(panel).to_have_attribute("data-status", "SUCCEEDED", timeout=120_000)
+    op_id = panel.get_attribute("data-operation")
+    with served.api() as api:
+        op = api.get(f"/api/v1/operations/{op_id}").json()
+    assert op["kind"] == "advanced_features_update" and op["params"]["features"] == captured.value.post_data_json
+    outcome = {f["key"]: f for f in op["result"]["features"]}
+    assert set(outcome) == {"certManager", "fsxCsiDriver"}
+    # Per-feature results, as the operation's result has them.
+    expect(card.locator("tr[data-result]")).to_have_count(2)
+    for key, result in outcome.items():
+        row = card.locator(f'tr[data-result="{key}"]')
+        expect(row).to_have_attribute("data-status", result["status"])
+        expect(row).to_contain_text(result["action"])
+        assert result["status"] == "SUCCEEDED" and result["action"] == "enabled", result
+    # Then the controls show the new actual state, and nothing is left to apply.
+    for key in ("certManager", "fsxCsiDriver"):
+        expect(card.locator(f'tr[data-feature="{key}"]')).to_have_attribute("data-state", "ENABLED", timeout=30_000)
+        expect(page.locator(f"#feat-{key}")).to_be_checked()
+    expect(card).to_contain_text("no changes")
+    shot(page, "09d-advanced-features-results")
+    audit(page, "Advanced features with results")
+
+
 def test_monitoring_shows_gpu_totals_and_workloads(page: Any, served: Served) -> None:
     page.goto(served.url + "/#/monitoring")
     total = page.locator(f'#gpus .total[data-instance-type="{TYPE}"]')
@@ -226,6 +288,7 @@ def test_monitoring_shows_gpu_totals_and_workloads(page: Any, served: Served) ->
     expect(page.locator("#workloads")).to_contain_text("Pods (")
     expect(page.locator("#workloads")).to_contain_text("kube-system")
     shot(page, "05-monitoring")
+    audit(page, "Monitoring")
 
 
 def test_operations_list_filter_and_detail(page: Any, served: Served) -> None:
@@ -240,10 +303,12 @@ def test_operations_list_filter_and_detail(page: Any, served: Served) -> None:
     page.get_by_role("button", name="Filter").click()
     expect(rows).to_have_count(1)
     shot(page, "06-operations")
+    audit(page, "Operations")
     rows.first.get_by_role("link").click()
     expect(page.locator(".progress-panel li[data-stage]")).to_have_count(6)
     expect(page.locator("#view")).to_contain_text("Parameters")
     shot(page, "07-operation-detail")
+    audit(page, "Operation detail")
     assert page.page_errors == []
 
 
@@ -264,6 +329,7 @@ def test_delete_shows_the_deletion_plan_and_needs_the_tag_typed(page: Any, serve
     dialog.get_by_label("Type webui to confirm").fill("webui")
     expect(delete).to_be_enabled()
     page.screenshot(path=str(shot(page, "10-delete-plan")))  # the viewport: the modal as the user sees it
+    audit(page, "the delete dialog")
     delete.click()
     page.wait_for_url(re.compile(r"#/clusters/op-[0-9a-f]+$"))
     op_id = page.url.rsplit("/", 1)[1]

@@ -1,7 +1,7 @@
 // Capacity on the cluster page: instance groups (add, scale, delete) and nodes (reboot, replace, delete).
 import { ApiError, get, newKey, post } from "./api.js";
 import { badge, clearErrors, confirmDialog, errorBox, field, h, replace, showError, table, tick } from "./dom.js";
-import { events } from "./live.js";
+import { events, fresher } from "./live.js";
 import { progressPanel } from "./operations.js";
 
 export function capacitySection(shell) {
@@ -21,7 +21,7 @@ export function capacitySection(shell) {
   async function act(path, body, label) {
     try {
       const ref = await post(path, body, { idempotencyKey: newKey() });
-      op = await get(`/operations/${ref.operationId}`);
+      op = fresher(await get(`/operations/${ref.operationId}`));
       drawOp();
       return ref;
     } catch (err) {
@@ -65,7 +65,7 @@ export function capacitySection(shell) {
       const body = { name: g.name, targetCount: Number(input.value) };
       try {
         const ref = await post("/capacity/instance-groups/scale", body, { idempotencyKey: newKey() });
-        op = await get(`/operations/${ref.operationId}`); drawOp();
+        op = fresher(await get(`/operations/${ref.operationId}`)); drawOp();
       } catch (err) { if (err instanceof ApiError) showError(form, err); else shell.fail(err); }
     } }, input, h("button", { type: "submit" }, "Scale"));
     return form;
@@ -134,7 +134,7 @@ export function capacitySection(shell) {
       try {
         const ref = await post("/capacity/instance-groups", body, { idempotencyKey: key });
         key = newKey();
-        op = await get(`/operations/${ref.operationId}`); drawOp();
+        op = fresher(await get(`/operations/${ref.operationId}`)); drawOp();
         addOpen = false; replace(addBox); drawGroups();
       } catch (err) { if (err instanceof ApiError) showError(form, err); else shell.fail(err); }
     } },
@@ -176,7 +176,7 @@ export function capacitySection(shell) {
     groups = g;
     drawGroups();
     if (!g.error) drawNodes(s);
-    if (op) { try { op = await get(`/operations/${op.operationId}`); drawOp(); } catch { /* keep the last view */ } }
+    if (op) { try { op = fresher(await get(`/operations/${op.operationId}`)); drawOp(); } catch { /* keep the last view */ } }
   }
   let pending = null;
   const onResources = (e) => { if (e.detail.status && groups && !groups.error) drawNodes(e.detail.status); };

@@ -1,9 +1,10 @@
 // Cluster Management: create (with preflight), staged progress, list, switch, import, delete with its plan.
 import { ApiError, get, newKey, post } from "./api.js";
 import { badge, clearErrors, errorBox, field, h, replace, showError, table, tick, when } from "./dom.js";
-import { events } from "./live.js";
+import { events, fresher } from "./live.js";
 import { isActive, progressPanel } from "./operations.js";
 import { capacitySection } from "./capacity.js";
+import { featuresSection } from "./features.js";
 
 const CLUSTER_KINDS = ["cluster_create", "cluster_delete", "cluster_import"];
 const STAGES = ["eks", "activate", "dependencies", "hyperpod", "storage", "verification"];
@@ -12,6 +13,7 @@ export async function render(view, opArg, shell) {
   const progressCard = h("section", { class: "card", id: "progress" });
   const listCard = h("section", { class: "card", id: "clusters" });
   const capacity = capacitySection(shell);
+  const features = featuresSection(shell);
   const [zones, instances] = await Promise.all([
     get("/availability-zones").catch((err) => ({ error: err })),
     get("/instances").catch((err) => ({ error: err })),
@@ -19,12 +21,12 @@ export async function render(view, opArg, shell) {
   const createCard = h("section", { class: "card", id: "create" }, createForm(zones, instances, shell));
   replace(view, h("div", { class: "stack" }, h("div", { class: "grid" },
     h("div", { class: "stack" }, createCard, importCard(shell)),
-    h("div", { class: "stack" }, progressCard, listCard)), capacity.el));
+    h("div", { class: "stack" }, progressCard, listCard)), capacity.el, features.el));
 
   let op = null;
   let listTimer = null;
   async function loadProgress() {
-    if (opArg) op = await get(`/operations/${encodeURIComponent(opArg)}`);
+    if (opArg) op = fresher(await get(`/operations/${encodeURIComponent(opArg)}`));
     else {
       const recent = await get("/operations", { limit: 20 });
       op = recent.operations.find((o) => CLUSTER_KINDS.includes(o.kind)) ?? null;
@@ -64,7 +66,10 @@ export async function render(view, opArg, shell) {
       // Stage changes show in the cluster list too (debounced: progress events can be frequent).
       clearTimeout(listTimer);
       listTimer = setTimeout(() => shell.reloadClusters().catch(() => {}), 500);
-      if (["SUCCEEDED", "FAILED", "CANCELLED"].includes(o.status)) capacity.refresh().catch(() => {});
+      if (["SUCCEEDED", "FAILED", "CANCELLED"].includes(o.status)) {
+        capacity.refresh().catch(() => {});
+        features.refresh().catch(() => {});
+      }
     }
   };
   const onClusters = (e) => drawList(e.detail);
@@ -72,12 +77,13 @@ export async function render(view, opArg, shell) {
   events.addEventListener("clusters", onClusters);
   const ticker = setInterval(() => tick(progressCard), 1000);
   if (shell.clusters) drawList(shell.clusters);
+  features.refresh().catch(() => {});  // reads AWS and Kubernetes: the rest of the page does not wait for it
   await Promise.all([loadProgress(), capacity.refresh()]);
   return {
-    refresh: async () => { await Promise.all([loadProgress(), capacity.refresh()]); },
+    refresh: async () => { await Promise.all([loadProgress(), capacity.refresh(), features.refresh()]); },
     dispose: () => {
       events.removeEventListener("operation", onOp); events.removeEventListener("clusters", onClusters);
-      clearInterval(ticker); clearTimeout(listTimer); capacity.dispose();
+      clearInterval(ticker); clearTimeout(listTimer); capacity.dispose(); features.dispose();
     },
   };
 }
@@ -247,7 +253,7 @@ async function confirmDelete(tag, shell) {
       plan = await get(`/clusters/${encodeURIComponent(tag)}/deletion-plan`, { deleteBucket: bucket.checked ? "true" : "" });
       replace(body,
         h("p", {}, plan.note, " ", h("strong", {}, `${plan.resources.length} resource(s)`), " are deleted in this order:"),
-        h("div", { class: "plan-scroll" }, table([
+        h("div", { class: "plan-scroll", tabindex: "0", role: "region", "aria-label": "Resources to delete" }, table([
           { label: "#", num: true, cell: (r) => r.order },
           { label: "Type", cell: (r) => r.resourceType },
           { label: "Id", cell: (r) => h("code", {}, r.resourceId) },

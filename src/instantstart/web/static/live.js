@@ -1,5 +1,22 @@
 // Live updates over /api/v1/ws (the session cookie authenticates it); reconnects with backoff.
 export const events = new EventTarget();
+const lastOps = new Map();  // the newest operation event per id (bounded)
+events.addEventListener("operation", (e) => {
+  const o = e.detail.operation;
+  lastOps.delete(o.operationId); lastOps.set(o.operationId, o);
+  if (lastOps.size > 200) lastOps.delete(lastOps.keys().next().value);
+});
+const TERMINAL = ["SUCCEEDED", "FAILED", "CANCELLED"];
+// Further along: more stage attempts (a retry), then finished, then more stages finished.
+const rank = (o) => o.stages.reduce((n, s) => n + (s.attempts ?? 0), 0) * 10000 +
+  (TERMINAL.includes(o.status) ? 1000 : 0) + o.stages.filter((s) => TERMINAL.includes(s.status)).length;
+
+// An operation read over HTTP can be older than an event that arrived while the request was in flight (a fast
+// operation finishes before its GET returns): keep whichever view is further along.
+export function fresher(op) {
+  const seen = lastOps.get(op.operationId);
+  return seen && rank(seen) > rank(op) ? seen : op;
+}
 let socket = null;
 let delay = 500;
 

@@ -8,7 +8,7 @@ const ICON = { SUCCEEDED: "✓", FAILED: "!", RUNNING: "…", CANCELLED: "×", P
 export const isActive = (op) => op.status === "PENDING" || op.status === "RUNNING";
 
 export const stageDots = (op) => h("span", { class: "stages", title: op.stages.map((s) => `${s.name}: ${s.status}`).join(", ") },
-  op.stages.map((s) => h("span", { class: `stage-dot ${s.status}`, "aria-label": `${s.name} ${s.status}` })));
+  op.stages.map((s) => h("span", { class: `stage-dot ${s.status}`, role: "img", "aria-label": `${s.name} ${s.status}` })));
 
 // The staged progress panel: one indicator per stage with status, elapsed, attempts, message; retry/cancel.
 export function progressPanel(op, shell, onChange) {
@@ -26,7 +26,7 @@ export function progressPanel(op, shell, onChange) {
     h("div", { class: "card-head" },
       h("strong", {}, op.kind), badge(op.status), h("span", { class: "muted small mono" }, op.operationId),
       h("span", { class: "spacer" }),
-      isActive(op) ? h("span", { class: "spinner", "aria-label": "running" }) : null,
+      isActive(op) ? h("span", { class: "spinner", role: "img", "aria-label": "running" }) : null,
       h("span", { class: "muted small", title: "elapsed", dataset: { start: op.startedAt ?? op.createdAt ?? "", end: op.finishedAt ?? "" } }, elapsed(op.elapsedSeconds)),
       isActive(op) ? h("button", { type: "button", class: "danger", onclick: (e) => cancel(e.target) }, "Cancel") : null),
     h("ol", { class: "progress" }, op.stages.map((s) => h("li", { dataset: { stage: s.name, status: s.status } },
@@ -108,8 +108,8 @@ async function renderDetail(view, id, shell) {
         h("dt", {}, "Current stage"), h("dd", {}, op.currentStage ?? "—"),
         h("dt", {}, "Created"), h("dd", {}, when(op.createdAt)),
         h("dt", {}, "Finished"), h("dd", {}, when(op.finishedAt))),
-      h("h3", {}, "Parameters"), h("pre", { class: "json" }, JSON.stringify(op.params, null, 2)),
-      op.result ? [h("h3", {}, "Result"), h("pre", { class: "json" }, JSON.stringify(op.result, null, 2))] : null);
+      h("h3", {}, "Parameters"), h("pre", { class: "json", tabindex: "0", role: "region", "aria-label": "Parameters" }, JSON.stringify(op.params, null, 2)),
+      op.result ? [h("h3", {}, "Result"), h("pre", { class: "json", tabindex: "0", role: "region", "aria-label": "Result" }, JSON.stringify(op.result, null, 2))] : null);
   }
   async function load() { op = await get(`/operations/${encodeURIComponent(id)}`); draw(); }
   replace(view, h("div", { class: "stack" },
