@@ -61,6 +61,8 @@ class SecretProbeRequest(WireModel):
 
 @operation(
     "secret_probe_store",
+    destructive=False,
+    idempotent=True,
     method="POST",
     path="/test/secret-probe",
     completion="operation_get",

@@ -46,7 +46,7 @@ class HyperPodGroupParams(ParamsModel):
     capacity_type: str = "OnDemand"
     threads_per_core: int
     deep_health_checks: list[str] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list, description="Placement decisions (training-plan AZ).")
+    notes: list[str] | None = Field(default=None, description="Placement decisions (training-plan AZ).")
 
 
 class HyperPodParams(ClusterParams):
