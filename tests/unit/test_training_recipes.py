@@ -114,6 +114,6 @@ def test_entry_and_name_rules() -> None:
             entry_words(launcher)
     with pytest.raises(InvalidInput, match="'Bad_Name' is not a DNS label"):
         checks.check_name("Bad_Name")
-    with pytest.raises(InvalidInput, match="2 GPUs per node, but ml.g6.4xlarge has 1"):
+    with pytest.raises(InvalidInput, match=r"2 GPUs per node, but ml\.g6\.4xlarge has 1"):
         checks.gpus_per_node("ml.g6.4xlarge", 2)
     assert checks.gpus_per_node("ml.g6.12xlarge", None) == 4

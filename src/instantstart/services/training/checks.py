@@ -64,18 +64,10 @@ def _groups_text(groups: list[dict[str, Any]]) -> str:
 
 
 async def check_capacity(app: AppContext, row: ClusterRow, instance_type: str, elastic: bool) -> None:
-    """The instance type has nodes in some instance group; elastic jobs never run on Spot groups."""
+    """Elastic jobs never run on a type that has Spot groups; the instance type has nodes in some group."""
     cluster = await described(app, row)
     groups = list(cluster.get("InstanceGroups") or [])
     mine = [g for g in groups if g.get("InstanceType") == instance_type]
-    if not any(int(g.get("CurrentCount") or 0) > 0 for g in mine):
-        raise PreconditionFailed(
-            f"No nodes of {instance_type} in cluster {row.tag}. Instance groups: {_groups_text(groups)}.",
-            hint="Pick the instance type of a group with nodes, or add/scale one (hyperpod_add_instance_group, "
-            "hyperpod_scale_instance_group).",
-            details={"instanceType": instance_type,
-                     "groups": [g.get("InstanceGroupName") for g in groups]},
-        )
     spot = [str(g.get("InstanceGroupName")) for g in mine if capacity_type(g) == "Spot"]
     if elastic and spot:
         raise field_error(
@@ -83,6 +75,14 @@ async def check_capacity(app: AppContext, row: ClusterRow, instance_type: str, e
             f"{', '.join(spot)}",
             "Run elastic jobs on OnDemand or training-plan groups; on Spot submit a fixed-size job whose recovery "
             "budget restarts it.",
+        )
+    if not any(int(g.get("CurrentCount") or 0) > 0 for g in mine):
+        raise PreconditionFailed(
+            f"No nodes of {instance_type} in cluster {row.tag}. Instance groups: {_groups_text(groups)}.",
+            hint="Pick the instance type of a group with nodes, or add/scale one (hyperpod_add_instance_group, "
+            "hyperpod_scale_instance_group).",
+            details={"instanceType": instance_type,
+                     "groups": [g.get("InstanceGroupName") for g in groups]},
         )
 
 

@@ -13,7 +13,7 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import NotFound
-from instantstart.kube.calls import kube_api, kube_call
+from instantstart.kube.calls import as_dict, kube_api, kube_call
 from instantstart.manifests import training as m
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
@@ -118,7 +118,7 @@ def list_batch(app: AppContext, row: ClusterRow) -> list[JobSummary]:
     """Kubernetes batch Jobs in every namespace (blocking)."""
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
     found: Any = kube_call("list Jobs", k8s.BatchV1Api(api).list_job_for_all_namespaces)
-    return [_summary(api.sanitize_for_serialization(j), "Job") for j in found.items or []]
+    return [_summary(as_dict(api, j), "Job") for j in found.items or []]
 
 
 @operation("training_job_list", method="GET", path="/training/jobs", example={})
