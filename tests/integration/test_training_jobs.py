@@ -141,3 +141,16 @@ def test_recipe_job_on_two_nodes_recovers_in_place_and_the_refusals(
     [after, missing] = mcp_raw(cp, [("training_job_list", {}), ("job_get_status", {"jobName": "ddp"})])[:2]
     assert after["payload"]["count"] == 0
     assert error(missing)["code"] == "NOT_FOUND" and "Jobs here: none" in error(missing)["hint"]
+
+    # A plain job with its budget overridden field by field: job_get_status shows it back.
+    budget = {"jobMaxRetryCount": 2, "numRestartBeforeFullJobRestart": 0, "evalPeriodSeconds": 600,
+              "maxFullJobRestarts": 2, "cleanPodPolicy": "None"}
+    [plain] = mcp_calls(cp, [("training_job_submit", {**JOB, "recovery": budget, "env": {"SEED": "7"},
+                                                      "podAnnotations": RUN_LONG})])
+    assert mcp_wait(cp, plain["operationId"])["status"] == "SUCCEEDED"
+    shown = status_until(cp, "plain", lambda s: s["job"]["state"] == "Running")
+    assert shown["runPolicy"] == {"jobMaxRetryCount": 2, "cleanPodPolicy": "None", "restartPolicy": {
+        "numRestartBeforeFullJobRestart": 0, "evalPeriodSeconds": 600, "maxFullJobRestarts": 2}}
+    assert shown["budget"]["jobMaxRetryCount"] == 2 and shown["budget"]["maxFullJobRestarts"] == 2
+    assert shown["command"] == ["hyperpodrun", "--nnodes=1", "--nproc-per-node=auto", "train.py", "--epochs", "1"]
+    assert shown["image"] == "example/train:1"
