@@ -120,6 +120,9 @@ def test_recipe_job_on_two_nodes_recovers_in_place_and_the_refusals(
     assert restarting["status"] == "False"  # it restarted and is Running again
     assert next(p for p in again["pods"] if p["name"] == "ddp-pod-1")["phase"] == "Running"
 
+    batch = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "download"}, "spec": {"template": {
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox", "command": ["true"]}]}}}}
+    k8s.BatchV1Api(core.api_client).create_namespaced_job("default", batch, _preload_content=False)
     logs, listed, everything = mcp_calls(cp, [
         ("training_job_logs", {"jobName": "ddp", "tail": 5}),
         ("training_job_list", {}),
@@ -129,7 +132,7 @@ def test_recipe_job_on_two_nodes_recovers_in_place_and_the_refusals(
     assert 1 <= len(logs["lines"]) <= 5
     assert any("hyperpodrun --nnodes=2 --nproc-per-node=auto /s3/code/train.py" in line for line in logs["lines"])
     assert [(j["name"], j["state"], j["restartCount"]) for j in listed["jobs"]] == [("ddp", "Running", 1)]
-    assert ("ddp", "HyperPodPyTorchJob") in {(j["name"], j["kind"]) for j in everything["jobs"]}
+    assert {(j["name"], j["kind"]) for j in everything["jobs"]} == {("ddp", "HyperPodPyTorchJob"), ("download", "Job")}
 
     [taken] = mcp_raw(cp, [("training_recipe_submit", {"recipe": "pytorch", "jobName": "ddp",
                                                         "instanceType": "ml.g6.4xlarge"})])[:1]
