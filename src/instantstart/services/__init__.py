@@ -34,6 +34,7 @@ def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:
     from instantstart.services.features import advanced  # noqa: F401
     from instantstart.services.inference import deploy, services  # noqa: F401
     from instantstart.services.operation_tools import operations, wait  # noqa: F401
+    from instantstart.services.training import jobs, recipes, submit  # noqa: F401
 
     for name in plugins:
         importlib.import_module(name)

@@ -1,0 +1,124 @@
+"""HyperPodPyTorchJob builder: pods launched through hyperpodrun, with an explicit recovery budget."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+GROUP = "sagemaker.amazonaws.com"
+VERSION = "v1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "HyperPodPyTorchJob"
+PLURAL = "hyperpodpytorchjobs"
+CRD = f"{PLURAL}.{GROUP}"
+MANAGED_BY = "instantstart"
+LABEL_MANAGED = "app.kubernetes.io/managed-by"
+LABEL_RECIPE = "instantstart.io/recipe"
+POD_JOB_LABEL = "HPJob"  # the label the operator puts on a job's pods
+CONTAINER = "pytorch-job-container"
+REPLICA = "pod"
+LAUNCHER = "hyperpodrun"
+AGENT_PORT = 8080  # the elastic agent's server port (FACTS §6.1)
+S3_MOUNT = "/s3"
+GPU = "nvidia.com/gpu"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+
+
+@dataclass(frozen=True)
+class RunPolicy:
+    """The recovery budget: job-level retries, in-place pod restarts before a full restart, the window."""
+
+    job_max_retry_count: int = 5
+    num_restart_before_full_job_restart: int = 3
+    eval_period_seconds: int = 21600
+    max_full_job_restarts: int = 1
+    clean_pod_policy: str = "All"
+
+    def render(self) -> dict[str, Any]:
+        """runPolicy as the operator reads it."""
+        return {
+            "jobMaxRetryCount": self.job_max_retry_count,
+            "restartPolicy": {
+                "numRestartBeforeFullJobRestart": self.num_restart_before_full_job_restart,
+                "evalPeriodSeconds": self.eval_period_seconds,
+                "maxFullJobRestarts": self.max_full_job_restarts,
+            },
+            "cleanPodPolicy": self.clean_pod_policy,
+        }
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """Everything a HyperPodPyTorchJob is built from."""
+
+    name: str
+    namespace: str
+    image: str
+    entry: list[str]
+    nodes: int
+    nproc_per_node: str
+    gpus_per_node: int
+    instance_type: str
+    env: dict[str, str] = field(default_factory=dict)
+    s3_claim: str | None = None
+    run_policy: RunPolicy = field(default_factory=RunPolicy)
+    elastic: tuple[int, int] | None = None  # (minReplicas, maxReplicas)
+    recipe: str | None = None
+    pod_annotations: dict[str, str] = field(default_factory=dict)
+
+
+def command(spec: JobSpec) -> list[str]:
+    """hyperpodrun with the node and process counts, then the entry point (never torchrun)."""
+    nnodes = f"{spec.elastic[0]}:{spec.elastic[1]}" if spec.elastic else str(spec.nodes)
+    return [LAUNCHER, f"--nnodes={nnodes}", f"--nproc-per-node={spec.nproc_per_node}", *spec.entry]
+
+
+def _container(spec: JobSpec) -> dict[str, Any]:
+    resources = {GPU: spec.gpus_per_node}
+    env = {"NNODES": str(spec.nodes), "NPROC_PER_NODE": spec.nproc_per_node, **spec.env}
+    container: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": spec.image,
+        "command": command(spec),
+        "env": [{"name": k, "value": v} for k, v in env.items()],
+        "ports": [{"containerPort": AGENT_PORT}],
+        "resources": {"requests": dict(resources), "limits": dict(resources)},
+        "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}],  # noqa: S108 (a memory volume for NCCL)
+    }
+    if spec.s3_claim:
+        container["volumeMounts"].append({"name": "s3", "mountPath": S3_MOUNT})
+    return container
+
+
+def job(spec: JobSpec) -> dict[str, Any]:
+    """The HyperPodPyTorchJob object (FACTS §6.1)."""
+    volumes: list[dict[str, Any]] = [{"name": "shm", "emptyDir": {"medium": "Memory"}}]
+    if spec.s3_claim:
+        volumes.append({"name": "s3", "persistentVolumeClaim": {"claimName": spec.s3_claim}})
+    labels = {LABEL_MANAGED: MANAGED_BY}
+    if spec.recipe:
+        labels[LABEL_RECIPE] = spec.recipe
+    template: dict[str, Any] = {
+        "metadata": {"labels": dict(labels)},
+        "spec": {
+            "nodeSelector": {INSTANCE_TYPE_LABEL: spec.instance_type},
+            "containers": [_container(spec)],
+            "volumes": volumes,
+        },
+    }
+    if spec.pod_annotations:
+        template["metadata"]["annotations"] = dict(spec.pod_annotations)
+    body: dict[str, Any] = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": spec.name, "namespace": spec.namespace, "labels": labels},
+        "spec": {
+            "nprocPerNode": spec.nproc_per_node,
+            "replicaSpecs": [{"name": REPLICA, "replicas": spec.nodes, "template": template}],
+            "runPolicy": spec.run_policy.render(),
+        },
+    }
+    if spec.elastic:
+        body["spec"]["replicaSpecs"][0]["maxReplicas"] = spec.elastic[1]
+        body["spec"]["elasticPolicy"] = {"minReplicas": spec.elastic[0], "maxReplicas": spec.elastic[1]}
+    return body

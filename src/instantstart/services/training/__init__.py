@@ -1,0 +1,1 @@
+"""Training: HyperPodPyTorchJobs with an explicit recovery budget, recipes as data, job status, logs, deletion."""

@@ -1,0 +1,128 @@
+"""Refusals before a training job is submitted: name, GPUs per node, instance type present, operator, Spot."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from kubernetes import client as k8s
+
+from instantstart.context import AppContext
+from instantstart.errors import Conflict, InvalidInput, NotFound, PreconditionFailed
+from instantstart.kube.apply import read_object
+from instantstart.kube.calls import kube_api, kube_call
+from instantstart.manifests import training as m
+from instantstart.services.capacity.groups import capacity_type, described
+from instantstart.services.core.instance_types import catalog
+from instantstart.store.models import ClusterRow
+
+DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+NPROC = re.compile(r"^(auto|cpu|gpu|[1-9][0-9]{0,2})$")
+
+
+def field_error(field: str, message: str, hint: str) -> InvalidInput:
+    """InvalidInput naming one field, what is wrong and the fix."""
+    return InvalidInput(f"Invalid input: {field}: {message}", hint=hint,
+                        details={"fields": [{"field": field, "message": message}]})
+
+
+def check_name(name: str) -> None:
+    """A job name must be a DNS label (it names pods and their hostnames)."""
+    if not DNS_LABEL.match(name):
+        raise field_error("jobName", f"{name!r} is not a DNS label",
+                          "Use 1-63 lowercase letters, digits and '-', starting with a letter and ending with a "
+                          "letter or digit, e.g. llama-ft-1.")
+
+
+def check_nproc(value: str) -> None:
+    """nprocPerNode: auto, cpu, gpu or a positive integer."""
+    if not NPROC.match(value):
+        raise field_error("nprocPerNode", f"{value!r} is not auto, cpu, gpu or a positive integer",
+                          "Leave it at auto (one process per accelerator) or give a number.")
+
+
+def gpus_per_node(instance_type: str, asked: int | None) -> int:
+    """The GPUs each pod requests: asked (at most what the type has) or all of the type's GPUs."""
+    known = catalog()
+    facts = known.get(instance_type)
+    if facts is None:
+        gpu_types = sorted(n for n, f in known.items() if f.gpus > 0)
+        raise field_error("instanceType", f"{instance_type} is not a known instance type",
+                          f"Use an ml.* type of the cluster, e.g. {', '.join(gpu_types[:6])}.")
+    if asked is None:
+        return facts.gpus
+    if asked > facts.gpus:
+        raise field_error("gpusPerNode", f"{asked} GPUs per node, but {instance_type} has {facts.gpus}",
+                          f"Set gpusPerNode to at most {facts.gpus}, or pick an instance type with more GPUs.")
+    return asked
+
+
+def _groups_text(groups: list[dict[str, Any]]) -> str:
+    parts = [f"{g.get('InstanceGroupName')} ({g.get('InstanceType')}, {int(g.get('CurrentCount') or 0)} node(s), "
+             f"{capacity_type(g)})" for g in groups]
+    return "; ".join(parts) or "none"
+
+
+async def check_capacity(app: AppContext, row: ClusterRow, instance_type: str, elastic: bool) -> None:
+    """Elastic jobs never run on a type that has Spot groups; the instance type has nodes in some group."""
+    cluster = await described(app, row)
+    groups = list(cluster.get("InstanceGroups") or [])
+    mine = [g for g in groups if g.get("InstanceType") == instance_type]
+    spot = [str(g.get("InstanceGroupName")) for g in mine if capacity_type(g) == "Spot"]
+    if elastic and spot:
+        raise field_error(
+            "elastic", f"elastic training on Spot capacity is refused: {instance_type} runs in Spot group(s) "
+            f"{', '.join(spot)}",
+            "Run elastic jobs on OnDemand or training-plan groups; on Spot submit a fixed-size job whose recovery "
+            "budget restarts it.",
+        )
+    if not any(int(g.get("CurrentCount") or 0) > 0 for g in mine):
+        raise PreconditionFailed(
+            f"No nodes of {instance_type} in cluster {row.tag}. Instance groups: {_groups_text(groups)}.",
+            hint="Pick the instance type of a group with nodes, or add/scale one (hyperpod_add_instance_group, "
+            "hyperpod_scale_instance_group).",
+            details={"instanceType": instance_type,
+                     "groups": [g.get("InstanceGroupName") for g in groups]},
+        )
+
+
+def check_cluster(app: AppContext, row: ClusterRow, name: str, namespace: str, claim: str | None,
+                  needs_claim: bool) -> str | None:
+    """Blocking: the training operator serves its CRD, the name is free, the S3 claim exists when needed.
+    Returns the claim to mount (None when the namespace has none and nothing needs it)."""
+    api = kube_api(app.kube, row.eks_cluster_name, row.region)
+    try:
+        kube_call("read the HyperPodPyTorchJob CRD",
+                  k8s.ApiextensionsV1Api(api).read_custom_resource_definition, m.CRD)
+    except NotFound:
+        raise PreconditionFailed(
+            f"The HyperPod training operator is not enabled on cluster {row.tag} (no CRD {m.CRD}).",
+            hint='Enable it: hyperpod_update_advanced_features {"trainingOperator": {"enabled": true}}.',
+        ) from None
+    existing = read_object(api, {"apiVersion": m.API_VERSION, "kind": m.KIND,
+                                 "metadata": {"name": name, "namespace": namespace}})
+    if existing is not None:
+        raise Conflict(f"Training job {namespace}/{name} already exists.",
+                       hint="Pick another jobName, or training_job_delete the existing one first.")
+    if not claim:
+        return None
+    found = read_object(api, {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                              "metadata": {"name": claim, "namespace": namespace}})
+    if found is None:
+        if needs_claim:
+            raise PreconditionFailed(
+                f"The job reads or writes under {m.S3_MOUNT}, but namespace {namespace} has no claim {claim}.",
+                hint="Create it with s3_storage_create, or name the claim in s3Claim.",
+            )
+        return None
+    return claim
+
+
+def check_under_s3(field: str, value: str) -> None:
+    """A path field of a recipe must lie under the S3 mount."""
+    normal = re.sub(r"/+", "/", value)
+    if not (normal == m.S3_MOUNT or normal.startswith(m.S3_MOUNT + "/")) or "/../" in normal + "/":
+        raise field_error(
+            field, f"{value!r} is not under {m.S3_MOUNT}",
+            f"Give a path under {m.S3_MOUNT} (the cluster's S3 claim), e.g. {m.S3_MOUNT}/data/train.json.",
+        )

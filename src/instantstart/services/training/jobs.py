@@ -1,0 +1,314 @@
+"""Training jobs: list them, their status with the recovery budget used, bounded logs, deletion with their pods."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from anyio import to_thread
+from kubernetes import client as k8s
+from pydantic import Field
+
+from instantstart.catalog import operation
+from instantstart.catalog.base import WireModel
+from instantstart.context import AppContext, CallContext, StageContext
+from instantstart.errors import NotFound
+from instantstart.kube.calls import as_dict, kube_api, kube_call
+from instantstart.manifests import training as m
+from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
+from instantstart.operations.models import OperationRef
+from instantstart.operations.params import ParamsModel
+from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
+from instantstart.services.core.stages import blocking, wait_until
+from instantstart.services.diagnostics.logs import PodLogsRequest, read_log
+from instantstart.store.models import ClusterRow
+from instantstart.validation import ClusterTag, KubeName
+
+_STATES = ("Failed", "Completed", "Restarting", "Running", "Created")
+JOB_NAME = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
+
+
+class JobsRequest(WireModel):
+    """Which cluster and namespace (every namespace when absent)."""
+
+    namespace: KubeName | None = None
+    cluster_tag: ClusterTag | None = None
+
+
+class JobSummary(WireModel):
+    """One job, the same shape for every kind."""
+
+    name: str
+    namespace: str
+    kind: str
+    state: str = Field(description="The last true condition: Created, Running, Restarting, Completed, Failed.")
+    nodes: int
+    instance_type: str | None
+    restart_count: int
+    recipe: str | None
+    created_at: str | None
+
+
+class JobList(WireModel):
+    """Jobs, newest first."""
+
+    cluster_tag: str
+    jobs: list[JobSummary]
+    count: int
+
+
+async def _row(app: AppContext, tag: str | None) -> ClusterRow:
+    resolved = await to_thread.run_sync(resolve_tag, app.db, tag)
+    return await to_thread.run_sync(get_cluster, app.db, resolved)
+
+
+def _state(obj: dict[str, Any]) -> str:
+    conds = {c.get("type"): c.get("status") for c in (obj.get("status") or {}).get("conditions") or []}
+    return next((s for s in _STATES if conds.get(s) == "True"), "Pending")
+
+
+def _summary(obj: dict[str, Any], kind: str) -> JobSummary:
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    if kind == m.KIND:
+        specs = spec.get("replicaSpecs") or []
+        nodes = sum(int(r.get("replicas", 1)) for r in specs)
+        tmpl = (specs[0].get("template") or {}).get("spec") or {} if specs else {}
+    else:
+        nodes = int(spec.get("parallelism") or 1)
+        tmpl = ((spec.get("template") or {}).get("spec")) or {}
+    state = _state(obj) if kind != "Job" else _batch_state(obj)
+    return JobSummary(
+        name=str(meta.get("name")), namespace=str(meta.get("namespace")), kind=kind, state=state, nodes=nodes,
+        instance_type=(tmpl.get("nodeSelector") or {}).get(m.INSTANCE_TYPE_LABEL),
+        restart_count=int((obj.get("status") or {}).get("restartCount") or 0),
+        recipe=(meta.get("labels") or {}).get(m.LABEL_RECIPE), created_at=meta.get("creationTimestamp"),
+    )
+
+
+def _batch_state(obj: dict[str, Any]) -> str:
+    status = obj.get("status") or {}
+    for cond in status.get("conditions") or []:
+        if cond.get("status") == "True" and cond.get("type") in ("Complete", "Failed"):
+            return "Completed" if cond["type"] == "Complete" else "Failed"
+    return "Running" if status.get("active") else "Pending"
+
+
+def _custom(api: k8s.ApiClient, namespace: str | None) -> list[dict[str, Any]]:
+    objects = k8s.CustomObjectsApi(api)
+    try:
+        if namespace:
+            out: Any = kube_call("list HyperPodPyTorchJobs", objects.list_namespaced_custom_object,
+                                 m.GROUP, m.VERSION, namespace, m.PLURAL)
+        else:
+            out = kube_call("list HyperPodPyTorchJobs", objects.list_cluster_custom_object,
+                            m.GROUP, m.VERSION, m.PLURAL)
+    except NotFound:  # the operator's CRD is not installed: no such jobs
+        return []
+    return list(out.get("items") or [])
+
+
+def list_training(app: AppContext, row: ClusterRow, namespace: str | None) -> list[JobSummary]:
+    """HyperPodPyTorchJobs (blocking)."""
+    api = kube_api(app.kube, row.eks_cluster_name, row.region)
+    jobs = [_summary(o, m.KIND) for o in _custom(api, namespace)]
+    return sorted(jobs, key=lambda j: (j.created_at or "", j.name), reverse=True)
+
+
+def list_batch(app: AppContext, row: ClusterRow) -> list[JobSummary]:
+    """Kubernetes batch Jobs in every namespace (blocking)."""
+    api = kube_api(app.kube, row.eks_cluster_name, row.region)
+    found: Any = kube_call("list Jobs", k8s.BatchV1Api(api).list_job_for_all_namespaces)
+    return [_summary(as_dict(api, j), "Job") for j in found.items or []]
+
+
+@operation("training_job_list", method="GET", path="/training/jobs", example={})
+async def training_job_list(ctx: CallContext, req: JobsRequest) -> JobList:
+    """HyperPodPyTorchJobs, newest first: state (last true condition), nodes, instance type, restarts, recipe.
+    Read-only; job_get_status has the detail."""
+    row = await _row(ctx.app, req.cluster_tag)
+    jobs = await blocking(list_training, ctx.app, row, req.namespace)
+    return JobList(cluster_tag=row.tag, jobs=jobs, count=len(jobs))
+
+
+@operation("job_list_all", method="GET", path="/jobs", example={})
+async def job_list_all(ctx: CallContext, req: JobsRequest) -> JobList:
+    """Every job of the cluster in one shape: HyperPodPyTorchJobs and Kubernetes batch Jobs (model downloads and
+    the like), newest first. Read-only."""
+    row = await _row(ctx.app, req.cluster_tag)
+    jobs = await blocking(list_training, ctx.app, row, req.namespace)
+    batch = await blocking(list_batch, ctx.app, row)
+    jobs += [j for j in batch if req.namespace in (None, j.namespace)]
+    jobs.sort(key=lambda j: (j.created_at or "", j.name), reverse=True)
+    return JobList(cluster_tag=row.tag, jobs=jobs, count=len(jobs))
+
+
+class JobRef(WireModel):
+    """One training job."""
+
+    job_name: str = Field(pattern=JOB_NAME)
+    namespace: KubeName = "default"
+    cluster_tag: ClusterTag | None = None
+
+
+class JobPod(WireModel):
+    """A pod of the job."""
+
+    name: str
+    node: str | None
+    phase: str
+    restarts: int
+
+
+class BudgetUse(WireModel):
+    """Restarts used of the recovery budget."""
+
+    restarts: int = Field(description="Restarts so far (in place and full).")
+    job_max_retry_count: int
+    full_job_restarts: int
+    max_full_job_restarts: int | None
+    in_place_restarts: int
+
+
+class JobStatus(WireModel):
+    """A training job in detail."""
+
+    job: JobSummary
+    conditions: list[dict[str, Any]]
+    run_policy: dict[str, Any] = Field(description="The recovery budget as submitted.")
+    budget: BudgetUse
+    pods: list[JobPod]
+    image: str | None
+    command: list[str]
+
+
+def read_job(app: AppContext, row: ClusterRow, name: str, namespace: str) -> tuple[dict[str, Any], list[JobPod]]:
+    """The job object and its pods (blocking); NotFound lists the jobs that exist."""
+    api = kube_api(app.kube, row.eks_cluster_name, row.region)
+    objects = k8s.CustomObjectsApi(api)
+    try:
+        obj: Any = kube_call("read the HyperPodPyTorchJob", objects.get_namespaced_custom_object,
+                             m.GROUP, m.VERSION, namespace, m.PLURAL, name)
+    except NotFound:
+        names = [f"{o['metadata']['namespace']}/{o['metadata']['name']}" for o in _custom(api, None)]
+        raise NotFound(f"No training job {namespace}/{name}.",
+                       hint=f"Jobs here: {', '.join(names) or 'none'} (training_job_list).") from None
+    found: Any = kube_call("list the job's pods", k8s.CoreV1Api(api).list_namespaced_pod, namespace,
+                           label_selector=f"{m.POD_JOB_LABEL}={name}")
+    pods = [
+        JobPod(name=p.metadata.name, node=p.spec.node_name, phase=(p.status.phase if p.status else None) or "Pending",
+               restarts=sum(int(c.restart_count or 0) for c in (p.status.container_statuses or []))
+               if p.status else 0)
+        for p in found.items or []
+    ]
+    return dict(obj), sorted(pods, key=lambda p: p.name)
+
+
+@operation("job_get_status", method="GET", path="/training/jobs/status", example={"jobName": "missing-job"})
+async def job_get_status(ctx: CallContext, req: JobRef) -> JobStatus:
+    """One HyperPodPyTorchJob: state, conditions, the recovery budget as submitted and the restarts used of it
+    (in place and full), and its pods with node and phase. Read-only."""
+    row = await _row(ctx.app, req.cluster_tag)
+    obj, pods = await blocking(read_job, ctx.app, row, req.job_name, req.namespace)
+    policy = (obj.get("spec") or {}).get("runPolicy") or {}
+    status = obj.get("status") or {}
+    restarts = int(status.get("restartCount") or 0)
+    full = int((status.get("restartStatus") or {}).get("fullJobRestartCount") or 0)
+    specs = (obj.get("spec") or {}).get("replicaSpecs") or [{}]
+    containers = (((specs[0].get("template") or {}).get("spec") or {}).get("containers")) or [{}]
+    return JobStatus(
+        job=_summary(obj, m.KIND), conditions=list(status.get("conditions") or []), run_policy=policy,
+        budget=BudgetUse(restarts=restarts, job_max_retry_count=int(policy.get("jobMaxRetryCount") or 0),
+                         full_job_restarts=full,
+                         max_full_job_restarts=(policy.get("restartPolicy") or {}).get("maxFullJobRestarts"),
+                         in_place_restarts=max(restarts - full, 0)),
+        pods=pods, image=containers[0].get("image"), command=list(containers[0].get("command") or []),
+    )
+
+
+class LogsRequest(JobRef):
+    """Which pod of the job (default the first, rank 0) and how much of its log."""
+
+    pod: str | None = Field(default=None, pattern=JOB_NAME, description="Default: the job's first pod.")
+    tail: int = Field(default=100, ge=1, le=500, description="Last N lines (1-500).")
+    since_seconds: int | None = Field(default=None, ge=1, le=86400)
+
+
+class JobLogs(WireModel):
+    """A bounded tail of one pod's training container."""
+
+    job_name: str
+    pod: str
+    pods: list[str]
+    lines: list[str]
+    truncated: bool
+
+
+@operation("training_job_logs", method="GET", path="/training/jobs/logs", example={"jobName": "missing-job"})
+async def training_job_logs(ctx: CallContext, req: LogsRequest) -> JobLogs:
+    """The last `tail` (≤500) lines, at most 64 KiB, of one pod of a training job (default its first pod);
+    `pods` names the others. Read-only."""
+    row = await _row(ctx.app, req.cluster_tag)
+    _obj, pods = await blocking(read_job, ctx.app, row, req.job_name, req.namespace)
+    names = [p.name for p in pods]
+    if not names:
+        raise NotFound(f"Training job {req.namespace}/{req.job_name} has no pods now.",
+                       hint="job_get_status shows its state (pods are removed when it finishes with cleanPodPolicy "
+                       "All).")
+    pod = req.pod or names[0]
+    if pod not in names:
+        raise NotFound(f"{pod} is not a pod of {req.job_name}.", hint=f"Its pods: {', '.join(names)}.")
+    logs = PodLogsRequest(cluster_tag=row.tag, namespace=req.namespace, pod_name=pod, container=m.CONTAINER,
+                          tail_lines=req.tail, since_seconds=req.since_seconds)
+    lines, truncated = await blocking(read_log, ctx.app, row, logs)
+    return JobLogs(job_name=req.job_name, pod=pod, pods=names, lines=lines, truncated=truncated)
+
+
+class DeleteParams(ParamsModel):
+    """What a deletion records."""
+
+    cluster_tag: str
+    region: str
+    eks_cluster: str
+    name: str
+    namespace: str
+
+
+@operation("training_job_delete", destructive=True, idempotent=True, method="POST", path="/training/jobs/delete",
+           completion="operation_get", example={"jobName": "missing-job"})
+async def training_job_delete(ctx: CallContext, req: JobRef) -> OperationRef:
+    """Delete a HyperPodPyTorchJob and its pods (their GPUs are released); finished when the pods are gone."""
+    row = await _row(ctx.app, req.cluster_tag)
+    await blocking(read_job, ctx.app, row, req.job_name, req.namespace)
+    params = DeleteParams(cluster_tag=row.tag, region=row.region, eks_cluster=row.eks_cluster_name,
+                          name=req.job_name, namespace=req.namespace)
+    return await submit_for_cluster(ctx, "training_job_delete", row.tag, params, status_tool="operation_get",
+                                    poll_after_seconds=5)
+
+
+def _delete(app: AppContext, p: DeleteParams) -> int:
+    api = kube_api(app.kube, p.eks_cluster, p.region)
+    with contextlib.suppress(NotFound):
+        kube_call("delete the HyperPodPyTorchJob", k8s.CustomObjectsApi(api).delete_namespaced_custom_object,
+                  m.GROUP, m.VERSION, p.namespace, m.PLURAL, p.name, propagation_policy="Background")
+    core = k8s.CoreV1Api(api)
+    kube_call("delete the job's pods", core.delete_collection_namespaced_pod, p.namespace,
+              label_selector=f"{m.POD_JOB_LABEL}={p.name}")
+    left: Any = kube_call("list the job's pods", core.list_namespaced_pod, p.namespace,
+                          label_selector=f"{m.POD_JOB_LABEL}={p.name}")
+    return len(left.items or [])
+
+
+async def stage_delete(stage: StageContext) -> dict[str, Any]:
+    """Delete the job and its pods; wait until no pod is left."""
+    p = stage.params_as(DeleteParams)
+
+    async def gone() -> tuple[bool, str]:
+        left = await blocking(_delete, stage.app, p)
+        return left == 0, f"{left} pod(s) of {p.name} left"
+
+    await wait_until(stage, gone, limit_seconds=600, what=f"pods of {p.name}")
+    return {"jobName": p.name, "namespace": p.namespace, "deleted": True}
+
+
+KINDS.register(OperationKind(name="training_job_delete", params=DeleteParams,
+                             stages=(StageSpec("delete", stage_delete, max_attempts=3),)))

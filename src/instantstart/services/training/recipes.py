@@ -1,0 +1,160 @@
+"""Training recipes as data (data/recipes/*.yaml): typed fields with defaults rendered into a hyperpodrun job."""
+
+from __future__ import annotations
+
+import shlex
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from instantstart.catalog import operation
+from instantstart.catalog.base import NoInput, WireModel
+from instantstart.context import CallContext
+from instantstart.operations.models import OperationRef
+from instantstart.services.training import checks
+from instantstart.services.training.submit import JobShape, submit_job
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "recipes"
+
+
+class RecipeField(BaseModel):
+    """One typed field of a recipe: `path` fields must lie under /s3."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: Literal["str", "int", "float", "bool", "path", "choice"]
+    default: Any
+    description: str = ""
+    min: float | None = None
+    max: float | None = None
+    values: list[str] | None = None
+
+
+class Recipe(BaseModel):
+    """A recipe file: default image, fields, and the entry words and env they render into."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    description: str
+    image: str
+    fields: dict[str, RecipeField]
+    entry: list[str]
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+@cache
+def recipes() -> dict[str, Recipe]:
+    """Every recipe file, by name."""
+    out = {}
+    for path in sorted(DATA.glob("*.yaml")):
+        recipe = Recipe.model_validate(yaml.safe_load(path.read_text()))
+        out[recipe.name] = recipe
+    return out
+
+
+def _value(name: str, spec: RecipeField, raw: Any) -> Any:
+    field = f"fields.{name}"
+    wrong = checks.field_error(field, f"{raw!r} is not a {spec.type}", f"Give a {spec.type}: {spec.description}")
+    if spec.type == "bool":
+        if not isinstance(raw, bool):
+            raise wrong
+        return raw
+    if spec.type in ("int", "float"):
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)) or (spec.type == "int" and raw != int(raw)):
+            raise wrong
+        value = int(raw) if spec.type == "int" else float(raw)
+        if (spec.min is not None and value < spec.min) or (spec.max is not None and value > spec.max):
+            raise checks.field_error(field, f"{value} is outside [{spec.min}, {spec.max}]",
+                                     f"Give a value between {spec.min} and {spec.max}.")
+        return value
+    if not isinstance(raw, str):
+        raise wrong
+    if spec.type == "path":
+        checks.check_under_s3(field, raw)
+    if spec.type == "choice" and raw not in (spec.values or []):
+        raise checks.field_error(field, f"{raw!r} is not one of {', '.join(spec.values or [])}",
+                                 f"Use one of {', '.join(spec.values or [])}.")
+    return raw
+
+
+def render(recipe: Recipe, given: dict[str, Any]) -> tuple[list[str], dict[str, str], dict[str, Any]]:
+    """Entry words, env and the resolved field values (defaults filled in, every value checked)."""
+    unknown = sorted(set(given) - set(recipe.fields))
+    if unknown:
+        raise checks.field_error(f"fields.{unknown[0]}", f"not a field of recipe {recipe.name}",
+                                 f"Fields: {', '.join(recipe.fields)} (training_recipe_list).")
+    values = {n: _value(n, f, given.get(n, f.default)) for n, f in recipe.fields.items()}
+    text = {n: (str(v).lower() if isinstance(v, bool) else str(v)) for n, v in values.items()}
+    words: list[str] = []
+    for word in recipe.entry:
+        if word.startswith("{") and word.endswith("...}"):
+            words += shlex.split(text[word[1:-4]])
+        else:
+            words.append(word.format_map(text))
+    env = {k: v.format_map(text) for k, v in recipe.env.items()}
+    return words, env, values
+
+
+def uses_s3(recipe: Recipe) -> bool:
+    """Whether the recipe reads or writes under /s3 (it needs the claim)."""
+    return any(f.type == "path" for f in recipe.fields.values())
+
+
+class RecipeInfo(WireModel):
+    """A recipe as an agent picks it."""
+
+    name: str
+    description: str
+    image: str
+    fields: dict[str, dict[str, Any]]
+
+
+class RecipeList(WireModel):
+    """The recipes."""
+
+    recipes: list[RecipeInfo]
+
+
+@operation("training_recipe_list", method="GET", path="/training/recipes", example={})
+async def training_recipe_list(ctx: CallContext, req: NoInput) -> RecipeList:
+    """The training recipes (pytorch, llama-factory, ms-swift): default image and each field's type, default and
+    bounds; path fields must lie under /s3. Read-only."""
+    return RecipeList(recipes=[
+        RecipeInfo(name=r.name, description=r.description, image=r.image,
+                   fields={n: f.model_dump(exclude_none=True) for n, f in r.fields.items()})
+        for r in recipes().values()
+    ])
+
+
+class RecipeRequest(JobShape):
+    """A recipe, its field values (defaults for the rest) and the job's shape."""
+
+    recipe: str = Field(min_length=1, max_length=64, description="A name from training_recipe_list.")
+    fields: dict[str, Any] = Field(default_factory=dict, max_length=64)
+    image: str | None = Field(default=None, min_length=3, max_length=512, pattern=r"^[^\s]+$",
+                              description="Default: the recipe's image.")
+
+
+@operation(
+    "training_recipe_submit",
+    destructive=False,
+    idempotent=True,
+    method="POST",
+    path="/training/recipes/submit",
+    completion="job_get_status",
+    example={"recipe": "pytorch", "jobName": "demo", "instanceType": "ml.g6.4xlarge"},
+)
+async def training_recipe_submit(ctx: CallContext, req: RecipeRequest) -> OperationRef:
+    """Submit a recipe as a HyperPodPyTorchJob (same checks and recovery budget as training_job_submit): fields
+    are typed, defaulted and path fields checked to lie under /s3; the cluster's S3 claim must exist."""
+    recipe = recipes().get(req.recipe)
+    if recipe is None:
+        raise checks.field_error("recipe", f"no recipe {req.recipe!r}", f"Recipes: {', '.join(recipes())}.")
+    words, env, _values = render(recipe, req.fields)
+    shape = req.model_copy(update={"env": {**env, **req.env}})
+    return await submit_job(ctx, shape, req.image or recipe.image, words, recipe=recipe.name,
+                            needs_claim=uses_s3(recipe))

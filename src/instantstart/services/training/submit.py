@@ -1,0 +1,172 @@
+"""training_job_submit: a HyperPodPyTorchJob launched through hyperpodrun, with its recovery budget explicit."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any, Literal
+
+from anyio import to_thread
+from pydantic import Field
+
+from instantstart.catalog import operation
+from instantstart.catalog.base import WireModel
+from instantstart.context import CallContext, StageContext
+from instantstart.kube.apply import apply_object
+from instantstart.kube.calls import kube_api, kube_call
+from instantstart.manifests import training as m
+from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
+from instantstart.operations.models import OperationRef
+from instantstart.operations.params import ParamsModel
+from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
+from instantstart.services.core.stages import blocking
+from instantstart.services.training import checks
+from instantstart.validation import ClusterTag, KubeName
+
+KIND = "training_job_submit"
+LAUNCHERS = ("torchrun", "hyperpodrun", "python -m torch.distributed.run")
+
+
+class RecoveryBudget(WireModel):
+    """runPolicy: how many times the operator restarts the job, in place first, then in full."""
+
+    job_max_retry_count: int = Field(default=5, ge=0, le=100, description="Restarts in all before the job fails.")
+    num_restart_before_full_job_restart: int = Field(default=3, ge=0, le=100,
+                                                     description="In-place pod restarts before a full job restart.")
+    eval_period_seconds: int = Field(default=21600, ge=60, le=7 * 86400,
+                                     description="The window restarts are counted in.")
+    max_full_job_restarts: int = Field(default=1, ge=0, le=100)
+    clean_pod_policy: Literal["All", "Running", "None"] = "All"
+
+
+class Elastic(WireModel):
+    """Elastic training: the job runs with any node count in [minReplicas, maxReplicas] (never on Spot)."""
+
+    min_replicas: int = Field(ge=1, le=256)
+    max_replicas: int = Field(ge=1, le=256)
+
+
+class JobShape(WireModel):
+    """Where and how big a training job is, its budget and environment (shared by jobs and recipes)."""
+
+    job_name: str = Field(min_length=1, max_length=253, description="A DNS label: names the job and its pods.")
+    instance_type: str = Field(min_length=3, max_length=64, description="An instance type with nodes in the cluster.")
+    nodes: int = Field(default=1, ge=1, le=256, description="Pods, one per node.")
+    gpus_per_node: int | None = Field(default=None, ge=0, le=64,
+                                      description="GPUs each pod requests (default: all of the type's GPUs).")
+    nproc_per_node: str = Field(default="auto", max_length=8, description="auto, cpu, gpu or a number.")
+    env: dict[str, str] = Field(default_factory=dict, max_length=64)
+    recovery: RecoveryBudget = Field(default_factory=RecoveryBudget)
+    elastic: Elastic | None = None
+    s3_claim: str | None = Field(default="s3-claim", description=f"Claim mounted at {m.S3_MOUNT} when present.")
+    pod_annotations: dict[str, str] = Field(default_factory=dict, max_length=32)
+    namespace: KubeName = "default"
+    cluster_tag: ClusterTag | None = None
+
+
+class JobRequest(JobShape):
+    """A PyTorch training job: the image and the entry point hyperpodrun launches."""
+
+    image: str = Field(min_length=3, max_length=512, pattern=r"^[^\s]+$",
+                       description="Must contain hyperpod-elastic-agent (the hyperpodrun launcher).")
+    command: str = Field(min_length=1, max_length=4000,
+                         description="The entry point and its arguments, e.g. `train.py --epochs 3`; launched as "
+                         "`hyperpodrun --nnodes=N --nproc-per-node=P <command>`, never torchrun.")
+
+
+class JobParams(ParamsModel):
+    """What a submission records: the rendered job (no secrets in it)."""
+
+    cluster_tag: str
+    region: str
+    eks_cluster: str
+    name: str
+    namespace: str
+    body: dict[str, Any]
+
+
+def entry_words(command: str) -> list[str]:
+    """The entry point as an argument list; a launcher in it is refused (hyperpodrun is added)."""
+    try:
+        words = shlex.split(command)
+    except ValueError as exc:
+        raise checks.field_error("command", f"cannot be split into words: {exc}", "Balance the quotes.") from None
+    joined = " ".join(words[:3])
+    for launcher in LAUNCHERS:
+        if joined == launcher or joined.startswith(launcher + " ") or words[0] == launcher:
+            raise checks.field_error(
+                "command", f"starts with the launcher {launcher!r}",
+                "Give only the script and its arguments (e.g. `train.py --epochs 3`): the job runs it through "
+                "hyperpodrun with --nnodes and --nproc-per-node set from nodes and nprocPerNode.",
+            )
+    if words and words[0] in ("python", "python3"):
+        words = words[1:]
+    if not words:
+        raise checks.field_error("command", "no entry point", "Name the training script, e.g. train.py.")
+    return words
+
+
+async def submit_job(ctx: CallContext, shape: JobShape, image: str, entry: list[str], *,
+                     recipe: str | None = None, needs_claim: bool = False) -> OperationRef:
+    """Refuse what cannot run, render the job, record the submission."""
+    checks.check_name(shape.job_name)
+    checks.check_nproc(shape.nproc_per_node)
+    gpus = checks.gpus_per_node(shape.instance_type, shape.gpus_per_node)
+    if shape.elastic and shape.elastic.min_replicas > shape.elastic.max_replicas:
+        raise checks.field_error("elastic", "minReplicas is above maxReplicas", "Set minReplicas <= maxReplicas.")
+    needs_claim = needs_claim or any(w == m.S3_MOUNT or w.startswith(m.S3_MOUNT + "/") for w in entry)
+    tag = await to_thread.run_sync(resolve_tag, ctx.app.db, shape.cluster_tag)
+    row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
+    await checks.check_capacity(ctx.app, row, shape.instance_type, shape.elastic is not None)
+    claim = await blocking(checks.check_cluster, ctx.app, row, shape.job_name, shape.namespace, shape.s3_claim,
+                           needs_claim)
+    r = shape.recovery
+    spec = m.JobSpec(
+        name=shape.job_name, namespace=shape.namespace, image=image, entry=entry, nodes=shape.nodes,
+        nproc_per_node=shape.nproc_per_node, gpus_per_node=gpus, instance_type=shape.instance_type,
+        env=dict(shape.env), s3_claim=claim, recipe=recipe, pod_annotations=dict(shape.pod_annotations),
+        run_policy=m.RunPolicy(r.job_max_retry_count, r.num_restart_before_full_job_restart, r.eval_period_seconds,
+                               r.max_full_job_restarts, r.clean_pod_policy),
+        elastic=(shape.elastic.min_replicas, shape.elastic.max_replicas) if shape.elastic else None,
+    )
+    params = JobParams(cluster_tag=tag, region=row.region, eks_cluster=row.eks_cluster_name, name=spec.name,
+                       namespace=spec.namespace, body=m.job(spec))
+    return await submit_for_cluster(ctx, KIND, tag, params, status_tool="job_get_status", poll_after_seconds=10)
+
+
+@operation(
+    "training_job_submit",
+    destructive=False,
+    idempotent=True,
+    method="POST",
+    path="/training/jobs",
+    completion="job_get_status",
+    example={"jobName": "demo", "image": "example/train:1", "command": "train.py", "instanceType": "ml.g6.4xlarge"},
+)
+async def training_job_submit(ctx: CallContext, req: JobRequest) -> OperationRef:
+    """Submit a HyperPodPyTorchJob: `nodes` pods on `instanceType`, each requesting gpusPerNode GPUs (default all),
+    the entry `command` launched through hyperpodrun (never torchrun), the cluster's S3 claim mounted at /s3.
+    The recovery budget is explicit (default jobMaxRetryCount 5, numRestartBeforeFullJobRestart 3,
+    evalPeriodSeconds 21600, maxFullJobRestarts 1, cleanPodPolicy All); job_get_status shows it back with the
+    restarts used. Refused before submitting: a name that is not a DNS label, more GPUs than the type has, a type
+    with no nodes (the message lists the groups), the training operator not enabled, elastic on Spot."""
+    words = entry_words(req.command)
+    return await submit_job(ctx, req, req.image, words)
+
+
+def _apply(stage: StageContext, p: JobParams) -> dict[str, Any]:
+    api = kube_api(stage.app.kube, p.eks_cluster, p.region)
+    applied = kube_call("apply the HyperPodPyTorchJob", apply_object, api, p.body)
+    return {"uid": (applied.get("metadata") or {}).get("uid")}
+
+
+async def stage_apply(stage: StageContext) -> dict[str, Any]:
+    """Server-side apply the job (a rerun re-applies the same object)."""
+    p = stage.params_as(JobParams)
+    await stage.progress(f"applying HyperPodPyTorchJob {p.namespace}/{p.name}")
+    out = await blocking(_apply, stage, p)
+    return {"jobName": p.name, "namespace": p.namespace, "uid": out["uid"], "statusTool": "job_get_status"}
+
+
+KINDS.register(OperationKind(name=KIND, params=JobParams,
+                             stages=(StageSpec("apply", stage_apply, max_attempts=3),),
+                             result_from=lambda outputs: outputs.get("apply", {})))

@@ -1,0 +1,119 @@
+"""Recipes as data: LLaMA-Factory and MS-Swift render field by field into a HyperPodPyTorchJob; bad fields refused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from instantstart.errors import InvalidInput
+from instantstart.manifests import training as m
+from instantstart.services.training import checks
+from instantstart.services.training.recipes import recipes, render, uses_s3
+from instantstart.services.training.submit import entry_words
+
+
+def _job(recipe: str, fields: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    r = recipes()[recipe]
+    words, env, _ = render(r, fields)
+    spec = m.JobSpec(name="ft", namespace="team-a", image=r.image, entry=words, nodes=2, nproc_per_node="auto",
+                     gpus_per_node=1, instance_type="ml.g6.4xlarge", env=env, s3_claim="s3-claim", recipe=r.name,
+                     **extra)
+    return m.job(spec)
+
+
+def _flags(command: list[str]) -> dict[str, str]:
+    return {command[i][2:]: command[i + 1] for i in range(len(command) - 1) if command[i].startswith("--")
+            and not command[i + 1].startswith("--") and "=" not in command[i]}
+
+
+def test_the_recipe_files_load_with_their_defaults() -> None:
+    assert set(recipes()) == {"pytorch", "llama-factory", "ms-swift"}
+    assert all(uses_s3(r) for r in recipes().values())
+
+
+def test_llama_factory_renders_field_by_field() -> None:
+    body = _job("llama-factory", {"model": "/s3/models/qwen", "dataset": "my_sft", "datasetDir": "/s3/data/sft",
+                                  "finetuningType": "full", "epochs": 2, "learningRate": 2e-5, "batchSize": 4})
+    assert body["apiVersion"] == "sagemaker.amazonaws.com/v1" and body["kind"] == "HyperPodPyTorchJob"
+    assert body["metadata"]["labels"][m.LABEL_RECIPE] == "llama-factory"
+    spec = body["spec"]
+    assert spec["nprocPerNode"] == "auto"
+    assert spec["runPolicy"] == {"jobMaxRetryCount": 5, "cleanPodPolicy": "All", "restartPolicy": {
+        "numRestartBeforeFullJobRestart": 3, "evalPeriodSeconds": 21600, "maxFullJobRestarts": 1}}
+    [replica] = spec["replicaSpecs"]
+    assert replica["name"] == "pod" and replica["replicas"] == 2
+    pod = replica["template"]["spec"]
+    assert pod["nodeSelector"] == {"node.kubernetes.io/instance-type": "ml.g6.4xlarge"}
+    [c] = pod["containers"]
+    assert c["name"] == "pytorch-job-container" and c["image"] == "hiyouga/llamafactory:0.9.3"
+    assert c["command"][:5] == ["hyperpodrun", "--nnodes=2", "--nproc-per-node=auto", "-m", "llamafactory.launcher"]
+    assert "torchrun" not in c["command"]
+    flags = _flags(c["command"])
+    assert flags == {
+        "stage": "sft", "do_train": "true", "model_name_or_path": "/s3/models/qwen", "dataset": "my_sft",
+        "dataset_dir": "/s3/data/sft", "template": "qwen", "finetuning_type": "full",
+        "output_dir": "/s3/output/llama-factory", "cutoff_len": "2048", "per_device_train_batch_size": "4",
+        "gradient_accumulation_steps": "8", "learning_rate": "2e-05", "num_train_epochs": "2.0", "bf16": "true",
+        "logging_steps": "10", "save_steps": "500",
+    }
+    assert {e["name"]: e["value"] for e in c["env"]} == {"NNODES": "2", "NPROC_PER_NODE": "auto",
+                                                         "HF_HOME": "/s3/hf-cache"}
+    assert c["resources"] == {"requests": {"nvidia.com/gpu": 1}, "limits": {"nvidia.com/gpu": 1}}
+    assert c["ports"] == [{"containerPort": 8080}]
+    assert {"name": "s3", "mountPath": "/s3"} in c["volumeMounts"]
+    assert {"name": "s3", "persistentVolumeClaim": {"claimName": "s3-claim"}} in pod["volumes"]
+
+
+def test_ms_swift_renders_field_by_field_with_a_budget_override() -> None:
+    budget = m.RunPolicy(job_max_retry_count=9, num_restart_before_full_job_restart=0, eval_period_seconds=600,
+                         max_full_job_restarts=4, clean_pod_policy="None")
+    body = _job("ms-swift", {"dataset": "/s3/data/chat.jsonl", "trainType": "full", "loraRank": 16},
+                run_policy=budget)
+    assert body["spec"]["runPolicy"] == {"jobMaxRetryCount": 9, "cleanPodPolicy": "None", "restartPolicy": {
+        "numRestartBeforeFullJobRestart": 0, "evalPeriodSeconds": 600, "maxFullJobRestarts": 4}}
+    [c] = body["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"]
+    assert c["command"][:5] == ["hyperpodrun", "--nnodes=2", "--nproc-per-node=auto", "-m", "swift.cli.sft"]
+    assert _flags(c["command"]) == {
+        "model": "Qwen/Qwen2.5-0.5B-Instruct", "dataset": "/s3/data/chat.jsonl", "train_type": "full",
+        "output_dir": "/s3/output/ms-swift", "max_length": "2048", "per_device_train_batch_size": "1",
+        "gradient_accumulation_steps": "8", "learning_rate": "0.0001", "num_train_epochs": "1.0",
+        "lora_rank": "16", "torch_dtype": "bfloat16",
+    }
+    assert {e["name"]: e["value"] for e in c["env"]}["USE_HF"] == "1"
+    assert c["image"] == recipes()["ms-swift"].image
+
+
+def test_elastic_jobs_render_a_node_range() -> None:
+    body = _job("pytorch", {"args": "--lr 0.1 --seed 7"}, elastic=(1, 4))
+    [c] = body["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"]
+    assert c["command"] == ["hyperpodrun", "--nnodes=1:4", "--nproc-per-node=auto", "/s3/code/train.py",
+                            "--output-dir", "/s3/output", "--epochs", "1", "--lr", "0.1", "--seed", "7"]
+    assert body["spec"]["elasticPolicy"] == {"minReplicas": 1, "maxReplicas": 4}
+
+
+@pytest.mark.parametrize(("recipe", "fields", "words"), [
+    ("ms-swift", {"dataset": "/data/x.jsonl"}, "fields.dataset: '/data/x.jsonl' is not under /s3"),
+    ("ms-swift", {"outputDir": "/s3/../etc"}, "fields.outputDir: '/s3/../etc' is not under /s3"),
+    ("llama-factory", {"finetuningType": "qlora"}, "'qlora' is not one of lora, full, freeze"),
+    ("llama-factory", {"cutoffLen": 8}, "fields.cutoffLen: 8 is outside [16.0, 131072.0]"),
+    ("llama-factory", {"epochs": "three"}, "fields.epochs: 'three' is not a float"),
+    ("pytorch", {"lr": 1}, "fields.lr: not a field of recipe pytorch"),
+])
+def test_bad_fields_are_refused_naming_the_field(recipe: str, fields: dict[str, Any], words: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        render(recipes()[recipe], fields)
+    assert words in str(caught.value)
+
+
+def test_entry_and_name_rules() -> None:
+    assert entry_words("python train.py --epochs 3") == ["train.py", "--epochs", "3"]
+    for launcher in ("torchrun --nproc-per-node 8 train.py", "python -m torch.distributed.run train.py",
+                     "hyperpodrun train.py"):
+        with pytest.raises(InvalidInput, match="starts with the launcher"):
+            entry_words(launcher)
+    with pytest.raises(InvalidInput, match="'Bad_Name' is not a DNS label"):
+        checks.check_name("Bad_Name")
+    with pytest.raises(InvalidInput, match=r"2 GPUs per node, but ml\.g6\.4xlarge has 1"):
+        checks.gpus_per_node("ml.g6.4xlarge", 2)
+    assert checks.gpus_per_node("ml.g6.12xlarge", None) == 4
