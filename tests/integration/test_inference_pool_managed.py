@@ -1,0 +1,103 @@
+"""Model pool and scale on the twin through MCP, on one shared two-GPU-node cluster: a warm worker moves to a
+service by relabelling (same pod UID, no restart), scale-in refuses to remove bound workers and names them."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from instantstart.twin_process import TwinProcess
+from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
+from tests.support.servers import Running, thread_server
+
+TAG = "pool1"
+COMMAND = "vllm serve Qwen/Qwen3-0.6B --max-model-len 1280"
+POOL = "app.kubernetes.io/name=pool"
+
+
+@pytest.fixture(scope="module")
+def shared(twin_process: TwinProcess) -> Iterator[tuple[Running, TwinProcess]]:
+    """One control plane and one HyperPod cluster with two 1-GPU nodes for the module."""
+    httpx.post(twin_process.endpoint_url + "/_twin/reset", timeout=60).raise_for_status()
+    saved = dict(os.environ)
+    os.environ.update(twin_process.env)
+    os.environ["INSTANTSTART_AWS_ENDPOINT_URL"] = twin_process.endpoint_url
+    tmp = Path(tempfile.mkdtemp(prefix="inference-pool-"))
+    try:
+        with thread_server(tmp / "data", f"sqlite:///{tmp / 'state.db'}", aws_endpoint_url=twin_process.endpoint_url,
+                           aws_region=twin_process.env["AWS_REGION"], poll_seconds=0.2, status_cache_seconds=0.5,
+                           helm_repository_url=twin_process.info.get("chart_repo_url")) as running:
+            with running.client() as client:
+                make_hyperpod(client, TAG, acceleratedInstanceCount=2)
+            yield running, twin_process
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def error_of(result: dict[str, Any]) -> dict[str, Any]:
+    """The error of a refused MCP call."""
+    assert result["isError"], result
+    error: dict[str, Any] = result["payload"]["error"]
+    return error
+
+
+def test_pool_assign_moves_the_same_pod_scale_in_spares_bound_workers_release(
+    shared: tuple[Running, TwinProcess], tmp_path: Path
+) -> None:
+    cp, twin = shared
+    core = kube(twin, tmp_path, TAG)
+    [ref] = mcp_calls(cp, [("inference_deploy_container", {
+        "deploymentCommand": COMMAND, "gpuCount": 1, "replicas": 2, "serviceType": "modelpool",
+        "deploymentName": "pool"})])
+    assert mcp_wait(cp, ref["operationId"])["status"] == "SUCCEEDED"
+    before = {p.metadata.name: p.metadata.uid for p in core.list_namespaced_pod("default", label_selector=POOL).items}
+    assert len(before) == 2
+
+    [assign] = mcp_calls(cp, [("inference_pool_assign", {"service": "chat", "pool": "pool"})])
+    view = mcp_wait(cp, assign["operationId"])
+    assert view["status"] == "SUCCEEDED", view
+    [moved] = view["result"]["assign"]["moved"]
+    assert before[moved["pod"]] == moved["uid"] and moved["service"] == "chat"
+    assert view["result"]["assign"]["unassignedLeft"] == 1
+    # The same pods (UIDs), never restarted; only the label changed, and chat-service routes to that pod.
+    pods = {p.metadata.name: p for p in core.list_namespaced_pod("default", label_selector=POOL).items}
+    assert {n: p.metadata.uid for n, p in pods.items()} == before
+    assert all(cs.restart_count == 0 for p in pods.values() for cs in p.status.container_statuses)
+    assert pods[moved["pod"]].metadata.labels["business"] == "chat"
+    endpoints = core.read_namespaced_endpoints("chat-service", "default")
+    assert [a.ip for s in endpoints.subsets for a in s.addresses] == [pods[moved["pod"]].status.pod_ip]
+    [answer] = mcp_calls(cp, [("inference_call_model", {"service_name": "chat", "prompt": "Hi", "max_tokens": 8})])
+    assert answer["model"] == "Qwen/Qwen3-0.6B" and answer["answer"]
+
+    # Refusals: not enough warm workers; a scale-in that would remove the bound worker names it.
+    too_many, to_zero, _ = mcp_raw(cp, [
+        ("inference_pool_assign", {"service": "chat", "count": 2}),
+        ("inference_scale", {"deploymentName": "pool", "replicas": 0}),
+    ])
+    assert error_of(too_many)["code"] == "PRECONDITION_FAILED" and "1 warm unassigned" in error_of(too_many)["message"]
+    refused = error_of(to_zero)
+    assert refused["code"] == "PRECONDITION_FAILED"
+    assert f"{moved['pod']} (service chat)" in refused["message"] and "inference_pool_release" in refused["hint"]
+
+    # Scale-in to 1 removes the unassigned worker, never the bound one.
+    [scale] = mcp_calls(cp, [("inference_scale", {"deploymentName": "pool", "replicas": 1})])
+    view = mcp_wait(cp, scale["operationId"])
+    assert view["status"] == "SUCCEEDED", view
+    assert [(p["pod"], p["uid"], p["service"]) for p in view["result"]["scale"]["pods"]] == [
+        (moved["pod"], moved["uid"], "chat")]
+
+    [release] = mcp_calls(cp, [("inference_pool_release", {"service": "chat"})])
+    view = mcp_wait(cp, release["operationId"])
+    assert view["status"] == "SUCCEEDED", view
+    [back] = core.list_namespaced_pod("default", label_selector=POOL).items
+    assert back.metadata.uid == moved["uid"] and back.metadata.labels["business"] == "unassigned"
+    assert not [s for s in core.list_namespaced_service("default").items if s.metadata.name == "chat-service"]
+    [gone] = mcp_calls(cp, [("inference_undeploy", {"deploymentName": "pool"})])
+    assert mcp_wait(cp, gone["operationId"])["status"] == "SUCCEEDED"
