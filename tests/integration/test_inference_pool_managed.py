@@ -101,3 +101,49 @@ def test_pool_assign_moves_the_same_pod_scale_in_spares_bound_workers_release(
     assert not [s for s in core.list_namespaced_service("default").items if s.metadata.name == "chat-service"]
     [gone] = mcp_calls(cp, [("inference_undeploy", {"deploymentName": "pool"})])
     assert mcp_wait(cp, gone["operationId"])["status"] == "SUCCEEDED"
+
+
+MANAGED: dict[str, Any] = {
+    "name": "qwen-managed", "modelName": "qwen-managed", "image": "vllm/vllm-openai:v0.11.0",
+    "instanceType": "ml.g6.4xlarge", "gpuCount": 1, "replicas": 2,
+    "args": ["--model", "/opt/ml/model", "--served-model-name", "qwen-managed"],
+    "modelSource": {"type": "huggingface", "huggingFaceModelId": "Qwen/Qwen3-0.6B"},
+    "kvCache": {"enableL1": True, "enableL2": True, "l2Backend": "tieredstorage"},
+    "routingStrategy": "prefixaware",
+}
+
+
+def test_managed_endpoint_with_kv_cache_and_prefix_routing_becomes_ready_lists_and_deletes(
+    shared: tuple[Running, TwinProcess], tmp_path: Path
+) -> None:
+    cp, twin = shared
+    no_operator, bad, _ = mcp_raw(cp, [
+        ("inference_managed_deploy", MANAGED),
+        ("inference_managed_deploy", {**MANAGED, "invocationPort": 8080}),
+    ])
+    assert error_of(no_operator)["code"] == "PRECONDITION_FAILED"
+    assert "inferenceOperator" in error_of(no_operator)["hint"]
+    assert error_of(bad)["code"] == "INVALID_INPUT" and "[IEC001]" in error_of(bad)["message"]
+    assert error_of(bad)["details"]["fields"][0]["code"] == "IEC001"
+    with cp.client() as client:
+        ref = client.post("/api/v1/capacity/advanced-features", json={"inferenceOperator": {"enabled": True}})
+        assert ref.status_code == 202, ref.text
+    assert mcp_wait(cp, ref.json()["operationId"])["status"] == "SUCCEEDED"
+
+    [deploy] = mcp_calls(cp, [("inference_managed_deploy", MANAGED)])
+    view = mcp_wait(cp, deploy["operationId"])
+    assert view["status"] == "SUCCEEDED", view
+    assert view["result"]["state"] == "DeploymentComplete"
+    [listed] = mcp_calls(cp, [("inference_managed_list", {})])
+    [endpoint] = listed["endpoints"]
+    assert endpoint["name"] == "qwen-managed" and endpoint["state"] == "DeploymentComplete"
+    assert endpoint["routingStrategy"] == "prefixaware" and endpoint["replicas"] == 2
+    assert endpoint["kvCache"] == {"enableL1Cache": True, "enableL2Cache": True,
+                                   "l2CacheSpec": {"l2CacheBackend": "tieredstorage"}}
+    core = kube(twin, tmp_path, TAG)
+    pods = core.list_namespaced_pod("default", label_selector="app=qwen-managed").items
+    assert len(pods) == 2 and all(p.spec.containers[0].resources.requests["nvidia.com/gpu"] == "1" for p in pods)
+
+    [gone] = mcp_calls(cp, [("inference_managed_delete", {"name": "qwen-managed"})])
+    assert mcp_wait(cp, gone["operationId"])["status"] == "SUCCEEDED"
+    assert mcp_calls(cp, [("inference_managed_list", {})])[0]["count"] == 0
