@@ -47,7 +47,8 @@ class ScaleParams(ParamsModel):
     replicas: int
 
 
-def _deployment(api: k8s.ApiClient, name: str, namespace: str) -> Any:
+def model_server(api: k8s.ApiClient, name: str, namespace: str) -> Any:
+    """A Deployment made by this control plane; InvalidInput otherwise."""
     apps = k8s.AppsV1Api(api)
     try:
         dep: Any = kube_call("read the Deployment", apps.read_namespaced_deployment, name, namespace)
@@ -92,7 +93,7 @@ def _instance_types(dep: Any) -> list[str] | None:
 def _check(app: AppContext, req: ScaleRequest) -> tuple[ScaleParams, int, int, list[str] | None]:
     row = cluster_row(app, req.cluster_tag)
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
-    dep = _deployment(api, req.deployment_name, req.namespace)
+    dep = model_server(api, req.deployment_name, req.namespace)
     bound_guard(api, dep, req.replicas)
     gpus = int((dep.metadata.annotations or {}).get(m.ANNOTATION_GPUS, "0") or 0)
     params = ScaleParams(cluster_tag=row.tag, region=row.region, eks_cluster=row.eks_cluster_name,
@@ -123,7 +124,7 @@ async def inference_scale(ctx: CallContext, req: ScaleRequest) -> OperationRef:
 
 
 def _scale(api: k8s.ApiClient, p: ScaleParams) -> int:
-    dep = _deployment(api, p.name, p.namespace)
+    dep = model_server(api, p.name, p.namespace)
     bound_guard(api, dep, p.replicas)
     apps = k8s.AppsV1Api(api)
     kube_call("scale the Deployment", apps.patch_namespaced_deployment, p.name, p.namespace,
@@ -132,7 +133,7 @@ def _scale(api: k8s.ApiClient, p: ScaleParams) -> int:
 
 
 def _settled(api: k8s.ApiClient, p: ScaleParams) -> tuple[bool, str]:
-    dep = _deployment(api, p.name, p.namespace)
+    dep = model_server(api, p.name, p.namespace)
     ready = int((dep.status.ready_replicas if dep.status else 0) or 0)
     live = len(workers(api, p.namespace, p.name))
     return ready >= p.replicas and live == p.replicas, f"{p.name}: {ready}/{p.replicas} Ready, {live} pod(s)"
