@@ -1,5 +1,6 @@
-"""Model pool and scale on the twin through MCP, on one shared two-GPU-node cluster: a warm worker moves to a
-service by relabelling (same pod UID, no restart), scale-in refuses to remove bound workers and names them."""
+"""Inference on one shared two-GPU-node twin cluster through MCP: model pool (a warm worker moves to a service by
+relabelling: same pod UID, no restart; scale-in refuses to remove bound workers and names them), managed endpoints
+(KV cache + prefix-aware routing to DeploymentComplete), the SGLang router and KEDA autoscaling of the workers."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from typing import Any
 
 import httpx
 import pytest
+from kubernetes import client as k8s
 
+from hyperpod_twin.sim.crds import crd_manifests
 from instantstart.twin_process import TwinProcess
 from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
 from tests.support.servers import Running, thread_server
@@ -147,3 +150,38 @@ def test_managed_endpoint_with_kv_cache_and_prefix_routing_becomes_ready_lists_a
     [gone] = mcp_calls(cp, [("inference_managed_delete", {"name": "qwen-managed"})])
     assert mcp_wait(cp, gone["operationId"])["status"] == "SUCCEEDED"
     assert mcp_calls(cp, [("inference_managed_list", {})])[0]["count"] == 0
+
+
+def test_router_fronts_the_workers_and_autoscaling_targets_the_workers_never_the_router(
+    shared: tuple[Running, TwinProcess], tmp_path: Path
+) -> None:
+    cp, twin = shared
+    [ref] = mcp_calls(cp, [("inference_deploy_container", {
+        "deploymentCommand": COMMAND, "gpuCount": 1, "deploymentName": "chatw"})])
+    assert mcp_wait(cp, ref["operationId"])["status"] == "SUCCEEDED"
+    [router] = mcp_calls(cp, [("inference_router_deploy", {"deploymentName": "chatw", "policy": "round_robin"})])
+    view = mcp_wait(cp, router["operationId"])
+    assert view["status"] == "SUCCEEDED", view
+    assert view["result"]["router"]["service"] == "chatw-router-service"
+    assert "app.kubernetes.io/name=chatw" in view["result"]["router"]["command"]
+    [answer] = mcp_calls(cp, [("inference_call_model", {"service_name": "chatw-router", "prompt": "Hi",
+                                                        "max_tokens": 8})])
+    assert answer["answer"] and answer["model"] == "Qwen/Qwen3-0.6B"
+
+    scaling = {"deploymentName": "chatw", "serverAddress": "http://prometheus.monitoring:9090",
+               "query": "sum(vllm:num_requests_waiting)", "threshold": 5, "minReplicas": 1, "maxReplicas": 2}
+    on_router, no_keda, _ = mcp_raw(cp, [
+        ("inference_autoscaling_apply", {**scaling, "deploymentName": "chatw-router"}),
+        ("inference_autoscaling_apply", scaling),
+    ])
+    assert error_of(on_router)["code"] == "INVALID_INPUT" and "deploymentName=chatw" in error_of(on_router)["hint"]
+    assert error_of(no_keda)["code"] == "PRECONDITION_FAILED" and "KEDA" in error_of(no_keda)["message"]
+    extensions = k8s.ApiextensionsV1Api(kube(twin, tmp_path, TAG).api_client)
+    for crd in crd_manifests("keda"):
+        extensions.create_custom_resource_definition(crd)  # what KEDA's chart installs
+    [applied] = mcp_calls(cp, [("inference_autoscaling_apply", scaling)])
+    view = mcp_wait(cp, applied["operationId"])
+    assert view["status"] == "SUCCEEDED", view
+    assert view["result"]["apply"]["target"] == "chatw" and view["result"]["apply"]["maxReplicas"] == 2
+    [gone] = mcp_calls(cp, [("inference_undeploy", {"deploymentName": "chatw"})])
+    assert mcp_wait(cp, gone["operationId"])["status"] == "SUCCEEDED"
