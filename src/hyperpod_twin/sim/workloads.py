@@ -12,6 +12,7 @@ from hyperpod_twin.sim.kobj import Obj
 HASH_LABEL = "pod-template-hash"
 REVISION = "deployment.kubernetes.io/revision"
 DESIRED = "deployment.kubernetes.io/desired-replicas"
+DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 
 
 def replicas_of(obj: Obj) -> int:
@@ -49,11 +50,13 @@ class ReplicaSetController(OwnerController):
                 )
                 active.append(created)
         if len(active) > want:
-            # Delete the least useful first: unscheduled, then not ready, then newest.
+            # Delete the least useful first: unscheduled, then not ready, then the lower
+            # controller.kubernetes.io/pod-deletion-cost, then newest (the ReplicaSet controller's ranking).
             active.sort(
                 key=lambda p: (
                     bool(p["spec"].get("nodeName")),
                     kobj.pod_is_ready(p),
+                    _deletion_cost(p),
                     _neg(p["metadata"].get("creationTimestamp", "")),
                 )
             )
@@ -72,6 +75,11 @@ class ReplicaSetController(OwnerController):
             "observedGeneration": rs["metadata"].get("generation", 1),
         }
         self.sim.patch_status(REPLICASETS, rs, status)
+
+
+def _deletion_cost(pod: Obj) -> int:
+    value = str((pod["metadata"].get("annotations") or {}).get(DELETION_COST, "0"))
+    return int(value) if value.lstrip("-").isdigit() else 0
 
 
 def _neg(stamp: str) -> tuple[int, ...]:

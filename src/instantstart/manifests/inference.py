@@ -20,6 +20,9 @@ INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
 GPU = "nvidia.com/gpu"
 UNASSIGNED = "unassigned"
+DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+BOUND_DELETION_COST = "1000"
+POOL_SERVICE = "pool-service"
 TOKEN_KEY = "token"
 S3_MOUNT = "/s3"
 
@@ -285,4 +288,17 @@ def token_secret(name: str, namespace: str, token: str) -> dict[str, Any]:
                      "labels": {LABEL_APP: name, LABEL_MANAGED: MANAGED_BY}},
         "type": "Opaque",
         "stringData": {TOKEN_KEY: token},
+    }
+
+
+def pool_service(service: str, namespace: str, pool: str, port: int, notes: dict[str, str]) -> dict[str, Any]:
+    """The Service of a service fed from a model pool: selects the workers labelled business=<service>."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": service_name(service), "namespace": namespace,
+                     "labels": {LABEL_APP: pool, LABEL_MANAGED: MANAGED_BY, LABEL_COMPONENT: POOL_SERVICE},
+                     "annotations": {k: v for k, v in notes.items() if k.startswith("instantstart.io/")}},
+        "spec": {"type": "ClusterIP", "selector": {LABEL_BUSINESS: service},
+                 "ports": [{"name": "http", "port": port, "targetPort": port, "protocol": "TCP"}]},
     }

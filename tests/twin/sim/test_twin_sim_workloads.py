@@ -318,3 +318,24 @@ def test_a_large_deployment_settles_quickly(cluster: SimCluster) -> None:
     cluster.advance(4)
     assert cluster.get("apps", "deployments", "big")["status"]["readyReplicas"] == 256
     assert time.monotonic() - started < 15
+
+
+def test_scale_in_removes_pods_with_the_lowest_deletion_cost_first(cluster: SimCluster) -> None:
+    cluster.add_node("i-0ccccccccccccccc1")  # 4 GPUs
+    cluster.create("apps", "deployments", _deployment("pool", 3, 1))
+    cluster.advance(5)
+    pods = cluster.list("", "pods", "default")
+    assert len(pods) == 3
+    keep = pods[0]  # without a cost the controller would remove it (same age, first in line)
+    keep["metadata"].setdefault("annotations", {})["controller.kubernetes.io/pod-deletion-cost"] = "1000"
+    rtype = cluster.store.find_type("", "pods")
+    assert rtype is not None
+    cluster.store.update(rtype, keep)
+    dep = cluster.get("apps", "deployments", "pool")
+    dep["spec"]["replicas"] = 1
+    deployments = cluster.store.find_type("apps", "deployments")
+    assert deployments is not None
+    cluster.store.update(deployments, dep)
+    cluster.advance(5)
+    live = [p for p in cluster.list("", "pods", "default") if not p["metadata"].get("deletionTimestamp")]
+    assert [p["metadata"]["uid"] for p in live] == [keep["metadata"]["uid"]]

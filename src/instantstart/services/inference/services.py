@@ -98,9 +98,13 @@ def _services(app: AppContext, row: ClusterRow, namespace: str | None) -> list[M
     return sorted(out, key=lambda s: (s.namespace, s.name))
 
 
+def cluster_row(app: AppContext, tag: str | None) -> ClusterRow:
+    """The cluster a call acts on (the documented default when no tag is given). Blocking."""
+    return get_cluster(app.db, resolve_tag(app.db, tag))
+
+
 async def _cluster(ctx: CallContext, tag: str | None) -> ClusterRow:
-    resolved = await to_thread.run_sync(resolve_tag, ctx.app.db, tag)
-    return await to_thread.run_sync(get_cluster, ctx.app.db, resolved)
+    return await to_thread.run_sync(cluster_row, ctx.app, tag)
 
 
 @operation("inference_list_services", method="GET", path="/inference/services", example={})

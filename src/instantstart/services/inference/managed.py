@@ -1,0 +1,348 @@
+"""Managed inference through the HyperPod inference operator: lint, deploy, list and delete InferenceEndpointConfigs."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from kubernetes import client as k8s
+from pydantic import Field
+
+from instantstart.catalog import operation
+from instantstart.catalog.base import WireModel
+from instantstart.context import AppContext, CallContext, StageContext
+from instantstart.errors import InvalidInput, PreconditionFailed, ProviderError
+from instantstart.kube.apply import apply_object, delete_object, read_object
+from instantstart.kube.calls import kube_api, kube_call
+from instantstart.manifests import inference_endpoint as iec
+from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
+from instantstart.operations.models import OperationRef
+from instantstart.operations.params import ParamsModel
+from instantstart.services.core.instance_types import catalog
+from instantstart.services.core.registry import submit_for_cluster
+from instantstart.services.core.stages import blocking, wait_until
+from instantstart.services.inference.services import cluster_row
+from instantstart.validation import ClusterTag, KubeName
+
+READY_TIMEOUT = 3600
+CRD = f"{iec.PLURAL}.{iec.GROUP}"
+
+
+class ModelSource(WireModel):
+    """Where the weights come from (FACTS §6.2 modelSourceConfig)."""
+
+    type: Literal["s3", "fsx", "huggingface"]
+    s3_bucket: str | None = Field(default=None, max_length=63)
+    s3_region: str | None = Field(default=None, max_length=32)
+    fsx_file_system_id: str | None = Field(default=None, max_length=64)
+    fsx_dns_name: str | None = Field(default=None, max_length=253)
+    fsx_mount_name: str | None = Field(default=None, max_length=64)
+    hugging_face_model_id: str | None = Field(default=None, max_length=200)
+    model_location: str | None = Field(default=None, max_length=1024, description="Prefix or path of the model.")
+
+
+class KvCache(WireModel):
+    """KV cache offload: L1 in CPU memory, L2 in the cluster's tiered storage or a Redis."""
+
+    enable_l1: bool = True
+    enable_l2: bool = False
+    l2_backend: Literal["tieredstorage", "redis"] | None = None
+    l2_url: str | None = Field(default=None, max_length=512, description="redis://<host>:<port> (redis only).")
+
+
+class ManagedRequest(WireModel):
+    """A model endpoint for the inference operator, from typed fields (never raw YAML)."""
+
+    name: str = Field(min_length=1, max_length=253, description="The InferenceEndpointConfig's name.")
+    model_name: str = Field(min_length=1, max_length=253)
+    image: str = Field(min_length=3, max_length=512, pattern=r"^[^\s]+$", description="The worker image.")
+    instance_type: str = Field(pattern=r"^ml\..+$")
+    gpu_count: int = Field(ge=1, le=64)
+    model_source: ModelSource
+    invocation_port: int = Field(default=8000, ge=1, le=65535)
+    args: list[str] = Field(default_factory=list, max_length=200, description="The worker's arguments.")
+    served_model_name: str | None = Field(default=None, max_length=253)
+    endpoint_name: str | None = Field(default=None, max_length=253, description="SageMaker endpoint to register.")
+    replicas: int = Field(default=1, ge=1, le=64)
+    cpu: str | None = Field(default=None, max_length=16)
+    memory: str | None = Field(default=None, max_length=16)
+    kv_cache: KvCache | None = None
+    routing_strategy: Literal["prefixaware", "kvaware", "session", "roundrobin"] | None = None
+    tls_output_s3_uri: str | None = Field(default=None, max_length=1024)
+    namespace: KubeName = "default"
+    cluster_tag: ClusterTag | None = None
+
+
+def spec_of(req: ManagedRequest) -> iec.EndpointSpec:
+    """The builder input of a request."""
+    src, kv = req.model_source, req.kv_cache
+    return iec.EndpointSpec(
+        name=req.name, namespace=req.namespace, model_name=req.model_name, image=req.image,
+        instance_type=req.instance_type, gpu_count=req.gpu_count, source_type=src.type,
+        invocation_port=req.invocation_port, args=list(req.args), served_model_name=req.served_model_name,
+        endpoint_name=req.endpoint_name, replicas=req.replicas, cpu=req.cpu, memory=req.memory,
+        model_location=src.model_location, s3_bucket=src.s3_bucket, s3_region=src.s3_region,
+        fsx_file_system_id=src.fsx_file_system_id, fsx_dns_name=src.fsx_dns_name, fsx_mount_name=src.fsx_mount_name,
+        hugging_face_model_id=src.hugging_face_model_id, kv_l1=bool(kv and kv.enable_l1),
+        kv_l2=bool(kv and kv.enable_l2), l2_backend=kv.l2_backend if kv else None, l2_url=kv.l2_url if kv else None,
+        routing_strategy=req.routing_strategy, tls_output_s3_uri=req.tls_output_s3_uri,
+    )
+
+
+class LintFinding(WireModel):
+    """One rule broken: its code, the field, what is wrong, the fix."""
+
+    code: str
+    severity: str
+    field: str
+    message: str
+    fix: str
+
+
+class LintResult(WireModel):
+    """The lint verdict and the rendered InferenceEndpointConfig."""
+
+    ok: bool
+    findings: list[LintFinding]
+    manifest: dict[str, Any]
+
+
+def lint_request(req: ManagedRequest) -> LintResult:
+    """Run every lint rule on a request."""
+    spec = spec_of(req)
+    facts = catalog().get(req.instance_type)
+    found = iec.lint(spec, facts.gpus if facts is not None else None)
+    findings = [LintFinding(code=f.code, severity=f.severity, field=f.field, message=f.message, fix=f.fix)
+                for f in found]
+    return LintResult(ok=not any(f.severity == "error" for f in findings), findings=findings,
+                      manifest=iec.endpoint_config(spec))
+
+
+@operation("inference_managed_lint", method="POST", path="/inference/managed/lint", mutating=False,
+           example={"name": "qwen", "modelName": "qwen", "image": "vllm/vllm-openai:v0.11.0",
+                    "instanceType": "ml.g6.4xlarge", "gpuCount": 1,
+                    "modelSource": {"type": "huggingface", "huggingFaceModelId": "Qwen/Qwen3-0.6B"}})
+async def inference_managed_lint(ctx: CallContext, req: ManagedRequest) -> LintResult:
+    """Check a managed endpoint before deploying it: each finding has a code and a fix (IEC001 port vs the
+    engine's listening port, IEC002 served model name, IEC003 name lengths, IEC004 KV cache engine, IEC005 L2
+    backend fields, IEC006 routing requirements, IEC007 GPUs vs instance type, IEC008 model source fields,
+    IEC009 TLS location). Returns the rendered InferenceEndpointConfig. Read-only; needs no cluster."""
+    return lint_request(req)
+
+
+class ManagedParams(ParamsModel):
+    """What a managed deploy records: the rendered InferenceEndpointConfig."""
+
+    cluster_tag: str
+    region: str
+    eks_cluster: str
+    name: str
+    namespace: str
+    manifest: dict[str, Any]
+
+
+def _crd_present(api: k8s.ApiClient) -> bool:
+    return read_object(api, {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                             "metadata": {"name": CRD}}) is not None
+
+
+def _check_cluster(app: AppContext, tag: str | None) -> tuple[Any, bool]:
+    row = cluster_row(app, tag)
+    return row, _crd_present(kube_api(app.kube, row.eks_cluster_name, row.region))
+
+
+@operation(
+    "inference_managed_deploy",
+    destructive=False,
+    idempotent=True,
+    method="POST",
+    path="/inference/managed",
+    completion="operation_get",
+    example={"name": "qwen", "modelName": "qwen", "image": "vllm/vllm-openai:v0.11.0",
+             "instanceType": "ml.g6.4xlarge", "gpuCount": 1,
+             "modelSource": {"type": "huggingface", "huggingFaceModelId": "Qwen/Qwen3-0.6B"}},
+)
+async def inference_managed_deploy(ctx: CallContext, req: ManagedRequest) -> OperationRef:
+    """Deploy a model through the HyperPod inference operator (an InferenceEndpointConfig: model source S3,
+    FSx or Hugging Face; KV cache L1/L2; intelligent routing; TLS output). Refused when inference_managed_lint
+    finds an error, or when the operator is not installed (hyperpod_update_advanced_features inferenceOperator).
+    Finished when the config's DeploymentComplete condition is True."""
+    verdict = lint_request(req)
+    errors = [f for f in verdict.findings if f.severity == "error"]
+    if errors:
+        raise InvalidInput(
+            "Invalid input: " + "; ".join(f"{f.field}: {f.message} [{f.code}]" for f in errors),
+            hint=" ".join(f.fix for f in errors),
+            details={"fields": [{"field": f.field, "message": f.message, "code": f.code} for f in errors]},
+        )
+    row, present = await blocking(_check_cluster, ctx.app, req.cluster_tag)
+    if not present:
+        raise PreconditionFailed(f"The HyperPod inference operator is not installed on {row.tag} (no {CRD}).",
+                                 hint='Enable it: hyperpod_update_advanced_features {"inferenceOperator": '
+                                 '{"enabled": true}}.')
+    params = ManagedParams(cluster_tag=row.tag, region=row.region, eks_cluster=row.eks_cluster_name,
+                           name=req.name, namespace=req.namespace, manifest=verdict.manifest)
+    return await submit_for_cluster(ctx, "inference_managed_deploy", row.tag, params, status_tool="operation_get",
+                                    poll_after_seconds=15)
+
+
+async def stage_apply(stage: StageContext) -> dict[str, Any]:
+    """Server-side apply the InferenceEndpointConfig (a rerun re-applies the same object)."""
+    p = stage.params_as(ManagedParams)
+    api = await blocking(kube_api, stage.app.kube, p.eks_cluster, p.region)
+    await blocking(kube_call, "apply the InferenceEndpointConfig", apply_object, api, p.manifest)
+    return {"name": p.name, "namespace": p.namespace}
+
+
+def _state(api: k8s.ApiClient, name: str, namespace: str) -> tuple[bool, str]:
+    found = read_object(api, {"apiVersion": f"{iec.GROUP}/{iec.VERSION}", "kind": iec.KIND,
+                              "metadata": {"name": name, "namespace": namespace}})
+    if found is None:
+        return False, f"{name}: not created yet"
+    state, message = iec.state_of(found)
+    if state in ("DeploymentFailed", "Failed"):
+        raise ProviderError(f"{name}: {state}: {message}", hint="Check the worker's log (pod_logs) and "
+                            "inference_managed_lint.", retryable=False)
+    return state == "DeploymentComplete", f"{name}: {state} {message}".strip()
+
+
+async def stage_ready(stage: StageContext) -> dict[str, Any]:
+    """Wait for the DeploymentComplete condition."""
+    p = stage.params_as(ManagedParams)
+    api = await blocking(kube_api, stage.app.kube, p.eks_cluster, p.region)
+
+    async def ready() -> tuple[bool, str]:
+        return await blocking(_state, api, p.name, p.namespace)
+
+    await wait_until(stage, ready, limit_seconds=READY_TIMEOUT, what=f"endpoint {p.name}")
+    port = p.manifest["spec"]["worker"]["modelInvocationPort"]["containerPort"]
+    return {"name": p.name, "namespace": p.namespace, "state": "DeploymentComplete",
+            "url": f"http://{p.name}.{p.namespace}.svc.cluster.local:{port}"}
+
+
+class ManagedListRequest(WireModel):
+    """Which namespace (every namespace when absent)."""
+
+    namespace: KubeName | None = None
+    cluster_tag: ClusterTag | None = None
+
+
+class ManagedEndpoint(WireModel):
+    """One InferenceEndpointConfig and its state from its conditions."""
+
+    name: str
+    namespace: str
+    model_name: str | None
+    instance_type: str | None
+    replicas: int | None
+    state: str
+    message: str
+    kv_cache: dict[str, Any] | None
+    routing_strategy: str | None
+
+
+class ManagedEndpoints(WireModel):
+    """The cluster's InferenceEndpointConfigs."""
+
+    cluster_tag: str
+    endpoints: list[ManagedEndpoint]
+    count: int
+
+
+def _list(app: AppContext, tag: str | None, namespace: str | None) -> ManagedEndpoints:
+    row = cluster_row(app, tag)
+    api = kube_api(app.kube, row.eks_cluster_name, row.region)
+    if not _crd_present(api):
+        return ManagedEndpoints(cluster_tag=row.tag, endpoints=[], count=0)
+    custom = k8s.CustomObjectsApi(api)
+    found: Any
+    if namespace:
+        found = kube_call("list endpoint configs", custom.list_namespaced_custom_object, iec.GROUP, iec.VERSION,
+                          namespace, iec.PLURAL)
+    else:
+        found = kube_call("list endpoint configs", custom.list_cluster_custom_object, iec.GROUP, iec.VERSION,
+                          iec.PLURAL)
+    out = []
+    for item in found.get("items") or []:
+        spec = item.get("spec") or {}
+        state, message = iec.state_of(item)
+        out.append(ManagedEndpoint(
+            name=item["metadata"]["name"], namespace=item["metadata"]["namespace"], model_name=spec.get("modelName"),
+            instance_type=spec.get("instanceType"), replicas=spec.get("replicas"), state=state, message=message,
+            kv_cache=spec.get("kvCacheSpec"),
+            routing_strategy=(spec.get("intelligentRoutingSpec") or {}).get("routingStrategy")))
+    return ManagedEndpoints(cluster_tag=row.tag, endpoints=sorted(out, key=lambda e: (e.namespace, e.name)),
+                            count=len(out))
+
+
+@operation("inference_managed_list", method="GET", path="/inference/managed", example={})
+async def inference_managed_list(ctx: CallContext, req: ManagedListRequest) -> ManagedEndpoints:
+    """The InferenceEndpointConfigs of the cluster with their state (from the conditions), model, instance
+    type, replicas, KV cache and routing. Read-only; empty when the inference operator is not installed."""
+    return await blocking(_list, ctx.app, req.cluster_tag, req.namespace)
+
+
+class ManagedDeleteRequest(WireModel):
+    """The endpoint config to delete."""
+
+    name: str = Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+    namespace: KubeName = "default"
+    cluster_tag: ClusterTag | None = None
+
+
+def _check_delete(app: AppContext, req: ManagedDeleteRequest) -> ManagedParams:
+    listed = _list(app, req.cluster_tag, req.namespace)
+    if req.name not in {e.name for e in listed.endpoints}:
+        raise InvalidInput(f"Invalid input: name: no InferenceEndpointConfig {req.namespace}/{req.name}",
+                           hint=f"Here: {', '.join(e.name for e in listed.endpoints) or 'none'}.",
+                           details={"fields": [{"field": "name", "message": "not deployed"}]})
+    row = cluster_row(app, listed.cluster_tag)
+    return ManagedParams(cluster_tag=row.tag, region=row.region, eks_cluster=row.eks_cluster_name, name=req.name,
+                         namespace=req.namespace, manifest={})
+
+
+@operation(
+    "inference_managed_delete",
+    destructive=True,
+    idempotent=True,
+    method="POST",
+    path="/inference/managed/delete",
+    completion="operation_get",
+    example={"name": "qwen"},
+)
+async def inference_managed_delete(ctx: CallContext, req: ManagedDeleteRequest) -> OperationRef:
+    """Delete an InferenceEndpointConfig (the operator removes its workers and Service); finished when the
+    config is gone."""
+    params = await blocking(_check_delete, ctx.app, req)
+    return await submit_for_cluster(ctx, "inference_managed_delete", params.cluster_tag, params,
+                                    status_tool="operation_get", poll_after_seconds=5)
+
+
+def _gone(api: k8s.ApiClient, p: ManagedParams) -> tuple[bool, str]:
+    body = {"apiVersion": f"{iec.GROUP}/{iec.VERSION}", "kind": iec.KIND,
+            "metadata": {"name": p.name, "namespace": p.namespace}}
+    return read_object(api, body) is None, f"{p.name}: deleting"
+
+
+async def stage_delete(stage: StageContext) -> dict[str, Any]:
+    """Delete the config and wait until it is gone."""
+    p = stage.params_as(ManagedParams)
+    api = await blocking(kube_api, stage.app.kube, p.eks_cluster, p.region)
+    body = {"apiVersion": f"{iec.GROUP}/{iec.VERSION}", "kind": iec.KIND,
+            "metadata": {"name": p.name, "namespace": p.namespace}}
+    deleted = await blocking(kube_call, "delete the InferenceEndpointConfig", delete_object, api, body)
+
+    async def gone() -> tuple[bool, str]:
+        return await blocking(_gone, api, p)
+
+    await wait_until(stage, gone, limit_seconds=600, what=f"deletion of {p.name}")
+    return {"name": p.name, "namespace": p.namespace, "deleted": deleted}
+
+
+KINDS.register(OperationKind(
+    name="inference_managed_deploy", params=ManagedParams,
+    stages=(StageSpec("apply", stage_apply, max_attempts=3),
+            StageSpec("ready", stage_ready, max_attempts=2, timeout_seconds=READY_TIMEOUT + 300)),
+    result_from=lambda outputs: outputs.get("ready", {}),
+))
+KINDS.register(OperationKind(name="inference_managed_delete", params=ManagedParams,
+                             stages=(StageSpec("delete", stage_delete, max_attempts=3),)))

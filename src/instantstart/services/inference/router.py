@@ -1,0 +1,120 @@
+"""inference_router_deploy: an SGLang router in front of a model server's workers (discovered by label)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from kubernetes import client as k8s
+from pydantic import Field
+
+from instantstart.catalog import operation
+from instantstart.catalog.base import WireModel
+from instantstart.context import AppContext, CallContext, StageContext
+from instantstart.errors import InvalidInput
+from instantstart.kube.apply import apply_object
+from instantstart.kube.calls import kube_api, kube_call
+from instantstart.manifests import inference as m
+from instantstart.manifests import router as r
+from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
+from instantstart.operations.models import OperationRef
+from instantstart.operations.params import ParamsModel
+from instantstart.services.core.registry import submit_for_cluster
+from instantstart.services.core.stages import blocking, wait_until
+from instantstart.services.inference.scale import model_server
+from instantstart.services.inference.services import cluster_row
+from instantstart.validation import ClusterTag, KubeName
+
+
+class RouterRequest(WireModel):
+    """Which workers the router fronts and how it picks one."""
+
+    deployment_name: str = Field(pattern=r"^[a-z]([-a-z0-9]{0,45}[a-z0-9])?$",
+                                 description="The workers (a Deployment made by inference_deploy_container).")
+    router_name: str | None = Field(default=None, pattern=r"^[a-z]([-a-z0-9]{0,45}[a-z0-9])?$",
+                                    description="Default <deploymentName>-router; its Service is <name>-service.")
+    policy: Literal["cache_aware", "round_robin", "random", "power_of_two"] = "cache_aware"
+    image: str = Field(default=r.ROUTER_IMAGE, min_length=3, max_length=512, pattern=r"^[^\s]+$")
+    namespace: KubeName = "default"
+    cluster_tag: ClusterTag | None = None
+
+
+class RouterParams(ParamsModel):
+    """What the router deploy records."""
+
+    cluster_tag: str
+    region: str
+    eks_cluster: str
+    name: str
+    namespace: str
+    workers: str
+    worker_port: int
+    policy: str
+    image: str
+    model: str | None
+
+
+def _check(app: AppContext, req: RouterRequest) -> RouterParams:
+    row = cluster_row(app, req.cluster_tag)
+    api = kube_api(app.kube, row.eks_cluster_name, row.region)
+    dep = model_server(api, req.deployment_name, req.namespace)
+    if (dep.metadata.labels or {}).get(m.LABEL_COMPONENT) == r.COMPONENT:
+        raise InvalidInput("Invalid input: deploymentName: that is a router, not model workers",
+                           hint="Name the model server's Deployment.",
+                           details={"fields": [{"field": "deploymentName", "message": "a router"}]})
+    notes = dep.metadata.annotations or {}
+    return RouterParams(cluster_tag=row.tag, region=row.region, eks_cluster=row.eks_cluster_name,
+                        name=req.router_name or f"{req.deployment_name}-router", namespace=req.namespace,
+                        workers=req.deployment_name, worker_port=int(notes.get(m.ANNOTATION_PORT, "8000")),
+                        policy=req.policy, image=req.image, model=notes.get(m.ANNOTATION_MODEL))
+
+
+@operation(
+    "inference_router_deploy",
+    destructive=False,
+    idempotent=True,
+    method="POST",
+    path="/inference/routers",
+    completion="operation_get",
+    example={"deploymentName": "vllm-model"},
+)
+async def inference_router_deploy(ctx: CallContext, req: RouterRequest) -> OperationRef:
+    """Put an SGLang router (policy cache_aware by default) in front of a model server's workers: it discovers
+    their Ready pods by label in the namespace (a Role lets it read pods), runs on CPU, and is reached through
+    <router>-service on port 30000 (inference_call_model service_name=<router>). Finished when it is Ready."""
+    params = await blocking(_check, ctx.app, req)
+    return await submit_for_cluster(ctx, "inference_router_deploy", params.cluster_tag, params,
+                                    status_tool="operation_get", poll_after_seconds=5)
+
+
+def _spec(p: RouterParams) -> r.RouterSpec:
+    return r.RouterSpec(name=p.name, namespace=p.namespace, workers=p.workers, worker_port=p.worker_port,
+                        policy=p.policy, image=p.image, model=p.model)
+
+
+def _apply(api: k8s.ApiClient, p: RouterParams) -> None:
+    for body in r.objects(_spec(p)):
+        kube_call(f"apply the router's {body['kind']}", apply_object, api, body)
+
+
+def _ready(api: k8s.ApiClient, p: RouterParams) -> tuple[bool, str]:
+    dep: Any = kube_call("read the router", k8s.AppsV1Api(api).read_namespaced_deployment, p.name, p.namespace)
+    ready = int((dep.status.ready_replicas if dep.status else 0) or 0)
+    return ready >= 1, f"router {p.name}: {ready}/1 Ready"
+
+
+async def stage_router(stage: StageContext) -> dict[str, Any]:
+    """Apply the router's objects and wait until it is Ready."""
+    p = stage.params_as(RouterParams)
+    api = await blocking(kube_api, stage.app.kube, p.eks_cluster, p.region)
+    await blocking(_apply, api, p)
+
+    async def ready() -> tuple[bool, str]:
+        return await blocking(_ready, api, p)
+
+    await wait_until(stage, ready, limit_seconds=900, what=f"router {p.name}")
+    return {"name": p.name, "namespace": p.namespace, "service": m.service_name(p.name), "workers": p.workers,
+            "policy": p.policy, "command": r.command(_spec(p))}
+
+
+KINDS.register(OperationKind(name="inference_router_deploy", params=RouterParams,
+                             stages=(StageSpec("router", stage_router, max_attempts=2, timeout_seconds=1200),)))

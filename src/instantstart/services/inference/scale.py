@@ -1,0 +1,162 @@
+"""inference_scale: change a model server's replicas; scale-in never removes pool workers bound to a service."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes import client as k8s
+from pydantic import Field
+
+from instantstart.catalog import operation
+from instantstart.catalog.base import WireModel
+from instantstart.context import AppContext, CallContext, StageContext
+from instantstart.errors import InvalidInput, NotFound, PreconditionFailed
+from instantstart.kube.calls import kube_api, kube_call
+from instantstart.manifests import inference as m
+from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
+from instantstart.operations.models import OperationRef
+from instantstart.operations.params import ParamsModel
+from instantstart.services.cluster.status import collect_status
+from instantstart.services.core.registry import submit_for_cluster
+from instantstart.services.core.stages import blocking, wait_until
+from instantstart.services.inference.placement import place
+from instantstart.services.inference.pool import business, workers
+from instantstart.services.inference.services import cluster_row
+from instantstart.validation import ClusterTag, KubeName
+
+READY_TIMEOUT = 3600
+
+
+class ScaleRequest(WireModel):
+    """The model server and the replicas it should have."""
+
+    deployment_name: str = Field(pattern=r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+    replicas: int = Field(ge=0, le=64, description="Replicas wanted (0 keeps the Deployment, stops its pods).")
+    namespace: KubeName = "default"
+    cluster_tag: ClusterTag | None = None
+
+
+class ScaleParams(ParamsModel):
+    """What inference_scale records."""
+
+    cluster_tag: str
+    region: str
+    eks_cluster: str
+    name: str
+    namespace: str
+    replicas: int
+
+
+def model_server(api: k8s.ApiClient, name: str, namespace: str) -> Any:
+    """A Deployment made by this control plane; InvalidInput otherwise."""
+    apps = k8s.AppsV1Api(api)
+    try:
+        dep: Any = kube_call("read the Deployment", apps.read_namespaced_deployment, name, namespace)
+    except NotFound:
+        dep = None
+    if dep is None or (dep.metadata.labels or {}).get(m.LABEL_MANAGED) != m.MANAGED_BY:
+        raise InvalidInput(f"Invalid input: deploymentName: no model server {namespace}/{name}",
+                           hint="inference_list_services lists the model servers this control plane deployed.",
+                           details={"fields": [{"field": "deploymentName", "message": "not deployed"}]})
+    return dep
+
+
+def bound_guard(api: k8s.ApiClient, dep: Any, replicas: int) -> None:
+    """Refuse a scale-in of a model pool that would have to remove workers still serving a service."""
+    if (dep.metadata.labels or {}).get(m.LABEL_BUSINESS) != m.UNASSIGNED:
+        return
+    pods = workers(api, dep.metadata.namespace, dep.metadata.name)
+    bound = [p for p in pods if business(p) != m.UNASSIGNED]
+    remove = len(pods) - replicas
+    if remove <= 0 or replicas >= len(bound):
+        return
+    names = ", ".join(f"{p.metadata.name} (service {business(p)})" for p in bound)
+    services = " ".join(sorted({business(p) for p in bound}))
+    raise PreconditionFailed(
+        f"Scaling {dep.metadata.name} to {replicas} would remove {remove} worker(s), but only "
+        f"{len(pods) - len(bound)} are unassigned; still bound to a service: {names}.",
+        hint=f"Release them first (inference_pool_release service=<{services}>), or keep replicas >= {len(bound)}.",
+        details={"replicas": replicas, "bound": [str(p.metadata.name) for p in bound]},
+    )
+
+
+def _instance_types(dep: Any) -> list[str] | None:
+    affinity = dep.spec.template.spec.affinity
+    required = affinity.node_affinity.required_during_scheduling_ignored_during_execution if affinity else None
+    for term in (required.node_selector_terms if required else None) or []:
+        for expr in term.match_expressions or []:
+            if expr.key == m.INSTANCE_TYPE_LABEL and expr.operator == "In":
+                return list(expr.values or [])
+    return None
+
+
+def _check(app: AppContext, req: ScaleRequest) -> tuple[ScaleParams, int, int, list[str] | None]:
+    row = cluster_row(app, req.cluster_tag)
+    api = kube_api(app.kube, row.eks_cluster_name, row.region)
+    dep = model_server(api, req.deployment_name, req.namespace)
+    bound_guard(api, dep, req.replicas)
+    gpus = int((dep.metadata.annotations or {}).get(m.ANNOTATION_GPUS, "0") or 0)
+    params = ScaleParams(cluster_tag=row.tag, region=row.region, eks_cluster=row.eks_cluster_name,
+                         name=req.deployment_name, namespace=req.namespace, replicas=req.replicas)
+    return params, int(dep.spec.replicas or 0), gpus, _instance_types(dep)
+
+
+@operation(
+    "inference_scale",
+    destructive=True,
+    idempotent=True,
+    method="POST",
+    path="/inference/deployments/scale",
+    completion="operation_get",
+    example={"deploymentName": "vllm-model", "replicas": 2},
+)
+async def inference_scale(ctx: CallContext, req: ScaleRequest) -> OperationRef:
+    """Set a model server's replicas (a Deployment made by inference_deploy_container); finished when that
+    many replicas are Ready and no extra pod is left. Scale-out is refused when the new replicas' GPUs are not
+    free. For a model pool, scale-in removes only unassigned workers and is refused, naming them, when it would
+    have to remove workers still bound to a service (release them with inference_pool_release first)."""
+    params, current, gpus, types = await blocking(_check, ctx.app, req)
+    if req.replicas > current and gpus > 0:
+        status = await collect_status(ctx.app, params.cluster_tag, ())
+        place(status, types, gpus, req.replicas - current)
+    return await submit_for_cluster(ctx, "inference_scale", params.cluster_tag, params,
+                                    status_tool="operation_get", poll_after_seconds=5)
+
+
+def _scale(api: k8s.ApiClient, p: ScaleParams) -> int:
+    dep = model_server(api, p.name, p.namespace)
+    bound_guard(api, dep, p.replicas)
+    apps = k8s.AppsV1Api(api)
+    kube_call("scale the Deployment", apps.patch_namespaced_deployment, p.name, p.namespace,
+              {"spec": {"replicas": p.replicas}})
+    return int(dep.spec.replicas or 0)
+
+
+def _settled(api: k8s.ApiClient, p: ScaleParams) -> tuple[bool, str]:
+    dep = model_server(api, p.name, p.namespace)
+    ready = int((dep.status.ready_replicas if dep.status else 0) or 0)
+    live = len(workers(api, p.namespace, p.name))
+    return ready >= p.replicas and live == p.replicas, f"{p.name}: {ready}/{p.replicas} Ready, {live} pod(s)"
+
+
+async def stage_scale(stage: StageContext) -> dict[str, Any]:
+    """Patch spec.replicas (bound pool workers carry a high pod-deletion-cost, so unassigned ones go first),
+    then wait until the count is reached."""
+    p = stage.params_as(ScaleParams)
+    api = await blocking(kube_api, stage.app.kube, p.eks_cluster, p.region)
+    before = await blocking(_scale, api, p)
+    await stage.progress(f"{p.name}: replicas {before} -> {p.replicas}")
+
+    async def settled() -> tuple[bool, str]:
+        return await blocking(_settled, api, p)
+
+    await wait_until(stage, settled, limit_seconds=READY_TIMEOUT, what=f"{p.name} at {p.replicas} replica(s)")
+    pods = await blocking(workers, api, p.namespace, p.name)
+    return {"name": p.name, "namespace": p.namespace, "replicasBefore": before, "replicas": p.replicas,
+            "pods": [{"pod": w.metadata.name, "uid": w.metadata.uid, "service": business(w)} for w in pods]}
+
+
+KINDS.register(OperationKind(
+    name="inference_scale", params=ScaleParams,
+    stages=(StageSpec("scale", stage_scale, max_attempts=2, timeout_seconds=READY_TIMEOUT + 300),),
+))

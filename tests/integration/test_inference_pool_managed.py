@@ -1,0 +1,187 @@
+"""Inference on one shared two-GPU-node twin cluster through MCP: model pool (a warm worker moves to a service by
+relabelling: same pod UID, no restart; scale-in refuses to remove bound workers and names them), managed endpoints
+(KV cache + prefix-aware routing to DeploymentComplete), the SGLang router and KEDA autoscaling of the workers."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from kubernetes import client as k8s
+
+from hyperpod_twin.sim.crds import crd_manifests
+from instantstart.twin_process import TwinProcess
+from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
+from tests.support.servers import Running, thread_server
+
+TAG = "pool1"
+COMMAND = "vllm serve Qwen/Qwen3-0.6B --max-model-len 1280"
+POOL = "app.kubernetes.io/name=pool"
+
+
+@pytest.fixture(scope="module")
+def shared(twin_process: TwinProcess) -> Iterator[tuple[Running, TwinProcess]]:
+    """One control plane and one HyperPod cluster with two 1-GPU nodes for the module."""
+    httpx.post(twin_process.endpoint_url + "/_twin/reset", timeout=60).raise_for_status()
+    saved = dict(os.environ)
+    os.environ.update(twin_process.env)
+    os.environ["INSTANTSTART_AWS_ENDPOINT_URL"] = twin_process.endpoint_url
+    tmp = Path(tempfile.mkdtemp(prefix="inference-pool-"))
+    try:
+        with thread_server(tmp / "data", f"sqlite:///{tmp / 'state.db'}", aws_endpoint_url=twin_process.endpoint_url,
+                           aws_region=twin_process.env["AWS_REGION"], poll_seconds=0.2, status_cache_seconds=0.5,
+                           helm_repository_url=twin_process.info.get("chart_repo_url")) as running:
+            with running.client() as client:
+                make_hyperpod(client, TAG, acceleratedInstanceCount=2)
+            yield running, twin_process
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def error_of(result: dict[str, Any]) -> dict[str, Any]:
+    """The error of a refused MCP call."""
+    assert result["isError"], result
+    error: dict[str, Any] = result["payload"]["error"]
+    return error
+
+
+def test_pool_assign_moves_the_same_pod_scale_in_spares_bound_workers_release(
+    shared: tuple[Running, TwinProcess], tmp_path: Path
+) -> None:
+    cp, twin = shared
+    core = kube(twin, tmp_path, TAG)
+    [ref] = mcp_calls(cp, [("inference_deploy_container", {
+        "deploymentCommand": COMMAND, "gpuCount": 1, "replicas": 2, "serviceType": "modelpool",
+        "deploymentName": "pool"})])
+    assert mcp_wait(cp, ref["operationId"])["status"] == "SUCCEEDED"
+    before = {p.metadata.name: p.metadata.uid for p in core.list_namespaced_pod("default", label_selector=POOL).items}
+    assert len(before) == 2
+
+    [assign] = mcp_calls(cp, [("inference_pool_assign", {"service": "chat", "pool": "pool"})])
+    view = mcp_wait(cp, assign["operationId"])
+    assert view["status"] == "SUCCEEDED", view
+    [moved] = view["result"]["assign"]["moved"]
+    assert before[moved["pod"]] == moved["uid"] and moved["service"] == "chat"
+    assert view["result"]["assign"]["unassignedLeft"] == 1
+    # The same pods (UIDs), never restarted; only the label changed, and chat-service routes to that pod.
+    pods = {p.metadata.name: p for p in core.list_namespaced_pod("default", label_selector=POOL).items}
+    assert {n: p.metadata.uid for n, p in pods.items()} == before
+    assert all(cs.restart_count == 0 for p in pods.values() for cs in p.status.container_statuses)
+    assert pods[moved["pod"]].metadata.labels["business"] == "chat"
+    endpoints = core.read_namespaced_endpoints("chat-service", "default")
+    assert [a.ip for s in endpoints.subsets for a in s.addresses] == [pods[moved["pod"]].status.pod_ip]
+    [answer] = mcp_calls(cp, [("inference_call_model", {"service_name": "chat", "prompt": "Hi", "max_tokens": 8})])
+    assert answer["model"] == "Qwen/Qwen3-0.6B" and answer["answer"]
+
+    # Refusals: not enough warm workers; a scale-in that would remove the bound worker names it.
+    too_many, to_zero, _ = mcp_raw(cp, [
+        ("inference_pool_assign", {"service": "chat", "count": 2}),
+        ("inference_scale", {"deploymentName": "pool", "replicas": 0}),
+    ])
+    assert error_of(too_many)["code"] == "PRECONDITION_FAILED" and "1 warm unassigned" in error_of(too_many)["message"]
+    refused = error_of(to_zero)
+    assert refused["code"] == "PRECONDITION_FAILED"
+    assert f"{moved['pod']} (service chat)" in refused["message"] and "inference_pool_release" in refused["hint"]
+
+    # Scale-in to 1 removes the unassigned worker, never the bound one.
+    [scale] = mcp_calls(cp, [("inference_scale", {"deploymentName": "pool", "replicas": 1})])
+    view = mcp_wait(cp, scale["operationId"])
+    assert view["status"] == "SUCCEEDED", view
+    assert [(p["pod"], p["uid"], p["service"]) for p in view["result"]["scale"]["pods"]] == [
+        (moved["pod"], moved["uid"], "chat")]
+
+    [release] = mcp_calls(cp, [("inference_pool_release", {"service": "chat"})])
+    view = mcp_wait(cp, release["operationId"])
+    assert view["status"] == "SUCCEEDED", view
+    [back] = core.list_namespaced_pod("default", label_selector=POOL).items
+    assert back.metadata.uid == moved["uid"] and back.metadata.labels["business"] == "unassigned"
+    assert not [s for s in core.list_namespaced_service("default").items if s.metadata.name == "chat-service"]
+    [gone] = mcp_calls(cp, [("inference_undeploy", {"deploymentName": "pool"})])
+    assert mcp_wait(cp, gone["operationId"])["status"] == "SUCCEEDED"
+
+
+MANAGED: dict[str, Any] = {
+    "name": "qwen-managed", "modelName": "qwen-managed", "image": "vllm/vllm-openai:v0.11.0",
+    "instanceType": "ml.g6.4xlarge", "gpuCount": 1, "replicas": 2,
+    "args": ["--model", "/opt/ml/model", "--served-model-name", "qwen-managed"],
+    "modelSource": {"type": "huggingface", "huggingFaceModelId": "Qwen/Qwen3-0.6B"},
+    "kvCache": {"enableL1": True, "enableL2": True, "l2Backend": "tieredstorage"},
+    "routingStrategy": "prefixaware",
+}
+
+
+def test_managed_endpoint_with_kv_cache_and_prefix_routing_becomes_ready_lists_and_deletes(
+    shared: tuple[Running, TwinProcess], tmp_path: Path
+) -> None:
+    cp, twin = shared
+    no_operator, bad, _ = mcp_raw(cp, [
+        ("inference_managed_deploy", MANAGED),
+        ("inference_managed_deploy", {**MANAGED, "invocationPort": 8080}),
+    ])
+    assert error_of(no_operator)["code"] == "PRECONDITION_FAILED"
+    assert "inferenceOperator" in error_of(no_operator)["hint"]
+    assert error_of(bad)["code"] == "INVALID_INPUT" and "[IEC001]" in error_of(bad)["message"]
+    assert error_of(bad)["details"]["fields"][0]["code"] == "IEC001"
+    with cp.client() as client:
+        ref = client.post("/api/v1/capacity/advanced-features", json={"inferenceOperator": {"enabled": True}})
+        assert ref.status_code == 202, ref.text
+    assert mcp_wait(cp, ref.json()["operationId"])["status"] == "SUCCEEDED"
+
+    [deploy] = mcp_calls(cp, [("inference_managed_deploy", MANAGED)])
+    view = mcp_wait(cp, deploy["operationId"])
+    assert view["status"] == "SUCCEEDED", view
+    assert view["result"]["state"] == "DeploymentComplete"
+    [listed] = mcp_calls(cp, [("inference_managed_list", {})])
+    [endpoint] = listed["endpoints"]
+    assert endpoint["name"] == "qwen-managed" and endpoint["state"] == "DeploymentComplete"
+    assert endpoint["routingStrategy"] == "prefixaware" and endpoint["replicas"] == 2
+    assert endpoint["kvCache"] == {"enableL1Cache": True, "enableL2Cache": True,
+                                   "l2CacheSpec": {"l2CacheBackend": "tieredstorage"}}
+    core = kube(twin, tmp_path, TAG)
+    pods = core.list_namespaced_pod("default", label_selector="app=qwen-managed").items
+    assert len(pods) == 2 and all(p.spec.containers[0].resources.requests["nvidia.com/gpu"] == "1" for p in pods)
+
+    [gone] = mcp_calls(cp, [("inference_managed_delete", {"name": "qwen-managed"})])
+    assert mcp_wait(cp, gone["operationId"])["status"] == "SUCCEEDED"
+    assert mcp_calls(cp, [("inference_managed_list", {})])[0]["count"] == 0
+
+
+def test_router_fronts_the_workers_and_autoscaling_targets_the_workers_never_the_router(
+    shared: tuple[Running, TwinProcess], tmp_path: Path
+) -> None:
+    cp, twin = shared
+    [ref] = mcp_calls(cp, [("inference_deploy_container", {
+        "deploymentCommand": COMMAND, "gpuCount": 1, "deploymentName": "chatw"})])
+    assert mcp_wait(cp, ref["operationId"])["status"] == "SUCCEEDED"
+    [router] = mcp_calls(cp, [("inference_router_deploy", {"deploymentName": "chatw", "policy": "round_robin"})])
+    view = mcp_wait(cp, router["operationId"])
+    assert view["status"] == "SUCCEEDED", view
+    assert view["result"]["router"]["service"] == "chatw-router-service"
+    assert "app.kubernetes.io/name=chatw" in view["result"]["router"]["command"]
+    [answer] = mcp_calls(cp, [("inference_call_model", {"service_name": "chatw-router", "prompt": "Hi",
+                                                        "max_tokens": 8})])
+    assert answer["answer"] and answer["model"] == "Qwen/Qwen3-0.6B"
+
+    scaling = {"deploymentName": "chatw", "serverAddress": "http://prometheus.monitoring:9090",
+               "query": "sum(vllm:num_requests_waiting)", "threshold": 5, "minReplicas": 1, "maxReplicas": 2}
+    on_router, no_keda, _ = mcp_raw(cp, [
+        ("inference_autoscaling_apply", {**scaling, "deploymentName": "chatw-router"}),
+        ("inference_autoscaling_apply", scaling),
+    ])
+    assert error_of(on_router)["code"] == "INVALID_INPUT" and "deploymentName=chatw" in error_of(on_router)["hint"]
+    assert error_of(no_keda)["code"] == "PRECONDITION_FAILED" and "KEDA" in error_of(no_keda)["message"]
+    extensions = k8s.ApiextensionsV1Api(kube(twin, tmp_path, TAG).api_client)
+    for crd in crd_manifests("keda"):
+        extensions.create_custom_resource_definition(crd)  # what KEDA's chart installs
+    [applied] = mcp_calls(cp, [("inference_autoscaling_apply", scaling)])
+    view = mcp_wait(cp, applied["operationId"])
+    assert view["status"] == "SUCCEEDED", view
+    assert view["result"]["apply"]["target"] == "chatw" and view["result"]["apply"]["maxReplicas"] == 2
+    [gone] = mcp_calls(cp, [("inference_undeploy", {"deploymentName": "chatw"})])
+    assert mcp_wait(cp, gone["operationId"])["status"] == "SUCCEEDED"
