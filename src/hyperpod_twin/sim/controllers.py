@@ -14,6 +14,7 @@ from hyperpod_twin.sim.nodes import NodeController
 from hyperpod_twin.sim.pytorchjob import PyTorchJobController
 from hyperpod_twin.sim.ray import RayClusterController, RayJobController
 from hyperpod_twin.sim.rayservice import RayServiceController
+from hyperpod_twin.sim.s3_mounts import S3MountWriter
 from hyperpod_twin.sim.scheduler import Scheduler
 from hyperpod_twin.sim.services import EndpointsController
 from hyperpod_twin.sim.sets import DaemonSetController, StatefulSetController
@@ -44,6 +45,7 @@ def all_controllers() -> list[type[Controller]]:
         KarpenterController,
         MetricsServer,
         Kubelet,
+        S3MountWriter,
         EndpointsController,
     ]
 
