@@ -71,6 +71,21 @@ def list_objects(
     return cast("dict[str, Any]", answer)
 
 
+def list_keys(
+    aws: AwsClients, region: str, bucket: str, prefix: str, *, suffix: str = "", limit: int = 1000
+) -> list[str]:
+    """Keys under `prefix` ending in `suffix`, page by page, at most `limit` of them."""
+    s3 = aws.s3(region)
+    pages: Any = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    keys: list[str] = []
+    page: Any
+    for page in call(f"list s3://{bucket}/{prefix}", list, pages):
+        keys.extend(o["Key"] for o in page.get("Contents", []) if o["Key"].endswith(suffix))
+        if len(keys) >= limit:
+            break
+    return keys[:limit]
+
+
 def get_object(aws: AwsClients, region: str, bucket: str, key: str) -> bytes | None:
     """GetObject's body; None when the key does not exist."""
     try:

@@ -30,7 +30,7 @@ def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:
     from instantstart.services.core import registry  # noqa: F401
     from instantstart.services.features import advanced  # noqa: F401
     from instantstart.services.operation_tools import operations, wait  # noqa: F401
-    from instantstart.services.storage import inventory, s3_tools  # noqa: F401
+    from instantstart.services.storage import inventory, models, s3_tools  # noqa: F401
 
     for name in plugins:
         importlib.import_module(name)
