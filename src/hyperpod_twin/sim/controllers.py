@@ -10,10 +10,12 @@ from hyperpod_twin.sim.karpenter import KarpenterController
 from hyperpod_twin.sim.keda import KedaOperator
 from hyperpod_twin.sim.kubelet import Kubelet
 from hyperpod_twin.sim.metrics import MetricsServer
+from hyperpod_twin.sim.model_download import ModelDownloadContainer
 from hyperpod_twin.sim.nodes import NodeController
 from hyperpod_twin.sim.pytorchjob import PyTorchJobController
 from hyperpod_twin.sim.ray import RayClusterController, RayJobController
 from hyperpod_twin.sim.rayservice import RayServiceController
+from hyperpod_twin.sim.s3_mounts import S3MountWriter
 from hyperpod_twin.sim.scheduler import Scheduler
 from hyperpod_twin.sim.services import EndpointsController
 from hyperpod_twin.sim.sets import DaemonSetController, StatefulSetController
@@ -44,6 +46,8 @@ def all_controllers() -> list[type[Controller]]:
         KarpenterController,
         MetricsServer,
         Kubelet,
+        S3MountWriter,
+        ModelDownloadContainer,
         EndpointsController,
     ]
 

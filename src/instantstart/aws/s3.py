@@ -52,13 +52,49 @@ def put_object(aws: AwsClients, region: str, bucket: str, key: str, body: bytes,
     )
 
 
-def list_objects(aws: AwsClients, region: str, bucket: str, prefix: str, limit: int) -> dict[str, Any]:
-    """ListObjectsV2 of one page (at most `limit` keys) under `prefix`, with common prefixes by "/"."""
+def list_objects(
+    aws: AwsClients, region: str, bucket: str, prefix: str, limit: int, token: str | None = None
+) -> dict[str, Any]:
+    """ListObjectsV2 of one page (at most `limit` keys) under `prefix`, with common prefixes by "/";
+    `token` is the previous page's NextContinuationToken."""
     s3 = aws.s3(region)
+    extra: dict[str, Any] = {"ContinuationToken": token} if token else {}
     answer = call(
-        f"list s3://{bucket}/{prefix}", s3.list_objects_v2, Bucket=bucket, Prefix=prefix, Delimiter="/", MaxKeys=limit
+        f"list s3://{bucket}/{prefix}",
+        s3.list_objects_v2,
+        Bucket=bucket,
+        Prefix=prefix,
+        Delimiter="/",
+        MaxKeys=limit,
+        **extra,
     )
     return cast("dict[str, Any]", answer)
+
+
+def list_keys(
+    aws: AwsClients, region: str, bucket: str, prefix: str, *, suffix: str = "", limit: int = 1000
+) -> list[str]:
+    """Keys under `prefix` ending in `suffix`, page by page, at most `limit` of them."""
+    s3 = aws.s3(region)
+    pages: Any = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    keys: list[str] = []
+    page: Any
+    for page in call(f"list s3://{bucket}/{prefix}", list, pages):
+        keys.extend(o["Key"] for o in page.get("Contents", []) if o["Key"].endswith(suffix))
+        if len(keys) >= limit:
+            break
+    return keys[:limit]
+
+
+def get_object(aws: AwsClients, region: str, bucket: str, key: str) -> bytes | None:
+    """GetObject's body; None when the key does not exist."""
+    try:
+        answer: Any = aws.s3(region).get_object(Bucket=bucket, Key=key)
+    except Exception as exc:
+        if error_code(exc) in ("NoSuchKey", "404", "NotFound"):
+            return None
+        raise translate(exc, f"read s3://{bucket}/{key}") from exc
+    return cast(bytes, answer["Body"].read())
 
 
 def delete_bucket(aws: AwsClients, region: str, bucket: str) -> None:

@@ -24,7 +24,6 @@ def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:
         import_existing,
         preflight,
         status,
-        storage_stage,
         workloads,
     )
     from instantstart.services.cluster.dependencies import stage  # noqa: F401
@@ -34,6 +33,7 @@ def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:
     from instantstart.services.features import advanced  # noqa: F401
     from instantstart.services.inference import autoscaling, deploy, managed, pool, router, scale, services  # noqa: F401
     from instantstart.services.operation_tools import operations, wait  # noqa: F401
+    from instantstart.services.storage import inventory, models, s3_tools  # noqa: F401
     from instantstart.services.training import jobs, recipes, submit  # noqa: F401
 
     for name in plugins:

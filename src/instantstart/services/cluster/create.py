@@ -19,9 +19,9 @@ from instantstart.services.cluster.eks_stage import ACCESS_DOC, EKS_STAGE, new_t
 from instantstart.services.cluster.hyperpod_stage import HYPERPOD_STAGE, HyperPodCreateRequest, hyperpod_params
 from instantstart.services.cluster.params import CreateParams, StorageSpecParams, stored
 from instantstart.services.cluster.preflight import PlanCreateRequest, plan
-from instantstart.services.cluster.storage_stage import STORAGE_STAGE
 from instantstart.services.cluster.verification import VERIFICATION_STAGE
 from instantstart.services.core.registry import activate_cluster, mirror_pipeline_stages, reach_cluster
+from instantstart.services.storage.s3_claims import STORAGE_STAGE
 from instantstart.validation import AccessCidr, ClusterTag, Region, VpcCidr
 
 STAGES = ("eks", "activate", "dependencies", "hyperpod", "storage", "verification")

@@ -1,84 +1,26 @@
-"""S3 storage for the active cluster: a Mountpoint for S3 CSI volume and its claim, defaults, bucket listing."""
+"""S3 claims: bucket look-ups, the Mountpoint for S3 CSI PV and claim (adopt or create), the storage stage and kind."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from anyio import to_thread
 from kubernetes import client as k8s
-from pydantic import Field
 
 from instantstart.aws import identity, s3
-from instantstart.catalog import operation
-from instantstart.catalog.base import NoInput, WireModel
 from instantstart.context import AppContext, CallContext, StageContext
-from instantstart.errors import Conflict, InvalidInput, NotFound, PreconditionFailed
+from instantstart.errors import Conflict, InvalidInput, NotFound
 from instantstart.kube.calls import as_dict, kube_api, kube_call
 from instantstart.manifests import storage as m
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
-from instantstart.operations.models import OperationRef
-from instantstart.services.cluster.params import StorageParams, StorageSpecParams, stored
-from instantstart.services.core.registry import get_cluster, mirror_pipeline_stages, resolve_tag, submit_for_cluster
+from instantstart.services.cluster.params import StorageParams
+from instantstart.services.core.registry import get_cluster, mirror_pipeline_stages, resolve_tag
 from instantstart.services.core.stages import blocking, project_bucket, record_details, wait_until
 from instantstart.store.models import ClusterRow
-from instantstart.validation import KubeName, Region
 
 FIELD_MANAGER = "instantstart"
 APPLY = "application/apply-patch+yaml"
 BIND_TIMEOUT = 300
-LIST_MAX_KEYS = 1000
-
-
-class StorageDefaults(WireModel):
-    """What s3_storage_create does when given nothing."""
-
-    cluster_tag: str
-    name: str = Field(description="Claim name (namespace default).")
-    namespace: str
-    bucket_name: str = Field(description="The project bucket; the CSI driver's role is scoped to it.")
-    bucket_exists: bool
-    region: str
-    driver: str
-    persistent_volume_name: str
-    access_modes: list[str]
-    mount_options: list[str]
-
-
-class StorageCreateRequest(WireModel):
-    """A claim on an S3 bucket for the active cluster."""
-
-    name: KubeName = Field(default=m.DEFAULT_CLAIM, description="Claim name; the PV is <name>-pv.")
-    bucket_name: str | None = Field(default=None, description="Default: the project bucket. Must exist.")
-    region: Region | None = Field(default=None, description="The bucket's Region (default: where it is).")
-
-
-class ListContentsRequest(WireModel):
-    """Which storage to list and under which prefix."""
-
-    storage: KubeName = Field(default=m.DEFAULT_CLAIM, description="The claim name given to s3_storage_create.")
-    prefix: str | None = Field(default=None, description="Key prefix below the volume's own prefix.")
-
-
-class S3Object(WireModel):
-    """One object of the bucket."""
-
-    key: str
-    path: str = Field(description="The path inside the mounted volume.")
-    size: int
-    last_modified: datetime | None
-
-
-class ListContentsResult(WireModel):
-    """One level of the bucket below the prefix (folders as commonPrefixes), at most 1000 objects."""
-
-    storage: str
-    bucket_name: str
-    prefix: str
-    objects: list[S3Object]
-    common_prefixes: list[str]
-    count: int
-    truncated: bool
 
 
 # -- bucket look-ups ------------------------------------------------------------------------------------
@@ -124,7 +66,7 @@ def storage_spec(app: AppContext, row: ClusterRow, given: dict[str, Any], *, fie
 # -- Kubernetes objects: look first, adopt what matches, create the rest by server-side apply --------------
 
 
-def _read(api: k8s.ApiClient, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
+def read_object(api: k8s.ApiClient, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
     core = k8s.CoreV1Api(api)
     try:
         if kind == "PersistentVolume":
@@ -150,7 +92,7 @@ def ensure_object(api: k8s.ApiClient, desired: dict[str, Any]) -> tuple[dict[str
     apply (field manager "instantstart"). Returns (object, created). Blocking."""
     kind, md = desired["kind"], desired["metadata"]
     action = f"ensure {kind} {md['name']}"
-    found = kube_call(action, _read, api, kind, md["name"], md.get("namespace", ""))
+    found = kube_call(action, read_object, api, kind, md["name"], md.get("namespace", ""))
     if found is not None:
         problems = m.pv_differences(found, desired) if kind == "PersistentVolume" else m.pvc_differences(found, desired)
         if problems:
@@ -164,7 +106,7 @@ def ensure_object(api: k8s.ApiClient, desired: dict[str, Any]) -> tuple[dict[str
 
 def claim_phase(api: k8s.ApiClient, name: str, namespace: str) -> str:
     """The claim's phase (blocking)."""
-    found = kube_call(f"read claim {name}", _read, api, "PersistentVolumeClaim", name, namespace)
+    found = kube_call(f"read claim {name}", read_object, api, "PersistentVolumeClaim", name, namespace)
     return str(((found or {}).get("status") or {}).get("phase") or "Missing")
 
 
@@ -246,82 +188,21 @@ KINDS.register(
 )
 
 
-# -- tools -------------------------------------------------------------------------------------------------
-
-
-async def _active(ctx: CallContext) -> ClusterRow:
+async def active_cluster(ctx: CallContext) -> ClusterRow:
+    """The active cluster's row (PRECONDITION_FAILED when none is active)."""
     tag = await to_thread.run_sync(resolve_tag, ctx.app.db, None)
     return await to_thread.run_sync(get_cluster, ctx.app.db, tag)
 
 
-@operation("s3_storage_get_defaults", method="GET", path="/storage/s3/defaults", example={})
-async def s3_storage_get_defaults(ctx: CallContext, req: NoInput) -> StorageDefaults:
-    """What s3_storage_create uses when given nothing, for the active cluster: claim s3-claim in namespace
-    default, the project bucket (the Mountpoint CSI driver's role is scoped to it) and its Region, the
-    driver, access mode ReadWriteMany and the mount options. Needs an active cluster (cluster_switch)."""
-    row = await _active(ctx)
-    bucket = await blocking(default_bucket, ctx.app, row)
-    where = await blocking(bucket_region, ctx.app, bucket, row.region)
-    region = where or row.region
-    return StorageDefaults(
-        cluster_tag=row.tag,
-        name=m.DEFAULT_CLAIM,
-        namespace=m.DEFAULT_NAMESPACE,
-        bucket_name=bucket,
-        bucket_exists=where is not None,
-        region=region,
-        driver=m.S3_CSI_DRIVER,
-        persistent_volume_name=m.pv_name(m.DEFAULT_CLAIM),
-        access_modes=["ReadWriteMany"],
-        mount_options=m.mount_options(region),
-    )
+# -- reading a claim's source ---------------------------------------------------------------------------
 
 
-@operation(
-    "s3_storage_create",
-    destructive=False,
-    idempotent=True,
-    method="POST",
-    path="/storage/s3",
-    completion="operation_get",
-    example={"name": "s3-claim"},
-)
-async def s3_storage_create(ctx: CallContext, req: StorageCreateRequest) -> OperationRef:
-    """Mount an S3 bucket into the active cluster: a static PersistentVolume <name>-pv for the Mountpoint
-    for S3 CSI driver (ReadWriteMany) and the claim <name> (namespace default) bound to it. The bucket
-    defaults to the project bucket and must exist; region, when given, must be the bucket's. The EKS stage
-    must be done. Re-running with the same values is a no-op; an existing claim or volume of that name
-    with other values is refused (CONFLICT). Pods mount it once the S3 CSI driver is installed
-    (cluster_configure_dependencies); cluster_get_status shows the claim Bound."""
-    row = await _active(ctx)
-    if (row.stages or {}).get("eks") != "SUCCEEDED" and not row.imported:
-        raise PreconditionFailed(
-            f"The EKS stage of cluster {row.tag} has not finished.",
-            hint="Wait for cluster_get_eks_creation_status to report SUCCEEDED, then retry.",
-        )
-    given = {"name": req.name, "bucketName": req.bucket_name, "region": req.region}
-    spec = await blocking(storage_spec, ctx.app, row, given)
-    params = StorageParams(
-        cluster_tag=row.tag,
-        region=row.region,
-        storage=StorageSpecParams.model_validate({k: v for k, v in spec.items() if v}),
-    )
-    return await submit_for_cluster(
-        ctx,
-        "s3_storage_create",
-        row.tag,
-        stored(params),
-        status_tool="operation_get",
-        poll_after_seconds=5,
-    )
-
-
-def _claim_source(app: AppContext, row: ClusterRow, claim: str) -> dict[str, Any]:
+def claim_source(app: AppContext, row: ClusterRow, claim: str) -> dict[str, Any]:
     """The bucket, Region and prefix behind a claim: from Kubernetes (claim → PV), else the recorded storage."""
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
-    pvc = kube_call(f"read claim {claim}", _read, api, "PersistentVolumeClaim", claim, m.DEFAULT_NAMESPACE)
+    pvc = kube_call(f"read claim {claim}", read_object, api, "PersistentVolumeClaim", claim, m.DEFAULT_NAMESPACE)
     volume = ((pvc or {}).get("spec") or {}).get("volumeName")
-    pv = kube_call(f"read volume {volume}", _read, api, "PersistentVolume", volume, "") if volume else None
+    pv = kube_call(f"read volume {volume}", read_object, api, "PersistentVolume", volume, "") if volume else None
     if pv is not None and m.pv_source(pv)["driver"] == m.S3_CSI_DRIVER:
         source = m.pv_source(pv)
         return {"bucketName": source["bucket"], "region": source["region"] or row.region, "prefix": source["prefix"]}
@@ -333,52 +214,4 @@ def _claim_source(app: AppContext, row: ClusterRow, claim: str) -> dict[str, Any
         + (" (the claim exists but is not an S3 CSI volume)." if pvc is not None else "."),
         hint="Create it with s3_storage_create; cluster_get_status lists the cluster's claims.",
         details={"fields": [{"field": "storage", "message": "unknown S3 storage"}]},
-    )
-
-
-def list_objects(app: AppContext, bucket: str, region: str, prefix: str) -> dict[str, Any]:
-    """One ListObjectsV2 page (delimiter '/') of the bucket below `prefix` (blocking)."""
-    page = s3.list_objects(app.aws, region, bucket, prefix, LIST_MAX_KEYS)
-    return {
-        "objects": [
-            {"key": o["Key"], "size": int(o.get("Size", 0)), "lastModified": o.get("LastModified")}
-            for o in page.get("Contents") or []
-        ],
-        "commonPrefixes": [c["Prefix"] for c in page.get("CommonPrefixes") or []],
-        "truncated": bool(page.get("IsTruncated")),
-    }
-
-
-@operation("s3_storage_list_contents", method="GET", path="/storage/s3/contents", example={"storage": "s3-claim"})
-async def s3_storage_list_contents(ctx: CallContext, req: ListContentsRequest) -> ListContentsResult:
-    """List one level of the S3 storage `storage` (default s3-claim) of the active cluster: objects with
-    size and time, and sub-folders as commonPrefixes, below `prefix` (relative to the volume's own prefix,
-    so paths match what pods see under the mount). At most 1000 objects; `truncated` says when more exist.
-    Cached for a few seconds."""
-    row = await _active(ctx)
-    prefix = m.validate_prefix(req.prefix) if req.prefix else ""
-
-    async def source() -> dict[str, Any]:
-        return await blocking(_claim_source, ctx.app, row, req.storage)
-
-    src: dict[str, Any] = await ctx.app.cache.get(f"storage:{row.tag}:{req.storage}:source", source)
-    base = src["prefix"] or ""
-    full = base + prefix
-
-    async def fetch() -> dict[str, Any]:
-        return await blocking(list_objects, ctx.app, src["bucketName"], src["region"], full)
-
-    page: dict[str, Any] = await ctx.app.cache.get(f"s3:{src['region']}:{src['bucketName']}:list:{full}", fetch)
-    objects = [
-        S3Object(key=o["key"], path=o["key"][len(base) :], size=o["size"], last_modified=o["lastModified"])
-        for o in page["objects"]
-    ]
-    return ListContentsResult(
-        storage=req.storage,
-        bucket_name=src["bucketName"],
-        prefix=full,
-        objects=objects,
-        common_prefixes=page["commonPrefixes"],
-        count=len(objects),
-        truncated=page["truncated"],
     )

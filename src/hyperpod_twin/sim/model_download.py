@@ -1,0 +1,155 @@
+"""The model download container, simulated: a Running pod whose program is the instantstart download script
+fetches the repo from the hub stand-in into a real staging directory, copies each file through its S3 CSI
+mount (objects in the twin's S3) with sha256 and progress lines, and writes manifest.json last."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import shutil
+import tempfile
+from collections.abc import Hashable
+from pathlib import Path
+from typing import Any
+
+from hyperpod_twin.sim import kobj
+from hyperpod_twin.sim.core import NODES, PODS, SECRETS, Controller, nsname
+from hyperpod_twin.sim.hf_hub import HUB, HubError
+from hyperpod_twin.sim.kobj import Obj
+from hyperpod_twin.sim.kubelet import Kubelet
+from hyperpod_twin.sim.s3_mounts import S3Target, S3Writer, resolve
+
+log = logging.getLogger(__name__)
+
+MARKER = "instantstart-model-download"  # the first line of the program the control plane's Job runs
+MANIFEST = "manifest.json"
+HOLD_SECONDS = 86400  # the kubelet's exit timer for a download container; the copy ends it much sooner
+
+
+def is_download(container: Obj) -> bool:
+    """Whether the container runs the download program (command, args or env carry its marker)."""
+    text = " ".join([*(container.get("command") or []), *(container.get("args") or [])])
+    values = " ".join(str(e.get("value") or "") for e in container.get("env") or [])
+    return MARKER in text or MARKER in values
+
+
+def env_of(sim: Any, ns: str, container: Obj) -> dict[str, str]:
+    """The container's environment: literal values and secretKeyRef values read from the namespace's Secrets."""
+    out: dict[str, str] = {}
+    for item in container.get("env") or []:
+        ref = (item.get("valueFrom") or {}).get("secretKeyRef")
+        if ref:
+            secret = sim.get(SECRETS, ns, ref.get("name", ""))
+            raw = ((secret or {}).get("data") or {}).get(ref.get("key", ""))
+            if raw is not None:
+                out[item["name"]] = base64.b64decode(raw).decode()
+        elif "value" in item:
+            out[item["name"]] = str(item["value"])
+    return out
+
+
+class ModelDownloadContainer(Controller):
+    """Runs the download program of each new download pod once (uploads off the sim's loop)."""
+
+    watches = (PODS,)
+
+    def __init__(self, sim: Any) -> None:
+        super().__init__(sim)
+        self.writer = S3Writer(sim)
+        self._done: set[str] = set()
+
+    def stop(self) -> None:
+        """Stop the upload thread."""
+        self.writer.stop()
+
+    def reconcile(self, key: Hashable) -> None:
+        ns, name = nsname(key)
+        pod = self.sim.get(PODS, ns, name)
+        containers = (pod or {}).get("spec", {}).get("containers") or []
+        if pod is None or not containers or not is_download(containers[0]):
+            return
+        phase = (pod.get("status") or {}).get("phase", "Pending")
+        if phase == "Pending" and not kobj.annotation(pod, kobj.RUN_SECONDS):
+            # The program decides when the container exits (see _end), not the kubelet's default run time.
+            kobj.meta(pod).setdefault("annotations", {})[kobj.RUN_SECONDS] = str(HOLD_SECONDS)
+            self.sim.save(PODS, pod)
+            return
+        if phase != "Running" or pod["metadata"]["uid"] in self._done:
+            return
+        self._done.add(pod["metadata"]["uid"])
+        container = containers[0]
+        env = env_of(self.sim, ns, container)
+        node = self.sim.get(NODES, "", pod["spec"].get("nodeName", "")) or {}
+        itype = (node.get("metadata", {}).get("labels") or {}).get("node.kubernetes.io/instance-type", "")
+        say = self._say(pod, container["name"])
+        # HyperPod DLAMI nodes (ml.*) have their instance store at /opt/dlami/nvme; others use the emptyDir.
+        say("staging on " + ("instance NVMe" if itype.startswith("ml.") else "emptyDir"))
+        try:
+            files = HUB.download(env.get("MODEL_ID", ""), env.get("REVISION", "main"), env.get("HF_TOKEN"))
+        except HubError as exc:
+            say(f"huggingface_hub.errors.HfHubHTTPError: {exc}")
+            self._end(pod, 1)
+            return
+        dest = env.get("DEST_DIR", "")
+        targets = {rel: resolve(self.sim, pod, container, f"{dest}/{rel}") for rel in [*sorted(files), MANIFEST]}
+        if any(t is None for t in targets.values()):
+            say(f"error: {dest} is not on an S3 mount")
+            self._end(pod, 1)
+            return
+        model = {"modelId": env.get("MODEL_ID"), "revision": env.get("REVISION", "main")}
+
+        def program(s3: Any) -> None:
+            code = 1
+            try:
+                self._copy(s3, files, targets, model, say)
+                code = 0
+            finally:
+                self.sim.run(lambda: self._end(pod, code))
+
+        self.writer.submit(program)
+
+    def _copy(
+        self, s3: Any, files: dict[str, bytes], targets: dict[str, S3Target | None], model: dict[str, Any], say: Any
+    ) -> None:
+        """Stage to a real directory, copy file by file with sha256 and progress, then the manifest."""
+        stage = Path(tempfile.mkdtemp(prefix="twin-model-stage-"))
+        try:
+            for rel, body in files.items():
+                (stage / rel).parent.mkdir(parents=True, exist_ok=True)
+                (stage / rel).write_bytes(body)
+            total, done, entries = sum(len(b) for b in files.values()), 0, []
+            for i, rel in enumerate(sorted(files)):
+                data = (stage / rel).read_bytes()
+                target = targets[rel]
+                assert target is not None
+                s3.put_object(Bucket=target.bucket, Key=target.key, Body=data)
+                done += len(data)
+                entries.append({"path": rel, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+                progress = {"files": i + 1, "filesTotal": len(files), "bytes": done, "bytesTotal": total}
+                say("progress " + json.dumps(progress))
+            manifest = targets[MANIFEST]
+            assert manifest is not None
+            body = json.dumps({**model, "files": entries, "totalBytes": total}).encode()
+            s3.put_object(Bucket=manifest.bucket, Key=manifest.key, Body=body)
+            say(f"done {len(entries)} files")
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+
+    def _say(self, pod: Obj, container: str) -> Any:
+        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+
+        def say(line: str) -> None:
+            self.sim.runtime.logs.append(ns, name, container, line)
+
+        return say
+
+    def _end(self, pod: Obj, code: int) -> None:
+        """The program exited with `code`: the kubelet terminates the container (pod Succeeded or Failed)."""
+        md = pod["metadata"]
+        current = self.sim.get(PODS, md["namespace"], md["name"])
+        if current is None or current["metadata"]["uid"] != md["uid"]:
+            return
+        if (current.get("status") or {}).get("phase") == "Running":
+            self.sim.controller(Kubelet)._terminate(current, code, "Completed" if code == 0 else "Error")

@@ -1,0 +1,155 @@
+"""The model download Job: CPU only, stages on the node's NVMe (else an emptyDir), copies into an S3 claim,
+writes a manifest (files, sizes, sha256) last; the Hugging Face token only as a secretKeyRef."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+from instantstart.manifests.storage import MANAGED_BY
+
+NVME_HOST_PATH = "/opt/dlami/nvme"
+MODELS_DIR = "models"
+MANIFEST = "manifest.json"
+TOKEN_KEY = "token"
+LABEL_COMPONENT = "app.kubernetes.io/component"
+COMPONENT = "model-download"
+LABEL_MODEL = "instantstart.io/model"
+IMAGE = "public.ecr.aws/docker/library/python:3.12-slim"
+HUB_PACKAGE = "huggingface_hub==2.4.0"
+MARKER = "instantstart-model-download"
+
+# The container's program: download to the staging directory, copy file by file into the mount, then the
+# manifest. Progress lines are JSON objects prefixed "progress " (the operation reads the last one).
+SCRIPT = f"""# {MARKER}
+import hashlib, json, os, shutil, sys
+from huggingface_hub import snapshot_download
+model, rev, dest = os.environ["MODEL_ID"], os.environ["REVISION"], os.environ["DEST_DIR"]
+nvme = "/host-nvme"
+fast = os.path.isdir(nvme) and os.stat(nvme).st_dev != os.stat("/").st_dev
+stage = os.path.join(nvme if fast else "/scratch", "instantstart", model.replace("/", "--"), rev)
+print("staging on " + ("instance NVMe" if fast else "emptyDir") + " " + stage, flush=True)
+if os.path.exists(os.path.join(dest, "{MANIFEST}")):
+    print("already present", flush=True); sys.exit(0)
+snapshot_download(repo_id=model, revision=rev, local_dir=stage, token=os.environ.get("HF_TOKEN") or None)
+files = sorted(os.path.relpath(os.path.join(d, f), stage) for d, _, fs in os.walk(stage) for f in fs
+               if not os.path.relpath(os.path.join(d, f), stage).startswith(".cache"))
+total = sum(os.path.getsize(os.path.join(stage, f)) for f in files)
+done, entries = 0, []
+for i, rel in enumerate(files):
+    src, dst = os.path.join(stage, rel), os.path.join(dest, rel)
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    h = hashlib.sha256()
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
+        for chunk in iter(lambda: fin.read(8 << 20), b""):
+            h.update(chunk); fout.write(chunk)
+    size = os.path.getsize(src); done += size
+    entries.append({{"path": rel, "size": size, "sha256": h.hexdigest()}})
+    print("progress " + json.dumps({{"files": i + 1, "filesTotal": len(files), "bytes": done, "bytesTotal": total}}),
+          flush=True)
+manifest = {{"modelId": model, "revision": rev, "files": entries, "totalBytes": total}}
+with open(os.path.join(dest, "{MANIFEST}"), "w") as f:
+    json.dump(manifest, f)
+shutil.rmtree(stage, ignore_errors=True)
+print("done " + str(len(entries)) + " files", flush=True)
+"""
+
+_NAME_SAFE = re.compile(r"[^a-z0-9-]+")
+
+
+def model_dir(model_id: str, revision: str) -> str:
+    """Where a model lives inside the claim: models/<modelId>/<revision>."""
+    return f"{MODELS_DIR}/{model_id}/{revision}"
+
+
+def job_name(model_id: str, revision: str) -> str:
+    """A DNS-1123 Job name unique per model and revision: model-dl-<slug>-<hash8>."""
+    digest = hashlib.sha256(f"{model_id}@{revision}".encode()).hexdigest()[:8]
+    slug = _NAME_SAFE.sub("-", model_id.lower()).strip("-")[:40].strip("-")
+    return f"model-dl-{slug}-{digest}"
+
+
+def token_secret(name: str, namespace: str, token_b64: str) -> dict[str, Any]:
+    """The Secret holding the Hugging Face token (value already base64), owned by nobody; deleted after the Job."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {"name": name, "namespace": namespace, "labels": {**MANAGED_BY, LABEL_COMPONENT: COMPONENT}},
+        "data": {TOKEN_KEY: token_b64},
+    }
+
+
+def build_job(
+    *,
+    name: str,
+    namespace: str,
+    model_id: str,
+    revision: str,
+    claim: str,
+    cpu: str,
+    memory_gi: str,
+    token_secret_name: str | None,
+    gpu_instance_types: list[str],
+    hf_endpoint: str | None = None,
+) -> dict[str, Any]:
+    """The download Job: requests cpu/memory only (never nvidia.com/gpu, NVIDIA_VISIBLE_DEVICES=void),
+    prefers nodes that are not GPU instance types, mounts the claim at /models and the NVMe at /host-nvme."""
+    env: list[dict[str, Any]] = [
+        {"name": "MODEL_ID", "value": model_id},
+        {"name": "REVISION", "value": revision},
+        {"name": "DEST_DIR", "value": f"/models/{model_dir(model_id, revision)}"},
+        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},
+        {"name": "HF_HUB_DISABLE_TELEMETRY", "value": "1"},
+    ]
+    if hf_endpoint:
+        env.append({"name": "HF_ENDPOINT", "value": hf_endpoint})
+    if token_secret_name:
+        env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": token_secret_name, "key": TOKEN_KEY}}})
+    resources = {"cpu": cpu, "memory": f"{memory_gi}Gi"}
+    labels = {**MANAGED_BY, LABEL_COMPONENT: COMPONENT, LABEL_MODEL: job_name(model_id, revision)[9:]}
+    affinity: dict[str, Any] = {}
+    if gpu_instance_types:
+        term = {"key": "node.kubernetes.io/instance-type", "operator": "NotIn", "values": sorted(gpu_instance_types)}
+        affinity = {
+            "nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 100, "preference": {"matchExpressions": [term]}}
+                ]
+            }
+        }
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "containers": [
+            {
+                "name": "download",
+                "image": IMAGE,
+                "command": ["sh", "-c", f'pip install --quiet "{HUB_PACKAGE}" && exec python -c "$SCRIPT"'],
+                "env": [*env, {"name": "SCRIPT", "value": SCRIPT}],
+                "resources": {"requests": dict(resources), "limits": dict(resources)},
+                "volumeMounts": [
+                    {"name": "models", "mountPath": "/models"},
+                    {"name": "nvme", "mountPath": "/host-nvme"},
+                    {"name": "scratch", "mountPath": "/scratch"},
+                ],
+            }
+        ],
+        "volumes": [
+            {"name": "models", "persistentVolumeClaim": {"claimName": claim}},
+            {"name": "nvme", "hostPath": {"path": NVME_HOST_PATH, "type": "DirectoryOrCreate"}},
+            {"name": "scratch", "emptyDir": {}},
+        ],
+    }
+    if affinity:
+        pod_spec["affinity"] = affinity
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {
+            "backoffLimit": 2,
+            "ttlSecondsAfterFinished": 3600,
+            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+        },
+    }

@@ -1,0 +1,184 @@
+"""Every storage claim of the active cluster (S3 and FSx CSI volumes) and deleting one that no pod mounts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes import client as k8s
+from pydantic import Field
+
+from instantstart.catalog import operation
+from instantstart.catalog.base import NoInput, WireModel
+from instantstart.context import AppContext, CallContext
+from instantstart.errors import Conflict, NotFound
+from instantstart.kube.calls import as_dict, kube_api, kube_call
+from instantstart.manifests import storage as m
+from instantstart.services.core.registry import update_cluster
+from instantstart.services.core.stages import blocking
+from instantstart.services.storage.s3_claims import active_cluster
+from instantstart.store.models import ClusterRow
+from instantstart.validation import KubeName
+
+FSX_CSI_DRIVER = "fsx.csi.aws.com"
+DRIVERS = {m.S3_CSI_DRIVER: "s3", FSX_CSI_DRIVER: "fsx"}
+DONE_PHASES = ("Succeeded", "Failed")
+
+
+class StorageClaim(WireModel):
+    """One claim on an S3 or FSx for Lustre CSI volume."""
+
+    name: str
+    namespace: str
+    type: str = Field(description="s3 or fsx.")
+    persistent_volume: str
+    phase: str = Field(description="The claim's phase (Bound, Pending, Lost) or Missing when only the PV exists.")
+    bucket_name: str | None = None
+    prefix: str | None = None
+    region: str | None = None
+    file_system_id: str | None = None
+    mounted_by: list[str] = Field(description="namespace/name of each running or pending pod that mounts it.")
+
+
+class StorageListResult(WireModel):
+    """Every S3/FSx claim of the active cluster."""
+
+    cluster_tag: str
+    claims: list[StorageClaim]
+    count: int
+
+
+class StorageDeleteRequest(WireModel):
+    """Which claim to delete."""
+
+    name: KubeName = Field(description="The claim's name (storage_list shows them).")
+    namespace: KubeName = Field(default=m.DEFAULT_NAMESPACE, description="The claim's namespace.")
+
+
+class StorageDeleteResult(WireModel):
+    """What was deleted (the bucket or file system and their data are never touched)."""
+
+    name: str
+    namespace: str
+    deleted_claim: bool
+    deleted_persistent_volume: str | None
+
+
+def _mounts(pods: list[dict[str, Any]]) -> dict[tuple[str, str], list[str]]:
+    """(namespace, claim) → pods not yet finished that mount it."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for pod in pods:
+        if (pod.get("status") or {}).get("phase") in DONE_PHASES:
+            continue
+        md = pod["metadata"]
+        for volume in (pod.get("spec") or {}).get("volumes") or []:
+            claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+            if claim:
+                found.setdefault((md["namespace"], claim), []).append(f"{md['namespace']}/{md['name']}")
+    return found
+
+
+def _claim_of(pv: dict[str, Any], pvcs: dict[str, dict[str, Any]], mounts: dict[tuple[str, str], list[str]]) -> Any:
+    spec = pv.get("spec") or {}
+    csi = spec.get("csi") or {}
+    ref = spec.get("claimRef") or {}
+    if csi.get("driver") not in DRIVERS or not ref.get("name"):
+        return None
+    ns, name = ref.get("namespace", m.DEFAULT_NAMESPACE), ref["name"]
+    pvc = pvcs.get(f"{ns}/{name}")
+    source = m.pv_source(pv)
+    is_s3 = csi["driver"] == m.S3_CSI_DRIVER
+    return StorageClaim(
+        name=name,
+        namespace=ns,
+        type=DRIVERS[csi["driver"]],
+        persistent_volume=pv["metadata"]["name"],
+        phase=str(((pvc or {}).get("status") or {}).get("phase") or "Missing"),
+        bucket_name=source["bucket"] if is_s3 else None,
+        prefix=source["prefix"] if is_s3 else None,
+        region=source["region"] if is_s3 else None,
+        file_system_id=None if is_s3 else str(csi.get("volumeHandle") or ""),
+        mounted_by=sorted(mounts.get((ns, name), [])),
+    )
+
+
+def read_claims(app: AppContext, row: ClusterRow) -> list[StorageClaim]:
+    """Every S3/FSx CSI PV with its claim and the pods mounting it (blocking; three list calls)."""
+    api = kube_api(app.kube, row.eks_cluster_name, row.region)
+    core = k8s.CoreV1Api(api)
+    pvs = as_dict(api, kube_call("list volumes", core.list_persistent_volume)).get("items") or []
+    pvc_list = as_dict(api, kube_call("list claims", core.list_persistent_volume_claim_for_all_namespaces))
+    pvcs = {f"{c['metadata']['namespace']}/{c['metadata']['name']}": c for c in pvc_list.get("items") or []}
+    pods = as_dict(api, kube_call("list pods", core.list_pod_for_all_namespaces)).get("items") or []
+    mounts = _mounts(pods)
+    claims = [c for c in (_claim_of(pv, pvcs, mounts) for pv in pvs) if c is not None]
+    return sorted(claims, key=lambda c: (c.namespace, c.name))
+
+
+@operation("storage_list", method="GET", path="/storage", example={})
+async def storage_list(ctx: CallContext, req: NoInput) -> StorageListResult:
+    """Every storage claim of the active cluster, S3 (Mountpoint for S3 CSI) and FSx for Lustre: claim,
+    namespace, type, volume, phase, bucket/prefix or file system, and the pods that mount it now."""
+    row = await active_cluster(ctx)
+    claims = await blocking(read_claims, ctx.app, row)
+    return StorageListResult(cluster_tag=row.tag, claims=claims, count=len(claims))
+
+
+def delete_claim(app: AppContext, row: ClusterRow, name: str, namespace: str) -> StorageDeleteResult:
+    """Refuse while a pod mounts the claim, else delete the claim and its PV (blocking)."""
+    claim = next((c for c in read_claims(app, row) if (c.name, c.namespace) == (name, namespace)), None)
+    if claim is None:
+        raise NotFound(
+            f"No S3 or FSx storage claim {namespace}/{name} in cluster {row.tag}.",
+            hint="storage_list shows the cluster's claims.",
+            details={"fields": [{"field": "name", "message": "unknown storage claim"}]},
+        )
+    if claim.mounted_by:
+        raise Conflict(
+            f"Storage {namespace}/{name} is mounted by {len(claim.mounted_by)} pod(s): {', '.join(claim.mounted_by)}.",
+            hint="Delete or finish those pods (their jobs or deployments), then retry storage_delete.",
+            details={"pods": claim.mounted_by},
+        )
+    core = k8s.CoreV1Api(kube_api(app.kube, row.eks_cluster_name, row.region))
+    deleted_claim = claim.phase != "Missing"
+    if deleted_claim:
+        delete_pvc = core.delete_namespaced_persistent_volume_claim
+        kube_call(f"delete claim {namespace}/{name}", _delete_ignoring_404, delete_pvc, name, namespace)
+    kube_call(
+        f"delete volume {claim.persistent_volume}",
+        _delete_ignoring_404,
+        core.delete_persistent_volume,
+        claim.persistent_volume,
+    )
+    return StorageDeleteResult(
+        name=name, namespace=namespace, deleted_claim=deleted_claim, deleted_persistent_volume=claim.persistent_volume
+    )
+
+
+def _delete_ignoring_404(fn: Any, *args: Any) -> None:
+    try:
+        fn(*args, _preload_content=False)  # the answer (object or Status) is not needed
+    except k8s.ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
+@operation(
+    "storage_delete",
+    destructive=True,
+    idempotent=False,
+    method="POST",
+    path="/storage/delete",
+    completion="storage_list",
+    example={"name": "s3-claim"},
+)
+async def storage_delete(ctx: CallContext, req: StorageDeleteRequest) -> StorageDeleteResult:
+    """Delete a storage claim and its PersistentVolume from the active cluster. Refused (CONFLICT, naming
+    the pods) while any unfinished pod mounts it. The bucket or file system and its data are kept."""
+    row = await active_cluster(ctx)
+    result = await blocking(delete_claim, ctx.app, row, req.name, req.namespace)
+    recorded = dict((row.details or {}).get("storage") or {})
+    if recorded.pop(req.name, None) is not None:
+        await blocking(update_cluster, ctx.app.db, row.tag, details={"storage": recorded})
+    ctx.app.cache.invalidate(f"kube:{row.region}:{row.eks_cluster_name}:pvcs")
+    ctx.app.cache.invalidate(f"storage:{row.tag}:{req.name}:source")
+    return result

@@ -1,0 +1,281 @@
+"""Model downloads into an S3 claim: a CPU-only Job per model and revision, its progress, and the manifests."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from kubernetes import client as k8s
+
+from instantstart.aws import s3
+from instantstart.catalog import operation
+from instantstart.context import AppContext, CallContext, StageContext
+from instantstart.errors import InvalidInput, ProviderError
+from instantstart.kube.apply import apply_object, delete_object, read_object
+from instantstart.kube.calls import as_dict, kube_api, kube_call
+from instantstart.manifests import model_download as md
+from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
+from instantstart.operations.models import OperationRef
+from instantstart.services.core.stages import blocking, wait_until
+from instantstart.services.storage.model_params import (
+    ModelDownloadParams,
+    ModelDownloadRequest,
+    ModelEntry,
+    ModelFile,
+    ModelListRequest,
+    ModelListResult,
+    ModelStatus,
+    ModelStatusRequest,
+)
+from instantstart.services.storage.s3_claims import active_cluster, claim_source
+from instantstart.store.models import ClusterRow
+
+NAMESPACE = "default"
+JOB_TIMEOUT = 6 * 3600
+
+
+def _base(src: dict[str, Any], model_id: str, revision: str) -> str:
+    return f"{src['prefix'] or ''}{md.model_dir(model_id, revision)}/"
+
+
+def read_manifest(app: AppContext, bucket: str, region: str, key: str) -> dict[str, Any] | None:
+    """A model's manifest.json, or None while the model is absent or partial (blocking)."""
+    body = s3.get_object(app.aws, region, bucket, key)
+    return json.loads(body) if body is not None else None
+
+
+def gpu_instance_types(api: k8s.ApiClient) -> list[str]:
+    """Instance types of the cluster's nodes that have GPUs (the Job prefers other nodes)."""
+    nodes = as_dict(api, kube_call("list nodes", k8s.CoreV1Api(api).list_node)).get("items") or []
+    found = set()
+    for node in nodes:
+        if int(((node.get("status") or {}).get("capacity") or {}).get("nvidia.com/gpu") or 0) > 0:
+            itype = (node["metadata"].get("labels") or {}).get("node.kubernetes.io/instance-type")
+            if itype:
+                found.add(itype)
+    return sorted(found)
+
+
+def last_progress(api: k8s.ApiClient, job: str) -> dict[str, int] | None:
+    """The last `progress {...}` line the Job's newest pod printed (blocking)."""
+    core = k8s.CoreV1Api(api)
+    pods = as_dict(api, core.list_namespaced_pod(NAMESPACE, label_selector=f"job-name={job}")).get("items") or []
+    if not pods:
+        return None
+    pod = max(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "")
+    if (pod.get("status") or {}).get("phase") == "Pending":
+        return None
+    try:
+        text = core.read_namespaced_pod_log(pod["metadata"]["name"], NAMESPACE, container="download", tail_lines=50)
+    except k8s.ApiException:
+        return None
+    lines = [ln for ln in str(text).splitlines() if ln.startswith("progress ")]
+    return json.loads(lines[-1][len("progress ") :]) if lines else None
+
+
+def _job_body(name: str) -> dict[str, Any]:
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": NAMESPACE}}
+
+
+def _secret_body(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": NAMESPACE}}
+
+
+def job_state(job: dict[str, Any] | None) -> str:
+    """RUNNING, SUCCEEDED or FAILED from a Job's conditions (ABSENT when there is none)."""
+    if job is None:
+        return "ABSENT"
+    for cond in (job.get("status") or {}).get("conditions") or []:
+        if cond.get("status") == "True" and cond.get("type") in ("Complete", "Failed"):
+            return "SUCCEEDED" if cond["type"] == "Complete" else "FAILED"
+    return "RUNNING"
+
+
+async def stage_download(stage: StageContext) -> dict[str, Any]:
+    """Run (or adopt) the download Job, report progress, delete the token Secret when it ends, and check
+    the manifest; a model whose manifest already exists is left alone."""
+    p = stage.params_as(ModelDownloadParams)
+    app = stage.app
+    manifest_key = _base({"prefix": p.prefix}, p.model_id, p.revision) + md.MANIFEST
+    api = await blocking(kube_api, app.kube, await _eks_name(app, p.cluster_tag), p.region)
+    try:
+        existing = await blocking(read_manifest, app, p.bucket_name, p.bucket_region, manifest_key)
+        if existing is not None:
+            await stage.progress(f"{p.model_id}@{p.revision} is already in {p.claim}: nothing to do")
+            return {
+                "alreadyPresent": True,
+                "files": len(existing.get("files") or []),
+                "totalBytes": existing.get("totalBytes"),
+                "path": md.model_dir(p.model_id, p.revision),
+            }
+        job = md.build_job(
+            name=p.job_name,
+            namespace=NAMESPACE,
+            model_id=p.model_id,
+            revision=p.revision,
+            claim=p.claim,
+            cpu=p.cpu,
+            memory_gi=p.memory,
+            token_secret_name=p.token_secret_name,
+            gpu_instance_types=p.gpu_instance_types,
+        )
+        if await blocking(read_object, api, _job_body(p.job_name)) is None:
+            await blocking(apply_object, api, job)
+            await stage.progress(f"Job {NAMESPACE}/{p.job_name} started (CPU only)")
+        seen: dict[str, Any] = {}
+
+        async def finished() -> tuple[bool, str]:
+            live = await blocking(read_object, api, _job_body(p.job_name))
+            state = job_state(live)
+            progress = await blocking(last_progress, api, p.job_name)
+            if progress and progress != seen.get("last"):
+                seen["last"] = progress
+                files, nbytes = progress["files"], progress["bytes"]
+                await stage.progress(
+                    f"{files}/{progress['filesTotal']} files, {nbytes}/{progress['bytesTotal']} bytes copied"
+                )
+            seen["state"] = state
+            return state in ("SUCCEEDED", "FAILED"), f"Job {p.job_name}: {state}"
+
+        await wait_until(stage, finished, limit_seconds=JOB_TIMEOUT, what=f"Job {p.job_name}")
+    finally:
+        if p.token_secret_name:
+            await blocking(delete_object, api, _secret_body(p.token_secret_name))
+    if seen.get("state") == "FAILED":
+        raise ProviderError(
+            f"The download Job {p.job_name} failed.",
+            hint=f"Read its logs (kubectl logs job/{p.job_name}); check modelId, revision and the token, then retry.",
+            retryable=False,
+        )
+    manifest = await blocking(read_manifest, app, p.bucket_name, p.bucket_region, manifest_key)
+    if manifest is None:
+        raise ProviderError(f"The Job {p.job_name} ended but {manifest_key} is missing.", hint="Retry the download.")
+    return {
+        "alreadyPresent": False,
+        "progress": seen.get("last"),
+        "jobName": p.job_name,
+        "files": len(manifest.get("files") or []),
+        "totalBytes": manifest.get("totalBytes"),
+        "path": md.model_dir(p.model_id, p.revision),
+    }
+
+
+async def _eks_name(app: AppContext, tag: str) -> str:
+    from instantstart.services.core.registry import get_cluster
+
+    row: ClusterRow = await blocking(get_cluster, app.db, tag)
+    return row.eks_cluster_name
+
+
+KINDS.register(
+    OperationKind(
+        name="model_download",
+        params=ModelDownloadParams,
+        stages=(StageSpec("download", stage_download, max_attempts=3, timeout_seconds=JOB_TIMEOUT + 600),),
+    )
+)
+
+
+@operation(
+    "model_download_enhanced",
+    destructive=False,
+    idempotent=True,
+    method="POST",
+    path="/models/download",
+    completion="operation_get",
+    example={"modelId": "Qwen/Qwen3-0.6B"},
+)
+async def model_download_enhanced(ctx: CallContext, req: ModelDownloadRequest) -> OperationRef:
+    """Download a Hugging Face model into an S3 claim of the active cluster, at models/<modelId>/<revision>/:
+    a Kubernetes Job that requests only cpu/memory (never a GPU; it prefers non-GPU nodes), stages the files
+    on the node's instance NVMe (/opt/dlami/nvme, else an emptyDir), copies them into the claim and writes
+    manifest.json (files, sizes, sha256) last. hfToken goes into a Kubernetes Secret that the Job reads by
+    secretKeyRef and that is deleted when the Job ends; it is never stored. A model+revision already present
+    is a no-op. Progress (files, bytes) shows in operation_get; model_download_status, model_list."""
+    row = await active_cluster(ctx)
+    src = await blocking(claim_source, ctx.app, row, req.s3_storage)
+    api = await blocking(kube_api, ctx.app.kube, row.eks_cluster_name, row.region)
+    if req.cpu in ("0", "0m"):
+        raise InvalidInput("Invalid input: cpu: must be more than 0", details={"fields": [{"field": "cpu"}]})
+    job = md.job_name(req.model_id, req.revision)
+    secret_name = None
+    if req.hf_token is not None:
+        secret_name = f"{job}-token"
+        value = base64.b64encode(req.hf_token.get_secret_value().encode()).decode()
+        await blocking(apply_object, api, md.token_secret(secret_name, NAMESPACE, value))
+    params = ModelDownloadParams(
+        cluster_tag=row.tag,
+        region=row.region,
+        model_id=req.model_id,
+        revision=req.revision,
+        claim=req.s3_storage,
+        namespace=NAMESPACE,
+        bucket_name=src["bucketName"],
+        bucket_region=src["region"],
+        prefix=src["prefix"],
+        cpu=req.cpu,
+        memory=req.memory,
+        job_name=job,
+        token_secret_name=secret_name,
+        gpu_instance_types=await blocking(gpu_instance_types, api),
+    )
+    return await ctx.app.runner.submit(
+        "model_download",
+        params.model_dump(mode="json", by_alias=True),
+        target=f"model:{row.tag}:{req.s3_storage}:{req.model_id}@{req.revision}",
+        idempotency_key=ctx.idempotency_key,
+        status_tool="operation_get",
+        poll_after_seconds=5,
+    )
+
+
+@operation("model_list", method="GET", path="/models", example={})
+async def model_list(ctx: CallContext, req: ModelListRequest) -> ModelListResult:
+    """The complete models in an S3 claim of the active cluster, read from their manifests (a partial copy
+    has no manifest and is not listed)."""
+    row = await active_cluster(ctx)
+    src = await blocking(claim_source, ctx.app, row, req.s3_storage)
+    entries = await blocking(_models, ctx.app, src)
+    return ModelListResult(storage=req.s3_storage, models=entries, count=len(entries))
+
+
+def _models(app: AppContext, src: dict[str, Any]) -> list[ModelEntry]:
+    root = f"{src['prefix'] or ''}{md.MODELS_DIR}/"
+    keys = s3.list_keys(app.aws, src["region"], src["bucketName"], root, suffix="/" + md.MANIFEST)
+    found = []
+    for key in keys:
+        manifest = read_manifest(app, src["bucketName"], src["region"], key)
+        if manifest:
+            found.append(
+                ModelEntry(
+                    model_id=manifest["modelId"],
+                    revision=manifest["revision"],
+                    path=md.model_dir(manifest["modelId"], manifest["revision"]),
+                    files=len(manifest.get("files") or []),
+                    total_bytes=int(manifest.get("totalBytes") or 0),
+                )
+            )
+    return found
+
+
+@operation("model_download_status", method="GET", path="/models/status", example={"modelId": "Qwen/Qwen3-0.6B"})
+async def model_download_status(ctx: CallContext, req: ModelStatusRequest) -> ModelStatus:
+    """Where the download of one model+revision into a claim stands: COMPLETE with the manifest's files,
+    RUNNING with the last progress (files, bytes), FAILED, or ABSENT."""
+    row = await active_cluster(ctx)
+    src = await blocking(claim_source, ctx.app, row, req.s3_storage)
+    job = md.job_name(req.model_id, req.revision)
+    manifest = await blocking(
+        read_manifest, ctx.app, src["bucketName"], src["region"], _base(src, req.model_id, req.revision) + md.MANIFEST
+    )
+    base = ModelStatus(
+        model_id=req.model_id, revision=req.revision, storage=req.s3_storage, state="ABSENT", job_name=job
+    )
+    if manifest is not None:
+        files = [ModelFile.model_validate(f) for f in manifest.get("files") or []]
+        return base.model_copy(update={"state": "COMPLETE", "files": files, "total_bytes": manifest.get("totalBytes")})
+    api = await blocking(kube_api, ctx.app.kube, row.eks_cluster_name, row.region)
+    state = job_state(await blocking(read_object, api, _job_body(job)))
+    progress = await blocking(last_progress, api, job) if state != "ABSENT" else None
+    return base.model_copy(update={"state": "RUNNING" if state == "SUCCEEDED" else state, "progress": progress})
