@@ -40,6 +40,12 @@ class Settings(BaseSettings):
     status_cache_seconds: float = Field(
         default=5.0, ge=0, le=300, description="Status reads reuse a describe result this long."
     )
+    watch_idle_seconds: float = Field(
+        default=300.0, gt=0, le=86400, description="A cluster's Kubernetes watches stop after this long unread."
+    )
+    timeline_retention_days: float = Field(
+        default=30.0, gt=0, le=3650, description="Timeline entries older than this are deleted."
+    )
     helm_path: str = Field(default="helm", description="The helm binary (make installs one into .tools/bin).")
     helm_repository_url: str | None = Field(
         default=None, description="Chart repository for helm-installed dependencies (overrides the catalog's)."

@@ -29,6 +29,7 @@ from instantstart.context import AppContext
 from instantstart.describe_cache import DescribeCache
 from instantstart.errors import InstantStartError, InvalidInput, NotFound, Unauthorized
 from instantstart.kube.client import KubeClients
+from instantstart.kube.informers import Informers
 from instantstart.logs import register_secret, request_id_var
 from instantstart.mcp.http import session_manager
 from instantstart.operations.kinds import KINDS
@@ -145,6 +146,7 @@ def create_app(
         aws=aws,
         kube=KubeClients(aws),
         cache=DescribeCache(settings.status_cache_seconds),
+        informers=Informers(settings.watch_idle_seconds),
     )
     host_port = f"{settings.host}:{settings.port}"
     allowed_hosts = [
@@ -169,6 +171,7 @@ def create_app(
             log.info("instantstart ready", extra={"url": settings.base_url, "version": __version__})
             yield
         await hub.stop()
+        context.informers.stop()
         await runner.stop()
         db.dispose()
         for hook in on_shutdown:

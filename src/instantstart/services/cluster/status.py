@@ -9,9 +9,10 @@ from typing import Any, TypeVar
 
 from anyio import to_thread
 from kubernetes import client as k8s
+from pydantic import Field
 
 from instantstart.catalog import operation
-from instantstart.catalog.base import NoInput
+from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import (
     InstantStartError,
@@ -28,18 +29,21 @@ from instantstart.services.cluster.status_model import (
     ClaimStatus,
     ClusterStatus,
     GroupStatus,
-    NodeStatus,
+    WatchFreshness,
     dependency_health,
     latest_operation,
 )
-from instantstart.services.cluster.status_reads import GPU, read_allocations, read_claims, read_nodes
 from instantstart.services.core.registry import get_cluster, resolve_tag
 from instantstart.services.core.stages import record_details
+from instantstart.services.monitoring.digest import NodeDigest, node_status
+from instantstart.services.monitoring.view import node_state
 from instantstart.store.models import ClusterRow, utcnow
 
 T = TypeVar("T")
 
 VERIFY_WAIT_SECONDS = 20 * 60
+DEFAULT_NODE_LIMIT = 10
+MAX_PROBLEMS = 20
 
 
 def _api_or_error(app: AppContext, row: ClusterRow) -> k8s.ApiClient | InstantStartError:
@@ -51,11 +55,6 @@ def _api_or_error(app: AppContext, row: ClusterRow) -> k8s.ApiClient | InstantSt
         return exc
 
 
-def _expects_gpu(instance_type: str) -> bool:
-    family = instance_type.removeprefix("ml.").split(".", 1)[0]
-    return family[:1] in ("g", "p") and instance_type.startswith("ml.")
-
-
 async def _cached(app: AppContext, key: str, fn: Callable[[], T]) -> T:
     async def fetch() -> T:
         return await to_thread.run_sync(fn)
@@ -64,36 +63,38 @@ async def _cached(app: AppContext, key: str, fn: Callable[[], T]) -> T:
     return value
 
 
-async def collect_status(app: AppContext, tag: str, claims: tuple[str, ...] = (DEFAULT_CLAIM,)) -> ClusterStatus:
-    """Build the status of cluster `tag` from cached reads (one call per resource per cache interval).
-    `claims` are the claim names (namespace default) that must be Bound for the cluster to be ready."""
+async def collect_status(
+    app: AppContext, tag: str, claims: tuple[str, ...] = (DEFAULT_CLAIM,), node_limit: int = DEFAULT_NODE_LIMIT
+) -> ClusterStatus:
+    """Build the status of cluster `tag`: HyperPod from the describe cache (one call per interval),
+    Kubernetes from the cluster's watches (served from memory; stale-marked while a watch is down).
+    `claims` are the claim names (namespace default) that must be Bound for the cluster to be ready;
+    at most `node_limit` nodes are listed, those needing attention first."""
     row = await to_thread.run_sync(get_cluster, app.db, tag)
     region, hp_name = row.region, row.hyperpod_cluster_name or f"hp-cluster-{tag}"
     problems: list[str] = []
     base = f"{region}:{row.eks_cluster_name}"
     hp_task = asyncio.ensure_future(hyperpod.cached_describe(app, region, hp_name))
-    nodes: list[dict[str, Any]] = []
-    used: dict[str, dict[str, int]] = {}
+    nodes = NodeDigest()
     pvcs: list[dict[str, Any]] = []
+    fresh = None
     reachable = True
     try:
         api_or_error = await _cached(app, f"kubeapi:{base}", lambda: _api_or_error(app, row))
         if isinstance(api_or_error, InstantStartError):
             raise api_or_error
-        api = api_or_error
-        hp, nodes, used, pvcs = await asyncio.gather(
-            hp_task,
-            _cached(app, f"kube:{base}:nodes", lambda: read_nodes(api)),
-            _cached(app, f"kube:{base}:pods-accelerators", lambda: read_allocations(api)),
-            _cached(app, f"kube:{base}:pvcs", lambda: read_claims(api)),
-        )
+        hp, (nodes, pvcs, fresh) = await asyncio.gather(hp_task, node_state(app, row))
     except InstantStartError as exc:
         reachable = False
         problems.append(f"Kubernetes API of {row.eks_cluster_name} not reachable: {exc.message}")
         hp = await hp_task
+    if fresh is not None and fresh.stale:
+        problems.append(
+            f"Kubernetes data is stale: a watch of {row.eks_cluster_name} is disconnected; showing the state of "
+            f"{fresh.age_seconds:.0f}s ago."
+        )
     groups: list[GroupStatus] = []
     hp_status = "NOT_FOUND" if hp is None else str(hp.get("ClusterStatus", "UNKNOWN"))
-    usable = [n for n in nodes if n["ready"] and n["schedulable"]]
     if hp is None:
         problems.append(f"HyperPod cluster {hp_name} does not exist (hyperpod_create creates it).")
     else:
@@ -103,7 +104,7 @@ async def collect_status(app: AppContext, tag: str, claims: tuple[str, ...] = (D
         for g in hp.get("InstanceGroups") or []:
             name = g.get("InstanceGroupName", "")
             current, target = int(g.get("CurrentCount") or 0), int(g.get("TargetCount", g.get("CurrentCount")) or 0)
-            k8s_ok = sum(1 for n in usable if n["instanceGroup"] == name and n["hyperpodCluster"] in (None, hp_name))
+            k8s_ok = nodes.usable_by_group[(name, None)] + nodes.usable_by_group[(name, hp_name)]
             groups.append(
                 GroupStatus(
                     name=name,
@@ -119,43 +120,7 @@ async def collect_status(app: AppContext, tag: str, claims: tuple[str, ...] = (D
                     f"instance group {name}: {k8s_ok} of {target} nodes Ready and schedulable in Kubernetes "
                     f"(HyperPod CurrentCount {current}, TargetCount {target}, status {g.get('Status')})."
                 )
-    node_views = []
-    totals: dict[str, dict[str, int]] = {}
-    for n in nodes:
-        alloc = used.get(n["name"], {"gpu": 0, "neuron": 0})
-        node_views.append(
-            NodeStatus(
-                name=n["name"],
-                instance_type=n["instanceType"],
-                instance_group=n["instanceGroup"],
-                zone=n["zone"],
-                ready=n["ready"],
-                schedulable=n["schedulable"],
-                health_status=n["healthStatus"],
-                deep_health_check=n["deepHealthCheck"],
-                fault_reasons=n.get("faultReasons"),
-                taints=n["taints"],
-                gpus=n["gpuAllocatable"],
-                gpus_allocated=alloc["gpu"],
-                neuron_devices=n["neuronAllocatable"],
-            )
-        )
-        t = totals.setdefault(
-            n["instanceType"], dict.fromkeys(("nodes", "ready", "gpu", "gpuUsed", "gpuFree", "neuron", "neuronUsed"), 0)
-        )
-        t["nodes"] += 1
-        t["gpu"] += n["gpuAllocatable"]
-        t["gpuUsed"] += alloc["gpu"]
-        t["neuron"] += n["neuronAllocatable"]
-        t["neuronUsed"] += alloc["neuron"]
-        if n["ready"] and n["schedulable"]:
-            t["ready"] += 1
-            t["gpuFree"] += max(n["gpuAllocatable"] - alloc["gpu"], 0)
-        if n["ready"] and _expects_gpu(n["instanceType"]) and n["gpuAllocatable"] == 0 and n["healthStatus"]:
-            problems.append(
-                f"node {n['name']} ({n['instanceType']}) advertises no {GPU}: is the NVIDIA device "
-                "plugin running (cluster_configure_dependencies)?"
-            )
+    problems.extend(nodes.problems)
     accelerators = [
         AcceleratorTotals(
             instance_type=k,
@@ -167,7 +132,7 @@ async def collect_status(app: AppContext, tag: str, claims: tuple[str, ...] = (D
             neuron_total=v["neuron"],
             neuron_allocated=v["neuronUsed"],
         )
-        for k, v in sorted(totals.items())
+        for k, v in nodes.totals.items()
     ]
     storage = [
         ClaimStatus(
@@ -191,20 +156,25 @@ async def collect_status(app: AppContext, tag: str, claims: tuple[str, ...] = (D
     problems.extend(
         f"dependency {d.name} is {d.status}{': ' + d.message if d.message else ''}." for d in deps if not d.healthy
     )
+    listed = nodes.attention[:node_limit]
     return ClusterStatus(
         cluster_tag=tag,
         region=region,
         ready=not problems,
-        problems=problems,
+        problems=problems[:MAX_PROBLEMS],
+        problems_omitted=max(len(problems) - MAX_PROBLEMS, 0),
         stages=dict(row.stages or {}),
         latest_operation=await to_thread.run_sync(latest_operation, app, tag),
         kubernetes_reachable=reachable,
         hyperpod_cluster_name=hp_name,
         hyperpod_status=hp_status,
         instance_groups=groups,
-        nodes=node_views,
-        node_count=len(nodes),
-        nodes_ready_schedulable=len(usable),
+        nodes=[node_status(n) for n in listed],
+        nodes_omitted=nodes.node_count - len(listed),
+        nodes_unhealthy=nodes.unhealthy_count,
+        watch=None if fresh is None else WatchFreshness.model_validate(fresh.as_dict()),
+        node_count=nodes.node_count,
+        nodes_ready_schedulable=nodes.usable_count,
         accelerators=accelerators,
         storage=storage,
         dependencies_recorded=recorded,
@@ -213,19 +183,29 @@ async def collect_status(app: AppContext, tag: str, claims: tuple[str, ...] = (D
     )
 
 
+class StatusRequest(WireModel):
+    """What cluster_get_status lists beyond the summary."""
+
+    node_limit: int = Field(
+        default=DEFAULT_NODE_LIMIT, ge=0, le=100, description="How many nodes to list (those needing attention first)."
+    )
+
+
 @operation("cluster_get_status", method="GET", path="/clusters/status", example={})
-async def cluster_get_status(ctx: CallContext, req: NoInput) -> ClusterStatus:
-    """The active cluster's health (needs an active cluster: cluster_switch): Kubernetes nodes (Ready,
-    schedulable, HyperPod health and deep-health-check labels, taints, instance type and group), GPUs per
-    instance type (allocatable total, requested by non-terminated pods, available on usable nodes), storage
-    claims (bound or not), the HyperPod instance groups' counts against Ready nodes, and dependency health.
-    `ready` is true when everything matches; otherwise `problems` says what does not. Reads are cached for
-    a few seconds, so polling it is cheap."""
+async def cluster_get_status(ctx: CallContext, req: StatusRequest) -> ClusterStatus:
+    """The active cluster's health as a summary of bounded size at any cluster size (needs an active
+    cluster: cluster_switch): node counts, GPUs per instance type (allocatable total, requested by
+    non-terminated pods, available on usable nodes), the HyperPod instance groups' counts against Ready
+    nodes, storage claims (bound or not), dependency health, and at most `nodeLimit` nodes (Ready,
+    schedulable, HyperPod health and deep-health-check labels, taints), those needing attention first;
+    node_list pages through every node with filters. `ready` is true when everything matches; otherwise
+    `problems` says what does not. Kubernetes data comes from the cluster's watches (`watch` says how
+    fresh it is; stale while a watch is down), HyperPod's from a short cache, so polling it is cheap."""
     tag = await to_thread.run_sync(resolve_tag, ctx.app.db, None)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
     recorded = (row.details or {}).get("storage") or {}
     claims = tuple(sorted(recorded)) if isinstance(recorded, dict) and recorded else (DEFAULT_CLAIM,)
-    return await collect_status(ctx.app, tag, claims)
+    return await collect_status(ctx.app, tag, claims, req.node_limit)
 
 
 # -- the verification stage -----------------------------------------------------------------------------
