@@ -174,3 +174,41 @@ def test_status_is_a_bounded_summary_node_list_pages_and_an_outage_is_reported_s
         twin_kube(twin, "watches/block", {"blocked": False})
         core.delete_node("hyperpod-i-00001")
         eventually(lambda: (s := status())["nodeCount"] == 119 and not s["watch"]["stale"], "the watch to recover")
+
+
+def test_the_timeline_keeps_a_kubernetes_event_after_the_twin_expired_it(
+    cp: Running, twin: TwinProcess, tmp_path: Path
+) -> None:
+    with cp.client() as client:
+        make_eks(client, TAG)
+        core = kube(twin, tmp_path, TAG)
+        client.get("/api/v1/clusters/status")  # reading the cluster starts its watches, events among them
+        event = {"apiVersion": "v1", "kind": "Event",
+                 "metadata": {"name": "trainer-0.oom", "namespace": "default"},
+                 "involvedObject": {"kind": "Pod", "name": "trainer-0", "namespace": "default"},
+                 "reason": "OOMKilled", "message": "container trainer ran out of memory", "type": "Warning",
+                 "count": 1, "firstTimestamp": "2026-12-03T08:00:00Z", "lastTimestamp": "2026-12-03T08:00:00Z",
+                 "source": {"component": "kubelet"}}
+        core.create_namespaced_event("default", event)
+
+        def oom_entries() -> list[dict[str, Any]]:
+            page = client.get("/api/v1/clusters/events", params={"objectName": "trainer-0"}).json()
+            return [e for e in page["entries"] if e["reason"] == "OOMKilled"]
+
+        eventually(lambda: len(oom_entries()) == 1, "the event in the timeline")
+        # The same event repeated: one entry, its count updated (deduplicated, not appended).
+        core.patch_namespaced_event("trainer-0.oom", "default", {"count": 3, "lastTimestamp": "2026-12-03T08:05:00Z"})
+        eventually(lambda: [e["count"] for e in oom_entries()] == [3], "the repeated event's count")
+        expired = twin_kube(twin, "events/expire", {"olderThanSeconds": 0})["expired"]
+        assert "default/trainer-0.oom" in expired
+        assert not [e for e in core.list_namespaced_event("default").items if e.reason == "OOMKilled"]
+        kept = oom_entries()
+        assert len(kept) == 1 and kept[0]["type"] == "Warning" and kept[0]["source"] == "kubernetes"
+        assert kept[0]["message"] == "container trainer ran out of memory" and kept[0]["objectKind"] == "Pod"
+        # The control plane's own operations are on the same timeline; pages do not overlap.
+        ops = client.get("/api/v1/clusters/events", params={"source": "operation", "limit": 2}).json()
+        assert len(ops["entries"]) == 2 and ops["nextBefore"] is not None
+        older = client.get("/api/v1/clusters/events",
+                           params={"source": "operation", "limit": 2, "before": ops["nextBefore"]}).json()
+        assert {e["id"] for e in older["entries"]}.isdisjoint({e["id"] for e in ops["entries"]})
+        assert any(e["reason"] == "stage SUCCEEDED" for e in ops["entries"] + older["entries"])

@@ -36,6 +36,7 @@ from instantstart.operations.kinds import KINDS
 from instantstart.operations.runner import Runner
 from instantstart.operations.store import OperationStore
 from instantstart.services import load_all
+from instantstart.services.monitoring.timeline import attach as attach_timeline
 from instantstart.settings import Settings
 from instantstart.store.db import Database
 from instantstart.web.routes import add_web_routes
@@ -160,6 +161,7 @@ def create_app(
     mcp_manager = session_manager(catalog, context, allowed_hosts)
     hub = EventHub(context, catalog)
     runner.add_listener(hub.on_operation)
+    attach_timeline(context)
     sessions = SessionStore()
 
     @contextlib.asynccontextmanager

@@ -31,6 +31,7 @@ def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:
     from instantstart.services.core import registry  # noqa: F401
     from instantstart.services.features import advanced  # noqa: F401
     from instantstart.services.monitoring import nodes as monitoring_nodes  # noqa: F401
+    from instantstart.services.monitoring import timeline  # noqa: F401
     from instantstart.services.operation_tools import operations, wait  # noqa: F401
 
     for name in plugins:

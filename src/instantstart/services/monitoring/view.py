@@ -7,7 +7,15 @@ from typing import Any
 from instantstart.context import AppContext
 from instantstart.errors import ProviderError
 from instantstart.services.monitoring.digest import NodeDigest, digest
-from instantstart.services.monitoring.state import STATUS_KINDS, Allocations, Freshness, freshness, memoised, watched
+from instantstart.services.monitoring.state import (
+    STATUS_KINDS,
+    Allocations,
+    Freshness,
+    freshness,
+    informer,
+    memoised,
+    watched,
+)
 from instantstart.store.models import ClusterRow
 
 Obj = dict[str, Any]
@@ -17,6 +25,7 @@ async def node_state(app: AppContext, row: ClusterRow) -> tuple[NodeDigest, list
     """(node digest, storage claims, freshness) of the cluster from its watches. The first read of a
     cluster waits for the initial lists (bounded); every later read is served from memory at once."""
     infs = await watched(app, row.tag, row.region, row.eks_cluster_name, STATUS_KINDS)
+    informer(app, row.tag, row.region, row.eks_cluster_name, "events")  # feeds the timeline; not waited for
     nodes, pods, pvcs = infs
     fresh = freshness(infs)
     if not fresh.synced:
