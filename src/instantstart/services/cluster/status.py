@@ -36,6 +36,7 @@ from instantstart.services.cluster.status_model import (
 from instantstart.services.core.registry import get_cluster, resolve_tag
 from instantstart.services.core.stages import record_details
 from instantstart.services.monitoring.digest import NodeDigest, node_status
+from instantstart.services.monitoring.state import cached_db
 from instantstart.services.monitoring.view import node_state
 from instantstart.store.models import ClusterRow, utcnow
 
@@ -70,7 +71,7 @@ async def collect_status(
     Kubernetes from the cluster's watches (served from memory; stale-marked while a watch is down).
     `claims` are the claim names (namespace default) that must be Bound for the cluster to be ready;
     at most `node_limit` nodes are listed, those needing attention first."""
-    row = await to_thread.run_sync(get_cluster, app.db, tag)
+    row: ClusterRow = await cached_db(app, f"row:{tag}", lambda: get_cluster(app.db, tag))
     region, hp_name = row.region, row.hyperpod_cluster_name or f"hp-cluster-{tag}"
     problems: list[str] = []
     base = f"{region}:{row.eks_cluster_name}"
@@ -164,7 +165,7 @@ async def collect_status(
         problems=problems[:MAX_PROBLEMS],
         problems_omitted=max(len(problems) - MAX_PROBLEMS, 0),
         stages=dict(row.stages or {}),
-        latest_operation=await to_thread.run_sync(latest_operation, app, tag),
+        latest_operation=await cached_db(app, f"latest-op:{tag}", lambda: latest_operation(app, tag)),
         kubernetes_reachable=reachable,
         hyperpod_cluster_name=hp_name,
         hyperpod_status=hp_status,
@@ -201,8 +202,9 @@ async def cluster_get_status(ctx: CallContext, req: StatusRequest) -> ClusterSta
     node_list pages through every node with filters. `ready` is true when everything matches; otherwise
     `problems` says what does not. Kubernetes data comes from the cluster's watches (`watch` says how
     fresh it is; stale while a watch is down), HyperPod's from a short cache, so polling it is cheap."""
-    tag = await to_thread.run_sync(resolve_tag, ctx.app.db, None)
-    row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
+    app = ctx.app
+    tag: str = await cached_db(app, "active-tag", lambda: resolve_tag(app.db, None))
+    row: ClusterRow = await cached_db(app, f"row:{tag}", lambda: get_cluster(app.db, tag))
     recorded = (row.details or {}).get("storage") or {}
     claims = tuple(sorted(recorded)) if isinstance(recorded, dict) and recorded else (DEFAULT_CLAIM,)
     return await collect_status(ctx.app, tag, claims, req.node_limit)

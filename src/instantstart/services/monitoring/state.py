@@ -16,6 +16,7 @@ from typing import Any
 from anyio import to_thread
 
 from instantstart.context import AppContext
+from instantstart.describe_cache import DescribeCache
 from instantstart.kube.calls import kube_api
 from instantstart.kube.informers import ChangeListener, Informer, InformerOptions, Projection
 from instantstart.services.monitoring.projections import (
@@ -156,3 +157,25 @@ def memoised(inf: Informer, name: str, versions: tuple[int, ...], compute: Calla
     value = compute()
     inf.memo[name] = (versions, value)
     return value
+
+
+DB_READ_SECONDS = 1.0
+_DB_CACHES: dict[int, tuple[AppContext, DescribeCache]] = {}
+
+
+def db_cache(app: AppContext) -> DescribeCache:
+    """The application's cache of status-path database reads (cluster row, active tag, latest operation):
+    one read per key per second however many pollers, forgotten at once when an operation changes."""
+    found = _DB_CACHES.get(id(app))
+    if found is None or found[0] is not app:
+        found = _DB_CACHES[id(app)] = (app, DescribeCache(DB_READ_SECONDS))
+    return found[1]
+
+
+async def cached_db(app: AppContext, key: str, read: Callable[[], Any]) -> Any:
+    """`read()` (blocking, a database read) through the status-path cache."""
+
+    async def fetch() -> Any:
+        return await to_thread.run_sync(read)
+
+    return await db_cache(app).get(key, fetch)

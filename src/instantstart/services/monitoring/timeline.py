@@ -19,7 +19,7 @@ from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext
 from instantstart.kube.informers import ChangeListener
 from instantstart.services.core.registry import get_cluster, resolve_tag
-from instantstart.services.monitoring.state import LISTENER_FACTORIES, informer
+from instantstart.services.monitoring.state import LISTENER_FACTORIES, db_cache, informer
 from instantstart.store import timeline as store
 from instantstart.store.models import utcnow
 
@@ -145,6 +145,7 @@ def attach(app: AppContext) -> None:
     """Record every operation change of this application in the timeline (the runner's listener)."""
 
     async def listener(operation_id: str) -> None:
+        db_cache(app).invalidate()  # status reads see the change at once
         try:
             view = await to_thread.run_sync(app.runner.store.get, operation_id)
         except Exception:
