@@ -74,26 +74,54 @@ def node_body(i: int) -> dict[str, Any]:
                    "allocatable": {"nvidia.com/gpu": "8" if big else "4", "cpu": "96", "pods": "110"}}}
 
 
+async def _reader(host: str, port: int, request: bytes) -> Any:
+    reader, writer = await asyncio.open_connection(host, port)
+
+    async def get() -> int:
+        writer.write(request)
+        head = await reader.readuntil(b"\r\n\r\n")
+        status = int(head.split(b" ", 2)[1])
+        length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length:"))
+        await reader.readexactly(length)
+        return status
+
+    return get, writer
+
+
 async def poll(
     url: str, headers: dict[str, str], clients: int, seconds: float, pause: float
 ) -> tuple[list[float], int]:
-    """`clients` concurrent pollers for `seconds`; each waits `pause` between reads. (latencies, reads)."""
+    """`clients` concurrent keep-alive connections for `seconds`; each waits `pause` between reads.
+    A minimal raw HTTP/1.1 client, so the load generator costs little CPU beside the server measured."""
+    host, port = url.removeprefix("http://").split(":")
+    auth = headers["Authorization"]
+    request = (f"GET /api/v1/clusters/status HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: {auth}\r\n"
+               "Accept: application/json\r\n\r\n").encode()
     latencies: list[float] = []
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=30) as http:
-        stop = time.monotonic() + seconds
+    stop = time.monotonic() + seconds
 
-        async def one() -> None:
+    async def one(offset: float) -> None:
+        get, writer = await _reader(host, int(port), request)
+        await asyncio.sleep(offset)
+        try:
             while time.monotonic() < stop:
                 started = time.perf_counter()
-                response = await http.get("/api/v1/clusters/status")
+                assert await get() == 200
                 latencies.append(time.perf_counter() - started)
-                assert response.status_code == 200, response.text
                 if pause:
                     await asyncio.sleep(pause)
+        finally:
+            writer.close()
 
-        await asyncio.gather(*(one() for _ in range(clients)))
+    await asyncio.gather(*(one(pause * i / clients) for i in range(clients)))
     return latencies, len(latencies)
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a process used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main(nodes: int) -> None:
@@ -106,7 +134,8 @@ def main(nodes: int) -> None:
            "INSTANTSTART_LOG_LEVEL": "WARNING", "PYTHONPATH": str(REPO / "src")}
     port = 31000 + os.getpid() % 20000
     env["INSTANTSTART_PORT"] = str(port)
-    cp = subprocess.Popen([sys.executable, "-m", "instantstart.cli.main", "serve"], env=env, cwd=REPO,
+    profile = ["-m", "cProfile", "-o", os.environ["BENCH_PROFILE"]] if os.environ.get("BENCH_PROFILE") else []
+    cp = subprocess.Popen([sys.executable, *profile, "-m", "instantstart.cli.main", "serve"], env=env, cwd=REPO,
                           stdout=open(tmp / "cp.log", "wb"), stderr=subprocess.STDOUT)  # noqa: SIM115
     url = f"http://127.0.0.1:{port}"
     try:
@@ -143,7 +172,9 @@ def main(nodes: int) -> None:
         # 100 clients polling once a second; then saturation.
         polled, _ = asyncio.run(poll(url, headers, 100, 10.0, 1.0))
         peak = max(peak, rss_mb(cp.pid))
+        cpu_before = cpu_seconds(cp.pid)
         saturated, count = asyncio.run(poll(url, headers, 100, 5.0, 0.0))
+        cpu_per_read = (cpu_seconds(cp.pid) - cpu_before) / max(count, 1) * 1000
         peak = max(peak, rss_mb(cp.pid))
         # kubectl beside it.
         endpoint, token, ca = kube.connection(f"eks-cluster-{TAG}", twin.env["AWS_REGION"])
@@ -160,13 +191,15 @@ def main(nodes: int) -> None:
         print(f"P3 1 client:    p50 {pct(single, 50):.1f} ms  p99 {pct(single, 99):.1f} ms")
         print(f"P3 100 clients polling 1/s: p50 {pct(polled, 50):.1f} ms  p99 {pct(polled, 99):.1f} ms "
               f"({len(polled) / 10:.0f} reads/s)")
-        print(f"P3 saturation (100 clients, no pause): {count / 5:.0f} reads/s  p99 {pct(saturated, 99):.1f} ms")
+        print(f"P3 saturation (100 clients, no pause): {count / 5:.0f} reads/s  p99 {pct(saturated, 99):.1f} ms; "
+              f"server CPU {cpu_per_read:.2f} ms per read (= {1000 / cpu_per_read:.0f} reads/s per core)")
+        print(f"   machine load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         print(f"P3 kubectl get nodes,pods -A -o json: median {kubectl_ms:.0f} ms")
         print(f"P3 ratio kubectl / status p50 (1 client): {kubectl_ms / pct(single, 50):.0f}x")
         print(f"P5 RSS: idle {idle_rss:.0f} MB; peak with {nodes} nodes watched and 100 clients {peak:.0f} MB")
     finally:
-        cp.terminate()
-        cp.wait(timeout=20)
+        cp.send_signal(2)  # SIGINT: a graceful stop (a profile, when asked for, is written)
+        cp.wait(timeout=30)
         twin.stop()
 
 

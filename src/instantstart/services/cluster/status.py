@@ -34,7 +34,7 @@ from instantstart.services.cluster.status_model import (
     latest_operation,
 )
 from instantstart.services.core.registry import get_cluster, resolve_tag
-from instantstart.services.core.stages import record_details
+from instantstart.services.core.stages import next_poll, record_details
 from instantstart.services.monitoring.digest import NodeDigest, node_status
 from instantstart.services.monitoring.state import cached_db
 from instantstart.services.monitoring.view import node_state
@@ -224,7 +224,8 @@ async def _verify(stage: StageContext, tag: str) -> dict[str, Any]:
     p = stage.raw_params
     claim = (p.get("storage") or {}).get("name") or DEFAULT_CLAIM
     limit = float(p.get("verifyWaitSeconds") or VERIFY_WAIT_SECONDS)
-    deadline = time.monotonic() + limit
+    started = time.monotonic()
+    deadline = started + limit
     last = ""
     while True:
         status = await collect_status(stage.app, tag, (claim,))
@@ -248,7 +249,7 @@ async def _verify(stage: StageContext, tag: str) -> dict[str, Any]:
                 "claim, dependencies) and retry the operation (operation_retry).",
                 retryable=True,
             )
-        await asyncio.sleep(stage.app.settings.poll_seconds)
+        await asyncio.sleep(next_poll(time.monotonic() - started, stage.app.settings.poll_seconds))
     summary = {
         "nodesReadySchedulable": status.nodes_ready_schedulable,
         "accelerators": [a.model_dump(by_alias=True) for a in status.accelerators],

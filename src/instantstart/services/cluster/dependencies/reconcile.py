@@ -28,7 +28,7 @@ from instantstart.services.cluster.dependencies.identity import (
     project_bucket_policy,
 )
 from instantstart.services.core.ledger import record, tag_map
-from instantstart.services.core.stages import blocking
+from instantstart.services.core.stages import blocking, next_poll
 
 ADDON_TIMEOUT = 20 * 60
 READY_TIMEOUT = 10 * 60
@@ -417,7 +417,8 @@ class Reconciler:
                     "Check the add-on in the EKS console, then run cluster_configure_dependencies again.",
                     retryable=True,
                 )
-            await asyncio.sleep(self.app.settings.poll_seconds)
+            waited = time.monotonic() - (deadline - ADDON_TIMEOUT)
+            await asyncio.sleep(next_poll(waited, self.app.settings.poll_seconds))
 
     # -- Pod Identity ----------------------------------------------------------------------------
     async def _pod_identity(self, dep: Dependency) -> str:
@@ -528,7 +529,8 @@ class Reconciler:
                     "Check the workloads' pods (events, image pulls), then run cluster_configure_dependencies again.",
                     retryable=True,
                 )
-            await asyncio.sleep(self.app.settings.poll_seconds)
+            waited = time.monotonic() - (deadline - READY_TIMEOUT)
+            await asyncio.sleep(next_poll(waited, self.app.settings.poll_seconds))
 
 
 def workload_states(app: AppContext, target: Target, refs: list[tuple[str, WorkloadRef]]) -> list[dict[str, Any]]:
