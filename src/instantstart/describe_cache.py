@@ -21,11 +21,12 @@ class DescribeCache:
         self._inflight: dict[str, asyncio.Future[Any]] = {}
         self.calls = 0  # describe calls actually made (for tests and metrics)
 
-    async def get(self, key: str, fetch: Callable[[], Awaitable[Any]]) -> Any:
-        """The cached value of `key`, or the result of one `fetch()` shared by every concurrent caller."""
+    async def get(self, key: str, fetch: Callable[[], Awaitable[Any]], ttl: float | None = None) -> Any:
+        """The cached value of `key`, or the result of one `fetch()` shared by every concurrent caller;
+        `ttl` overrides the interval for this read (e.g. longer while nothing changes the resource)."""
         now = time.monotonic()
         hit = self._values.get(key)
-        if hit is not None and now - hit[0] < self.ttl:
+        if hit is not None and now - hit[0] < (self.ttl if ttl is None else ttl):
             return hit[1]
         pending = self._inflight.get(key)
         if pending is not None:

@@ -40,6 +40,11 @@ class Settings(BaseSettings):
     status_cache_seconds: float = Field(
         default=5.0, ge=0, le=300, description="Status reads reuse a describe result this long."
     )
+    status_idle_cache_seconds: float | None = Field(
+        default=None, ge=0, le=600,
+        description="While no operation runs on a cluster, status reads reuse its HyperPod describe this long "
+        "(default: 3 times status_cache_seconds).",
+    )
     watch_idle_seconds: float = Field(
         default=300.0, gt=0, le=86400, description="A cluster's Kubernetes watches stop after this long unread."
     )

@@ -75,7 +75,13 @@ async def collect_status(
     region, hp_name = row.region, row.hyperpod_cluster_name or f"hp-cluster-{tag}"
     problems: list[str] = []
     base = f"{region}:{row.eks_cluster_name}"
-    hp_task = asyncio.ensure_future(hyperpod.cached_describe(app, region, hp_name))
+    latest = await cached_db(app, f"latest-op:{tag}", lambda: latest_operation(app, tag))
+    settings = app.settings
+    # The describe interval adapts: short while an operation changes the cluster, long while it is idle.
+    idle = settings.status_idle_cache_seconds
+    idle = 3 * settings.status_cache_seconds if idle is None else max(idle, settings.status_cache_seconds)
+    ttl = settings.status_cache_seconds if latest is not None and not latest.terminal else idle
+    hp_task = asyncio.ensure_future(hyperpod.cached_describe(app, region, hp_name, ttl))
     nodes = NodeDigest()
     pvcs: list[dict[str, Any]] = []
     fresh = None
@@ -165,7 +171,7 @@ async def collect_status(
         problems=problems[:MAX_PROBLEMS],
         problems_omitted=max(len(problems) - MAX_PROBLEMS, 0),
         stages=dict(row.stages or {}),
-        latest_operation=await cached_db(app, f"latest-op:{tag}", lambda: latest_operation(app, tag)),
+        latest_operation=latest,
         kubernetes_reachable=reachable,
         hyperpod_cluster_name=hp_name,
         hyperpod_status=hp_status,
