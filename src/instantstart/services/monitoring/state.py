@@ -43,6 +43,10 @@ STATUS_KINDS = ("nodes", "pods", "pvcs")
 
 # Extra listeners per kind (the timeline registers one for events); called with (app, tag) → listener.
 LISTENER_FACTORIES: dict[str, list[Callable[[AppContext, str], ChangeListener]]] = {}
+# Called (app, cluster tag, kind) from the watch's thread after any change of what the live views show
+# (the WebSocket hub registers one to push a snapshot at once instead of at its next interval).
+CHANGE_HOOKS: list[Callable[[AppContext, str, str], None]] = []
+LIVE_KINDS = ("nodes", "pods", "services", "deployments")
 
 
 class Allocations:
@@ -91,6 +95,13 @@ def informer(app: AppContext, tag: str, region: str, eks_cluster: str, kind: str
         if kind == "pods":
             derived = Allocations()
             listeners.insert(0, derived.on_change)
+        if kind in LIVE_KINDS:
+
+            def changed(*_: Any) -> None:
+                for hook in list(CHANGE_HOOKS):
+                    hook(app, tag, kind)
+
+            listeners.append(changed)
         created = Informer(
             kind, path, lambda: kube_api(app.kube, eks_cluster, region), project, tuple(listeners), InformerOptions()
         )
