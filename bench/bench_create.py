@@ -40,6 +40,7 @@ def seconds(stage: dict[str, Any]) -> float:
 
 def main(scale: float) -> None:
     twin = start_twin(clock_scale=scale)
+    os.environ.update(twin.env)
     tmp = Path(tempfile.mkdtemp(prefix="bench-create-"))
     port = 32000 + os.getpid() % 20000
     env = {**os.environ, **twin.env, "INSTANTSTART_DATA_DIR": str(tmp), "INSTANTSTART_PORT": str(port),
