@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -12,12 +13,14 @@ class DescribeCache:
     """At most one describe call per key per interval, however many browsers and agents poll.
 
     Concurrent callers of the same key wait on the same in-flight call (single flight); a result is
-    reused for `ttl` seconds. Errors are not cached.
+    reused for `ttl` seconds. Errors are not cached. At most `max_entries` values are kept: expired ones
+    are dropped on every store and the least recently used goes first when full.
     """
 
-    def __init__(self, ttl: float) -> None:
+    def __init__(self, ttl: float, max_entries: int = 1024) -> None:
         self.ttl = ttl
-        self._values: dict[str, tuple[float, Any]] = {}
+        self.max_entries = max_entries
+        self._values: OrderedDict[str, tuple[float, Any]] = OrderedDict()
         self._inflight: dict[str, asyncio.Future[Any]] = {}
         self.calls = 0  # describe calls actually made (for tests and metrics)
 
@@ -27,6 +30,7 @@ class DescribeCache:
         now = time.monotonic()
         hit = self._values.get(key)
         if hit is not None and now - hit[0] < (self.ttl if ttl is None else ttl):
+            self._values.move_to_end(key)
             return hit[1]
         pending = self._inflight.get(key)
         if pending is not None:
@@ -36,7 +40,7 @@ class DescribeCache:
         try:
             self.calls += 1
             value = await fetch()
-            self._values[key] = (time.monotonic(), value)
+            self._store(key, value)
             future.set_result(value)
             return value
         except BaseException as exc:
@@ -45,6 +49,19 @@ class DescribeCache:
             raise
         finally:
             self._inflight.pop(key, None)
+
+    def _store(self, key: str, value: Any) -> None:
+        now = time.monotonic()
+        self._values.pop(key, None)
+        while self._values:
+            oldest_key, (stored, _) = next(iter(self._values.items()))
+            if now - stored < self.ttl and len(self._values) < self.max_entries:
+                break
+            del self._values[oldest_key]
+        self._values[key] = (now, value)
+
+    def __len__(self) -> int:
+        return len(self._values)
 
     def invalidate(self, prefix: str = "") -> None:
         """Forget cached values whose key starts with `prefix` (after a mutation)."""

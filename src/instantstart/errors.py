@@ -24,6 +24,8 @@ class ErrorCode(StrEnum):
     TIMEOUT = "TIMEOUT"
     CANCELLED = "CANCELLED"
     UNKNOWN_KIND = "UNKNOWN_KIND"
+    PAYLOAD_TOO_LARGE = "PAYLOAD_TOO_LARGE"
+    IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
     INTERNAL = "INTERNAL"
 
 
@@ -189,3 +191,17 @@ class UnknownKind(InstantStartError):
     http_status = 500
     default_hint = "Start the server with the plugin that registers this kind."
 
+
+class PayloadTooLarge(InstantStartError):
+    """The request body is larger than the server accepts; it was not read to the end."""
+
+    code = ErrorCode.PAYLOAD_TOO_LARGE
+    http_status = 413
+    default_hint = "Send a smaller request; operation arguments are small JSON objects."
+
+
+class IdempotencyKeyReused(InvalidInput):
+    """An idempotency key was sent again with different arguments."""
+
+    code = ErrorCode.IDEMPOTENCY_KEY_REUSED
+    default_hint = "Use a new clientToken / Idempotency-Key for different arguments, or resend the same ones."

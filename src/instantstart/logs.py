@@ -13,7 +13,9 @@ from typing import Any
 request_id_var: ContextVar[str | None] = ContextVar("request_id", default=None)
 operation_id_var: ContextVar[str | None] = ContextVar("operation_id", default=None)
 
-_SECRETS: set[str] = set()
+# Registered secrets, newest last; bounded so caller-supplied secrets cannot grow memory without end.
+_SECRETS: dict[str, None] = {}
+MAX_REGISTERED_SECRETS = 1024
 _PATTERNS = [
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=\-]{8,}"),
     re.compile(r"(k8s-aws-v1\.)[A-Za-z0-9_\-]+"),
@@ -25,12 +27,28 @@ _STANDARD = set(vars(logging.makeLogRecord({})).keys()) | {"message", "asctime",
 def register_secret(value: str) -> None:
     """Never let `value` appear in a log line (the API token, for one)."""
     if value:
-        _SECRETS.add(value)
+        _SECRETS.pop(value, None)
+        _SECRETS[value] = None
+        while len(_SECRETS) > MAX_REGISTERED_SECRETS:
+            del _SECRETS[next(iter(_SECRETS))]
+
+
+def contains_secret(text: str) -> bool:
+    """Whether `text` carries any registered secret (the engine refuses to persist such text)."""
+    return any(secret in text for secret in list(_SECRETS))
+
+
+def redact_secrets(text: str) -> str:
+    """Replace registered secrets only (values stay JSON-valid: secrets never hold quotes or backslashes
+    that json.dumps would escape differently, and a match inside escaped text is replaced whole)."""
+    for secret in list(_SECRETS):
+        text = text.replace(secret, "***")
+    return text
 
 
 def redact(text: str) -> str:
     """Remove registered secrets and token-shaped values from `text`."""
-    for secret in _SECRETS:
+    for secret in list(_SECRETS):
         text = text.replace(secret, "***")
     for pattern in _PATTERNS:
         text = pattern.sub(lambda m: m.group(1) + "***", text)

@@ -21,6 +21,12 @@ class Settings(BaseSettings):
     api_token: SecretStr | None = Field(default=None, description="Overrides the token file in data_dir.")
     server_url: str | None = Field(default=None, description="Where `instantstart mcp` and the CLI send calls.")
     allowed_origins: list[str] = Field(default_factory=list, description="CORS origins; never a wildcard.")
+    max_request_bytes: int = Field(
+        default=1 << 20,
+        ge=16 * 1024,
+        le=64 << 20,
+        description="Largest request body accepted on any route (413 PAYLOAD_TOO_LARGE above it; sign-in 16 KiB).",
+    )
     worker_id: str | None = None
     lease_seconds: float = Field(default=15.0, gt=0.5, le=600)
     worker_poll_seconds: float = Field(default=1.0, gt=0.01, le=60)
@@ -36,6 +42,14 @@ class Settings(BaseSettings):
         default=None, description="S3 bucket for lifecycle scripts and data; default instantstart-<account>-<region>."
     )
     kubernetes_version: str = "1.32"
+    eks_public_access_cidrs: list[str] = Field(
+        default_factory=list,
+        description=(
+            "CIDRs allowed to reach a new cluster's public Kubernetes API endpoint, e.g. [\"203.0.113.7/32\"] for"
+            " the control plane's egress address. Empty (the default): the endpoint is private only, reachable"
+            " from inside the VPC. A cluster create may override it with endpointPublicAccessCidrs."
+        ),
+    )
     poll_seconds: float = Field(default=10.0, gt=0, le=300, description="How often stages poll AWS while waiting.")
     status_cache_seconds: float = Field(
         default=5.0, ge=0, le=300, description="Status reads reuse a describe result this long."

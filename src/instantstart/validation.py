@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from functools import cache
-from typing import Annotated
+from typing import Annotated, Any
 
 import boto3
 from pydantic import AfterValidator, Field
@@ -63,3 +64,39 @@ Region = Annotated[
     Field(description="AWS Region, e.g. us-west-2.", json_schema_extra={"pattern": REGION_RE.pattern}),
     AfterValidator(_region),
 ]
+
+
+def cidr(field: str, largest: int, smallest: int, what: str) -> Any:
+    """An IPv4 CIDR type whose prefix length lies in [largest, smallest] (e.g. /16-/18), checked before any
+    address arithmetic so no request can make the server enumerate a huge network."""
+
+    def check(value: str) -> str:
+        try:
+            net = ipaddress.ip_network(value, strict=True)
+        except ValueError as exc:
+            raise ValueError(f"must be an IPv4 CIDR such as 10.1.0.0/{largest} ({str(exc)[:120]})") from None
+        if not isinstance(net, ipaddress.IPv4Network):
+            raise ValueError("only IPv4 CIDRs are supported")
+        if not largest <= net.prefixlen <= smallest:
+            raise ValueError(f"prefix /{net.prefixlen} is outside /{largest}-/{smallest} allowed for {field}")
+        return str(net)
+
+    return Annotated[
+        str,
+        Field(
+            max_length=18,
+            description=f"{what} (/{largest}-/{smallest}), e.g. 10.1.0.0/{largest}.",
+            json_schema_extra={"pattern": r"^\d{1,3}(\.\d{1,3}){3}/\d{1,2}$"},
+        ),
+        AfterValidator(check),
+    ]
+
+
+# AWS: a VPC is /16-/28; a HyperPod plan needs room for two /24s, two /24s and a /20, hence /18 at most.
+VpcCidr = cidr("vpcCidr", 16, 18, "CIDR of a new VPC")
+# AWS subnets are /16-/28; inside a /16-/18 VPC a public or EKS subnet is /17-/28 in practice.
+SubnetCidr = cidr("subnet", 16, 28, "CIDR of a subnet inside vpcCidr")
+# HyperPod compute subnets need /20 or larger (each node and pod takes an address).
+ComputeSubnetCidr = cidr("hyperPodPrivateSubnetCidr", 16, 20, "CIDR of the HyperPod compute subnet")
+# Who may reach a cluster's public Kubernetes API endpoint (any prefix: 0.0.0.0/0 only when asked for).
+AccessCidr = cidr("endpointPublicAccessCidrs", 0, 32, "CIDR allowed to reach the public Kubernetes API endpoint")

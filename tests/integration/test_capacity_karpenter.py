@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client as k8s
 
 from instantstart.errors import InvalidInput, PreconditionFailed
-from instantstart.services.capacity.karpenter import eligible
+from instantstart.services.capacity.karpenter.toggle import eligible
 from instantstart.twin_process import TwinProcess
 from tests.support.flows import add_group, kube, make_hyperpod, mcp_calls
 from tests.support.servers import Running

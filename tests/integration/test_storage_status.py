@@ -23,10 +23,11 @@ from instantstart.context import AppContext
 from instantstart.describe_cache import DescribeCache
 from instantstart.errors import VerificationFailed
 from instantstart.kube.client import KubeClients
-from instantstart.operations.kinds import KINDS, OpenParams
+from instantstart.operations.kinds import KINDS
 from instantstart.operations.runner import Runner, StageContext
 from instantstart.operations.store import OperationStore
-from instantstart.services.cluster.status import stage_verification
+from instantstart.services.cluster.params import VerificationParams
+from instantstart.services.cluster.verification import stage_verification
 from instantstart.services.core.registry import set_active_cluster
 from instantstart.settings import Settings
 from instantstart.store.db import Database
@@ -95,7 +96,7 @@ def run_stage(app: AppContext, params: dict[str, Any]) -> tuple[dict[str, Any], 
         messages.append(message)
 
     stage = StageContext(operation_id="op-test", kind="cluster_create", target=f"cluster:{TAG}",
-                         params=OpenParams.model_validate(params), raw_params=params, outputs={},
+                         params=VerificationParams.model_validate(params), raw_params=params, outputs={},
                          stage="verification", attempt=1, app=app, _progress=progress)
     return asyncio.run(stage_verification(stage)), messages
 

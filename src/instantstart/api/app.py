@@ -17,6 +17,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from instantstart import __version__
+from instantstart.api.limits import body_limit, buffer_body, declared_length, is_preflight, method_label, replay
 from instantstart.api.metrics import Metrics
 from instantstart.api.openapi import build_openapi
 from instantstart.api.rest import add_routes
@@ -27,7 +28,7 @@ from instantstart.catalog import CATALOG, Catalog
 from instantstart.catalog.routes import API_PREFIX
 from instantstart.context import AppContext
 from instantstart.describe_cache import DescribeCache
-from instantstart.errors import InstantStartError, InvalidInput, NotFound, Unauthorized
+from instantstart.errors import InstantStartError, InvalidInput, NotFound, PayloadTooLarge, Unauthorized
 from instantstart.kube.client import KubeClients
 from instantstart.kube.informers import Informers
 from instantstart.logs import register_secret, request_id_var
@@ -56,17 +57,30 @@ def error_response(exc: InstantStartError, request_id: str | None = None) -> JSO
 
 
 class Gate:
-    """Outermost ASGI layer: request ids, auth for /api and /mcp (bearer token; for /api also the web UI's
-    session cookie with its CSRF header or same-origin WebSocket), metrics, the MCP route."""
+    """Outermost ASGI layer: request ids, CORS preflights, auth for /api and /mcp (bearer token; for /api
+    also the web UI's session cookie with its CSRF header or same-origin WebSocket), the one request-body
+    limit (streamed, before any route reads the body), metrics, the MCP route."""
 
     def __init__(
-        self, app: ASGIApp, token: str, metrics: Metrics, mcp: ASGIApp, sessions: SessionStore | None = None
+        self,
+        app: ASGIApp,
+        token: str,
+        metrics: Metrics,
+        mcp: ASGIApp,
+        sessions: SessionStore | None = None,
+        *,
+        max_body: int = 1 << 20,
+        cors: ASGIApp | None = None,
+        cors_origins: tuple[str, ...] = (),
     ) -> None:
         self.app = app
         self.token = token
         self.metrics = metrics
         self.mcp = mcp
         self.sessions = sessions
+        self.max_body = max_body
+        self.cors = cors
+        self.cors_origins = cors_origins
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -89,6 +103,9 @@ class Gate:
             await send(message)
 
         try:
+            if self.cors is not None and is_preflight(scope, headers) and headers["origin"] in self.cors_origins:
+                await self.cors(scope, receive, send_wrapper)  # a preflight carries no credentials by design
+                return
             protected = path.startswith("/api/") or path == "/api" or path == "/mcp" or path.startswith("/mcp/")
             if protected and not check_bearer(headers.get("authorization"), self.token):
                 problem: str | None = "Missing or invalid API token."
@@ -103,6 +120,22 @@ class Gate:
                     response.headers["WWW-Authenticate"] = 'Bearer realm="instantstart"'
                     await response(scope, receive, send_wrapper)
                     return
+            if scope["type"] == "http":
+                limit = body_limit(path, self.max_body)
+                declared = declared_length(scope)
+                body, refused = (b"", True) if declared is not None and (declared < 0 or declared > limit) else (
+                    await buffer_body(receive, limit)
+                )
+                if refused:
+                    too_large = PayloadTooLarge(
+                        f"The request body is larger than {limit} bytes; nothing was read or changed.",
+                        details={"limitBytes": limit},
+                    )
+                    response = error_response(too_large, request_id)
+                    response.headers["Connection"] = "close"
+                    await response(scope, receive, send_wrapper)
+                    return
+                receive = replay(body, receive)
             if path in ("/mcp", "/mcp/"):
                 await self.mcp(scope, receive, send_wrapper)
                 return
@@ -110,7 +143,8 @@ class Gate:
         finally:
             if scope["type"] == "http":
                 route = _route_label(scope, path)
-                self.metrics.latency.labels(scope.get("method", ""), route, str(status_holder["status"])).observe(
+                method = method_label(scope.get("method", ""))
+                self.metrics.latency.labels(method, route, str(status_holder["status"])).observe(
                     time.perf_counter() - started
                 )
             request_id_var.reset(reset)
@@ -156,7 +190,6 @@ def create_app(
         f"localhost:{settings.port}",
         "127.0.0.1:*",
         "localhost:*",
-        "testserver",
     ]
     mcp_manager = session_manager(catalog, context, allowed_hosts)
     hub = EventHub(context, catalog)
@@ -231,16 +264,26 @@ def create_app(
     add_ws_route(app, hub)
     add_web_routes(app, token, sessions)
     outer: ASGIApp = app
+    cors: ASGIApp | None = None
     if settings.allowed_origins:
         if "*" in settings.allowed_origins:
             raise ValueError("INSTANTSTART_ALLOWED_ORIGINS must list origins; a wildcard is refused")
-        outer = CORSMiddleware(
+        outer = cors = CORSMiddleware(
             outer,
             allow_origins=settings.allowed_origins,
             allow_credentials=True,
             allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
             allow_headers=["Authorization", "Content-Type", "Idempotency-Key"],
         )
-    gate = Gate(outer, token, metrics, mcp_manager.handle_request, sessions)
+    gate = Gate(
+        outer,
+        token,
+        metrics,
+        mcp_manager.handle_request,
+        sessions,
+        max_body=settings.max_request_bytes,
+        cors=cors,
+        cors_origins=tuple(settings.allowed_origins),
+    )
     gate.fastapi = app  # type: ignore[attr-defined]
     return gate

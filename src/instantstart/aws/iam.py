@@ -110,3 +110,27 @@ def create_oidc_provider(
 def delete_oidc_provider(aws: AwsClients, region: str, arn: str) -> None:
     """DeleteOpenIDConnectProvider."""
     call(f"delete OIDC provider {arn}", aws.iam(region).delete_open_id_connect_provider, OpenIDConnectProviderArn=arn)
+
+
+def get_role(aws: AwsClients, region: str, name: str) -> dict[str, Any] | None:
+    """GetRole's `Role` (AssumeRolePolicyDocument decoded to a dict), or None when it does not exist."""
+    try:
+        role = cast("dict[str, Any]", aws.iam(region).get_role(RoleName=name)["Role"])
+    except Exception as exc:
+        if error_code(exc) == "NoSuchEntity":
+            return None
+        raise translate(exc, f"look up IAM role {name}") from exc
+    document = role.get("AssumeRolePolicyDocument")
+    if isinstance(document, str):
+        role = {**role, "AssumeRolePolicyDocument": json.loads(document)}
+    return role
+
+
+def update_trust_policy(aws: AwsClients, region: str, name: str, document: dict[str, Any]) -> None:
+    """UpdateAssumeRolePolicy of role `name`."""
+    call(
+        f"set the trust policy of IAM role {name}",
+        aws.iam(region).update_assume_role_policy,
+        RoleName=name,
+        PolicyDocument=json.dumps(document),
+    )

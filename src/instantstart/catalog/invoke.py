@@ -2,28 +2,87 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import re
 from typing import Any
 
+from anyio import to_thread
 from pydantic import ValidationError
 
 from instantstart.catalog.registry import Catalog, OperationSpec
+from instantstart.catalog.secret import secret_values
 from instantstart.context import CallContext
 from instantstart.errors import InstantStartError, InternalError, InvalidInput, NotFound
+from instantstart.logs import register_secret
 
 log = logging.getLogger(__name__)
 
 CLIENT_TOKEN = "clientToken"
 _TOKEN = re.compile(r"^[A-Za-z0-9._:\-]{1,200}$")
+MAX_DEPTH = 32  # no operation argument nests deeper than a few levels
+MAX_INT = (1 << 63) - 1  # what every database column and AWS API accepts
+MAX_ECHO = 200  # characters of a caller's value an error message may repeat
+
+
+def clip(text: str, limit: int = MAX_ECHO) -> str:
+    """`text`, shortened to `limit` characters with a note of how much was cut."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit} more characters)"
+
+
+def _bad(code: str, field: str, message: str) -> InvalidInput:
+    err = InvalidInput(f"Invalid input: {field}: {message}", details={"fields": [{"field": field, "message": message}]})
+    err.details["reason"] = code
+    return err
+
+
+def check_bounds(value: Any, where: str = "(body)", depth: int = 0) -> None:
+    """Refuse input no operation needs and that breaks things further down: nesting deeper than
+    MAX_DEPTH, integers beyond 64 bits (databases overflow), NUL characters (PostgreSQL refuses them)."""
+    if depth > MAX_DEPTH:
+        raise _bad("TOO_DEEP", where, f"nested deeper than {MAX_DEPTH} levels")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and "\x00" in key:
+                raise _bad("NUL_CHARACTER", where, "a key contains a NUL character")
+            check_bounds(item, f"{where}.{clip(str(key), 64)}" if depth else clip(str(key), 64), depth + 1)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            check_bounds(item, f"{where}.{index}", depth + 1)
+    elif isinstance(value, str):
+        if "\x00" in value:
+            raise _bad("NUL_CHARACTER", where, "contains a NUL character, which no field accepts")
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
+        raise _bad("INTEGER_TOO_LARGE", where, f"integer beyond ±{MAX_INT}")
+
+
+def parse_json(raw: bytes) -> Any:
+    """A request body as JSON, with 422s naming the problem for malformed, too deep or too large input."""
+    try:
+        value = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidInput(f"Invalid input: (body): not valid JSON ({clip(str(exc))})") from None
+    except RecursionError:
+        raise _bad("TOO_DEEP", "(body)", f"nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as exc:  # e.g. an integer literal beyond Python's 4,300-digit conversion limit
+        raise _bad("INTEGER_TOO_LARGE", "(body)", clip(str(exc))) from None
+    check_bounds(value)
+    return value
+
+
+def request_digest(spec: OperationSpec, request: Any) -> str:
+    """A digest of the validated arguments (Secret fields excluded: they dump masked)."""
+    canonical = json.dumps(request.model_dump(mode="json", by_alias=True), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(f"{spec.name}\n{canonical}".encode()).hexdigest()
 
 
 def validation_error(exc: ValidationError) -> InvalidInput:
     """Turn a pydantic ValidationError into the InvalidInput every face reports, naming each field."""
     fields = []
-    for err in exc.errors(include_url=False):
-        loc = ".".join(str(part) for part in err["loc"]) or "(body)"
-        fields.append({"field": loc, "message": err["msg"]})
+    for err in exc.errors(include_url=False, include_input=False)[:20]:
+        loc = clip(".".join(str(part) for part in err["loc"]) or "(body)", 120)
+        fields.append({"field": loc, "message": clip(err["msg"])})
     message = "; ".join(f"{f['field']}: {f['message']}" for f in fields)
     return InvalidInput(f"Invalid input: {message}", details={"fields": fields})
 
@@ -60,15 +119,25 @@ async def invoke_spec(spec: OperationSpec, raw: dict[str, Any], ctx: CallContext
     """As `invoke`, for a spec already looked up."""
     if not isinstance(raw, dict):
         raise InvalidInput("Invalid input: (body): the arguments must be a JSON object")
+    check_bounds(raw)
     args, key = split_client_token(raw, ctx.idempotency_key)
     ctx.idempotency_key = key
     try:
         request = spec.input_model.model_validate(args)
     except ValidationError as exc:
         raise validation_error(exc) from None
+    for value in secret_values(request):
+        register_secret(value)  # redacted from every log line from now on; refused by the store
+    bound = False
+    if key is not None and spec.mutating:
+        store = ctx.app.runner.store
+        bound = await to_thread.run_sync(store.bind_idempotency_key, spec.name, key, request_digest(spec, request))
     try:
         result = await spec.handler(ctx, request)
-    except InstantStartError:
+    except InstantStartError as exc:
+        if bound and key is not None:  # nothing was recorded: the key may be used again with corrected arguments
+            await to_thread.run_sync(ctx.app.runner.store.unbind_idempotency_key, spec.name, key)
+        exc.message = clip(exc.message, 1000)
         raise
     except Exception as exc:
         log.exception("operation %s failed unexpectedly", spec.name)

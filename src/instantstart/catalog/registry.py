@@ -11,6 +11,7 @@ from typing import Any, get_type_hints
 from pydantic import BaseModel
 
 from instantstart.catalog.base import WireModel
+from instantstart.catalog.secret import secret_fields
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
 
@@ -121,6 +122,12 @@ def operation(
         if not (isinstance(output_model, type) and issubclass(output_model, BaseModel)):
             raise TypeError(f"{name}: output must be a pydantic model")
         is_mutating = method.upper() != "GET" if mutating is None else mutating
+        secrets = secret_fields(input_model)
+        if secrets and method.upper() == "GET":
+            raise ValueError(f"{name}: Secret fields {secrets} never travel in a query string (it gets logged)")
+        for field_name in secrets:
+            if field_name in (example or {}):
+                raise ValueError(f"{name}: the example must not carry a value for the Secret field {field_name}")
         if is_mutating and completion is None:
             raise ValueError(f"{name}: a mutating operation names the status tool that decides completion")
         for param in _PATH_PARAM.findall(path):

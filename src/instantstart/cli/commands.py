@@ -19,6 +19,7 @@ from rich.spinner import Spinner
 from rich.table import Table
 
 from instantstart.catalog.registry import Catalog, OperationSpec
+from instantstart.catalog.secret import is_secret_annotation
 from instantstart.client import RestClient
 from instantstart.settings import Settings
 
@@ -30,6 +31,11 @@ err = Console(stderr=True)
 def kebab(name: str) -> str:
     """camelCase → kebab-case option names."""
     return re.sub(r"(?<!^)(?=[A-Z])", "-", name).lower()
+
+
+def secret_envvar(wire: str) -> str:
+    """The environment variable a Secret field is read from, e.g. hfToken → INSTANTSTART_HF_TOKEN."""
+    return "INSTANTSTART_" + kebab(wire).replace("-", "_").upper()
 
 
 def _is_bool(info: FieldInfo) -> bool:
@@ -61,7 +67,22 @@ def _parameters(spec: OperationSpec) -> list[inspect.Parameter]:
     for name, info in spec.input_model.model_fields.items():
         wire = info.alias or name
         help_text = info.description or ""
-        if _is_bool(info):
+        if is_secret_annotation(info.annotation):
+            # A secret on the command line lands in shell history and `ps`: prefer the environment variable.
+            add(
+                name,
+                str | None,
+                typer.Option(
+                    None,
+                    f"--{kebab(wire)}",
+                    envvar=secret_envvar(wire),
+                    show_envvar=True,
+                    show_default=False,
+                    metavar="SECRET",
+                    help=help_text + f" Prefer the {secret_envvar(wire)} environment variable.",
+                ),
+            )
+        elif _is_bool(info):
             add(name, bool | None, typer.Option(None, f"--{kebab(wire)}/--no-{kebab(wire)}", help=help_text))
         else:
             # Values go to the server as typed; the server validates them (one error text for all faces).

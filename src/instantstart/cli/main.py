@@ -22,9 +22,14 @@ def build_app(settings: Settings) -> typer.Typer:
         twin: bool = typer.Option(False, "--twin", help="Start the digital twin and use it as AWS."),
     ) -> None:
         """Run the control plane: REST under /api/v1, MCP at /mcp, web UI at /."""
+        from instantstart.auth import InsecureFileMode
         from instantstart.server import run_server
 
-        run_server(settings, host=host, port=port, twin=twin)
+        try:
+            run_server(settings, host=host, port=port, twin=twin)
+        except InsecureFileMode as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
 
     @app.command()
     def mcp(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -64,8 +65,14 @@ def plan_addresses(vpc_cidr: str) -> AddressPlan:
             f"Invalid input: vpcCidr: /{vpc.prefixlen} is too small; use /18 or larger",
             details={"fields": [{"field": "vpcCidr", "message": "use /18 or larger"}]},
         )
-    small = list(vpc.subnets(new_prefix=24))
-    computes = list(vpc.subnets(new_prefix=COMPUTE_MAX_PREFIX))
+    if vpc.prefixlen < 16:
+        raise InvalidInput(
+            f"Invalid input: vpcCidr: /{vpc.prefixlen} is larger than AWS allows for a VPC; use /16-/18",
+            details={"fields": [{"field": "vpcCidr", "message": "use /16-/18"}]},
+        )
+    # Only the first few blocks are needed: never enumerate the whole network.
+    small = list(itertools.islice(vpc.subnets(new_prefix=24), 4))
+    computes = list(itertools.islice(vpc.subnets(new_prefix=COMPUTE_MAX_PREFIX), 2))
     return AddressPlan(
         vpc=str(vpc),
         public=(str(small[0]), str(small[1])),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import secrets
 from datetime import datetime, timedelta
 from typing import Any
@@ -10,11 +12,12 @@ from sqlalchemy import func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from instantstart.errors import Cancelled, Conflict, NotFound
+from instantstart.errors import Cancelled, Conflict, IdempotencyKeyReused, InternalError, NotFound
+from instantstart.logs import contains_secret, redact_secrets
 from instantstart.operations.kinds import KindRegistry, OperationKind
 from instantstart.operations.models import ACTIVE, TERMINAL, OperationView, OpStatus, StageView
 from instantstart.store.db import Database
-from instantstart.store.models import OperationRow, utcnow
+from instantstart.store.models import OperationRow, StateRow, utcnow
 
 
 def new_operation_id() -> str:
@@ -32,6 +35,29 @@ def _fresh_stage(name: str) -> dict[str, Any]:
         "message": "",
         "outputs": {},
     }
+
+
+def refuse_secrets(what: str, value: Any) -> None:
+    """Never persist a secret: a SecretStr object or a registered secret value in `value` is a bug."""
+    text = json.dumps(value, default=lambda o: "\x00unserialisable", sort_keys=True)
+    if "\x00unserialisable" in text or contains_secret(text):
+        raise InternalError(
+            f"Refused to store the operation's {what}: it carries a secret.",
+            hint="A Secret field is used in memory only; keep it in a Kubernetes Secret and pass its name.",
+        )
+
+
+def scrub_secrets(value: Any) -> Any:
+    """`value` with every registered secret replaced by *** (stage outputs and errors are never refused:
+    a stage that echoes a secret in a message must not wedge its operation)."""
+    text = json.dumps(value, default=str)
+    if not contains_secret(text):
+        return value
+    return json.loads(redact_secrets(text))
+
+
+def _key_slot(tool: str, key: str) -> str:
+    return "idem:" + hashlib.sha256(f"{tool}\n{key}".encode()).hexdigest()[:40]
 
 
 def to_view(row: OperationRow) -> OperationView:
@@ -81,6 +107,7 @@ class OperationStore:
 
         Returns (operation, created). Raises Conflict when another active operation holds `target`.
         """
+        refuse_secrets("params", params)
         if idempotency_key is not None:
             existing = self._by_key(kind.name, idempotency_key)
             if existing is not None:
@@ -112,6 +139,35 @@ class OperationStore:
             if existing is not None:
                 return existing, False
         raise self._target_conflict(target)
+
+    def bind_idempotency_key(self, tool: str, key: str, digest: str) -> bool:
+        """Bind an idempotency key of `tool` to the digest of its arguments. Returns True when this call
+        made the binding; raises IdempotencyKeyReused when the key is bound to different arguments."""
+        slot = _key_slot(tool, key)
+        for _ in range(2):
+            with self.db.session() as session:
+                row = session.get(StateRow, slot)
+                if row is not None:
+                    if row.value.get("digest") != digest:
+                        raise IdempotencyKeyReused(
+                            f"The idempotency key {key!r} was used for {tool} with different arguments.",
+                            details={"fields": [{"field": "clientToken", "message": "reused with other arguments"}]},
+                        )
+                    return False
+            try:
+                with self.db.session() as session:
+                    session.add(StateRow(key=slot, value={"tool": tool, "digest": digest}, updated_at=utcnow()))
+                return True
+            except IntegrityError:
+                continue  # a concurrent call bound it first: compare with its digest
+        return False
+
+    def unbind_idempotency_key(self, tool: str, key: str) -> None:
+        """Forget a binding whose call recorded nothing (it failed before submitting)."""
+        with self.db.session() as session:
+            row = session.get(StateRow, _key_slot(tool, key))
+            if row is not None:
+                session.delete(row)
 
     def find_by_key(self, kind: str, key: str) -> OperationView | None:
         """The operation of `kind` recorded under an idempotency key, if any."""
@@ -225,6 +281,9 @@ class OperationStore:
 
     def save_leased(self, operation_id: str, token: str, **values: Any) -> bool:
         """Write fields of an operation we hold the lease of; False if the lease was lost."""
+        for column in ("result", "stages", "error"):
+            if column in values:
+                values[column] = scrub_secrets(values[column])
         values["updated_at"] = utcnow()
         with self.db.session() as session:
             result = session.execute(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,7 +29,7 @@ class Database:
         kwargs: dict[str, Any] = {"future": True}
         if self.is_sqlite:
             if parsed.database and parsed.database != ":memory:":
-                Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+                private_files(Path(parsed.database))
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
         else:
             kwargs["pool_pre_ping"] = True
@@ -81,6 +83,20 @@ class Database:
     def dispose(self) -> None:
         """Close every pooled connection."""
         self.engine.dispose()
+
+
+def private_files(db_file: Path) -> None:
+    """The SQLite file and its -wal/-shm companions readable by their owner only (0600); a directory we
+    create for them is 0700. SQLite gives the -wal and -shm files the database file's mode, so creating
+    the database file 0600 before SQLite opens it keeps all three private."""
+    parent = db_file.parent
+    if not parent.exists():
+        parent.mkdir(mode=0o700, parents=True)
+    fd = os.open(db_file, os.O_RDWR | os.O_CREAT, 0o600)
+    os.close(fd)
+    for path in (db_file, Path(f"{db_file}-wal"), Path(f"{db_file}-shm"), Path(f"{db_file}-journal")):
+        if path.exists() and stat.S_IMODE(path.stat().st_mode) & 0o077:
+            path.chmod(0o600)
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -6,6 +6,7 @@ import hmac
 import re
 import threading
 import time
+from collections import OrderedDict, deque
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -25,25 +26,48 @@ MAX_FORM = 16 * 1024
 
 
 class FailureLimiter:
-    """Slows token guessing: at most `limit` failed sign-ins per `window` seconds (process-wide)."""
+    """Slows token guessing per client address: at most `limit` failed sign-ins per `window` seconds from
+    one address. Another address is never locked out by them. At most `max_clients` addresses are
+    tracked (the least recently failing is forgotten first), so memory stays bounded."""
 
-    def __init__(self, limit: int = 20, window: float = 60.0) -> None:
+    def __init__(self, limit: int = 20, window: float = 60.0, max_clients: int = 4096) -> None:
         self.limit = limit
         self.window = window
-        self._failures: list[float] = []
+        self.max_clients = max_clients
+        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def blocked(self) -> bool:
-        """Whether sign-in is refused for now."""
+    def blocked(self, client: str) -> bool:
+        """Whether sign-in from `client` is refused for now."""
         now = time.monotonic()
         with self._lock:
-            self._failures = [t for t in self._failures if now - t < self.window]
-            return len(self._failures) >= self.limit
+            times = self._failures.get(client)
+            if times is None:
+                return False
+            while times and now - times[0] >= self.window:
+                times.popleft()
+            if not times:
+                del self._failures[client]
+                return False
+            return len(times) >= self.limit
 
-    def failed(self) -> None:
-        """Record one failed attempt."""
+    def failed(self, client: str) -> None:
+        """Record one failed attempt from `client`."""
         with self._lock:
-            self._failures.append(time.monotonic())
+            times = self._failures.pop(client, None) or deque(maxlen=self.limit)
+            times.append(time.monotonic())
+            self._failures[client] = times
+            while len(self._failures) > self.max_clients:
+                self._failures.popitem(last=False)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._failures)
+
+
+def client_address(request: Request) -> str:
+    """The peer address of a request (behind a reverse proxy every client shares the proxy's)."""
+    return request.client.host if request.client else "unknown"
 
 
 def security_headers(response: Response, host: str | None) -> Response:
@@ -70,9 +94,11 @@ def _form(raw: bytes) -> dict[str, str]:
     return {k: v[0] for k, v in fields.items() if v}
 
 
-def add_web_routes(app: FastAPI, token: str, sessions: SessionStore) -> None:
+def add_web_routes(
+    app: FastAPI, token: str, sessions: SessionStore, limiter: FailureLimiter | None = None
+) -> None:
     """Mount the UI: GET / (shell or sign-in), POST /sign-in, POST /sign-out, /static."""
-    limiter = FailureLimiter()
+    limiter = limiter or FailureLimiter()
 
     @app.get("/", include_in_schema=False)
     async def index(request: Request) -> Response:
@@ -86,12 +112,13 @@ def add_web_routes(app: FastAPI, token: str, sessions: SessionStore) -> None:
         origin = request.headers.get("origin")
         if origin and not same_origin(origin, request.headers.get("host")):
             return _page(request, "signin.html", 403, error="Sign in from this server's own page.")
-        if limiter.blocked():
+        client = client_address(request)
+        if limiter.blocked(client):
             return _page(request, "signin.html", 429, error="Too many failed sign-ins; wait a minute and try again.")
-        raw = await request.body()
+        raw = await request.body()  # at most 16 KiB: the Gate refuses larger sign-in bodies unread
         supplied = _form(raw[:MAX_FORM]).get("token", "").strip()
         if not supplied or not hmac.compare_digest(supplied.encode(), token.encode()):
-            limiter.failed()
+            limiter.failed(client)
             return _page(request, "signin.html", 401, error="That is not the API token of this server.")
         sessions.drop(cookie_value(request.headers.get("cookie"), SESSION_COOKIE))  # never reuse an old id
         session = sessions.create()

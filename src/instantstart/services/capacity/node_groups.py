@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from anyio import to_thread
 from pydantic import Field, model_validator
 
-from instantstart.aws import hyperpod as hp_api
-from instantstart.aws.errors import error_code, translate
+from instantstart.aws import ec2_network, eks
+from instantstart.aws.clients import AwsClients
+from instantstart.aws.hyperpod import HyperPod
 from instantstart.catalog import operation
 from instantstart.catalog.base import NoInput, WireModel
 from instantstart.context import CallContext, StageContext
 from instantstart.errors import InvalidInput, NotFound, ProviderError
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
-from instantstart.services.capacity.instance_groups import capacity_type, hyperpod_name, karpenter_groups, placement
-from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
+from instantstart.operations.params import ParamsModel
+from instantstart.services.capacity.groups import capacity_type, karpenter_groups, placement
+from instantstart.services.core.registry import (
+    ClusterParams,
+    get_cluster,
+    hyperpod_cluster_name,
+    resolve_tag,
+    submit_for_cluster,
+)
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.validation import ClusterTag
 
@@ -66,41 +75,37 @@ class InstanceGroupsResult(WireModel):
     node_groups: list[NodeGroupInfo]
 
 
-def subnet_zones(ec2: Any, ids: list[str]) -> dict[str, str]:
+def subnet_zones(aws: AwsClients, region: str, ids: list[str]) -> dict[str, str]:
     """Subnet id → AZ (blocking)."""
     if not ids:
         return {}
-    try:
-        subnets = ec2.describe_subnets(SubnetIds=ids)["Subnets"]
-    except Exception as exc:
-        raise translate(exc, "describe subnets") from exc
-    return {s["SubnetId"]: s["AvailabilityZone"] for s in subnets}
+    return {s["SubnetId"]: s["AvailabilityZone"] for s in ec2_network.describe_subnets(aws, region, ids)}
 
 
-def node_groups(eks: Any, cluster: str) -> list[NodeGroupInfo]:
-    """The EKS managed node groups of `cluster` (blocking)."""
+def node_groups(aws: AwsClients, region: str, cluster: str) -> list[NodeGroupInfo]:
+    """The EKS managed node groups of `cluster` ([] when the EKS cluster is gone; blocking)."""
     try:
-        names = eks.list_nodegroups(clusterName=cluster).get("nodegroups", [])
-        out = []
-        for name in names:
-            ng = eks.describe_nodegroup(clusterName=cluster, nodegroupName=name)["nodegroup"]
-            scaling = ng.get("scalingConfig") or {}
-            out.append(
-                NodeGroupInfo(
-                    name=name,
-                    status=ng.get("status"),
-                    instance_types=list(ng.get("instanceTypes") or []),
-                    min_size=scaling.get("minSize"),
-                    max_size=scaling.get("maxSize"),
-                    desired_size=scaling.get("desiredSize"),
-                    subnet_ids=list(ng.get("subnets") or []),
-                )
+        names = eks.list_nodegroups(aws, region, cluster)
+    except NotFound:
+        return []
+    out = []
+    for name in names:
+        ng = eks.describe_nodegroup(aws, region, cluster, name)
+        if ng is None:
+            continue
+        scaling = ng.get("scalingConfig") or {}
+        out.append(
+            NodeGroupInfo(
+                name=name,
+                status=ng.get("status"),
+                instance_types=list(ng.get("instanceTypes") or []),
+                min_size=scaling.get("minSize"),
+                max_size=scaling.get("maxSize"),
+                desired_size=scaling.get("desiredSize"),
+                subnet_ids=list(ng.get("subnets") or []),
             )
-        return out
-    except Exception as exc:
-        if error_code(exc) in ("ResourceNotFoundException",):
-            return []
-        raise translate(exc, f"list node groups of {cluster}") from exc
+        )
+    return out
 
 
 @operation("cluster_get_instance_groups", method="GET", path="/capacity/instance-groups", example={})
@@ -111,14 +116,13 @@ async def cluster_get_instance_groups(ctx: CallContext, req: NoInput) -> Instanc
     managed node group (sizes, status)."""
     tag = await to_thread.run_sync(resolve_tag, ctx.app.db, None)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
-    sm = hp_api.HyperPod(ctx.app.aws, row.region)
-    name = hyperpod_name(row)
-    cluster = await blocking(sm.describe_cluster, name) or {}
+    name = hyperpod_cluster_name(row)
+    cluster = await blocking(HyperPod(ctx.app.aws, row.region).describe_cluster, name) or {}
     recorded = (row.details or {}).get("instanceGroups") or {}
     managed = set(karpenter_groups(row))
     groups = cluster.get("InstanceGroups", [])
     subnets = sorted({s for g in groups for s in placement(g, cluster)})
-    zones = await blocking(subnet_zones, ctx.app.aws.ec2(row.region), subnets)
+    zones = await blocking(subnet_zones, ctx.app.aws, row.region, subnets)
     infos = []
     for g in groups:
         where = placement(g, cluster)
@@ -140,14 +144,13 @@ async def cluster_get_instance_groups(ctx: CallContext, req: NoInput) -> Instanc
                 image_version_status=g.get("ImageVersionStatus"),
             )
         )
-    eks = ctx.app.aws.eks(row.region)
     return InstanceGroupsResult(
         cluster_tag=tag,
         hyperpod_cluster=name if cluster else None,
         hyperpod_status=cluster.get("ClusterStatus"),
         autoscaling=cluster.get("AutoScaling"),
         instance_groups=infos,
-        node_groups=await blocking(node_groups, eks, row.eks_cluster_name),
+        node_groups=await blocking(node_groups, ctx.app.aws, row.region, row.eks_cluster_name),
     )
 
 
@@ -174,35 +177,48 @@ class NodeGroupDeleteRequest(WireModel):
     node_group_name: str = Field(pattern=NODEGROUP_NAME)
 
 
-def describe_nodegroup(eks: Any, cluster: str, name: str) -> dict[str, Any] | None:
-    """DescribeNodegroup, or None when it does not exist (blocking)."""
-    try:
-        ng: dict[str, Any] = eks.describe_nodegroup(clusterName=cluster, nodegroupName=name)["nodegroup"]
-        return ng
-    except Exception as exc:
-        if error_code(exc) == "ResourceNotFoundException":
-            return None
-        raise translate(exc, f"describe node group {name}") from exc
+class NodeGroupParams(ClusterParams):
+    """Params of nodegroup_delete: the cluster, its EKS cluster and the managed node group."""
+
+    eks_cluster: str
+    name: str
 
 
-async def _submit(ctx: CallContext, tag: str | None, name: str, field: str, kind: str, **extra: Any) -> OperationRef:
+class NodeGroupSizes(ParamsModel):
+    """An EKS scalingConfig (stored camelCase, as EKS names it)."""
+
+    min_size: int
+    max_size: int
+    desired_size: int
+
+
+class NodeGroupScaleParams(NodeGroupParams):
+    """Params of nodegroup_scale: the node group and the sizes it should have."""
+
+    scaling: NodeGroupSizes
+
+
+async def _submit(
+    ctx: CallContext, tag: str | None, name: str, field: str, kind: str, scaling: NodeGroupSizes | None = None
+) -> OperationRef:
     replayed = await ctx.app.runner.replay(kind, ctx.idempotency_key, status_tool="operation_get")
     if replayed is not None:
         return replayed
     resolved = await to_thread.run_sync(resolve_tag, ctx.app.db, tag)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, resolved)
-    eks = ctx.app.aws.eks(row.region)
-    if await blocking(describe_nodegroup, eks, row.eks_cluster_name, name) is None:
+    if await blocking(eks.describe_nodegroup, ctx.app.aws, row.region, row.eks_cluster_name, name) is None:
         raise NotFound(
             f"Invalid input: {field}: {row.eks_cluster_name} has no managed node group {name}",
             hint="cluster_get_instance_groups lists the node groups.",
             details={"fields": [{"field": field, "message": "no such node group"}]},
         )
+    where = {"cluster_tag": resolved, "region": row.region, "eks_cluster": row.eks_cluster_name, "name": name}
+    params = NodeGroupParams(**where) if scaling is None else NodeGroupScaleParams(**where, scaling=scaling)
     return await submit_for_cluster(
         ctx,
         kind,
         resolved,
-        {"clusterTag": resolved, "region": row.region, "eksCluster": row.eks_cluster_name, "name": name, **extra},
+        params,
         status_tool="operation_get",
         poll_after_seconds=20,
     )
@@ -218,7 +234,7 @@ async def _submit(ctx: CallContext, tag: str | None, name: str, field: str, kind
 async def cluster_nodegroup_scale(ctx: CallContext, req: NodeGroupScaleRequest) -> OperationRef:
     """Resize an EKS managed node group (CPU system capacity): minSize ≤ desiredSize ≤ maxSize. Finished
     when the update is Successful and the node group ACTIVE at the new sizes."""
-    sizes = {"minSize": req.min_size, "maxSize": req.max_size, "desiredSize": req.desired_size}
+    sizes = NodeGroupSizes(min_size=req.min_size, max_size=req.max_size, desired_size=req.desired_size)
     return await _submit(ctx, req.cluster_tag, req.name, "name", "nodegroup_scale", scaling=sizes)
 
 
@@ -243,21 +259,18 @@ async def cluster_nodegroup_delete(ctx: CallContext, req: NodeGroupDeleteRequest
 
 async def stage_nodegroup_scale(stage: StageContext) -> dict[str, Any]:
     """UpdateNodegroupConfig (only when the sizes differ) → ACTIVE at the new sizes."""
-    p = stage.raw_params
-    eks = stage.app.aws.eks(p["region"])
-    cluster, name, want = p["eksCluster"], p["name"], p["scaling"]
-    ng = await blocking(describe_nodegroup, eks, cluster, name)
+    p = stage.params_as(NodeGroupScaleParams)
+    aws, region, cluster, name = stage.app.aws, p.region, p.eks_cluster, p.name
+    want: dict[str, int] = p.scaling.model_dump(by_alias=True)
+    ng = await blocking(eks.describe_nodegroup, aws, region, cluster, name)
     if ng is None:
         raise NotFound(f"Node group {name} does not exist.")
     if {k: (ng.get("scalingConfig") or {}).get(k) for k in want} != want:
         await stage.progress(f"UpdateNodegroupConfig {name}: {want}")
-        try:
-            await blocking(eks.update_nodegroup_config, clusterName=cluster, nodegroupName=name, scalingConfig=want)
-        except Exception as exc:
-            raise translate(exc, f"scale node group {name}") from exc
+        await blocking(eks.scale_nodegroup, aws, region, cluster, name, want)
 
     async def active() -> tuple[bool, str]:
-        now = await blocking(describe_nodegroup, eks, cluster, name) or {}
+        now = await blocking(eks.describe_nodegroup, aws, region, cluster, name) or {}
         sizes = {k: (now.get("scalingConfig") or {}).get(k) for k in want}
         if now.get("status") in ("CREATE_FAILED", "DEGRADED"):
             issues = (now.get("health") or {}).get("issues") or []
@@ -270,25 +283,29 @@ async def stage_nodegroup_scale(stage: StageContext) -> dict[str, Any]:
 
 async def stage_nodegroup_delete(stage: StageContext) -> dict[str, Any]:
     """DeleteNodegroup (unless already deleting) → gone."""
-    p = stage.raw_params
-    eks = stage.app.aws.eks(p["region"])
-    cluster, name = p["eksCluster"], p["name"]
-    ng = await blocking(describe_nodegroup, eks, cluster, name)
+    p = stage.params_as(NodeGroupParams)
+    aws, region, cluster, name = stage.app.aws, p.region, p.eks_cluster, p.name
+    ng = await blocking(eks.describe_nodegroup, aws, region, cluster, name)
     if ng is not None and ng.get("status") != "DELETING":
         await stage.progress(f"DeleteNodegroup {name}")
-        try:
-            await blocking(eks.delete_nodegroup, clusterName=cluster, nodegroupName=name)
-        except Exception as exc:
-            if error_code(exc) != "ResourceNotFoundException":
-                raise translate(exc, f"delete node group {name}") from exc
+        with contextlib.suppress(NotFound):  # deleted meanwhile: what the stage waits for
+            await blocking(eks.delete_nodegroup, aws, region, cluster, name)
 
     async def gone() -> tuple[bool, str]:
-        now = await blocking(describe_nodegroup, eks, cluster, name)
+        now = await blocking(eks.describe_nodegroup, aws, region, cluster, name)
         return now is None, f"{name}: {(now or {}).get('status', 'deleted')}"
 
     await wait_until(stage, gone, limit_seconds=NODEGROUP_TIMEOUT, what=f"deletion of node group {name}")
     return {"nodeGroup": name, "deleted": True}
 
 
-KINDS.register(OperationKind(name="nodegroup_scale", stages=(StageSpec("scale", stage_nodegroup_scale),)))
-KINDS.register(OperationKind(name="nodegroup_delete", stages=(StageSpec("delete", stage_nodegroup_delete),)))
+KINDS.register(
+    OperationKind(
+        name="nodegroup_scale", params=NodeGroupScaleParams, stages=(StageSpec("scale", stage_nodegroup_scale),)
+    )
+)
+KINDS.register(
+    OperationKind(
+        name="nodegroup_delete", params=NodeGroupParams, stages=(StageSpec("delete", stage_nodegroup_delete),)
+    )
+)

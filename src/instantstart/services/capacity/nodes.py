@@ -2,24 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from anyio import to_thread
-from kubernetes import client as k8s
 from pydantic import Field
 from sqlalchemy import select
 
-from instantstart.aws import hyperpod as hp_api
-from instantstart.aws.errors import translate
+from instantstart.aws.hyperpod import HyperPod
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import NotFound, PreconditionFailed, ProviderError
-from instantstart.kube.calls import kube_api
+from instantstart.kube.calls import kube_api, kube_call
+from instantstart.kube.reads import read_node
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
-from instantstart.services.capacity.instance_groups import described, hyperpod_name
-from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
+from instantstart.services.capacity.groups import described
+from instantstart.services.core.registry import (
+    ClusterParams,
+    get_cluster,
+    hyperpod_cluster_name,
+    resolve_tag,
+    submit_for_cluster,
+)
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow
@@ -28,6 +33,7 @@ from instantstart.validation import ClusterTag
 NODE_TIMEOUT = 3600
 SOFTWARE_TIMEOUT = 6 * 3600
 NODE_ID = r"^(hyperpod-)?i-[0-9a-f]{8}([0-9a-f]{9})?$"
+NodeAction = Literal["reboot", "replace", "delete"]
 
 
 class NodeRequest(WireModel):
@@ -37,27 +43,22 @@ class NodeRequest(WireModel):
     node_id: str = Field(pattern=NODE_ID, description="i-0123456789abcdef0 or hyperpod-i-0123456789abcdef0")
 
 
+class NodeActionParams(ClusterParams):
+    """Params of node_reboot, node_replace and node_delete: the node (EC2 instance id) and the action."""
+
+    node_id: str
+    action: NodeAction
+
+
 def instance_id(node_id: str) -> str:
     """The EC2 instance id of a node id or Kubernetes Node name."""
     return node_id.removeprefix("hyperpod-")
 
 
-def describe_node(sm: hp_api.HyperPod, cluster: str, node: str) -> dict[str, Any] | None:
-    """DescribeClusterNode, or None when the node is gone (blocking)."""
-    return sm.describe_node(cluster, node)
-
-
 def kube_node(app: AppContext, row: ClusterRow, name: str) -> dict[str, Any] | None:
     """The Kubernetes Node `hyperpod-<id>` as the API server has it (None when absent; blocking)."""
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
-    try:
-        node = k8s.CoreV1Api(api).read_node(name)
-    except k8s.ApiException as exc:
-        if exc.status == 404:
-            return None
-        raise
-    value: dict[str, Any] = api.sanitize_for_serialization(node)  # type: ignore[no-untyped-call]
-    return value
+    return kube_call(f"read Node {name}", read_node, api, name)
 
 
 def node_ready(node: dict[str, Any] | None) -> bool:
@@ -66,7 +67,7 @@ def node_ready(node: dict[str, Any] | None) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
-async def submit_node_op(ctx: CallContext, req: NodeRequest, action: str) -> OperationRef:
+async def submit_node_op(ctx: CallContext, req: NodeRequest, action: NodeAction) -> OperationRef:
     """Check the node exists in the cluster, then submit node_<action> (a replayed clientToken returns the
     operation it started, even once the node is gone)."""
     replayed = await ctx.app.runner.replay(f"node_{action}", ctx.idempotency_key, status_tool="operation_get")
@@ -75,10 +76,10 @@ async def submit_node_op(ctx: CallContext, req: NodeRequest, action: str) -> Ope
     tag = await to_thread.run_sync(resolve_tag, ctx.app.db, req.cluster_tag)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
     node = instance_id(req.node_id)
-    sm = hp_api.HyperPod(ctx.app.aws, row.region)
-    if await blocking(describe_node, sm, hyperpod_name(row), node) is None:
+    cluster = hyperpod_cluster_name(row)
+    if await blocking(HyperPod(ctx.app.aws, row.region).describe_node, cluster, node) is None:
         raise NotFound(
-            f"Invalid input: nodeId: node {node} is not in {hyperpod_name(row)}",
+            f"Invalid input: nodeId: node {node} is not in {cluster}",
             hint="cluster_get_status lists the nodes (Kubernetes names hyperpod-i-…).",
             details={"fields": [{"field": "nodeId", "message": "no such node"}]},
         )
@@ -86,13 +87,13 @@ async def submit_node_op(ctx: CallContext, req: NodeRequest, action: str) -> Ope
         ctx,
         f"node_{action}",
         tag,
-        {"clusterTag": tag, "region": row.region, "nodeId": node, "action": action},
+        NodeActionParams(cluster_tag=tag, region=row.region, node_id=node, action=action),
         status_tool="operation_get",
         poll_after_seconds=15,
     )
 
 
-def batch(sm: hp_api.HyperPod, cluster: str, node: str, action: str) -> None:
+def batch(sm: HyperPod, cluster: str, node: str, action: str) -> None:
     """One Batch{Reboot,Replace,Delete}ClusterNodes call; a per-node failure fails the stage for good (blocking)."""
     for failure in sm.batch_node_action(cluster, node, action):
         code = failure.get("ErrorCode") or failure.get("Code") or "FAILED"
@@ -106,32 +107,31 @@ def batch(sm: hp_api.HyperPod, cluster: str, node: str, action: str) -> None:
 
 async def stage_request(stage: StageContext) -> dict[str, Any]:
     """Issue the batch call once (a node already on its way is not asked twice)."""
-    p = stage.raw_params
-    app = stage.app
-    row = await blocking(get_cluster, app.db, p["clusterTag"])
-    sm = hp_api.HyperPod(app.aws, p["region"])
-    cluster = hyperpod_name(row)
-    node = await blocking(describe_node, sm, cluster, p["nodeId"])
+    p = stage.params_as(NodeActionParams)
+    row = await blocking(get_cluster, stage.app.db, p.cluster_tag)
+    sm = HyperPod(stage.app.aws, p.region)
+    cluster = hyperpod_cluster_name(row)
+    node = await blocking(sm.describe_node, cluster, p.node_id)
     if node is None:
-        if p["action"] == "delete":
-            return {"nodeId": p["nodeId"], "group": None, "before": []}
-        raise NotFound(f"Node {p['nodeId']} is not in {cluster}.")
+        if p.action == "delete":
+            return {"nodeId": p.node_id, "group": None, "before": []}
+        raise NotFound(f"Node {p.node_id} is not in {cluster}.")
     group = str(node.get("InstanceGroupName"))
     listed = await blocking(sm.list_nodes, cluster, group)
     mates = [n for n in listed if n["InstanceGroupName"] == group]
     status = (node.get("InstanceStatus") or {}).get("Status")
     message = (node.get("InstanceStatus") or {}).get("Message") or ""
-    already = (p["action"] == "reboot" and status == "Pending" and "reboot" in message.lower()) or (
-        p["action"] != "reboot" and status == "ShuttingDown"
+    already = (p.action == "reboot" and status == "Pending" and "reboot" in message.lower()) or (
+        p.action != "reboot" and status == "ShuttingDown"
     )
     launched = _stamp(node.get("LaunchTime"))
-    if already and p["action"] == "replace":
+    if already and p.action == "replace":
         # Asked before a restart: the replacement may exist already, so only what ran before the old node counts.
         mates = [n for n in mates if _stamp(n.get("LaunchTime")) <= launched]
     if not already:
-        await stage.progress(f"{p['action']} {p['nodeId']} ({group}, {status})")
-        await blocking(batch, sm, cluster, p["nodeId"], p["action"])
-    return {"nodeId": p["nodeId"], "group": group, "before": [n["InstanceId"] for n in mates]}
+        await stage.progress(f"{p.action} {p.node_id} ({group}, {status})")
+        await blocking(batch, sm, cluster, p.node_id, p.action)
+    return {"nodeId": p.node_id, "group": group, "before": [n["InstanceId"] for n in mates]}
 
 
 def _stamp(value: Any) -> float:
@@ -143,17 +143,17 @@ def _stamp(value: Any) -> float:
 
 async def stage_settle(stage: StageContext) -> dict[str, Any]:
     """Poll the node (and its Kubernetes Node) to the action's terminal state."""
-    p = stage.raw_params
+    p = stage.params_as(NodeActionParams)
     app = stage.app
     asked = stage.outputs["request"]
-    row = await blocking(get_cluster, app.db, p["clusterTag"])
-    sm = hp_api.HyperPod(app.aws, p["region"])
-    cluster = hyperpod_name(row)
-    node_id, action = p["nodeId"], p["action"]
+    row = await blocking(get_cluster, app.db, p.cluster_tag)
+    sm = HyperPod(app.aws, p.region)
+    cluster = hyperpod_cluster_name(row)
+    node_id, action = p.node_id, p.action
     result: dict[str, Any] = {"nodeId": node_id, "action": action}
 
     async def settled() -> tuple[bool, str]:
-        node = await blocking(describe_node, sm, cluster, node_id)
+        node = await blocking(sm.describe_node, cluster, node_id)
         if action == "reboot":
             status = ((node or {}).get("InstanceStatus") or {}).get("Status", "gone")
             if node is None or status == "Failure":
@@ -187,10 +187,11 @@ async def stage_settle(stage: StageContext) -> dict[str, Any]:
     return result
 
 
-def _register(action: str) -> None:
+def _register(action: NodeAction) -> None:
     KINDS.register(
         OperationKind(
             name=f"node_{action}",
+            params=NodeActionParams,
             stages=(
                 StageSpec("request", stage_request, max_attempts=3, backoff_seconds=3),
                 StageSpec(
@@ -201,8 +202,9 @@ def _register(action: str) -> None:
     )
 
 
-for _action in ("reboot", "replace", "delete"):
-    _register(_action)
+_register("reboot")
+_register("replace")
+_register("delete")
 
 
 @operation(
@@ -297,7 +299,7 @@ async def hyperpod_update_software(ctx: CallContext, req: SoftwareRequest) -> Op
         ctx,
         "hyperpod_software_update",
         row.tag,
-        {"clusterTag": row.tag, "region": row.region},
+        ClusterParams(cluster_tag=row.tag, region=row.region),
         status_tool="operation_get",
         poll_after_seconds=60,
     )
@@ -305,18 +307,15 @@ async def hyperpod_update_software(ctx: CallContext, req: SoftwareRequest) -> Op
 
 async def stage_software(stage: StageContext) -> dict[str, Any]:
     """UpdateClusterSoftware once, then until every group reports its update Succeeded."""
-    app = stage.app
-    row = await blocking(get_cluster, app.db, stage.raw_params["clusterTag"])
-    sm = hp_api.HyperPod(app.aws, stage.raw_params["region"])
-    name = hyperpod_name(row)
+    p = stage.params_as(ClusterParams)
+    row = await blocking(get_cluster, stage.app.db, p.cluster_tag)
+    sm = HyperPod(stage.app.aws, p.region)
+    name = hyperpod_cluster_name(row)
     cluster = await blocking(describe_hyperpod_or_fail, sm, name)
     running = {"Pending", "InProgress", "RollbackInProgress"}
     if not any(g.get("SoftwareUpdateStatus") in running for g in cluster.get("InstanceGroups", [])):
         await stage.progress(f"UpdateClusterSoftware {name}")
-        try:
-            await blocking(sm.update_cluster_software, name)
-        except Exception as exc:
-            raise translate(exc, f"update the software of {name}") from exc
+        await blocking(sm.update_cluster_software, name)
 
     async def done() -> tuple[bool, str]:
         now = await blocking(describe_hyperpod_or_fail, sm, name)
@@ -338,7 +337,7 @@ async def stage_software(stage: StageContext) -> dict[str, Any]:
     }
 
 
-def describe_hyperpod_or_fail(sm: hp_api.HyperPod, name: str) -> dict[str, Any]:
+def describe_hyperpod_or_fail(sm: HyperPod, name: str) -> dict[str, Any]:
     """DescribeCluster; NotFound when the cluster is gone (blocking)."""
     cluster = sm.describe_cluster(name)
     if cluster is None:
@@ -349,6 +348,7 @@ def describe_hyperpod_or_fail(sm: hp_api.HyperPod, name: str) -> dict[str, Any]:
 KINDS.register(
     OperationKind(
         name="hyperpod_software_update",
+        params=ClusterParams,
         stages=(StageSpec("update", stage_software, max_attempts=3, timeout_seconds=SOFTWARE_TIMEOUT + 600),),
     )
 )

@@ -15,13 +15,14 @@ from instantstart.manifests.network import plan_addresses
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.services.cluster.dependencies.stage import DEPENDENCIES_STAGE
-from instantstart.services.cluster.eks_stage import EKS_STAGE, new_tag, submit_pipeline
+from instantstart.services.cluster.eks_stage import ACCESS_DOC, EKS_STAGE, new_tag, submit_pipeline
 from instantstart.services.cluster.hyperpod_stage import HYPERPOD_STAGE, HyperPodCreateRequest, hyperpod_params
+from instantstart.services.cluster.params import CreateParams, StorageSpecParams, stored
 from instantstart.services.cluster.preflight import PlanCreateRequest, plan
-from instantstart.services.cluster.status import VERIFICATION_STAGE
 from instantstart.services.cluster.storage_stage import STORAGE_STAGE
+from instantstart.services.cluster.verification import VERIFICATION_STAGE
 from instantstart.services.core.registry import activate_stage, mirror_pipeline_stages, reach_stage
-from instantstart.validation import ClusterTag, Region
+from instantstart.validation import AccessCidr, ClusterTag, Region, VpcCidr
 
 STAGES = ("eks", "activate", "dependencies", "hyperpod", "storage", "verification")
 
@@ -32,7 +33,8 @@ class CreateClusterRequest(WireModel):
     cluster_tag: ClusterTag | None = Field(default=None, description="Generated when absent.")
     region: Region | None = None
     vpc_id: str | None = Field(default=None, pattern=r"^vpc-[0-9a-f]{8,17}$", description="Reuse this VPC.")
-    vpc_cidr: str | None = Field(default=None, description="CIDR of a new VPC, chosen automatically when absent.")
+    vpc_cidr: VpcCidr | None = None
+    endpoint_public_access_cidrs: list[AccessCidr] | None = Field(default=None, max_length=40, description=ACCESS_DOC)
     kubernetes_version: str | None = Field(default=None, pattern=r"^1\.(2[89]|3[0-9])$")
     instance_type: str = Field(description="ml.* instance type of the accelerated group, e.g. ml.g6.4xlarge.")
     instance_count: int = Field(ge=0, le=6758)
@@ -58,6 +60,7 @@ ACTIVATE_STAGE = StageSpec(
 KINDS.register(
     OperationKind(
         name="cluster_create",
+        params=CreateParams,
         stages=(EKS_STAGE, ACTIVATE_STAGE, DEPENDENCIES_STAGE, HYPERPOD_STAGE, STORAGE_STAGE, VERIFICATION_STAGE),
         mirror=mirror_pipeline_stages,
     )
@@ -131,13 +134,14 @@ async def cluster_create(ctx: CallContext, req: CreateClusterRequest) -> Operati
                     "fields": [{"field": b.field, "message": b.message} for b in preflight.blockers if b.field],
                 },
             )
-    params = {
-        "clusterTag": tag,
-        "region": region,
-        "vpcCidr": req.vpc_cidr,
-        "vpcId": req.vpc_id,
-        "kubernetesVersion": req.kubernetes_version,
-        "hyperpod": hp["hyperpod"],
-        "storage": {"name": req.storage_name},
-    }
-    return await submit_pipeline(ctx, "cluster_create", tag, region, params, "cluster_get_status")
+    params = CreateParams(
+        cluster_tag=tag,
+        region=region,
+        vpc_cidr=req.vpc_cidr,
+        vpc_id=req.vpc_id,
+        kubernetes_version=req.kubernetes_version,
+        endpoint_public_access_cidrs=req.endpoint_public_access_cidrs,
+        hyperpod=hp.hyperpod,
+        storage=StorageSpecParams(name=req.storage_name),
+    )
+    return await submit_pipeline(ctx, "cluster_create", tag, region, stored(params), "cluster_get_status")

@@ -22,6 +22,7 @@ from instantstart.kube.calls import core_api, kube_call
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.services.cluster.network import tagged
+from instantstart.services.cluster.params import DeleteParams, PlannedStep, stored
 from instantstart.services.core.ledger import TAG_CLUSTER, mark_deleted, resources_of
 from instantstart.services.core.registry import ACTIVE_CLUSTER_KEY, get_cluster, submit_for_cluster
 from instantstart.services.core.stages import blocking, wait_until
@@ -204,11 +205,13 @@ async def cluster_delete(ctx: CallContext, req: DeleteRequest) -> OperationRef:
             hint="Call cluster_delete_plan and pass its planDigest.",
             details={"planDigest": current.plan_digest},
         )
-    params = {
-        "clusterTag": req.cluster_tag,
-        "deleteBucket": req.delete_bucket,
-        "plan": [r.model_dump(by_alias=True) for r in current.resources],
-    }
+    params = stored(
+        DeleteParams(
+            cluster_tag=req.cluster_tag,
+            delete_bucket=req.delete_bucket,
+            plan=[PlannedStep.model_validate(r.model_dump(by_alias=True)) for r in current.resources],
+        )
+    )
     return await submit_for_cluster(
         ctx, "cluster_delete", req.cluster_tag, params, status_tool="operation_get", poll_after_seconds=15
     )
@@ -322,13 +325,14 @@ def _still_there(app: AppContext, res: dict[str, Any]) -> bool:
 async def stage_delete(stage: StageContext) -> dict[str, Any]:
     """Delete every planned resource in order, waiting for each that takes time; gone already is success."""
     app = stage.app
-    tag = stage.raw_params["clusterTag"]
+    p = stage.params_as(DeleteParams)
+    tag = p.cluster_tag
     ledger = {(r.resource_type, r.resource_id): r.id for r in await blocking(resources_of, app.db, tag)}
     deleted = 0
-    for planned in stage.raw_params["plan"]:
-        res = {**planned, "clusterTag": tag}
-        label = f"{res['resourceType']} {res['resourceId']}"
-        await stage.progress(f"deleting {label} ({res['order']}/{len(stage.raw_params['plan'])})")
+    for planned in p.plan:
+        res = {**planned.model_dump(mode="json", by_alias=True), "clusterTag": tag}
+        label = f"{planned.resource_type} {planned.resource_id}"
+        await stage.progress(f"deleting {label} ({planned.order}/{len(p.plan)})")
         try:
             immediate = await blocking(_delete_one, app, res)
         except Exception as exc:
@@ -364,14 +368,16 @@ def _forget(app: AppContext, tag: str) -> None:
 
 async def stage_forget(stage: StageContext) -> dict[str, Any]:
     """Remove the cluster from the registry (and from being active)."""
-    await blocking(_forget, stage.app, stage.raw_params["clusterTag"])
+    tag = stage.params_as(DeleteParams).cluster_tag
+    await blocking(_forget, stage.app, tag)
     stage.app.cache.invalidate()
-    return {"forgotten": stage.raw_params["clusterTag"]}
+    return {"forgotten": tag}
 
 
 KINDS.register(
     OperationKind(
         name="cluster_delete",
+        params=DeleteParams,
         stages=(
             StageSpec(
                 "delete",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import secrets
-from datetime import datetime
 from typing import Any
 
 from anyio import to_thread
@@ -21,8 +20,9 @@ from instantstart.operations.models import OperationRef
 from instantstart.services.cluster import eks_control_plane as eks_svc
 from instantstart.services.cluster import iam as iam_svc
 from instantstart.services.cluster import network as net
+from instantstart.services.cluster.params import AddressPlanParams, EksParams, stored
+from instantstart.services.cluster.stage_status import StageStatus, stage_status
 from instantstart.services.core.registry import (
-    cluster_target,
     get_cluster,
     insert_cluster,
     mirror_pipeline_stages,
@@ -32,9 +32,13 @@ from instantstart.services.core.registry import (
 from instantstart.services.core.stages import blocking, project_bucket, record_details, wait_until
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow, utcnow
-from instantstart.validation import ClusterTag, Region
+from instantstart.validation import AccessCidr, ClusterTag, ComputeSubnetCidr, Region, SubnetCidr, VpcCidr
 
 EKS_TIMEOUT = 45 * 60
+ACCESS_DOC = (
+    "Who may reach the public Kubernetes API endpoint (the private endpoint is always on). Default: the"
+    " INSTANTSTART_EKS_PUBLIC_ACCESS_CIDRS setting; an empty list makes the endpoint private only."
+)
 
 
 def hyperpod_cluster_name(tag: str) -> str:
@@ -47,7 +51,8 @@ class CreateEksRequest(WireModel):
 
     cluster_tag: ClusterTag | None = Field(default=None, description="Generated when absent.")
     region: Region | None = None
-    vpc_cidr: str | None = Field(default=None, description="CIDR of a new VPC (/16-/18), e.g. 10.1.0.0/16.")
+    vpc_cidr: VpcCidr | None = None
+    endpoint_public_access_cidrs: list[AccessCidr] | None = Field(default=None, max_length=40, description=ACCESS_DOC)
     vpc_id: str | None = Field(default=None, pattern=r"^vpc-[0-9a-f]{8,17}$", description="Reuse this VPC.")
     kubernetes_version: str | None = Field(default=None, pattern=r"^1\.(2[89]|3[0-9])$")
 
@@ -57,12 +62,13 @@ class CreateEksWithCidrRequest(WireModel):
 
     cluster_tag: ClusterTag
     region: Region
-    vpc_cidr: str
-    public_subnet1_cidr: str
-    public_subnet2_cidr: str
-    eks_private_subnet1_cidr: str
-    eks_private_subnet2_cidr: str
-    hyper_pod_private_subnet_cidr: str
+    vpc_cidr: VpcCidr
+    public_subnet1_cidr: SubnetCidr
+    public_subnet2_cidr: SubnetCidr
+    eks_private_subnet1_cidr: SubnetCidr
+    eks_private_subnet2_cidr: SubnetCidr
+    hyper_pod_private_subnet_cidr: ComputeSubnetCidr
+    endpoint_public_access_cidrs: list[AccessCidr] | None = Field(default=None, max_length=40, description=ACCESS_DOC)
     vpc_id: str | None = Field(default=None, pattern=r"^vpc-[0-9a-f]{8,17}$")
     kubernetes_version: str | None = Field(default=None, pattern=r"^1\.(2[89]|3[0-9])$")
 
@@ -71,21 +77,6 @@ class StatusRequest(WireModel):
     """Which cluster (the active one when absent)."""
 
     cluster_tag: ClusterTag | None = None
-
-
-class StageStatus(WireModel):
-    """Where a cluster's creation stage stands; never an ambiguous null."""
-
-    cluster_tag: str
-    stage: str
-    state: str = Field(description="NOT_STARTED, IN_PROGRESS, SUCCEEDED, FAILED or CANCELLED")
-    terminal: bool
-    operation_id: str | None
-    message: str
-    elapsed_seconds: float
-    error: dict[str, Any] | None
-    resource_status: str | None = Field(description="What AWS reports for the resource right now.")
-    details: dict[str, Any]
 
 
 class ZonesResult(WireModel):
@@ -128,24 +119,12 @@ async def submit_pipeline(
     return await submit_for_cluster(ctx, kind, tag, params, status_tool=status_tool, poll_after_seconds=30)
 
 
-async def stage_eks(stage: StageContext) -> dict[str, Any]:
-    """Network → IAM → EKS control plane (waited for) → access entry and OIDC provider."""
-    p = stage.raw_params
-    tag, region = p["clusterTag"], p["region"]
-    app = stage.app
-    ec2 = app.aws.ec2(region)
-    n = net.NetCtx(ec2=ec2, db=app.db, cluster_tag=tag, operation_id=stage.operation_id, region=region)
-    plan = AddressPlan(**p["plan"]) if p.get("plan") else None
-    await stage.progress("network: VPC, subnets, internet and NAT gateways, routes, S3 endpoint, security group")
-    network = await blocking(net.ensure_network, n, vpc_id=p.get("vpcId"), plan=plan, vpc_cidr=p.get("vpcCidr"))
-    await record_details(stage, tag, network=network)
-    await stage.progress("IAM: EKS cluster role and HyperPod execution role")
-    bucket = await blocking(project_bucket, stage, region, tag)
-    iam = app.aws.iam(region)
-    common = {"cluster_tag": tag, "operation_id": stage.operation_id, "region": region}
+async def _roles(stage: StageContext, bucket: str, common: dict[str, Any]) -> tuple[str, str]:
+    """The EKS cluster role and the HyperPod execution role (S3 limited to the project bucket); their ARNs."""
+    app, tag = stage.app, common["cluster_tag"]
     eks_role = await blocking(
         iam_svc.ensure_role,
-        iam,
+        app.aws,
         app.db,
         name=f"instantstart-{tag}-eks",
         service="eks.amazonaws.com",
@@ -155,7 +134,7 @@ async def stage_eks(stage: StageContext) -> dict[str, Any]:
     )
     exec_role = await blocking(
         iam_svc.ensure_role,
-        iam,
+        app.aws,
         app.db,
         name=f"instantstart-{tag}-hyperpod",
         service="sagemaker.amazonaws.com",
@@ -164,24 +143,50 @@ async def stage_eks(stage: StageContext) -> dict[str, Any]:
         description="HyperPod instance groups of an InstantStart cluster",
         **common,
     )
+    return eks_role, exec_role
+
+
+async def stage_eks(stage: StageContext) -> dict[str, Any]:
+    """Network → IAM → EKS control plane (waited for) → access entry and OIDC provider."""
+    p = stage.params_as(EksParams)
+    tag, region = p.cluster_tag, p.region
+    app = stage.app
+    n = net.NetCtx(aws=app.aws, db=app.db, cluster_tag=tag, operation_id=stage.operation_id, region=region)
+    plan = (
+        AddressPlan(
+            vpc=p.plan.vpc,
+            public=(p.plan.public[0], p.plan.public[1]),
+            eks_private=(p.plan.eks_private[0], p.plan.eks_private[1]),
+            compute=p.plan.compute,
+        )
+        if p.plan
+        else None
+    )
+    await stage.progress("network: VPC, subnets, internet and NAT gateways, routes, S3 endpoint, security group")
+    network = await blocking(net.ensure_network, n, vpc_id=p.vpc_id, plan=plan, vpc_cidr=p.vpc_cidr)
+    await record_details(stage, tag, network=network)
+    await stage.progress("IAM: EKS cluster role and HyperPod execution role")
+    bucket = await blocking(project_bucket, stage, region, tag)
+    common = {"cluster_tag": tag, "operation_id": stage.operation_id, "region": region}
+    eks_role, exec_role = await _roles(stage, bucket, common)
     name = eks_svc.eks_cluster_name(tag)
-    eks = app.aws.eks(region)
-    version = p.get("kubernetesVersion") or app.settings.kubernetes_version
+    version = p.kubernetes_version or app.settings.kubernetes_version
     await stage.progress(f"EKS control plane {name} (Kubernetes {version}): creating")
     await blocking(
         eks_svc.ensure_cluster,
-        eks,
+        app.aws,
         app.db,
         name=name,
         version=version,
         role_arn=eks_role,
         subnet_ids=network["eksSubnetIds"],
         security_group_id=network["securityGroupId"],
+        public_access_cidrs=public_access_cidrs(p.endpoint_public_access_cidrs, app.settings.eks_public_access_cidrs),
         **common,
     )
 
     async def active() -> tuple[bool, str]:
-        cluster = await blocking(eks_svc.describe, eks, name)
+        cluster = await blocking(eks_api.describe_cluster, app.aws, region, name)
         status = (cluster or {}).get("status", "MISSING")
         if status in ("FAILED", "DELETING", "MISSING"):
             raise ProviderError(
@@ -192,12 +197,12 @@ async def stage_eks(stage: StageContext) -> dict[str, Any]:
         return status == "ACTIVE", f"EKS control plane {name}: {status}"
 
     await wait_until(stage, active, limit_seconds=EKS_TIMEOUT, what=f"EKS cluster {name}")
-    cluster = await blocking(eks_svc.describe, eks, name) or {}
+    cluster = await blocking(eks_api.describe_cluster, app.aws, region, name) or {}
     principal = await blocking(iam_svc.caller_principal, app.aws, region)
     await stage.progress("access entry for the control plane and the cluster's OIDC provider")
-    await blocking(eks_svc.ensure_admin_access, eks, name=name, principal_arn=principal)
+    await blocking(eks_api.ensure_admin_access, app.aws, region, name=name, principal_arn=principal)
     issuer = cluster.get("identity", {}).get("oidc", {}).get("issuer")
-    oidc = await blocking(iam_svc.ensure_oidc_provider, iam, app.db, issuer=issuer, **common) if issuer else None
+    oidc = await blocking(iam_svc.ensure_oidc_provider, app.aws, app.db, issuer=issuer, **common) if issuer else None
     outputs = {
         "eksClusterName": name,
         "eksClusterArn": cluster.get("arn"),
@@ -214,10 +219,17 @@ async def stage_eks(stage: StageContext) -> dict[str, Any]:
 
 
 EKS_STAGE = StageSpec("eks", stage_eks, max_attempts=5, timeout_seconds=EKS_TIMEOUT + 600, backoff_seconds=5)
-KINDS.register(OperationKind(name="cluster_create_eks", stages=(EKS_STAGE,), mirror=mirror_pipeline_stages))
+KINDS.register(
+    OperationKind(name="cluster_create_eks", params=EksParams, stages=(EKS_STAGE,), mirror=mirror_pipeline_stages)
+)
 
 
-def _plan_params(req: CreateEksWithCidrRequest) -> dict[str, Any]:
+def public_access_cidrs(given: list[str] | None, default: list[str]) -> list[str]:
+    """The CIDRs allowed to the public API endpoint: the request's, else the setting (empty = private only)."""
+    return list(given if given is not None else default)
+
+
+def _plan_params(req: CreateEksWithCidrRequest) -> AddressPlanParams:
     plan = AddressPlan(
         vpc=req.vpc_cidr,
         public=(req.public_subnet1_cidr, req.public_subnet2_cidr),
@@ -225,12 +237,9 @@ def _plan_params(req: CreateEksWithCidrRequest) -> dict[str, Any]:
         compute=req.hyper_pod_private_subnet_cidr,
     )
     validate_plan(plan)
-    return {
-        "vpc": plan.vpc,
-        "public": list(plan.public),
-        "eks_private": list(plan.eks_private),
-        "compute": plan.compute,
-    }
+    return AddressPlanParams(
+        vpc=plan.vpc, public=list(plan.public), eks_private=list(plan.eks_private), compute=plan.compute
+    )
 
 
 @operation(
@@ -257,14 +266,17 @@ async def cluster_create_eks(ctx: CallContext, req: CreateEksRequest) -> Operati
         plan_addresses(req.vpc_cidr)  # validates size and syntax with a field-named error
     tag = req.cluster_tag or new_tag()
     region = req.region or ctx.app.settings.aws_region
-    params = {
-        "clusterTag": tag,
-        "region": region,
-        "vpcCidr": req.vpc_cidr,
-        "vpcId": req.vpc_id,
-        "kubernetesVersion": req.kubernetes_version,
-    }
-    return await submit_pipeline(ctx, "cluster_create_eks", tag, region, params, "cluster_get_eks_creation_status")
+    params = EksParams(
+        cluster_tag=tag,
+        region=region,
+        vpc_cidr=req.vpc_cidr,
+        vpc_id=req.vpc_id,
+        kubernetes_version=req.kubernetes_version,
+        endpoint_public_access_cidrs=req.endpoint_public_access_cidrs,
+    )
+    return await submit_pipeline(
+        ctx, "cluster_create_eks", tag, region, stored(params), "cluster_get_eks_creation_status"
+    )
 
 
 @operation(
@@ -287,67 +299,18 @@ async def cluster_create_eks_with_cidr(ctx: CallContext, req: CreateEksWithCidrR
     """As cluster_create_eks, with every CIDR explicit: all subnets must lie inside vpcCidr, none may
     overlap, and the HyperPod compute subnet must be /20 or larger. Refused before anything is created."""
     plan = _plan_params(req)
-    params = {
-        "clusterTag": req.cluster_tag,
-        "region": req.region,
-        "vpcCidr": req.vpc_cidr,
-        "vpcId": req.vpc_id,
-        "kubernetesVersion": req.kubernetes_version,
-        "plan": plan,
-    }
+    params = EksParams(
+        cluster_tag=req.cluster_tag,
+        region=req.region,
+        vpc_cidr=req.vpc_cidr,
+        vpc_id=req.vpc_id,
+        kubernetes_version=req.kubernetes_version,
+        endpoint_public_access_cidrs=req.endpoint_public_access_cidrs,
+        plan=plan,
+    )
     return await submit_pipeline(
-        ctx, "cluster_create_eks", req.cluster_tag, req.region, params, "cluster_get_eks_creation_status"
+        ctx, "cluster_create_eks", req.cluster_tag, req.region, stored(params), "cluster_get_eks_creation_status"
     )
-
-
-async def stage_status(
-    ctx: CallContext, tag: str, stage_name: str, kinds: tuple[str, ...], resource: Any = None
-) -> StageStatus:
-    """The latest operation running `stage_name` for the cluster, plus a fresh (cached) look at the resource."""
-    row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
-    ops = []
-    for kind in kinds:
-        found, _ = await blocking(ctx.app.runner.store.list_operations, target=cluster_target(tag), kind=kind, limit=1)
-        ops.extend(found)
-    ops.sort(key=lambda o: o.created_at, reverse=True)
-    current = resource() if resource else None
-    resource_status = await current if current is not None else None
-    if not ops:
-        state = (row.stages or {}).get(stage_name, "NOT_STARTED")
-        return StageStatus(
-            cluster_tag=tag,
-            stage=stage_name,
-            state=_state(state),
-            terminal=state != "RUNNING",
-            operation_id=None,
-            message="no operation has run this stage",
-            elapsed_seconds=0.0,
-            error=None,
-            resource_status=resource_status,
-            details=row.details or {},
-        )
-    op = ops[0]
-    stage = next((s for s in op.stages if s.name == stage_name), op.stages[0])
-    state = _state(stage.status.value)
-    started = stage.started_at or op.created_at
-    ended = stage.finished_at or (op.finished_at if op.status.value in ("FAILED", "CANCELLED") else None)
-    elapsed = ((ended or utcnow()) - started).total_seconds() if isinstance(started, datetime) else 0.0
-    return StageStatus(
-        cluster_tag=tag,
-        stage=stage_name,
-        state=state,
-        terminal=state in ("SUCCEEDED", "FAILED", "CANCELLED"),
-        operation_id=op.operation_id,
-        message=stage.message or op.status.value,
-        elapsed_seconds=round(elapsed, 1),
-        error=op.error.model_dump(by_alias=True) if op.error and state != "SUCCEEDED" else None,
-        resource_status=resource_status,
-        details=row.details or {},
-    )
-
-
-def _state(status: str) -> str:
-    return {"PENDING": "IN_PROGRESS", "RUNNING": "IN_PROGRESS"}.get(status, status)
 
 
 @operation("cluster_get_eks_creation_status", method="GET", path="/clusters/eks-status", example={})

@@ -24,11 +24,13 @@ from instantstart.manifests.hyperpod import (
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.services.cluster import network as net
-from instantstart.services.cluster.eks_stage import StageStatus, stage_status
+from instantstart.services.cluster.params import HyperPodGroupParams, HyperPodParams, stored
+from instantstart.services.cluster.stage_status import StageStatus, stage_status
 from instantstart.services.core.instance_types import lookup
 from instantstart.services.core.ledger import aws_tags, record
 from instantstart.services.core.registry import get_cluster, mirror_pipeline_stages, resolve_tag, submit_for_cluster
 from instantstart.services.core.stages import blocking, record_details, wait_until
+from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag
 
 HYPERPOD_TIMEOUT = 3 * 3600
@@ -104,25 +106,22 @@ def group_name(tag: str) -> str:
     return f"accelerated-{tag}"
 
 
-def hyperpod_params(tag: str, region: str, req: HyperPodCreateRequest) -> dict[str, Any]:
+def hyperpod_params(tag: str, region: str, req: HyperPodCreateRequest) -> HyperPodParams:
     """The persisted parameters of the HyperPod stage (also embedded in cluster_create)."""
     facts = lookup(req.accelerated_instance_type, "acceleratedInstanceType")
-    return {
-        "clusterTag": tag,
-        "region": region,
-        "hyperpod": {
-            "groupName": group_name(req.hyper_pod_tag or tag),
-            "instanceType": facts.name,
-            "count": req.accelerated_instance_count,
-            "availabilityZone": req.availability_zone,
-            "ebsGb": req.accelerated_ebs_volume_size,
-            "trainingPlanArn": req.accelerated_training_plan_arn,
-            "subnetId": req.compute_subnet_id,
-            "capacityType": req.capacity_type,
-            "threadsPerCore": facts.threads_per_core,
-            "deepHealthChecks": list(DEEP_HEALTH_CHECKS) if req.on_start_deep_health_checks else [],
-        },
-    }
+    group = HyperPodGroupParams(
+        group_name=group_name(req.hyper_pod_tag or tag),
+        instance_type=facts.name,
+        count=req.accelerated_instance_count,
+        availability_zone=req.availability_zone,
+        ebs_gb=req.accelerated_ebs_volume_size,
+        training_plan_arn=req.accelerated_training_plan_arn,
+        subnet_id=req.compute_subnet_id,
+        capacity_type=req.capacity_type,
+        threads_per_core=facts.threads_per_core,
+        deep_health_checks=list(DEEP_HEALTH_CHECKS) if req.on_start_deep_health_checks else [],
+    )
+    return HyperPodParams(cluster_tag=tag, region=region, hyperpod=group)
 
 
 async def cached_describe(
@@ -147,75 +146,80 @@ def capacity_events(aws: AwsClients, region: str, name: str) -> list[dict[str, A
     ]
 
 
-async def stage_hyperpod(stage: StageContext) -> dict[str, Any]:
-    """Lifecycle script → compute subnet → CreateCluster → InService with every node up."""
-    p = stage.raw_params
-    tag, region, hp = p["clusterTag"], p["region"], p["hyperpod"]
-    app = stage.app
-    row = await blocking(get_cluster, app.db, tag)
+def _eks_details(row: ClusterRow) -> dict[str, Any]:
+    """What the EKS stage recorded; PreconditionFailed until it has finished."""
     details = row.details or {}
     if (row.stages or {}).get("eks") != "SUCCEEDED" or not details.get("eksClusterArn"):
         raise PreconditionFailed(
-            f"The EKS stage of {tag} has not finished.",
+            f"The EKS stage of {row.tag} has not finished.",
             hint="Run cluster_create_eks and wait for it (cluster_get_eks_creation_status).",
         )
-    bucket = details["bucket"]
-    key = f"instantstart/{tag}/lifecycle/on_create.sh"
-    await stage.progress(f"lifecycle script: s3://{bucket}/{key}")
-    await blocking(s3.put_object, app.aws, region, bucket, key, LIFECYCLE_SCRIPT.encode(), "text/x-shellscript")
-    n = net.NetCtx(
-        ec2=app.aws.ec2(region), db=app.db, cluster_tag=tag, operation_id=stage.operation_id, region=region
-    )
-    az = hp["availabilityZone"]
-    await stage.progress(f"compute subnet in {az}")
-    subnet = await blocking(
+    return details
+
+
+async def _compute_subnet(stage: StageContext, p: HyperPodParams, details: dict[str, Any]) -> dict[str, Any]:
+    """The compute subnet of the group's AZ (given, shared, or new), recorded on the cluster."""
+    app, hp = stage.app, p.hyperpod
+    n = net.NetCtx(aws=app.aws, db=app.db, cluster_tag=p.cluster_tag, operation_id=stage.operation_id, region=p.region)
+    await stage.progress(f"compute subnet in {hp.availability_zone}")
+    subnet: dict[str, Any] = await blocking(
         net.ensure_compute_subnet,
         n,
         vpc_id=details["vpcId"],
-        az=az,
-        subnet_id=hp.get("subnetId"),
+        az=hp.availability_zone,
+        subnet_id=hp.subnet_id,
         nat_gateway_id=details.get("natGatewayId"),
         s3_endpoint_id=details.get("s3EndpointId"),
-        min_free=int(hp["count"]) + 8,
+        min_free=hp.count + 8,
         preferred_cidr=details.get("computeSubnetCidr"),
     )
-    await record_details(stage, tag, computeSubnets={az: subnet["subnetId"]})
-    name = row.hyperpod_cluster_name or f"hp-cluster-{tag}"
-    existing = await blocking(hp_api.describe_cluster, app.aws, region, name)
-    seen = {e.get("EventId") for e in await blocking(capacity_events, app.aws, region, name)} if existing else set()
-    if existing is None:
-        group = GroupDecision(
-            name=hp["groupName"],
-            instance_type=hp["instanceType"],
-            count=int(hp["count"]),
-            execution_role=details["executionRoleArn"],
-            lifecycle_uri=f"s3://{bucket}/instantstart/{tag}/lifecycle/",
-            ebs_gb=int(hp["ebsGb"]),
-            threads_per_core=int(hp["threadsPerCore"]),
-            training_plan_arn=hp.get("trainingPlanArn"),
-            capacity_type=hp["capacityType"],
-            deep_health_checks=tuple(hp["deepHealthChecks"]),
-        )
-        request = create_cluster_request(
-            name=name,
-            eks_cluster_arn=details["eksClusterArn"],
-            security_group_id=details["securityGroupId"],
-            subnet_id=subnet["subnetId"],
-            groups=[instance_group(group)],
-            tags=aws_tags(tag, stage.operation_id),
-        )
-        await stage.progress(f"CreateCluster {name}: {hp['count']} x {hp['instanceType']} in {az}")
-        arn = await blocking(hp_api.create_cluster, app.aws, region, request)
-        await blocking(
-            record,
-            app.db,
-            cluster_tag=tag,
-            operation_id=stage.operation_id,
-            resource_type="sagemaker:cluster",
-            resource_id=name,
-            region=region,
-            details={"arn": arn},
-        )
+    await record_details(stage, p.cluster_tag, computeSubnets={hp.availability_zone: subnet["subnetId"]})
+    return subnet
+
+
+async def _create_cluster(
+    stage: StageContext, p: HyperPodParams, name: str, details: dict[str, Any], subnet_id: str
+) -> None:
+    """CreateCluster with the one accelerated group, ledgered."""
+    app, hp, tag = stage.app, p.hyperpod, p.cluster_tag
+    bucket = details["bucket"]
+    group = GroupDecision(
+        name=hp.group_name,
+        instance_type=hp.instance_type,
+        count=hp.count,
+        execution_role=details["executionRoleArn"],
+        lifecycle_uri=f"s3://{bucket}/instantstart/{tag}/lifecycle/",
+        ebs_gb=hp.ebs_gb,
+        threads_per_core=hp.threads_per_core,
+        training_plan_arn=hp.training_plan_arn,
+        capacity_type=hp.capacity_type,
+        deep_health_checks=tuple(hp.deep_health_checks),
+    )
+    request = create_cluster_request(
+        name=name,
+        eks_cluster_arn=details["eksClusterArn"],
+        security_group_id=details["securityGroupId"],
+        subnet_id=subnet_id,
+        groups=[instance_group(group)],
+        tags=aws_tags(tag, stage.operation_id),
+    )
+    await stage.progress(f"CreateCluster {name}: {hp.count} x {hp.instance_type} in {hp.availability_zone}")
+    arn = await blocking(hp_api.create_cluster, app.aws, p.region, request)
+    await blocking(
+        record,
+        app.db,
+        cluster_tag=tag,
+        operation_id=stage.operation_id,
+        resource_type="sagemaker:cluster",
+        resource_id=name,
+        region=p.region,
+        details={"arn": arn},
+    )
+
+
+async def _wait_in_service(stage: StageContext, p: HyperPodParams, name: str, seen: set[Any]) -> None:
+    """Until InService with every group at its target; a new capacity event fails with CAPACITY_UNAVAILABLE."""
+    app, hp, region = stage.app, p.hyperpod, p.region
 
     async def in_service() -> tuple[bool, str]:
         cluster = await blocking(hp_api.describe_cluster, app.aws, region, name)
@@ -231,7 +235,7 @@ async def stage_hyperpod(stage: StageContext) -> dict[str, Any]:
         if fresh or (status in ("Failed", "RollingBack") and any(w in failure.lower() for w in CAPACITY_WORDS)):
             reason = fresh[0]["Description"] if fresh else failure
             raise CapacityUnavailable(
-                f"HyperPod could not get capacity for {hp['instanceType']} in {az}: {reason}",
+                f"HyperPod could not get capacity for {hp.instance_type} in {hp.availability_zone}: {reason}",
                 hint="Try another Availability Zone or instance type, use a training plan, or "
                 "wait and run operation_retry (the EKS stage stays done).",
             )
@@ -245,12 +249,31 @@ async def stage_hyperpod(stage: StageContext) -> dict[str, Any]:
         return done, f"HyperPod {name}: {status} ({counts})"
 
     await wait_until(stage, in_service, limit_seconds=HYPERPOD_TIMEOUT, what=f"HyperPod cluster {name}")
+
+
+async def stage_hyperpod(stage: StageContext) -> dict[str, Any]:
+    """Lifecycle script → compute subnet → CreateCluster → InService with every node up."""
+    p = stage.params_as(HyperPodParams)
+    tag, region, app = p.cluster_tag, p.region, stage.app
+    row = await blocking(get_cluster, app.db, tag)
+    details = _eks_details(row)
+    bucket = details["bucket"]
+    key = f"instantstart/{tag}/lifecycle/on_create.sh"
+    await stage.progress(f"lifecycle script: s3://{bucket}/{key}")
+    await blocking(s3.put_object, app.aws, region, bucket, key, LIFECYCLE_SCRIPT.encode(), "text/x-shellscript")
+    subnet = await _compute_subnet(stage, p, details)
+    name = row.hyperpod_cluster_name or f"hp-cluster-{tag}"
+    existing = await blocking(hp_api.describe_cluster, app.aws, region, name)
+    seen = {e.get("EventId") for e in await blocking(capacity_events, app.aws, region, name)} if existing else set()
+    if existing is None:
+        await _create_cluster(stage, p, name, details, subnet["subnetId"])
+    await _wait_in_service(stage, p, name, seen)
     cluster = await blocking(hp_api.describe_cluster, app.aws, region, name) or {}
     outputs = {
         "hyperpodClusterName": name,
         "hyperpodClusterArn": cluster.get("ClusterArn"),
         "computeSubnetId": subnet["subnetId"],
-        "instanceGroup": hp["groupName"],
+        "instanceGroup": p.hyperpod.group_name,
     }
     await record_details(stage, tag, **outputs)
     return outputs
@@ -259,7 +282,11 @@ async def stage_hyperpod(stage: StageContext) -> dict[str, Any]:
 HYPERPOD_STAGE = StageSpec(
     "hyperpod", stage_hyperpod, max_attempts=3, timeout_seconds=HYPERPOD_TIMEOUT + 600, backoff_seconds=5
 )
-KINDS.register(OperationKind(name="hyperpod_create", stages=(HYPERPOD_STAGE,), mirror=mirror_pipeline_stages))
+KINDS.register(
+    OperationKind(
+        name="hyperpod_create", params=HyperPodParams, stages=(HYPERPOD_STAGE,), mirror=mirror_pipeline_stages
+    )
+)
 
 
 async def validate_zone(ctx: CallContext, region: str, az: str, field: str = "availabilityZone") -> None:
@@ -305,7 +332,7 @@ async def hyperpod_create(ctx: CallContext, req: HyperPodCreateRequest) -> Opera
     params = hyperpod_params(tag, row.region, req)
     await validate_zone(ctx, row.region, req.availability_zone)
     return await submit_for_cluster(
-        ctx, "hyperpod_create", tag, params, status_tool="hyperpod_get_creation_status", poll_after_seconds=30
+        ctx, "hyperpod_create", tag, stored(params), status_tool="hyperpod_get_creation_status", poll_after_seconds=30
     )
 
 

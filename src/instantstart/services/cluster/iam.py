@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from instantstart.aws import iam as iam_api
 from instantstart.aws import identity
 from instantstart.aws.clients import AwsClients
-from instantstart.aws.errors import error_code, translate
 from instantstart.services.core.ledger import aws_tags, record
 from instantstart.store.db import Database
 
 EKS_CLUSTER_POLICY = "arn:aws:iam::aws:policy/AmazonEKSClusterPolicy"
 HYPERPOD_INSTANCE_POLICY = "arn:aws:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy"
+OIDC_THUMBPRINT = "9e99a48a9960b14926bb7f3b02e22da2b0ab7280"
 
 
 def trust(service: str) -> str:
@@ -79,7 +80,7 @@ def execution_inline_policy(bucket: str) -> dict[str, Any]:
 
 
 def ensure_role(
-    iam: Any,
+    aws: AwsClients,
     db: Database,
     *,
     cluster_tag: str,
@@ -92,36 +93,32 @@ def ensure_role(
     description: str = "",
 ) -> str:
     """A role with exactly the given trust, managed policies and inline policy; returns its ARN."""
-    try:
-        try:
-            arn = iam.get_role(RoleName=name)["Role"]["Arn"]
-        except Exception as exc:
-            if error_code(exc) != "NoSuchEntity":
-                raise
-            arn = iam.create_role(
-                RoleName=name,
-                AssumeRolePolicyDocument=trust(service),
-                Description=description,
-                Tags=aws_tags(cluster_tag, operation_id, name),
-            )["Role"]["Arn"]
-            record(
-                db,
-                cluster_tag=cluster_tag,
-                operation_id=operation_id,
-                resource_type="iam:role",
-                resource_id=name,
-                region=region,
-                details={"arn": arn},
-            )
-        attached = {p["PolicyArn"] for p in iam.list_attached_role_policies(RoleName=name)["AttachedPolicies"]}
-        for policy in managed:
-            if policy not in attached:
-                iam.attach_role_policy(RoleName=name, PolicyArn=policy)
-        if inline is not None:
-            iam.put_role_policy(RoleName=name, PolicyName="instantstart", PolicyDocument=json.dumps(inline))
-        return str(arn)
-    except Exception as exc:
-        raise translate(exc, f"ensure IAM role {name}") from exc
+    arn = iam_api.role_arn(aws, region, name)
+    if arn is None:
+        arn = iam_api.create_role(
+            aws,
+            region,
+            name=name,
+            trust_policy=trust(service),
+            description=description,
+            tags=aws_tags(cluster_tag, operation_id, name),
+        )
+        record(
+            db,
+            cluster_tag=cluster_tag,
+            operation_id=operation_id,
+            resource_type="iam:role",
+            resource_id=name,
+            region=region,
+            details={"arn": arn},
+        )
+    attached = iam_api.attached_policies(aws, region, name)
+    for policy in managed:
+        if policy not in attached:
+            iam_api.attach_policy(aws, region, name, policy)
+    if inline is not None and iam_api.inline_policy(aws, region, name) != inline:
+        iam_api.put_inline_policy(aws, region, name, inline)
+    return arn
 
 
 def caller_principal(aws: AwsClients, region: str) -> str:
@@ -135,28 +132,21 @@ def caller_principal(aws: AwsClients, region: str) -> str:
 
 
 def ensure_oidc_provider(
-    iam: Any, db: Database, *, cluster_tag: str, operation_id: str, region: str, issuer: str
+    aws: AwsClients, db: Database, *, cluster_tag: str, operation_id: str, region: str, issuer: str
 ) -> str:
     """The IAM OIDC provider of the EKS cluster's issuer (for IRSA); returns its ARN."""
-    host = issuer.removeprefix("https://")
-    try:
-        for provider in iam.list_open_id_connect_providers()["OpenIDConnectProviderList"]:
-            if provider["Arn"].endswith("/" + host):
-                return str(provider["Arn"])
-        arn = iam.create_open_id_connect_provider(
-            Url=issuer,
-            ClientIDList=["sts.amazonaws.com"],
-            ThumbprintList=["9e99a48a9960b14926bb7f3b02e22da2b0ab7280"],
-            Tags=aws_tags(cluster_tag, operation_id),
-        )["OpenIDConnectProviderArn"]
-    except Exception as exc:
-        raise translate(exc, "register the cluster's OIDC provider") from exc
+    found = iam_api.oidc_provider_arn(aws, region, issuer)
+    if found is not None:
+        return found
+    arn = iam_api.create_oidc_provider(
+        aws, region, issuer=issuer, thumbprint=OIDC_THUMBPRINT, tags=aws_tags(cluster_tag, operation_id)
+    )
     record(
         db,
         cluster_tag=cluster_tag,
         operation_id=operation_id,
         resource_type="iam:oidc-provider",
-        resource_id=str(arn),
+        resource_id=arn,
         region=region,
     )
-    return str(arn)
+    return arn

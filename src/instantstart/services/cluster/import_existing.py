@@ -17,6 +17,7 @@ from instantstart.context import CallContext, StageContext
 from instantstart.errors import NotFound
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
+from instantstart.services.cluster.params import ImportParams, stored
 from instantstart.services.core.registry import insert_cluster, submit_for_cluster, update_cluster
 from instantstart.services.core.stages import blocking
 from instantstart.store.db import Database
@@ -97,12 +98,9 @@ def register_import(db: Database, tag: str, region: str, details: dict[str, Any]
 
 async def stage_detect(stage: StageContext) -> dict[str, Any]:
     """Refresh what the imported cluster has (re-runnable)."""
-    p = stage.raw_params
-    try:
-        details = await blocking(detect, stage.app.aws, p["eksClusterName"], p["region"])
-    except NotFound:
-        raise
-    await blocking(update_cluster, stage.app.db, p["clusterTag"], details=details)
+    p = stage.params_as(ImportParams)
+    details = await blocking(detect, stage.app.aws, p.eks_cluster_name, p.region)
+    await blocking(update_cluster, stage.app.db, p.cluster_tag, details=details)
     await stage.progress(
         f"detected {len(details.get('addons', []))} add-ons"
         + (f" and HyperPod cluster {details['hyperpodClusterName']}" if details.get("hyperpodClusterName") else "")
@@ -110,7 +108,7 @@ async def stage_detect(stage: StageContext) -> dict[str, Any]:
     return details
 
 
-KINDS.register(OperationKind(name="cluster_import", stages=(StageSpec("detect", stage_detect),)))
+KINDS.register(OperationKind(name="cluster_import", params=ImportParams, stages=(StageSpec("detect", stage_detect),)))
 
 
 @operation(
@@ -137,7 +135,7 @@ async def cluster_import(ctx: CallContext, req: ImportRequest) -> OperationRef:
         ctx,
         "cluster_import",
         tag,
-        {"clusterTag": tag, "region": region, "eksClusterName": req.eks_cluster_name},
+        stored(ImportParams(cluster_tag=tag, region=region, eks_cluster_name=req.eks_cluster_name)),
         status_tool="cluster_list_all",
         poll_after_seconds=2,
     )

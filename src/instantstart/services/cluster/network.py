@@ -1,7 +1,7 @@
 """Network: the VPC, public and EKS control-plane subnets, NAT, routes, the security group, compute subnets.
 
-Every function is an idempotent ensure step (look by tag first, adopt, create only the difference) and
-runs blocking boto3 calls: stages call them through a worker thread.
+Every function is an idempotent ensure step (look by tag first, adopt, create only the difference) over
+the blocking `aws.vpc` adapter: stages call them through a worker thread.
 """
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
-from instantstart.aws.errors import translate
+from instantstart.aws import ec2_network
+from instantstart.aws import vpc as ec2
+from instantstart.aws.clients import AwsClients
 from instantstart.errors import InvalidInput, NotFound, PreconditionFailed
 from instantstart.manifests.network import (
     AddressPlan,
@@ -27,9 +29,9 @@ COMPUTE_ROLE = "compute"
 
 @dataclass
 class NetCtx:
-    """Who is asking: the cluster tag and operation (for tags and the ledger), the Region, the clients."""
+    """Who is asking: the cluster tag and operation (for tags and the ledger), the Region, the AWS clients."""
 
-    ec2: Any
+    aws: AwsClients
     db: Database
     cluster_tag: str
     operation_id: str
@@ -73,39 +75,22 @@ def tagged(items: list[dict[str, Any]], cluster_tag: str, role: str | None = Non
     return [i for i in items if matches(i)]
 
 
-def _call(action: str, fn: Any, **kwargs: Any) -> Any:
-    try:
-        return fn(**kwargs)
-    except Exception as exc:
-        raise translate(exc, action) from exc
-
-
-def availability_zones(ec2: Any) -> list[dict[str, str]]:
-    """Available AZs of the Region with their IDs, sorted by name."""
-    zones = _call(
-        "describe availability zones",
-        ec2.describe_availability_zones,
-        Filters=[{"Name": "state", "Values": ["available"]}],
-    )["AvailabilityZones"]
-    return sorted(({"name": z["ZoneName"], "id": z["ZoneId"]} for z in zones), key=lambda z: z["name"])
-
-
 def ensure_vpc(n: NetCtx, *, vpc_id: str | None, vpc_cidr: str | None) -> dict[str, Any]:
     """The cluster's VPC: the given one (validated, never tagged as ours), ours by tag, or a new one."""
     if vpc_id:
-        vpcs = _call("describe VPC", n.ec2.describe_vpcs, Filters=[{"Name": "vpc-id", "Values": [vpc_id]}])["Vpcs"]
+        vpcs = ec2.find_vpcs(n.aws, n.region, filters=[{"Name": "vpc-id", "Values": [vpc_id]}])
         if not vpcs:
             raise NotFound(f"VPC {vpc_id} does not exist in {n.region}.", hint="Check the VPC id and Region.")
         vpc = vpcs[0]
         if vpc.get("State") not in (None, "available"):
             raise PreconditionFailed(f"VPC {vpc_id} is {vpc.get('State')}, not available.")
         return {"vpcId": vpc_id, "vpcCidr": vpc["CidrBlock"], "vpcCreated": False}
-    mine = _call("find the cluster VPC", n.ec2.describe_vpcs, Filters=n.filters("vpc"))["Vpcs"]
+    mine = ec2.find_vpcs(n.aws, n.region, filters=n.filters("vpc"))
     if mine:
         return {"vpcId": mine[0]["VpcId"], "vpcCidr": mine[0]["CidrBlock"], "vpcCreated": True}
     existing = [
         a["CidrBlock"]
-        for v in _call("list VPCs", n.ec2.describe_vpcs)["Vpcs"]
+        for v in ec2.find_vpcs(n.aws, n.region)
         for a in v.get("CidrBlockAssociationSet", [{"CidrBlock": v["CidrBlock"]}])
     ]
     if vpc_cidr:
@@ -117,96 +102,58 @@ def ensure_vpc(n: NetCtx, *, vpc_id: str | None, vpc_cidr: str | None) -> dict[s
                 details={"fields": [{"field": "vpcCidr", "message": f"overlaps {clash[0]}"}]},
             )
     cidr = vpc_cidr or choose_vpc_cidr(existing)
-    vpc = _call(
-        "create VPC",
-        n.ec2.create_vpc,
-        CidrBlock=cidr,
-        TagSpecifications=n.tags(f"instantstart-{n.cluster_tag}", "vpc", "vpc"),
-    )["Vpc"]
-    n.ledger("ec2:vpc", vpc["VpcId"], cidr=cidr)
-    for attribute in ("EnableDnsSupport", "EnableDnsHostnames"):
-        _call("enable VPC DNS", n.ec2.modify_vpc_attribute, VpcId=vpc["VpcId"], **{attribute: {"Value": True}})
-    return {"vpcId": vpc["VpcId"], "vpcCidr": cidr, "vpcCreated": True}
+    new_id = ec2.create_vpc(n.aws, n.region, cidr, n.tags(f"instantstart-{n.cluster_tag}", "vpc", "vpc"))
+    n.ledger("ec2:vpc", new_id, cidr=cidr)
+    ec2.enable_vpc_dns(n.aws, n.region, new_id)
+    return {"vpcId": new_id, "vpcCidr": cidr, "vpcCreated": True}
 
 
 def ensure_subnet(n: NetCtx, *, vpc_id: str, role: str, cidr: str, az: str, public: bool) -> str:
     """A subnet of this cluster with `role` (public-1, eks-private-2, compute-us-west-2c …)."""
-    found = _call("find subnet", n.ec2.describe_subnets, Filters=n.filters(role, vpc_id))["Subnets"]
+    found = ec2.find_subnets(n.aws, n.region, filters=n.filters(role, vpc_id))
     if found:
         return str(found[0]["SubnetId"])
-    subnet = _call(
-        f"create subnet {role}",
-        n.ec2.create_subnet,
-        VpcId=vpc_id,
-        CidrBlock=cidr,
-        AvailabilityZone=az,
-        TagSpecifications=n.tags(f"instantstart-{n.cluster_tag}-{role}", role, "subnet"),
-    )["Subnet"]
-    n.ledger("ec2:subnet", subnet["SubnetId"], role=role, cidr=cidr, az=az)
+    tags = n.tags(f"instantstart-{n.cluster_tag}-{role}", role, "subnet")
+    subnet_id = ec2.create_subnet(n.aws, n.region, vpc_id=vpc_id, cidr=cidr, az=az, tags=tags)
+    n.ledger("ec2:subnet", subnet_id, role=role, cidr=cidr, az=az)
     if public:
-        _call(
-            "map public IPs",
-            n.ec2.modify_subnet_attribute,
-            SubnetId=subnet["SubnetId"],
-            MapPublicIpOnLaunch={"Value": True},
-        )
-    return str(subnet["SubnetId"])
+        ec2.map_public_ips(n.aws, n.region, subnet_id)
+    return subnet_id
 
 
 def ensure_internet_gateway(n: NetCtx, vpc_id: str) -> str:
     """The VPC's internet gateway (an existing attached one is reused)."""
-    attached = _call(
-        "find internet gateway",
-        n.ec2.describe_internet_gateways,
-        Filters=[{"Name": "attachment.vpc-id", "Values": [vpc_id]}],
-    )["InternetGateways"]
+    attached = ec2.find_internet_gateways(n.aws, n.region, vpc_id)
     if attached:
         return str(attached[0]["InternetGatewayId"])
-    igw = _call(
-        "create internet gateway",
-        n.ec2.create_internet_gateway,
-        TagSpecifications=n.tags(f"instantstart-{n.cluster_tag}-igw", "igw", "internet-gateway"),
-    )
-    igw_id = igw["InternetGateway"]["InternetGatewayId"]
+    tags = n.tags(f"instantstart-{n.cluster_tag}-igw", "igw", "internet-gateway")
+    igw_id = ec2.create_internet_gateway(n.aws, n.region, tags)
     n.ledger("ec2:internet-gateway", igw_id, vpcId=vpc_id)
-    _call("attach internet gateway", n.ec2.attach_internet_gateway, InternetGatewayId=igw_id, VpcId=vpc_id)
-    return str(igw_id)
+    ec2.attach_internet_gateway(n.aws, n.region, igw_id, vpc_id)
+    return igw_id
 
 
 def ensure_nat_gateway(n: NetCtx, vpc_id: str, public_subnet_id: str) -> str:
     """A NAT gateway in the first public subnet, with its Elastic IP."""
-    found = _call(
-        "find NAT gateway",
-        n.ec2.describe_nat_gateways,
-        Filters=[*n.filters("nat", vpc_id), {"Name": "state", "Values": ["pending", "available"]}],
+    found = ec2.find_nat_gateways(
+        n.aws, n.region, [*n.filters("nat", vpc_id), {"Name": "state", "Values": ["pending", "available"]}]
     )
-    nats = tagged(found["NatGateways"], n.cluster_tag, "nat")
+    nats = tagged(found, n.cluster_tag, "nat")
     if nats:
         return str(nats[0]["NatGatewayId"])
-    addresses = tagged(
-        _call("find NAT address", n.ec2.describe_addresses, Filters=n.filters("nat-eip"))["Addresses"],
-        n.cluster_tag,
-        "nat-eip",
-    )
+    addresses = tagged(ec2.find_addresses(n.aws, n.region, n.filters("nat-eip")), n.cluster_tag, "nat-eip")
     if addresses:
-        allocation = addresses[0]["AllocationId"]
+        allocation = str(addresses[0]["AllocationId"])
     else:
-        allocation = _call(
-            "allocate NAT address",
-            n.ec2.allocate_address,
-            Domain="vpc",
-            TagSpecifications=n.tags(f"instantstart-{n.cluster_tag}-nat", "nat-eip", "elastic-ip"),
-        )["AllocationId"]
+        eip_tags = n.tags(f"instantstart-{n.cluster_tag}-nat", "nat-eip", "elastic-ip")
+        allocation = ec2.allocate_address(n.aws, n.region, eip_tags)
         n.ledger("ec2:elastic-ip", allocation)
-    nat = _call(
-        "create NAT gateway",
-        n.ec2.create_nat_gateway,
-        SubnetId=public_subnet_id,
-        AllocationId=allocation,
-        TagSpecifications=n.tags(f"instantstart-{n.cluster_tag}-nat", "nat", "natgateway"),
-    )["NatGateway"]
-    n.ledger("ec2:nat-gateway", nat["NatGatewayId"], subnetId=public_subnet_id)
-    return str(nat["NatGatewayId"])
+    nat_tags = n.tags(f"instantstart-{n.cluster_tag}-nat", "nat", "natgateway")
+    nat_id = ec2.create_nat_gateway(
+        n.aws, n.region, subnet_id=public_subnet_id, allocation_id=allocation, tags=nat_tags
+    )
+    n.ledger("ec2:nat-gateway", nat_id, subnetId=public_subnet_id)
+    return nat_id
 
 
 def ensure_route_table(
@@ -219,24 +166,17 @@ def ensure_route_table(
     nat_gateway_id: str | None = None,
 ) -> str:
     """A route table with a default route (IGW or NAT), associated with the given subnets."""
-    found = _call("find route table", n.ec2.describe_route_tables, Filters=n.filters(role, vpc_id))["RouteTables"]
+    found = ec2.find_route_tables(n.aws, n.region, n.filters(role, vpc_id))
     if found:
         table = found[0]
     else:
-        table = _call(
-            "create route table",
-            n.ec2.create_route_table,
-            VpcId=vpc_id,
-            TagSpecifications=n.tags(f"instantstart-{n.cluster_tag}-{role}", role, "route-table"),
-        )["RouteTable"]
+        tags = n.tags(f"instantstart-{n.cluster_tag}-{role}", role, "route-table")
+        table = ec2.create_route_table(n.aws, n.region, vpc_id, tags)
         n.ledger("ec2:route-table", table["RouteTableId"], role=role)
     table_id = table["RouteTableId"]
     has_default = any(r.get("DestinationCidrBlock") == "0.0.0.0/0" for r in table.get("Routes", []))
     if not has_default:
-        target = {"GatewayId": gateway_id} if gateway_id else {"NatGatewayId": nat_gateway_id}
-        _call(
-            "add default route", n.ec2.create_route, RouteTableId=table_id, DestinationCidrBlock="0.0.0.0/0", **target
-        )
+        ec2.create_default_route(n.aws, n.region, table_id, gateway_id=gateway_id, nat_gateway_id=nat_gateway_id)
     associated = {a.get("SubnetId") for a in table.get("Associations", [])}
     for subnet_id in subnet_ids:
         if subnet_id not in associated:
@@ -246,37 +186,28 @@ def ensure_route_table(
 
 def _associate(n: NetCtx, table_id: str, subnet_id: str) -> None:
     # A subnet has one route table: move it off the main table if needed.
-    current = _call(
-        "find subnet route table",
-        n.ec2.describe_route_tables,
-        Filters=[{"Name": "association.subnet-id", "Values": [subnet_id]}],
-    )["RouteTables"]
+    current = ec2.find_route_tables(n.aws, n.region, [{"Name": "association.subnet-id", "Values": [subnet_id]}])
     for other in current:
         for assoc in other.get("Associations", []):
             if assoc.get("SubnetId") == subnet_id:
                 if other["RouteTableId"] == table_id:
                     return
-                _call(
-                    "replace subnet route table",
-                    n.ec2.replace_route_table_association,
-                    AssociationId=assoc["RouteTableAssociationId"],
-                    RouteTableId=table_id,
-                )
+                ec2.replace_route_table_association(n.aws, n.region, assoc["RouteTableAssociationId"], table_id)
                 return
-    _call("associate route table", n.ec2.associate_route_table, RouteTableId=table_id, SubnetId=subnet_id)
+    ec2.associate_route_table(n.aws, n.region, table_id, subnet_id)
 
 
 def ensure_s3_endpoint(n: NetCtx, vpc_id: str, route_table_ids: list[str]) -> str:
     """The VPC's S3 gateway endpoint, associated with the private route tables (created if absent)."""
     service = f"com.amazonaws.{n.region}.s3"
-    found = _call(
-        "find S3 endpoint",
-        n.ec2.describe_vpc_endpoints,
-        Filters=[{"Name": "vpc-id", "Values": [vpc_id]}, {"Name": "service-name", "Values": [service]}],
+    found = ec2.find_vpc_endpoints(
+        n.aws,
+        n.region,
+        filters=[{"Name": "vpc-id", "Values": [vpc_id]}, {"Name": "service-name", "Values": [service]}],
     )
     endpoints = [
         e
-        for e in found["VpcEndpoints"]
+        for e in found
         if e.get("VpcEndpointType", "Gateway") == "Gateway"
         and e.get("State", "available").lower() not in ("deleted", "deleting")
     ]
@@ -284,58 +215,39 @@ def ensure_s3_endpoint(n: NetCtx, vpc_id: str, route_table_ids: list[str]) -> st
         endpoint = endpoints[0]
         missing = [t for t in route_table_ids if t not in endpoint.get("RouteTableIds", [])]
         if missing:
-            _call(
-                "associate S3 endpoint",
-                n.ec2.modify_vpc_endpoint,
-                VpcEndpointId=endpoint["VpcEndpointId"],
-                AddRouteTableIds=missing,
-            )
+            ec2.add_endpoint_route_tables(n.aws, n.region, endpoint["VpcEndpointId"], missing)
         return str(endpoint["VpcEndpointId"])
-    endpoint = _call(
-        "create S3 endpoint",
-        n.ec2.create_vpc_endpoint,
-        VpcId=vpc_id,
-        ServiceName=service,
-        VpcEndpointType="Gateway",
-        RouteTableIds=route_table_ids,
-        TagSpecifications=n.tags(f"instantstart-{n.cluster_tag}-s3", "s3-endpoint", "vpc-endpoint"),
-    )["VpcEndpoint"]
-    n.ledger("ec2:vpc-endpoint", endpoint["VpcEndpointId"], service=service)
-    return str(endpoint["VpcEndpointId"])
+    tags = n.tags(f"instantstart-{n.cluster_tag}-s3", "s3-endpoint", "vpc-endpoint")
+    endpoint_id = ec2.create_gateway_endpoint(
+        n.aws, n.region, vpc_id=vpc_id, service=service, table_ids=route_table_ids, tags=tags
+    )
+    n.ledger("ec2:vpc-endpoint", endpoint_id, service=service)
+    return endpoint_id
 
 
 def ensure_security_group(n: NetCtx, vpc_id: str) -> str:
     """A security group allowing all traffic from itself (EFA needs it) and all egress."""
-    found = _call("find security group", n.ec2.describe_security_groups, Filters=n.filters("cluster-sg", vpc_id))[
-        "SecurityGroups"
-    ]
+    found = ec2.find_security_groups(n.aws, n.region, filters=n.filters("cluster-sg", vpc_id))
     if found:
         group = found[0]
     else:
-        group_id = _call(
-            "create security group",
-            n.ec2.create_security_group,
-            VpcId=vpc_id,
-            GroupName=f"instantstart-{n.cluster_tag}",
-            Description=f"InstantStart cluster {n.cluster_tag}: intra-cluster traffic (EFA) and egress",
-            TagSpecifications=n.tags(f"instantstart-{n.cluster_tag}", "cluster-sg", "security-group"),
-        )["GroupId"]
+        group_id = ec2.create_security_group(
+            n.aws,
+            n.region,
+            vpc_id=vpc_id,
+            name=f"instantstart-{n.cluster_tag}",
+            description=f"InstantStart cluster {n.cluster_tag}: intra-cluster traffic (EFA) and egress",
+            tags=n.tags(f"instantstart-{n.cluster_tag}", "cluster-sg", "security-group"),
+        )
         n.ledger("ec2:security-group", group_id)
-        group = _call("describe security group", n.ec2.describe_security_groups, GroupIds=[group_id])["SecurityGroups"][
-            0
-        ]
+        group = ec2.find_security_groups(n.aws, n.region, ids=[group_id])[0]
     group_id = group["GroupId"]
     self_rule = any(
         p.get("IpProtocol") == "-1" and any(g.get("GroupId") == group_id for g in p.get("UserIdGroupPairs", []))
         for p in group.get("IpPermissions", [])
     )
     if not self_rule:
-        _call(
-            "allow intra-cluster traffic",
-            n.ec2.authorize_security_group_ingress,
-            GroupId=group_id,
-            IpPermissions=[{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": group_id}]}],
-        )
+        ec2.allow_all_from_self(n.aws, n.region, group_id)
     return str(group_id)
 
 
@@ -356,8 +268,7 @@ def ensure_compute_subnet(
     private, with free addresses); else a new /20 whose route table defaults to the NAT and is associated
     with the VPC's S3 gateway endpoint. `dedicated` makes a subnet of its own (kept after its group goes)."""
     if subnet_id:
-        subnets = _call("describe subnet", n.ec2.describe_subnets, SubnetIds=[subnet_id])["Subnets"]
-        subnet = subnets[0]
+        subnet = ec2.find_subnets(n.aws, n.region, ids=[subnet_id])[0]
         if subnet["VpcId"] != vpc_id:
             raise InvalidInput(
                 f"Invalid input: subnetId: {subnet_id} is in {subnet['VpcId']}, not the cluster VPC {vpc_id}",
@@ -370,17 +281,12 @@ def ensure_compute_subnet(
             )
         return {"subnetId": subnet_id, "created": False, "cidr": subnet["CidrBlock"], "az": az}
     role = f"{COMPUTE_ROLE}-{dedicated_name}" if dedicated and dedicated_name else f"{COMPUTE_ROLE}-{az}"
-    found = _call("find compute subnet", n.ec2.describe_subnets, Filters=n.filters(role, vpc_id))["Subnets"]
+    found = ec2.find_subnets(n.aws, n.region, filters=n.filters(role, vpc_id))
     for subnet in found:
         if subnet.get("AvailableIpAddressCount", min_free) >= min_free and subnet["AvailabilityZone"] == az:
             return {"subnetId": subnet["SubnetId"], "created": False, "cidr": subnet["CidrBlock"], "az": az}
-    vpc = _call("describe VPC", n.ec2.describe_vpcs, VpcIds=[vpc_id])["Vpcs"][0]
-    used = [
-        s["CidrBlock"]
-        for s in _call("list subnets", n.ec2.describe_subnets, Filters=[{"Name": "vpc-id", "Values": [vpc_id]}])[
-            "Subnets"
-        ]
-    ]
+    vpc = ec2.find_vpcs(n.aws, n.region, ids=[vpc_id])[0]
+    used = [s["CidrBlock"] for s in ec2.find_subnets(n.aws, n.region, filters=[{"Name": "vpc-id", "Values": [vpc_id]}])]
     free_preferred = preferred_cidr and not any(
         ipaddress.ip_network(preferred_cidr).overlaps(ipaddress.ip_network(u)) for u in used
     )
@@ -390,14 +296,9 @@ def ensure_compute_subnet(
         n, vpc_id=vpc_id, role=f"rt-{role}", subnet_ids=[new_id], nat_gateway_id=nat_gateway_id
     )
     if s3_endpoint_id:
-        endpoint = _call("describe S3 endpoint", n.ec2.describe_vpc_endpoints, VpcEndpointIds=[s3_endpoint_id])
-        if table_id not in endpoint["VpcEndpoints"][0].get("RouteTableIds", []):
-            _call(
-                "associate S3 endpoint",
-                n.ec2.modify_vpc_endpoint,
-                VpcEndpointId=s3_endpoint_id,
-                AddRouteTableIds=[table_id],
-            )
+        endpoint = ec2.find_vpc_endpoints(n.aws, n.region, ids=[s3_endpoint_id])[0]
+        if table_id not in endpoint.get("RouteTableIds", []):
+            ec2.add_endpoint_route_tables(n.aws, n.region, s3_endpoint_id, [table_id])
     return {"subnetId": new_id, "created": True, "cidr": cidr, "az": az, "usableAddresses": usable_addresses(cidr)}
 
 
@@ -405,7 +306,7 @@ def ensure_network(n: NetCtx, *, vpc_id: str | None, plan: AddressPlan | None, v
     """Everything the EKS stage needs from the network; returns the ids (stage outputs)."""
     vpc = ensure_vpc(n, vpc_id=vpc_id, vpc_cidr=plan.vpc if plan else vpc_cidr)
     the_plan = plan or _plan_inside(n, vpc["vpcId"], vpc["vpcCidr"])
-    zones = availability_zones(n.ec2)
+    zones = ec2_network.availability_zones(n.aws, n.region)
     if len(zones) < 2:
         raise PreconditionFailed(f"{n.region} has fewer than two available AZs; EKS needs two.")
     az1, az2 = zones[0]["name"], zones[1]["name"]
@@ -442,7 +343,7 @@ def ensure_network(n: NetCtx, *, vpc_id: str | None, plan: AddressPlan | None, v
 
 def _plan_inside(n: NetCtx, vpc_id: str, vpc_cidr: str) -> AddressPlan:
     """Default addresses; in a reused VPC, the first free blocks (publics and EKS privates are /24s)."""
-    subnets = _call("list subnets", n.ec2.describe_subnets, Filters=[{"Name": "vpc-id", "Values": [vpc_id]}])["Subnets"]
+    subnets = ec2.find_subnets(n.aws, n.region, filters=[{"Name": "vpc-id", "Values": [vpc_id]}])
     mine = [
         s for s in subnets if any(t["Key"] == TAG_CLUSTER and t["Value"] == n.cluster_tag for t in s.get("Tags", []))
     ]

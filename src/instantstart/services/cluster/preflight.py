@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from anyio import to_thread
 from pydantic import Field
 
@@ -13,7 +15,7 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import NoInput, WireModel
 from instantstart.context import CallContext
 from instantstart.errors import InstantStartError
-from instantstart.services.core.instance_types import catalog, lookup
+from instantstart.services.core.instance_types import InstanceType, catalog, lookup
 from instantstart.services.core.stages import blocking
 from instantstart.validation import ClusterTag, Region
 
@@ -135,132 +137,148 @@ async def cluster_get_available_instances(ctx: CallContext, req: NoInput) -> Ava
     return result
 
 
-def plan(ctx: CallContext, req: PlanCreateRequest, region: str) -> PlanCreateResult:
-    """Blocking: every check, collecting blockers and warnings instead of stopping at the first."""
-    blockers: list[Finding] = []
-    warnings: list[Finding] = []
-    checked: list[str] = []
-    fact = lookup(req.instance_type)
-    aws = ctx.app.aws
-    try:
-        zones = ec2_network.availability_zones(aws, region)
-        checked.append("availability zone")
-        names = [z["name"] for z in zones]
+@dataclasses.dataclass
+class _Preflight:
+    """One preflight run: the request, what was checked, and the findings so far."""
+
+    aws: AwsClients
+    region: str
+    req: PlanCreateRequest
+    fact: InstanceType
+    blockers: list[Finding] = dataclasses.field(default_factory=list)
+    warnings: list[Finding] = dataclasses.field(default_factory=list)
+    checked: list[str] = dataclasses.field(default_factory=list)
+
+    def block(self, code: str, field_name: str, message: str, hint: str) -> None:
+        self.blockers.append(Finding(code=code, field=field_name, message=message, hint=hint))
+
+    def warn(self, code: str, field_name: str, message: str, hint: str) -> None:
+        self.warnings.append(Finding(code=code, field=field_name, message=message, hint=hint))
+
+    def zone_and_offering(self) -> None:
+        """The AZ belongs to the Region and offers the instance type."""
+        req, fact = self.req, self.fact
+        names = [z["name"] for z in ec2_network.availability_zones(self.aws, self.region)]
+        self.checked.append("availability zone")
         if req.availability_zone not in names:
-            blockers.append(
-                Finding(
-                    code="AZ_NOT_IN_REGION",
-                    field="availabilityZone",
-                    message=f"{req.availability_zone} is not an Availability Zone of {region}.",
-                    hint=f"Choose one of {', '.join(names)}.",
-                )
+            self.block(
+                "AZ_NOT_IN_REGION",
+                "availabilityZone",
+                f"{req.availability_zone} is not an Availability Zone of {self.region}.",
+                f"Choose one of {', '.join(names)}.",
             )
-        offered = ec2_network.instance_type_offerings(aws, region, [fact.ec2_name]).get(fact.ec2_name, [])
-        checked.append("instance type offering")
+        offered = ec2_network.instance_type_offerings(self.aws, self.region, [fact.ec2_name]).get(fact.ec2_name, [])
+        self.checked.append("instance type offering")
         if req.availability_zone in names and req.availability_zone not in offered:
-            blockers.append(
-                Finding(
-                    code="NOT_OFFERED_IN_AZ",
-                    field="availabilityZone",
-                    message=f"{fact.name} is not offered in {req.availability_zone}.",
-                    hint=f"Offered in: {', '.join(offered) or 'no AZ of this Region'}.",
-                )
+            self.block(
+                "NOT_OFFERED_IN_AZ",
+                "availabilityZone",
+                f"{fact.name} is not offered in {req.availability_zone}.",
+                f"Offered in: {', '.join(offered) or 'no AZ of this Region'}.",
             )
-        quotas = quota_values(aws, region)
-        used = _in_use(aws, region)
-        checked.append("service quotas")
+
+    def quotas(self) -> None:
+        """SageMaker cluster-usage headroom for the count; the VPC quota when a new VPC is made."""
+        req, fact = self.req, self.fact
+        quotas = quota_values(self.aws, self.region)
+        used = _in_use(self.aws, self.region)
+        self.checked.append("service quotas")
         quota = quotas.get(f"{fact.name} for cluster usage")
         if quota is not None and used.get(fact.name, 0) + req.instance_count > quota:
-            blockers.append(
-                Finding(
-                    code="QUOTA_EXCEEDED",
-                    field="instanceCount",
-                    message=f"{req.instance_count} x {fact.name} would exceed the quota of {quota:g} "
-                    f"({used.get(fact.name, 0)} already in use).",
-                    hint="Request an increase of the SageMaker quota "
-                    f"'{fact.name} for cluster usage' in Service Quotas, or ask for fewer.",
-                )
+            self.block(
+                "QUOTA_EXCEEDED",
+                "instanceCount",
+                f"{req.instance_count} x {fact.name} would exceed the quota of {quota:g} "
+                f"({used.get(fact.name, 0)} already in use).",
+                "Request an increase of the SageMaker quota "
+                f"'{fact.name} for cluster usage' in Service Quotas, or ask for fewer.",
             )
         if not req.vpc_id:
-            vpcs = ec2_network.vpc_count(aws, region)
+            vpcs = ec2_network.vpc_count(self.aws, self.region)
             limit = quotas.get("VPCs per Region")
-            checked.append("VPC quota")
+            self.checked.append("VPC quota")
             if limit is not None and vpcs + 1 > limit:
-                blockers.append(
-                    Finding(
-                        code="VPC_QUOTA",
-                        field="vpcId",
-                        message=f"{vpcs} VPCs exist and the quota is {limit:g}.",
-                        hint="Reuse a VPC (vpcId) or raise 'VPCs per Region'.",
-                    )
+                self.block(
+                    "VPC_QUOTA",
+                    "vpcId",
+                    f"{vpcs} VPCs exist and the quota is {limit:g}.",
+                    "Reuse a VPC (vpcId) or raise 'VPCs per Region'.",
                 )
-        if req.training_plan_arn:
-            described = hyperpod.describe_training_plan(aws, region, req.training_plan_arn)
-            plan_zones = sorted(
-                {
-                    r.get("AvailabilityZone")
-                    for r in described.get("ReservedCapacitySummaries", [])
-                    if r.get("AvailabilityZone")
-                }
+
+    def training_plan(self) -> None:
+        """A training plan's capacity zone against the chosen AZ, and its status."""
+        req = self.req
+        if not req.training_plan_arn:
+            return
+        described = hyperpod.describe_training_plan(self.aws, self.region, req.training_plan_arn)
+        summaries = described.get("ReservedCapacitySummaries", [])
+        plan_zones = sorted({r.get("AvailabilityZone") for r in summaries if r.get("AvailabilityZone")})
+        self.checked.append("training plan zone")
+        if plan_zones and req.availability_zone not in plan_zones:
+            self.block(
+                "TRAINING_PLAN_AZ",
+                "availabilityZone",
+                f"The training plan's capacity is in {', '.join(plan_zones)}, not {req.availability_zone}.",
+                f"Use availabilityZone {plan_zones[0]}.",
             )
-            checked.append("training plan zone")
-            if plan_zones and req.availability_zone not in plan_zones:
-                blockers.append(
-                    Finding(
-                        code="TRAINING_PLAN_AZ",
-                        field="availabilityZone",
-                        message=f"The training plan's capacity is in {', '.join(plan_zones)}, "
-                        f"not {req.availability_zone}.",
-                        hint=f"Use availabilityZone {plan_zones[0]}.",
-                    )
-                )
-            if described.get("Status") not in ("Active", "Scheduled"):
-                warnings.append(
-                    Finding(
-                        code="TRAINING_PLAN_STATUS",
-                        field="trainingPlanArn",
-                        message=f"The training plan is {described.get('Status')}.",
-                        hint="Nodes launch only while the plan is Active.",
-                    )
-                )
-        if req.compute_subnet_id:
-            subnet = ec2_network.describe_subnets(aws, region, [req.compute_subnet_id])[0]
-            checked.append("free addresses")
-            free = int(subnet.get("AvailableIpAddressCount", 0))
-            # Each node takes its own address plus addresses for its pods (VPC CNI); 32 per node is a floor.
-            need = req.instance_count * 32
-            if free < need:
-                blockers.append(
-                    Finding(
-                        code="SUBNET_TOO_SMALL",
-                        field="computeSubnetId",
-                        message=f"{req.compute_subnet_id} has {free} free addresses; {need} are needed.",
-                        hint="Leave computeSubnetId out to get a /20 compute subnet.",
-                    )
-                )
-            if subnet.get("AvailabilityZone") != req.availability_zone:
-                blockers.append(
-                    Finding(
-                        code="SUBNET_AZ",
-                        field="computeSubnetId",
-                        message=f"{req.compute_subnet_id} is in {subnet.get('AvailabilityZone')}.",
-                        hint=f"Choose a subnet in {req.availability_zone}.",
-                    )
-                )
-        if fact.gpus == 0 and fact.neuron == 0:
-            warnings.append(
-                Finding(
-                    code="NO_ACCELERATOR",
-                    field="instanceType",
-                    message=f"{fact.name} has no GPU or Trainium device.",
-                    hint="Use an accelerated type for training and inference.",
-                )
+        if described.get("Status") not in ("Active", "Scheduled"):
+            self.warn(
+                "TRAINING_PLAN_STATUS",
+                "trainingPlanArn",
+                f"The training plan is {described.get('Status')}.",
+                "Nodes launch only while the plan is Active.",
             )
+
+    def compute_subnet(self) -> None:
+        """A given compute subnet: free addresses for the nodes and their pods, and its AZ."""
+        req = self.req
+        if not req.compute_subnet_id:
+            return
+        subnet = ec2_network.describe_subnets(self.aws, self.region, [req.compute_subnet_id])[0]
+        self.checked.append("free addresses")
+        free = int(subnet.get("AvailableIpAddressCount", 0))
+        # Each node takes its own address plus addresses for its pods (VPC CNI); 32 per node is a floor.
+        need = req.instance_count * 32
+        if free < need:
+            self.block(
+                "SUBNET_TOO_SMALL",
+                "computeSubnetId",
+                f"{req.compute_subnet_id} has {free} free addresses; {need} are needed.",
+                "Leave computeSubnetId out to get a /20 compute subnet.",
+            )
+        if subnet.get("AvailabilityZone") != req.availability_zone:
+            self.block(
+                "SUBNET_AZ",
+                "computeSubnetId",
+                f"{req.compute_subnet_id} is in {subnet.get('AvailabilityZone')}.",
+                f"Choose a subnet in {req.availability_zone}.",
+            )
+
+    def accelerator(self) -> None:
+        """A type without GPU or Trainium is allowed, with a warning."""
+        if self.fact.gpus == 0 and self.fact.neuron == 0:
+            self.warn(
+                "NO_ACCELERATOR",
+                "instanceType",
+                f"{self.fact.name} has no GPU or Trainium device.",
+                "Use an accelerated type for training and inference.",
+            )
+
+
+def plan(ctx: CallContext, req: PlanCreateRequest, region: str) -> PlanCreateResult:
+    """Blocking: every check, collecting blockers and warnings instead of stopping at the first."""
+    run = _Preflight(aws=ctx.app.aws, region=region, req=req, fact=lookup(req.instance_type))
+    try:
+        run.zone_and_offering()
+        run.quotas()
+        run.training_plan()
+        run.compute_subnet()
+        run.accelerator()
     except InstantStartError:
         raise
     except Exception as exc:
         raise translate(exc, "run the creation preflight") from exc
-    return PlanCreateResult(ok=not blockers, blockers=blockers, warnings=warnings, checked=checked)
+    return PlanCreateResult(ok=not run.blockers, blockers=run.blockers, warnings=run.warnings, checked=run.checked)
 
 
 @operation(

@@ -1,9 +1,9 @@
-"""Cluster status and the verification stage: nodes, GPUs, storage and dependencies of the active cluster."""
+"""Cluster status: a bounded summary of nodes, GPUs, storage and dependencies, from the cluster's watches
+(Kubernetes) and the describe cache (HyperPod)."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -13,16 +13,12 @@ from pydantic import Field
 
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
-from instantstart.context import AppContext, CallContext, StageContext
+from instantstart.context import AppContext, CallContext
 from instantstart.errors import (
     InstantStartError,
-    PreconditionFailed,
-    ProviderError,
-    VerificationFailed,
 )
 from instantstart.kube.calls import kube_api
 from instantstart.manifests.storage import DEFAULT_CLAIM, DEFAULT_NAMESPACE
-from instantstart.operations.kinds import StageSpec
 from instantstart.services.cluster import hyperpod_stage as hyperpod
 from instantstart.services.cluster.status_model import (
     AcceleratorTotals,
@@ -34,9 +30,8 @@ from instantstart.services.cluster.status_model import (
     latest_operation,
 )
 from instantstart.services.core.registry import get_cluster, resolve_tag
-from instantstart.services.core.stages import next_poll, record_details
 from instantstart.services.monitoring.digest import NodeDigest, node_status
-from instantstart.services.monitoring.state import cached_db
+from instantstart.services.monitoring.state import Freshness, cached_db
 from instantstart.services.monitoring.view import node_state
 from instantstart.store.models import ClusterRow, utcnow
 
@@ -64,71 +59,58 @@ async def _cached(app: AppContext, key: str, fn: Callable[[], T]) -> T:
     return value
 
 
-async def collect_status(
-    app: AppContext, tag: str, claims: tuple[str, ...] = (DEFAULT_CLAIM,), node_limit: int = DEFAULT_NODE_LIMIT
-) -> ClusterStatus:
-    """Build the status of cluster `tag`: HyperPod from the describe cache (one call per interval),
-    Kubernetes from the cluster's watches (served from memory; stale-marked while a watch is down).
-    `claims` are the claim names (namespace default) that must be Bound for the cluster to be ready;
-    at most `node_limit` nodes are listed, those needing attention first."""
-    row: ClusterRow = await cached_db(app, f"row:{tag}", lambda: get_cluster(app.db, tag))
-    region, hp_name = row.region, row.hyperpod_cluster_name or f"hp-cluster-{tag}"
-    problems: list[str] = []
-    base = f"{region}:{row.eks_cluster_name}"
-    latest = await cached_db(app, f"latest-op:{tag}", lambda: latest_operation(app, tag))
-    settings = app.settings
-    # The describe interval adapts: short while an operation changes the cluster, long while it is idle.
-    idle = settings.status_idle_cache_seconds
-    idle = 3 * settings.status_cache_seconds if idle is None else max(idle, settings.status_cache_seconds)
-    ttl = settings.status_cache_seconds if latest is not None and not latest.terminal else idle
-    hp_task = asyncio.ensure_future(hyperpod.cached_describe(app, region, hp_name, ttl))
-    nodes = NodeDigest()
-    pvcs: list[dict[str, Any]] = []
-    fresh = None
-    reachable = True
+async def _reads(
+    app: AppContext, row: ClusterRow, hp_name: str, ttl: float
+) -> tuple[dict[str, Any] | None, NodeDigest, list[dict[str, Any]], Freshness | None, str | None]:
+    """HyperPod's DescribeCluster (cached for `ttl`) and the Kubernetes state from the cluster's watches (node
+    digest, claims, freshness); the last item says why Kubernetes was not reachable (None when it was)."""
+    base = f"{row.region}:{row.eks_cluster_name}"
+    hp_task = asyncio.ensure_future(hyperpod.cached_describe(app, row.region, hp_name, ttl))
     try:
         api_or_error = await _cached(app, f"kubeapi:{base}", lambda: _api_or_error(app, row))
         if isinstance(api_or_error, InstantStartError):
             raise api_or_error
         hp, (nodes, pvcs, fresh) = await asyncio.gather(hp_task, node_state(app, row))
     except InstantStartError as exc:
-        reachable = False
-        problems.append(f"Kubernetes API of {row.eks_cluster_name} not reachable: {exc.message}")
-        hp = await hp_task
-    if fresh is not None and fresh.stale:
-        problems.append(
-            f"Kubernetes data is stale: a watch of {row.eks_cluster_name} is disconnected; showing the state of "
-            f"{fresh.age_seconds:.0f}s ago."
-        )
-    groups: list[GroupStatus] = []
-    hp_status = "NOT_FOUND" if hp is None else str(hp.get("ClusterStatus", "UNKNOWN"))
+        return await hp_task, NodeDigest(), [], None, exc.message
+    return hp, nodes, pvcs, fresh, None
+
+
+def _groups(hp: dict[str, Any] | None, hp_name: str, nodes: NodeDigest, problems: list[str]) -> list[GroupStatus]:
+    """Each HyperPod instance group's counts against its Ready, schedulable Kubernetes nodes."""
     if hp is None:
         problems.append(f"HyperPod cluster {hp_name} does not exist (hyperpod_create creates it).")
-    else:
-        if hp_status != "InService":
-            reason = f": {hp['FailureMessage']}" if hp.get("FailureMessage") else ""
-            problems.append(f"HyperPod cluster {hp_name} is {hp_status}{reason}.")
-        for g in hp.get("InstanceGroups") or []:
-            name = g.get("InstanceGroupName", "")
-            current, target = int(g.get("CurrentCount") or 0), int(g.get("TargetCount", g.get("CurrentCount")) or 0)
-            k8s_ok = nodes.usable_by_group[(name, None)] + nodes.usable_by_group[(name, hp_name)]
-            groups.append(
-                GroupStatus(
-                    name=name,
-                    instance_type=g.get("InstanceType"),
-                    status=g.get("Status"),
-                    current_count=current,
-                    target_count=target,
-                    nodes_ready_schedulable=k8s_ok,
-                )
+        return []
+    hp_status = str(hp.get("ClusterStatus", "UNKNOWN"))
+    if hp_status != "InService":
+        reason = f": {hp['FailureMessage']}" if hp.get("FailureMessage") else ""
+        problems.append(f"HyperPod cluster {hp_name} is {hp_status}{reason}.")
+    groups = []
+    for g in hp.get("InstanceGroups") or []:
+        name = g.get("InstanceGroupName", "")
+        current, target = int(g.get("CurrentCount") or 0), int(g.get("TargetCount", g.get("CurrentCount")) or 0)
+        k8s_ok = nodes.usable_by_group[(name, None)] + nodes.usable_by_group[(name, hp_name)]
+        groups.append(
+            GroupStatus(
+                name=name,
+                instance_type=g.get("InstanceType"),
+                status=g.get("Status"),
+                current_count=current,
+                target_count=target,
+                nodes_ready_schedulable=k8s_ok,
             )
-            if current != target or k8s_ok != target:
-                problems.append(
-                    f"instance group {name}: {k8s_ok} of {target} nodes Ready and schedulable in Kubernetes "
-                    f"(HyperPod CurrentCount {current}, TargetCount {target}, status {g.get('Status')})."
-                )
-    problems.extend(nodes.problems)
-    accelerators = [
+        )
+        if current != target or k8s_ok != target:
+            problems.append(
+                f"instance group {name}: {k8s_ok} of {target} nodes Ready and schedulable in Kubernetes "
+                f"(HyperPod CurrentCount {current}, TargetCount {target}, status {g.get('Status')})."
+            )
+    return groups
+
+
+def _accelerators(nodes: NodeDigest) -> list[AcceleratorTotals]:
+    """Accelerator totals per instance type, from the digest."""
+    return [
         AcceleratorTotals(
             instance_type=k,
             nodes=v["nodes"],
@@ -141,6 +123,12 @@ async def collect_status(
         )
         for k, v in nodes.totals.items()
     ]
+
+
+def _storage(
+    pvcs: list[dict[str, Any]], claims: tuple[str, ...], reachable: bool, problems: list[str]
+) -> list[ClaimStatus]:
+    """The claims as seen; each required claim (namespace default) must exist and be Bound."""
     storage = [
         ClaimStatus(
             namespace=c["namespace"],
@@ -159,6 +147,36 @@ async def collect_status(
                 problems.append(f"storage claim {DEFAULT_NAMESPACE}/{claim} does not exist (s3_storage_create).")
             elif not found.bound:
                 problems.append(f"storage claim {DEFAULT_NAMESPACE}/{claim} is {found.phase}, not Bound.")
+    return storage
+
+
+async def collect_status(
+    app: AppContext, tag: str, claims: tuple[str, ...] = (DEFAULT_CLAIM,), node_limit: int = DEFAULT_NODE_LIMIT
+) -> ClusterStatus:
+    """Build the status of cluster `tag`: HyperPod from the describe cache, Kubernetes from the cluster's
+    watches (served from memory; stale-marked while a watch is down). `claims` are the claim names
+    (namespace default) that must be Bound for the cluster to be ready; at most `node_limit` nodes are
+    listed, those needing attention first."""
+    row: ClusterRow = await cached_db(app, f"row:{tag}", lambda: get_cluster(app.db, tag))
+    region, hp_name = row.region, row.hyperpod_cluster_name or f"hp-cluster-{tag}"
+    latest = await cached_db(app, f"latest-op:{tag}", lambda: latest_operation(app, tag))
+    settings = app.settings
+    # The describe interval adapts: short while an operation changes the cluster, long while it is idle.
+    idle = settings.status_idle_cache_seconds
+    idle = 3 * settings.status_cache_seconds if idle is None else max(idle, settings.status_cache_seconds)
+    ttl = settings.status_cache_seconds if latest is not None and not latest.terminal else idle
+    problems: list[str] = []
+    hp, nodes, pvcs, fresh, unreachable = await _reads(app, row, hp_name, ttl)
+    if unreachable is not None:
+        problems.append(f"Kubernetes API of {row.eks_cluster_name} not reachable: {unreachable}")
+    if fresh is not None and fresh.stale:
+        problems.append(
+            f"Kubernetes data is stale: a watch of {row.eks_cluster_name} is disconnected; showing the state of "
+            f"{fresh.age_seconds or 0:.0f}s ago."
+        )
+    groups = _groups(hp, hp_name, nodes, problems)
+    problems.extend(nodes.problems)
+    storage = _storage(pvcs, claims, unreachable is None, problems)
     recorded, deps = dependency_health(row.details or {})
     problems.extend(
         f"dependency {d.name} is {d.status}{': ' + d.message if d.message else ''}." for d in deps if not d.healthy
@@ -172,9 +190,9 @@ async def collect_status(
         problems_omitted=max(len(problems) - MAX_PROBLEMS, 0),
         stages=dict(row.stages or {}),
         latest_operation=latest,
-        kubernetes_reachable=reachable,
+        kubernetes_reachable=unreachable is None,
         hyperpod_cluster_name=hp_name,
-        hyperpod_status=hp_status,
+        hyperpod_status="NOT_FOUND" if hp is None else str(hp.get("ClusterStatus", "UNKNOWN")),
         instance_groups=groups,
         nodes=[node_status(n) for n in listed],
         nodes_omitted=nodes.node_count - len(listed),
@@ -182,7 +200,7 @@ async def collect_status(
         watch=None if fresh is None else WatchFreshness.model_validate(fresh.as_dict()),
         node_count=nodes.node_count,
         nodes_ready_schedulable=nodes.usable_count,
-        accelerators=accelerators,
+        accelerators=_accelerators(nodes),
         storage=storage,
         dependencies_recorded=recorded,
         dependencies=deps,
@@ -213,64 +231,4 @@ async def cluster_get_status(ctx: CallContext, req: StatusRequest) -> ClusterSta
     row: ClusterRow = await cached_db(app, f"row:{tag}", lambda: get_cluster(app.db, tag))
     recorded = (row.details or {}).get("storage") or {}
     claims = tuple(sorted(recorded)) if isinstance(recorded, dict) and recorded else (DEFAULT_CLAIM,)
-    return await collect_status(ctx.app, tag, claims, req.node_limit)
-
-
-# -- the verification stage -----------------------------------------------------------------------------
-
-
-async def stage_verification(stage: StageContext) -> dict[str, Any]:
-    """Wait until the cluster verifies (nodes Ready/schedulable matching the instance groups, GPU totals,
-    the storage claim Bound, dependencies healthy where recorded); fail with the remaining problems.
-    The cluster row's stage "verification" follows this stage (the engine mirrors it)."""
-    return await _verify(stage, stage.raw_params["clusterTag"])
-
-
-async def _verify(stage: StageContext, tag: str) -> dict[str, Any]:
-    p = stage.raw_params
-    claim = (p.get("storage") or {}).get("name") or DEFAULT_CLAIM
-    limit = float(p.get("verifyWaitSeconds") or VERIFY_WAIT_SECONDS)
-    started = time.monotonic()
-    deadline = started + limit
-    last = ""
-    while True:
-        status = await collect_status(stage.app, tag, (claim,))
-        if status.hyperpod_status in ("Failed", "Deleting", "NOT_FOUND"):
-            error = PreconditionFailed if status.hyperpod_status == "NOT_FOUND" else ProviderError
-            raise error(
-                status.problems[0] if status.problems else f"HyperPod cluster is {status.hyperpod_status}.",
-                hint="Create the HyperPod cluster (hyperpod_create) or fix its failure, then retry this operation.",
-                retryable=False,
-            )
-        if status.ready:
-            break
-        message = "verifying: " + "; ".join(status.problems)
-        if message != last:
-            await stage.progress(message[:2000])
-            last = message
-        if time.monotonic() > deadline:
-            raise VerificationFailed(
-                f"The cluster did not verify within {limit:.0f}s: " + "; ".join(status.problems),
-                hint="cluster_get_status shows each problem; fix the one named (nodes, device plugin, storage "
-                "claim, dependencies) and retry the operation (operation_retry).",
-                retryable=True,
-            )
-        await asyncio.sleep(next_poll(time.monotonic() - started, stage.app.settings.poll_seconds))
-    summary = {
-        "nodesReadySchedulable": status.nodes_ready_schedulable,
-        "accelerators": [a.model_dump(by_alias=True) for a in status.accelerators],
-        "storageClaim": claim,
-        "dependenciesRecorded": status.dependencies_recorded,
-    }
-    await record_details(stage, tag, verification=summary)
-    await stage.progress(
-        f"verified: {status.nodes_ready_schedulable} node(s) Ready and schedulable, "
-        + ", ".join(f"{a.instance_type}: {a.gpu_total} GPU" for a in status.accelerators)
-        + f", claim {claim} Bound"
-    )
-    return summary
-
-
-VERIFICATION_STAGE = StageSpec(
-    "verification", stage_verification, max_attempts=3, timeout_seconds=VERIFY_WAIT_SECONDS + 300, backoff_seconds=10
-)
+    return await collect_status(app, tag, claims, req.node_limit)

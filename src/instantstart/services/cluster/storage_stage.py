@@ -18,6 +18,7 @@ from instantstart.kube.calls import as_dict, kube_api, kube_call
 from instantstart.manifests import storage as m
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
+from instantstart.services.cluster.params import StorageParams, StorageSpecParams, stored
 from instantstart.services.core.registry import get_cluster, mirror_pipeline_stages, resolve_tag, submit_for_cluster
 from instantstart.services.core.stages import blocking, project_bucket, record_details, wait_until
 from instantstart.store.models import ClusterRow
@@ -184,16 +185,12 @@ def csi_driver_installed(api: k8s.ApiClient) -> bool:
 async def stage_storage(stage: StageContext) -> dict[str, Any]:
     """PV for the Mountpoint S3 CSI driver on the bucket, and the claim bound to it (waited for); the
     cluster row's stage "storage" follows this stage (the engine mirrors it)."""
-    return await _ensure_storage(stage, stage.raw_params["clusterTag"])
-
-
-async def _ensure_storage(stage: StageContext, tag: str) -> dict[str, Any]:
-    p = stage.raw_params
-    app = stage.app
+    p = stage.params_as(StorageParams)
+    tag, app = p.cluster_tag, stage.app
     row = await to_thread.run_sync(get_cluster, app.db, tag)
-    given = dict(p.get("storage") or {})
+    given: dict[str, Any] = p.storage.model_dump(by_alias=True, exclude_none=True) if p.storage else {}
     if not given.get("bucketName") and not (row.details or {}).get("bucket"):
-        given["bucketName"] = await blocking(project_bucket, stage, p.get("region") or row.region, tag)
+        given["bucketName"] = await blocking(project_bucket, stage, p.region or row.region, tag)
     try:
         spec = await blocking(storage_spec, app, row, given, field_prefix="storage.")
     except (InvalidInput, NotFound):
@@ -242,7 +239,11 @@ async def _ensure_storage(stage: StageContext, tag: str) -> dict[str, Any]:
 
 
 STORAGE_STAGE = StageSpec("storage", stage_storage, max_attempts=5, timeout_seconds=BIND_TIMEOUT + 300)
-KINDS.register(OperationKind(name="s3_storage_create", stages=(STORAGE_STAGE,), mirror=mirror_pipeline_stages))
+KINDS.register(
+    OperationKind(
+        name="s3_storage_create", params=StorageParams, stages=(STORAGE_STAGE,), mirror=mirror_pipeline_stages
+    )
+)
 
 
 # -- tools -------------------------------------------------------------------------------------------------
@@ -298,11 +299,16 @@ async def s3_storage_create(ctx: CallContext, req: StorageCreateRequest) -> Oper
         )
     given = {"name": req.name, "bucketName": req.bucket_name, "region": req.region}
     spec = await blocking(storage_spec, ctx.app, row, given)
+    params = StorageParams(
+        cluster_tag=row.tag,
+        region=row.region,
+        storage=StorageSpecParams.model_validate({k: v for k, v in spec.items() if v}),
+    )
     return await submit_for_cluster(
         ctx,
         "s3_storage_create",
         row.tag,
-        {"clusterTag": row.tag, "region": row.region, "storage": {k: v for k, v in spec.items() if v}},
+        stored(params),
         status_tool="operation_get",
         poll_after_seconds=5,
     )

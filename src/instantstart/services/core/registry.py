@@ -15,13 +15,28 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import NoInput, WireModel
 from instantstart.context import CallContext, StageContext
 from instantstart.errors import Conflict, InstantStartError, NotFound, PreconditionFailed, ProviderError
+from instantstart.kube.reads import cluster_version
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
+from instantstart.operations.params import ParamsModel
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow, StateRow, utcnow
 from instantstart.validation import ClusterTag
 
 ACTIVE_CLUSTER_KEY = "active_cluster"
+
+
+class ClusterParams(ParamsModel):
+    """Params of a kind that acts on one managed cluster in its Region (stored as clusterTag, region)."""
+
+    cluster_tag: str
+    region: str
+
+
+class SwitchParams(ParamsModel):
+    """Params of cluster_switch: the cluster to make active."""
+
+    cluster_tag: str
 
 
 class ClusterSummary(WireModel):
@@ -95,19 +110,31 @@ def get_cluster(db: Database, tag: str) -> ClusterRow:
     )
 
 
+def hyperpod_cluster_name(row: ClusterRow) -> str:
+    """The HyperPod cluster name of a managed cluster: the recorded one, else `hp-cluster-<tag>`."""
+    return row.hyperpod_cluster_name or f"hp-cluster-{row.tag}"
+
+
 def cluster_target(tag: str) -> str:
     """The operations-engine target of a cluster (one active mutation per cluster)."""
     return f"cluster:{tag}"
 
 
 async def submit_for_cluster(
-    ctx: CallContext, kind: str, tag: str, params: dict[str, Any], *, status_tool: str, poll_after_seconds: int
+    ctx: CallContext,
+    kind: str,
+    tag: str,
+    params: dict[str, Any] | ParamsModel,
+    *,
+    status_tool: str,
+    poll_after_seconds: int,
 ) -> OperationRef:
     """Record a mutation of one cluster: the cluster is the target (one at a time), the caller's
-    idempotency key makes a retry return the same operation."""
+    idempotency key makes a retry return the same operation. `params` may be the kind's params model."""
+    stored = params.model_dump(mode="json", by_alias=True) if isinstance(params, ParamsModel) else params
     return await ctx.app.runner.submit(
         kind,
-        params,
+        stored,
         target=cluster_target(tag),
         idempotency_key=ctx.idempotency_key,
         status_tool=status_tool,
@@ -192,32 +219,23 @@ async def cluster_list_all(ctx: CallContext, req: NoInput) -> ClusterListResult:
     return await to_thread.run_sync(list_clusters, ctx.app.db)
 
 
-async def activate_stage(stage: StageContext) -> dict[str, Any]:
-    """Record the cluster as the active one."""
-    tag = stage.raw_params["clusterTag"]
+async def activate_cluster(stage: StageContext, tag: str) -> dict[str, Any]:
+    """Record cluster `tag` as the active one (NotFound when it is not managed)."""
     db = stage.app.db
-    try:
-        await to_thread.run_sync(get_cluster, db, tag)
-    except NotFound:
-        raise
+    await to_thread.run_sync(get_cluster, db, tag)
     await to_thread.run_sync(set_active_cluster, db, tag)
     await stage.progress(f"active cluster is now {tag}")
     return {"activeCluster": tag}
 
 
-async def reach_stage(stage: StageContext) -> dict[str, Any]:
-    """Prove the control plane reaches the cluster's Kubernetes API with an EKS token it made itself."""
-    from kubernetes import client as k8s
-
-    tag = stage.raw_params["clusterTag"]
+async def reach_cluster(stage: StageContext, tag: str) -> dict[str, Any]:
+    """Prove the control plane reaches cluster `tag`'s Kubernetes API with an EKS token it made itself."""
     row = await to_thread.run_sync(get_cluster, stage.app.db, tag)
     kube = stage.app.kube
 
     def probe() -> dict[str, Any]:
         try:
-            api = kube.api_client(row.eks_cluster_name, row.region)
-            names = k8s.CoreV1Api(api).list_namespace(limit=50).items
-            version = k8s.VersionApi(api).get_code().git_version
+            version, namespaces = cluster_version(kube.api_client(row.eks_cluster_name, row.region))
         except InstantStartError as exc:
             exc.retryable = True
             raise
@@ -228,20 +246,52 @@ async def reach_stage(stage: StageContext) -> dict[str, Any]:
                 f"{getattr(exc, 'reason', exc)}",
                 hint="Check the EKS stage and the access entry of this control plane.",
             ) from exc
-        return {"kubernetesVersion": version, "namespaces": len(names)}
+        return {"kubernetesVersion": version, "namespaces": namespaces}
 
     result = await to_thread.run_sync(probe)
     await stage.progress(f"reached {row.eks_cluster_name}: Kubernetes {result['kubernetesVersion']}")
     return result
 
 
+def _target_tag(stage: StageContext) -> str:
+    if not (stage.target or "").startswith("cluster:"):
+        raise TypeError(f"operation {stage.operation_id} ({stage.kind}) does not target a cluster")
+    return str(stage.target).removeprefix("cluster:")
+
+
+async def activate_stage(stage: StageContext) -> dict[str, Any]:
+    """activate_cluster for a kind whose target is the cluster (cluster:<tag>), such as the creation pipeline."""
+    return await activate_cluster(stage, _target_tag(stage))
+
+
+async def reach_stage(stage: StageContext) -> dict[str, Any]:
+    """reach_cluster for a kind whose target is the cluster (cluster:<tag>), such as the creation pipeline."""
+    return await reach_cluster(stage, _target_tag(stage))
+
+
+async def stage_switch_activate(stage: StageContext) -> dict[str, Any]:
+    """cluster_switch: record the cluster as the active one."""
+    return await activate_cluster(stage, stage.params_as(SwitchParams).cluster_tag)
+
+
+async def stage_switch_reach(stage: StageContext) -> dict[str, Any]:
+    """cluster_switch: prove the new active cluster's Kubernetes API answers."""
+    return await reach_cluster(stage, stage.params_as(SwitchParams).cluster_tag)
+
+
 KINDS.register(
     OperationKind(
         name="cluster_switch",
+        params=SwitchParams,
         stages=(
-            StageSpec("activate", activate_stage),
+            StageSpec("activate", stage_switch_activate),
             StageSpec(
-                "reach", reach_stage, max_attempts=6, timeout_seconds=120, backoff_seconds=2, backoff_max_seconds=20
+                "reach",
+                stage_switch_reach,
+                max_attempts=6,
+                timeout_seconds=120,
+                backoff_seconds=2,
+                backoff_max_seconds=20,
             ),
         ),
     )
@@ -262,7 +312,7 @@ async def cluster_switch(ctx: CallContext, req: ClusterSwitchRequest) -> Operati
     await to_thread.run_sync(get_cluster, ctx.app.db, req.cluster_tag)
     return await ctx.app.runner.submit(
         "cluster_switch",
-        {"clusterTag": req.cluster_tag},
+        SwitchParams(cluster_tag=req.cluster_tag).model_dump(mode="json", by_alias=True),
         target="state:active-cluster",
         idempotency_key=ctx.idempotency_key,
         status_tool="cluster_list_all",

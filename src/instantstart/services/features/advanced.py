@@ -12,16 +12,16 @@ from instantstart.catalog.base import WireModel
 from instantstart.context import CallContext
 from instantstart.errors import InvalidInput
 from instantstart.operations.models import OperationRef
-from instantstart.services.capacity.karpenter import (
+from instantstart.operations.params import ParamsModel
+from instantstart.services.capacity.karpenter.status import KarpenterStatus, karpenter_get_status
+from instantstart.services.capacity.karpenter.toggle import (
     DURATION,
     ClusterOnly,
     GroupName,
     KarpenterRequest,
-    KarpenterStatus,
     enable_params,
-    karpenter_get_status,
 )
-from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
+from instantstart.services.core.registry import ClusterParams, get_cluster, resolve_tag, submit_for_cluster
 from instantstart.validation import ClusterTag
 
 
@@ -75,6 +75,7 @@ async def hyperpod_update_advanced_features(ctx: CallContext, req: UpdateFeature
     tag = await to_thread.run_sync(resolve_tag, ctx.app.db, req.cluster_tag)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
     feature = req.karpenter
+    params: ParamsModel
     if feature.enabled:
         wanted = KarpenterRequest(
             cluster_tag=tag,
@@ -86,7 +87,7 @@ async def hyperpod_update_advanced_features(ctx: CallContext, req: UpdateFeature
         )
         kind, params = "karpenter_enable", await enable_params(ctx, row, wanted)
     else:
-        kind, params = "karpenter_disable", {"clusterTag": tag, "region": row.region}
+        kind, params = "karpenter_disable", ClusterParams(cluster_tag=tag, region=row.region)
     return await submit_for_cluster(
         ctx, kind, tag, params, status_tool="hyperpod_get_advanced_features", poll_after_seconds=15
     )

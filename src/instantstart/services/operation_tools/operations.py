@@ -26,7 +26,7 @@ class OperationListRequest(WireModel):
     target: str | None = Field(default=None, max_length=200)
     kind: str | None = Field(default=None, max_length=100)
     limit: int = Field(default=50, ge=1, le=500)
-    offset: int = Field(default=0, ge=0)
+    offset: int = Field(default=0, ge=0, le=1_000_000_000)
 
 
 class OperationListResult(WireModel):

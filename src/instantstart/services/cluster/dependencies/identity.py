@@ -6,7 +6,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from instantstart.aws.errors import error_code, translate
+from instantstart.aws import eks as eks_api
+from instantstart.aws import iam as iam_api
+from instantstart.aws.clients import AwsClients
 from instantstart.services.core.ledger import aws_tags, record, tag_map
 from instantstart.store.db import Database
 
@@ -56,81 +58,65 @@ def project_bucket_policy(bucket: str) -> dict[str, Any]:
     }
 
 
-def ensure_pod_identity_role(iam: Any, owner: Owner, name: str, policy: dict[str, Any]) -> str:
+def ensure_pod_identity_role(aws: AwsClients, owner: Owner, name: str, policy: dict[str, Any]) -> str:
     """A role EKS Pod Identity can assume, with exactly `policy` inline; created (tagged, ledgered) if absent."""
     trust = pod_identity_trust()
-    try:
-        try:
-            role = iam.get_role(RoleName=name)["Role"]
-            current = role.get("AssumeRolePolicyDocument")
-            if isinstance(current, str):
-                current = json.loads(current)
-            if current != trust:
-                iam.update_assume_role_policy(RoleName=name, PolicyDocument=json.dumps(trust))
-        except Exception as exc:
-            if error_code(exc) != "NoSuchEntity":
-                raise
-            role = iam.create_role(
-                RoleName=name,
-                AssumeRolePolicyDocument=json.dumps(trust),
-                Description=f"Pod Identity role of an InstantStart add-on (cluster {owner.cluster_tag})",
-                Tags=aws_tags(owner.cluster_tag, owner.operation_id or "adopted", name),
-            )["Role"]
-            record(
-                owner.db,
-                cluster_tag=owner.cluster_tag,
-                operation_id=owner.operation_id,
-                resource_type="iam:role",
-                resource_id=name,
-                region=owner.region,
-                details={"arn": role["Arn"]},
-            )
-        try:
-            existing = iam.get_role_policy(RoleName=name, PolicyName="instantstart")["PolicyDocument"]
-            if isinstance(existing, str):
-                existing = json.loads(existing)
-        except Exception as exc:
-            if error_code(exc) != "NoSuchEntity":
-                raise
-            existing = None
-        if existing != policy:
-            iam.put_role_policy(RoleName=name, PolicyName="instantstart", PolicyDocument=json.dumps(policy))
-        return str(role["Arn"])
-    except Exception as exc:
-        raise translate(exc, f"ensure IAM role {name}") from exc
+    region = owner.region
+    role = iam_api.get_role(aws, region, name)
+    if role is not None:
+        arn = str(role["Arn"])
+        if role.get("AssumeRolePolicyDocument") != trust:
+            iam_api.update_trust_policy(aws, region, name, trust)
+    else:
+        arn = iam_api.create_role(
+            aws,
+            region,
+            name=name,
+            trust_policy=json.dumps(trust),
+            description=f"Pod Identity role of an InstantStart add-on (cluster {owner.cluster_tag})",
+            tags=aws_tags(owner.cluster_tag, owner.operation_id or "adopted", name),
+        )
+        record(
+            owner.db,
+            cluster_tag=owner.cluster_tag,
+            operation_id=owner.operation_id,
+            resource_type="iam:role",
+            resource_id=name,
+            region=region,
+            details={"arn": arn},
+        )
+    if iam_api.inline_policy(aws, region, name) != policy:
+        iam_api.put_inline_policy(aws, region, name, policy)
+    return arn
 
 
 def ensure_pod_identity_association(
-    eks: Any, owner: Owner, *, cluster: str, namespace: str, service_account: str, role_arn: str
+    aws: AwsClients, owner: Owner, *, cluster: str, namespace: str, service_account: str, role_arn: str
 ) -> str:
     """The pod identity association of namespace/serviceAccount, pointing at `role_arn`; its id."""
-    try:
-        found = eks.list_pod_identity_associations(
-            clusterName=cluster, namespace=namespace, serviceAccount=service_account
-        ).get("associations", [])
-        if found:
-            aid = str(found[0]["associationId"])
-            current = eks.describe_pod_identity_association(clusterName=cluster, associationId=aid)
-            if current["association"].get("roleArn") != role_arn:
-                eks.update_pod_identity_association(clusterName=cluster, associationId=aid, roleArn=role_arn)
-            return aid
-        created = eks.create_pod_identity_association(
-            clusterName=cluster,
-            namespace=namespace,
-            serviceAccount=service_account,
-            roleArn=role_arn,
-            tags=tag_map(owner.cluster_tag, owner.operation_id or "adopted"),
-        )["association"]
-    except Exception as exc:
-        raise translate(exc, f"ensure the pod identity association for {namespace}/{service_account}") from exc
-    aid = str(created["associationId"])
+    region = owner.region
+    found = eks_api.find_pod_identity_association(aws, region, cluster, namespace, service_account)
+    if found is not None:
+        aid, current_role = found
+        if current_role != role_arn:
+            eks_api.set_pod_identity_role(aws, region, cluster, aid, role_arn)
+        return aid
+    aid = eks_api.create_pod_identity_association(
+        aws,
+        region,
+        cluster=cluster,
+        namespace=namespace,
+        service_account=service_account,
+        role_arn=role_arn,
+        tags=tag_map(owner.cluster_tag, owner.operation_id or "adopted"),
+    )
     record(
         owner.db,
         cluster_tag=owner.cluster_tag,
         operation_id=owner.operation_id,
         resource_type="eks:pod-identity-association",
         resource_id=aid,
-        region=owner.region,
+        region=region,
         details={"clusterName": cluster, "namespace": namespace, "serviceAccount": service_account},
     )
     return aid

@@ -17,7 +17,8 @@ from instantstart.operations.models import OperationRef
 from instantstart.services.cluster.dependencies import manifests as dependency_manifests
 from instantstart.services.cluster.dependencies.catalog import Dependency, load_catalog
 from instantstart.services.cluster.dependencies.reconcile import DepResult, Reconciler, Target, workload_states
-from instantstart.services.cluster.eks_stage import stage_status
+from instantstart.services.cluster.params import ClusterParams, stored
+from instantstart.services.cluster.stage_status import stage_status
 from instantstart.services.core.registry import (
     get_cluster,
     mirror_pipeline_stages,
@@ -170,16 +171,16 @@ async def _reconciler(
 
 
 async def stage_dependencies(stage: StageContext) -> dict[str, Any]:
-    """The dependencies stage: reconcile the catalog's default dependencies on params["clusterTag"] in
-    params["region"] (or params["names"] when given)."""
-    tag = stage.raw_params["clusterTag"]
-    names = stage.raw_params.get("names") or load_catalog().defaults
-    results = await reconcile_dependencies(stage.app, stage, tag, names)
+    """The dependencies stage: reconcile the catalog's default dependencies on the cluster of the params."""
+    p = stage.params_as(ClusterParams)
+    results = await reconcile_dependencies(stage.app, stage, p.cluster_tag, load_catalog().defaults)
     return {"dependencies": {r.name: {"status": r.status, "action": r.action, **r.actual} for r in results}}
 
 
 DEPENDENCIES_STAGE = StageSpec(STAGE, stage_dependencies, max_attempts=3, timeout_seconds=3600, backoff_seconds=5)
-KINDS.register(OperationKind(name=KIND, stages=(DEPENDENCIES_STAGE,), mirror=mirror_pipeline_stages))
+KINDS.register(
+    OperationKind(name=KIND, params=ClusterParams, stages=(DEPENDENCIES_STAGE,), mirror=mirror_pipeline_stages)
+)
 
 
 @operation(
@@ -199,7 +200,12 @@ async def cluster_configure_dependencies(ctx: CallContext, req: ConfigureDepende
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
     require_eks_ready(row)
     return await submit_for_cluster(
-        ctx, KIND, tag, {"clusterTag": tag, "region": row.region}, status_tool=STATUS_TOOL, poll_after_seconds=15
+        ctx,
+        KIND,
+        tag,
+        stored(ClusterParams(cluster_tag=tag, region=row.region)),
+        status_tool=STATUS_TOOL,
+        poll_after_seconds=15,
     )
 
 

@@ -1,0 +1,316 @@
+"""hyperpod_add_instance_group: one create-time decision (type, count, placement, capacity type, EFA mode)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from anyio import to_thread
+from pydantic import Field
+
+from instantstart.aws.hyperpod import HyperPod
+from instantstart.catalog import operation
+from instantstart.catalog.base import WireModel
+from instantstart.context import CallContext, StageContext
+from instantstart.errors import Conflict, PreconditionFailed
+from instantstart.manifests.hyperpod import DEEP_HEALTH_CHECKS, GroupDecision, instance_group
+from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
+from instantstart.operations.models import OperationRef
+from instantstart.operations.params import ParamsModel
+from instantstart.services.capacity.groups import (
+    GROUP_NAME,
+    GROUP_TIMEOUT,
+    capacity_type,
+    described,
+    field_error,
+    find_group,
+    seen_events,
+    wait_group,
+)
+from instantstart.services.cluster import network as net
+from instantstart.services.cluster.hyperpod_stage import validate_zone
+from instantstart.services.core.instance_types import InstanceType, lookup
+from instantstart.services.core.registry import (
+    get_cluster,
+    hyperpod_cluster_name,
+    resolve_tag,
+    submit_for_cluster,
+    update_cluster,
+)
+from instantstart.services.core.stages import blocking
+from instantstart.store.models import ClusterRow
+from instantstart.validation import ClusterTag
+
+AZ = r"^[a-z]{2}(-gov)?-[a-z]+-\d[a-z]$"
+PLAN_ARN = r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]+:\d{12}:training-plan/[a-zA-Z0-9\-]+$"
+NEEDED_DETAILS = ("vpcId", "securityGroupId", "executionRoleArn", "bucket")
+IMMUTABLE_NOTE = "Capacity type and network interface mode are fixed for the life of the group."
+
+
+class AddGroupRequest(WireModel):
+    """One create-time decision: type, count, placement, capacity type and network interface mode."""
+
+    cluster_tag: ClusterTag | None = Field(default=None, description="The cluster (default: the active one).")
+    instance_group_name: str = Field(pattern=GROUP_NAME, max_length=63)
+    instance_type: str = Field(min_length=3, max_length=40, description="An ml.* type, e.g. ml.p5.48xlarge.")
+    instance_count: int = Field(ge=0, le=6758)
+    availability_zone: str = Field(pattern=AZ)
+    volume_size: int = Field(default=500, ge=1, le=16384, description="Secondary EBS volume (GB).")
+    training_plan_arn: str | None = Field(default=None, pattern=PLAN_ARN)
+    is_spot: bool = Field(default=False, description="Spot capacity (fault-tolerant work only); fixed for life.")
+    efa_only: bool = Field(default=False, description="EFA-only interfaces (multi-card types); fixed for life.")
+    new_subnet: bool = Field(default=False, description="A dedicated subnet that outlives the group.")
+    subnet_id: str | None = Field(default=None, pattern=r"^subnet-[0-9a-f]{8,17}$")
+    on_start_deep_health_checks: bool | None = Field(
+        default=None, description="InstanceStress and InstanceConnectivity before nodes take work."
+    )
+    strict_availability_zone: bool = Field(
+        default=False, description="Refuse instead of moving to a training plan's AZ when they differ."
+    )
+
+
+class NewGroup(ParamsModel):
+    """The decided group, as stored in instance_group_add's params under `group`."""
+
+    name: str
+    instance_type: str
+    count: int
+    availability_zone: str
+    ebs_gb: int
+    training_plan_arn: str | None = None
+    capacity_type: Literal["OnDemand", "Spot", "TrainingPlan"] = "OnDemand"
+    efa_only: bool = False
+    new_subnet: bool = False
+    subnet_id: str | None = None
+    threads_per_core: int = 1
+    deep_health_checks: list[str] = []
+    notes: list[str] = []
+
+
+class GroupAddParams(ParamsModel):
+    """Params of instance_group_add: the cluster and the decided group."""
+
+    cluster_tag: str
+    region: str
+    group: NewGroup
+
+
+def check_decision(req: AddGroupRequest, facts: InstanceType) -> None:
+    """Everything that can be refused without asking AWS."""
+    if req.efa_only and not facts.efa_only_eligible:
+        raise field_error(
+            "efaOnly",
+            f"{facts.name} does not support EFA-only interfaces (it is not a multi-network-card EFA type)",
+            hint="Use a type such as ml.p5.48xlarge, ml.p5en.48xlarge or ml.p6-b200.48xlarge, or drop efaOnly.",
+        )
+    if req.is_spot and req.training_plan_arn:
+        raise field_error("isSpot", "Spot and a training plan are different capacity types; choose one")
+    if req.new_subnet and req.subnet_id:
+        raise field_error("newSubnet", "newSubnet and subnetId are exclusive; choose one")
+    if req.on_start_deep_health_checks and not facts.accelerated:
+        raise field_error("onStartDeepHealthChecks", f"deep health checks need an accelerated type, not {facts.name}")
+
+
+def plan_zones(sm: HyperPod, arn: str) -> tuple[list[str], dict[str, Any]]:
+    """The AZs of a training plan's reserved capacity, and the plan (blocking)."""
+    plan = sm.describe_training_plan(arn)
+    zones = sorted(
+        {str(r["AvailabilityZone"]) for r in plan.get("ReservedCapacitySummaries", []) if r.get("AvailabilityZone")}
+    )
+    return zones, plan
+
+
+async def reconcile_zone(ctx: CallContext, row: ClusterRow, req: AddGroupRequest, itype: str) -> tuple[str, list[str]]:
+    """The AZ the group goes to and what was decided about it (a training plan pins capacity to its AZ)."""
+    if not req.training_plan_arn:
+        return req.availability_zone, []
+    zones, plan = await blocking(plan_zones, HyperPod(ctx.app.aws, row.region), req.training_plan_arn)
+    types = {r.get("InstanceType") for r in plan.get("ReservedCapacitySummaries", [])}
+    if types and itype not in types:
+        raise field_error(
+            "instanceType", f"the training plan reserves {', '.join(sorted(map(str, types)))}, not {itype}"
+        )
+    notes = []
+    if plan.get("Status") not in ("Active", None):
+        notes.append(f"The training plan is {plan.get('Status')}; its nodes launch once it is Active.")
+    if not zones or req.availability_zone in zones:
+        return req.availability_zone, notes
+    if req.strict_availability_zone or req.subnet_id:
+        why = "subnetId is in" if req.subnet_id else "strictAvailabilityZone asks for"
+        raise field_error(
+            "availabilityZone",
+            f"the training plan's capacity is in {', '.join(zones)}, but {why} {req.availability_zone}",
+            hint=f"Use availabilityZone {zones[0]} (and a subnet there), or another training plan.",
+        )
+    note = (
+        f"The training plan's capacity is in {zones[0]}; the group is placed in {zones[0]} "
+        f"instead of the requested {req.availability_zone}."
+    )
+    return zones[0], [*notes, note]
+
+
+@operation(
+    "hyperpod_add_instance_group",
+    method="POST",
+    path="/capacity/instance-groups",
+    completion="operation_get",
+    example={
+        "instanceGroupName": "gpu-b",
+        "instanceType": "ml.g6.4xlarge",
+        "instanceCount": 1,
+        "availabilityZone": "us-west-2c",
+    },
+)
+async def hyperpod_add_instance_group(ctx: CallContext, req: AddGroupRequest) -> OperationRef:
+    """Add an instance group to the active cluster's HyperPod cluster as one create-time decision.
+    Capacity type (OnDemand; Spot with isSpot; or a SageMaker training plan) and network interface mode
+    (efaOnly, only for multi-network-card EFA types such as p5/p5e/p5en/p6-b200 — others are refused)
+    are fixed for the life of the group. A training plan pins capacity to its AZ: a different requested
+    AZ is replaced by the plan's (the result says so) unless strictAvailabilityZone or a subnetId insists,
+    which is refused. Placement: subnetId; else the shared per-AZ compute subnet; newSubnet makes a
+    dedicated subnet that outlives the group so a successor can reuse it. Node recovery stays Automatic;
+    onStartDeepHealthChecks runs InstanceStress and InstanceConnectivity. UpdateCluster receives only the
+    new group. The operation's result states capacityType, networkInterface, zone and notes."""
+    replayed = await ctx.app.runner.replay("instance_group_add", ctx.idempotency_key, status_tool="operation_get")
+    if replayed is not None:
+        return replayed
+    tag = await to_thread.run_sync(resolve_tag, ctx.app.db, req.cluster_tag)
+    row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
+    facts = lookup(req.instance_type, "instanceType")
+    check_decision(req, facts)
+    missing = [k for k in NEEDED_DETAILS if not (row.details or {}).get(k)]
+    if missing:
+        raise PreconditionFailed(
+            f"Cluster {tag} has no recorded {', '.join(missing)} (it was imported or its EKS stage did not finish).",
+            hint="Groups are added to clusters this control plane created; for an imported cluster use the "
+            "SageMaker console or CLI.",
+        )
+    await validate_zone(ctx, row.region, req.availability_zone)
+    cluster = await described(ctx.app, row)
+    if find_group(cluster, req.instance_group_name) is not None:
+        raise Conflict(
+            f"Instance group {req.instance_group_name} already exists in {hyperpod_cluster_name(row)}.",
+            hint="Scale it with hyperpod_scale_instance_group, or choose another name.",
+        )
+    az, notes = await reconcile_zone(ctx, row, req, facts.name)
+    kind: Literal["OnDemand", "Spot", "TrainingPlan"] = (
+        "TrainingPlan" if req.training_plan_arn else ("Spot" if req.is_spot else "OnDemand")
+    )
+    if req.is_spot:
+        notes.append("Spot capacity can be reclaimed at short notice: use it for checkpointed, fault-tolerant work.")
+    group = NewGroup(
+        name=req.instance_group_name,
+        instance_type=facts.name,
+        count=req.instance_count,
+        availability_zone=az,
+        ebs_gb=req.volume_size,
+        training_plan_arn=req.training_plan_arn,
+        capacity_type=kind,
+        efa_only=req.efa_only,
+        new_subnet=req.new_subnet,
+        subnet_id=req.subnet_id,
+        threads_per_core=facts.threads_per_core,
+        deep_health_checks=list(DEEP_HEALTH_CHECKS) if req.on_start_deep_health_checks else [],
+        notes=notes,
+    )
+    params = GroupAddParams(cluster_tag=tag, region=row.region, group=group)
+    return await submit_for_cluster(
+        ctx, "instance_group_add", tag, params, status_tool="operation_get", poll_after_seconds=20
+    )
+
+
+async def ensure_subnet(stage: StageContext, p: GroupAddParams, details: dict[str, Any]) -> dict[str, Any]:
+    """The group's subnet through ensure_compute_subnet (given, shared per AZ, or dedicated)."""
+    g = p.group
+    n = net.NetCtx(
+        aws=stage.app.aws,
+        db=stage.app.db,
+        cluster_tag=p.cluster_tag,
+        operation_id=stage.operation_id,
+        region=p.region,
+    )
+    await stage.progress(f"subnet in {g.availability_zone}" + (" (dedicated)" if g.new_subnet else ""))
+    return await blocking(
+        net.ensure_compute_subnet,
+        n,
+        vpc_id=details["vpcId"],
+        az=g.availability_zone,
+        subnet_id=g.subnet_id,
+        nat_gateway_id=details.get("natGatewayId"),
+        s3_endpoint_id=details.get("s3EndpointId"),
+        dedicated=g.new_subnet,
+        dedicated_name=g.name,
+        min_free=g.count + 8,
+    )
+
+
+def decision(p: GroupAddParams, details: dict[str, Any], subnet_id: str) -> GroupDecision:
+    """The manifests' GroupDecision of the stored group, in the recorded subnet, role and bucket."""
+    g = p.group
+    return GroupDecision(
+        name=g.name,
+        instance_type=g.instance_type,
+        count=g.count,
+        execution_role=details["executionRoleArn"],
+        lifecycle_uri=f"s3://{details['bucket']}/instantstart/{p.cluster_tag}/lifecycle/",
+        ebs_gb=g.ebs_gb,
+        threads_per_core=g.threads_per_core,
+        training_plan_arn=g.training_plan_arn,
+        capacity_type="Spot" if g.capacity_type == "Spot" else "OnDemand",
+        efa_only=g.efa_only,
+        deep_health_checks=tuple(g.deep_health_checks),
+        subnet_id=subnet_id,
+        security_group_id=details["securityGroupId"],
+    )
+
+
+async def stage_add(stage: StageContext) -> dict[str, Any]:
+    """Subnet through ensure_compute_subnet → UpdateCluster with only the new group → InService at count."""
+    p = stage.params_as(GroupAddParams)
+    g = p.group
+    app = stage.app
+    row = await blocking(get_cluster, app.db, p.cluster_tag)
+    details = row.details or {}
+    for note in g.notes:
+        await stage.progress(note)
+    subnet = await ensure_subnet(stage, p, details)
+    sm = HyperPod(app.aws, p.region)
+    name = hyperpod_cluster_name(row)
+    cluster = await blocking(sm.describe_cluster, name)
+    if cluster is None:
+        raise PreconditionFailed(f"HyperPod cluster {name} does not exist.")
+    seen = await seen_events(sm, name, g.name)
+    if find_group(cluster, g.name) is None:
+        spec = instance_group(decision(p, details, subnet["subnetId"]))
+        where = f"{g.count} x {g.instance_type} in {g.availability_zone}"
+        await stage.progress(f"UpdateCluster {name}: add {g.name} ({where})")
+        await blocking(
+            sm.update_cluster, f"add instance group {g.name} to {name}", ClusterName=name, InstanceGroups=[spec]
+        )
+    found = await wait_group(stage, sm, name, g.name, None, seen)
+    groups = dict(details.get("instanceGroups") or {})
+    groups[g.name] = {
+        "subnetId": subnet["subnetId"],
+        "dedicatedSubnet": g.new_subnet,
+        "availabilityZone": g.availability_zone,
+    }
+    await blocking(update_cluster, app.db, p.cluster_tag, details={"instanceGroups": groups})
+    return {
+        "instanceGroupName": g.name,
+        "capacityType": capacity_type(found),
+        "networkInterface": (found.get("NetworkInterface") or {}).get("InterfaceType", "default"),
+        "availabilityZone": g.availability_zone,
+        "subnetId": subnet["subnetId"],
+        "dedicatedSubnet": g.new_subnet,
+        "currentCount": found.get("CurrentCount", 0),
+        "deepHealthChecks": found.get("OnStartDeepHealthChecks", []),
+        "notes": [*g.notes, IMMUTABLE_NOTE],
+    }
+
+
+KINDS.register(
+    OperationKind(
+        name="instance_group_add",
+        params=GroupAddParams,
+        stages=(StageSpec("add", stage_add, max_attempts=3, timeout_seconds=GROUP_TIMEOUT + 600, backoff_seconds=5),),
+    )
+)

@@ -1,0 +1,93 @@
+"""The Karpenter toggle's Kubernetes objects: the HyperpodNodeClass and NodePool, applied and removed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes import client as k8s
+
+from instantstart.context import StageContext
+from instantstart.kube.calls import kube_api, kube_call
+from instantstart.kube.reads import crds_served, delete_cluster_object, ensure_cluster_object, read_cluster_object
+from instantstart.manifests import karpenter as m
+from instantstart.services.capacity.karpenter.state import WAIT, KarpenterEnableParams, record_state, state_of
+from instantstart.services.core.registry import ClusterParams, get_cluster
+from instantstart.services.core.stages import blocking, wait_until
+
+# (state key, API group, plural) of the objects the toggle makes, in the order they are removed.
+OBJECTS = (
+    ("nodePool", m.NODEPOOL_GROUP, m.NODEPOOL_PLURAL),
+    ("nodeClass", m.NODECLASS_GROUP, m.NODECLASS_PLURAL),
+)
+CRDS = (f"{m.NODEPOOL_PLURAL}.{m.NODEPOOL_GROUP}", f"{m.NODECLASS_PLURAL}.{m.NODECLASS_GROUP}")
+
+
+def read_object(api: k8s.ApiClient, group: str, plural: str, name: str) -> dict[str, Any] | None:
+    """A Karpenter object (cluster-scoped, version m.VERSION), or None (blocking, errors translated)."""
+    return kube_call(f"read {plural} {name}", read_cluster_object, api, group, m.VERSION, plural, name)
+
+
+def ready(obj: dict[str, Any] | None) -> tuple[bool, str]:
+    """A Karpenter object's Ready condition (and its message)."""
+    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready":
+            return c.get("status") == "True", str(c.get("message") or c.get("reason") or "")
+    return False, "no Ready condition yet"
+
+
+async def stage_nodepool(stage: StageContext) -> dict[str, Any]:
+    """Once the Karpenter CRDs are served: the HyperpodNodeClass and NodePool, until both are Ready."""
+    p = stage.params_as(KarpenterEnableParams)
+    tag = p.cluster_tag
+    app = stage.app
+    row = await blocking(get_cluster, app.db, tag)
+    api = await blocking(kube_api, app.kube, row.eks_cluster_name, row.region)
+    s = p.settings.manifest_settings()
+
+    async def crds() -> tuple[bool, str]:
+        served = await blocking(kube_call, "read Karpenter CRDs", crds_served, api, CRDS)
+        return served, "Karpenter CRDs served" if served else "waiting for the Karpenter CRDs"
+
+    await wait_until(stage, crds, limit_seconds=WAIT, what="the Karpenter CRDs")
+    for key, group, plural, body in (
+        ("nodeClass", m.NODECLASS_GROUP, m.NODECLASS_PLURAL, m.node_class(s)),
+        ("nodePool", m.NODEPOOL_GROUP, m.NODEPOOL_PLURAL, m.node_pool(s)),
+    ):
+        await blocking(kube_call, f"apply {body['kind']}", ensure_cluster_object, api, group, m.VERSION, plural, body)
+        await record_state(app, tag, **{key: s.name})
+
+    async def pool_ready() -> tuple[bool, str]:
+        pool = await blocking(read_object, api, m.NODEPOOL_GROUP, m.NODEPOOL_PLURAL, s.name)
+        ok, why = ready(pool)
+        return ok, f"NodePool {s.name}: {'Ready' if ok else why}"
+
+    await wait_until(stage, pool_ready, limit_seconds=WAIT, what=f"NodePool {s.name}")
+    stored = p.settings.model_dump(mode="json", by_alias=True)
+    await record_state(app, tag, enabled=True, instanceGroups=list(s.instance_groups), settings=stored)
+    return {"nodeClass": s.name, "nodePool": s.name, "instanceGroups": list(s.instance_groups)}
+
+
+async def stage_remove_nodepool(stage: StageContext) -> dict[str, Any]:
+    """Delete the NodePool, then the HyperpodNodeClass, each until gone (only those the toggle made)."""
+    tag = stage.params_as(ClusterParams).cluster_tag
+    app = stage.app
+    row = await blocking(get_cluster, app.db, tag)
+    state = state_of(row)
+    await record_state(app, tag, enabled=False)
+    api = await blocking(kube_api, app.kube, row.eks_cluster_name, row.region)
+    removed = []
+    for key, group, plural in OBJECTS:
+        name = state.get(key)
+        if not name:
+            continue
+        await stage.progress(f"deleting {key} {name}")
+        await blocking(kube_call, f"delete {key} {name}", delete_cluster_object, api, group, m.VERSION, plural, name)
+
+        async def gone(g: str = group, p: str = plural, n: str = str(name)) -> tuple[bool, str]:
+            left = await blocking(read_object, api, g, p, n)
+            return left is None, f"waiting for {n} to go"
+
+        await wait_until(stage, gone, limit_seconds=WAIT, what=f"deletion of {name}")
+        removed.append(f"{key}/{name}")
+        await record_state(app, tag, **{key: None})
+    return {"removed": removed}

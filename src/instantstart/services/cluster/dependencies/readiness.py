@@ -1,0 +1,80 @@
+"""Readiness of a dependency's DaemonSets and Deployments, read through the Kubernetes API and waited for."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from instantstart.context import AppContext
+from instantstart.services.cluster.dependencies.catalog import Dependency, WorkloadRef
+from instantstart.services.cluster.dependencies.results import DependencyFailed, DepResult, Target
+from instantstart.services.core.stages import blocking, next_poll
+
+READY_TIMEOUT = 10 * 60
+
+
+def workload_refs(dep: Dependency) -> list[tuple[str, WorkloadRef]]:
+    """The (kind, ref) pairs whose readiness makes the dependency ready."""
+    return [("DaemonSet", r) for r in dep.readiness.daemon_sets] + [
+        ("Deployment", r) for r in dep.readiness.deployments
+    ]
+
+
+async def wait_ready(app: AppContext, target: Target, dep: Dependency, result: DepResult) -> None:
+    """Wait until every workload of `dep` is ready (result.actual["workloads"] follows); DependencyFailed after
+    READY_TIMEOUT naming what is not ready."""
+    refs = workload_refs(dep)
+    if not refs:
+        return
+    deadline = time.monotonic() + READY_TIMEOUT
+    while True:
+        states = await blocking(workload_states, app, target, refs)
+        waiting = [s for s in states if not s["ready"]]
+        result.actual["workloads"] = states
+        if not waiting:
+            return
+        if time.monotonic() > deadline:
+            raise DependencyFailed(
+                f"{dep.name}: not ready: "
+                + "; ".join(f"{s['kind']} {s['namespace']}/{s['name']}: {s['message']}" for s in waiting),
+                "Check the workloads' pods (events, image pulls), then run cluster_configure_dependencies again.",
+                retryable=True,
+            )
+        waited = time.monotonic() - (deadline - READY_TIMEOUT)
+        await asyncio.sleep(next_poll(waited, app.settings.poll_seconds))
+
+
+def workload_states(app: AppContext, target: Target, refs: list[tuple[str, WorkloadRef]]) -> list[dict[str, Any]]:
+    """Readiness of DaemonSets and Deployments through the Kubernetes API (blocking)."""
+    apps = k8s.AppsV1Api(app.kube.api_client(target.eks_cluster_name, target.region))
+    out = []
+    for kind, ref in refs:
+        state: dict[str, Any] = {"kind": kind, "namespace": ref.namespace, "name": ref.name}
+        try:
+            if kind == "DaemonSet":
+                ds = apps.read_namespaced_daemon_set(ref.name, ref.namespace)
+                desired = ds.status.desired_number_scheduled if ds.status else None
+                ready = (ds.status.number_ready or 0) if ds.status else 0
+            else:
+                dep = apps.read_namespaced_deployment(ref.name, ref.namespace)
+                desired = dep.spec.replicas if dep.spec.replicas is not None else 1
+                ready = (dep.status.ready_replicas or 0) if dep.status else 0
+                if dep.status is None or dep.status.observed_generation is None:
+                    desired = None
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            state.update(exists=False, ready=False, desired=None, readyCount=0, message="not found")
+            out.append(state)
+            continue
+        done = desired is not None and ready >= desired
+        message = "status not reported yet" if desired is None else f"{ready}/{desired} ready"
+        if done and desired == 0:
+            message = "0/0 ready (no matching nodes yet)"
+        state.update(exists=True, ready=done, desired=desired, readyCount=ready, message=message)
+        out.append(state)
+    return out
