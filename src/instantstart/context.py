@@ -8,6 +8,7 @@ from typing import TypeAlias
 from instantstart.aws.clients import AwsClients
 from instantstart.describe_cache import DescribeCache
 from instantstart.kube.client import KubeClients
+from instantstart.kube.informers import Informers
 from instantstart.operations.runner import Runner
 from instantstart.operations.stage import StageContext as EngineStageContext
 from instantstart.settings import Settings
@@ -24,6 +25,7 @@ class AppContext:
     aws: AwsClients
     kube: KubeClients
     cache: DescribeCache
+    informers: Informers = field(default_factory=Informers)
 
 
 StageContext: TypeAlias = EngineStageContext[AppContext]

@@ -20,15 +20,16 @@ class DescribeCache:
     def __init__(self, ttl: float, max_entries: int = 1024) -> None:
         self.ttl = ttl
         self.max_entries = max_entries
-        self._values: OrderedDict[str, tuple[float, Any]] = OrderedDict()
+        self._values: OrderedDict[str, tuple[float, Any, float]] = OrderedDict()  # (stored at, value, kept for)
         self._inflight: dict[str, asyncio.Future[Any]] = {}
         self.calls = 0  # describe calls actually made (for tests and metrics)
 
-    async def get(self, key: str, fetch: Callable[[], Awaitable[Any]]) -> Any:
-        """The cached value of `key`, or the result of one `fetch()` shared by every concurrent caller."""
+    async def get(self, key: str, fetch: Callable[[], Awaitable[Any]], ttl: float | None = None) -> Any:
+        """The cached value of `key`, or the result of one `fetch()` shared by every concurrent caller;
+        `ttl` overrides the interval for this read (e.g. longer while nothing changes the resource)."""
         now = time.monotonic()
         hit = self._values.get(key)
-        if hit is not None and now - hit[0] < self.ttl:
+        if hit is not None and now - hit[0] < (self.ttl if ttl is None else ttl):
             self._values.move_to_end(key)
             return hit[1]
         pending = self._inflight.get(key)
@@ -39,7 +40,7 @@ class DescribeCache:
         try:
             self.calls += 1
             value = await fetch()
-            self._store(key, value)
+            self._store(key, value, self.ttl if ttl is None else ttl)
             future.set_result(value)
             return value
         except BaseException as exc:
@@ -49,15 +50,15 @@ class DescribeCache:
         finally:
             self._inflight.pop(key, None)
 
-    def _store(self, key: str, value: Any) -> None:
+    def _store(self, key: str, value: Any, ttl: float) -> None:
         now = time.monotonic()
         self._values.pop(key, None)
         while self._values:
-            oldest_key, (stored, _) = next(iter(self._values.items()))
-            if now - stored < self.ttl and len(self._values) < self.max_entries:
+            oldest_key, (stored, _, kept) = next(iter(self._values.items()))
+            if now - stored < max(kept, self.ttl) and len(self._values) < self.max_entries:
                 break
             del self._values[oldest_key]
-        self._values[key] = (now, value)
+        self._values[key] = (now, value, ttl)
 
     def __len__(self) -> int:
         return len(self._values)

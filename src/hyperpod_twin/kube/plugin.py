@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from hyperpod_twin.aws.context import canonical_principal
+from hyperpod_twin.kube import chaos
 from hyperpod_twin.kube.auth import AuthError, EksTokenVerifier, Identity, Principal, sts_hosts_for
 from hyperpod_twin.kube.authz import Grant
 from hyperpod_twin.kube.charts import ChartRepository
@@ -175,3 +176,4 @@ def attach(twin: Any) -> None:
     twin.bus.subscribe("eks.cluster.deleted", plugin.on_deleted)
     twin.bus.subscribe("twin.reset", plugin.stop_all)
     twin.bus.subscribe("twin.stopping", plugin.shutdown)
+    chaos.attach(twin)

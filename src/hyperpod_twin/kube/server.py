@@ -311,6 +311,8 @@ class KubeApiServer:
                                     "metadata": meta, "items": items})
 
     def _watch(self, request: Request, target: Target) -> Response:
+        if self.runtime.store.watches_blocked:
+            raise ApiError(503, "watch unavailable (blocked through /_twin)", "ServiceUnavailable")
         predicate = combine(parse_label_selector(request.param("labelSelector")),
                             parse_field_selector(request.param("fieldSelector"), target.rtype.key))
         timeout = float(request.param("timeoutSeconds") or DEFAULT_WATCH_TIMEOUT)

@@ -104,6 +104,10 @@ class ObjectStore:
     _listeners: list[Listener] = field(default_factory=list)
     _history: list[WatchEvent] = field(default_factory=list)
     history_limit: int = 5000
+    # Resource versions below this are expired (compact()); bumping watch_epoch cuts every open watch.
+    compacted_below: int = 0
+    watch_epoch: int = 0
+    watches_blocked: bool = False  # new watches answer 503 (an outage of the watch path)
     # Events recorded but not yet delivered, in resourceVersion order; one delivery at a time, so
     # listeners see changes in the order they were made even when several threads write at once.
     _undelivered: deque[WatchEvent] = field(default_factory=deque)
@@ -297,11 +301,25 @@ class ObjectStore:
         with self._lock:
             if self._history and resource_version < self._history[0].resource_version - 1:
                 return None
+            if resource_version < self.compacted_below:
+                return None
             return [
                 e
                 for e in self._history
                 if e.resource_version > resource_version and (rtype is None or e.rtype.key == rtype.key)
             ]
+
+    def compact(self) -> int:
+        """Forget the change history, as etcd compaction does: a watch from an older version gets 410."""
+        with self._lock:
+            self._history.clear()
+            self.compacted_below = self._last_rv
+            return self._last_rv
+
+    def cut_watches(self) -> None:
+        """Drop every open watch connection (a network failure, as the watching clients see it)."""
+        with self._lock:
+            self.watch_epoch += 1
 
     # -- internals ---------------------------------------------------------------------------
     def _next_rv(self) -> int:

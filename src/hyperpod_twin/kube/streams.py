@@ -94,6 +94,7 @@ def _watch(
             return _line("DELETED", render(event.object))
         return None
 
+    epoch = store.watch_epoch
     try:
         last_rv = 0
         if resource_version in ("", "0") or initial_events:
@@ -137,6 +138,9 @@ def _watch(
         deadline = time.monotonic() + timeout
         next_bookmark = time.monotonic() + bookmark_every
         while not stopping.is_set() and time.monotonic() < deadline:
+            if store.watch_epoch != epoch:
+                # /_twin/kube/…/watches/cut: end the connection without the final chunk, as a failure does.
+                raise ConnectionAbortedError("watch cut by the twin")
             try:
                 event = pending.get(timeout=min(HEARTBEAT, bookmark_every) if bookmarks else HEARTBEAT)
             except queue.Empty:

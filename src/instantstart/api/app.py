@@ -30,12 +30,14 @@ from instantstart.context import AppContext
 from instantstart.describe_cache import DescribeCache
 from instantstart.errors import InstantStartError, InvalidInput, NotFound, PayloadTooLarge, Unauthorized
 from instantstart.kube.client import KubeClients
+from instantstart.kube.informers import Informers
 from instantstart.logs import register_secret, request_id_var
 from instantstart.mcp.http import session_manager
 from instantstart.operations.kinds import KINDS
 from instantstart.operations.runner import Runner
 from instantstart.operations.store import OperationStore
 from instantstart.services import load_all
+from instantstart.services.monitoring.timeline import attach as attach_timeline
 from instantstart.settings import Settings
 from instantstart.store.db import Database
 from instantstart.web.routes import add_web_routes
@@ -169,6 +171,7 @@ def build_context(settings: Settings) -> AppContext:
         aws=aws,
         kube=KubeClients(aws),
         cache=DescribeCache(settings.status_cache_seconds),
+        informers=Informers(settings.watch_idle_seconds),
     )
 
 
@@ -266,6 +269,7 @@ def create_app(
     mcp_manager = session_manager(catalog, context, _allowed_hosts(settings))
     hub = EventHub(context, catalog)
     context.runner.add_listener(hub.on_operation)
+    attach_timeline(context)
     sessions = SessionStore()
 
     @contextlib.asynccontextmanager
@@ -278,6 +282,7 @@ def create_app(
             yield
         await hub.stop()
         await context.runner.stop()
+        context.informers.stop()
         context.db.dispose()
         for hook in on_shutdown:
             await to_thread.run_sync(hook)

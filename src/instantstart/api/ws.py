@@ -1,4 +1,5 @@
-"""The WebSocket at /api/v1/ws: operation changes as they happen, and periodic resource snapshots."""
+"""The WebSocket at /api/v1/ws: operation changes as they happen, and resource snapshots (periodic, and at
+once when the cluster's watches see a change)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,12 @@ from instantstart.catalog.registry import Catalog
 from instantstart.catalog.routes import API_PREFIX
 from instantstart.context import AppContext, CallContext
 from instantstart.errors import InstantStartError
+from instantstart.services.monitoring.state import CHANGE_HOOKS
 
 log = logging.getLogger(__name__)
 
 QUEUE_SIZE = 256
+KICK_DEBOUNCE = 0.3  # seconds a watch-triggered snapshot waits for more changes
 # Read-only tools whose answers make up a resource snapshot (each is cached server-side).
 SNAPSHOT_TOOLS = (
     ("clusters", "cluster_list_all"),
@@ -38,7 +41,15 @@ class EventHub:
         self.clients: set[asyncio.Queue[dict[str, Any]]] = set()
         self._changed: set[str] = set()
         self._wake = asyncio.Event()
+        self._kick = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        CHANGE_HOOKS.append(self.on_cluster_change)
+
+    def on_cluster_change(self, app: AppContext, _tag: str, _kind: str) -> None:
+        """Watch hook (any thread): something the live views show changed, so push a snapshot soon."""
+        if app is self.context and self.clients and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._kick.set)
 
     def on_operation(self, operation_id: str) -> None:
         """Runner listener: note the change; the broadcaster reads and sends it."""
@@ -49,10 +60,14 @@ class EventHub:
     def start(self) -> None:
         """Start the broadcaster and the snapshot loop (in the server's event loop)."""
         self._wake = asyncio.Event()
+        self._kick = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
         self._tasks = [asyncio.create_task(self._operations()), asyncio.create_task(self._snapshots())]
 
     async def stop(self) -> None:
-        """Stop both loops."""
+        """Stop both loops and the watch hook."""
+        if self.on_cluster_change in CHANGE_HOOKS:
+            CHANGE_HOOKS.remove(self.on_cluster_change)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -95,7 +110,11 @@ class EventHub:
 
     async def _snapshots(self) -> None:
         while True:
-            await asyncio.sleep(self.interval)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._kick.wait(), self.interval)
+            if self._kick.is_set():
+                await asyncio.sleep(KICK_DEBOUNCE)  # gather a burst of changes into one snapshot
+                self._kick.clear()
             if not self.clients:
                 continue
             try:

@@ -193,7 +193,7 @@ class OperationStore:
     # -- reads -------------------------------------------------------------------------------
     def get(self, operation_id: str) -> OperationView:
         """One operation; NotFound if absent."""
-        with self.db.session() as session:
+        with self.db.read_session() as session:
             row = session.get(OperationRow, operation_id)
             if row is None:
                 raise NotFound(f"Operation {operation_id!r} not found.", hint="List operations with operation_list.")
@@ -216,7 +216,7 @@ class OperationStore:
             conditions.append(OperationRow.target == target)
         if kind:
             conditions.append(OperationRow.kind == kind)
-        with self.db.session() as session:
+        with self.db.read_session() as session:
             total = session.scalar(select(func.count()).select_from(OperationRow).where(*conditions)) or 0
             rows = session.scalars(
                 select(OperationRow)

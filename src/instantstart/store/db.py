@@ -16,6 +16,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+READ_ONLY_OPTION = "instantstart_read_only"
 
 
 class Database:
@@ -38,9 +39,14 @@ class Database:
         if self.is_sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas)
             # pysqlite's own transaction handling defers BEGIN; take the write lock at BEGIN instead
-            # so concurrent writers queue on busy_timeout rather than failing on lock upgrade.
-            event.listen(self.engine, "begin", _sqlite_begin_immediate)
+            # so concurrent writers queue on busy_timeout rather than failing on lock upgrade. Read
+            # sessions (`read_session`) begin DEFERRED: in WAL mode they never wait for a writer or
+            # for each other.
+            event.listen(self.engine, "begin", _sqlite_begin)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._read_sessions = sessionmaker(
+            self.engine.execution_options(**{READ_ONLY_OPTION: True}), expire_on_commit=False
+        )
 
     def migrate(self) -> None:
         """Bring the schema to the latest Alembic revision (idempotent)."""
@@ -75,6 +81,17 @@ class Database:
         finally:
             session.close()
 
+    @contextmanager
+    def read_session(self) -> Iterator[Session]:
+        """A session for reads only: on SQLite it takes no write lock, so reads never queue behind each
+        other or behind a writer (WAL readers see the last committed state). Never write through it."""
+        session = self._read_sessions()
+        try:
+            yield session
+        finally:
+            session.rollback()
+            session.close()
+
     def dispose(self) -> None:
         """Close every pooled connection."""
         self.engine.dispose()
@@ -104,5 +121,6 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-def _sqlite_begin_immediate(connection: Any) -> None:
-    connection.exec_driver_sql("BEGIN IMMEDIATE")
+def _sqlite_begin(connection: Any) -> None:
+    read_only = connection.get_execution_options().get(READ_ONLY_OPTION)
+    connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")

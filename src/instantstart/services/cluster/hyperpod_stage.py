@@ -136,13 +136,16 @@ def hyperpod_params(tag: str, region: str, req: HyperPodCreateRequest) -> HyperP
     return HyperPodParams(cluster_tag=tag, region=region, hyperpod=group)
 
 
-async def cached_describe(app: AppContext, region: str, name: str) -> dict[str, Any] | None:
-    """DescribeCluster through the status cache: every status tool shares one call per interval."""
+async def cached_describe(
+    app: AppContext, region: str, name: str, ttl: float | None = None
+) -> dict[str, Any] | None:
+    """DescribeCluster through the status cache: every status tool shares one call per interval (`ttl`
+    overrides the interval)."""
 
     async def fetch() -> dict[str, Any] | None:
         return await blocking(hp_api.describe_cluster, app.aws, region, name)
 
-    value: dict[str, Any] | None = await app.cache.get(f"sagemaker:{region}:{name}:describe", fetch)
+    value: dict[str, Any] | None = await app.cache.get(f"sagemaker:{region}:{name}:describe", fetch, ttl)
     return value
 
 

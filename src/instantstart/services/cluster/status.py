@@ -1,4 +1,5 @@
-"""Cluster status: nodes, GPUs, storage and dependencies of the active cluster, from cached reads."""
+"""Cluster status: a bounded summary of nodes, GPUs, storage and dependencies, from the cluster's watches
+(Kubernetes) and the describe cache (HyperPod)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from typing import Any, TypeVar
 
 from anyio import to_thread
 from kubernetes import client as k8s
+from pydantic import Field
 
 from instantstart.catalog import operation
-from instantstart.catalog.base import NoInput
+from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext
 from instantstart.errors import (
     InstantStartError,
@@ -23,17 +25,21 @@ from instantstart.services.cluster.status_model import (
     ClaimStatus,
     ClusterStatus,
     GroupStatus,
-    NodeStatus,
+    WatchFreshness,
     dependency_health,
     latest_operation,
 )
-from instantstart.services.cluster.status_reads import GPU, read_allocations, read_claims, read_nodes
 from instantstart.services.core.registry import get_cluster, hyperpod_cluster_name, resolve_tag
+from instantstart.services.monitoring.digest import NodeDigest, node_status
+from instantstart.services.monitoring.state import Freshness, cached_db
+from instantstart.services.monitoring.view import node_state
 from instantstart.store.models import ClusterRow, utcnow
 
 T = TypeVar("T")
 
 VERIFY_WAIT_SECONDS = 20 * 60
+DEFAULT_NODE_LIMIT = 10
+MAX_PROBLEMS = 20
 
 
 def _api_or_error(app: AppContext, row: ClusterRow) -> k8s.ApiClient | InstantStartError:
@@ -45,11 +51,6 @@ def _api_or_error(app: AppContext, row: ClusterRow) -> k8s.ApiClient | InstantSt
         return exc
 
 
-def _expects_gpu(instance_type: str) -> bool:
-    family = instance_type.removeprefix("ml.").split(".", 1)[0]
-    return family[:1] in ("g", "p") and instance_type.startswith("ml.")
-
-
 async def _cached(app: AppContext, key: str, fn: Callable[[], T]) -> T:
     async def fetch() -> T:
         return await to_thread.run_sync(fn)
@@ -59,31 +60,23 @@ async def _cached(app: AppContext, key: str, fn: Callable[[], T]) -> T:
 
 
 async def _reads(
-    app: AppContext, row: ClusterRow, hp_name: str
-) -> tuple[dict[str, Any] | None, list[dict[str, Any]], dict[str, dict[str, int]], list[dict[str, Any]], str | None]:
-    """HyperPod's DescribeCluster and the Kubernetes reads (nodes, accelerator requests, claims), cached;
-    the last item says why Kubernetes was not reachable (None when it was)."""
+    app: AppContext, row: ClusterRow, hp_name: str, ttl: float
+) -> tuple[dict[str, Any] | None, NodeDigest, list[dict[str, Any]], Freshness | None, str | None]:
+    """HyperPod's DescribeCluster (cached for `ttl`) and the Kubernetes state from the cluster's watches (node
+    digest, claims, freshness); the last item says why Kubernetes was not reachable (None when it was)."""
     base = f"{row.region}:{row.eks_cluster_name}"
-    hp_task = asyncio.ensure_future(hyperpod.cached_describe(app, row.region, hp_name))
+    hp_task = asyncio.ensure_future(hyperpod.cached_describe(app, row.region, hp_name, ttl))
     try:
         api_or_error = await _cached(app, f"kubeapi:{base}", lambda: _api_or_error(app, row))
         if isinstance(api_or_error, InstantStartError):
             raise api_or_error
-        api = api_or_error
-        hp, nodes, used, pvcs = await asyncio.gather(
-            hp_task,
-            _cached(app, f"kube:{base}:nodes", lambda: read_nodes(api)),
-            _cached(app, f"kube:{base}:pods-accelerators", lambda: read_allocations(api)),
-            _cached(app, f"kube:{base}:pvcs", lambda: read_claims(api)),
-        )
+        hp, (nodes, pvcs, fresh) = await asyncio.gather(hp_task, node_state(app, row))
     except InstantStartError as exc:
-        return await hp_task, [], {}, [], exc.message
-    return hp, nodes, used, pvcs, None
+        return await hp_task, NodeDigest(), [], None, exc.message
+    return hp, nodes, pvcs, fresh, None
 
 
-def _groups(
-    hp: dict[str, Any] | None, hp_name: str, usable: list[dict[str, Any]], problems: list[str]
-) -> list[GroupStatus]:
+def _groups(hp: dict[str, Any] | None, hp_name: str, nodes: NodeDigest, problems: list[str]) -> list[GroupStatus]:
     """Each HyperPod instance group's counts against its Ready, schedulable Kubernetes nodes."""
     if hp is None:
         problems.append(f"HyperPod cluster {hp_name} does not exist (hyperpod_create creates it).")
@@ -96,7 +89,7 @@ def _groups(
     for g in hp.get("InstanceGroups") or []:
         name = g.get("InstanceGroupName", "")
         current, target = int(g.get("CurrentCount") or 0), int(g.get("TargetCount", g.get("CurrentCount")) or 0)
-        k8s_ok = sum(1 for n in usable if n["instanceGroup"] == name and n["hyperpodCluster"] in (None, hp_name))
+        k8s_ok = nodes.usable_by_group[(name, None)] + nodes.usable_by_group[(name, hp_name)]
         groups.append(
             GroupStatus(
                 name=name,
@@ -115,50 +108,9 @@ def _groups(
     return groups
 
 
-def _node_view(n: dict[str, Any], alloc: dict[str, int]) -> NodeStatus:
-    return NodeStatus(
-        name=n["name"],
-        instance_type=n["instanceType"],
-        instance_group=n["instanceGroup"],
-        zone=n["zone"],
-        ready=n["ready"],
-        schedulable=n["schedulable"],
-        health_status=n["healthStatus"],
-        deep_health_check=n["deepHealthCheck"],
-        fault_reasons=n.get("faultReasons"),
-        taints=n["taints"],
-        gpus=n["gpuAllocatable"],
-        gpus_allocated=alloc["gpu"],
-        neuron_devices=n["neuronAllocatable"],
-    )
-
-
-def _nodes(
-    nodes: list[dict[str, Any]], used: dict[str, dict[str, int]], problems: list[str]
-) -> tuple[list[NodeStatus], list[AcceleratorTotals]]:
-    """Every node's view, and accelerator totals per instance type (a GPU type advertising none is a problem)."""
-    views = []
-    totals: dict[str, dict[str, int]] = {}
-    for n in nodes:
-        alloc = used.get(n["name"], {"gpu": 0, "neuron": 0})
-        views.append(_node_view(n, alloc))
-        t = totals.setdefault(
-            n["instanceType"], dict.fromkeys(("nodes", "ready", "gpu", "gpuUsed", "gpuFree", "neuron", "neuronUsed"), 0)
-        )
-        t["nodes"] += 1
-        t["gpu"] += n["gpuAllocatable"]
-        t["gpuUsed"] += alloc["gpu"]
-        t["neuron"] += n["neuronAllocatable"]
-        t["neuronUsed"] += alloc["neuron"]
-        if n["ready"] and n["schedulable"]:
-            t["ready"] += 1
-            t["gpuFree"] += max(n["gpuAllocatable"] - alloc["gpu"], 0)
-        if n["ready"] and _expects_gpu(n["instanceType"]) and n["gpuAllocatable"] == 0 and n["healthStatus"]:
-            problems.append(
-                f"node {n['name']} ({n['instanceType']}) advertises no {GPU}: is the NVIDIA device "
-                "plugin running (cluster_configure_dependencies)?"
-            )
-    accelerators = [
+def _accelerators(nodes: NodeDigest) -> list[AcceleratorTotals]:
+    """Accelerator totals per instance type, from the digest."""
+    return [
         AcceleratorTotals(
             instance_type=k,
             nodes=v["nodes"],
@@ -169,9 +121,8 @@ def _nodes(
             neuron_total=v["neuron"],
             neuron_allocated=v["neuronUsed"],
         )
-        for k, v in sorted(totals.items())
+        for k, v in nodes.totals.items()
     ]
-    return views, accelerators
 
 
 def _storage(
@@ -199,38 +150,57 @@ def _storage(
     return storage
 
 
-async def collect_status(app: AppContext, tag: str, claims: tuple[str, ...] = (DEFAULT_CLAIM,)) -> ClusterStatus:
-    """Build the status of cluster `tag` from cached reads (one call per resource per cache interval).
-    `claims` are the claim names (namespace default) that must be Bound for the cluster to be ready."""
-    row = await to_thread.run_sync(get_cluster, app.db, tag)
+async def collect_status(
+    app: AppContext, tag: str, claims: tuple[str, ...] = (DEFAULT_CLAIM,), node_limit: int = DEFAULT_NODE_LIMIT
+) -> ClusterStatus:
+    """Build the status of cluster `tag`: HyperPod from the describe cache, Kubernetes from the cluster's
+    watches (served from memory; stale-marked while a watch is down). `claims` are the claim names
+    (namespace default) that must be Bound for the cluster to be ready; at most `node_limit` nodes are
+    listed, those needing attention first."""
+    row: ClusterRow = await cached_db(app, f"row:{tag}", lambda: get_cluster(app.db, tag))
     region, hp_name = row.region, hyperpod_cluster_name(row)
+    latest = await cached_db(app, f"latest-op:{tag}", lambda: latest_operation(app, tag))
+    settings = app.settings
+    # The describe interval adapts: short while an operation changes the cluster, long while it is idle.
+    idle = settings.status_idle_cache_seconds
+    idle = 3 * settings.status_cache_seconds if idle is None else max(idle, settings.status_cache_seconds)
+    ttl = settings.status_cache_seconds if latest is not None and not latest.terminal else idle
     problems: list[str] = []
-    hp, nodes, used, pvcs, unreachable = await _reads(app, row, hp_name)
+    hp, nodes, pvcs, fresh, unreachable = await _reads(app, row, hp_name, ttl)
     if unreachable is not None:
         problems.append(f"Kubernetes API of {row.eks_cluster_name} not reachable: {unreachable}")
-    usable = [n for n in nodes if n["ready"] and n["schedulable"]]
-    groups = _groups(hp, hp_name, usable, problems)
-    node_views, accelerators = _nodes(nodes, used, problems)
+    if fresh is not None and fresh.stale:
+        problems.append(
+            f"Kubernetes data is stale: a watch of {row.eks_cluster_name} is disconnected; showing the state of "
+            f"{fresh.age_seconds or 0:.0f}s ago."
+        )
+    groups = _groups(hp, hp_name, nodes, problems)
+    problems.extend(nodes.problems)
     storage = _storage(pvcs, claims, unreachable is None, problems)
     recorded, deps = dependency_health(row.details or {})
     problems.extend(
         f"dependency {d.name} is {d.status}{': ' + d.message if d.message else ''}." for d in deps if not d.healthy
     )
+    listed = nodes.attention[:node_limit]
     return ClusterStatus(
         cluster_tag=tag,
         region=region,
         ready=not problems,
-        problems=problems,
+        problems=problems[:MAX_PROBLEMS],
+        problems_omitted=max(len(problems) - MAX_PROBLEMS, 0),
         stages=dict(row.stages or {}),
-        latest_operation=await to_thread.run_sync(latest_operation, app, tag),
+        latest_operation=latest,
         kubernetes_reachable=unreachable is None,
         hyperpod_cluster_name=hp_name,
         hyperpod_status="NOT_FOUND" if hp is None else str(hp.get("ClusterStatus", "UNKNOWN")),
         instance_groups=groups,
-        nodes=node_views,
-        node_count=len(nodes),
-        nodes_ready_schedulable=len(usable),
-        accelerators=accelerators,
+        nodes=[node_status(n) for n in listed],
+        nodes_omitted=nodes.node_count - len(listed),
+        nodes_unhealthy=nodes.unhealthy_count,
+        watch=None if fresh is None else WatchFreshness.model_validate(fresh.as_dict()),
+        node_count=nodes.node_count,
+        nodes_ready_schedulable=nodes.usable_count,
+        accelerators=_accelerators(nodes),
         storage=storage,
         dependencies_recorded=recorded,
         dependencies=deps,
@@ -238,16 +208,27 @@ async def collect_status(app: AppContext, tag: str, claims: tuple[str, ...] = (D
     )
 
 
+class StatusRequest(WireModel):
+    """What cluster_get_status lists beyond the summary."""
+
+    node_limit: int = Field(
+        default=DEFAULT_NODE_LIMIT, ge=0, le=100, description="How many nodes to list (those needing attention first)."
+    )
+
+
 @operation("cluster_get_status", method="GET", path="/clusters/status", example={})
-async def cluster_get_status(ctx: CallContext, req: NoInput) -> ClusterStatus:
-    """The active cluster's health (needs an active cluster: cluster_switch): Kubernetes nodes (Ready,
-    schedulable, HyperPod health and deep-health-check labels, taints, instance type and group), GPUs per
-    instance type (allocatable total, requested by non-terminated pods, available on usable nodes), storage
-    claims (bound or not), the HyperPod instance groups' counts against Ready nodes, and dependency health.
-    `ready` is true when everything matches; otherwise `problems` says what does not. Reads are cached for
-    a few seconds, so polling it is cheap."""
-    tag = await to_thread.run_sync(resolve_tag, ctx.app.db, None)
-    row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
+async def cluster_get_status(ctx: CallContext, req: StatusRequest) -> ClusterStatus:
+    """The active cluster's health as a summary of bounded size at any cluster size (needs an active
+    cluster: cluster_switch): node counts, GPUs per instance type (allocatable total, requested by
+    non-terminated pods, available on usable nodes), the HyperPod instance groups' counts against Ready
+    nodes, storage claims (bound or not), dependency health, and at most `nodeLimit` nodes (Ready,
+    schedulable, HyperPod health and deep-health-check labels, taints), those needing attention first;
+    node_list pages through every node with filters. `ready` is true when everything matches; otherwise
+    `problems` says what does not. Kubernetes data comes from the cluster's watches (`watch` says how
+    fresh it is; stale while a watch is down), HyperPod's from a short cache, so polling it is cheap."""
+    app = ctx.app
+    tag: str = await cached_db(app, "active-tag", lambda: resolve_tag(app.db, None))
+    row: ClusterRow = await cached_db(app, f"row:{tag}", lambda: get_cluster(app.db, tag))
     recorded = (row.details or {}).get("storage") or {}
     claims = tuple(sorted(recorded)) if isinstance(recorded, dict) and recorded else (DEFAULT_CLAIM,)
-    return await collect_status(ctx.app, tag, claims)
+    return await collect_status(app, tag, claims, req.node_limit)

@@ -89,8 +89,18 @@ class LatestOperation(WireModel):
     error: dict[str, Any] | None
 
 
+class WatchFreshness(WireModel):
+    """How current the Kubernetes side of an answer is (it comes from the cluster's watches)."""
+
+    synced: bool
+    stale: bool = Field(description="True while a watch is disconnected: the last known state is served.")
+    data_age_seconds: float | None = Field(description="How old the served state is (0 while every watch is up).")
+    watches: list[dict[str, Any]] = Field(description="Per resource kind: state, connected, reconnects, relists.")
+
+
 class ClusterStatus(WireModel):
-    """The cluster at a glance; `ready` is the verification verdict and `problems` say what blocks it."""
+    """The cluster at a glance; `ready` is the verification verdict and `problems` say what blocks it.
+    A summary of bounded size at any cluster size: node detail is node_list's."""
 
     cluster_tag: str
     region: str
@@ -102,7 +112,13 @@ class ClusterStatus(WireModel):
     hyperpod_cluster_name: str | None
     hyperpod_status: str = Field(description="DescribeCluster ClusterStatus, or NOT_FOUND.")
     instance_groups: list[GroupStatus]
-    nodes: list[NodeStatus]
+    nodes: list[NodeStatus] = Field(
+        description="At most nodeLimit nodes, those needing attention first (node_list pages through all)."
+    )
+    nodes_omitted: int = Field(default=0, description="Nodes not listed here (see node_list).")
+    nodes_unhealthy: int = Field(default=0, description="Nodes not Ready, not schedulable or reported unhealthy.")
+    problems_omitted: int = Field(default=0, description="Problems beyond the first ones listed.")
+    watch: WatchFreshness | None = Field(default=None, description="Freshness of the Kubernetes data.")
     node_count: int
     nodes_ready_schedulable: int
     accelerators: list[AcceleratorTotals]

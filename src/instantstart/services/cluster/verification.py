@@ -12,7 +12,7 @@ from instantstart.manifests.storage import DEFAULT_CLAIM
 from instantstart.operations.kinds import StageSpec
 from instantstart.services.cluster.params import VerificationParams
 from instantstart.services.cluster.status import collect_status
-from instantstart.services.core.stages import record_details
+from instantstart.services.core.stages import next_poll, record_details
 
 VERIFY_WAIT_SECONDS = 20 * 60
 
@@ -25,7 +25,8 @@ async def stage_verification(stage: StageContext) -> dict[str, Any]:
     tag = p.cluster_tag
     claim = (p.storage.name if p.storage else None) or DEFAULT_CLAIM
     limit = float(p.verify_wait_seconds or VERIFY_WAIT_SECONDS)
-    deadline = time.monotonic() + limit
+    started = time.monotonic()
+    deadline = started + limit
     last = ""
     while True:
         status = await collect_status(stage.app, tag, (claim,))
@@ -49,7 +50,7 @@ async def stage_verification(stage: StageContext) -> dict[str, Any]:
                 "claim, dependencies) and retry the operation (operation_retry).",
                 retryable=True,
             )
-        await asyncio.sleep(stage.app.settings.poll_seconds)
+        await asyncio.sleep(next_poll(time.monotonic() - started, stage.app.settings.poll_seconds))
     summary = {
         "nodesReadySchedulable": status.nodes_ready_schedulable,
         "accelerators": [a.model_dump(by_alias=True) for a in status.accelerators],

@@ -81,7 +81,7 @@ def _summary(row: ClusterRow, active: str | None) -> ClusterSummary:
 
 def active_cluster_tag(db: Database) -> str | None:
     """The tag of the active cluster, if one is set."""
-    with db.session() as session:
+    with db.read_session() as session:
         row = session.get(StateRow, ACTIVE_CLUSTER_KEY)
         return str(row.value) if row and row.value else None
 
@@ -97,7 +97,7 @@ def list_clusters(db: Database) -> ClusterListResult:
 
 def get_cluster(db: Database, tag: str) -> ClusterRow:
     """One cluster row; NotFound with the known tags otherwise."""
-    with db.session() as session:
+    with db.read_session() as session:
         row = session.get(ClusterRow, tag)
         if row is not None:
             session.expunge(row)

@@ -24,11 +24,24 @@ async def blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return await to_thread.run_sync(functools.partial(fn, *args, **kwargs))
 
 
+POLL_FRACTION = 0.07  # a wait is polled again after 7 % more of it elapsed …
+POLL_FLOOR_SECONDS = 0.25  # … but not sooner than this …
+
+
+def next_poll(elapsed: float, poll_seconds: float) -> float:
+    """How long to sleep before the next check of a wait that has run `elapsed` seconds: a fraction of the
+    time waited so far (so the check lands at most ~7 % after the wait really ended, whatever its length),
+    never sooner than a quarter second nor later than the configured poll interval."""
+    return min(max(elapsed * POLL_FRACTION, min(POLL_FLOOR_SECONDS, poll_seconds)), poll_seconds)
+
+
 async def wait_until(
     stage: StageContext, check: Callable[[], Awaitable[tuple[bool, str]]], *, limit_seconds: float, what: str
 ) -> None:
-    """Poll `check` every poll interval until it reports done, recording its message as progress."""
-    deadline = time.monotonic() + limit_seconds
+    """Poll `check` until it reports done, recording its message as progress. Checks follow the wait:
+    frequent at first, then spaced out up to the poll interval (see `next_poll`)."""
+    started = time.monotonic()
+    deadline = started + limit_seconds
     last = ""
     while True:
         done, message = await check()
@@ -41,7 +54,7 @@ async def wait_until(
             raise Timeout(
                 f"{what} did not finish within {limit_seconds:.0f}s (last: {message}).", retryable=True
             )
-        await asyncio.sleep(stage.app.settings.poll_seconds)
+        await asyncio.sleep(next_poll(time.monotonic() - started, stage.app.settings.poll_seconds))
 
 
 async def record_details(stage: StageContext, tag: str, **details: Any) -> None:

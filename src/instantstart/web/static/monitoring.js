@@ -9,7 +9,8 @@ export async function render(view, _arg, shell) {
   const gpus = h("section", { class: "card", id: "gpus" });
   const nodes = h("section", { class: "card", id: "nodes" });
   const work = h("section", { class: "card", id: "workloads" });
-  replace(view, h("div", { class: "stack" }, summary, gpus, nodes, work));
+  const timeline = h("section", { class: "card", id: "timeline" });
+  replace(view, h("div", { class: "stack" }, summary, gpus, nodes, work, timeline));
 
   function drawStatus(s) {
     if (s.error) {
@@ -20,6 +21,7 @@ export async function render(view, _arg, shell) {
     replace(summary,
       h("div", { class: "card-head" }, h("h1", {}, "Monitoring ", h("span", { class: "muted" }, s.clusterTag)),
         badge(s.ready ? "ready" : "not ready", s.ready ? "ok" : "bad"), h("span", { class: "spacer" }),
+        s.watch && s.watch.stale ? badge(`stale: ${Math.round(s.watch.dataAgeSeconds ?? 0)}s old`, "bad") : null,
         h("span", { class: "muted small" }, "checked ", when(s.checkedAt))),
       h("dl", { class: "kv" },
         h("dt", {}, "HyperPod"), h("dd", {}, s.hyperpodClusterName ?? "—", " ", badge(s.hyperpodStatus)),
@@ -36,7 +38,24 @@ export async function render(view, _arg, shell) {
           h("span", { class: "gpu-available" }, a.gpuAvailable), " available",
           a.neuronTotal ? ` · Neuron ${a.neuronAllocated}/${a.neuronTotal}` : ""))))
         : h("p", { class: "empty" }, "No accelerated nodes."));
-    replace(nodes, h("h2", {}, "Nodes"), nodeTable(s.nodes));
+  }
+  // Every node (the status lists only a few): one page of node_list, served from the cluster's watches.
+  async function drawNodes() {
+    const page = await get("/clusters/nodes?limit=200").catch((error) => ({ error }));
+    if (page.error) { replace(nodes, h("h2", {}, "Nodes"), errorBox(page.error)); return; }
+    replace(nodes, h("div", { class: "card-head" }, h("h2", {}, "Nodes"),
+      h("span", { class: "muted small" }, `${page.nodes.length} of ${page.total}`)), nodeTable(page.nodes));
+  }
+  async function drawTimeline() {
+    const page = await get("/clusters/timeline?limit=20").catch((error) => ({ error }));
+    if (page.error) { replace(timeline, h("h2", {}, "Timeline"), errorBox(page.error)); return; }
+    replace(timeline, h("h2", {}, "Timeline"),
+      table([
+        { label: "Last seen", cell: (e) => when(e.lastAt) }, { label: "Type", cell: (e) => badge(e.type, e.type === "Warning" ? "bad" : "ok") },
+        { label: "Object", cell: (e) => h("span", { class: "mono small" }, `${e.objectKind}/${e.objectName}`) },
+        { label: "Reason", cell: (e) => e.reason }, { label: "Message", cell: (e) => e.message },
+        { label: "Count", num: true, cell: (e) => e.count }, { label: "Source", cell: (e) => e.source },
+      ], page.entries, { empty: "Nothing recorded yet." }));
   }
   function drawWork(w) {
     if (w.error) { replace(work, h("h2", {}, "Workloads"), errorBox(w.error)); return; }
@@ -68,10 +87,12 @@ export async function render(view, _arg, shell) {
       get("/clusters/workloads").catch((error) => ({ error })),
     ]);
     drawStatus(s); drawWork(w);
+    if (!s.error) await Promise.all([drawNodes(), drawTimeline()]);
   }
   const onResources = (e) => {
     if (e.detail.status) drawStatus(e.detail.status);
     if (e.detail.workloads) drawWork(e.detail.workloads);
+    if (e.detail.status && !e.detail.status.error) { drawNodes(); drawTimeline(); }
   };
   events.addEventListener("resources", onResources);
   await refresh();

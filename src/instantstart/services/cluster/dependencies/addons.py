@@ -24,7 +24,7 @@ from instantstart.services.cluster.dependencies.identity import (
 from instantstart.services.cluster.dependencies.readiness import wait_ready
 from instantstart.services.cluster.dependencies.results import DependencyFailed, DepResult, Progress, Target
 from instantstart.services.core.ledger import record, tag_map
-from instantstart.services.core.stages import blocking
+from instantstart.services.core.stages import blocking, next_poll
 
 ADDON_TIMEOUT = 20 * 60
 ADDON_FAILED = ("CREATE_FAILED", "UPDATE_FAILED", "DELETE_FAILED")
@@ -234,7 +234,8 @@ class AddonSteps:
                     "Check the add-on in the EKS console, then run cluster_configure_dependencies again.",
                     retryable=True,
                 )
-            await asyncio.sleep(self.app.settings.poll_seconds)
+            waited = time.monotonic() - (deadline - ADDON_TIMEOUT)
+            await asyncio.sleep(next_poll(waited, self.app.settings.poll_seconds))
 
     async def _pod_identity(self, dep: Dependency) -> str:
         spec = dep.pod_identity

@@ -12,7 +12,7 @@ from kubernetes.client.exceptions import ApiException
 from instantstart.context import AppContext
 from instantstart.services.cluster.dependencies.catalog import Dependency, WorkloadRef
 from instantstart.services.cluster.dependencies.results import DependencyFailed, DepResult, Target
-from instantstart.services.core.stages import blocking
+from instantstart.services.core.stages import blocking, next_poll
 
 READY_TIMEOUT = 10 * 60
 
@@ -44,7 +44,8 @@ async def wait_ready(app: AppContext, target: Target, dep: Dependency, result: D
                 "Check the workloads' pods (events, image pulls), then run cluster_configure_dependencies again.",
                 retryable=True,
             )
-        await asyncio.sleep(app.settings.poll_seconds)
+        waited = time.monotonic() - (deadline - READY_TIMEOUT)
+        await asyncio.sleep(next_poll(waited, app.settings.poll_seconds))
 
 
 def workload_states(app: AppContext, target: Target, refs: list[tuple[str, WorkloadRef]]) -> list[dict[str, Any]]:

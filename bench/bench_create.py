@@ -1,0 +1,100 @@
+"""Benchmark P1: `cluster_create` wall time on the twin beside the twin's simulated critical-path waits.
+
+Run: .venv/bin/python bench/bench_create.py [CLOCK_SCALE]   (default 40, the twin's default; loopback only)
+
+Starts a twin and `instantstart serve` (default settings: 10 s poll interval) as child processes, runs one
+`cluster_create` (one ml.g6.4xlarge node) and prints, per stage and in total, the wall time beside the
+simulated waits the twin imposes on that stage (EKS CREATING→ACTIVE, add-on CREATING→ACTIVE, HyperPod
+Creating→InService and node boot), converted to wall seconds by the clock scale. Asserts no timing.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from hyperpod_twin.aws.eks_addons import ADDON_CREATE
+from hyperpod_twin.aws.eks_clusters import CLUSTER_CREATE
+from hyperpod_twin.aws.hyperpod_lifecycle import CLUSTER_SETUP, NODE_BOOT
+from instantstart.twin_process import start_twin
+
+REPO = Path(__file__).resolve().parents[1]
+DEADLINE = 600.0
+
+
+def seconds(stage: dict[str, Any]) -> float:
+    """Wall seconds a stage ran."""
+    if not stage.get("startedAt") or not stage.get("finishedAt"):
+        return 0.0
+    start = datetime.fromisoformat(stage["startedAt"])
+    return (datetime.fromisoformat(stage["finishedAt"]) - start).total_seconds()
+
+
+def main(scale: float) -> None:
+    twin = start_twin(clock_scale=scale)
+    os.environ.update(twin.env)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-create-"))
+    port = 32000 + os.getpid() % 20000
+    env = {**os.environ, **twin.env, "INSTANTSTART_DATA_DIR": str(tmp), "INSTANTSTART_PORT": str(port),
+           "INSTANTSTART_AWS_ENDPOINT_URL": twin.endpoint_url, "INSTANTSTART_LOG_LEVEL": "WARNING",
+           "INSTANTSTART_HELM_REPOSITORY_URL": str(twin.info.get("chart_repo_url") or ""),
+           "INSTANTSTART_HELM_PATH": str(REPO / ".tools" / "bin" / "helm"), "PYTHONPATH": str(REPO / "src")}
+    cp = subprocess.Popen([sys.executable, "-m", "instantstart.cli.main", "serve"], env=env, cwd=REPO,
+                          stdout=open(tmp / "cp.log", "wb"), stderr=subprocess.STDOUT)  # noqa: SIM115
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        headers = {"Authorization": f"Bearer {(tmp / 'api-token').read_text().strip()}"}
+        client = httpx.Client(base_url=url, headers=headers, timeout=60)
+        body = {"clusterTag": "p1", "instanceType": "ml.g6.4xlarge", "instanceCount": 1,
+                "availabilityZone": "us-west-2c"}
+        started = time.monotonic()
+        ref = client.post("/api/v1/clusters", json=body)
+        assert ref.status_code == 202, ref.text
+        while True:
+            view = client.get(f"/api/v1/operations/{ref.json()['operationId']}").json()
+            if view["status"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
+                break
+            assert time.monotonic() - started < DEADLINE, view
+            time.sleep(0.2)
+        wall = time.monotonic() - started
+        assert view["status"] == "SUCCEEDED", view
+        import boto3
+
+        eks = boto3.client("eks", endpoint_url=twin.endpoint_url, region_name=twin.env["AWS_REGION"])
+        addons = eks.list_addons(clusterName="eks-cluster-p1")["addons"]
+        # The critical path: the add-ons' CREATING→ACTIVE waits overlap when created together (one wait);
+        # the dependencies stage as implemented creates them one after another (one wait each).
+        simulated = {"eks": CLUSTER_CREATE, "dependencies": ADDON_CREATE, "hyperpod": max(CLUSTER_SETUP, NODE_BOOT)}
+        sequential = {**simulated, "dependencies": ADDON_CREATE * len(addons)}
+        print(f"P1 cluster_create on the twin (clock scale {scale:g}, poll interval 10 s):")
+        for stage in view["stages"]:
+            waits = simulated.get(stage["name"], 0.0) / scale
+            ratio = f"{seconds(stage) / waits:.2f}x" if waits else "-"
+            print(f"   {stage['name']:<13} wall {seconds(stage):6.2f} s   simulated waits {waits:6.2f} s   {ratio}")
+        total = sum(simulated.values()) / scale
+        serial = sum(sequential.values()) / scale
+        print(f"P1 total: wall {wall:.2f} s / simulated critical-path waits {total:.2f} s = {wall / total:.2f}x")
+        print(f"P1 with the {len(addons)} add-on waits one after another, as the dependencies stage runs them: "
+              f"{serial:.2f} s of simulated waits = {wall / serial:.2f}x")
+    finally:
+        cp.send_signal(2)
+        cp.wait(timeout=30)
+        twin.stop()
+
+
+if __name__ == "__main__":
+    main(float(sys.argv[1]) if len(sys.argv) > 1 else 40.0)

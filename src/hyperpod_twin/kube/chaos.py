@@ -1,0 +1,79 @@
+"""Control of the twin's Kubernetes API servers for tests: cut watches, compact history, expire Events.
+
+Reached through `POST /_twin/kube/{cluster}/{action}` (the AWS side's control endpoints publish
+`twin.kube.control`; this module answers it for the clusters the Kubernetes plugin runs).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from hyperpod_twin.kube.runtime import ClusterRuntime
+from hyperpod_twin.kube.store import NotFoundError
+
+EVENT_TTL_SECONDS = 3600.0  # kube-apiserver's default --event-ttl
+ACTIONS = ("watches/cut", "watches/block", "history/compact", "events/expire")
+
+
+def _stamp(event: dict[str, Any]) -> float:
+    for key in ("lastTimestamp", "eventTime", "firstTimestamp"):
+        value = event.get(key)
+        if value:
+            return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    created = (event.get("metadata") or {}).get("creationTimestamp") or "1970-01-01T00:00:00Z"
+    return dt.datetime.fromisoformat(str(created).replace("Z", "+00:00")).timestamp()
+
+
+def expire_events(runtime: ClusterRuntime, older_than: float, now: float | None = None) -> list[str]:
+    """Delete the core/v1 Events last seen more than `older_than` seconds ago, as the API server's
+    event TTL does; returns "namespace/name" of each."""
+    store = runtime.store
+    rtype = store.find_type("", "events")
+    if rtype is None:
+        return []
+    now = dt.datetime.now(dt.UTC).timestamp() if now is None else now
+    items, _ = store.list(rtype, None, None)
+    gone = []
+    for event in items:
+        if now - _stamp(event) >= older_than:
+            md = event["metadata"]
+            try:
+                store.delete(rtype, md.get("namespace", ""), md["name"])
+            except NotFoundError:
+                continue
+            gone.append(f"{md.get('namespace', '')}/{md['name']}")
+    return gone
+
+
+def control(runtimes: dict[str, ClusterRuntime], cluster: str, action: str, body: dict[str, Any]) -> dict[str, Any]:
+    """Run one control action on cluster `cluster`'s API server; ValueError names what is wrong."""
+    runtime = runtimes.get(cluster)
+    if runtime is None:
+        raise ValueError(f"no running Kubernetes API server for EKS cluster {cluster!r} (known: {sorted(runtimes)})")
+    if action == "watches/cut":
+        runtime.store.cut_watches()
+        return {"cluster": cluster, "cut": True}
+    if action == "watches/block":
+        runtime.store.watches_blocked = bool(body.get("blocked", True))
+        if runtime.store.watches_blocked:
+            runtime.store.cut_watches()
+        return {"cluster": cluster, "blocked": runtime.store.watches_blocked}
+    if action == "history/compact":
+        return {"cluster": cluster, "compactedBelow": runtime.store.compact()}
+    if action == "events/expire":
+        older = float(body.get("olderThanSeconds", EVENT_TTL_SECONDS))
+        return {"cluster": cluster, "expired": expire_events(runtime, older)}
+    raise ValueError(f"unknown action {action!r}; one of {', '.join(ACTIONS)}")
+
+
+def attach(twin: Any) -> None:
+    """Answer `twin.kube.control` for the clusters of the Kubernetes plugin (attached after it)."""
+
+    def on_control(cluster: str, action: str, body: dict[str, Any], **_: Any) -> dict[str, Any]:
+        try:
+            return control(twin.kube_runtimes, cluster, action, body)
+        except ValueError as exc:
+            return {"error": str(exc)}
+
+    twin.bus.subscribe("twin.kube.control", on_control)

@@ -1,0 +1,361 @@
+"""Watch-fed state: one list+watch per resource kind and cluster, kept as compact projections in memory.
+
+An `Informer` lists a collection (paged), then watches it from the list's resourceVersion with
+bookmarks; a dropped connection resumes from the last resourceVersion seen, a 410 Expired relists
+and reports the difference as changes, failures back off exponentially. Objects are kept as the
+projection the caller supplies (only the fields the views need), never as typed client objects.
+`Informers` runs them by key, starts them on first read and stops them when nobody read them for a while.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlencode
+
+import urllib3
+from kubernetes import client as k8s
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+Projection = Callable[[Obj], Obj]
+ChangeListener = Callable[[str, str, Obj | None, Obj | None], None]
+"""(type ADDED/MODIFIED/DELETED, key "namespace/name", old projection, new projection)."""
+
+
+class Expired(Exception):
+    """The server no longer has the history the watch or the list continuation asked for (HTTP 410)."""
+
+
+@dataclass
+class WatchHealth:
+    """How one watch is doing, as status tools report it."""
+
+    kind: str
+    state: str = "starting"  # starting, synced, reconnecting, stopped
+    connected: bool = False
+    last_ok: float | None = None  # wall time the data was last known current
+    last_error: str | None = None
+    reconnects: int = 0
+    relists: int = 0
+    events: int = 0
+
+    def as_dict(self, now: float | None = None) -> dict[str, Any]:
+        """Wire form, with the age of the data."""
+        now = time.time() if now is None else now
+        age = None if self.last_ok is None else round(0.0 if self.connected else max(now - self.last_ok, 0.0), 1)
+        return {
+            "kind": self.kind,
+            "state": self.state,
+            "connected": self.connected,
+            "dataAgeSeconds": age,
+            "lastError": self.last_error,
+            "reconnects": self.reconnects,
+            "relists": self.relists,
+            "events": self.events,
+        }
+
+
+@dataclass
+class InformerOptions:
+    """Tuning of a watch: page size of lists, the server-side watch timeout, the client read timeout
+    (a silent connection is declared lost after it), and the reconnect backoff."""
+
+    page_size: int = 500
+    watch_timeout: int = 300
+    read_timeout: float = 75.0
+    backoff_min: float = 0.2
+    backoff_max: float = 10.0
+
+
+def _key(obj: Obj) -> str:
+    md = obj.get("metadata") or {}
+    return f"{md.get('namespace') or ''}/{md.get('name') or ''}"
+
+
+def _rv(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+class Informer:
+    """list+watch of one collection path (e.g. /api/v1/nodes), keeping `items` = {key: projection}.
+
+    `version` grows with every applied change, so readers can memoise what they derive from `items`.
+    Listeners run in the informer's thread, after the change is applied."""
+
+    def __init__(
+        self,
+        kind: str,
+        path: str,
+        connect: Callable[[], k8s.ApiClient],
+        project: Projection,
+        listeners: tuple[ChangeListener, ...] = (),
+        options: InformerOptions | None = None,
+    ) -> None:
+        self.kind = kind
+        self.path = path
+        self.connect = connect
+        self.project = project
+        self.listeners = list(listeners)
+        self.options = options or InformerOptions()
+        self.items: dict[str, Obj] = {}
+        self.version = 0
+        self.resource_version = ""
+        self.health = WatchHealth(kind)
+        self.synced = threading.Event()
+        self.last_used = time.monotonic()
+        self.idle_seconds: float | None = None  # stop by itself after this long unread (set by Informers)
+        self.derived: Any = None  # state a listener derives from the items (e.g. totals), owned by the caller
+        self.memo: dict[str, tuple[Any, Any]] = {}  # readers' results memoised by the versions they read
+        self._rvs: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._response: Any = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def start(self) -> Informer:
+        """Start the list+watch thread (once)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=f"informer-{self.kind}", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop watching (the thread ends at its next read or at once when blocked on the stream)."""
+        self._stop.set()
+        self.health.state, self.health.connected = "stopped", False
+        response = self._response
+        if response is not None:
+            with contextlib.suppress(Exception):  # the connection may already be gone
+                response.shutdown()
+
+    @property
+    def stopped(self) -> bool:
+        """Whether stop() was called."""
+        return self._stop.is_set()
+
+    def snapshot(self) -> tuple[int, dict[str, Obj]]:
+        """(version, a shallow copy of the items) taken atomically."""
+        with self._lock:
+            return self.version, dict(self.items)
+
+    # -- the loop ----------------------------------------------------------------------------------
+    def _run(self) -> None:
+        delay = self.options.backoff_min
+        need_list = True
+        while not self._stop.is_set():
+            if self._idle():
+                break
+            try:
+                api = self.connect()
+                if need_list:
+                    self._list(api)
+                    need_list = False
+                self._watch(api)
+                delay = self.options.backoff_min
+            except Expired:
+                need_list = True
+                self.health.relists += 1
+            except Exception as exc:
+                if self._stop.is_set():
+                    break
+                self.health.connected = False
+                self.health.state = "reconnecting"
+                self.health.last_error = f"{type(exc).__name__}: {str(exc)[:200]}"
+                self.health.reconnects += 1
+                log.info("watch %s lost (%s); retrying in %.1fs", self.kind, self.health.last_error, delay)
+                self._stop.wait(delay * (0.5 + random.random()))  # noqa: S311 - jitter, not crypto
+                delay = min(delay * 2, self.options.backoff_max)
+        self.health.state, self.health.connected = "stopped", False
+
+    def _request(self, api: k8s.ApiClient, query: dict[str, Any], read_timeout: float) -> Any:
+        config = api.configuration
+        headers = {"Accept": "application/json", "User-Agent": "instantstart-informer"}
+        auth = config.get_api_key_with_prefix("authorization")
+        if auth:
+            headers["Authorization"] = auth
+        url = f"{config.host}{self.path}?{urlencode(query)}"
+        pool = api.rest_client.pool_manager
+        timeout = urllib3.Timeout(connect=10.0, read=read_timeout)
+        return pool.request("GET", url, headers=headers, preload_content=False, timeout=timeout, retries=False)
+
+    def _list(self, api: k8s.ApiClient) -> None:
+        fresh: dict[str, Obj] = {}
+        rvs: dict[str, str] = {}
+        token = ""
+        while True:
+            query: dict[str, Any] = {"limit": self.options.page_size}
+            if token:
+                query["continue"] = token
+            response = self._request(api, query, 60.0)
+            try:
+                data = response.data
+            finally:
+                response.release_conn()
+            if response.status == 410:
+                token, fresh, rvs = "", {}, {}  # the continuation expired: list again from the start
+                continue
+            if response.status != 200:
+                raise RuntimeError(f"list {self.path}: HTTP {response.status}: {data[:200]!r}")
+            body = json.loads(data)
+            for item in body.get("items") or []:
+                key = _key(item)
+                fresh[key], rvs[key] = self.project(item), _rv(item)
+            meta = body.get("metadata") or {}
+            token = meta.get("continue") or ""
+            if not token:
+                list_rv = str(meta.get("resourceVersion") or "")
+                break
+        changes: list[tuple[str, str, Obj | None, Obj | None]] = []
+        with self._lock:
+            for key, item in fresh.items():
+                if key not in self.items:
+                    changes.append(("ADDED", key, None, item))
+                elif self._rvs.get(key) != rvs[key]:
+                    changes.append(("MODIFIED", key, self.items[key], item))
+            changes.extend(("DELETED", key, old, None) for key, old in self.items.items() if key not in fresh)
+            self.items, self._rvs = fresh, rvs
+            self.resource_version = list_rv
+            self.version += 1
+        self._mark_ok()
+        self.health.state = "synced"
+        self.synced.set()
+        self._emit(changes)
+
+    def _watch(self, api: k8s.ApiClient) -> None:
+        query = {
+            "watch": "1",
+            "allowWatchBookmarks": "true",
+            "resourceVersion": self.resource_version,
+            "timeoutSeconds": self.options.watch_timeout,
+        }
+        response = self._request(api, query, self.options.read_timeout)
+        self._response = response
+        try:
+            if response.status == 410:
+                raise Expired(self.path)
+            if response.status != 200:
+                raise RuntimeError(f"watch {self.path}: HTTP {response.status}: {response.data[:200]!r}")
+            self._mark_ok()
+            for line in _lines(response):
+                if self._stop.is_set() or self._idle():
+                    return
+                self._apply(json.loads(line))
+        finally:
+            self._response = None
+            response.release_conn()
+
+    def _apply(self, event: Obj) -> None:
+        kind, obj = event.get("type"), event.get("object") or {}
+        if kind == "ERROR":
+            if int(obj.get("code") or 0) == 410:
+                raise Expired(str(obj.get("message") or "expired"))
+            raise RuntimeError(f"watch {self.path}: {obj.get('message') or obj}")
+        rv = _rv(obj)
+        self._mark_ok()
+        if kind == "BOOKMARK":
+            if rv:
+                self.resource_version = rv
+            return
+        key = _key(obj)
+        change: tuple[str, str, Obj | None, Obj | None] | None = None
+        with self._lock:
+            old = self.items.get(key)
+            if kind == "DELETED":
+                if old is not None:
+                    del self.items[key]
+                    self._rvs.pop(key, None)
+                    change = ("DELETED", key, old, None)
+            elif kind in ("ADDED", "MODIFIED") and self._rvs.get(key) != rv:
+                new = self.project(obj)
+                self.items[key], self._rvs[key] = new, rv
+                change = ("ADDED" if old is None else "MODIFIED", key, old, new)
+            if rv:
+                self.resource_version = rv
+            if change is not None:
+                self.version += 1
+        if change is not None:
+            self.health.events += 1
+            self._emit([change])
+
+    def _idle(self) -> bool:
+        if self.idle_seconds is not None and time.monotonic() - self.last_used > self.idle_seconds:
+            self.stop()
+            return True
+        return False
+
+    def _mark_ok(self) -> None:
+        self.health.connected = True
+        self.health.last_ok = time.time()
+        if self.synced.is_set():
+            self.health.state = "synced"
+
+    def _emit(self, changes: list[tuple[str, str, Obj | None, Obj | None]]) -> None:
+        for change in changes:
+            for listener in self.listeners:
+                try:
+                    listener(*change)
+                except Exception:
+                    log.exception("informer listener for %s failed", self.kind)
+
+
+def _lines(response: Any) -> Iterator[bytes]:
+    """The newline-delimited JSON lines of a streamed watch response, as they arrive."""
+    buffer = b""
+    chunks = response.read_chunked() if response.chunked else response.stream(4096)
+    for chunk in chunks:
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            if line.strip():
+                yield line
+    if buffer.strip():
+        yield buffer
+
+
+@dataclass
+class Informers:
+    """The running informers by key; each started on first use, stopped after `idle_seconds` unread."""
+
+    idle_seconds: float = 300.0
+    running: dict[str, Informer] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def get(self, key: str, factory: Callable[[], Informer]) -> Informer:
+        """The informer under `key`, started by `factory()` when absent or stopped; marks it used."""
+        self.reap()
+        with self._lock:
+            informer = self.running.get(key)
+            if informer is None or informer.stopped:
+                informer = factory()
+                informer.idle_seconds = self.idle_seconds
+                self.running[key] = informer.start()
+            informer.last_used = time.monotonic()
+            return informer
+
+    def reap(self) -> list[str]:
+        """Stop the informers nobody read for `idle_seconds`; returns their keys."""
+        now = time.monotonic()
+        with self._lock:
+            idle = [k for k, i in self.running.items() if now - i.last_used > self.idle_seconds]
+            stopped = [self.running.pop(k) for k in idle]
+        for informer in stopped:
+            informer.stop()
+        return idle
+
+    def stop(self, prefix: str = "") -> None:
+        """Stop every informer whose key starts with `prefix` (all by default)."""
+        with self._lock:
+            keys = [k for k in self.running if k.startswith(prefix)]
+            stopped = [self.running.pop(k) for k in keys]
+        for informer in stopped:
+            informer.stop()

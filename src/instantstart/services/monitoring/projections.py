@@ -1,0 +1,97 @@
+"""What the watches keep of each Kubernetes object: only the fields the status, node list and Monitoring views read."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from instantstart.manifests.storage import DEFAULT_NAMESPACE
+from instantstart.services.cluster.status_reads import GPU, NEURON, _node_summary, pod_request
+
+Obj = dict[str, Any]
+
+
+def node_view(node: Obj) -> Obj:
+    """A Node as the status summarises it (see status_reads._node_summary)."""
+    return _node_summary(node)
+
+
+def pod_view(pod: Obj) -> Obj:
+    """A Pod: where it runs, its phase and readiness, accelerators requested, its owner."""
+    md, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+    containers = status.get("containerStatuses") or []
+    owners = md.get("ownerReferences") or []
+    return {
+        "namespace": md.get("namespace", ""),
+        "name": md.get("name", ""),
+        "node": spec.get("nodeName"),
+        "phase": status.get("phase", "Pending"),
+        "ready": bool(containers) and all(c.get("ready") for c in containers),
+        "restarts": sum(int(c.get("restartCount") or 0) for c in containers),
+        "gpu": pod_request(spec, GPU),
+        "neuron": pod_request(spec, NEURON),
+        "owner": f"{owners[0].get('kind')}/{owners[0].get('name')}" if owners else None,
+        "created": md.get("creationTimestamp"),
+    }
+
+
+def claim_view(claim: Obj) -> Obj:
+    """A PersistentVolumeClaim with its phase and volume."""
+    md, spec = claim.get("metadata") or {}, claim.get("spec") or {}
+    phase = (claim.get("status") or {}).get("phase", "Pending")
+    return {
+        "namespace": md.get("namespace", DEFAULT_NAMESPACE),
+        "name": md.get("name", ""),
+        "phase": phase,
+        "bound": phase == "Bound",
+        "volumeName": spec.get("volumeName") or None,
+        "storageClassName": spec.get("storageClassName"),
+        "managed": (md.get("labels") or {}).get("app.kubernetes.io/managed-by") == "instantstart",
+    }
+
+
+def service_view(service: Obj) -> Obj:
+    """A Service: type, cluster IP, ports, external address."""
+    md, spec = service.get("metadata") or {}, service.get("spec") or {}
+    ingress = ((service.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+    return {
+        "namespace": md.get("namespace", ""),
+        "name": md.get("name", ""),
+        "type": spec.get("type", "ClusterIP"),
+        "clusterIP": spec.get("clusterIP"),
+        "ports": [f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in spec.get("ports") or []],
+        "external": (ingress[0].get("hostname") or ingress[0].get("ip")) if ingress else None,
+    }
+
+
+def deployment_view(deployment: Obj) -> Obj:
+    """A Deployment: desired and ready replicas."""
+    md, spec, status = deployment.get("metadata") or {}, deployment.get("spec") or {}, deployment.get("status") or {}
+    return {
+        "namespace": md.get("namespace", ""),
+        "name": md.get("name", ""),
+        "replicas": int(spec["replicas"]) if spec.get("replicas") is not None else 1,
+        "ready": int(status.get("readyReplicas") or 0),
+        "available": int(status.get("availableReplicas") or 0),
+    }
+
+
+def event_view(event: Obj) -> Obj:
+    """A core/v1 Event: what it is about, why, how often, when."""
+    md = event.get("metadata") or {}
+    involved = event.get("involvedObject") or {}
+    source = event.get("source") or {}
+    return {
+        "namespace": md.get("namespace", ""),
+        "name": md.get("name", ""),
+        "uid": md.get("uid") or f"{md.get('namespace', '')}/{md.get('name', '')}",
+        "type": event.get("type") or "Normal",
+        "reason": event.get("reason") or "",
+        "message": (event.get("message") or "")[:1000],
+        "objectKind": involved.get("kind") or "",
+        "objectName": involved.get("name") or "",
+        "objectNamespace": involved.get("namespace") or "",
+        "count": int(event.get("count") or 1),
+        "first": event.get("firstTimestamp") or event.get("eventTime") or md.get("creationTimestamp"),
+        "last": event.get("lastTimestamp") or event.get("eventTime") or md.get("creationTimestamp"),
+        "source": source.get("component") or event.get("reportingComponent") or "",
+    }

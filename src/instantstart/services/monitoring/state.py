@@ -1,0 +1,192 @@
+"""Watch-fed state of a managed cluster: its informers (started on read, stopped when idle) and what is derived.
+
+Reads never wait for a refresh: after the first sync, a read serves the last state the watches hold,
+with how fresh it is; totals are derived incrementally (accelerator requests per node) or memoised by
+the versions they were computed from (the node digest), so a read costs O(what changed).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from anyio import to_thread
+
+from instantstart.context import AppContext
+from instantstart.describe_cache import DescribeCache
+from instantstart.kube.calls import kube_api
+from instantstart.kube.informers import ChangeListener, Informer, InformerOptions, Projection
+from instantstart.services.monitoring.projections import (
+    claim_view,
+    deployment_view,
+    event_view,
+    node_view,
+    pod_view,
+    service_view,
+)
+
+Obj = dict[str, Any]
+FIRST_SYNC_SECONDS = 10.0
+
+KINDS: dict[str, tuple[str, Projection]] = {
+    "nodes": ("/api/v1/nodes", node_view),
+    "pods": ("/api/v1/pods", pod_view),
+    "pvcs": ("/api/v1/persistentvolumeclaims", claim_view),
+    "services": ("/api/v1/services", service_view),
+    "deployments": ("/apis/apps/v1/deployments", deployment_view),
+    "events": ("/api/v1/events", event_view),
+}
+STATUS_KINDS = ("nodes", "pods", "pvcs")
+
+# Extra listeners per kind (the timeline registers one for events); called with (app, tag) → listener.
+LISTENER_FACTORIES: dict[str, list[Callable[[AppContext, str], ChangeListener]]] = {}
+# Called (app, cluster tag, kind) from the watch's thread after any change of what the live views show
+# (the WebSocket hub registers one to push a snapshot at once instead of at its next interval).
+CHANGE_HOOKS: list[Callable[[AppContext, str, str], None]] = []
+LIVE_KINDS = ("nodes", "pods", "services", "deployments")
+
+
+class Allocations:
+    """Accelerators requested by live pods per node, kept up to date from pod changes (O(change))."""
+
+    def __init__(self) -> None:
+        self.by_node: dict[str, dict[str, int]] = {}
+        self.version = 0
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _counts(pod: Obj | None) -> tuple[str | None, int, int]:
+        if pod is None or not pod.get("node") or pod.get("phase") in ("Succeeded", "Failed"):
+            return None, 0, 0
+        return pod["node"], int(pod.get("gpu") or 0), int(pod.get("neuron") or 0)
+
+    def on_change(self, _type: str, _key: str, old: Obj | None, new: Obj | None) -> None:
+        """Informer listener: move the pod's contribution from its old state to its new one."""
+        before, after = self._counts(old), self._counts(new)
+        if before == after:
+            return
+        with self._lock:
+            for (node, gpu, neuron), sign in ((before, -1), (after, 1)):
+                if node is None or (gpu == 0 and neuron == 0):
+                    continue
+                slot = self.by_node.setdefault(node, {"gpu": 0, "neuron": 0})
+                slot["gpu"] += sign * gpu
+                slot["neuron"] += sign * neuron
+                if slot == {"gpu": 0, "neuron": 0}:
+                    del self.by_node[node]
+            self.version += 1
+
+    def snapshot(self) -> tuple[int, dict[str, dict[str, int]]]:
+        """(version, {node: {gpu, neuron}}) taken atomically."""
+        with self._lock:
+            return self.version, {k: dict(v) for k, v in self.by_node.items()}
+
+
+def informer(app: AppContext, tag: str, region: str, eks_cluster: str, kind: str) -> Informer:
+    """The running informer of `kind` for the cluster, started when absent (marks it read)."""
+
+    def factory() -> Informer:
+        path, project = KINDS[kind]
+        listeners: list[ChangeListener] = [make(app, tag) for make in LISTENER_FACTORIES.get(kind, [])]
+        derived = None
+        if kind == "pods":
+            derived = Allocations()
+            listeners.insert(0, derived.on_change)
+        if kind in LIVE_KINDS:
+
+            def changed(*_: Any) -> None:
+                for hook in list(CHANGE_HOOKS):
+                    hook(app, tag, kind)
+
+            listeners.append(changed)
+        created = Informer(
+            kind, path, lambda: kube_api(app.kube, eks_cluster, region), project, tuple(listeners), InformerOptions()
+        )
+        created.derived = derived
+        return created
+
+    return app.informers.get(f"{region}:{eks_cluster}:{kind}", factory)
+
+
+@dataclass
+class Freshness:
+    """How current watch-fed data is: synced or not, stale (a watch is down) and the data's age."""
+
+    synced: bool
+    stale: bool
+    age_seconds: float | None
+    watches: list[Obj] = field(default_factory=list)
+
+    def as_dict(self) -> Obj:
+        """Wire form."""
+        return {
+            "synced": self.synced,
+            "stale": self.stale,
+            "dataAgeSeconds": self.age_seconds,
+            "watches": self.watches,
+        }
+
+
+def freshness(informers: list[Informer]) -> Freshness:
+    """Freshness of the data the given informers hold."""
+    now = time.time()
+    watches = [i.health.as_dict(now) for i in informers]
+    ages = [w["dataAgeSeconds"] for w in watches if w["dataAgeSeconds"] is not None]
+    stale = any(not w["connected"] for w in watches)
+    return Freshness(
+        synced=all(i.synced.is_set() for i in informers),
+        stale=stale,
+        age_seconds=max(ages) if ages and stale else (0.0 if ages else None),
+        watches=watches,
+    )
+
+
+async def watched(app: AppContext, tag: str, region: str, eks_cluster: str, kinds: tuple[str, ...]) -> list[Informer]:
+    """The cluster's informers of `kinds`, started if needed; the first read of a cluster waits (bounded)
+    for the initial list, every later read returns at once with whatever the watches hold."""
+    found = [informer(app, tag, region, eks_cluster, kind) for kind in kinds]
+    pending = [i for i in found if not i.synced.is_set()]
+    if pending:
+        deadline = time.monotonic() + FIRST_SYNC_SECONDS
+
+        def wait_all() -> None:
+            for i in pending:
+                i.synced.wait(max(deadline - time.monotonic(), 0.0))
+
+        await to_thread.run_sync(wait_all)
+    return found
+
+
+def memoised(inf: Informer, name: str, versions: tuple[int, ...], compute: Callable[[], Any]) -> Any:
+    """`compute()` once per combination of `versions`, kept on the informer."""
+    hit = inf.memo.get(name)
+    if hit is not None and hit[0] == versions:
+        return hit[1]
+    value = compute()
+    inf.memo[name] = (versions, value)
+    return value
+
+
+DB_READ_SECONDS = 1.0
+_DB_CACHES: dict[int, tuple[AppContext, DescribeCache]] = {}
+
+
+def db_cache(app: AppContext) -> DescribeCache:
+    """The application's cache of status-path database reads (cluster row, active tag, latest operation):
+    one read per key per second however many pollers, forgotten at once when an operation changes."""
+    found = _DB_CACHES.get(id(app))
+    if found is None or found[0] is not app:
+        found = _DB_CACHES[id(app)] = (app, DescribeCache(DB_READ_SECONDS))
+    return found[1]
+
+
+async def cached_db(app: AppContext, key: str, read: Callable[[], Any]) -> Any:
+    """`read()` (blocking, a database read) through the status-path cache."""
+
+    async def fetch() -> Any:
+        return await to_thread.run_sync(read)
+
+    return await db_cache(app).get(key, fetch)

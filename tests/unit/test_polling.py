@@ -1,0 +1,29 @@
+"""Adaptive polling: checks follow the wait (a bounded overshoot at any length), never tighter than the floor."""
+
+from __future__ import annotations
+
+from instantstart.services.core.stages import next_poll
+
+
+def overshoot(wait: float, poll: float) -> tuple[float, int]:
+    """When a wait of `wait` seconds is first seen done, and after how many checks."""
+    t, checks = 0.0, 1
+    while t < wait:
+        t += next_poll(t, poll)
+        checks += 1
+    return t - wait, checks
+
+
+def test_a_check_lands_soon_after_the_wait_ends_whatever_its_length() -> None:
+    for wait in (1.5, 12.0, 15.0, 60.0, 120.0):
+        late, _ = overshoot(wait, 10.0)
+        assert late <= max(0.07 * wait, 0.25) + 1e-9, (wait, late)
+    # Long waits: the configured interval caps the spacing (and the number of calls).
+    late, checks = overshoot(1200.0, 10.0)
+    assert late <= 10.0 and checks < 1200 / 10 + 100
+
+
+def test_the_schedule_starts_at_the_floor_and_never_exceeds_the_interval() -> None:
+    assert next_poll(0.0, 10.0) == 0.25
+    assert next_poll(1000.0, 10.0) == 10.0
+    assert next_poll(0.0, 0.1) == 0.1  # a configured interval shorter than the floor wins
