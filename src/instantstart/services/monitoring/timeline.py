@@ -1,5 +1,6 @@
 """The timeline of each cluster: Kubernetes events (from the events watch), HyperPod cluster and node events, and
-the control plane's own operations and stage transitions, stored with retention; `cluster_timeline` reads it (the live `cluster_events` diagnostic is separate, to be folded together)."""
+the control plane's own operations and stage transitions, stored with retention; `cluster_timeline` reads it
+(the live `cluster_events` diagnostic is separate, to be folded together)."""
 
 from __future__ import annotations
 
