@@ -11,7 +11,7 @@ from typing import Any
 from anyio import to_thread
 from pydantic import Field
 
-from instantstart.aws import ec2_network, eks, elbv2, hyperpod, iam, s3
+from instantstart.aws import ec2_network, eks, elbv2, hyperpod, iam
 from instantstart.aws.clients import AwsClients
 from instantstart.aws.errors import error_code, translate
 from instantstart.catalog import operation
@@ -24,6 +24,7 @@ from instantstart.operations.models import OperationRef
 from instantstart.services.cluster.network import tagged
 from instantstart.services.cluster.params import DeleteParams, PlannedStep, stored
 from instantstart.services.core.ledger import TAG_CLUSTER, mark_deleted, resources_of
+from instantstart.services.core.project_bucket import delete_share
 from instantstart.services.core.registry import ACTIVE_CLUSTER_KEY, get_cluster, submit_for_cluster
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.store.models import ClusterRow, ResourceRow, StateRow
@@ -49,6 +50,7 @@ ORDER = [
     "ec2:subnet",
     "ec2:security-group",
     "ec2:vpc",
+    "s3:prefix",
     "s3:bucket",
 ]
 WAIT_LIMIT = 3600.0
@@ -270,6 +272,10 @@ def _delete_addon(aws: AwsClients, region: str, rid: str) -> None:
 
 Deleter = Callable[[AppContext, dict[str, Any]], bool]
 
+
+def _delete_share(app: AppContext, res: dict[str, Any]) -> bool:
+    return delete_share(app.aws, app.db, res)
+
 # ledger resource type → how to start deleting it; True when it is gone already (no waiting needed)
 DELETERS: dict[str, Deleter] = {
     "sagemaker:cluster": _deleter(hyperpod.delete_cluster, False),
@@ -287,7 +293,8 @@ DELETERS: dict[str, Deleter] = {
     "ec2:subnet": _deleter(ec2_network.delete_subnet, True),
     "ec2:security-group": _deleter(ec2_network.delete_security_group, True),
     "ec2:vpc": _deleter(ec2_network.delete_vpc, True),
-    "s3:bucket": _deleter(s3.delete_bucket, True),
+    "s3:prefix": _delete_share,
+    "s3:bucket": _delete_share,
     "elbv2:load-balancer": _deleter(elbv2.delete_load_balancer, True),
 }
 
