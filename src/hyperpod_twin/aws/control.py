@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from werkzeug.wrappers import Request, Response
 
+from . import s3_owner
+
 if TYPE_CHECKING:
     from .side import AwsSide
 
@@ -118,6 +120,8 @@ def make_control(
                 return _json({"reset": True})
             if path.startswith("/_twin/faults"):
                 return faults(request, path)
+            if path == "/_twin/s3/foreign-buckets" and request.method == "POST":
+                return _json(s3_owner.create_foreign_bucket(body(request), ctx.region))
             if path == "/_twin/quotas":
                 return quotas(request)
             m = _NODE_HEALTH.match(path)

@@ -117,7 +117,8 @@ class TwinAwsApp:
             failure = f"{type(exc).__name__}: {exc}"
         code = int(str(captured.get("status", "500")).split()[0])
         content_type = dict((k.lower(), v) for k, v in captured.get("headers", [])).get("content-type", "")
-        unrouted = code == 404 and content_type.startswith("text/html")
+        # A HEAD (HeadBucket/HeadObject) 404 has no body: a real answer, not moto's routing page.
+        unrouted = code == 404 and content_type.startswith("text/html") and environ.get("REQUEST_METHOD") != "HEAD"
         if req is not None and (code == 500 or unrouted):
             return _send(error_response(req, _moto_gap(req, chunks, failure)), environ, start_response)
         start_response(str(captured["status"]), list(captured["headers"]))

@@ -19,6 +19,7 @@ from . import (
     fsx,
     iam_ext,
     quotas,
+    s3_owner,
     sagemaker_hyperpod,
     tagging,
     training_plans,
@@ -75,6 +76,7 @@ class AwsSide:
         eks_addons.register(self.ctx, self.eks)
         fsx.register(self.ctx, self.fsx)
         iam_ext.register(self.ctx)
+        s3_owner.register(self.ctx)
         dependencies.register(self)
         self._register_sts()
         bus.subscribe("kube.node.health_label", self._on_health_label)

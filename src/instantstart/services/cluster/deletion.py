@@ -60,7 +60,11 @@ class DeletionPlanRequest(WireModel):
     """Which cluster to plan the deletion of."""
 
     cluster_tag: str = Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")
-    delete_bucket: bool = Field(default=False, description="Also empty and delete the project bucket.")
+    delete_bucket: bool = Field(
+        default=False,
+        description="Also delete this cluster's prefixes of the project bucket (the bucket only when no other"
+        " cluster uses it).",
+    )
 
 
 class PlannedResource(WireModel):

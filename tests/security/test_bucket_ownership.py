@@ -1,0 +1,98 @@
+"""The project bucket on the twin: a squatted name is refused, new buckets carry a random suffix and the
+installation tag, lifecycle scripts are out of the data roles' reach and checksummed, and deleteBucket deletes
+only the deleted cluster's prefixes (the bucket only when no other cluster uses it)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from instantstart.manifests import iam_policies as pol
+from instantstart.twin_process import TwinProcess
+from tests.support.flows import make_eks
+from tests.support.servers import Running, thread_server
+from tests.support.twin import twin_client
+from tests.support.waits import wait_terminal
+
+SQUATTED = "instantstart-squatted-us-west-2"
+OTHER_ACCOUNT = "999988887777"
+
+
+@pytest.fixture
+def cp_configured(twin: TwinProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Running]:
+    """The control plane with INSTANTSTART_PROJECT_BUCKET set to a name another account took first."""
+    for key, value in twin.env.items():
+        monkeypatch.setenv(key, value)
+    with thread_server(
+        tmp_path / "data",
+        f"sqlite:///{tmp_path / 'state.db'}",
+        aws_endpoint_url=twin.endpoint_url,
+        aws_region=twin.env["AWS_REGION"],
+        poll_seconds=0.2,
+        project_bucket=SQUATTED,
+    ) as running:
+        yield running
+
+
+def test_a_squatted_bucket_is_refused(twin: TwinProcess, cp_configured: Running) -> None:
+    taken = httpx.post(twin.endpoint_url + "/_twin/s3/foreign-buckets",
+                       json={"bucket": SQUATTED, "account": OTHER_ACCOUNT})
+    assert taken.status_code == 200, taken.text
+    with cp_configured.client() as client:
+        ref = client.post("/api/v1/clusters/eks", json={"clusterTag": "sq1"}).json()
+        view = wait_terminal(client, ref["operationId"], timeout=120)
+    assert view["status"] == "FAILED", view
+    assert view["error"]["code"] == "CONFLICT" and "not owned by account" in view["error"]["message"], view
+    assert "INSTANTSTART_PROJECT_BUCKET" in view["error"]["hint"]
+    # Nothing was written to the squatter's bucket, and no role was made for it.
+    s3: Any = twin_client(twin, "s3")
+    assert s3.list_objects_v2(Bucket=SQUATTED).get("KeyCount", 0) == 0
+
+
+def test_the_twin_refuses_a_wrong_expected_owner(twin: TwinProcess) -> None:
+    s3: Any = twin_client(twin, "s3")
+    s3.create_bucket(Bucket="mine-x1", CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+    account = twin_client(twin, "sts").get_caller_identity()["Account"]
+    s3.head_bucket(Bucket="mine-x1", ExpectedBucketOwner=account)
+    with pytest.raises(Exception, match=r"403|AccessDenied"):
+        s3.head_bucket(Bucket="mine-x1", ExpectedBucketOwner=OTHER_ACCOUNT)
+
+
+def _bucket(client: httpx.Client) -> str:
+    return str(client.get("/api/v1/clusters/eks-status").json()["details"]["bucket"])
+
+
+def _delete(client: httpx.Client, tag: str) -> dict[str, Any]:
+    plan = client.get(f"/api/v1/clusters/{tag}/deletion-plan", params={"deleteBucket": "true"}).json()
+    go = client.post(f"/api/v1/clusters/{tag}/delete", json={"planDigest": plan["planDigest"], "deleteBucket": True})
+    assert go.status_code == 202, go.text
+    view = wait_terminal(client, go.json()["operationId"], timeout=180)
+    assert view["status"] == "SUCCEEDED", view
+    return plan
+
+
+def test_delete_bucket_only_removes_the_deleted_clusters_prefixes(cp: Running, twin: TwinProcess) -> None:
+    s3: Any = twin_client(twin, "s3")
+    with cp.client() as client:
+        make_eks(client, "bka")
+        bucket_a = _bucket(client)
+        make_eks(client, "bkb")
+        bucket_b = _bucket(client)
+        assert bucket_a == bucket_b, "one project bucket per installation and Region"
+        assert re.fullmatch(r"instantstart-\d{12}-us-west-2-[0-9a-f]{8}", bucket_a), bucket_a
+        tags = {t["Key"]: t["Value"] for t in s3.get_bucket_tagging(Bucket=bucket_a)["TagSet"]}
+        assert tags["instantstart:installation"].startswith("is-")
+        for tag in ("bka", "bkb"):
+            s3.put_object(Bucket=bucket_a, Key=f"{pol.data_prefix(tag)}weights.bin", Body=b"w")
+            s3.put_object(Bucket=bucket_a, Key=f"{pol.lifecycle_prefix(tag)}on_create.sh", Body=b"#!/bin/bash\n")
+        plan = _delete(client, "bka")
+        assert any(r["resourceType"] == "s3:prefix" for r in plan["resources"]), plan
+        keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket_a).get("Contents", []))
+        assert keys == [f"{pol.data_prefix('bkb')}weights.bin", f"{pol.lifecycle_prefix('bkb')}on_create.sh"]
+        _delete(client, "bkb")
+    assert bucket_a not in [b["Name"] for b in s3.list_buckets()["Buckets"]], "last user gone: bucket deleted"
