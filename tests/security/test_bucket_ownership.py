@@ -96,3 +96,27 @@ def test_delete_bucket_only_removes_the_deleted_clusters_prefixes(cp: Running, t
         assert keys == [f"{pol.data_prefix('bkb')}weights.bin", f"{pol.lifecycle_prefix('bkb')}on_create.sh"]
         _delete(client, "bkb")
     assert bucket_a not in [b["Name"] for b in s3.list_buckets()["Buckets"]], "last user gone: bucket deleted"
+
+
+def test_a_foreign_tagged_vpc_enters_the_plan_only_on_opt_in(cp: Running, twin: TwinProcess) -> None:
+    ec2: Any = twin_client(twin, "ec2")
+    with cp.client() as client:
+        make_eks(client, "fv1")
+        ours = client.get("/api/v1/clusters/eks-status").json()["details"]["vpcId"]
+        own_tags = {t["Key"]: t["Value"] for t in ec2.describe_vpcs(VpcIds=[ours])["Vpcs"][0]["Tags"]}
+        assert own_tags["instantstart:installation"].startswith("is-")
+        # Someone else (another installation, or by hand) tags a VPC with the same clusterTag.
+        other = ec2.create_vpc(CidrBlock="10.200.0.0/16")["Vpc"]["VpcId"]
+        ec2.create_tags(Resources=[other], Tags=[{"Key": "instantstart:cluster-tag", "Value": "fv1"}])
+        plan = client.get("/api/v1/clusters/fv1/deletion-plan").json()
+        assert other not in [r["resourceId"] for r in plan["resources"]]
+        assert [(r["resourceId"], r["source"]) for r in plan["foreign"]] == [(other, "foreign-tag")]
+        assert "includeForeign" in plan["note"]
+        opted = client.get("/api/v1/clusters/fv1/deletion-plan", params={"includeForeign": "true"}).json()
+        assert other in [r["resourceId"] for r in opted["resources"]] and opted["foreign"] == []
+        assert opted["planDigest"] != plan["planDigest"]
+        go = client.post("/api/v1/clusters/fv1/delete", json={"planDigest": plan["planDigest"]})
+        assert go.status_code == 202, go.text
+        assert wait_terminal(client, go.json()["operationId"], timeout=180)["status"] == "SUCCEEDED"
+    vpcs = [v["VpcId"] for v in ec2.describe_vpcs()["Vpcs"]]
+    assert other in vpcs and ours not in vpcs

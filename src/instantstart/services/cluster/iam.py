@@ -9,7 +9,8 @@ from instantstart.aws import iam as iam_api
 from instantstart.aws import identity
 from instantstart.aws.clients import AwsClients
 from instantstart.errors import Conflict
-from instantstart.services.core.ledger import TAG_CLUSTER, aws_tags, record
+from instantstart.services.core.installation import installation_id
+from instantstart.services.core.ledger import TAG_CLUSTER, TAG_INSTALLATION, aws_tags, record
 from instantstart.store.db import Database
 
 EKS_CLUSTER_POLICY = "arn:aws:iam::aws:policy/AmazonEKSClusterPolicy"
@@ -35,7 +36,7 @@ def ensure_role(
     role = iam_api.get_role(aws, region, name)
     if role is not None:
         arn = str(role["Arn"])
-        refuse_foreign_role(role, name, cluster_tag)
+        refuse_foreign_role(role, name, cluster_tag, installation_id(db))
         if role.get("AssumeRolePolicyDocument") != trust:
             iam_api.update_trust_policy(aws, region, name, trust)
     else:
@@ -45,7 +46,7 @@ def ensure_role(
             name=name,
             trust_policy=json.dumps(trust),
             description=description,
-            tags=aws_tags(cluster_tag, operation_id, name),
+            tags=aws_tags(cluster_tag, operation_id, name, installation=installation_id(db)),
         )
         record(
             db,
@@ -65,9 +66,15 @@ def ensure_role(
     return arn
 
 
-def refuse_foreign_role(role: dict[str, Any], name: str, cluster_tag: str) -> None:
-    """Raise Conflict when an existing role does not carry this cluster's tag (someone else's role)."""
+def refuse_foreign_role(role: dict[str, Any], name: str, cluster_tag: str, installation: str) -> None:
+    """Raise Conflict when an existing role does not carry this cluster's tag, or carries another
+    installation's id (someone else's role)."""
     tags = {t.get("Key"): t.get("Value") for t in role.get("Tags") or []}
+    if tags.get(TAG_INSTALLATION) not in (None, installation):
+        raise Conflict(
+            f"IAM role {name} belongs to another InstantStart installation ({tags.get(TAG_INSTALLATION)}).",
+            hint=f"Use another clusterTag, or delete the role {name} from the installation that made it.",
+        )
     if tags.get(TAG_CLUSTER) != cluster_tag:
         raise Conflict(
             f"IAM role {name} exists but is not tagged {TAG_CLUSTER}={cluster_tag} "

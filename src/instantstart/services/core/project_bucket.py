@@ -1,4 +1,4 @@
-"""The project bucket, owned and shared safely: the installation id, a random bucket name remembered per Region,
+"""The project bucket, owned and shared safely: a random bucket name remembered per Region,
 ownership checked (ExpectedBucketOwner, installation tag) before use, per-cluster prefixes, scoped deletion."""
 
 from __future__ import annotations
@@ -7,37 +7,18 @@ import secrets
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 
 from instantstart.aws import identity, s3
 from instantstart.aws.clients import AwsClients
 from instantstart.errors import Conflict
 from instantstart.manifests import iam_policies as pol
-from instantstart.services.core.ledger import aws_tags, record
+from instantstart.services.core.installation import installation_id
+from instantstart.services.core.ledger import TAG_INSTALLATION, aws_tags, record
 from instantstart.settings import Settings
 from instantstart.store.db import Database
 from instantstart.store.models import ResourceRow, StateRow, utcnow
 
-INSTALLATION_KEY = "installation-id"
-TAG_INSTALLATION = "instantstart:installation"
 SHARE = "s3:prefix"  # ledger type: one cluster's prefixes of the project bucket
-
-
-def installation_id(db: Database) -> str:
-    """This installation's id: made once per database, then always the same."""
-    with db.session() as session:
-        row = session.get(StateRow, INSTALLATION_KEY)
-        if row is not None and row.value:
-            return str(row.value)
-    try:
-        with db.session() as session:
-            session.add(StateRow(key=INSTALLATION_KEY, value=f"is-{secrets.token_hex(8)}", updated_at=utcnow()))
-    except IntegrityError:
-        pass  # another worker made it first; read theirs
-    with db.session() as session:
-        row = session.get(StateRow, INSTALLATION_KEY)
-        assert row is not None
-        return str(row.value)
 
 
 def _remembered_key(region: str) -> str:
@@ -98,7 +79,7 @@ def ensure_project_bucket(
         name = f"instantstart-{account}-{region}-{secrets.token_hex(4)}"
         _remember(db, region, name)
     if not verify_owned(aws, db, region, name, configured=bool(configured)):
-        tags = [*aws_tags(cluster_tag, operation_id), {"Key": TAG_INSTALLATION, "Value": installation_id(db)}]
+        tags = aws_tags(cluster_tag, operation_id, installation=installation_id(db))
         s3.create_bucket(aws, region, name, tags, account)
     record(
         db,

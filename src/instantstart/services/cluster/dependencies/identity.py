@@ -10,6 +10,7 @@ from instantstart.aws import eks as eks_api
 from instantstart.aws import iam as iam_api
 from instantstart.aws.clients import AwsClients
 from instantstart.services.cluster.iam import refuse_foreign_role
+from instantstart.services.core.installation import installation_id
 from instantstart.services.core.ledger import aws_tags, record, tag_map
 from instantstart.store.db import Database
 
@@ -33,7 +34,7 @@ def ensure_pod_identity_role(
     role = iam_api.get_role(aws, region, name)
     if role is not None:
         arn = str(role["Arn"])
-        refuse_foreign_role(role, name, owner.cluster_tag)
+        refuse_foreign_role(role, name, owner.cluster_tag, installation_id(owner.db))
         if role.get("AssumeRolePolicyDocument") != trust:
             iam_api.update_trust_policy(aws, region, name, trust)
     else:
@@ -43,7 +44,9 @@ def ensure_pod_identity_role(
             name=name,
             trust_policy=json.dumps(trust),
             description=f"Pod Identity role of an InstantStart add-on (cluster {owner.cluster_tag})",
-            tags=aws_tags(owner.cluster_tag, owner.operation_id or "adopted", name),
+            tags=aws_tags(
+                owner.cluster_tag, owner.operation_id or "adopted", name, installation=installation_id(owner.db)
+            ),
         )
         record(
             owner.db,
