@@ -400,7 +400,8 @@ def test_missing_prerequisite_is_reported_with_a_hint(cp: Running, twin: TwinPro
     async def progress(_message: str) -> None:
         return None
 
-    stage = StageContext(operation_id="op-prereq", kind="feature", target=f"cluster:{tag}", params={}, outputs={},
+    stage = StageContext(operation_id="op-prereq", kind="feature", target=f"cluster:{tag}", params=OpenParams(),
+                         raw_params={}, outputs={},
                          stage="features", attempt=1, app=app, _progress=progress)
     asyncio.run(reconcile_dependencies(app, stage, tag, [operator]))
     eks: Any = twin_client(twin, "eks")
