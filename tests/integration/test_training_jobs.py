@@ -19,6 +19,14 @@ TAG = "train1"
 RUN_LONG = {"twin.instantstart.io/run-seconds": "1000000"}  # the twin's pods run until stopped
 JOB = {"jobName": "plain", "image": "example/train:1", "command": "train.py --epochs 1",
        "instanceType": "ml.g6.4xlarge"}
+def as_submitted(actual: Any, submitted: Any) -> Any:
+    """`actual` restricted to the keys that were submitted: the API server adds the CRD's schema defaults
+    (e.g. ttlSecondsAfterFinished, scaleUpSnoozeTimeInSeconds), as a real one does."""
+    if isinstance(submitted, dict) and isinstance(actual, dict):
+        return {k: as_submitted(actual.get(k), v) for k, v in submitted.items()}
+    return actual
+
+
 DEFAULT_POLICY = {"jobMaxRetryCount": 5, "cleanPodPolicy": "All", "restartPolicy": {
     "numRestartBeforeFullJobRestart": 3, "evalPeriodSeconds": 21600, "maxFullJobRestarts": 1}}
 
@@ -102,7 +110,7 @@ def test_recipe_job_on_two_nodes_recovers_in_place_and_the_refusals(
     assert ref["statusTool"] == "job_get_status"
     assert mcp_wait(cp, ref["operationId"])["status"] == "SUCCEEDED"
     running = status_until(cp, "ddp", lambda s: s["job"]["state"] == "Running")
-    assert running["runPolicy"] == DEFAULT_POLICY
+    assert as_submitted(running["runPolicy"], DEFAULT_POLICY) == DEFAULT_POLICY
     assert running["budget"] == {"restarts": 0, "jobMaxRetryCount": 5, "fullJobRestarts": 0,
                                  "maxFullJobRestarts": 1, "inPlaceRestarts": 0}
     assert [p["name"] for p in running["pods"]] == ["ddp-pod-0", "ddp-pod-1"]
@@ -152,8 +160,9 @@ def test_recipe_job_on_two_nodes_recovers_in_place_and_the_refusals(
                                                       "podAnnotations": RUN_LONG})])
     assert mcp_wait(cp, plain["operationId"])["status"] == "SUCCEEDED"
     shown = status_until(cp, "plain", lambda s: s["job"]["state"] == "Running")
-    assert shown["runPolicy"] == {"jobMaxRetryCount": 2, "cleanPodPolicy": "None", "restartPolicy": {
+    overridden = {"jobMaxRetryCount": 2, "cleanPodPolicy": "None", "restartPolicy": {
         "numRestartBeforeFullJobRestart": 0, "evalPeriodSeconds": 600, "maxFullJobRestarts": 2}}
+    assert as_submitted(shown["runPolicy"], overridden) == overridden
     assert shown["budget"]["jobMaxRetryCount"] == 2 and shown["budget"]["maxFullJobRestarts"] == 2
     assert shown["command"] == ["hyperpodrun", "--nnodes=1", "--nproc-per-node=auto", "train.py", "--epochs", "1"]
     assert shown["image"] == "example/train:1"
