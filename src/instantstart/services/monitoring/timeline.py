@@ -177,7 +177,7 @@ async def record_hyperpod_events(app: AppContext, tag: str, region: str, name: s
         ))
 
 
-class EventsRequest(WireModel):
+class TimelineRequest(WireModel):
     """Which entries of the timeline."""
 
     cluster_tag: str | None = Field(default=None, description="Default: the active cluster.")
@@ -205,7 +205,7 @@ class TimelineEntry(WireModel):
     last_at: datetime
 
 
-class EventsResult(WireModel):
+class TimelineResult(WireModel):
     """One page of the timeline, newest first."""
 
     cluster_tag: str
@@ -214,7 +214,7 @@ class EventsResult(WireModel):
 
 
 @operation("cluster_timeline", method="GET", path="/clusters/timeline", example={"limit": 5})
-async def cluster_timeline(ctx: CallContext, req: EventsRequest) -> EventsResult:
+async def cluster_timeline(ctx: CallContext, req: TimelineRequest) -> TimelineResult:
     """The timeline of a cluster (default: the active one), newest first: Kubernetes events (kept after the
     API server expires them, an hour by default), HyperPod cluster and node events, and the control plane's
     operations and stage transitions. Filter by objectKind/objectName (a node, pod, job or endpoint), type
@@ -240,4 +240,4 @@ async def cluster_timeline(ctx: CallContext, req: EventsRequest) -> EventsResult
         )
         for r in page
     ]
-    return EventsResult(cluster_tag=tag, entries=entries, next_before=page[-1].id if len(rows) > req.limit else None)
+    return TimelineResult(cluster_tag=tag, entries=entries, next_before=page[-1].id if len(rows) > req.limit else None)
