@@ -155,6 +155,7 @@ def policy() -> dict[str, Any]:
                     "sagemaker:DescribeClusterNode",
                     "sagemaker:ListClusterEvents",
                     "sagemaker:ListClusterNodes",
+                    "sagemaker:ListTags",
                     "sagemaker:UpdateCluster",
                     "sagemaker:UpdateClusterSoftware",
                 ],
@@ -173,6 +174,7 @@ def policy() -> dict[str, Any]:
                     "iam:ListRolePolicies",
                     "iam:PutRolePolicy",
                     "iam:TagRole",
+                    "iam:UpdateAssumeRolePolicy",
                 ],
                 [ROLES],
             ),
@@ -204,7 +206,7 @@ def policy() -> dict[str, Any]:
                 ["s3:CreateBucket", "s3:GetBucketLocation", "s3:ListBucket", "s3:PutBucketTagging"],
                 ["arn:aws:s3:::instantstart-*"],
             ),
-            statement("ProjectObjects", ["s3:PutObject"], ["arn:aws:s3:::instantstart-*/*"]),
+            statement("ProjectObjects", ["s3:GetObject", "s3:PutObject"], ["arn:aws:s3:::instantstart-*/*"]),
         ],
     }
 

@@ -13,6 +13,12 @@ GROUP_DESCRIPTIONS: dict[str, str] = {
     "util": "Utilities for agents and scripts, such as waiting between status polls.",
     "pod": "Pods of the active cluster: bounded log tails.",
     "node": "Kubernetes nodes of the active cluster: labels, taints, conditions, HyperPod health, GPUs and pods.",
+    "inference": "Model serving: self-managed model servers, the model pool, the SGLang router and KEDA "
+    "autoscaling, managed endpoints (InferenceEndpointConfig) with lint, and calling a model.",
+    "job": "Every job on the cluster (training jobs and Kubernetes Jobs): list and status.",
+    "model": "Models in S3 storage: download from Hugging Face on CPU, list, download status.",
+    "storage": "Every storage claim of the cluster (S3 and FSx for Lustre): list and delete.",
+    "training": "Training jobs (HyperPodPyTorchJob) and recipes: submit, list, logs, delete.",
 }
 
 

@@ -24,7 +24,7 @@ def events(twin: Twin) -> list[tuple[str, dict[str, Any]]]:
     for topic in ("eks.cluster.deleted", "eks.addon.active", "eks.access_entries.changed", "eks.pod_identity.changed"):
         twin.bus.subscribe(topic, lambda topic=topic, **kw: seen.append((topic, kw)))
 
-    def activating(name: str, arn: str, region: str) -> tuple[str, str] | None:
+    def activating(name: str, arn: str, region: str, **_more: Any) -> tuple[str, str] | None:
         seen.append(("eks.cluster.activating", {"name": name, "arn": arn, "region": region}))
         return ("https://127.0.0.1:6443", "Q0EtREFUQQ==") if name.startswith("served") else None
 
