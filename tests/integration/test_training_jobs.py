@@ -166,3 +166,29 @@ def test_recipe_job_on_two_nodes_recovers_in_place_and_the_refusals(
     assert shown["budget"]["jobMaxRetryCount"] == 2 and shown["budget"]["maxFullJobRestarts"] == 2
     assert shown["command"] == ["hyperpodrun", "--nnodes=1", "--nproc-per-node=auto", "train.py", "--epochs", "1"]
     assert shown["image"] == "example/train:1"
+
+    # Past the budget: every kill is a full-job restart (numRestartBeforeFullJobRestart 0); the third failure
+    # exhausts jobMaxRetryCount 2 and the job fails with the reason.
+    for attempt in (1, 2, 3):
+        alive = status_until(cp, "plain", lambda s, a=attempt: s["budget"]["restarts"] == a - 1
+                             and s["job"]["state"] == "Running" and len(s["pods"]) == 1
+                             and s["pods"][0]["phase"] == "Running")
+        core.delete_namespaced_pod(alive["pods"][0]["name"], "default", _preload_content=False)
+    failed = status_until(cp, "plain", lambda s: s["job"]["state"] == "Failed")
+    assert failed["budget"]["restarts"] == 2 and failed["budget"]["jobMaxRetryCount"] == 2
+    reason = next(c for c in failed["conditions"] if c["type"] == "Failed")
+    assert reason["status"] == "True" and "restarts exhausted (2/2)" in reason["message"], reason
+    assert not core.list_namespaced_pod("default", label_selector="HPJob=plain").items
+
+
+    # After an in-place restart a job runs to completion. The twin clock runs 500x: 10,000 twin seconds is ~20 s,
+    # time enough to kill the pod while it runs.
+    [ref] = mcp_calls(cp, [("training_job_submit", {**JOB, "jobName": "short", "podAnnotations": {
+        "twin.instantstart.io/run-seconds": "10000"}})])
+    assert mcp_wait(cp, ref["operationId"])["status"] == "SUCCEEDED"
+    running = status_until(cp, "short", lambda s: s["job"]["state"] == "Running" and len(s["pods"]) == 1
+                           and s["pods"][0]["phase"] == "Running")
+    core.delete_namespaced_pod(running["pods"][0]["name"], "default", _preload_content=False)
+    done = status_until(cp, "short", lambda s: s["job"]["state"] in ("Completed", "Failed"))
+    assert done["job"]["state"] == "Completed", done
+    assert done["budget"]["restarts"] == 1 and done["budget"]["inPlaceRestarts"] == 1, done["budget"]
