@@ -192,3 +192,20 @@ def test_recipe_job_on_two_nodes_recovers_in_place_and_the_refusals(
     done = status_until(cp, "short", lambda s: s["job"]["state"] in ("Completed", "Failed"))
     assert done["job"]["state"] == "Completed", done
     assert done["budget"]["restarts"] == 1 and done["budget"]["inPlaceRestarts"] == 1, done["budget"]
+
+    # Hang detection: a job whose log never shows a step is restarted by the log monitor, with the reason.
+    hang = {"name": "hang", "logPattern": r".*step (\d+).*", "expectedStartCutOffInSeconds": 600}
+    bad_pattern, no_deadline = (error(r) for r in mcp_raw(cp, [
+        ("training_job_submit", {**JOB, "jobName": "stuck", "hangDetection": [
+            {**hang, "logPattern": r"step (\d+) of (\d+)"}]}),
+        ("training_job_submit", {**JOB, "jobName": "stuck", "hangDetection": [{"name": "hang", "logPattern": "x"}]}),
+    ])[:2])
+    assert "hangDetection[0].logPattern" in bad_pattern["message"] and "2 capture groups" in bad_pattern["message"]
+    assert "can never detect a hang" in no_deadline["message"]
+    [stuck] = mcp_calls(cp, [("training_job_submit", {**JOB, "jobName": "stuck", "hangDetection": [hang],
+                                                      "podAnnotations": {**RUN_LONG, "twin.instantstart.io/log-lines":
+                                                                         "loading the model\nstill loading"}})])
+    assert mcp_wait(cp, stuck["operationId"])["status"] == "SUCCEEDED"
+    hung = status_until(cp, "stuck", lambda s: s["budget"]["restarts"] >= 1 and any(
+        "hang detected by log monitor hang" in (c.get("message") or "") for c in s["conditions"]))
+    assert hung["runPolicy"]["logMonitoringConfiguration"] == [hang]

@@ -8,6 +8,7 @@ from collections.abc import Hashable
 from hyperpod_twin.sim import kobj
 from hyperpod_twin.sim.core import PODS, ClusterSim, OwnerController, TypeKey, nsname
 from hyperpod_twin.sim.kobj import Obj
+from hyperpod_twin.sim.log_monitor import LogMonitors
 
 HPJOBS: TypeKey = ("sagemaker.amazonaws.com", "hyperpodpytorchjobs")
 JOB_LABEL = "HPJob"  # the label the HyperPod tooling selects a job's pods by
@@ -54,6 +55,7 @@ class TrainingOperator(OwnerController):
         super().__init__(sim)
         self._live: dict[tuple[str, str], dict[str, str]] = {}  # job → pod name → uid of this attempt
         self._pod_restarts: dict[tuple[str, str], int] = {}
+        self.monitors = LogMonitors(sim)
 
     def reconcile(self, key: Hashable) -> None:
         ns, name = nsname(key)
@@ -95,6 +97,12 @@ class TrainingOperator(OwnerController):
                     live[pod_name] = created["metadata"]["uid"]
             else:
                 live[pod_name] = pods[pod_name]["metadata"]["uid"]
+        verdict = self.monitors.check(job, pods)
+        if verdict.hanging:
+            self._on_failure(job, status, pods, sorted(verdict.hanging), verdict.hanging)
+            return
+        if verdict.next_due is not None:
+            self.sim.requeue(self, (ns, name), verdict.next_due + 0.01)
         phases = [pods[n].get("status", {}).get("phase") for n in wanted if n in pods]
         if wanted and all(ph == "Succeeded" for ph in phases) and len(phases) == len(wanted):
             kobj.set_condition(status, "Running", "False", now, "JobCompleted")
@@ -155,7 +163,9 @@ class TrainingOperator(OwnerController):
                 rank += 1
         return out
 
-    def _on_failure(self, job: Obj, status: Obj, pods: dict[str, Obj], failed: list[str]) -> None:
+    def _on_failure(
+        self, job: Obj, status: Obj, pods: dict[str, Obj], failed: list[str], why: dict[str, str] | None = None
+    ) -> None:
         ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
         now = self.sim.now()
         run_policy = job.get("spec", {}).get("runPolicy") or {}
@@ -163,7 +173,7 @@ class TrainingOperator(OwnerController):
         max_retries = int(run_policy.get("jobMaxRetryCount", 0) or 0)
         restarts = int(status.get("restartCount", 0))
         live = self._live.setdefault((ns, name), {})
-        reason = ", ".join(sorted(failed))
+        reason = ", ".join(f"{n} ({why[n]})" if why and n in why else n for n in sorted(failed))
         if restarts >= max_retries:
             for pod_name, pod in pods.items():
                 if kobj.pod_is_active(pod):

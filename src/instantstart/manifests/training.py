@@ -25,6 +25,28 @@ INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 
 @dataclass(frozen=True)
+class LogMonitor:
+    """One logMonitoringConfiguration entry: the job hangs when `log_pattern` is not seen in time (FACTS §6.1)."""
+
+    name: str
+    log_pattern: str
+    expected_start_cut_off_seconds: int | None = None
+    expected_recurring_frequency_seconds: int | None = None
+    stop_pattern: str | None = None
+
+    def render(self) -> dict[str, Any]:
+        """The entry as the operator reads it (unset fields left out)."""
+        out: dict[str, Any] = {"name": self.name, "logPattern": self.log_pattern}
+        if self.expected_start_cut_off_seconds is not None:
+            out["expectedStartCutOffInSeconds"] = self.expected_start_cut_off_seconds
+        if self.expected_recurring_frequency_seconds is not None:
+            out["expectedRecurringFrequencyInSeconds"] = self.expected_recurring_frequency_seconds
+        if self.stop_pattern is not None:
+            out["stopPattern"] = self.stop_pattern
+        return out
+
+
+@dataclass(frozen=True)
 class RunPolicy:
     """The recovery budget: job-level retries, in-place pod restarts before a full restart, the window."""
 
@@ -33,10 +55,11 @@ class RunPolicy:
     eval_period_seconds: int = 21600
     max_full_job_restarts: int = 1
     clean_pod_policy: str = "All"
+    log_monitoring: tuple[LogMonitor, ...] = ()
 
     def render(self) -> dict[str, Any]:
         """runPolicy as the operator reads it."""
-        return {
+        out: dict[str, Any] = {
             "jobMaxRetryCount": self.job_max_retry_count,
             "restartPolicy": {
                 "numRestartBeforeFullJobRestart": self.num_restart_before_full_job_restart,
@@ -45,6 +68,9 @@ class RunPolicy:
             },
             "cleanPodPolicy": self.clean_pod_policy,
         }
+        if self.log_monitoring:
+            out["logMonitoringConfiguration"] = [monitor.render() for monitor in self.log_monitoring]
+        return out
 
 
 @dataclass(frozen=True)

@@ -126,3 +126,37 @@ def check_under_s3(field: str, value: str) -> None:
             field, f"{value!r} is not under {m.S3_MOUNT}",
             f"Give a path under {m.S3_MOUNT} (the cluster's S3 claim), e.g. {m.S3_MOUNT}/data/train.json.",
         )
+
+
+def _regex(field: str, pattern: str, max_groups: int | None) -> None:
+    try:
+        compiled = re.compile(pattern)
+    except re.error as exc:
+        raise field_error(field, f"{pattern!r} is not a regular expression: {exc}",
+                          r"Use Python/RE2-style syntax, e.g. `.*step (\d+).*`.") from None
+    if max_groups is not None and compiled.groups > max_groups:
+        raise field_error(field, f"{pattern!r} has {compiled.groups} capture groups, at most {max_groups} is allowed",
+                          "Keep one group around the number to read (or none); make others non-capturing "
+                          "with (?:...).")
+
+
+def hang_monitors(monitors: list[Any]) -> tuple[m.LogMonitor, ...]:
+    """hangDetection entries as runPolicy.logMonitoringConfiguration; each must set a deadline to be useful."""
+    seen: set[str] = set()
+    out: list[m.LogMonitor] = []
+    for i, mon in enumerate(monitors):
+        where = f"hangDetection[{i}]"
+        if mon.name in seen:
+            raise field_error(f"{where}.name", f"{mon.name!r} is used twice", "Give each monitor its own name.")
+        seen.add(mon.name)
+        _regex(f"{where}.logPattern", mon.log_pattern, 1)
+        if mon.stop_pattern is not None:
+            _regex(f"{where}.stopPattern", mon.stop_pattern, None)
+        if mon.expected_start_cut_off_in_seconds is None and mon.expected_recurring_frequency_in_seconds is None:
+            raise field_error(where, "sets neither expectedStartCutOffInSeconds nor "
+                              "expectedRecurringFrequencyInSeconds, so it can never detect a hang",
+                              "Set expectedStartCutOffInSeconds (first match deadline), "
+                              "expectedRecurringFrequencyInSeconds (longest gap), or both.")
+        out.append(m.LogMonitor(mon.name, mon.log_pattern, mon.expected_start_cut_off_in_seconds,
+                                mon.expected_recurring_frequency_in_seconds, mon.stop_pattern))
+    return tuple(out)

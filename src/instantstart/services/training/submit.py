@@ -38,6 +38,23 @@ class RecoveryBudget(WireModel):
     clean_pod_policy: Literal["All", "Running", "None"] = "All"
 
 
+class HangMonitor(WireModel):
+    """Hang detection from the logs: the operator restarts a pod whose log stops matching `logPattern`."""
+
+    name: str = Field(min_length=1, max_length=63, pattern=r"^[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?$",
+                      description="Names the monitor in events and conditions.")
+    log_pattern: str = Field(min_length=1, max_length=512,
+                             description="A regular expression a healthy job's log keeps matching, e.g. "
+                             r"`.*step (\d+).*` (at most one capture group, a number).")
+    expected_start_cut_off_in_seconds: int | None = Field(
+        default=None, ge=1, le=7 * 86400, description="The first match must come within this many seconds.")
+    expected_recurring_frequency_in_seconds: int | None = Field(
+        default=None, ge=1, le=7 * 86400, description="At most this many seconds between two matches.")
+    stop_pattern: str | None = Field(default=None, min_length=1, max_length=512,
+                                     description="After a line matching this, the monitor stops (e.g. the end "
+                                     "of training).")
+
+
 class Elastic(WireModel):
     """Elastic training: the job runs with any node count in [minReplicas, maxReplicas] (never on Spot)."""
 
@@ -57,6 +74,10 @@ class JobShape(WireModel):
     env: dict[str, str] = Field(default_factory=dict, max_length=64)
     recovery: RecoveryBudget = Field(default_factory=RecoveryBudget)
     elastic: Elastic | None = None
+    hang_detection: list[HangMonitor] = Field(
+        default_factory=list, max_length=8,
+        description="Log-pattern hang detection (runPolicy.logMonitoringConfiguration): a pod whose log misses "
+        "a deadline counts as failed and is restarted within the recovery budget.")
     s3_claim: str | None = Field(default="s3-claim", description=f"Claim mounted at {m.S3_MOUNT} when present.")
     pod_annotations: dict[str, str] = Field(default_factory=dict, max_length=32)
     namespace: KubeName = "default"
@@ -120,12 +141,13 @@ async def submit_job(ctx: CallContext, shape: JobShape, image: str, entry: list[
     claim = await blocking(checks.check_cluster, ctx.app, row, shape.job_name, shape.namespace, shape.s3_claim,
                            needs_claim)
     r = shape.recovery
+    monitors = checks.hang_monitors(shape.hang_detection)
     spec = m.JobSpec(
         name=shape.job_name, namespace=shape.namespace, image=image, entry=entry, nodes=shape.nodes,
         nproc_per_node=shape.nproc_per_node, gpus_per_node=gpus, instance_type=shape.instance_type,
         env=dict(shape.env), s3_claim=claim, recipe=recipe, pod_annotations=dict(shape.pod_annotations),
         run_policy=m.RunPolicy(r.job_max_retry_count, r.num_restart_before_full_job_restart, r.eval_period_seconds,
-                               r.max_full_job_restarts, r.clean_pod_policy),
+                               r.max_full_job_restarts, r.clean_pod_policy, monitors),
         elastic=(shape.elastic.min_replicas, shape.elastic.max_replicas) if shape.elastic else None,
     )
     params = JobParams(cluster_tag=tag, region=row.region, eks_cluster=row.eks_cluster_name, name=spec.name,
