@@ -3,7 +3,6 @@ capacity consolidates down, and disabling leaves nothing the toggle created."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,18 +15,7 @@ from instantstart.twin_process import TwinProcess
 from tests.support.flows import add_group, kube, make_hyperpod, mcp_calls
 from tests.support.servers import Running
 from tests.support.twin import twin_client
-from tests.support.waits import wait_terminal
-
-
-def until(check: Any, timeout: float = 60.0, what: str = "condition") -> Any:
-    """Poll `check()` until it returns something truthy."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"{what} not reached in {timeout}s")
+from tests.support.waits import until, wait_terminal
 
 
 def status(client: Any) -> dict[str, Any]:

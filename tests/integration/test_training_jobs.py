@@ -14,6 +14,7 @@ from tests.support.faces import mcp_http
 from tests.support.flows import add_group, kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait, tool_payload
 from tests.support.servers import Running
 from tests.support.twin import twin_client
+from tests.support.waits import until
 
 TAG = "train1"
 RUN_LONG = {"twin.instantstart.io/run-seconds": "1000000"}  # the twin's pods run until stopped
@@ -209,3 +210,40 @@ def test_recipe_job_on_two_nodes_recovers_in_place_and_the_refusals(
     hung = status_until(cp, "stuck", lambda s: s["budget"]["restarts"] >= 1 and any(
         "hang detected by log monitor hang" in (c.get("message") or "") for c in s["conditions"]))
     assert hung["runPolicy"]["logMonitoringConfiguration"] == [hang]
+
+    # Task governance: queue and priority need Kueue (the task governance add-on); then they are checked against
+    # the cluster's LocalQueues and WorkloadPriorityClasses and passed through as Kueue labels, with the topology.
+    governed = {**JOB, "jobName": "governed", "queueName": "hyperpod-ns-team-a-localqueue", "priority": "training"}
+    [no_kueue] = mcp_raw(cp, [("training_job_submit", governed)])[:1]
+    assert error(no_kueue)["code"] == "PRECONDITION_FAILED"
+    assert "amazon-sagemaker-hyperpod-taskgovernance" in error(no_kueue)["hint"]
+    eks: Any = twin_client(twin, "eks")
+    eks.create_addon(clusterName=f"eks-cluster-{TAG}", addonName="amazon-sagemaker-hyperpod-taskgovernance")
+    extensions = k8s.ApiextensionsV1Api(core.api_client)
+    until(lambda: {c.metadata.name for c in extensions.list_custom_resource_definition().items}
+               >= {"localqueues.kueue.x-k8s.io", "workloadpriorityclasses.kueue.x-k8s.io"}, what="Kueue CRDs")
+    objects.create_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "workloadpriorityclasses", {
+        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "WorkloadPriorityClass", "metadata": {"name": "training"},
+        "value": 100})
+    objects.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", "default", "localqueues", {
+        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
+        "metadata": {"name": "hyperpod-ns-team-a-localqueue"}, "spec": {"clusterQueue": "hyperpod-ns-team-a"}})
+    no_queue, no_class, bad_level = (error(r) for r in mcp_raw(cp, [
+        ("training_job_submit", {**governed, "queueName": "team-b"}),
+        ("training_job_submit", {**governed, "priority": "urgent"}),
+        ("training_job_submit", {**governed, "topology": {"level": "kubernetes.io/hostname"}}),
+    ])[:3])
+    assert "no LocalQueue 'team-b' in namespace default" in no_queue["message"]
+    assert "hyperpod-ns-team-a-localqueue" in no_queue["hint"]
+    assert "no WorkloadPriorityClass 'urgent'" in no_class["message"] and "training" in no_class["hint"]
+    assert "topology.level" in bad_level["message"] and "topology.k8s.aws/network-node-layer-1" in bad_level["hint"]
+    [queued] = mcp_calls(cp, [("training_job_submit", {
+        **governed, "topology": {"mode": "required", "level": "topology.k8s.aws/network-node-layer-3"}})])
+    assert mcp_wait(cp, queued["operationId"])["status"] == "SUCCEEDED"
+    body = objects.get_namespaced_custom_object("sagemaker.amazonaws.com", "v1", "default", "hyperpodpytorchjobs",
+                                                "governed")
+    assert body["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "hyperpod-ns-team-a-localqueue"
+    assert body["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "training"
+    template = body["spec"]["replicaSpecs"][0]["template"]["metadata"]
+    assert template["annotations"]["kueue.x-k8s.io/podset-required-topology"] == (
+        "topology.k8s.aws/network-node-layer-3")

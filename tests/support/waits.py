@@ -30,3 +30,14 @@ def wait_for(client: httpx.Client, operation_id: str, predicate: Any, timeout: f
             return view
         time.sleep(0.02)
     raise TimeoutError(f"{operation_id}: condition not reached: {view}")
+
+
+def until(check: Any, timeout: float = 60.0, what: str = "condition") -> Any:
+    """Poll `check()` until it returns something truthy; that value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"{what} not reached in {timeout}s")

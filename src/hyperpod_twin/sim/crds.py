@@ -10,6 +10,8 @@ ADDON_BUNDLES: dict[str, str] = {
     "amazon-sagemaker-hyperpod-training-operator": "training-operator",
     "amazon-sagemaker-hyperpod-inference": "inference-operator",
     "cert-manager": "cert-manager",
+    # Task governance installs Kueue (FACTS §4.2) and syncs its queues and priority classes.
+    "amazon-sagemaker-hyperpod-taskgovernance": "task-governance",
 }
 
 
@@ -31,6 +33,11 @@ _REAL = {
         "nodepools.karpenter.sh",
         "nodeclaims.karpenter.sh",
         "hyperpodnodeclasses.karpenter.sagemaker.amazonaws.com",
+    ],
+    "task-governance": [
+        "clusterqueues.kueue.x-k8s.io",
+        "localqueues.kueue.x-k8s.io",
+        "workloadpriorityclasses.kueue.x-k8s.io",
     ],
     # KubeRay and KEDA arrive through helm charts (whose crds/ carry the same definitions); these
     # bundles let a test or the simulator install them too.

@@ -24,6 +24,23 @@ GPU = "nvidia.com/gpu"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-{mode}-topology"
+# The only topology labels the HyperPod tooling accepts for Kueue topology (FACTS §3).
+TOPOLOGY_LEVELS = ("topology.k8s.aws/network-node-layer-1", "topology.k8s.aws/network-node-layer-2",
+                   "topology.k8s.aws/network-node-layer-3", "topology.k8s.aws/ultraserver-id")
+
+
+@dataclass(frozen=True)
+class Scheduling:
+    """Task governance: the Kueue LocalQueue and priority class (job labels) and the podset topology."""
+
+    queue: str | None = None
+    priority: str | None = None
+    topology: tuple[str, str] | None = None  # (preferred|required, topology label)
+
+
 @dataclass(frozen=True)
 class LogMonitor:
     """One logMonitoringConfiguration entry: the job hangs when `log_pattern` is not seen in time (FACTS §6.1)."""
@@ -91,6 +108,7 @@ class JobSpec:
     elastic: tuple[int, int] | None = None  # (minReplicas, maxReplicas)
     recipe: str | None = None
     pod_annotations: dict[str, str] = field(default_factory=dict)
+    scheduling: Scheduling | None = None
 
 
 def command(spec: JobSpec) -> list[str]:
@@ -132,8 +150,16 @@ def job(spec: JobSpec) -> dict[str, Any]:
             "volumes": volumes,
         },
     }
-    if spec.pod_annotations:
-        template["metadata"]["annotations"] = dict(spec.pod_annotations)
+    annotations = dict(spec.pod_annotations)
+    sched = spec.scheduling
+    if sched and sched.topology:
+        annotations[TOPOLOGY_ANNOTATION.format(mode=sched.topology[0])] = sched.topology[1]
+    if annotations:
+        template["metadata"]["annotations"] = annotations
+    if sched and sched.queue:
+        labels[QUEUE_LABEL] = sched.queue
+    if sched and sched.priority:
+        labels[PRIORITY_LABEL] = sched.priority
     body: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "kind": KIND,

@@ -19,7 +19,7 @@ from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
 from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.core.stages import blocking
-from instantstart.services.training import checks
+from instantstart.services.training import checks, scheduling
 from instantstart.validation import ClusterTag, KubeName
 
 KIND = "training_job_submit"
@@ -78,6 +78,12 @@ class JobShape(WireModel):
         default_factory=list, max_length=8,
         description="Log-pattern hang detection (runPolicy.logMonitoringConfiguration): a pod whose log misses "
         "a deadline counts as failed and is restarted within the recovery budget.")
+    queue_name: KubeName | None = Field(default=None, description="Task governance: the Kueue LocalQueue "
+                                        "in the job's namespace (label kueue.x-k8s.io/queue-name).")
+    priority: KubeName | None = Field(default=None, description="Task governance: a Kueue WorkloadPriorityClass "
+                                      "(label kueue.x-k8s.io/priority-class).")
+    topology: scheduling.Topology | None = Field(default=None, description="Topology-aware scheduling: the "
+                                                 "podset's preferred or required EC2 topology domain.")
     s3_claim: str | None = Field(default="s3-claim", description=f"Claim mounted at {m.S3_MOUNT} when present.")
     pod_annotations: dict[str, str] = Field(default_factory=dict, max_length=32)
     namespace: KubeName = "default"
@@ -140,12 +146,15 @@ async def submit_job(ctx: CallContext, shape: JobShape, image: str, entry: list[
     await checks.check_capacity(ctx.app, row, shape.instance_type, shape.elastic is not None)
     claim = await blocking(checks.check_cluster, ctx.app, row, shape.job_name, shape.namespace, shape.s3_claim,
                            needs_claim)
+    sched = scheduling.scheduling(shape.queue_name, shape.priority, shape.topology)
+    await blocking(scheduling.check_scheduling, ctx.app, row, shape.namespace, sched)
     r = shape.recovery
     monitors = checks.hang_monitors(shape.hang_detection)
     spec = m.JobSpec(
         name=shape.job_name, namespace=shape.namespace, image=image, entry=entry, nodes=shape.nodes,
         nproc_per_node=shape.nproc_per_node, gpus_per_node=gpus, instance_type=shape.instance_type,
         env=dict(shape.env), s3_claim=claim, recipe=recipe, pod_annotations=dict(shape.pod_annotations),
+        scheduling=sched,
         run_policy=m.RunPolicy(r.job_max_retry_count, r.num_restart_before_full_job_restart, r.eval_period_seconds,
                                r.max_full_job_restarts, r.clean_pod_policy, monitors),
         elastic=(shape.elastic.min_replicas, shape.elastic.max_replicas) if shape.elastic else None,
