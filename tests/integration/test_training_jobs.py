@@ -247,3 +247,33 @@ def test_recipe_job_on_two_nodes_recovers_in_place_and_the_refusals(
     template = body["spec"]["replicaSpecs"][0]["template"]["metadata"]
     assert template["annotations"]["kueue.x-k8s.io/podset-required-topology"] == (
         "topology.k8s.aws/network-node-layer-3")
+    [gone] = mcp_calls(cp, [("training_job_delete", {"jobName": "governed"})])
+    assert mcp_wait(cp, gone["operationId"])["status"] == "SUCCEEDED"
+
+    # The KubeRay path: refused until the operator is enabled; then the VERL recipe runs as a RayJob to the end,
+    # listed, described and logged like any training job, and deleted with its Ray cluster.
+    verl = {"recipe": "verl", "jobName": "rl", "instanceType": "ml.g6.4xlarge", "fields": {"epochs": 2}}
+    no_ray, operators = (error(r) for r in mcp_raw(cp, [
+        ("training_recipe_submit", verl),
+        ("ray_job_submit", {"jobName": "rl", "image": "example/ray:1", "instanceType": "ml.g6.4xlarge",
+                            "entrypoint": "python3 a.py && rm -rf /s3"}),
+    ])[:2])
+    assert no_ray["code"] == "PRECONDITION_FAILED" and '"kuberayOperator": {"enabled": true}' in no_ray["hint"]
+    assert "shell operator(s) &&" in operators["message"]
+    [ray] = mcp_calls(cp, [("hyperpod_update_advanced_features", {"kuberayOperator": {"enabled": True}})])
+    assert mcp_wait(cp, ray["operationId"])["status"] == "SUCCEEDED"
+    [rl] = mcp_calls(cp, [("training_recipe_submit", verl)])
+    assert rl["statusTool"] == "job_get_status"
+    assert mcp_wait(cp, rl["operationId"])["status"] == "SUCCEEDED"
+    ran = status_until(cp, "rl", lambda s: s["job"]["state"] in ("Running", "Completed", "Failed") and s["pods"])
+    assert ran["job"]["kind"] == "RayJob" and ran["job"]["recipe"] == "verl" and ran["job"]["nodes"] == 1
+    assert ran["command"][:3] == ["python3", "-m", "verl.trainer.main_ppo"]
+    assert "trainer.total_epochs=2" in ran["command"] and "trainer.n_gpus_per_node=1" in ran["command"]
+    assert any("-head-" in p["name"] for p in ran["pods"]) and any("worker" in p["name"] for p in ran["pods"])
+    listed = mcp_calls(cp, [("training_job_list", {})])[0]
+    assert ("rl", "RayJob") in {(j["name"], j["kind"]) for j in listed["jobs"]}
+    done = status_until(cp, "rl", lambda s: s["job"]["state"] in ("Completed", "Failed"))
+    assert done["job"]["state"] == "Completed", done["conditions"]
+    [gone] = mcp_calls(cp, [("training_job_delete", {"jobName": "rl"})])
+    assert mcp_wait(cp, gone["operationId"])["status"] == "SUCCEEDED"
+    assert not objects.list_namespaced_custom_object("ray.io", "v1", "default", "rayjobs")["items"]

@@ -28,7 +28,9 @@ def _flags(command: list[str]) -> dict[str, str]:
 
 
 def test_the_recipe_files_load_with_their_defaults() -> None:
-    assert set(recipes()) == {"pytorch", "llama-factory", "ms-swift"}
+    assert set(recipes()) == {"pytorch", "llama-factory", "ms-swift", "verl"}
+    assert {n: r.path for n, r in recipes().items()} == {"pytorch": "hyperpod", "llama-factory": "hyperpod",
+                                                        "ms-swift": "hyperpod", "verl": "kuberay"}
     assert all(uses_s3(r) for r in recipes().values())
 
 
@@ -117,3 +119,43 @@ def test_entry_and_name_rules() -> None:
     with pytest.raises(InvalidInput, match=r"2 GPUs per node, but ml\.g6\.4xlarge has 1"):
         checks.gpus_per_node("ml.g6.4xlarge", 2)
     assert checks.gpus_per_node("ml.g6.12xlarge", None) == 4
+
+
+def test_verl_renders_into_a_rayjob_field_by_field() -> None:
+    from instantstart.manifests import ray_job as r
+
+    recipe = recipes()["verl"]
+    words, env, _ = render(recipe, {"model": "/s3/models/qwen", "algorithm": "gae", "epochs": 3,
+                                    "args": "actor_rollout_ref.rollout.n=5"}, {"nodes": "2", "gpusPerNode": "8"})
+    body = r.ray_job(r.RayJobSpec(name="rl", namespace="team-a", image=recipe.image, entrypoint=words, workers=2,
+                                  gpus_per_worker=8, instance_type="ml.p5.48xlarge", env=env, s3_claim="s3-claim",
+                                  recipe="verl", backoff_limit=2))
+    assert body["apiVersion"] == "ray.io/v1" and body["kind"] == "RayJob"
+    assert body["metadata"]["labels"][m.LABEL_RECIPE] == "verl"
+    spec = body["spec"]
+    assert spec["submissionMode"] == "K8sJobMode" and spec["shutdownAfterJobFinishes"] is True
+    assert spec["backoffLimit"] == 2
+    import shlex
+
+    overrides = dict(w.split("=", 1) for w in shlex.split(spec["entrypoint"])[3:])
+    assert spec["entrypoint"].startswith("python3 -m verl.trainer.main_ppo ")
+    assert overrides == {
+        "algorithm.adv_estimator": "gae", "data.train_files": "/s3/data/gsm8k/train.parquet",
+        "data.val_files": "/s3/data/gsm8k/test.parquet", "data.train_batch_size": "256",
+        "data.max_prompt_length": "512", "data.max_response_length": "1024",
+        "actor_rollout_ref.model.path": "/s3/models/qwen", "actor_rollout_ref.actor.optim.lr": "1e-06",
+        "trainer.total_epochs": "3", "trainer.default_local_dir": "/s3/output/verl", "trainer.nnodes": "2",
+        "trainer.n_gpus_per_node": "8", "trainer.logger": "[console]", "actor_rollout_ref.rollout.n": "5",
+    }
+    cluster = spec["rayClusterSpec"]
+    head = cluster["headGroupSpec"]["template"]["spec"]
+    assert head["containers"][0]["resources"]["limits"] == {"cpu": "2", "memory": "8Gi", "nvidia.com/gpu": 0}
+    [workers] = cluster["workerGroupSpecs"]
+    assert (workers["replicas"], workers["minReplicas"], workers["maxReplicas"]) == (2, 2, 2)
+    pod = workers["template"]["spec"]
+    assert pod["nodeSelector"] == {"node.kubernetes.io/instance-type": "ml.p5.48xlarge"}
+    [c] = pod["containers"]
+    assert c["image"] == recipe.image and c["resources"]["limits"] == {"nvidia.com/gpu": 8}
+    assert {v["mountPath"] for v in c["volumeMounts"]} == {"/dev/shm", "/s3"}
+    assert {"name": "s3", "persistentVolumeClaim": {"claimName": "s3-claim"}} in pod["volumes"]
+    assert {e["name"]: e["value"] for e in c["env"]} == {"HF_HOME": "/s3/hf-cache"}

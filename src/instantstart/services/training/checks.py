@@ -104,6 +104,11 @@ def check_cluster(app: AppContext, row: ClusterRow, name: str, namespace: str, c
     if existing is not None:
         raise Conflict(f"Training job {namespace}/{name} already exists.",
                        hint="Pick another jobName, or training_job_delete the existing one first.")
+    return claim_to_mount(api, namespace, claim, needs_claim)
+
+
+def claim_to_mount(api: k8s.ApiClient, namespace: str, claim: str | None, needs_claim: bool) -> str | None:
+    """Blocking: the claim to mount at /s3 (None when the namespace has none and nothing needs it)."""
     if not claim:
         return None
     found = read_object(api, {"apiVersion": "v1", "kind": "PersistentVolumeClaim",

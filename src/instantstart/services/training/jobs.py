@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import shlex
 from typing import Any
 
 from anyio import to_thread
@@ -14,6 +15,7 @@ from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import NotFound
 from instantstart.kube.calls import as_dict, kube_api, kube_call
+from instantstart.manifests import ray_job
 from instantstart.manifests import training as m
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
@@ -21,6 +23,8 @@ from instantstart.operations.params import ParamsModel
 from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.services.diagnostics.logs import PodLogsRequest, read_log
+from instantstart.services.training import ray_jobs
+from instantstart.services.training.models import JobPod, JobSummary
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag, KubeName
 
@@ -33,20 +37,6 @@ class JobsRequest(WireModel):
 
     namespace: KubeName | None = None
     cluster_tag: ClusterTag | None = None
-
-
-class JobSummary(WireModel):
-    """One job, the same shape for every kind."""
-
-    name: str
-    namespace: str
-    kind: str
-    state: str = Field(description="The last true condition: Created, Running, Restarting, Completed, Failed.")
-    nodes: int
-    instance_type: str | None
-    restart_count: int
-    recipe: str | None
-    created_at: str | None
 
 
 class JobList(WireModel):
@@ -108,9 +98,10 @@ def _custom(api: k8s.ApiClient, namespace: str | None) -> list[dict[str, Any]]:
 
 
 def list_training(app: AppContext, row: ClusterRow, namespace: str | None) -> list[JobSummary]:
-    """HyperPodPyTorchJobs (blocking)."""
+    """HyperPodPyTorchJobs and RayJobs (blocking)."""
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
     jobs = [_summary(o, m.KIND) for o in _custom(api, namespace)]
+    jobs += [ray_jobs.ray_summary(o) for o in ray_jobs.list_ray(api, namespace)]
     return sorted(jobs, key=lambda j: (j.created_at or "", j.name), reverse=True)
 
 
@@ -123,8 +114,8 @@ def list_batch(app: AppContext, row: ClusterRow) -> list[JobSummary]:
 
 @operation("training_job_list", method="GET", path="/training/jobs", example={})
 async def training_job_list(ctx: CallContext, req: JobsRequest) -> JobList:
-    """HyperPodPyTorchJobs, newest first: state (last true condition), nodes, instance type, restarts, recipe.
-    Read-only; job_get_status has the detail."""
+    """Training jobs of both paths in one shape, newest first: HyperPodPyTorchJobs and KubeRay RayJobs, with
+    state, nodes, instance type, restarts, recipe. Read-only; job_get_status has the detail."""
     row = await _row(ctx.app, req.cluster_tag)
     jobs = await blocking(list_training, ctx.app, row, req.namespace)
     return JobList(cluster_tag=row.tag, jobs=jobs, count=len(jobs))
@@ -132,8 +123,8 @@ async def training_job_list(ctx: CallContext, req: JobsRequest) -> JobList:
 
 @operation("job_list_all", method="GET", path="/jobs", example={})
 async def job_list_all(ctx: CallContext, req: JobsRequest) -> JobList:
-    """Every job of the cluster in one shape: HyperPodPyTorchJobs and Kubernetes batch Jobs (model downloads and
-    the like), newest first. Read-only."""
+    """Every job of the cluster in one shape: HyperPodPyTorchJobs, RayJobs and Kubernetes batch Jobs (model
+    downloads and the like), newest first. Read-only."""
     row = await _row(ctx.app, req.cluster_tag)
     jobs = await blocking(list_training, ctx.app, row, req.namespace)
     batch = await blocking(list_batch, ctx.app, row)
@@ -148,15 +139,6 @@ class JobRef(WireModel):
     job_name: str = Field(pattern=JOB_NAME)
     namespace: KubeName = "default"
     cluster_tag: ClusterTag | None = None
-
-
-class JobPod(WireModel):
-    """A pod of the job."""
-
-    name: str
-    node: str | None
-    phase: str
-    restarts: int
 
 
 class BudgetUse(WireModel):
@@ -189,7 +171,11 @@ def read_job(app: AppContext, row: ClusterRow, name: str, namespace: str) -> tup
         obj: Any = kube_call("read the HyperPodPyTorchJob", objects.get_namespaced_custom_object,
                              m.GROUP, m.VERSION, namespace, m.PLURAL, name)
     except NotFound:
-        names = [f"{o['metadata']['namespace']}/{o['metadata']['name']}" for o in _custom(api, None)]
+        ray = ray_jobs.read_ray(api, name, namespace)
+        if ray is not None:
+            return ray
+        names = [f"{o['metadata']['namespace']}/{o['metadata']['name']}"
+                 for o in [*_custom(api, None), *ray_jobs.list_ray(api, None)]]
         raise NotFound(f"No training job {namespace}/{name}.",
                        hint=f"Jobs here: {', '.join(names) or 'none'} (training_job_list).") from None
     found: Any = kube_call("list the job's pods", k8s.CoreV1Api(api).list_namespaced_pod, namespace,
@@ -209,6 +195,8 @@ async def job_get_status(ctx: CallContext, req: JobRef) -> JobStatus:
     (in place and full), and its pods with node and phase. Read-only."""
     row = await _row(ctx.app, req.cluster_tag)
     obj, pods = await blocking(read_job, ctx.app, row, req.job_name, req.namespace)
+    if obj.get("kind") == ray_job.KIND:
+        return _ray_status(obj, pods)
     policy = (obj.get("spec") or {}).get("runPolicy") or {}
     status = obj.get("status") or {}
     restarts = int(status.get("restartCount") or 0)
@@ -222,6 +210,24 @@ async def job_get_status(ctx: CallContext, req: JobRef) -> JobStatus:
                          max_full_job_restarts=(policy.get("restartPolicy") or {}).get("maxFullJobRestarts"),
                          in_place_restarts=max(restarts - full, 0)),
         pods=pods, image=containers[0].get("image"), command=list(containers[0].get("command") or []),
+    )
+
+
+def _ray_status(obj: dict[str, Any], pods: list[JobPod]) -> JobStatus:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    policy = {k: spec[k] for k in ("backoffLimit", "shutdownAfterJobFinishes", "ttlSecondsAfterFinished",
+                                   "activeDeadlineSeconds") if k in spec}
+    failed = int(status.get("failed") or 0)
+    conditions = [{"type": "JobDeploymentStatus", "status": str(status.get("jobDeploymentStatus") or ""),
+                   "message": str(status.get("message") or ""), "reason": str(status.get("reason") or "")},
+                  {"type": "JobStatus", "status": str(status.get("jobStatus") or "")}]
+    head = ((spec.get("rayClusterSpec") or {}).get("headGroupSpec") or {}).get("template") or {}
+    containers = (head.get("spec") or {}).get("containers") or [{}]
+    return JobStatus(
+        job=ray_jobs.ray_summary(obj), conditions=conditions, run_policy=policy,
+        budget=BudgetUse(restarts=failed, job_max_retry_count=int(spec.get("backoffLimit") or 0),
+                         full_job_restarts=failed, max_full_job_restarts=None, in_place_restarts=0),
+        pods=pods, image=containers[0].get("image"), command=shlex.split(str(spec.get("entrypoint") or "")),
     )
 
 
@@ -257,7 +263,8 @@ async def training_job_logs(ctx: CallContext, req: LogsRequest) -> JobLogs:
     pod = req.pod or names[0]
     if pod not in names:
         raise NotFound(f"{pod} is not a pod of {req.job_name}.", hint=f"Its pods: {', '.join(names)}.")
-    logs = PodLogsRequest(cluster_tag=row.tag, namespace=req.namespace, pod_name=pod, container=m.CONTAINER,
+    container = m.CONTAINER if _obj.get("kind") == m.KIND else None  # a Ray pod has one container
+    logs = PodLogsRequest(cluster_tag=row.tag, namespace=req.namespace, pod_name=pod, container=container,
                           tail_lines=req.tail, since_seconds=req.since_seconds)
     lines, truncated = await blocking(read_log, ctx.app, row, logs)
     return JobLogs(job_name=req.job_name, pod=pod, pods=names, lines=lines, truncated=truncated)
@@ -276,7 +283,8 @@ class DeleteParams(ParamsModel):
 @operation("training_job_delete", destructive=True, idempotent=True, method="POST", path="/training/jobs/delete",
            completion="operation_get", example={"jobName": "missing-job"})
 async def training_job_delete(ctx: CallContext, req: JobRef) -> OperationRef:
-    """Delete a HyperPodPyTorchJob and its pods (their GPUs are released); finished when the pods are gone."""
+    """Delete a training job of either path (HyperPodPyTorchJob, or RayJob with its Ray cluster) and its pods
+    (their GPUs are released); finished when the pods are gone."""
     row = await _row(ctx.app, req.cluster_tag)
     await blocking(read_job, ctx.app, row, req.job_name, req.namespace)
     params = DeleteParams(cluster_tag=row.tag, region=row.region, eks_cluster=row.eks_cluster_name,
@@ -302,8 +310,15 @@ async def stage_delete(stage: StageContext) -> dict[str, Any]:
     """Delete the job and its pods; wait until no pod is left."""
     p = stage.params_as(DeleteParams)
 
+    ray_cluster: list[str | None] = [None]
+
+    def delete_both() -> int:
+        api = kube_api(stage.app.kube, p.eks_cluster, p.region)
+        ray_left, ray_cluster[0] = ray_jobs.delete_ray(api, p.name, p.namespace, ray_cluster[0])
+        return _delete(stage.app, p) + ray_left
+
     async def gone() -> tuple[bool, str]:
-        left = await blocking(_delete, stage.app, p)
+        left = await blocking(delete_both)
         return left == 0, f"{left} pod(s) of {p.name} left"
 
     await wait_until(stage, gone, limit_seconds=600, what=f"pods of {p.name}")

@@ -15,6 +15,7 @@ from instantstart.catalog.base import NoInput, WireModel
 from instantstart.context import CallContext
 from instantstart.operations.models import OperationRef
 from instantstart.services.training import checks
+from instantstart.services.training.ray_jobs import RayJobRequest, submit_ray
 from instantstart.services.training.submit import JobShape, submit_job
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "recipes"
@@ -40,6 +41,8 @@ class Recipe(BaseModel):
 
     name: str
     description: str
+    path: Literal["hyperpod", "kuberay"] = Field(
+        default="hyperpod", description="hyperpod: a HyperPodPyTorchJob through hyperpodrun; kuberay: a RayJob.")
     image: str
     fields: dict[str, RecipeField]
     entry: list[str]
@@ -81,14 +84,16 @@ def _value(name: str, spec: RecipeField, raw: Any) -> Any:
     return raw
 
 
-def render(recipe: Recipe, given: dict[str, Any]) -> tuple[list[str], dict[str, str], dict[str, Any]]:
-    """Entry words, env and the resolved field values (defaults filled in, every value checked)."""
+def render(recipe: Recipe, given: dict[str, Any], shape: dict[str, str] | None = None
+           ) -> tuple[list[str], dict[str, str], dict[str, Any]]:
+    """Entry words, env and the resolved field values (defaults filled in, every value checked); `shape` adds
+    the job's own values (`{nodes}`, `{gpusPerNode}`) to what the entry may name."""
     unknown = sorted(set(given) - set(recipe.fields))
     if unknown:
         raise checks.field_error(f"fields.{unknown[0]}", f"not a field of recipe {recipe.name}",
                                  f"Fields: {', '.join(recipe.fields)} (training_recipe_list).")
     values = {n: _value(n, f, given.get(n, f.default)) for n, f in recipe.fields.items()}
-    text = {n: (str(v).lower() if isinstance(v, bool) else str(v)) for n, v in values.items()}
+    text = {**(shape or {}), **{n: (str(v).lower() if isinstance(v, bool) else str(v)) for n, v in values.items()}}
     words: list[str] = []
     for word in recipe.entry:
         if word.startswith("{") and word.endswith("...}"):
@@ -109,6 +114,7 @@ class RecipeInfo(WireModel):
 
     name: str
     description: str
+    path: str
     image: str
     fields: dict[str, dict[str, Any]]
 
@@ -121,10 +127,10 @@ class RecipeList(WireModel):
 
 @operation("training_recipe_list", method="GET", path="/training/recipes", example={})
 async def training_recipe_list(ctx: CallContext, req: NoInput) -> RecipeList:
-    """The training recipes (pytorch, llama-factory, ms-swift): default image and each field's type, default and
-    bounds; path fields must lie under /s3. Read-only."""
+    """The training recipes (pytorch, llama-factory, ms-swift on the HyperPod training operator; verl on KubeRay):
+    path, default image and each field's type, default and bounds; path fields must lie under /s3. Read-only."""
     return RecipeList(recipes=[
-        RecipeInfo(name=r.name, description=r.description, image=r.image,
+        RecipeInfo(name=r.name, description=r.description, path=r.path, image=r.image,
                    fields={n: f.model_dump(exclude_none=True) for n, f in r.fields.items()})
         for r in recipes().values()
     ])
@@ -154,7 +160,27 @@ async def training_recipe_submit(ctx: CallContext, req: RecipeRequest) -> Operat
     recipe = recipes().get(req.recipe)
     if recipe is None:
         raise checks.field_error("recipe", f"no recipe {req.recipe!r}", f"Recipes: {', '.join(recipes())}.")
+    if recipe.path == "kuberay":
+        return await _submit_on_kuberay(ctx, recipe, req)
     words, env, _values = render(recipe, req.fields)
     shape = req.model_copy(update={"env": {**env, **req.env}})
     return await submit_job(ctx, shape, req.image or recipe.image, words, recipe=recipe.name,
                             needs_claim=uses_s3(recipe))
+
+
+async def _submit_on_kuberay(ctx: CallContext, recipe: Recipe, req: RecipeRequest) -> OperationRef:
+    """A KubeRay recipe: the job's shape becomes a RayJob (recovery.jobMaxRetryCount → backoffLimit)."""
+    for name, value in (("elastic", req.elastic), ("hangDetection", req.hang_detection),
+                        ("queueName", req.queue_name), ("priority", req.priority), ("topology", req.topology)):
+        if value:
+            raise checks.field_error(name, f"is not supported on the KubeRay path (recipe {recipe.name})",
+                                     f"Leave {name} out; it applies to HyperPodPyTorchJob recipes.")
+    gpus = checks.gpus_per_node(req.instance_type, req.gpus_per_node)
+    words, env, _values = render(recipe, req.fields, {"nodes": str(req.nodes), "gpusPerNode": str(gpus)})
+    ray = RayJobRequest(
+        job_name=req.job_name, image=req.image or recipe.image, entrypoint=shlex.join(words),
+        instance_type=req.instance_type, nodes=req.nodes, gpus_per_node=gpus, env={**env, **req.env},
+        retries=min(req.recovery.job_max_retry_count, 10), s3_claim=req.s3_claim,
+        pod_annotations=dict(req.pod_annotations), namespace=req.namespace, cluster_tag=req.cluster_tag,
+    )
+    return await submit_ray(ctx, ray, words, recipe=recipe.name, needs_claim=uses_s3(recipe))

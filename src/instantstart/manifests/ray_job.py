@@ -1,0 +1,112 @@
+"""RayJob builder (KubeRay `ray.io/v1`, FACTS §6.4): a head and one GPU worker group on HyperPod nodes."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from instantstart.manifests import training as m
+
+GROUP = "ray.io"
+VERSION = "v1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "RayJob"
+PLURAL = "rayjobs"
+CRD = f"{PLURAL}.{GROUP}"
+CLUSTER_LABEL = "ray.io/cluster"  # KubeRay's label on every pod of a RayCluster
+WORKER_GROUP = "gpu-workers"
+HEAD_CONTAINER = "ray-head"
+WORKER_CONTAINER = "ray-worker"
+HEAD_CPU = "2"
+HEAD_MEMORY = "8Gi"
+
+
+@dataclass(frozen=True)
+class RayJobSpec:
+    """Everything a RayJob is built from."""
+
+    name: str
+    namespace: str
+    image: str
+    entrypoint: list[str]
+    workers: int
+    gpus_per_worker: int
+    instance_type: str
+    env: dict[str, str] = field(default_factory=dict)
+    s3_claim: str | None = None
+    recipe: str | None = None
+    pod_annotations: dict[str, str] = field(default_factory=dict)
+    backoff_limit: int = 0
+    ttl_seconds_after_finished: int = 3600
+    active_deadline_seconds: int | None = None
+
+
+def _volumes(spec: RayJobSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    volumes: list[dict[str, Any]] = [{"name": "shm", "emptyDir": {"medium": "Memory"}}]
+    mounts: list[dict[str, Any]] = [{"name": "shm", "mountPath": "/dev/shm"}]  # noqa: S108 (NCCL shared memory)
+    if spec.s3_claim:
+        volumes.append({"name": "s3", "persistentVolumeClaim": {"claimName": spec.s3_claim}})
+        mounts.append({"name": "s3", "mountPath": m.S3_MOUNT})
+    return volumes, mounts
+
+
+def _template(spec: RayJobSpec, container: str, resources: dict[str, Any]) -> dict[str, Any]:
+    volumes, mounts = _volumes(spec)
+    labels = {m.LABEL_MANAGED: m.MANAGED_BY}
+    if spec.recipe:
+        labels[m.LABEL_RECIPE] = spec.recipe
+    template: dict[str, Any] = {
+        "metadata": {"labels": labels},
+        "spec": {
+            "nodeSelector": {m.INSTANCE_TYPE_LABEL: spec.instance_type},
+            "containers": [{
+                "name": container,
+                "image": spec.image,
+                "env": [{"name": k, "value": v} for k, v in spec.env.items()],
+                "resources": {"requests": dict(resources), "limits": dict(resources)},
+                "volumeMounts": mounts,
+            }],
+            "volumes": volumes,
+        },
+    }
+    if spec.pod_annotations:
+        template["metadata"]["annotations"] = dict(spec.pod_annotations)
+    return template
+
+
+def ray_job(spec: RayJobSpec) -> dict[str, Any]:
+    """The RayJob: its own RayCluster (a CPU head, `workers` GPU workers), deleted when the job finishes."""
+    gpus = {m.GPU: spec.gpus_per_worker}
+    labels = {m.LABEL_MANAGED: m.MANAGED_BY}
+    if spec.recipe:
+        labels[m.LABEL_RECIPE] = spec.recipe
+    body: dict[str, Any] = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": spec.name, "namespace": spec.namespace, "labels": labels},
+        "spec": {
+            "entrypoint": shlex.join(spec.entrypoint),
+            "submissionMode": "K8sJobMode",
+            "shutdownAfterJobFinishes": True,
+            "ttlSecondsAfterFinished": spec.ttl_seconds_after_finished,
+            "backoffLimit": spec.backoff_limit,
+            "rayClusterSpec": {
+                "headGroupSpec": {
+                    "rayStartParams": {"dashboard-host": "0.0.0.0", "num-gpus": "0"},
+                    "template": _template(spec, HEAD_CONTAINER, {"cpu": HEAD_CPU, "memory": HEAD_MEMORY, m.GPU: 0}),
+                },
+                "workerGroupSpecs": [{
+                    "groupName": WORKER_GROUP,
+                    "replicas": spec.workers,
+                    "minReplicas": spec.workers,
+                    "maxReplicas": spec.workers,
+                    "rayStartParams": {},
+                    "template": _template(spec, WORKER_CONTAINER, gpus),
+                }],
+            },
+        },
+    }
+    if spec.active_deadline_seconds is not None:
+        body["spec"]["activeDeadlineSeconds"] = spec.active_deadline_seconds
+    return body

@@ -1,0 +1,30 @@
+"""The shapes every training path shares: one job summary and one pod line, whatever the job's kind."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from instantstart.catalog.base import WireModel
+
+
+class JobSummary(WireModel):
+    """One job, the same shape for every kind."""
+
+    name: str
+    namespace: str
+    kind: str
+    state: str = Field(description="The last true condition: Created, Running, Restarting, Completed, Failed.")
+    nodes: int
+    instance_type: str | None
+    restart_count: int
+    recipe: str | None
+    created_at: str | None
+
+
+class JobPod(WireModel):
+    """A pod of the job."""
+
+    name: str
+    node: str | None
+    phase: str
+    restarts: int

@@ -1,0 +1,233 @@
+"""ray_job_submit: Ray-native training (VERL and the like) as a KubeRay RayJob on HyperPod nodes; its reads."""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+from typing import Any
+
+from kubernetes import client as k8s
+from pydantic import Field
+
+from instantstart.catalog import operation
+from instantstart.catalog.base import WireModel
+from instantstart.context import AppContext, CallContext, StageContext
+from instantstart.errors import Conflict, NotFound, PreconditionFailed
+from instantstart.kube.apply import apply_object, read_object
+from instantstart.kube.calls import kube_api, kube_call
+from instantstart.manifests import ray_job as r
+from instantstart.manifests import training as m
+from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
+from instantstart.operations.models import OperationRef
+from instantstart.operations.params import ParamsModel
+from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
+from instantstart.services.core.stages import blocking
+from instantstart.services.training import checks
+from instantstart.services.training.models import JobPod, JobSummary
+from instantstart.store.models import ClusterRow
+from instantstart.validation import ClusterTag, KubeName
+
+KIND = "ray_job_submit"
+SHELL_OPERATORS = (";", "&&", "||", "|", ">", "<", "`", "$(")
+SUBMITTER_LABEL = "batch.kubernetes.io/job-name"  # the submitter Job's pods (K8sJobMode)
+
+
+class RayJobRequest(WireModel):
+    """A Ray job: the image, the entrypoint the submitter runs, and the GPU workers it gets."""
+
+    job_name: str = Field(min_length=1, max_length=63, description="A DNS label: names the RayJob and its cluster.")
+    image: str = Field(min_length=3, max_length=512, pattern=r"^[^\s]+$",
+                       description="A Ray image with the framework (e.g. VERL) installed; head and workers use it.")
+    entrypoint: str = Field(min_length=1, max_length=4000,
+                            description="What the submitter runs on the cluster, e.g. "
+                            "`python3 -m verl.trainer.main_ppo trainer.nnodes=2`; arguments only, no shell operators.")
+    instance_type: str = Field(min_length=3, max_length=64, description="Workers' instance type (it must have nodes).")
+    nodes: int = Field(default=1, ge=1, le=256, description="GPU worker pods, one per node.")
+    gpus_per_node: int | None = Field(default=None, ge=0, le=64,
+                                      description="GPUs each worker requests (default: all of the type's GPUs).")
+    env: dict[str, str] = Field(default_factory=dict, max_length=64)
+    retries: int = Field(default=0, ge=0, le=10, description="backoffLimit: new attempts after a failed run.")
+    active_deadline_seconds: int | None = Field(default=None, ge=60, le=30 * 86400)
+    s3_claim: str | None = Field(default="s3-claim", description=f"Claim mounted at {m.S3_MOUNT} when present.")
+    pod_annotations: dict[str, str] = Field(default_factory=dict, max_length=32)
+    namespace: KubeName = "default"
+    cluster_tag: ClusterTag | None = None
+
+
+class RayParams(ParamsModel):
+    """What a Ray submission records: the rendered RayJob (no secrets in it)."""
+
+    cluster_tag: str
+    region: str
+    eks_cluster: str
+    name: str
+    namespace: str
+    body: dict[str, Any]
+
+
+def entry_words(entrypoint: str) -> list[str]:
+    """The entrypoint as an argument list; shell operators are refused (nothing is run through a shell)."""
+    try:
+        words = shlex.split(entrypoint)
+    except ValueError as exc:
+        raise checks.field_error("entrypoint", f"cannot be split into words: {exc}", "Balance the quotes.") from None
+    bad = sorted({op for op in SHELL_OPERATORS for w in words if op in w})
+    if bad:
+        raise checks.field_error("entrypoint", f"contains the shell operator(s) {' '.join(bad)}",
+                                 "Give one command and its arguments; put pipelines in a script under /s3.")
+    return words
+
+
+def check_ray_cluster(app: AppContext, row: ClusterRow, name: str, namespace: str, claim: str | None,
+                      needs_claim: bool) -> str | None:
+    """Blocking: KubeRay serves RayJob, the name is free, the S3 claim exists when needed; the claim to mount."""
+    api = kube_api(app.kube, row.eks_cluster_name, row.region)
+    try:
+        kube_call("read the RayJob CRD", k8s.ApiextensionsV1Api(api).read_custom_resource_definition, r.CRD)
+    except NotFound:
+        raise PreconditionFailed(
+            f"The KubeRay operator is not enabled on cluster {row.tag} (no CRD {r.CRD}).",
+            hint='Enable it: hyperpod_update_advanced_features {"kuberayOperator": {"enabled": true}}.',
+        ) from None
+    existing = read_object(api, {"apiVersion": r.API_VERSION, "kind": r.KIND,
+                                 "metadata": {"name": name, "namespace": namespace}})
+    if existing is not None:
+        raise Conflict(f"Ray job {namespace}/{name} already exists.",
+                       hint="Pick another jobName, or training_job_delete the existing one first.")
+    return checks.claim_to_mount(api, namespace, claim, needs_claim)
+
+
+async def submit_ray(ctx: CallContext, req: RayJobRequest, entry: list[str], *, recipe: str | None = None,
+                     needs_claim: bool = False) -> OperationRef:
+    """Refuse what cannot run, render the RayJob, record the submission."""
+    checks.check_name(req.job_name)
+    gpus = checks.gpus_per_node(req.instance_type, req.gpus_per_node)
+    needs_claim = needs_claim or any(w == m.S3_MOUNT or w.startswith(m.S3_MOUNT + "/") or f"={m.S3_MOUNT}/" in w
+                                     for w in entry)
+    tag = await blocking(resolve_tag, ctx.app.db, req.cluster_tag)
+    row = await blocking(get_cluster, ctx.app.db, tag)
+    await checks.check_capacity(ctx.app, row, req.instance_type, False)
+    claim = await blocking(check_ray_cluster, ctx.app, row, req.job_name, req.namespace, req.s3_claim, needs_claim)
+    spec = r.RayJobSpec(
+        name=req.job_name, namespace=req.namespace, image=req.image, entrypoint=entry, workers=req.nodes,
+        gpus_per_worker=gpus, instance_type=req.instance_type, env=dict(req.env), s3_claim=claim, recipe=recipe,
+        pod_annotations=dict(req.pod_annotations), backoff_limit=req.retries,
+        active_deadline_seconds=req.active_deadline_seconds,
+    )
+    params = RayParams(cluster_tag=tag, region=row.region, eks_cluster=row.eks_cluster_name, name=spec.name,
+                       namespace=spec.namespace, body=r.ray_job(spec))
+    return await submit_for_cluster(ctx, KIND, tag, params, status_tool="job_get_status", poll_after_seconds=10)
+
+
+@operation(
+    "ray_job_submit",
+    destructive=False,
+    idempotent=True,
+    method="POST",
+    path="/training/ray-jobs",
+    completion="job_get_status",
+    example={"jobName": "rl", "image": "example/ray:1", "entrypoint": "python3 train.py",
+             "instanceType": "ml.g6.4xlarge"},
+)
+async def ray_job_submit(ctx: CallContext, req: RayJobRequest) -> OperationRef:
+    """Submit a KubeRay RayJob: its own Ray cluster (a CPU head and `nodes` GPU workers on `instanceType`, the
+    cluster's S3 claim at /s3), the `entrypoint` run by the submitter, the cluster removed when the job ends.
+    Refused before submitting: KubeRay not enabled (hint: the feature key), a name that is not a DNS label, more
+    GPUs than the type has, a type with no nodes, shell operators in the entrypoint. job_get_status,
+    training_job_logs and training_job_delete take its name like any training job."""
+    return await submit_ray(ctx, req, entry_words(req.entrypoint))
+
+
+def _apply(stage: StageContext, p: RayParams) -> dict[str, Any]:
+    api = kube_api(stage.app.kube, p.eks_cluster, p.region)
+    applied = kube_call("apply the RayJob", apply_object, api, p.body)
+    return {"uid": (applied.get("metadata") or {}).get("uid")}
+
+
+async def stage_apply(stage: StageContext) -> dict[str, Any]:
+    """Server-side apply the RayJob (a rerun re-applies the same object)."""
+    p = stage.params_as(RayParams)
+    await stage.progress(f"applying RayJob {p.namespace}/{p.name}")
+    out = await blocking(_apply, stage, p)
+    return {"jobName": p.name, "namespace": p.namespace, "uid": out["uid"], "statusTool": "job_get_status"}
+
+
+KINDS.register(OperationKind(name=KIND, params=RayParams, stages=(StageSpec("apply", stage_apply, max_attempts=3),),
+                             result_from=lambda outputs: outputs.get("apply", {})))
+
+
+# -- reads shared with the training job tools ------------------------------------------------------
+def ray_state(obj: dict[str, Any]) -> str:
+    """The job's state in the training tools' words, from jobDeploymentStatus and jobStatus."""
+    status = obj.get("status") or {}
+    deployment, job = status.get("jobDeploymentStatus"), status.get("jobStatus")
+    if deployment == "Complete" and job == "SUCCEEDED":
+        return "Completed"
+    if deployment in ("Complete", "Failed") or job in ("FAILED", "STOPPED"):
+        return "Failed"
+    return {"Retrying": "Restarting", "Running": "Running", "Initializing": "Created"}.get(str(deployment), "Pending")
+
+
+def ray_summary(obj: dict[str, Any]) -> JobSummary:
+    """A RayJob in the shape of every training job (nodes = GPU workers)."""
+    meta = obj.get("metadata") or {}
+    groups = ((obj.get("spec") or {}).get("rayClusterSpec") or {}).get("workerGroupSpecs") or []
+    tmpl = ((groups[0].get("template") or {}).get("spec") or {}) if groups else {}
+    return JobSummary(
+        name=str(meta.get("name")), namespace=str(meta.get("namespace")), kind=r.KIND, state=ray_state(obj),
+        nodes=sum(int(g.get("replicas") or 0) for g in groups),
+        instance_type=(tmpl.get("nodeSelector") or {}).get(m.INSTANCE_TYPE_LABEL),
+        restart_count=int((obj.get("status") or {}).get("failed") or 0),
+        recipe=(meta.get("labels") or {}).get(m.LABEL_RECIPE), created_at=meta.get("creationTimestamp"),
+    )
+
+
+def list_ray(api: k8s.ApiClient, namespace: str | None) -> list[dict[str, Any]]:
+    """RayJobs (none when KubeRay is not installed)."""
+    objects = k8s.CustomObjectsApi(api)
+    try:
+        if namespace:
+            out: Any = kube_call("list RayJobs", objects.list_namespaced_custom_object, r.GROUP, r.VERSION,
+                                 namespace, r.PLURAL)
+        else:
+            out = kube_call("list RayJobs", objects.list_cluster_custom_object, r.GROUP, r.VERSION, r.PLURAL)
+    except NotFound:
+        return []
+    return list(out.get("items") or [])
+
+
+def ray_pods(api: k8s.ApiClient, name: str, namespace: str, cluster: str | None) -> list[JobPod]:
+    """The pods of a RayJob: its Ray cluster's head and workers, and the submitter Job's pod."""
+    core = k8s.CoreV1Api(api)
+    selectors = [f"{SUBMITTER_LABEL}={name}"]
+    if cluster:
+        selectors.insert(0, f"{r.CLUSTER_LABEL}={cluster}")
+    pods: list[JobPod] = []
+    for selector in selectors:
+        found: Any = kube_call("list the Ray job's pods", core.list_namespaced_pod, namespace, label_selector=selector)
+        pods += [JobPod(name=p.metadata.name, node=p.spec.node_name,
+                        phase=(p.status.phase if p.status else None) or "Pending",
+                        restarts=sum(int(c.restart_count or 0) for c in (p.status.container_statuses or []))
+                        if p.status else 0) for p in found.items or []]
+    return pods
+
+
+def read_ray(api: k8s.ApiClient, name: str, namespace: str) -> tuple[dict[str, Any], list[JobPod]] | None:
+    """The RayJob and its pods, or None when there is no such RayJob."""
+    try:
+        obj: Any = kube_call("read the RayJob", k8s.CustomObjectsApi(api).get_namespaced_custom_object,
+                             r.GROUP, r.VERSION, namespace, r.PLURAL, name)
+    except NotFound:
+        return None
+    return dict(obj), ray_pods(api, name, namespace, (obj.get("status") or {}).get("rayClusterName"))
+
+
+def delete_ray(api: k8s.ApiClient, name: str, namespace: str, cluster: str | None) -> tuple[int, str | None]:
+    """Delete the RayJob if it is still there (its Ray cluster and pods follow): (pods left, Ray cluster name)."""
+    found = read_ray(api, name, namespace)
+    if found is not None:
+        cluster = (found[0].get("status") or {}).get("rayClusterName") or cluster
+        with contextlib.suppress(NotFound):
+            kube_call("delete the RayJob", k8s.CustomObjectsApi(api).delete_namespaced_custom_object, r.GROUP,
+                      r.VERSION, namespace, r.PLURAL, name, propagation_policy="Background")
+    return len(ray_pods(api, name, namespace, cluster)), cluster
