@@ -18,7 +18,9 @@ GROUP_DESCRIPTIONS: dict[str, str] = {
     "job": "Every job on the cluster (training jobs and Kubernetes Jobs): list and status.",
     "model": "Models in S3 storage: download from Hugging Face on CPU, list, download status.",
     "storage": "Every storage claim of the cluster (S3 and FSx for Lustre): list and delete.",
-    "training": "Training jobs (HyperPodPyTorchJob) and recipes: submit, list, logs, delete.",
+    "training": "Training jobs on both paths (HyperPodPyTorchJob, KubeRay RayJob) and recipes: submit, list, "
+    "logs, delete.",
+    "ray": "Ray-native training on KubeRay: submit a RayJob with its own Ray cluster on HyperPod nodes.",
 }
 
 
