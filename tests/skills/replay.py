@@ -139,26 +139,36 @@ class Replay:
                 if "operationId" in payload:
                     self.saved["operation"] = payload["operationId"]  # `${operation}`: the latest operation
             else:
-                tool = step["poll"]
-                payload = await self.poll(label, tool, args)
+                payload = await self.poll(label, step["poll"], args, step.get("until"))
             for key, expected in (step.get("expect") or {}).items():
                 actual = lookup(payload, key)
                 if actual != expected:
                     raise ScenarioError(f"{label}: {key} is {actual!r}, the skill expects {expected!r}: {payload}")
+            for key in step.get("present") or []:
+                if lookup(payload, key) in (None, "", [], {}):
+                    raise ScenarioError(f"{label}: nothing at {key}, the skill expects a value there: {payload}")
             for name, path in (step.get("save") or {}).items():
                 value = lookup(payload, path)
                 if value is None:
                     raise ScenarioError(f"{label}: nothing at {path} to save as {name}: {payload}")
                 self.saved[name] = value
 
-    async def poll(self, label: str, tool: str, args: dict[str, Any]) -> dict[str, Any]:
-        """The status tool, with wait_seconds in between, until terminal (never stopping early)."""
+    async def poll(
+        self, label: str, tool: str, args: dict[str, Any], until: dict[str, list[Any]] | None = None
+    ) -> dict[str, Any]:
+        """The status tool, with wait_seconds in between, until terminal (never stopping early); `until`
+        ({path: [values]}) states the terminal values of a status tool without `terminal`/`status`."""
         payload: dict[str, Any] = {}
         for _ in range(self.max_polls):
             failed, payload = await self.tool(tool, args)
             if failed:
                 raise ScenarioError(f"{label}: the status tool refused: {payload}")
-            if is_terminal(payload):
+            done = (
+                any(lookup(payload, path) in values for path, values in until.items())
+                if until
+                else is_terminal(payload)
+            )
+            if done:
                 return payload
             await self.tool("wait_seconds", {"seconds": self.wait})
         raise ScenarioError(f"{label}: {tool} never reached a terminal state: {payload}")

@@ -29,6 +29,8 @@ REQUIRED = {
     "create-cluster",
     "capacity",
     "advanced-features",
+    "deploy-model",
+    "train",
     "diagnose-node-health",
     "diagnose-nccl",
     "diagnose-cluster-creation",
