@@ -13,6 +13,7 @@ from instantstart.catalog import CATALOG
 from instantstart.catalog.schema import arguments_schema
 
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
+_DOT = re.compile(r"(?<!\\)\.")
 _VAR = re.compile(r"\$\{([A-Za-z][A-Za-z0-9]*)\}")
 
 
@@ -55,6 +56,10 @@ def check_scenario(skill: str, scenario: dict[str, Any], *, diagnostic: bool) ->
     approvals = [i for i, s in enumerate(steps) if "approval" in s]
     if not approvals:
         raise ScenarioError(f"skill {skill}: the scenario has no approval point before its first change")
+    if not any("call" in s or "poll" in s for s in steps[approvals[-1] + 1 :]):
+        raise ScenarioError(
+            f"skill {skill}: the scenario stops at its approval point; replay the approved step and verify its result"
+        )
     for index, step in enumerate(steps[: approvals[0]]):
         tool = step.get("call") or step.get("poll")
         if tool is None:
@@ -70,9 +75,10 @@ def check_scenario(skill: str, scenario: dict[str, Any], *, diagnostic: bool) ->
 
 
 def lookup(payload: Any, path: str) -> Any:
-    """A value by dotted path; `key=value` picks the first list item whose key equals value."""
+    """A value by dotted path (`\\.` is a dot inside a segment); `key=value` picks the first list item whose key
+    equals value."""
     value = payload
-    for segment in str(path).split("."):
+    for segment in (p.replace("\\.", ".") for p in _DOT.split(str(path))):
         if isinstance(value, list):
             if "=" in segment:
                 key, _, wanted = segment.partition("=")
@@ -140,7 +146,10 @@ class Replay:
                     self.saved["operation"] = payload["operationId"]  # `${operation}`: the latest operation
             else:
                 payload = await self.poll(label, step["poll"], args, step.get("until"))
-            for key, expected in (step.get("expect") or {}).items():
+            for key, unwanted in substitute(step.get("differs") or {}, self.saved).items():
+                if lookup(payload, key) == unwanted:
+                    raise ScenarioError(f"{label}: {key} is still {unwanted!r}, the skill expects a change: {payload}")
+            for key, expected in substitute(step.get("expect") or {}, self.saved).items():
                 actual = lookup(payload, key)
                 if actual != expected:
                     raise ScenarioError(f"{label}: {key} is {actual!r}, the skill expects {expected!r}: {payload}")

@@ -150,6 +150,8 @@ def test_every_tool_carries_annotations_and_hyperpod_create_lists_its_aliases() 
 def test_cli_short_help_is_the_first_sentence_and_groups_have_descriptions() -> None:
     for spec in CATALOG:
         assert spec.summary.endswith((".", "!", "?")), (spec.name, spec.summary)
+        if not spec.mutating:  # read-only said exactly once, so the description fits an agent's context
+            assert spec.tool_description.lower().count("read-only") == 1, (spec.name, spec.tool_description)
         assert spec.tool_description.startswith(spec.summary.split(" ")[0]), spec.name
         if spec.handler.__module__.startswith("instantstart."):  # plugins (test probes) bring their own groups
             assert spec.cli_group in GROUP_DESCRIPTIONS, spec.cli_group
@@ -164,3 +166,12 @@ def test_cli_short_help_is_the_first_sentence_and_groups_have_descriptions() -> 
     spec = CATALOG.get("hyperpod_node_replace")
     assert spec is not None
     assert groups["hyperpod"].commands["node-replace"].short_help == spec.summary
+
+
+def test_a_scenario_that_stops_at_its_approval_point_fails_the_eval() -> None:
+    skill = next(s for s in SKILLS if s.name == "diagnose-nccl")
+    broken = copy.deepcopy(skill.scenario())
+    last = max(i for i, s in enumerate(broken["steps"]) if "approval" in s)
+    broken["steps"] = broken["steps"][: last + 1]
+    with pytest.raises(ScenarioError, match="stops at its approval point"):
+        check_scenario(skill.name, broken, diagnostic=True)
