@@ -175,3 +175,20 @@ def test_a_scenario_that_stops_at_its_approval_point_fails_the_eval() -> None:
     broken["steps"] = broken["steps"][: last + 1]
     with pytest.raises(ScenarioError, match="stops at its approval point"):
         check_scenario(skill.name, broken, diagnostic=True)
+
+
+@pytest.mark.parametrize("skill", SKILLS, ids=lambda s: s.name)
+def test_every_skill_states_goal_questions_sequence_polling_confirmation_resume_and_what_is_forbidden(
+    skill,  # type: ignore[no-untyped-def]
+) -> None:
+    headings = [line[3:].lower() for line in skill.body.splitlines() if line.startswith("## ")]
+    for required in ("goal", "resume", "forbidden"):
+        assert any(h.startswith(required) for h in headings), (skill.name, required, headings)
+    text = skill.body.lower()
+    assert "wait_seconds" in text and "terminal" in text, skill.name  # the poll-to-terminal rule
+    if skill.name.startswith("diagnose-"):
+        assert any(h.startswith("investigate (read-only") for h in headings), skill.name
+        assert "approv" in text, skill.name  # state-changing steps wait for approval
+    else:
+        assert any(h.startswith("ask only") for h in headings), (skill.name, headings)
+        assert any(h.startswith("confirm") for h in headings), (skill.name, headings)

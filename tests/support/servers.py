@@ -185,6 +185,8 @@ def serve_twin_process(data_dir: Path, clock_scale: float = 500.0, timeout: floa
     try:
         wait_healthy(url, timeout=timeout, proc=proc)
         info: dict[str, object] = httpx.get(endpoint + "/_twin/health", timeout=10).json()
+        if info.get("clock_scale") != clock_scale:  # the server's own twin, started with the options it was given
+            raise RuntimeError(f"the twin at {endpoint} is not the one serve --twin started: {info}")
         twin_env = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": ACCESS_KEY_ID,
                     "AWS_SECRET_ACCESS_KEY": SECRET_ACCESS_KEY, "AWS_REGION": str(info.get("region", "us-west-2"))}
         token = (data_dir / "api-token").read_text().strip()
