@@ -192,3 +192,19 @@ def test_every_skill_states_goal_questions_sequence_polling_confirmation_resume_
     else:
         assert any(h.startswith("ask only") for h in headings), (skill.name, headings)
         assert any(h.startswith("confirm") for h in headings), (skill.name, headings)
+
+
+def test_the_openapi_document_marks_every_operation_as_the_mcp_annotations_do() -> None:
+    from instantstart.api.openapi import build_openapi
+
+    operations = {
+        op["operationId"]: op for item in build_openapi(CATALOG)["paths"].values() for op in item.values()
+    }
+    assert set(operations) == {spec.name for spec in CATALOG}
+    for spec in CATALOG:
+        assert operations[spec.name]["x-instantstart-behaviour"] == {
+            "readOnly": spec.read_only, "destructive": spec.destructive, "idempotent": spec.idempotent,
+        }, spec.name
+    events, timeline = operations["cluster_events"], operations["cluster_timeline"]
+    # The compatibility name answers with the same model as the timeline it aliases.
+    assert events["responses"]["200"] == timeline["responses"]["200"]
