@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import uvicorn
 
@@ -14,8 +15,18 @@ from instantstart.twin_process import apply_env, start_twin
 log = logging.getLogger(__name__)
 
 
-def run_server(settings: Settings, *, host: str | None = None, port: int | None = None, twin: bool = False) -> None:
-    """Serve until interrupted."""
+@dataclass(frozen=True)
+class TwinOptions:
+    """How `serve --twin` starts the twin: its port (0: a free one) and clock scale (None: the twin's default)."""
+
+    port: int = 0
+    clock_scale: float | None = None
+
+
+def run_server(
+    settings: Settings, *, host: str | None = None, port: int | None = None, twin: TwinOptions | None = None
+) -> None:
+    """Serve until interrupted (with the digital twin as AWS when `twin` is given)."""
     updates: dict[str, object] = {}
     if host:
         updates["host"] = host
@@ -24,8 +35,8 @@ def run_server(settings: Settings, *, host: str | None = None, port: int | None 
     settings = settings.model_copy(update=updates)
     configure(settings.log_level, settings.log_json)
     child = None
-    if twin:
-        child = start_twin()
+    if twin is not None:
+        child = start_twin(port=twin.port, clock_scale=twin.clock_scale)
         apply_env(child)
         settings = settings.model_copy(
             update={

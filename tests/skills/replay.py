@@ -13,6 +13,7 @@ from instantstart.catalog import CATALOG
 from instantstart.catalog.schema import arguments_schema
 
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
+_DOT = re.compile(r"(?<!\\)\.")
 _VAR = re.compile(r"\$\{([A-Za-z][A-Za-z0-9]*)\}")
 
 
@@ -55,6 +56,10 @@ def check_scenario(skill: str, scenario: dict[str, Any], *, diagnostic: bool) ->
     approvals = [i for i, s in enumerate(steps) if "approval" in s]
     if not approvals:
         raise ScenarioError(f"skill {skill}: the scenario has no approval point before its first change")
+    if not any("call" in s or "poll" in s for s in steps[approvals[-1] + 1 :]):
+        raise ScenarioError(
+            f"skill {skill}: the scenario stops at its approval point; replay the approved step and verify its result"
+        )
     for index, step in enumerate(steps[: approvals[0]]):
         tool = step.get("call") or step.get("poll")
         if tool is None:
@@ -70,9 +75,10 @@ def check_scenario(skill: str, scenario: dict[str, Any], *, diagnostic: bool) ->
 
 
 def lookup(payload: Any, path: str) -> Any:
-    """A value by dotted path; `key=value` picks the first list item whose key equals value."""
+    """A value by dotted path (`\\.` is a dot inside a segment); `key=value` picks the first list item whose key
+    equals value."""
     value = payload
-    for segment in str(path).split("."):
+    for segment in (p.replace("\\.", ".") for p in _DOT.split(str(path))):
         if isinstance(value, list):
             if "=" in segment:
                 key, _, wanted = segment.partition("=")
@@ -139,26 +145,39 @@ class Replay:
                 if "operationId" in payload:
                     self.saved["operation"] = payload["operationId"]  # `${operation}`: the latest operation
             else:
-                tool = step["poll"]
-                payload = await self.poll(label, tool, args)
-            for key, expected in (step.get("expect") or {}).items():
+                payload = await self.poll(label, step["poll"], args, step.get("until"))
+            for key, unwanted in substitute(step.get("differs") or {}, self.saved).items():
+                if lookup(payload, key) == unwanted:
+                    raise ScenarioError(f"{label}: {key} is still {unwanted!r}, the skill expects a change: {payload}")
+            for key, expected in substitute(step.get("expect") or {}, self.saved).items():
                 actual = lookup(payload, key)
                 if actual != expected:
                     raise ScenarioError(f"{label}: {key} is {actual!r}, the skill expects {expected!r}: {payload}")
+            for key in step.get("present") or []:
+                if lookup(payload, key) in (None, "", [], {}):
+                    raise ScenarioError(f"{label}: nothing at {key}, the skill expects a value there: {payload}")
             for name, path in (step.get("save") or {}).items():
                 value = lookup(payload, path)
                 if value is None:
                     raise ScenarioError(f"{label}: nothing at {path} to save as {name}: {payload}")
                 self.saved[name] = value
 
-    async def poll(self, label: str, tool: str, args: dict[str, Any]) -> dict[str, Any]:
-        """The status tool, with wait_seconds in between, until terminal (never stopping early)."""
+    async def poll(
+        self, label: str, tool: str, args: dict[str, Any], until: dict[str, list[Any]] | None = None
+    ) -> dict[str, Any]:
+        """The status tool, with wait_seconds in between, until terminal (never stopping early); `until`
+        ({path: [values]}) states the terminal values of a status tool without `terminal`/`status`."""
         payload: dict[str, Any] = {}
         for _ in range(self.max_polls):
             failed, payload = await self.tool(tool, args)
             if failed:
                 raise ScenarioError(f"{label}: the status tool refused: {payload}")
-            if is_terminal(payload):
+            done = (
+                any(lookup(payload, path) in values for path, values in until.items())
+                if until
+                else is_terminal(payload)
+            )
+            if done:
                 return payload
             await self.tool("wait_seconds", {"seconds": self.wait})
         raise ScenarioError(f"{label}: {tool} never reached a terminal state: {payload}")

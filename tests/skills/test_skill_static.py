@@ -29,6 +29,8 @@ REQUIRED = {
     "create-cluster",
     "capacity",
     "advanced-features",
+    "deploy-model",
+    "train",
     "diagnose-node-health",
     "diagnose-nccl",
     "diagnose-cluster-creation",
@@ -148,6 +150,8 @@ def test_every_tool_carries_annotations_and_hyperpod_create_lists_its_aliases() 
 def test_cli_short_help_is_the_first_sentence_and_groups_have_descriptions() -> None:
     for spec in CATALOG:
         assert spec.summary.endswith((".", "!", "?")), (spec.name, spec.summary)
+        if not spec.mutating:  # read-only said exactly once, so the description fits an agent's context
+            assert spec.tool_description.lower().count("read-only") == 1, (spec.name, spec.tool_description)
         assert spec.tool_description.startswith(spec.summary.split(" ")[0]), spec.name
         if spec.handler.__module__.startswith("instantstart."):  # plugins (test probes) bring their own groups
             assert spec.cli_group in GROUP_DESCRIPTIONS, spec.cli_group
@@ -162,3 +166,45 @@ def test_cli_short_help_is_the_first_sentence_and_groups_have_descriptions() -> 
     spec = CATALOG.get("hyperpod_node_replace")
     assert spec is not None
     assert groups["hyperpod"].commands["node-replace"].short_help == spec.summary
+
+
+def test_a_scenario_that_stops_at_its_approval_point_fails_the_eval() -> None:
+    skill = next(s for s in SKILLS if s.name == "diagnose-nccl")
+    broken = copy.deepcopy(skill.scenario())
+    last = max(i for i, s in enumerate(broken["steps"]) if "approval" in s)
+    broken["steps"] = broken["steps"][: last + 1]
+    with pytest.raises(ScenarioError, match="stops at its approval point"):
+        check_scenario(skill.name, broken, diagnostic=True)
+
+
+@pytest.mark.parametrize("skill", SKILLS, ids=lambda s: s.name)
+def test_every_skill_states_goal_questions_sequence_polling_confirmation_resume_and_what_is_forbidden(
+    skill,  # type: ignore[no-untyped-def]
+) -> None:
+    headings = [line[3:].lower() for line in skill.body.splitlines() if line.startswith("## ")]
+    for required in ("goal", "resume", "forbidden"):
+        assert any(h.startswith(required) for h in headings), (skill.name, required, headings)
+    text = skill.body.lower()
+    assert "wait_seconds" in text and "terminal" in text, skill.name  # the poll-to-terminal rule
+    if skill.name.startswith("diagnose-"):
+        assert any(h.startswith("investigate (read-only") for h in headings), skill.name
+        assert "approv" in text, skill.name  # state-changing steps wait for approval
+    else:
+        assert any(h.startswith("ask only") for h in headings), (skill.name, headings)
+        assert any(h.startswith("confirm") for h in headings), (skill.name, headings)
+
+
+def test_the_openapi_document_marks_every_operation_as_the_mcp_annotations_do() -> None:
+    from instantstart.api.openapi import build_openapi
+
+    operations = {
+        op["operationId"]: op for item in build_openapi(CATALOG)["paths"].values() for op in item.values()
+    }
+    assert set(operations) == {spec.name for spec in CATALOG}
+    for spec in CATALOG:
+        assert operations[spec.name]["x-instantstart-behaviour"] == {
+            "readOnly": spec.read_only, "destructive": spec.destructive, "idempotent": spec.idempotent,
+        }, spec.name
+    events, timeline = operations["cluster_events"], operations["cluster_timeline"]
+    # The compatibility name answers with the same model as the timeline it aliases.
+    assert events["responses"]["200"] == timeline["responses"]["200"]

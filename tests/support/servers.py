@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -139,4 +141,65 @@ def process_server(
                 proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        log.close()
+
+
+@dataclass
+class ServedTwin:
+    """`instantstart serve --twin` as a child process: the control plane and the twin it started."""
+
+    running: Running
+    process: subprocess.Popen[bytes]
+    endpoint_url: str
+    env: dict[str, str]
+    info: dict[str, object]
+
+
+@contextmanager
+def serve_twin_process(data_dir: Path, clock_scale: float = 500.0, timeout: float = 120.0) -> Iterator[ServedTwin]:
+    """`instantstart serve --twin` on ephemeral ports with its own data dir and SQLite database, as an agent's
+    MCP client meets it: started as a subprocess, waited on /healthz, terminated (with its twin) on exit."""
+    from hyperpod_twin.twin import ACCESS_KEY_ID, SECRET_ACCESS_KEY
+
+    port, twin_port = free_port(), free_port()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    env = {
+        **os.environ,
+        "INSTANTSTART_DATA_DIR": str(data_dir),
+        "INSTANTSTART_DATABASE_URL": f"sqlite:///{data_dir / 'state.db'}",
+        "INSTANTSTART_LEASE_SECONDS": "3",
+        "INSTANTSTART_WORKER_POLL_SECONDS": "0.1",
+        "INSTANTSTART_POLL_SECONDS": "0.2",
+        "INSTANTSTART_STATUS_CACHE_SECONDS": "1.0",
+        "PYTHONPATH": str(REPO),
+    }
+    env.pop("INSTANTSTART_PLUGINS", None)
+    log = open(data_dir / "serve.log", "ab")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "instantstart.cli.main", "serve", "--twin", "--port", str(port),
+         "--twin-port", str(twin_port), "--twin-clock-scale", str(clock_scale)],
+        env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    endpoint = f"http://127.0.0.1:{twin_port}"
+    try:
+        wait_healthy(url, timeout=timeout, proc=proc)
+        info: dict[str, object] = httpx.get(endpoint + "/_twin/health", timeout=10).json()
+        if info.get("clock_scale") != clock_scale:  # the server's own twin, started with the options it was given
+            raise RuntimeError(f"the twin at {endpoint} is not the one serve --twin started: {info}")
+        twin_env = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": ACCESS_KEY_ID,
+                    "AWS_SECRET_ACCESS_KEY": SECRET_ACCESS_KEY, "AWS_REGION": str(info.get("region", "us-west-2"))}
+        token = (data_dir / "api-token").read_text().strip()
+        yield ServedTwin(Running(url, token, data_dir, env["INSTANTSTART_DATABASE_URL"]), proc, endpoint, twin_env,
+                         info)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()  # the server's shutdown stops its twin
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # its own session: a twin left behind by a server that died
         log.close()

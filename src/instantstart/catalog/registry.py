@@ -74,7 +74,7 @@ class OperationSpec:
                 f" the background. Completion is decided by `{self.completion or 'operation_get'}`."
                 " Pass the same `clientToken` to retry safely: it returns the same operation."
             )
-        else:
+        elif "read-only" not in text.lower():  # said once, where the docstring does not say it already
             text += "\n\nRead-only."
         return text
 

@@ -22,13 +22,19 @@ def build_app(settings: Settings) -> typer.Typer:
         host: str | None = typer.Option(None, help="Bind address (default 127.0.0.1)."),
         port: int | None = typer.Option(None, help="Port (default 3099)."),
         twin: bool = typer.Option(False, "--twin", help="Start the digital twin and use it as AWS."),
+        twin_port: int = typer.Option(0, help="With --twin: the twin's port (0 picks a free one)."),
+        twin_clock_scale: float | None = typer.Option(
+            None, help="With --twin: twin seconds per real second (default: the twin's, 40)."
+        ),
     ) -> None:
         """Run the control plane: REST under /api/v1, MCP at /mcp, web UI at /."""
         from instantstart.auth import InsecureFileMode
-        from instantstart.server import run_server
+        from instantstart.server import TwinOptions, run_server
 
         try:
-            run_server(settings, host=host, port=port, twin=twin)
+            run_server(
+                settings, host=host, port=port, twin=TwinOptions(twin_port, twin_clock_scale) if twin else None
+            )
         except InsecureFileMode as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None

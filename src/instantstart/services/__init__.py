@@ -28,12 +28,12 @@ def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:
     )
     from instantstart.services.cluster.dependencies import stage  # noqa: F401
     from instantstart.services.core import registry  # noqa: F401
-    from instantstart.services.diagnostics import events, logs  # noqa: F401
+    from instantstart.services.diagnostics import logs  # noqa: F401
     from instantstart.services.diagnostics import nodes as node_diagnostics  # noqa: F401
     from instantstart.services.features import advanced  # noqa: F401
     from instantstart.services.inference import autoscaling, deploy, managed, pool, router, scale, services  # noqa: F401
     from instantstart.services.monitoring import nodes as monitoring_nodes  # noqa: F401
-    from instantstart.services.monitoring import timeline  # noqa: F401
+    from instantstart.services.monitoring import timeline, timeline_read  # noqa: F401
     from instantstart.services.operation_tools import operations, wait  # noqa: F401
     from instantstart.services.storage import inventory, models, s3_tools  # noqa: F401
     from instantstart.services.training import jobs, ray_jobs, recipes, submit  # noqa: F401

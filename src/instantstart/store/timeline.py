@@ -83,21 +83,31 @@ def query(
     *,
     object_kind: str | None = None,
     object_name: str | None = None,
+    object_names: tuple[str, ...] = (),
+    namespace: str | None = None,
     type_: str | None = None,
     source: str | None = None,
+    since: datetime | None = None,
     before_id: int | None = None,
     limit: int = 50,
 ) -> list[TimelineRow]:
-    """Entries of one cluster, newest first (by last time, then id), filtered; at most `limit`."""
+    """Entries of one cluster, newest first (by id), filtered; at most `limit`. `object_names`: any of these
+    objects; `since`: last seen at or after it."""
     conditions: list[Any] = [TimelineRow.cluster_tag == cluster_tag]
     if object_kind:
         conditions.append(TimelineRow.object_kind == object_kind)
     if object_name:
         conditions.append(TimelineRow.object_name == object_name)
+    if object_names:
+        conditions.append(TimelineRow.object_name.in_(object_names))
+    if namespace:
+        conditions.append(TimelineRow.namespace == namespace)
     if type_:
         conditions.append(TimelineRow.type == type_)
     if source:
         conditions.append(TimelineRow.source == source)
+    if since is not None:
+        conditions.append(TimelineRow.last_at >= since)
     if before_id is not None:
         conditions.append(TimelineRow.id < before_id)
     with db.read_session() as session:

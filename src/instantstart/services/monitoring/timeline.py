@@ -1,6 +1,6 @@
-"""The timeline of each cluster: Kubernetes events (from the events watch), HyperPod cluster and node events, and
-the control plane's own operations and stage transitions, stored with retention; `cluster_timeline` reads it
-(the live `cluster_events` diagnostic is separate, to be folded together)."""
+"""The timeline of each cluster, written: Kubernetes events (from the events watch), HyperPod cluster and node
+events, and the control plane's own operations and stage transitions, stored with retention
+(`timeline_read` serves it as `cluster_timeline`, alias `cluster_events`)."""
 
 from __future__ import annotations
 
@@ -12,21 +12,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from anyio import to_thread
-from pydantic import Field
 
 from instantstart.aws import hyperpod as hp_api
-from instantstart.catalog import operation
-from instantstart.catalog.base import WireModel
-from instantstart.context import AppContext, CallContext
+from instantstart.context import AppContext
 from instantstart.kube.informers import ChangeListener
-from instantstart.services.core.registry import get_cluster, resolve_tag
-from instantstart.services.monitoring.state import LISTENER_FACTORIES, db_cache, informer
+from instantstart.services.monitoring.state import LISTENER_FACTORIES, db_cache
 from instantstart.store import timeline as store
 from instantstart.store.models import utcnow
 
 log = logging.getLogger(__name__)
 PRUNE_EVERY = 600.0
-MESSAGE_CHARS = 300
 
 
 def _when(value: Any) -> datetime:
@@ -157,13 +152,24 @@ def attach(app: AppContext) -> None:
     app.runner.add_listener(listener)
 
 
-async def record_hyperpod_events(app: AppContext, tag: str, region: str, name: str) -> None:
-    """Pull the HyperPod cluster's latest events (one ListClusterEvents per cache interval) into the timeline."""
+HYPERPOD_WARNINGS = ("Error", "Warn", "Warning")
+
+
+async def record_hyperpod_events(
+    app: AppContext, tag: str, region: str, name: str, node: str | None = None, group: str | None = None
+) -> None:
+    """Pull the HyperPod cluster's latest events (of one node or instance group when given; one
+    ListClusterEvents per cache interval) into the timeline; an unreadable source raises (translated)."""
+    request: dict[str, Any] = {"ClusterName": name, "MaxResults": 100, "SortOrder": "Descending"}
+    if node:
+        request["NodeId"] = node
+    if group:
+        request["InstanceGroupName"] = group
 
     async def fetch() -> list[dict[str, Any]]:
-        return await to_thread.run_sync(hp_api.list_events, app.aws, region, name)
+        return await to_thread.run_sync(hp_api.query_events, app.aws, region, request)
 
-    events: list[dict[str, Any]] = await app.cache.get(f"hpevents:{region}:{name}", fetch)
+    events: list[dict[str, Any]] = await app.cache.get(f"hpevents:{region}:{name}:{node}:{group}", fetch)
     w = writer(app)
     for e in events:
         when = _when(e.get("EventTime"))
@@ -171,73 +177,8 @@ async def record_hyperpod_events(app: AppContext, tag: str, region: str, name: s
         details = e.get("EventDetails") or {}
         w.put(store.Entry(
             cluster_tag=tag, dedupe_key=f"hp:{e.get('EventId')}", source="hyperpod", object_kind=kind,
-            object_name=str(e.get("InstanceId") or e.get("InstanceGroupName") or name), namespace="",
-            type="Normal", reason=kind, message=str(e.get("Description") or details)[:1000], count=1,
-            first_at=when, last_at=when,
+            object_name=str(e.get("InstanceId") or e.get("InstanceGroupName") or name),
+            namespace=str(e.get("InstanceGroupName") or ""),  # a HyperPod entry's "namespace": its instance group
+            type="Warning" if e.get("EventLevel") in HYPERPOD_WARNINGS else "Normal", reason=kind,
+            message=str(e.get("Description") or details)[:1000], count=1, first_at=when, last_at=when,
         ))
-
-
-class TimelineRequest(WireModel):
-    """Which entries of the timeline."""
-
-    cluster_tag: str | None = Field(default=None, description="Default: the active cluster.")
-    object_kind: str | None = Field(default=None, description="Pod, Node, Job, Operation, Stage, Cluster, Instance…")
-    object_name: str | None = Field(default=None, description="Only entries about this object.")
-    type: str | None = Field(default=None, description="Normal or Warning.")
-    source: str | None = Field(default=None, description="kubernetes, hyperpod or operation.")
-    limit: int = Field(default=20, ge=1, le=200)
-    before: int | None = Field(default=None, description="nextBefore of the previous page.")
-
-
-class TimelineEntry(WireModel):
-    """One happening."""
-
-    id: int
-    source: str
-    object_kind: str
-    object_name: str
-    namespace: str
-    type: str
-    reason: str
-    message: str
-    count: int
-    first_at: datetime
-    last_at: datetime
-
-
-class TimelineResult(WireModel):
-    """One page of the timeline, newest first."""
-
-    cluster_tag: str
-    entries: list[TimelineEntry]
-    next_before: int | None = Field(description="Pass as `before` for older entries; null when none are left.")
-
-
-@operation("cluster_timeline", method="GET", path="/clusters/timeline", example={"limit": 5})
-async def cluster_timeline(ctx: CallContext, req: TimelineRequest) -> TimelineResult:
-    """The timeline of a cluster (default: the active one), newest first: Kubernetes events (kept after the
-    API server expires them, an hour by default), HyperPod cluster and node events, and the control plane's
-    operations and stage transitions. Filter by objectKind/objectName (a node, pod, job or endpoint), type
-    (Warning) or source; page with `before`. Entries are kept for the timeline retention setting."""
-    app = ctx.app
-    tag = await to_thread.run_sync(resolve_tag, app.db, req.cluster_tag)
-    row = await to_thread.run_sync(get_cluster, app.db, tag)
-    if row.eks_cluster_name:
-        informer(app, tag, row.region, row.eks_cluster_name, "events")  # keep the events watch running
-    if row.hyperpod_cluster_name:
-        await record_hyperpod_events(app, tag, row.region, row.hyperpod_cluster_name)
-    await to_thread.run_sync(writer(app).flush)
-    rows = await to_thread.run_sync(lambda: store.query(
-        app.db, tag, object_kind=req.object_kind, object_name=req.object_name, type_=req.type, source=req.source,
-        before_id=req.before, limit=req.limit + 1,
-    ))
-    page = rows[: req.limit]
-    entries = [
-        TimelineEntry(
-            id=r.id, source=r.source, object_kind=r.object_kind, object_name=r.object_name, namespace=r.namespace,
-            type=r.type, reason=r.reason, message=r.message[:MESSAGE_CHARS], count=r.count, first_at=r.first_at,
-            last_at=r.last_at,
-        )
-        for r in page
-    ]
-    return TimelineResult(cluster_tag=tag, entries=entries, next_before=page[-1].id if len(rows) > req.limit else None)

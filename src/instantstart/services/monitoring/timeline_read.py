@@ -1,0 +1,161 @@
+"""`cluster_timeline` (compatibility name `cluster_events`): a cluster's timeline read with filters, bounded, after
+a live refresh of what is not attached yet (the events watch's first list, the latest HyperPod events)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Literal
+
+from anyio import to_thread
+from pydantic import Field
+
+from instantstart.catalog import operation
+from instantstart.catalog.base import WireModel
+from instantstart.context import CallContext
+from instantstart.errors import InstantStartError
+from instantstart.services.core.registry import get_cluster, hyperpod_cluster_name, resolve_tag
+from instantstart.services.monitoring.state import watched
+from instantstart.services.monitoring.timeline import record_hyperpod_events, writer
+from instantstart.store import timeline as store
+from instantstart.store.models import ClusterRow, utcnow
+from instantstart.validation import ClusterTag
+
+MESSAGE_CHARS = 300
+DNS_NAME = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
+NODE_ID = r"^(hyperpod-)?i-[0-9a-f]{8}([0-9a-f]{9})?$"
+
+
+class TimelineRequest(WireModel):
+    """Which entries of the timeline: source, object, node or instance group, time window, type; one page."""
+
+    cluster_tag: ClusterTag | None = Field(default=None, description="Default: see cluster_list_all (active).")
+    source: Literal["all", "kubernetes", "hyperpod", "operation"] = Field(
+        default="all", description="kubernetes (core/v1 events), hyperpod (cluster/node events), operation (ours)."
+    )
+    object_kind: str | None = Field(
+        default=None, pattern=r"^[A-Z][A-Za-z]{1,62}$",
+        description="Pod, Node, Job, Deployment, Operation, Stage, Cluster, Instance, InstanceGroup…",
+    )
+    object_name: str | None = Field(default=None, max_length=300, description="Only entries about this object.")
+    namespace: str | None = Field(default=None, pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+    node_id: str | None = Field(
+        default=None, pattern=NODE_ID, description="One node (i-… or hyperpod-i-…): its HyperPod and Kubernetes events."
+    )
+    instance_group_name: str | None = Field(
+        default=None, pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$", description="HyperPod events of one group."
+    )
+    since_minutes: int | None = Field(
+        default=None, ge=1, le=129600, description="Only entries seen in the last N minutes (default: any age)."
+    )
+    warnings_only: bool = Field(default=False, description="Kubernetes Warning / HyperPod Error and Warn only.")
+    type: Literal["Normal", "Warning"] | None = Field(default=None, description="Normal or Warning.")
+    limit: int = Field(default=50, ge=1, le=200, description="At most this many entries, newest first.")
+    before: int | None = Field(default=None, ge=1, description="nextBefore of the previous page.")
+
+
+class TimelineEntry(WireModel):
+    """One happening."""
+
+    id: int
+    source: str
+    object_kind: str
+    object_name: str
+    namespace: str = Field(description="Kubernetes namespace; for a HyperPod entry its instance group.")
+    type: str
+    reason: str
+    message: str
+    count: int
+    first_at: datetime
+    last_at: datetime
+
+
+class TimelineResult(WireModel):
+    """One page of the timeline, newest first."""
+
+    cluster_tag: str
+    entries: list[TimelineEntry]
+    next_before: int | None = Field(description="Pass as `before` for older entries; null when none are left.")
+    unavailable: list[str] = Field(
+        default_factory=list, description="Sources that could not be refreshed now, with the reason."
+    )
+
+
+async def _refresh(ctx: CallContext, tag: str, row: ClusterRow, req: TimelineRequest) -> list[str]:
+    """Bring the stored timeline up to date for this read; the sources that could not be read, with why."""
+    app, unavailable = ctx.app, []
+    node = req.node_id.removeprefix("hyperpod-") if req.node_id else None
+    if req.source in ("all", "kubernetes"):
+        if row.eks_cluster_name and (row.imported or (row.stages or {}).get("eks") == "SUCCEEDED"):
+            # Attached: the watch keeps the timeline current. Not yet: its first list is the live refresh (bounded).
+            [events] = await watched(app, tag, row.region, row.eks_cluster_name, ("events",))
+            if not events.synced.is_set() or not events.health.connected:
+                why = events.health.last_error or "starting"
+                unavailable.append(f"kubernetes: the events watch is not current ({why})")
+        elif req.source == "kubernetes":
+            unavailable.append("kubernetes: the cluster's EKS stage has not succeeded yet")
+    if req.source in ("all", "hyperpod"):
+        if row.hyperpod_cluster_name or (row.stages or {}).get("hyperpod"):
+            try:
+                await record_hyperpod_events(
+                    app, tag, row.region, hyperpod_cluster_name(row), node, req.instance_group_name
+                )
+            except InstantStartError as exc:
+                unavailable.append(f"hyperpod: {exc.message}")
+        elif req.source == "hyperpod":
+            unavailable.append("hyperpod: the cluster has no HyperPod cluster yet")
+    await to_thread.run_sync(writer(app).flush)
+    return unavailable
+
+
+async def read_timeline(ctx: CallContext, req: TimelineRequest) -> TimelineResult:
+    """The one implementation behind cluster_timeline and cluster_events."""
+    app = ctx.app
+    tag = await to_thread.run_sync(resolve_tag, app.db, req.cluster_tag)
+    row = await to_thread.run_sync(get_cluster, app.db, tag)
+    if req.instance_group_name and req.source == "all":
+        req = req.model_copy(update={"source": "hyperpod"})  # instance groups are HyperPod's
+    unavailable = await _refresh(ctx, tag, row, req)
+    node = req.node_id.removeprefix("hyperpod-") if req.node_id else None
+    since = utcnow() - timedelta(minutes=req.since_minutes) if req.since_minutes else None
+    rows = await to_thread.run_sync(lambda: store.query(
+        app.db, tag, object_kind=req.object_kind, object_name=req.object_name,
+        object_names=(node, f"hyperpod-{node}") if node else (),
+        namespace=req.instance_group_name or req.namespace, type_="Warning" if req.warnings_only else req.type,
+        source=None if req.source == "all" else req.source, since=since, before_id=req.before, limit=req.limit + 1,
+    ))
+    page = rows[: req.limit]
+    entries = [
+        TimelineEntry(
+            id=r.id, source=r.source, object_kind=r.object_kind, object_name=r.object_name, namespace=r.namespace,
+            type=r.type, reason=r.reason, message=_short(r.message), count=r.count, first_at=r.first_at,
+            last_at=r.last_at,
+        )
+        for r in page
+    ]
+    more = len(rows) > req.limit
+    return TimelineResult(
+        cluster_tag=tag, entries=entries, next_before=page[-1].id if more else None, unavailable=unavailable
+    )
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 1] + "…"
+
+
+@operation("cluster_timeline", method="GET", path="/clusters/timeline", example={"limit": 5})
+async def cluster_timeline(ctx: CallContext, req: TimelineRequest) -> TimelineResult:
+    """Read-only, bounded: at most `limit` (≤200) entries per page, newest first, messages cut to 300
+    characters. The timeline of a cluster (default: the active one): Kubernetes events (kept after the API
+    server expires them), HyperPod cluster and node events, and the control plane's operations and stage
+    transitions. Filter by source, objectKind/objectName/namespace, nodeId (its HyperPod and Kubernetes
+    events), instanceGroupName, sinceMinutes, warningsOnly or type; page with `before`. A cluster read for
+    the first time is refreshed live first; a source that cannot be read is listed in `unavailable`."""
+    return await read_timeline(ctx, req)
+
+
+@operation("cluster_events", method="GET", path="/diagnostics/events", example={"sinceMinutes": 30})
+async def cluster_events(ctx: CallContext, req: TimelineRequest) -> TimelineResult:
+    """Read-only, bounded: the compatibility name of cluster_timeline (same parameters, same answer, same
+    code): at most `limit` (≤200) timeline entries, newest first; Kubernetes, HyperPod and operation events
+    filtered by nodeId, object, instanceGroupName, sinceMinutes, warningsOnly."""
+    return await read_timeline(ctx, req)
