@@ -170,6 +170,43 @@ def test_agent_request_turns_both_on_and_tiered_storage_off_leaves_nothing(
     assert [g["TargetCount"] for g in groups] == [g["TargetCount"] for g in cluster["InstanceGroups"]]
 
 
+def test_failed_feature_blocks_its_dependents_and_independent_ones_still_apply(
+    shared: tuple[Running, TwinProcess],
+) -> None:
+    cp, twin = shared
+    eks: Any = twin_client(twin, "eks")
+    fault = {"kind": "error", "service": "iam", "operation": "CreateRole", "code": "AccessDenied",
+             "message": "not authorized to perform iam:CreateRole", "status": 403}
+    httpx.post(twin.endpoint_url + "/_twin/faults", json=fault).raise_for_status()
+    with cp.client() as client:
+        body = {"fsxCsiDriver": {"enabled": True}, "inferenceOperator": {"enabled": True},
+                "kuberayOperator": {"enabled": True}}
+        failed = update(client, body)
+        assert failed["status"] == "FAILED", failed
+        results = by_key(failed)
+        assert results["fsxCsiDriver"]["status"] == "FAILED" and "CreateRole" in results["fsxCsiDriver"]["message"]
+        # The dependent feature is not attempted: BLOCKED, naming the failed feature and its fix.
+        blocked = results["inferenceOperator"]
+        assert blocked["status"] == "BLOCKED" and blocked["actual"]["blockedBy"] == ["fsxCsiDriver"], blocked
+        assert "fsxCsiDriver" in blocked["message"] and blocked["hint"].startswith("Fix fsxCsiDriver first")
+        # The independent one is applied in the same operation.
+        assert results["kuberayOperator"]["status"] == "SUCCEEDED", results
+        stages = {s["name"]: s["status"] for s in failed["stages"] if s["name"] in body}
+        assert stages == {"fsxCsiDriver": "FAILED", "inferenceOperator": "FAILED", "kuberayOperator": "SUCCEEDED"}
+        assert failed["error"]["details"]["failedStages"] == ["fsxCsiDriver", "inferenceOperator"]
+        addons = eks.list_addons(clusterName=f"eks-cluster-{TAG}")["addons"]
+        assert "amazon-sagemaker-hyperpod-inference" not in addons
+        assert features(client)["inferenceOperator"]["lastResult"]["status"] == "BLOCKED"
+        httpx.delete(twin.endpoint_url + "/_twin/faults").raise_for_status()
+        retried = client.post(f"/api/v1/operations/{failed['operationId']}/retry")
+        assert retried.status_code == 202, retried.text
+        done = wait_terminal(client, retried.json()["operationId"], timeout=240)
+        assert done["status"] == "SUCCEEDED", done
+        ray = next(s for s in done["stages"] if s["name"] == "kuberayOperator")
+        assert ray["attempts"] == 1, "a feature that succeeded is not rerun by operation_retry"
+        assert {k: r["status"] for k, r in by_key(done).items()} == dict.fromkeys(body, "SUCCEEDED")
+
+
 def test_stale_cert_manager_value_and_refused_disable(shared: tuple[Running, TwinProcess]) -> None:
     cp, twin = shared
     eks: Any = twin_client(twin, "eks")
@@ -233,7 +270,10 @@ def test_fault_in_one_feature_fails_it_with_code_and_retry_completes(shared: tup
         assert feature["code"] == "DEPENDENCY_FAILED" and "trust policy" in feature["message"]
         assert "UpdateAssumeRolePolicy" in feature["hint"]
         stages = {s["name"]: s["status"] for s in failed["stages"]}
-        assert stages["certManager"] == "SUCCEEDED" and stages["observability"] == "PENDING", stages
+        # observability does not need tieredStorage: applied in the same operation.
+        assert stages["certManager"] == "SUCCEEDED" and stages["observability"] == "SUCCEEDED", stages
+        assert failed["error"]["details"]["failedStages"] == ["tieredStorage"]
+        assert by_key(failed)["observability"]["status"] == "SUCCEEDED"
         state = features(client)
         assert state["tieredStorage"]["lastResult"]["status"] == "FAILED"
         assert [x["link"] for x in state["tieredStorage"]["actual"]["chain"] if not x["ok"]] == ["trust"]
