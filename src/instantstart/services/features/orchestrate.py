@@ -53,12 +53,13 @@ class TieredToggle(Toggle):
 
     config_mode: Literal["default", "custom"] = "default"
     percentage: int | None = Field(default=None, ge=20, le=100, description="custom mode only: 20..100")
-    namespace: str = Field(default=NAMESPACE, max_length=63, pattern=DNS_LABEL,
-                           description="Namespace of the checkpointing pods' service account (a DNS label; "
-                           "it must exist).")
-    service_account: str = Field(default=SERVICE_ACCOUNT, max_length=63, pattern=DNS_LABEL,
-                                 description="The service account checkpointing pods run as (a DNS label); the "
-                                 "role trusts exactly system:serviceaccount:<namespace>:<serviceAccount>.")
+    namespace: str | None = Field(default=None, max_length=63, pattern=DNS_LABEL,
+                                  description=f"Namespace of the checkpointing pods' service account, a DNS label "
+                                  f"that must exist (default: the one last enabled, else {NAMESPACE}).")
+    service_account: str | None = Field(default=None, max_length=63, pattern=DNS_LABEL,
+                                        description="The service account checkpointing pods run as, a DNS label "
+                                        f"(default: the one last enabled, else {SERVICE_ACCOUNT}); the role trusts "
+                                        "exactly system:serviceaccount:<namespace>:<serviceAccount>.")
 
     @model_validator(mode="after")
     def _percentage(self) -> TieredToggle:

@@ -131,9 +131,9 @@ async def enable(app: AppContext, stage: StageContext, row: ClusterRow, key: str
             raise DependencyFailed(f"tieredStorage needs the HyperPod cluster {hyperpod_name(row)}.",
                                    hint="Create the HyperPod cluster first (hyperpod_create).")
         config = tiered.desired_config(True, settings.get("configMode", "default"), settings.get("percentage"))
-        who = tiered.Subject(settings.get("namespace") or tiered.NAMESPACE,
-                             settings.get("serviceAccount") or tiered.SERVICE_ACCOUNT)
         before = tiered.subject_of(row.details)
+        who = tiered.Subject(settings.get("namespace") or before.namespace,
+                             settings.get("serviceAccount") or before.service_account)
         core = await blocking(core_api, app.kube, row.eks_cluster_name, row.region)
         wrote = await blocking(tiered.enable, where, core, cluster, bucket, config, who, before)
         await blocking(update_cluster, app.db, row.tag, details={"checkpointing": who.to_dict()})
