@@ -371,9 +371,13 @@ def test_karpenter_combines_with_other_keys_in_one_diff(shared: tuple[Running, T
         karpenter = features(client)["karpenter"]
         assert karpenter["state"] == "ENABLED" and karpenter["settings"]["instanceGroups"] == ["auto-af"], karpenter
         assert karpenter["nodePool"]["spec"]["disruption"]["consolidationPolicy"] == "WhenEmpty"
-        off = update(client, {"karpenter": {"enabled": False}, "kuberayOperator": {"enabled": False}}, timeout=300)
+        off = update(client, {"karpenter": {"enabled": False}, "kuberayOperator": {"enabled": False},
+                              "observability": {"enabled": False}}, timeout=300)
         assert off["status"] == "SUCCEEDED", off
-        assert {k: r["action"] for k, r in by_key(off).items()} == {"karpenter": "disabled",
-                                                                   "kuberayOperator": "disabled"}
-        assert features(client)["karpenter"]["state"] == "DISABLED"
+        assert {k: r["action"] for k, r in by_key(off).items()} == {
+            "karpenter": "disabled", "kuberayOperator": "disabled", "observability": "disabled"}
+        assert "observability.workspace" in by_key(off)["observability"]["actual"]["removed"]
+        state = features(client)
+        assert state["karpenter"]["state"] == "DISABLED" and state["observability"]["state"] == "DISABLED"
     assert sm.describe_cluster(ClusterName=f"hp-cluster-{TAG}")["AutoScaling"]["Mode"] == "Disable"
+    assert not twin_client(twin, "amp").list_workspaces(alias=f"instantstart-{TAG}")["workspaces"]
