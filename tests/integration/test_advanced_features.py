@@ -333,8 +333,14 @@ def test_checkpointing_subject_is_a_validated_parameter_shown_back(shared: tuple
 
 
 def test_observability_configuration_values_match_the_addon_schema(shared: tuple[Running, TwinProcess]) -> None:
-    _cp, twin = shared
+    cp, twin = shared
     eks: Any = twin_client(twin, "eks")
+    # Enabled already with these values: a no-op (workspace, role, policy, association, add-on values).
+    httpx.delete(twin.endpoint_url + "/_twin/writes").raise_for_status()
+    with cp.client() as client:
+        again = update(client, {"observability": {"enabled": True}})
+        assert by_key(again)["observability"]["action"] == "unchanged", again
+    assert httpx.get(twin.endpoint_url + "/_twin/writes").json()["writes"] == {}
     cluster = f"eks-cluster-{TAG}"
     addon = eks.describe_addon(clusterName=cluster, addonName=OBSERVABILITY)["addon"]
     config = json.loads(addon["configurationValues"])
