@@ -52,9 +52,21 @@ class ControlPlane:
         self.proc: Any = None
 
     def start(self) -> Running:
-        """Start a process (the previous one must be gone)."""
-        self._cm = process_server(self.data, self.database_url, extra_env=self.env)
-        self.running, self.proc = self._cm.__enter__()
+        """Start a process (the previous one must be gone); a loaded machine gets two minutes to bring it up."""
+        self.running, self.proc = None, None
+        self._cm = process_server(self.data, self.database_url, extra_env=self.env, healthy_timeout=120)
+        try:
+            self.running, self.proc = self._cm.__enter__()
+        except BaseException:
+            self._cm = None
+            raise
+        return self.running
+
+    def ensure_running(self) -> Running:
+        """The running process, started again when an earlier test left none."""
+        if self.running is None or self.proc is None or self.proc.poll() is not None:
+            self.stop()
+            return self.start()
         return self.running
 
     def kill_9(self) -> None:
