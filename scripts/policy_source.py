@@ -59,6 +59,7 @@ def policy() -> dict[str, Any]:
                     "ec2:DescribeSubnets",
                     "ec2:DescribeVpcEndpoints",
                     "ec2:DescribeVpcs",
+                    "aps:ListWorkspaces",
                     "eks:DescribeAddonVersions",
                     "elasticloadbalancing:DescribeLoadBalancers",
                     "iam:ListOpenIDConnectProviders",
@@ -207,6 +208,12 @@ def policy() -> dict[str, Any]:
                 ["arn:aws:s3:::instantstart-*"],
             ),
             statement("ProjectObjects", ["s3:GetObject", "s3:PutObject"], ["arn:aws:s3:::instantstart-*/*"]),
+            # The observability feature's Amazon Managed Service for Prometheus workspace (one per cluster).
+            statement(
+                "MetricsWorkspaces",
+                ["aps:CreateWorkspace", "aps:DeleteWorkspace", "aps:DescribeWorkspace", "aps:TagResource"],
+                ["arn:aws:aps:*:*:workspace/*"],
+            ),
         ],
     }
 

@@ -14,8 +14,9 @@ import httpx
 import pytest
 from kubernetes import client as k8s
 
+from instantstart.services.features.observability import fsx_csi_policy
 from instantstart.twin_process import TwinProcess
-from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_wait
+from tests.support.flows import add_group, kube, make_hyperpod, mcp_calls, mcp_wait
 from tests.support.servers import Running, thread_server
 from tests.support.twin import twin_client
 from tests.support.waits import wait_terminal
@@ -23,6 +24,7 @@ from tests.support.waits import wait_terminal
 TAG = "af1"
 ROLE = f"instantstart-{TAG}-checkpointing"
 TRAINING = "amazon-sagemaker-hyperpod-training-operator"
+OBSERVABILITY = "amazon-sagemaker-hyperpod-observability"
 
 
 @pytest.fixture(scope="module")
@@ -170,6 +172,46 @@ def test_agent_request_turns_both_on_and_tiered_storage_off_leaves_nothing(
     assert [g["TargetCount"] for g in groups] == [g["TargetCount"] for g in cluster["InstanceGroups"]]
 
 
+def test_failed_feature_blocks_its_dependents_and_independent_ones_still_apply(
+    shared: tuple[Running, TwinProcess],
+) -> None:
+    cp, twin = shared
+    eks: Any = twin_client(twin, "eks")
+    fault = {"kind": "error", "service": "iam", "operation": "CreateRole", "code": "AccessDenied",
+             "message": "not authorized to perform iam:CreateRole", "status": 403}
+    httpx.post(twin.endpoint_url + "/_twin/faults", json=fault).raise_for_status()
+    with cp.client() as client:
+        body = {"fsxCsiDriver": {"enabled": True}, "inferenceOperator": {"enabled": True},
+                "kuberayOperator": {"enabled": True}}
+        failed = update(client, body)
+        assert failed["status"] == "FAILED", failed
+        results = by_key(failed)
+        assert results["fsxCsiDriver"]["status"] == "FAILED" and "CreateRole" in results["fsxCsiDriver"]["message"]
+        # The dependent feature is not attempted: BLOCKED, naming the failed feature and its fix.
+        blocked = results["inferenceOperator"]
+        assert blocked["status"] == "BLOCKED" and blocked["actual"]["blockedBy"] == ["fsxCsiDriver"], blocked
+        assert "fsxCsiDriver" in blocked["message"] and blocked["hint"].startswith("Fix fsxCsiDriver first")
+        # The independent one is applied in the same operation.
+        assert results["kuberayOperator"]["status"] == "SUCCEEDED", results
+        stages = {s["name"]: s["status"] for s in failed["stages"] if s["name"] in body}
+        assert stages == {"fsxCsiDriver": "FAILED", "inferenceOperator": "FAILED", "kuberayOperator": "SUCCEEDED"}
+        assert failed["error"]["details"]["failedStages"] == ["fsxCsiDriver", "inferenceOperator"]
+        addons = eks.list_addons(clusterName=f"eks-cluster-{TAG}")["addons"]
+        assert "amazon-sagemaker-hyperpod-inference" not in addons
+        assert features(client)["inferenceOperator"]["lastResult"]["status"] == "BLOCKED"
+        httpx.delete(twin.endpoint_url + "/_twin/faults").raise_for_status()
+        retried = client.post(f"/api/v1/operations/{failed['operationId']}/retry")
+        assert retried.status_code == 202, retried.text
+        done = wait_terminal(client, retried.json()["operationId"], timeout=240)
+        assert done["status"] == "SUCCEEDED", done
+        ray = next(s for s in done["stages"] if s["name"] == "kuberayOperator")
+        assert ray["attempts"] == 1, "a feature that succeeded is not rerun by operation_retry"
+        assert {k: r["status"] for k, r in by_key(done).items()} == dict.fromkeys(body, "SUCCEEDED")
+    iam: Any = twin_client(twin, "iam")
+    fsx = iam.get_role_policy(RoleName=f"instantstart-{TAG}-fsx-csi", PolicyName="instantstart")["PolicyDocument"]
+    assert fsx == fsx_csi_policy()
+
+
 def test_stale_cert_manager_value_and_refused_disable(shared: tuple[Running, TwinProcess]) -> None:
     cp, twin = shared
     eks: Any = twin_client(twin, "eks")
@@ -233,7 +275,10 @@ def test_fault_in_one_feature_fails_it_with_code_and_retry_completes(shared: tup
         assert feature["code"] == "DEPENDENCY_FAILED" and "trust policy" in feature["message"]
         assert "UpdateAssumeRolePolicy" in feature["hint"]
         stages = {s["name"]: s["status"] for s in failed["stages"]}
-        assert stages["certManager"] == "SUCCEEDED" and stages["observability"] == "PENDING", stages
+        # observability does not need tieredStorage: applied in the same operation.
+        assert stages["certManager"] == "SUCCEEDED" and stages["observability"] == "SUCCEEDED", stages
+        assert failed["error"]["details"]["failedStages"] == ["tieredStorage"]
+        assert by_key(failed)["observability"]["status"] == "SUCCEEDED"
         state = features(client)
         assert state["tieredStorage"]["lastResult"]["status"] == "FAILED"
         assert [x["link"] for x in state["tieredStorage"]["actual"]["chain"] if not x["ok"]] == ["trust"]
@@ -254,3 +299,91 @@ def test_fault_in_one_feature_fails_it_with_code_and_retry_completes(shared: tup
         policy = iam.get_role_policy(RoleName=f"instantstart-{TAG}-observability", PolicyName="instantstart")
         assert policy["PolicyDocument"]["Statement"][0]["Resource"] == [workspace["workspaceArn"]]
         assert final["observability"]["enabled"], final["observability"]
+
+
+def test_checkpointing_subject_is_a_validated_parameter_shown_back(shared: tuple[Running, TwinProcess],
+                                                                   tmp_path: Path) -> None:
+    cp, twin = shared
+    iam: Any = twin_client(twin, "iam")
+    core = kube(twin, tmp_path, TAG)
+    with cp.client() as client:
+        bad = client.post("/api/v1/capacity/advanced-features",
+                          json={"tieredStorage": {"enabled": True, "namespace": "Team_A"}})
+        assert bad.status_code == 422 and "namespace" in bad.text, bad.text
+        subject = {"namespace": "ckpt-team", "serviceAccount": "trainer"}
+        body = {"tieredStorage": {"enabled": True, **subject}}
+        missing = update(client, body)
+        result = by_key(missing)["tieredStorage"]
+        assert missing["status"] == "FAILED" and result["code"] == "PRECONDITION_FAILED", missing
+        assert "ckpt-team does not exist" in result["message"] and "kubectl create namespace" in result["hint"]
+        core.create_namespace({"metadata": {"name": "ckpt-team"}})
+        retried = client.post(f"/api/v1/operations/{missing['operationId']}/retry")
+        done = wait_terminal(client, retried.json()["operationId"], timeout=240)
+        assert done["status"] == "SUCCEEDED", done
+        state = features(client)["tieredStorage"]
+        assert state["state"] == "ENABLED", state
+        assert {k: state["actual"][k] for k in subject} == subject
+    [statement] = iam.get_role(RoleName=ROLE)["Role"]["AssumeRolePolicyDocument"]["Statement"]
+    assert "system:serviceaccount:ckpt-team:trainer" in statement["Condition"]["StringEquals"].values()
+    sa = core.read_namespaced_service_account("trainer", "ckpt-team")
+    assert sa.metadata.annotations["eks.amazonaws.com/role-arn"] == iam.get_role(RoleName=ROLE)["Role"]["Arn"]
+    # The previous (default) service account no longer carries the role.
+    with pytest.raises(k8s.exceptions.ApiException):
+        core.read_namespaced_service_account("hyperpod-checkpointing", "default")
+
+
+def test_observability_configuration_values_match_the_addon_schema(shared: tuple[Running, TwinProcess]) -> None:
+    cp, twin = shared
+    eks: Any = twin_client(twin, "eks")
+    # Enabled already with these values: a no-op (workspace, role, policy, association, add-on values).
+    httpx.delete(twin.endpoint_url + "/_twin/writes").raise_for_status()
+    with cp.client() as client:
+        again = update(client, {"observability": {"enabled": True}})
+        assert by_key(again)["observability"]["action"] == "unchanged", again
+    assert httpx.get(twin.endpoint_url + "/_twin/writes").json()["writes"] == {}
+    cluster = f"eks-cluster-{TAG}"
+    addon = eks.describe_addon(clusterName=cluster, addonName=OBSERVABILITY)["addon"]
+    config = json.loads(addon["configurationValues"])
+    workspace = twin_client(twin, "amp").list_workspaces(alias=f"instantstart-{TAG}")["workspaces"][0]
+    assert config["ampWorkspace"]["arn"] == workspace["arn"]
+    assert config["ampWorkspace"]["prometheusEndpoint"].startswith("https://")
+    assert config["logging"] == {"enabled": False}
+    assert config["metricsProvider"]["nodeMetrics"] == {"level": "BASIC", "scrapeInterval": 30}
+    schema = json.loads(eks.describe_addon_configuration(addonName=OBSERVABILITY, addonVersion=addon["addonVersion"])[
+        "configurationSchema"])
+    assert set(config) <= set(schema["properties"]) and schema["additionalProperties"] is False
+    # The twin, like EKS, refuses values outside the schema.
+    with pytest.raises(eks.exceptions.InvalidParameterException, match="ampWorkspace"):
+        eks.update_addon(clusterName=cluster, addonName=OBSERVABILITY,
+                         configurationValues=json.dumps({"ampWorkspace": {"workspaceArn": "x"}}))
+
+
+def test_karpenter_combines_with_other_keys_in_one_diff(shared: tuple[Running, TwinProcess]) -> None:
+    cp, twin = shared
+    sm: Any = twin_client(twin, "sagemaker")
+    with cp.client() as client:
+        # Validated against the cluster before anything is submitted: no group at count 0 yet.
+        refused = client.post("/api/v1/capacity/advanced-features",
+                              json={"karpenter": {"enabled": True}, "kuberayOperator": {"enabled": False}})
+        assert refused.status_code == 412 and "No instance group" in refused.text, refused.text
+        assert add_group(client, instanceGroupName="auto-af", instanceType="ml.g6.12xlarge", instanceCount=0,
+                         availabilityZone="us-west-2c")["status"] == "SUCCEEDED"
+        on = update(client, {"karpenter": {"enabled": True, "consolidationPolicy": "WhenEmpty"},
+                             "certManager": {"enabled": True}}, timeout=300)
+        assert on["status"] == "SUCCEEDED", on
+        assert [s["name"] for s in on["stages"]][-1] == "karpenter"
+        results = by_key(on)
+        assert results["karpenter"]["action"] == "enabled" and results["certManager"]["action"] == "unchanged"
+        karpenter = features(client)["karpenter"]
+        assert karpenter["state"] == "ENABLED" and karpenter["settings"]["instanceGroups"] == ["auto-af"], karpenter
+        assert karpenter["nodePool"]["spec"]["disruption"]["consolidationPolicy"] == "WhenEmpty"
+        off = update(client, {"karpenter": {"enabled": False}, "kuberayOperator": {"enabled": False},
+                              "observability": {"enabled": False}}, timeout=300)
+        assert off["status"] == "SUCCEEDED", off
+        assert {k: r["action"] for k, r in by_key(off).items()} == {
+            "karpenter": "disabled", "kuberayOperator": "disabled", "observability": "disabled"}
+        assert "observability.workspace" in by_key(off)["observability"]["actual"]["removed"]
+        state = features(client)
+        assert state["karpenter"]["state"] == "DISABLED" and state["observability"]["state"] == "DISABLED"
+    assert sm.describe_cluster(ClusterName=f"hp-cluster-{TAG}")["AutoScaling"]["Mode"] == "Disable"
+    assert not twin_client(twin, "amp").list_workspaces(alias=f"instantstart-{TAG}")["workspaces"]

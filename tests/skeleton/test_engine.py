@@ -87,6 +87,30 @@ def test_permanent_error_then_retry_completes(server_any_db: Running, tmp_path: 
     assert [line.split()[0] for line in lines if line] == ["alpha", "beta", "beta", "gamma", "delta"]
 
 
+def test_independent_stages_continue_after_a_failure_and_retry_reruns_only_it(
+    server_any_db: Running, tmp_path: Path
+) -> None:
+    flag = tmp_path / "refuse"
+    flag.write_text("x")
+    with server_any_db.client() as client:
+        ref = _probe(client, tmp_path / "j", independent=True, behaviour={"beta": {"failIfFileExists": str(flag)}})
+        view = wait_terminal(client, str(ref["operationId"]))
+        assert view["status"] == "FAILED"
+        assert [s["status"] for s in view["stages"]] == ["SUCCEEDED", "FAILED", "SUCCEEDED", "SUCCEEDED"]
+        assert view["error"]["code"] == "PRECONDITION_FAILED"
+        assert view["error"]["details"] == {"stage": "beta", "failedStages": ["beta"]}
+        # The later stages ran knowing beta failed; the result holds every stage, the failed one as its error.
+        assert view["stages"][2]["outputs"]["sawFailed"] == ["beta"]
+        assert view["result"]["beta"]["error"]["message"] == f"beta refused: {flag} exists"
+        assert view["result"]["delta"]["effect"] == "effect-delta"
+        flag.unlink()
+        client.post(f"/api/v1/operations/{ref['operationId']}/retry")
+        view = wait_terminal(client, str(ref["operationId"]))
+    assert view["status"] == "SUCCEEDED" and view["error"] is None
+    lines = (tmp_path / "j" / "executions.log").read_text().split("\n")
+    assert [line.split()[0] for line in lines if line] == ["alpha", "beta", "gamma", "delta", "beta"]
+
+
 def test_one_active_operation_per_target(server_any_db: Running, tmp_path: Path) -> None:
     with server_any_db.client() as client:
         first = _probe(client, tmp_path / "a", stageSeconds=0.5, target="busy")

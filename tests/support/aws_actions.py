@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 IAM_PREFIX = {"service-quotas": "servicequotas", "resourcegroupstaggingapi": "tag", "elbv2": "elasticloadbalancing",
-              "elb": "elasticloadbalancing"}
+              "elb": "elasticloadbalancing", "amp": "aps"}
 
 # API operation -> IAM action where the names differ (S3 names its actions after resources).
 RENAMED = {
@@ -37,6 +37,7 @@ IMPLIED = {
     "sagemaker:UpdateCluster": ["iam:PassRole"],
     "iam:CreateRole": ["iam:TagRole"],
     "iam:CreateOpenIDConnectProvider": ["iam:TagOpenIDConnectProvider"],
+    "aps:CreateWorkspace": ["aps:TagResource"],
 }
 
 # Needs no permission (IAM cannot deny it), so the policy need not grant it.

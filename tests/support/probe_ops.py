@@ -53,7 +53,7 @@ def _make_stage(name: str) -> StageSpec:
         if not effect.exists():
             with open(effect, "x") as handle:
                 handle.write(ctx.operation_id)
-        return {"effect": effect.name}
+        return {"effect": effect.name, **({"sawFailed": sorted(ctx.failed)} if ctx.failed else {})}
 
     return StageSpec(name, run, max_attempts=4, timeout_seconds=30, backoff_seconds=0.05, backoff_max_seconds=0.2)
 
@@ -68,6 +68,8 @@ class ProbeParams(ParamsModel):
 
 
 KINDS.register(OperationKind(name="probe", stages=tuple(_make_stage(s) for s in STAGES), params=ProbeParams))
+KINDS.register(OperationKind(name="probe_independent", stages=tuple(_make_stage(s) for s in STAGES),
+                             params=ProbeParams, continue_after_failure=True))
 
 
 class ProbeRequest(WireModel):
@@ -77,6 +79,8 @@ class ProbeRequest(WireModel):
     target: str = Field(default="probe-target", min_length=1, max_length=100)
     stage_seconds: float = Field(default=0.05, ge=0, le=30)
     behaviour: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    independent: bool = Field(default=False, description="Stages are independent: a failed one does not stop "
+                              "the later ones (kind probe_independent).")
 
 
 @operation(
@@ -92,8 +96,8 @@ async def probe_run(ctx: CallContext, req: ProbeRequest) -> OperationRef:
     """Test-only: run the four probe stages, recording executions and side effects in journalDir."""
     Path(req.journal_dir).mkdir(parents=True, exist_ok=True)
     return await ctx.app.runner.submit(
-        "probe",
-        req.model_dump(by_alias=True),
+        "probe_independent" if req.independent else "probe",
+        req.model_dump(by_alias=True, exclude={"independent"}),
         target=req.target,
         idempotency_key=ctx.idempotency_key,
         status_tool="operation_get",

@@ -106,6 +106,7 @@ def process_server(
     port: int | None = None,
     log_path: Path | None = None,
     extra_env: dict[str, str] | None = None,
+    healthy_timeout: float = 30.0,
 ) -> Iterator[tuple[Running, subprocess.Popen[bytes]]]:
     """`instantstart serve` as a child process (so a test can kill -9 it)."""
     port = port or free_port()
@@ -131,7 +132,7 @@ def process_server(
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_healthy(url, proc=proc)
+        wait_healthy(url, timeout=healthy_timeout, proc=proc)
         token = (data_dir / "api-token").read_text().strip()
         yield Running(url, token, data_dir, database_url), proc
     finally:

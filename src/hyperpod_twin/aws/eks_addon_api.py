@@ -13,7 +13,8 @@ from typing import Any
 
 from .context import AwsContext, hex_id
 from .eks_access import create_association
-from .eks_addons import CATALOG, addon_info, health_issues, parse_config
+from .eks_addon_schemas import check_config, schema_of
+from .eks_addons import CATALOG, addon_info, health_issues
 from .eks_clusters import DEFAULT_K8S_VERSION, EKS, K8S_VERSIONS, EksState, invalid_param, not_found
 from .protocol import AwsError, AwsRequest, RawResponse, json_response, page
 
@@ -231,9 +232,8 @@ class AddonApi:
         if name not in CATALOG:
             raise not_found(f"Addon {name} not found")
         version = self.check_version(name, req.params.get("addonVersion"))
-        schema = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "additionalProperties": True}
         return json_response(req, {"addonName": name, "addonVersion": version,
-                                   "configurationSchema": json.dumps(schema), "podIdentityConfiguration": []})
+                                   "configurationSchema": json.dumps(schema_of(name)), "podIdentityConfiguration": []})
 
     def create(self, req: AwsRequest) -> RawResponse:
         """CreateAddon: CREATING now, settled after ADDON_CREATE twin seconds."""
@@ -249,7 +249,7 @@ class AddonApi:
                 raise AwsError("ResourceInUseException", "Addon already exists.", 409, clusterName=cluster.name,
                                addonName=name)
             version = self.check_version(name, p.get("addonVersion"))
-            parse_config(p.get("configurationValues"))
+            check_config(name, p.get("configurationValues"))
             addon = self._new_addon(req, cluster, name, version)
             extra.addons[name] = addon
             self.publish(cluster, addon)
@@ -327,7 +327,7 @@ class AddonApi:
             changes["addonVersion"] = self.check_version(name, p["addonVersion"])
             params.append({"type": "AddonVersion", "value": changes["addonVersion"]})
         if "configurationValues" in p:
-            parse_config(p["configurationValues"])
+            check_config(name, p["configurationValues"])
             changes["configurationValues"] = p["configurationValues"]
             params.append({"type": "ConfigurationValues", "value": str(p["configurationValues"])})
         if "serviceAccountRoleArn" in p:

@@ -10,12 +10,9 @@ The API handlers live in `eks_addon_api.py`.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import yaml
-
-from .eks_clusters import K8S_VERSIONS, invalid_param
+from .eks_clusters import K8S_VERSIONS
 
 # name -> (type, publisher, owner, [versions newest first], default namespace). Versions satisfy the
 # minimums the HyperPod inference operator documents (FACTS §4.2).
@@ -105,20 +102,6 @@ def addon_info(name: str, k8s: str | None) -> dict[str, Any]:
         "owner": owner,
         "defaultNamespace": namespace,
     }
-
-
-def parse_config(value: Any) -> None:
-    if value in (None, ""):
-        return
-    try:
-        json.loads(value)
-    except (TypeError, ValueError):
-        try:
-            parsed = yaml.safe_load(value)
-        except yaml.YAMLError as exc:
-            raise invalid_param(f"configurationValues is not valid JSON or YAML: {exc}") from exc
-        if not isinstance(parsed, dict):
-            raise invalid_param("configurationValues must be a JSON or YAML object") from None
 
 
 # Add-ons that need other add-ons installed first (FACTS §4.2: the training operator needs cert-manager

@@ -27,6 +27,7 @@ SIGNING_TO_SERVICE = {
     "s3": "s3",
     "elasticloadbalancing": "elbv2",
     "tagging": "resourcegroupstaggingapi",
+    "aps": "amp",
 }
 
 _CREDENTIAL_RE = re.compile(r"Credential=([^/,\s]+)/\d{8}/([^/]+)/([^/]+)/aws4_request")

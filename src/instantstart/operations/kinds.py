@@ -49,6 +49,10 @@ class OperationKind:
     description: str = ""
     result_from: Callable[[dict[str, dict[str, Any]]], dict[str, Any]] | None = None
     mirror: StageMirror | None = None
+    continue_after_failure: bool = False
+    """Stages are independent units (one per feature, say): a failed stage is recorded and the later stages
+    still run (each sees the failed ones in StageContext.failed); the operation then ends FAILED with the
+    first failure, and operation_retry reruns only the stages that did not succeed."""
 
 
 @dataclass

@@ -216,15 +216,30 @@ class Runner(Generic[AppT]):
         if row.status != OpStatus.RUNNING.value or row.started_at is None:
             await self._save(operation_id, token, status=OpStatus.RUNNING.value, started_at=row.started_at or utcnow())
         outputs = {s["name"]: dict(s.get("outputs") or {}) for s in stages if s["status"] == "SUCCEEDED"}
+        failed: dict[str, dict[str, Any]] = {}
         for index, spec in enumerate(kind.stages):
             stage = stages[index]
             if stage["status"] == OpStatus.SUCCEEDED.value:
                 continue  # a stage that succeeded is never rerun
-            result = await self._run_stage(operation_id, token, row, params, kind, spec, stages, index, outputs)
+            if stage["status"] == OpStatus.FAILED.value and kind.continue_after_failure:
+                failed[spec.name] = dict((stage.get("outputs") or {}).get("error") or {})  # before a restart
+                continue
+            result = await self._run_stage(
+                operation_id, token, row, params, kind, spec, stages, index, outputs, failed
+            )
             if result is None:
+                if kind.continue_after_failure and stage["status"] == OpStatus.FAILED.value:
+                    failed[spec.name] = stage["outputs"]["error"]
+                    continue
                 return
             outputs[spec.name] = result
-        final = kind.result_from(outputs) if kind.result_from else {k: v for k, v in outputs.items() if v}
+        everything = {**outputs, **{name: {"error": error} for name, error in failed.items()}}
+        final = kind.result_from(everything) if kind.result_from else {k: v for k, v in everything.items() if v}
+        if failed:
+            first = next(iter(failed.values()))
+            error = {**first, "details": {**(first.get("details") or {}), "failedStages": list(failed)}}
+            await self._finish(operation_id, token, stages, OpStatus.FAILED, error, result=final)
+            return
         await self._finish(operation_id, token, stages, OpStatus.SUCCEEDED, None, result=final)
 
     async def _run_stage(
@@ -238,8 +253,10 @@ class Runner(Generic[AppT]):
         stages: list[dict[str, Any]],
         index: int,
         outputs: dict[str, dict[str, Any]],
+        failed: dict[str, dict[str, Any]],
     ) -> dict[str, Any] | None:
-        """Run one stage with retries. Returns its outputs, or None when the operation ended."""
+        """Run one stage with retries. Returns its outputs, or None when the stage failed (the operation
+        ended, unless its kind continues after a failure) or the operation was cancelled."""
         stage = stages[index]
         while True:
             if await to_thread.run_sync(self.store.cancel_requested, operation_id):
@@ -270,6 +287,7 @@ class Runner(Generic[AppT]):
                 attempt=int(stage["attempts"]),
                 app=self.app,
                 _progress=progress,
+                failed=dict(failed),
             )
             try:
                 produced = await asyncio.wait_for(spec.fn(ctx), timeout=spec.timeout_seconds)
@@ -277,15 +295,15 @@ class Runner(Generic[AppT]):
                 error = Timeout(
                     f"Stage {spec.name} did not finish within {spec.timeout_seconds:.0f}s.", retryable=True
                 )
-                if not await self._retry_or_fail(operation_id, token, spec, stages, index, error):
+                if not await self._retry_or_fail(operation_id, token, kind, spec, stages, index, error):
                     return None
                 continue
             except InstantStartError as exc:
                 if exc.retryable:
-                    if not await self._retry_or_fail(operation_id, token, spec, stages, index, exc):
+                    if not await self._retry_or_fail(operation_id, token, kind, spec, stages, index, exc):
                         return None
                     continue
-                await self._fail(operation_id, token, stages, index, exc.to_dict())
+                await self._fail(operation_id, token, kind, stages, index, exc.to_dict())
                 return None
             except asyncio.CancelledError:
                 if await to_thread.run_sync(self.store.cancel_requested, operation_id):
@@ -298,7 +316,7 @@ class Runner(Generic[AppT]):
                     f"Stage {spec.name} failed unexpectedly: {type(exc).__name__}.",
                     hint="This is a bug; the server log has the traceback.",
                 )
-                await self._fail(operation_id, token, stages, index, crash.to_dict())
+                await self._fail(operation_id, token, kind, stages, index, crash.to_dict())
                 return None
             result = dict(produced or {})
             stage.update(
@@ -314,6 +332,7 @@ class Runner(Generic[AppT]):
         self,
         operation_id: str,
         token: str,
+        kind: OperationKind,
         spec: StageSpec,
         stages: list[dict[str, Any]],
         index: int,
@@ -325,6 +344,7 @@ class Runner(Generic[AppT]):
             await self._fail(
                 operation_id,
                 token,
+                kind,
                 stages,
                 index,
                 {
@@ -348,11 +368,21 @@ class Runner(Generic[AppT]):
         return True
 
     async def _fail(
-        self, operation_id: str, token: str, stages: list[dict[str, Any]], index: int, error: dict[str, Any]
+        self,
+        operation_id: str,
+        token: str,
+        kind: OperationKind,
+        stages: list[dict[str, Any]],
+        index: int,
+        error: dict[str, Any],
     ) -> None:
         stages[index].update(status=OpStatus.FAILED.value, finishedAt=utcnow().isoformat(), message=error["message"])
         error.setdefault("details", {})
         error["details"] = {**error["details"], "stage": stages[index]["name"]}
+        if kind.continue_after_failure:  # recorded on the stage; the later stages still run
+            stages[index]["outputs"] = {"error": error}
+            await self._save(operation_id, token, stages=stages)
+            return
         await self._finish(operation_id, token, stages, OpStatus.FAILED, error)
 
     async def _cancel(self, operation_id: str, token: str, stages: list[dict[str, Any]], index: int) -> None:

@@ -15,8 +15,9 @@ P = TypeVar("P", bound=BaseModel)
 @dataclass
 class StageContext(Generic[AppT]):
     """One attempt of one stage. `params` is the operation's validated params model (see OperationKind.params);
-    `raw_params` the stored dict. The engine is generic over the application object it hands on (`app`), so it
-    never imports the layers above it."""
+    `raw_params` the stored dict; `failed` the earlier stages of this run that failed (name → error), only
+    ever non-empty for kinds that continue after a failure. The engine is generic over the application object
+    it hands on (`app`), so it never imports the layers above it."""
 
     operation_id: str
     kind: str
@@ -28,6 +29,7 @@ class StageContext(Generic[AppT]):
     attempt: int
     app: AppT
     _progress: Callable[[str], Awaitable[None]] = field(repr=False)
+    failed: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def params_as(self, model: type[P]) -> P:
         """The params as the kind's declared model (typed access for the stage function)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from anyio import to_thread
 from pydantic import Field
@@ -10,7 +11,6 @@ from pydantic import Field
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import CallContext
-from instantstart.errors import InvalidInput
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
 from instantstart.services.capacity.karpenter.status import KarpenterStatus, karpenter_get_status
@@ -23,9 +23,11 @@ from instantstart.services.capacity.karpenter.toggle import (
 )
 from instantstart.services.cluster.dependencies.stage import require_eks_ready
 from instantstart.services.core.registry import ClusterParams, get_cluster, resolve_tag, submit_for_cluster
+from instantstart.services.features.karpenter import KEY as KARPENTER
 from instantstart.services.features.orchestrate import (
     KIND,
     InferenceToggle,
+    ObservabilityToggle,
     TieredToggle,
     Toggle,
     refuse_breaking_disables,
@@ -33,6 +35,7 @@ from instantstart.services.features.orchestrate import (
 )
 from instantstart.services.features.specs import ORDER
 from instantstart.services.features.status import FeatureView, feature_view
+from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag
 
 STATUS_TOOL = "hyperpod_get_advanced_features"
@@ -65,8 +68,9 @@ class UpdateFeaturesRequest(WireModel):
     tiered_storage: TieredToggle | None = Field(default=None, description="Managed tiered checkpointing "
                                                 "(TieredStorageConfig + the IRSA chain of checkpointing pods).")
     kuberay_operator: Toggle | None = Field(default=None, description="KubeRay operator (helm, pinned chart).")
-    observability: Toggle | None = Field(default=None, description="HyperPod observability add-on + AMP workspace "
-                                         "+ the collector's remote-write role.")
+    observability: ObservabilityToggle | None = Field(default=None, description="HyperPod observability add-on "
+                                                      "(configured with the AMP workspace, metrics levels, logging) + "
+                                                      "AMP workspace + the collector's remote-write role.")
 
 
 class AdvancedFeatures(WireModel):
@@ -97,10 +101,12 @@ async def hyperpod_update_advanced_features(ctx: CallContext, req: UpdateFeature
     cluster already matches. Keys: trainingOperator, inferenceOperator {tlsCertificateBucket?}, tieredStorage
     {configMode default|custom, percentage 20..100}, kuberayOperator, certManager, fsxCsiDriver, observability
     (each {enabled}), and karpenter {enabled, instanceGroups, consolidationPolicy, consolidateAfter, budgetNodes,
-    gpuLimit} (in a request of its own). Prerequisites come along and are recorded with who installed them;
-    disabling removes only what that feature installed and nobody else uses; disabling what an enabled feature
-    needs is refused (CONFLICT naming it). One operation, one stage per feature in dependency order; its result
-    lists each feature's desired, actual, action and, on failure, code, message and hint."""
+    gpuLimit} (validated against the cluster first; alone it runs as karpenter_enable/karpenter_disable, with
+    other keys as the last stage of the same operation). Prerequisites come along and are recorded with who
+    installed them; disabling removes only what that feature installed and nobody else uses; disabling what an
+    enabled feature needs is refused (CONFLICT naming it). One operation, one stage per feature in dependency
+    order; a failed feature does not stop the independent ones, those that need it end BLOCKED naming it. The
+    result lists each feature's desired, actual, action and, on failure, code, message and hint."""
     for kind in (KIND, "karpenter_enable", "karpenter_disable"):
         replayed = await ctx.app.runner.replay(kind, ctx.idempotency_key, status_tool=STATUS_TOOL)
         if replayed is not None:
@@ -110,16 +116,12 @@ async def hyperpod_update_advanced_features(ctx: CallContext, req: UpdateFeature
         for key in ORDER
         if (value := getattr(req, _attr(key))) is not None
     }
-    if req.karpenter is not None and wanted:
-        raise InvalidInput(
-            "Invalid input: karpenter cannot be combined with other feature keys in one request.",
-            hint="Send karpenter in a request of its own, then the other keys.",
-            details={"fields": [{"field": "karpenter", "message": "send alone"}]},
-        )
     tag = await to_thread.run_sync(resolve_tag, ctx.app.db, req.cluster_tag)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
-    if req.karpenter is not None:
+    if req.karpenter is not None and not wanted:
         return await _karpenter(ctx, tag, row, req.karpenter)
+    if req.karpenter is not None:  # with other keys: one diff, karpenter is one more feature stage
+        wanted[KARPENTER] = await _karpenter_settings(ctx, tag, row, req.karpenter)
     validate_keys(wanted)
     require_eks_ready(row)
     await refuse_breaking_disables(ctx.app, row, wanted)
@@ -131,20 +133,33 @@ def _attr(key: str) -> str:
     return "".join("_" + c.lower() if c.isupper() else c for c in key)
 
 
-async def _karpenter(ctx: CallContext, tag: str, row: object, feature: KarpenterFeature) -> OperationRef:
+def _karpenter_request(tag: str, feature: KarpenterFeature) -> KarpenterRequest:
+    return KarpenterRequest(
+        cluster_tag=tag,
+        instance_groups=feature.instance_groups,
+        consolidation_policy=feature.consolidation_policy,  # type: ignore[arg-type]
+        consolidate_after=feature.consolidate_after,
+        budget_nodes=feature.budget_nodes,
+        gpu_limit=feature.gpu_limit,
+    )
+
+
+async def _karpenter_settings(ctx: CallContext, tag: str, row: ClusterRow, feature: KarpenterFeature
+                              ) -> dict[str, Any]:
+    """The karpenter key validated against the cluster now (groups eligible, continuous provisioning), as
+    stored in an advanced-features request."""
+    if not feature.enabled:
+        return {"enabled": False}
+    params = await enable_params(ctx, row, _karpenter_request(tag, feature))
+    return {"enabled": True, "settings": params.settings.model_dump(mode="json", by_alias=True)}
+
+
+async def _karpenter(ctx: CallContext, tag: str, row: ClusterRow, feature: KarpenterFeature) -> OperationRef:
     params: ParamsModel
     if feature.enabled:
-        wanted = KarpenterRequest(
-            cluster_tag=tag,
-            instance_groups=feature.instance_groups,
-            consolidation_policy=feature.consolidation_policy,  # type: ignore[arg-type]
-            consolidate_after=feature.consolidate_after,
-            budget_nodes=feature.budget_nodes,
-            gpu_limit=feature.gpu_limit,
-        )
-        kind, params = "karpenter_enable", await enable_params(ctx, row, wanted)  # type: ignore[arg-type]
+        kind, params = "karpenter_enable", await enable_params(ctx, row, _karpenter_request(tag, feature))
     else:
-        kind, params = "karpenter_disable", ClusterParams(cluster_tag=tag, region=row.region)  # type: ignore[attr-defined]
+        kind, params = "karpenter_disable", ClusterParams(cluster_tag=tag, region=row.region)
     return await submit_for_cluster(ctx, kind, tag, params, status_tool=STATUS_TOOL, poll_after_seconds=15)
 
 

@@ -11,6 +11,13 @@ from instantstart.services.core.ledger import mark_gone, record, tag_map
 from instantstart.services.features.identity import Where
 
 WAIT_SECONDS = 300
+SCRAPE_SECONDS = 30
+# The add-on's metrics categories and the levels its documented defaults give them.
+METRICS_LEVELS = {
+    "trainingMetrics": "BASIC", "inferenceMetrics": "BASIC", "taskGovernanceMetrics": "DISABLED",
+    "scalingMetrics": "DISABLED", "customMetrics": "BASIC", "nodeMetrics": "BASIC",
+    "acceleratedComputeMetrics": "BASIC", "networkMetrics": "DISABLED",
+}
 
 
 def alias(tag: str) -> str:
@@ -29,6 +36,17 @@ def urls(workspace: dict[str, Any]) -> dict[str, Any]:
         "status": (workspace.get("status") or {}).get("statusCode"),
         "remoteWriteUrl": f"{endpoint}api/v1/remote_write" if endpoint else None,
         "queryUrl": f"{endpoint}api/v1/query" if endpoint else None,
+    }
+
+
+def addon_values(workspace: dict[str, Any], logging: bool) -> dict[str, Any]:
+    """The observability add-on's configurationValues: the AMP workspace it remote-writes to (ARN and
+    Prometheus endpoint), every metrics category at its documented default level, CloudWatch logging."""
+    return {
+        "ampWorkspace": {"arn": str(workspace["arn"]), "prometheusEndpoint": str(workspace["prometheusEndpoint"])},
+        "metricsProvider": {name: {"level": level, "scrapeInterval": SCRAPE_SECONDS}
+                            for name, level in METRICS_LEVELS.items()},
+        "logging": {"enabled": logging},
     }
 
 
@@ -70,39 +88,55 @@ def remove_workspace(where: Where) -> bool:
 
 
 def remote_write_policy(workspace_arn: str) -> dict[str, Any]:
-    """aps:RemoteWrite on exactly this workspace."""
+    """The collector's permissions as the HyperPod observability docs list them: aps:RemoteWrite on exactly
+    this workspace, and CloudWatch Logs on the /aws/sagemaker/Clusters/* log groups of the same account and
+    Region (read from the workspace ARN)."""
+    partition, region, account = workspace_arn.split(":")[1], workspace_arn.split(":")[3], workspace_arn.split(":")[4]
+    groups = f"arn:{partition}:logs:{region}:{account}:log-group:/aws/sagemaker/Clusters/*"
     return {
         "Version": "2012-10-17",
         "Statement": [
-            {"Sid": "RemoteWrite", "Effect": "Allow", "Action": ["aps:RemoteWrite"], "Resource": [workspace_arn]}
+            {"Sid": "RemoteWrite", "Effect": "Allow", "Action": ["aps:RemoteWrite"], "Resource": [workspace_arn]},
+            {
+                "Sid": "ClusterLogs",
+                "Effect": "Allow",
+                "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:DescribeLogGroups",
+                           "logs:DescribeLogStreams", "logs:PutLogEvents", "logs:GetLogEvents",
+                           "logs:FilterLogEvents", "logs:GetLogRecord", "logs:StartQuery", "logs:StopQuery",
+                           "logs:GetQueryResults"],
+                "Resource": [groups, f"{groups}:log-stream:*"],
+            },
         ],
     }
 
 
 def fsx_csi_policy() -> dict[str, Any]:
-    """What the FSx for Lustre CSI driver's controller calls: file systems, their tags, the FSx service-linked
-    role, and network lookups for the file system's ENIs."""
+    """What the FSx for Lustre CSI driver's controller needs, as its installation guide lists it (a narrower
+    alternative to the AmazonFSxFullAccess managed policy the EKS guide attaches): create, describe, update,
+    tag and delete file systems; s3:ListBucket for S3-linked file systems; create the FSx service-linked role
+    (condition on the service name) and manage the S3 data-repository service-linked role."""
     return {
         "Version": "2012-10-17",
         "Statement": [
             {
-                "Sid": "FsxFileSystems",
+                "Sid": "FsxDataRepositoryServiceLinkedRole",
                 "Effect": "Allow",
-                "Action": ["fsx:CreateFileSystem", "fsx:DeleteFileSystem", "fsx:DescribeFileSystems",
-                           "fsx:UpdateFileSystem", "fsx:TagResource"],
-                "Resource": "*",
+                "Action": ["iam:CreateServiceLinkedRole", "iam:AttachRolePolicy", "iam:PutRolePolicy"],
+                "Resource": "arn:aws:iam::*:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/*",
             },
             {
                 "Sid": "FsxServiceLinkedRole",
                 "Effect": "Allow",
-                "Action": ["iam:CreateServiceLinkedRole", "iam:AttachRolePolicy", "iam:PutRolePolicy"],
-                "Resource": "arn:aws:iam::*:role/aws-service-role/fsx.amazonaws.com/*",
+                "Action": "iam:CreateServiceLinkedRole",
+                "Resource": "*",
+                "Condition": {"StringLike": {"iam:AWSServiceName": ["fsx.amazonaws.com"]}},
             },
             {
-                "Sid": "FsxNetwork",
+                "Sid": "FsxFileSystems",
                 "Effect": "Allow",
-                "Action": ["ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeNetworkInterfaces"],
-                "Resource": "*",
+                "Action": ["s3:ListBucket", "fsx:CreateFileSystem", "fsx:DeleteFileSystem", "fsx:DescribeFileSystems",
+                           "fsx:TagResource", "fsx:UpdateFileSystem"],
+                "Resource": ["*"],
             },
         ],
     }

@@ -8,13 +8,16 @@ from pydantic import Field, model_validator
 
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, StageContext
-from instantstart.errors import Conflict, InstantStartError, InvalidInput
+from instantstart.errors import Conflict, DependencyFailed, ErrorCode, InstantStartError, InvalidInput
 from instantstart.operations.kinds import KINDS, OperationKind, StageFn, StageSpec
 from instantstart.operations.params import ParamsModel
+from instantstart.services.capacity.karpenter.state import WAIT
 from instantstart.services.cluster.dependencies.catalog import load_catalog
 from instantstart.services.core.registry import get_cluster, update_cluster
 from instantstart.services.core.stages import blocking
-from instantstart.services.features.specs import FEATURES, ORDER, dependents
+from instantstart.services.features.karpenter import KEY as KARPENTER
+from instantstart.services.features.specs import FEATURES, ORDER, dependents, needs
+from instantstart.services.features.tiered import DNS_LABEL, NAMESPACE, SERVICE_ACCOUNT
 from instantstart.services.features.toggles import installed_names, run_feature
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow
@@ -38,11 +41,25 @@ class InferenceToggle(Toggle):
     )
 
 
+class ObservabilityToggle(Toggle):
+    """HyperPod observability: metrics to the cluster's AMP workspace; container logs to CloudWatch if asked."""
+
+    logging: bool = Field(default=False, description="Also send container and pod logs to CloudWatch Logs "
+                          "(log groups /aws/sagemaker/Clusters/*).")
+
+
 class TieredToggle(Toggle):
     """Managed tiered checkpointing: the share of instance memory HyperPod sets aside."""
 
     config_mode: Literal["default", "custom"] = "default"
     percentage: int | None = Field(default=None, ge=20, le=100, description="custom mode only: 20..100")
+    namespace: str | None = Field(default=None, max_length=63, pattern=DNS_LABEL,
+                                  description=f"Namespace of the checkpointing pods' service account, a DNS label "
+                                  f"that must exist (default: the one last enabled, else {NAMESPACE}).")
+    service_account: str | None = Field(default=None, max_length=63, pattern=DNS_LABEL,
+                                        description="The service account checkpointing pods run as, a DNS label "
+                                        f"(default: the one last enabled, else {SERVICE_ACCOUNT}); the role trusts "
+                                        "exactly system:serviceaccount:<namespace>:<serviceAccount>.")
 
     @model_validator(mode="after")
     def _percentage(self) -> TieredToggle:
@@ -78,6 +95,8 @@ def _stage(key: str) -> StageFn:
             return {}
         await stage.progress(f"{key}: {'enabling' if settings.get('enabled') else 'disabling'}")
         try:
+            if settings.get("enabled"):
+                refuse_when_blocked(stage, key, settings)
             result = await run_feature(stage.app, stage, p.cluster_tag, key, settings)
         except InstantStartError as exc:
             failed = exc.details.get("feature") or {"key": key, "status": "FAILED", "code": exc.code.value,
@@ -94,13 +113,45 @@ def _stage(key: str) -> StageFn:
     return run
 
 
+def refuse_when_blocked(stage: StageContext, key: str, settings: dict[str, Any]) -> None:
+    """A feature whose prerequisite feature failed earlier in this operation is not attempted: BLOCKED, naming
+    the failed feature and its fix (operation_retry reruns the failed feature first, then this one)."""
+    failed = [k for k in needs(key) if k in stage.failed] if key in FEATURES else []
+    if not failed:
+        return
+    first = stage.failed[failed[0]]
+    fix = first.get("hint") or "fix its cause"
+    message = (f"{key} is blocked: it needs {', '.join(failed)}, which failed in this operation "
+               f"({first.get('code')}: {first.get('message')}).")
+    hint = f"Fix {failed[0]} first: {fix} Then operation_retry reruns {failed[0]}, then {key}."
+    blocked = {"key": key, "desired": dict(settings), "actual": {"blockedBy": failed}, "action": "blocked",
+               "status": "BLOCKED", "code": ErrorCode.DEPENDENCY_FAILED.value, "message": message, "hint": hint}
+    raise DependencyFailed(message, hint=hint, details={"feature": blocked, "blockedBy": failed})
+
+
 def _result(outputs: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    return {"features": [outputs[k] for k in ORDER if (outputs.get(k) or {}).get("key")]}
+    """Every requested feature's result in dependency order; a failed or blocked stage contributes the
+    feature result its error carries."""
+    features = []
+    for key in STAGE_KEYS:
+        out = outputs.get(key) or {}
+        if "error" in out:
+            out = (out["error"].get("details") or {}).get("feature") or {}
+        if out.get("key"):
+            features.append(out)
+    return {"features": features}
 
 
-STAGES = tuple(StageSpec(k, _stage(k), max_attempts=3, timeout_seconds=1800, backoff_seconds=5) for k in ORDER)
+STAGE_KEYS = (*ORDER, KARPENTER)
+"""One stage per key in dependency order; karpenter needs no other feature and none needs it: it runs last (its
+NodePool wait is the longest)."""
+STAGES = tuple(
+    StageSpec(k, _stage(k), max_attempts=3, timeout_seconds=(2 * WAIT + 600 if k == KARPENTER else 1800),
+              backoff_seconds=5)
+    for k in STAGE_KEYS
+)
 KINDS.register(OperationKind(name=KIND, stages=STAGES, params=FeaturesParams, result_from=_result,
-                             description="Advanced features as an explicit diff"))
+                             description="Advanced features as an explicit diff", continue_after_failure=True))
 
 
 async def enabled_now(app: AppContext, row: ClusterRow, keys: list[str]) -> set[str]:
@@ -139,7 +190,7 @@ def validate_keys(features: dict[str, Any]) -> None:
             details={"fields": [{"field": "(root)", "message": "at least one feature key is required"}]},
         )
     catalog = load_catalog()
-    for key in features:
+    for key in [k for k in features if k in FEATURES]:
         primary = FEATURES[key].primary
         if primary is not None and primary not in catalog.names:
             raise InvalidInput(f"{key}: the dependency catalog has no entry {primary}.")

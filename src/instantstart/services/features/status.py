@@ -52,7 +52,8 @@ async def feature_view(app: AppContext, row: ClusterRow, key: str) -> FeatureVie
         if key == "tieredStorage":
             cluster = await blocking(hp_api.describe_cluster, app.aws, row.region, hyperpod_name(row))
             core = await blocking(core_api, app.kube, row.eks_cluster_name, row.region)
-            actual = await blocking(tiered.chain, where, core, cluster, (row.details or {}).get("bucket"))
+            actual = await blocking(tiered.chain, where, core, cluster, (row.details or {}).get("bucket"),
+                                    tiered.subject_of(row.details))
             enabled, state = actual["enabled"], actual["state"]
         else:
             assert spec.primary is not None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client as k8s
@@ -26,10 +27,34 @@ from instantstart.services.features.identity import (
 
 NAMESPACE = "default"
 SERVICE_ACCOUNT = "hyperpod-checkpointing"
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 ROLE = "checkpointing"
 PREFIX = "checkpoints/"
 MANAGED_LABEL = ("app.kubernetes.io/managed-by", "instantstart")
 THUMBPRINT = "9e99a48a9960b14926bb7f3b02e22da2b0ab7280"
+
+
+@dataclass(frozen=True)
+class Subject:
+    """The Kubernetes service account checkpointing pods run as (the role trusts exactly this one)."""
+
+    namespace: str = NAMESPACE
+    service_account: str = SERVICE_ACCOUNT
+
+    @property
+    def name(self) -> str:
+        """system:serviceaccount:<namespace>:<serviceAccount>."""
+        return f"system:serviceaccount:{self.namespace}:{self.service_account}"
+
+    def to_dict(self) -> dict[str, str]:
+        """The wire form recorded on the cluster row and shown back."""
+        return {"namespace": self.namespace, "serviceAccount": self.service_account}
+
+
+def subject_of(details: dict[str, Any] | None) -> Subject:
+    """The subject recorded by the last enable (the defaults when none was)."""
+    found = (details or {}).get("checkpointing") or {}
+    return Subject(str(found.get("namespace") or NAMESPACE), str(found.get("serviceAccount") or SERVICE_ACCOUNT))
 
 
 def checkpoint_policy(bucket: str) -> dict[str, Any]:
@@ -107,72 +132,95 @@ def ensure_provider(where: Where, issuer: str) -> tuple[str, bool]:
     return arn, True
 
 
-def read_sa(core: k8s.CoreV1Api) -> Any:
+def read_sa(core: k8s.CoreV1Api, who: Subject) -> Any:
     """The checkpointing ServiceAccount, or None."""
     try:
-        return core.read_namespaced_service_account(SERVICE_ACCOUNT, NAMESPACE)
+        return core.read_namespaced_service_account(who.service_account, who.namespace)
     except ApiException as exc:
         if exc.status == 404:
             return None
         raise
 
 
-def ensure_annotation(core: k8s.CoreV1Api, role_arn: str) -> str | None:
+def namespace_exists(core: k8s.CoreV1Api, namespace: str) -> bool:
+    """Whether the namespace exists."""
+    try:
+        core.read_namespace(namespace)
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+
+
+def ensure_annotation(core: k8s.CoreV1Api, who: Subject, role_arn: str) -> str | None:
     """The ServiceAccount exists and carries the role annotation; what was written (None: unchanged)."""
-    sa = kube_call("read the checkpointing service account", read_sa, core)
+    sa = kube_call("read the checkpointing service account", read_sa, core, who)
     if sa is None:
-        body = {"metadata": {"name": SERVICE_ACCOUNT, "namespace": NAMESPACE,
+        if not kube_call("read the checkpointing namespace", namespace_exists, core, who.namespace):
+            raise PreconditionFailed(
+                f"tieredStorage.namespace: namespace {who.namespace} does not exist on the cluster.",
+                hint=f"Create it (kubectl create namespace {who.namespace}) or pass an existing namespace "
+                "(default: default), then operation_retry.",
+                details={"fields": [{"field": "tieredStorage.namespace", "message": "no such namespace"}]},
+            )
+        body = {"metadata": {"name": who.service_account, "namespace": who.namespace,
                              "labels": dict([MANAGED_LABEL]), "annotations": {ROLE_ANNOTATION: role_arn}}}
-        kube_call("create the checkpointing service account", core.create_namespaced_service_account, NAMESPACE, body)
+        kube_call("create the checkpointing service account", core.create_namespaced_service_account,
+                  who.namespace, body)
         return "serviceAccount"
     if (sa.metadata.annotations or {}).get(ROLE_ANNOTATION) == role_arn:
         return None
     patch = {"metadata": {"annotations": {ROLE_ANNOTATION: role_arn}}}
     kube_call("annotate the checkpointing service account", core.patch_namespaced_service_account,
-              SERVICE_ACCOUNT, NAMESPACE, patch)
+              who.service_account, who.namespace, patch)
     return "annotation"
 
 
-def remove_annotation(core: k8s.CoreV1Api) -> str | None:
+def remove_annotation(core: k8s.CoreV1Api, who: Subject) -> str | None:
     """Remove the annotation (and the ServiceAccount when InstantStart created it); what was removed."""
-    sa = kube_call("read the checkpointing service account", read_sa, core)
+    sa = kube_call("read the checkpointing service account", read_sa, core, who)
     if sa is None:
         return None
     if (sa.metadata.labels or {}).get(MANAGED_LABEL[0]) == MANAGED_LABEL[1]:
         kube_call("delete the checkpointing service account", core.delete_namespaced_service_account,
-                  SERVICE_ACCOUNT, NAMESPACE)
+                  who.service_account, who.namespace)
         return "serviceAccount"
     if ROLE_ANNOTATION not in (sa.metadata.annotations or {}):
         return None
     patch = {"metadata": {"annotations": {ROLE_ANNOTATION: None}}}
-    kube_call("remove the role annotation", core.patch_namespaced_service_account, SERVICE_ACCOUNT, NAMESPACE, patch)
+    kube_call("remove the role annotation", core.patch_namespaced_service_account, who.service_account,
+              who.namespace, patch)
     return "annotation"
 
 
 def enable(where: Where, core: k8s.CoreV1Api, cluster: dict[str, Any], bucket: str,
-           config: dict[str, Any]) -> list[str]:
-    """Every link of the chain and the cluster config, each written only when it differs; what was written."""
+           config: dict[str, Any], who: Subject, before: Subject) -> list[str]:
+    """Every link of the chain and the cluster config, each written only when it differs; what was written.
+    When the subject moved (`before` differs), the old service account loses the annotation."""
     wrote: list[str] = []
     issuer = issuer_of(where)
     provider, created = ensure_provider(where, issuer)
     if created:
         wrote.append("oidcProvider")
-    trust = irsa_trust(provider, issuer, NAMESPACE, SERVICE_ACCOUNT)
+    trust = irsa_trust(provider, issuer, who.namespace, who.service_account)
     role_arn, role_wrote = ensure_role(where, where.role_name(ROLE), trust, (), checkpoint_policy(bucket))
     wrote += role_wrote
-    sa_wrote = ensure_annotation(core, role_arn)
+    sa_wrote = ensure_annotation(core, who, role_arn)
     if sa_wrote:
         wrote.append(sa_wrote)
+    if before != who and remove_annotation(core, before):
+        wrote.append("previousServiceAccount")
     if not config_matches(cluster.get("TieredStorageConfig"), config):
         update_config(where, cluster, config)
         wrote.append("clusterConfig")
     return wrote
 
 
-def disable(where: Where, core: k8s.CoreV1Api, cluster: dict[str, Any]) -> list[str]:
+def disable(where: Where, core: k8s.CoreV1Api, cluster: dict[str, Any], who: Subject) -> list[str]:
     """Annotation (or our ServiceAccount), role and policy removed; TieredStorageConfig Mode Disable."""
     removed = []
-    sa_removed = remove_annotation(core)
+    sa_removed = remove_annotation(core, who)
     if sa_removed:
         removed.append(sa_removed)
     if remove_role(where, where.role_name(ROLE)):
@@ -183,7 +231,8 @@ def disable(where: Where, core: k8s.CoreV1Api, cluster: dict[str, Any]) -> list[
     return removed
 
 
-def chain(where: Where, core: k8s.CoreV1Api, cluster: dict[str, Any] | None, bucket: str | None) -> dict[str, Any]:
+def chain(where: Where, core: k8s.CoreV1Api, cluster: dict[str, Any] | None, bucket: str | None,
+          who: Subject) -> dict[str, Any]:
     """The feature's actual state: TieredStorageConfig and every IRSA link with ok/broken and why."""
     links: list[dict[str, Any]] = []
 
@@ -200,20 +249,20 @@ def chain(where: Where, core: k8s.CoreV1Api, cluster: dict[str, Any] | None, buc
     role = iam_api.get_role(where.aws, where.region, name)
     link("role", role is not None, f"IAM role {name} exists" if role else f"IAM role {name} does not exist")
     if role is not None and provider is not None:
-        wanted = irsa_trust(provider, issuer, NAMESPACE, SERVICE_ACCOUNT)
+        wanted = irsa_trust(provider, issuer, who.namespace, who.service_account)
         ok = role.get("AssumeRolePolicyDocument") == wanted
-        link("trust", ok, f"trusts {provider} for system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT} "
-             f"(aud {AUDIENCE})" if ok else "the trust policy does not name exactly that provider, subject "
-             "and audience")
+        link("trust", ok, f"trusts {provider} for {who.name} (aud {AUDIENCE})" if ok
+             else f"the trust policy does not name exactly that provider, {who.name} and audience {AUDIENCE}")
     else:
         link("trust", False, "no role or no provider to trust")
     policy = iam_api.inline_policy(where.aws, where.region, name) if role is not None else None
     ok = bucket is not None and policy == checkpoint_policy(bucket)
     link("policy", ok, f"S3 limited to s3://{bucket}/{PREFIX} + CloudWatch metrics" if ok
          else ("no permissions policy" if policy is None else "the permissions policy differs"))
-    sa = kube_call("read the checkpointing service account", read_sa, core)
+    sa = kube_call("read the checkpointing service account", read_sa, core, who)
     annotation = (sa.metadata.annotations or {}).get(ROLE_ANNOTATION) if sa is not None else None
-    link("serviceAccount", sa is not None, f"{NAMESPACE}/{SERVICE_ACCOUNT} " + ("exists" if sa else "does not exist"))
+    link("serviceAccount", sa is not None,
+         f"{who.namespace}/{who.service_account} " + ("exists" if sa else "does not exist"))
     ok = role is not None and annotation == role["Arn"]
     link("annotation", ok, f"{ROLE_ANNOTATION} = {annotation}" if ok
          else f"{ROLE_ANNOTATION} is {annotation or 'missing'}, want {role['Arn'] if role else 'the role ARN'}")
@@ -223,8 +272,8 @@ def chain(where: Where, core: k8s.CoreV1Api, cluster: dict[str, Any] | None, buc
         "state": "ENABLED" if enabled else ("DISABLED" if config.get("Mode") != "Enable" and role is None
                                              and annotation is None else "BROKEN"),
         "config": config,
-        "namespace": NAMESPACE,
-        "serviceAccount": SERVICE_ACCOUNT,
+        "namespace": who.namespace,
+        "serviceAccount": who.service_account,
         "checkpointPrefix": f"s3://{bucket}/{PREFIX}" if bucket else None,
         "chain": links,
     }

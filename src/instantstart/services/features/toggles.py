@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from instantstart.aws import amp as amp_api
 from instantstart.aws import hyperpod as hp_api
 from instantstart.context import AppContext, StageContext
 from instantstart.errors import DependencyFailed, InstantStartError
@@ -13,12 +14,14 @@ from instantstart.kube.calls import core_api
 from instantstart.services.cluster.dependencies.catalog import load_catalog
 from instantstart.services.cluster.dependencies.reconcile import Reconciler, Target
 from instantstart.services.cluster.dependencies.stage import reconcile_dependencies, remove_dependencies
-from instantstart.services.core.registry import get_cluster
+from instantstart.services.core.registry import get_cluster, update_cluster
 from instantstart.services.core.registry import hyperpod_cluster_name as hyperpod_name
 from instantstart.services.core.stages import blocking
 from instantstart.services.features import observability as obs
 from instantstart.services.features import tiered
 from instantstart.services.features.identity import Where, ensure_identity, remove_identity
+from instantstart.services.features.karpenter import KEY as KARPENTER
+from instantstart.services.features.karpenter import run_karpenter
 from instantstart.services.features.specs import FEATURES, claim, closure, needs, release
 from instantstart.services.features.verify import verify_feature
 from instantstart.store.models import ClusterRow
@@ -62,7 +65,14 @@ async def installed_names(app: AppContext, row: ClusterRow, names: list[str]) ->
 
 async def feature_values(app: AppContext, row: ClusterRow, key: str, settings: dict[str, Any],
                          arns: dict[str, str]) -> dict[str, dict[str, Any]]:
-    """Computed add-on configuration: the inference operator's execution role, TLS bucket and cluster ARN."""
+    """Computed add-on configuration: the inference operator's execution role, TLS bucket and cluster ARN; the
+    observability add-on's AMP workspace, metrics levels and logging."""
+    if key == "observability":
+        workspace = await blocking(amp_api.find_workspace, app.aws, row.region, obs.alias(row.tag))
+        if workspace is None or not workspace.get("prometheusEndpoint"):
+            raise DependencyFailed(f"observability: the AMP workspace {obs.alias(row.tag)} is missing.",
+                                   hint="operation_retry creates it again.", retryable=True)
+        return {FEATURES[key].primary or "": obs.addon_values(workspace, bool(settings.get("logging")))}
     if key != "inferenceOperator":
         return {}
     bucket = (row.details or {}).get("bucket")
@@ -121,12 +131,16 @@ async def enable(app: AppContext, stage: StageContext, row: ClusterRow, key: str
             raise DependencyFailed(f"tieredStorage needs the HyperPod cluster {hyperpod_name(row)}.",
                                    hint="Create the HyperPod cluster first (hyperpod_create).")
         config = tiered.desired_config(True, settings.get("configMode", "default"), settings.get("percentage"))
+        before = tiered.subject_of(row.details)
+        who = tiered.Subject(settings.get("namespace") or before.namespace,
+                             settings.get("serviceAccount") or before.service_account)
         core = await blocking(core_api, app.kube, row.eks_cluster_name, row.region)
-        wrote = await blocking(tiered.enable, where, core, cluster, bucket, config)
+        wrote = await blocking(tiered.enable, where, core, cluster, bucket, config, who, before)
+        await blocking(update_cluster, app.db, row.tag, details={"checkpointing": who.to_dict()})
         await stage.progress(f"tieredStorage: wrote {', '.join(wrote) or 'nothing'}")
         actual = await blocking(tiered.chain, where, core,
                                 await blocking(hp_api.describe_cluster, app.aws, row.region, hyperpod_name(row)),
-                                bucket)
+                                bucket, who)
         return ("updated" if wrote else "unchanged"), {**actual, "repaired": wrote}
     names = closure(key)
     have = await installed_names(app, row, names)
@@ -171,7 +185,7 @@ async def disable(app: AppContext, stage: StageContext, row: ClusterRow, key: st
     if key == "tieredStorage":
         cluster = await blocking(hp_api.describe_cluster, app.aws, row.region, hyperpod_name(row)) or {}
         core = await blocking(core_api, app.kube, row.eks_cluster_name, row.region)
-        gone = await blocking(tiered.disable, where, core, cluster) if cluster else []
+        gone = await blocking(tiered.disable, where, core, cluster, tiered.subject_of(row.details)) if cluster else []
         return ("disabled" if gone else "unchanged"), {"removed": gone}
     orphaned = await blocking(release, app.db, row.tag, key)
     present = await installed_names(app, row, orphaned)
@@ -194,7 +208,9 @@ async def run_feature(app: AppContext, stage: StageContext, tag: str, key: str,
     row = await blocking(get_cluster, app.db, tag)
     result = FeatureResult(key=key, desired=dict(settings))
     try:
-        if settings.get("enabled"):
+        if key == KARPENTER:
+            result.action, result.actual = await run_karpenter(app, stage, row, settings)
+        elif settings.get("enabled"):
             result.action, result.actual = await enable(app, stage, row, key, settings)
         else:
             result.action, result.actual = await disable(app, stage, row, key)
@@ -204,5 +220,5 @@ async def run_feature(app: AppContext, stage: StageContext, tag: str, key: str,
         exc.details = {**exc.details, "feature": result.to_dict()}
         raise
     result.status = "SUCCEEDED"
-    result.message = f"{FEATURES[key].title}: {result.action}"
+    result.message = f"{FEATURES[key].title if key in FEATURES else 'HyperPod-managed Karpenter'}: {result.action}"
     return result

@@ -20,6 +20,8 @@ function actualValues(view) {
   const pct = config.InstanceMemoryAllocationPercentage;
   out.tieredStorage.configMode = pct ? "custom" : "default";
   out.tieredStorage.percentage = pct ? String(pct) : "";
+  out.tieredStorage.namespace = view.tieredStorage?.actual?.namespace ?? "default";
+  out.tieredStorage.serviceAccount = view.tieredStorage?.actual?.serviceAccount ?? "hyperpod-checkpointing";
   out.inferenceOperator.tlsCertificateBucket = "";
   return out;
 }
@@ -31,13 +33,15 @@ export function diff(actual, current) {
     const a = actual[key];
     const c = current[key];
     if (key === "tieredStorage") {
-      const changed = c.enabled !== a.enabled ||
-        (c.enabled && (c.configMode !== a.configMode || (c.configMode === "custom" && c.percentage !== a.percentage)));
+      const moved = c.namespace !== a.namespace || c.serviceAccount !== a.serviceAccount;
+      const changed = c.enabled !== a.enabled || (c.enabled && (moved || c.configMode !== a.configMode ||
+        (c.configMode === "custom" && c.percentage !== a.percentage)));
       if (!changed) continue;
       body[key] = { enabled: c.enabled };
       if (c.enabled) {
         body[key].configMode = c.configMode;
         if (c.configMode === "custom") body[key].percentage = Number(c.percentage);
+        if (moved) Object.assign(body[key], { namespace: c.namespace, serviceAccount: c.serviceAccount });
       }
     } else if (key === "inferenceOperator") {
       if (c.enabled === a.enabled && !(c.enabled && c.tlsCertificateBucket)) continue;
@@ -121,9 +125,18 @@ export function featuresSection(shell) {
     mode.addEventListener("change", () => { current.tieredStorage.configMode = mode.value; syncMode(); sync(); });
     pct.addEventListener("input", () => { current.tieredStorage.percentage = pct.value; sync(); });
     syncMode();
+    // The service account checkpointing pods run as (the role trusts exactly it).
+    const ns = h("input", { type: "text", id: "feat-tiered-ns", name: "tieredStorage.namespace", class: "narrow",
+      spellcheck: "false", pattern: "[a-z0-9]([-a-z0-9]*[a-z0-9])?", maxlength: "63", value: current.tieredStorage.namespace });
+    const sa = h("input", { type: "text", id: "feat-tiered-sa", name: "tieredStorage.serviceAccount", class: "narrow",
+      spellcheck: "false", pattern: "[a-z0-9]([-a-z0-9]*[a-z0-9])?", maxlength: "63", value: current.tieredStorage.serviceAccount });
+    ns.addEventListener("input", () => { current.tieredStorage.namespace = ns.value.trim(); sync(); });
+    sa.addEventListener("input", () => { current.tieredStorage.serviceAccount = sa.value.trim(); sync(); });
     extras.tieredStorage = h("div", { class: "inline-form" },
       h("label", { for: "feat-tiered-mode", class: "inline-label" }, "Memory"), mode,
-      h("label", { for: "feat-tiered-pct", class: "inline-label" }, "%"), pct);
+      h("label", { for: "feat-tiered-pct", class: "inline-label" }, "%"), pct,
+      h("label", { for: "feat-tiered-ns", class: "inline-label" }, "Namespace"), ns,
+      h("label", { for: "feat-tiered-sa", class: "inline-label" }, "Service account"), sa);
     const tls = h("input", { type: "text", id: "feat-tls", name: "inferenceOperator.tlsCertificateBucket",
       placeholder: "s3://bucket/prefix (default: project bucket)", spellcheck: "false", value: current.inferenceOperator.tlsCertificateBucket });
     tls.addEventListener("input", () => { current.inferenceOperator.tlsCertificateBucket = tls.value.trim(); sync(); });

@@ -65,10 +65,22 @@ def kube_view(app: AppContext, row: ClusterRow, state: dict[str, Any]) -> tuple[
     return out[0], out[1]
 
 
+FEATURES_KIND = "advanced_features_update"
+"""hyperpod_update_advanced_features runs a karpenter key sent with other keys as its `karpenter` stage."""
+
+
 def toggle_state(op: OperationView | None) -> tuple[str, str]:
     """ENABLED, DISABLED, IN_PROGRESS, FAILED or NOT_STARTED, with a message, from the latest toggle operation."""
     if op is None:
         return "NOT_STARTED", "Karpenter has not been enabled by InstantStart on this cluster"
+    if op.kind == FEATURES_KIND:
+        step = next(s for s in op.stages if s.name == "karpenter")
+        on = bool(((op.params.get("features") or {}).get("karpenter") or {}).get("enabled"))
+        if step.status.value in ("PENDING", "RUNNING") and op.status.value in ("PENDING", "RUNNING"):
+            return "IN_PROGRESS", f"{op.kind}: karpenter: {step.message or step.status.value}"
+        if step.status.value == "SUCCEEDED":
+            return ("ENABLED" if on else "DISABLED"), f"{op.kind} (karpenter) succeeded"
+        return "FAILED", f"{op.kind} (karpenter) {step.status.value}"
     if op.status.value in ("PENDING", "RUNNING"):
         stage = next((s for s in op.stages if s.status.value == "RUNNING"), None)
         return "IN_PROGRESS", f"{op.kind}: {stage.name + ': ' + stage.message if stage else op.status.value}"
@@ -90,6 +102,9 @@ async def karpenter_get_status(ctx: CallContext, req: ClusterOnly) -> KarpenterS
     for kind in ("karpenter_enable", "karpenter_disable"):
         found, _ = await blocking(ctx.app.runner.store.list_operations, target=cluster_target(tag), kind=kind, limit=1)
         ops.extend(found)
+    found, _ = await blocking(ctx.app.runner.store.list_operations, target=cluster_target(tag), kind=FEATURES_KIND,
+                              limit=20)
+    ops.extend(o for o in found if "karpenter" in ((o.params or {}).get("features") or {}))
     ops.sort(key=lambda o: o.created_at, reverse=True)
     op = ops[0] if ops else None
     sm = HyperPod(ctx.app.aws, row.region)
