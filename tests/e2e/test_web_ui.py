@@ -316,6 +316,58 @@ def test_monitoring_shows_a_pod_appearing_live_without_a_refresh(page: Any, serv
     shot(page, "05b-monitoring-live-pod")
 
 
+def test_training_page_submits_a_recipe_and_follows_a_job_log_live(page: Any, served: Served) -> None:
+    from tests.support.waits import until, wait_terminal
+
+    with served.api() as api:
+        ref = api.post("/api/v1/capacity/advanced-features", json={"trainingOperator": {"enabled": True}}).json()
+        assert wait_terminal(api, ref["operationId"], timeout=180)["status"] == "SUCCEEDED"
+    page.goto(served.url + "/#/training")
+    form = page.locator("#recipe-form")
+    form.locator("[name=recipe]").select_option("pytorch")
+    expect(form.locator("[name='fields.epochs']")).to_have_value("1")
+    form.locator("[name=jobName]").fill("Bad_Name")
+    form.locator("[name=instanceType]").select_option(TYPE)
+    form.locator("button[type=submit]").click()
+    expect(form.locator(".field-error")).to_contain_text("is not a DNS label")
+    audit(page, "Training with a field error")
+    form.locator("[name=jobName]").fill("ui-ddp")
+    form.locator("[name='fields.epochs']").fill("2")
+    form.locator("button[type=submit]").click()
+    expect(page.locator("#banner")).to_contain_text("Submitted ui-ddp", timeout=60_000)
+    expect(page.locator("#jobs tr[data-job=ui-ddp]")).to_contain_text("HyperPodPyTorchJob")
+    shot(page, "06-training")
+    audit(page, "Training")
+
+    # A job that writes a line every second or so: its page shows lines arriving, then pausing and following
+    # again resumes where it stopped: every line once, in order, until the container ends.
+    written = [f"step {i}/16 loss={1.0 / i:.3f}" for i in range(1, 17)]
+    with served.api() as api:
+        ref = api.post("/api/v1/training/jobs", json={
+            "jobName": "ui-live", "image": "example/train:1", "command": "train.py", "instanceType": TYPE,
+            "podAnnotations": {"twin.instantstart.io/run-seconds": str(int(16 * CLOCK_SCALE)),
+                               "twin.instantstart.io/log-lines": "\n".join(written)}}).json()
+        assert wait_terminal(api, ref["operationId"], timeout=120)["status"] == "SUCCEEDED"
+    page.goto(served.url + "/#/training/ui-live")
+    lines = page.locator("#job-logs .log-line")
+    expect(lines.filter(has_text="step 2/16")).to_have_count(1, timeout=60_000)
+    expect(lines.filter(has_text="step 4/16")).to_have_count(1, timeout=30_000)  # arrived without a reload
+    page.locator("#log-follow").click()
+    expect(page.locator("#log-state")).to_have_text("paused")
+    expect(page.locator("#log-follow")).to_have_text("Follow")
+    shown = len([t for t in lines.all_inner_texts() if t.startswith("step ")])
+    with served.api() as api:  # lines written while paused: they must come after resuming, once
+        until(lambda: len([t for t in api.get("/api/v1/training/jobs/logs", params={"jobName": "ui-live", "tail": 50})
+                           .json().get("lines", []) if t.startswith("step ")]) > shown, timeout=60, what="a new line")
+    page.locator("#log-follow").click()
+    expect(page.locator("#log-state")).to_have_text("the container has ended", timeout=60_000)
+    texts = [t for t in lines.all_inner_texts() if not t.startswith("[twin]")]
+    assert texts == written, texts
+    expect(page.locator("#job-budget")).to_contain_text("of 5 allowed")
+    shot(page, "06b-training-job-logs")
+    audit(page, "Training job with live logs")
+
+
 def test_operations_list_filter_and_detail(page: Any, served: Served) -> None:
     page.goto(served.url + "/#/operations")
     rows = page.locator("#view tbody tr")

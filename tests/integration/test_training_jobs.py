@@ -5,6 +5,7 @@ counted, the log tail, listing and deletion with its pods."""
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from kubernetes import client as k8s
@@ -46,6 +47,26 @@ def status_until(cp: Running, name: str, predicate: Any, limit: int = 120) -> di
         raise AssertionError(f"{name} never reached the state: {status}")
 
     return asyncio.run(run())
+
+
+def follow_logs(cp: Running, pod: str, stop_after: int | None = None, **resume: Any) -> list[tuple[str, str]]:
+    """Lines from /api/v1/ws/logs until the end message (or `stop_after` lines, then the socket is dropped)."""
+    from urllib.parse import urlencode
+
+    from websockets.sync.client import connect
+
+    query = urlencode({"pod": pod, "container": "pytorch-job-container", **resume})
+    url = cp.url.replace("http://", "ws://") + "/api/v1/ws/logs?" + query
+    lines: list[tuple[str, str]] = []
+    with connect(url, additional_headers={"Authorization": f"Bearer {cp.token}"}, open_timeout=30) as socket:
+        while True:
+            message = json.loads(socket.recv(timeout=60))
+            assert message["type"] != "error", message
+            if message["type"] == "end":
+                return lines
+            lines.append((message["ts"], message["text"]))
+            if stop_after is not None and len(lines) >= stop_after:
+                return lines
 
 
 def error(result: dict[str, Any]) -> dict[str, Any]:
@@ -249,6 +270,20 @@ def test_recipe_job_on_two_nodes_recovers_in_place_and_the_refusals(
         "topology.k8s.aws/network-node-layer-3")
     [gone] = mcp_calls(cp, [("training_job_delete", {"jobName": "governed"})])
     assert mcp_wait(cp, gone["operationId"])["status"] == "SUCCEEDED"
+
+    # Live logs over the WebSocket: a job writing a line about every second; the socket is dropped midway and
+    # resumed from the last line's timestamp: every line once, in order, then the end.
+    written = [f"step {i}/12 loss={1.0 / i:.3f}" for i in range(1, 13)]
+    [chatty] = mcp_calls(cp, [("training_job_submit", {**JOB, "jobName": "chatty", "podAnnotations": {
+        "twin.instantstart.io/run-seconds": "6500", "twin.instantstart.io/log-lines": "\n".join(written)}})])
+    assert mcp_wait(cp, chatty["operationId"])["status"] == "SUCCEEDED"
+    status_until(cp, "chatty", lambda s: s["pods"] and s["pods"][0]["phase"] == "Running")
+    got = follow_logs(cp, "chatty-pod-0", stop_after=3)
+    assert len(got) == 3 and got[-1][0], got
+    after, skip = got[-1][0], sum(1 for ts, _ in got if ts == got[-1][0])
+    rest = follow_logs(cp, "chatty-pod-0", after=after, skip=skip)
+    texts = [text for _, text in got + rest if not text.startswith("[twin]")]
+    assert texts == written, texts
 
     # The KubeRay path: refused until the operator is enabled; then the VERL recipe runs as a RayJob to the end,
     # listed, described and logged like any training job, and deleted with its Ray cluster.

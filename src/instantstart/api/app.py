@@ -22,6 +22,7 @@ from instantstart.api.metrics import Metrics
 from instantstart.api.openapi import build_openapi
 from instantstart.api.rest import add_routes
 from instantstart.api.ws import EventHub, add_ws_route
+from instantstart.api.ws_logs import add_log_ws_route
 from instantstart.auth import check_bearer, ensure_token
 from instantstart.aws.clients import AwsClients
 from instantstart.catalog import CATALOG, Catalog
@@ -296,6 +297,7 @@ def create_app(
     _add_public_routes(app, build_openapi(catalog), metrics)
     add_routes(app, catalog, context)
     add_ws_route(app, hub)
+    add_log_ws_route(app, context)
     add_web_routes(app, token, sessions)
     cors = _cors(settings, app)
     gate = Gate(

@@ -1,0 +1,189 @@
+// Training: a recipe's form generated from its fields, the jobs of both paths, and a job's pods, restarts against
+// its budget and live logs (over /api/v1/ws/logs, resumed after a reconnect without repeating a line).
+import { get, newKey, post } from "./api.js";
+import { badge, clearErrors, errorBox, field, h, replace, showError, table, when } from "./dom.js";
+
+const STATE_CLASS = { Running: "Running", Completed: "ok", Failed: "Failed", Restarting: "Pending", Created: "Pending" };
+const stateBadge = (state) => badge(state, STATE_CLASS[state] ?? "");
+
+export async function render(view, arg, shell) {
+  return arg ? renderJob(view, arg, shell) : renderList(view, shell);
+}
+
+function control(name, spec) {
+  const id = "recipe-" + name;
+  if (spec.type === "bool") return h("input", { type: "checkbox", id, name: `fields.${name}`, checked: !!spec.default });
+  if (spec.type === "choice") {
+    return h("select", { id, name: `fields.${name}` },
+      (spec.values ?? []).map((v) => h("option", { value: v, selected: v === spec.default }, v)));
+  }
+  const numeric = spec.type === "int" || spec.type === "float";
+  return h("input", {
+    id, name: `fields.${name}`, type: numeric ? "number" : "text", value: spec.default ?? "",
+    step: spec.type === "int" ? "1" : numeric ? "any" : undefined, min: spec.min ?? undefined, max: spec.max ?? undefined,
+  });
+}
+
+function fieldValues(form, recipe) {
+  const out = {};
+  for (const [name, spec] of Object.entries(recipe.fields)) {
+    const input = form.elements[`fields.${name}`];
+    if (spec.type === "bool") out[name] = input.checked;
+    else if (spec.type === "int") out[name] = input.value === "" ? spec.default : parseInt(input.value, 10);
+    else if (spec.type === "float") out[name] = input.value === "" ? spec.default : parseFloat(input.value);
+    else out[name] = input.value;
+  }
+  return out;
+}
+
+async function renderList(view, shell) {
+  const [recipes, status] = await Promise.all([get("/training/recipes"), get("/clusters/status").catch(() => null)]);
+  const types = (status?.accelerators ?? []).map((a) => a.instanceType);
+  const jobsCard = h("section", { class: "card", id: "jobs" });
+  const fieldsBox = h("div", { class: "row", id: "recipe-fields" });
+  const description = h("p", { class: "hint", id: "recipe-description" });
+  const recipeSelect = h("select", { name: "recipe", id: "f-recipe" },
+    recipes.recipes.map((r) => h("option", { value: r.name }, `${r.name} (${r.path === "kuberay" ? "KubeRay" : "HyperPod training operator"})`)));
+  const form = h("form", { id: "recipe-form", novalidate: true },
+    h("div", { class: "row" },
+      field("Recipe", recipeSelect),
+      field("Job name", h("input", { name: "jobName", required: true, placeholder: "llama-ft-1" }), "A DNS label: names the job and its pods."),
+      field("Instance type", types.length
+        ? h("select", { name: "instanceType" }, types.map((t) => h("option", { value: t }, t)))
+        : h("input", { name: "instanceType", placeholder: "ml.g6.4xlarge" })),
+      field("Nodes", h("input", { name: "nodes", type: "number", min: 1, max: 256, value: 1 }))),
+    description, h("h3", {}, "Recipe fields"), fieldsBox,
+    h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Submit job")));
+  const pick = () => {
+    const recipe = recipes.recipes.find((r) => r.name === recipeSelect.value);
+    description.textContent = `${recipe.description} Image: ${recipe.image}`;
+    replace(fieldsBox, Object.entries(recipe.fields).map(([name, spec]) => field(name, control(name, spec), spec.description)));
+  };
+  recipeSelect.addEventListener("change", pick);
+  pick();
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    clearErrors(form);
+    const recipe = recipes.recipes.find((r) => r.name === recipeSelect.value);
+    const body = {
+      recipe: recipe.name, jobName: form.elements.jobName.value.trim(), instanceType: form.elements.instanceType.value,
+      nodes: parseInt(form.elements.nodes.value || "1", 10), fields: fieldValues(form, recipe),
+    };
+    const button = form.querySelector("button[type=submit]");
+    button.disabled = true;
+    try {
+      const ref = await post("/training/recipes/submit", body, { idempotencyKey: newKey() });
+      const op = await shell.waitFor(ref.operationId);
+      if (op.status !== "SUCCEEDED") form.append(errorBox(op.error ?? { message: `submission ${op.status}` }));
+      else shell.banner(h("span", {}, "Submitted ", h("a", { href: `#/training/${encodeURIComponent(body.jobName)}` }, body.jobName)), "info");
+      await drawJobs();
+    } catch (err) { showError(form, err); } finally { button.disabled = false; }
+  });
+  async function drawJobs() {
+    const list = await get("/training/jobs").catch((error) => ({ error }));
+    if (list.error) { replace(jobsCard, h("h2", {}, "Jobs"), errorBox(list.error)); return; }
+    replace(jobsCard, h("div", { class: "card-head" }, h("h2", {}, "Jobs"), h("span", { class: "muted small" }, list.clusterTag)),
+      table([
+        { label: "Job", cell: (j) => h("a", { href: `#/training/${encodeURIComponent(j.name)}` }, j.name) },
+        { label: "Kind", cell: (j) => j.kind }, { label: "State", cell: (j) => stateBadge(j.state) },
+        { label: "Nodes", num: true, cell: (j) => j.nodes }, { label: "Instance type", cell: (j) => j.instanceType ?? "—" },
+        { label: "Restarts", num: true, cell: (j) => j.restartCount }, { label: "Recipe", cell: (j) => j.recipe ?? "—" },
+        { label: "Created", cell: (j) => when(j.createdAt) },
+      ], list.jobs, { empty: "No training jobs.", rowAttrs: (j) => ({ dataset: { job: j.name } }) }));
+  }
+  replace(view, h("div", { class: "stack" },
+    h("section", { class: "card" }, h("h1", {}, "Training"), form), jobsCard));
+  await drawJobs();
+  const timer = setInterval(() => drawJobs(), 5000);
+  return { refresh: drawJobs, dispose: () => clearInterval(timer) };
+}
+
+async function renderJob(view, name, shell) {
+  const head = h("section", { class: "card", id: "job" });
+  const podsCard = h("section", { class: "card", id: "job-pods" });
+  const logBox = h("div", { class: "log", id: "job-logs", role: "log", tabindex: "0", "aria-label": `Log of ${name}` });
+  const logState = h("span", { class: "muted small", id: "log-state" }, "");
+  const podSelect = h("select", { id: "log-pod", name: "pod" });
+  const follow = h("button", { type: "button", id: "log-follow" }, "Pause");
+  const logsCard = h("section", { class: "card", id: "logs" },
+    h("div", { class: "card-head" }, h("h2", {}, "Logs"), field("Pod", podSelect), follow, logState), logBox);
+  replace(view, h("div", { class: "stack" }, h("p", {}, h("a", { href: "#/training" }, "← Training")), head, podsCard, logsCard));
+  let kind = null;
+  let stream = null;
+
+  async function refresh() {
+    const s = await get("/training/jobs/status", { jobName: name }).catch((error) => ({ error }));
+    if (s.error) { replace(head, h("h1", {}, name), errorBox(s.error)); return; }
+    kind = s.job.kind;
+    const b = s.budget;
+    replace(head, h("div", { class: "card-head" }, h("h1", {}, name), stateBadge(s.job.state)),
+      h("dl", { class: "kv" },
+        h("dt", {}, "Kind"), h("dd", {}, s.job.kind, s.job.recipe ? ` · recipe ${s.job.recipe}` : ""),
+        h("dt", {}, "Image"), h("dd", { class: "mono" }, s.image ?? "—"),
+        h("dt", {}, "Command"), h("dd", { class: "mono" }, s.command.join(" ")),
+        h("dt", {}, "Restarts"), h("dd", { id: "job-budget" }, `${b.restarts} of ${b.jobMaxRetryCount} allowed`,
+          s.job.kind === "HyperPodPyTorchJob" ? ` (in place ${b.inPlaceRestarts}, full ${b.fullJobRestarts} of ${b.maxFullJobRestarts ?? "—"})` : ""),
+        h("dt", {}, "Nodes"), h("dd", {}, `${s.job.nodes} × ${s.job.instanceType ?? "—"}`)));
+    replace(podsCard, h("h2", {}, "Pods"), table([
+      { label: "Pod", cell: (p) => h("span", { class: "mono" }, p.name) }, { label: "Phase", cell: (p) => badge(p.phase) },
+      { label: "Node", cell: (p) => p.node ?? "—" }, { label: "Restarts", num: true, cell: (p) => p.restarts },
+    ], s.pods, { empty: "No pods now (a finished job's pods are removed)." }));
+    const names = s.pods.map((p) => p.name);
+    if (names.join() !== [...podSelect.options].map((o) => o.value).join()) {
+      const chosen = podSelect.value;
+      replace(podSelect, names.map((n) => h("option", { value: n }, n)));
+      if (names.includes(chosen)) podSelect.value = chosen;
+      if (!stream && names.length) openLogs();
+    }
+  }
+
+  // One stream per pod: the ts of the last line and how many lines carry exactly that ts let a new socket resume.
+  function openLogs() {
+    stream?.close(true);
+    logBox.replaceChildren();
+    const pod = podSelect.value;
+    if (!pod) return;
+    const state = { last: null, same: 0, paused: false, ended: false, socket: null, retry: 500 };
+    const connect = () => {
+      const q = new URLSearchParams({ pod });
+      if (kind === "HyperPodPyTorchJob") q.set("container", "pytorch-job-container");
+      if (state.last) { q.set("after", state.last); q.set("skip", String(state.same)); }
+      const socket = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/api/v1/ws/logs?" + q);
+      state.socket = socket;
+      socket.addEventListener("open", () => { state.retry = 500; logState.textContent = "following"; });
+      socket.addEventListener("message", (msg) => {
+        const m = JSON.parse(msg.data);
+        if (m.type === "line") {
+          if (m.ts && m.ts === state.last) state.same += 1; else { state.last = m.ts || state.last; state.same = 1; }
+          const atEnd = logBox.scrollTop + logBox.clientHeight >= logBox.scrollHeight - 4;
+          logBox.append(h("div", { class: "log-line" }, m.text));
+          if (atEnd) logBox.scrollTop = logBox.scrollHeight;
+        } else if (m.type === "end") {
+          state.ended = true; logState.textContent = "the container has ended";
+        } else if (m.type === "error") {
+          state.ended = true; logState.textContent = ""; logBox.append(errorBox(m));
+        }
+      });
+      socket.addEventListener("close", () => {
+        if (state.paused || state.ended || stream !== handle) return;
+        logState.textContent = "reconnecting…";
+        setTimeout(() => { if (!state.paused && stream === handle) connect(); }, state.retry);
+        state.retry = Math.min(state.retry * 2, 10000);
+      });
+    };
+    const handle = {
+      close(final) { state.paused = true; state.socket?.close(); if (final) stream = null; },
+      pause() { state.paused = true; state.socket?.close(); logState.textContent = "paused"; follow.textContent = "Follow"; },
+      resume() { state.paused = false; follow.textContent = "Pause"; if (!state.ended) connect(); },
+      get paused() { return state.paused; },
+    };
+    stream = handle;
+    follow.textContent = "Pause";
+    connect();
+  }
+  follow.addEventListener("click", () => { if (stream) { if (stream.paused) stream.resume(); else stream.pause(); } });
+  podSelect.addEventListener("change", openLogs);
+  await refresh();
+  const timer = setInterval(() => refresh(), 5000);
+  return { refresh, dispose: () => { clearInterval(timer); stream?.close(true); } };
+}
