@@ -146,6 +146,11 @@ def test_managed_endpoint_with_kv_cache_and_prefix_routing_becomes_ready_lists_a
     core = kube(twin, tmp_path, TAG)
     pods = core.list_namespaced_pod("default", label_selector="app=qwen-managed").items
     assert len(pods) == 2 and all(p.spec.containers[0].resources.requests["nvidia.com/gpu"] == "1" for p in pods)
+    # No SageMaker endpoint registered: the call goes to the Service the operator made (named like the config).
+    [answer] = mcp_calls(cp, [("inference_call_model", {"service_name": "qwen-managed", "prompt": "Hi managed",
+                                                        "max_tokens": 16})])
+    assert answer["route"] == "service-proxy" and answer["service"] == "qwen-managed"
+    assert answer["model"] == "qwen-managed" and "Hi managed" in answer["answer"]
 
     [gone] = mcp_calls(cp, [("inference_managed_delete", {"name": "qwen-managed"})])
     assert mcp_wait(cp, gone["operationId"])["status"] == "SUCCEEDED"
@@ -183,5 +188,48 @@ def test_router_fronts_the_workers_and_autoscaling_targets_the_workers_never_the
     view = mcp_wait(cp, applied["operationId"])
     assert view["status"] == "SUCCEEDED", view
     assert view["result"]["apply"]["target"] == "chatw" and view["result"]["apply"]["maxReplicas"] == 2
+    custom = k8s.CustomObjectsApi(kube(twin, tmp_path, TAG).api_client)
+    apps = k8s.AppsV1Api(custom.api_client)
+
+    def scalers() -> list[str]:
+        found = custom.list_namespaced_custom_object("keda.sh", "v1alpha1", "default", "scaledobjects")
+        return [so["metadata"]["name"] for so in found["items"]]
+
+    def deployments() -> set[str]:
+        return {d.metadata.name for d in apps.list_namespaced_deployment("default").items}
+
+    # Remove only the autoscaler: the workers and the router stay.
+    [off] = mcp_calls(cp, [("inference_undeploy", {"deploymentName": "chatw", "scope": "autoscaling"})])
+    view = mcp_wait(cp, off["operationId"])
+    assert view["status"] == "SUCCEEDED", view
+    assert view["result"]["delete"]["deleted"] == ["ScaledObject/chatw-scaler"]
+    assert scalers() == [] and {"chatw", "chatw-router"} <= deployments()
+    [again, _] = mcp_raw(cp, [("inference_undeploy", {"deploymentName": "chatw", "scope": "autoscaling"})])
+    assert error_of(again)["code"] == "INVALID_INPUT" and "no KEDA ScaledObject" in error_of(again)["message"]
+
+    # Without a query the ScaledObject follows the router's in-flight requests.
+    [default] = mcp_calls(cp, [("inference_autoscaling_apply", {k: v for k, v in scaling.items() if k != "query"})])
+    assert mcp_wait(cp, default["operationId"])["status"] == "SUCCEEDED"
+    so = custom.get_namespaced_custom_object("keda.sh", "v1alpha1", "default", "scaledobjects", "chatw-scaler")
+    assert so["spec"]["triggers"][0]["metadata"]["query"] == (
+        'sum(sgl_router_running_requests{namespace="default",app_kubernetes_io_name="chatw-router"})')
+
+    # Undeploying the router removes it alone (Deployment, Service, RBAC); the workers keep answering.
+    [router_gone] = mcp_calls(cp, [("inference_undeploy", {"deploymentName": "chatw-router"})])
+    view = mcp_wait(cp, router_gone["operationId"])
+    assert view["status"] == "SUCCEEDED", view
+    assert set(view["result"]["delete"]["deleted"]) == {
+        "ServiceAccount/chatw-router", "Role/chatw-router", "RoleBinding/chatw-router", "Deployment/chatw-router",
+        "Service/chatw-router-service"}
+    assert deployments() == {"chatw"} and scalers() == ["chatw-scaler"]
+    [direct] = mcp_calls(cp, [("inference_call_model", {"service_name": "chatw", "prompt": "Hi", "max_tokens": 4})])
+    assert direct["answer"]
+
+    # Undeploying the workers takes their autoscaler with them, and finishes when their pods are gone.
     [gone] = mcp_calls(cp, [("inference_undeploy", {"deploymentName": "chatw"})])
-    assert mcp_wait(cp, gone["operationId"])["status"] == "SUCCEEDED"
+    view = mcp_wait(cp, gone["operationId"])
+    assert view["status"] == "SUCCEEDED", view
+    assert "ScaledObject/chatw-scaler" in view["result"]["delete"]["deleted"]
+    assert scalers() == [] and deployments() == set()
+    left = kube(twin, tmp_path, TAG).list_namespaced_pod("default", label_selector="app.kubernetes.io/name=chatw")
+    assert not left.items
