@@ -33,6 +33,8 @@ def kind_of(container: Obj) -> str | None:
     words = " ".join(_words(container)).lower()
     if "sglang_router" in words or "sglang-router" in image or "sglang_router" in image:
         return "router"
+    if "djl-inference" in image and "lmi" in image:
+        return "vllm"  # an LMI container (JumpStart) on its vLLM rolling-batch backend
     for kind in ("vllm", "sglang"):
         if kind in image or kind in words:
             return kind

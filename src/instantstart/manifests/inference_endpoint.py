@@ -245,3 +245,18 @@ def endpoint_name_of(obj: dict[str, Any]) -> str | None:
     spec = obj.get("spec") or {}
     name = spec.get("endpointName") if obj.get("kind") == KIND else (spec.get("sageMakerEndpoint") or {}).get("name")
     return str(name) if name else None
+
+
+def jumpstart_model(name: str, namespace: str, model_id: str, instance_type: str, *, model_version: str | None,
+                    endpoint_name: str | None, accept_eula: bool, replicas: int) -> dict[str, Any]:
+    """The operator's JumpStartModel (CRD jumpstartmodels.inference.sagemaker.aws.amazon.com: spec.model,
+    spec.server, spec.sageMakerEndpoint, spec.replicas), labelled as made by this control plane."""
+    model: dict[str, Any] = {"modelId": model_id, "acceptEula": accept_eula}
+    if model_version:
+        model["modelVersion"] = model_version
+    spec: dict[str, Any] = {"model": model, "server": {"instanceType": instance_type}, "replicas": replicas}
+    if endpoint_name:
+        spec["sageMakerEndpoint"] = {"name": endpoint_name}
+    labels = {m.LABEL_MANAGED: m.MANAGED_BY, m.LABEL_APP: name}
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": JUMPSTART_KIND,
+            "metadata": {"name": name, "namespace": namespace, "labels": labels}, "spec": spec}

@@ -35,6 +35,7 @@ def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:
         autoscaling,
         call,
         deploy,
+        jumpstart,
         managed,
         pool,
         router,

@@ -21,9 +21,10 @@ def _objects() -> list[dict[str, Any]]:
     """What inference_deploy_container and inference_router_deploy apply (the control plane's own builders)."""
     words = m.tokens("python3 -m sglang.launch_server --model-path Qwen/Qwen3-0.6B")
     engine = m.engine_of(words)
-    spec = m.ServerSpec(name=WORKERS, namespace="default", engine=engine, command=m.with_port(words, engine, 30000),
-                        image=engine.image, gpu_count=1, replicas=2, instance_types=["ml.g5.12xlarge"], port=30000,
-                        service_type="clusterip", model="Qwen/Qwen3-0.6B", token_secret=None, s3_claim=None)
+    spec = m.ServerSpec.model_validate(dict(
+        name=WORKERS, namespace="default", engine=engine.name, command=m.with_port(words, engine, 30000),
+        image=engine.image, gpu_count=1, replicas=2, instance_types=["ml.g5.12xlarge"], port=30000,
+        service_type="clusterip", model="Qwen/Qwen3-0.6B", token_secret=None, s3_claim=None))
     router = r.RouterSpec(name=ROUTER, namespace="default", workers=WORKERS, worker_port=30000,
                           policy="cache_aware", image=r.ROUTER_IMAGE, model="Qwen/Qwen3-0.6B")
     routed = [o for o in r.objects(router) if o["kind"] in ("Deployment", "Service")]

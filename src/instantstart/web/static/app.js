@@ -3,10 +3,11 @@ import { ApiError, get, post } from "./api.js";
 import { h } from "./dom.js";
 import { askSnapshot, connect, events } from "./live.js";
 import * as clusters from "./clusters.js";
+import * as inference from "./inference.js";
 import * as monitoring from "./monitoring.js";
 import * as operations from "./operations.js";
 
-const pages = { clusters, operations, monitoring };
+const pages = { clusters, operations, monitoring, inference };
 const view = document.getElementById("view");
 const banner = document.getElementById("banner");
 const select = document.getElementById("active-cluster");
