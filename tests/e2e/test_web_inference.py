@@ -1,6 +1,6 @@
 """The Inference page in a real browser against `instantstart serve --twin`: the free GPUs beside the GPU count,
 the API's refusal beside the field, deploy from the form until Ready, the model listed, test the model and see
-the answer; axe-core finds no WCAG 2.0/2.1 A or AA violation on the page."""
+the answer, the managed form's lint live; axe-core finds no WCAG 2.0/2.1 A or AA violation on the page."""
 
 from __future__ import annotations
 
@@ -32,14 +32,14 @@ def test_deploy_from_the_form_then_test_the_model(page: Any, served: Served) -> 
     form.locator("[name=deploymentCommand]").fill(command)
     form.locator("[name=gpuCount]").fill("1")
     form.locator("[name=deploymentName]").fill("qwen-web")
-    page.get_by_role("button", name="Deploy").click()
+    page.get_by_role("button", name="Deploy", exact=True).click()
     expect(page.locator('.field-error[data-for="gpuCount"]')).to_contain_text("tensor parallel 2")
     expect(form.locator("[name=gpuCount]")).to_have_attribute("aria-invalid", "true")
     audit(page, "Inference deploy form with an error")
 
     form.locator("[name=engine]").select_option("vllm")  # back to the template: TP 1
     form.locator("[name=deploymentName]").fill("qwen-web")
-    page.get_by_role("button", name="Deploy").click()
+    page.get_by_role("button", name="Deploy", exact=True).click()
     expect(page.locator("#deploy-progress")).to_contain_text("qwen-web is ready", timeout=120_000)
     row = page.locator('#services tr[data-service="qwen-web"]')
     expect(row.locator(".ready")).to_have_text("1/1")
@@ -56,4 +56,15 @@ def test_deploy_from_the_form_then_test_the_model(page: Any, served: Served) -> 
     expect(page.locator("#answer")).to_contain_text("via service-proxy")
     shot(page, "20-inference-answer")
     audit(page, "Inference with a model and its answer")
+
+    # The managed form lints as it changes: a port the engine does not listen on is IEC001, with its fix.
+    managed = page.locator("#managed form")
+    expect(page.locator("#managed-lint")).to_contain_text("Every rule passes.")
+    managed.locator("[name=invocationPort]").fill("8080")
+    finding = page.locator('#managed-lint tr[data-code="IEC001"]')
+    expect(finding).to_contain_text("vllm listens on 8000, but invocationPort is 8080")
+    managed.locator("[name=l2Backend]").select_option("redis")
+    expect(page.locator('#managed-lint tr[data-code="IEC005"]')).to_contain_text("redis://")
+    shot(page, "21-inference-managed-lint")
+    audit(page, "Inference managed form with lint findings")
     assert not page.page_errors

@@ -2,6 +2,7 @@
 // GPUs shown) and a "test the model" box; every value goes through the REST operations the MCP tools use.
 import { ApiError, get, newKey, post } from "./api.js";
 import { badge, clearErrors, errorBox, field, h, replace, showError, table } from "./dom.js";
+import { managedCard } from "./inference_managed.js";
 
 const TEMPLATES = {
   vllm: "vllm serve Qwen/Qwen3-0.6B --max-model-len 1280 --tensor-parallel-size 1",
@@ -20,7 +21,8 @@ export async function render(view, _arg, shell) {
   const servers = h("section", { class: "card", id: "services", "aria-labelledby": "services-title" });
   const deploy = h("section", { class: "card", id: "deploy", "aria-labelledby": "deploy-title" });
   const call = h("section", { class: "card", id: "call", "aria-labelledby": "call-title" });
-  replace(view, h("div", { class: "stack" }, h("h1", {}, "Inference"), servers, h("div", { class: "grid" }, deploy, call)));
+  const managed = h("div", {});
+  replace(view, h("div", { class: "stack" }, h("h1", {}, "Inference"), servers, h("div", { class: "grid" }, deploy, call), managed));
 
   let names = [];
   const target = h("select", { name: "service_name", id: "call-service", required: true });
@@ -126,6 +128,8 @@ export async function render(view, _arg, shell) {
     }
   });
   replace(call, h("h2", { id: "call-title" }, "Test the model"), callForm);
+
+  replace(managed, managedCard(shell, () => drawServers()));
 
   async function refresh() {
     const status = await get("/clusters/status").catch((error) => ({ error }));
