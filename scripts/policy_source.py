@@ -163,6 +163,7 @@ def policy() -> dict[str, Any]:
                 ["arn:aws:sagemaker:*:*:cluster/*"],
             ),
             statement("TrainingPlans", ["sagemaker:DescribeTrainingPlan"], ["arn:aws:sagemaker:*:*:training-plan/*"]),
+            statement("InvokeInferenceEndpoints", ["sagemaker:InvokeEndpoint"], ["arn:aws:sagemaker:*:*:endpoint/*"]),
             statement(
                 "OwnRoles",
                 [

@@ -4,6 +4,7 @@ relabelling: same pod UID, no restart; scale-in refuses to remove bound workers 
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from collections.abc import Iterator
@@ -12,12 +13,14 @@ from typing import Any
 
 import httpx
 import pytest
+from botocore.exceptions import ClientError
 from kubernetes import client as k8s
 
 from hyperpod_twin.sim.crds import crd_manifests
 from instantstart.twin_process import TwinProcess
 from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
 from tests.support.servers import Running, thread_server
+from tests.support.twin import twin_client
 
 TAG = "pool1"
 COMMAND = "vllm serve Qwen/Qwen3-0.6B --max-model-len 1280"
@@ -146,6 +149,11 @@ def test_managed_endpoint_with_kv_cache_and_prefix_routing_becomes_ready_lists_a
     core = kube(twin, tmp_path, TAG)
     pods = core.list_namespaced_pod("default", label_selector="app=qwen-managed").items
     assert len(pods) == 2 and all(p.spec.containers[0].resources.requests["nvidia.com/gpu"] == "1" for p in pods)
+    # No SageMaker endpoint registered: the call goes to the Service the operator made (named like the config).
+    [answer] = mcp_calls(cp, [("inference_call_model", {"service_name": "qwen-managed", "prompt": "Hi managed",
+                                                        "max_tokens": 16})])
+    assert answer["route"] == "service-proxy" and answer["service"] == "qwen-managed"
+    assert answer["model"] == "qwen-managed" and "Hi managed" in answer["answer"]
 
     [gone] = mcp_calls(cp, [("inference_managed_delete", {"name": "qwen-managed"})])
     assert mcp_wait(cp, gone["operationId"])["status"] == "SUCCEEDED"
@@ -183,5 +191,85 @@ def test_router_fronts_the_workers_and_autoscaling_targets_the_workers_never_the
     view = mcp_wait(cp, applied["operationId"])
     assert view["status"] == "SUCCEEDED", view
     assert view["result"]["apply"]["target"] == "chatw" and view["result"]["apply"]["maxReplicas"] == 2
+    custom = k8s.CustomObjectsApi(kube(twin, tmp_path, TAG).api_client)
+    apps = k8s.AppsV1Api(custom.api_client)
+
+    def scalers() -> list[str]:
+        found = custom.list_namespaced_custom_object("keda.sh", "v1alpha1", "default", "scaledobjects")
+        return [so["metadata"]["name"] for so in found["items"]]
+
+    def deployments() -> set[str]:
+        return {d.metadata.name for d in apps.list_namespaced_deployment("default").items}
+
+    # Remove only the autoscaler: the workers and the router stay.
+    [off] = mcp_calls(cp, [("inference_undeploy", {"deploymentName": "chatw", "scope": "autoscaling"})])
+    view = mcp_wait(cp, off["operationId"])
+    assert view["status"] == "SUCCEEDED", view
+    assert view["result"]["delete"]["deleted"] == ["ScaledObject/chatw-scaler"]
+    assert scalers() == [] and {"chatw", "chatw-router"} <= deployments()
+    [again, _] = mcp_raw(cp, [("inference_undeploy", {"deploymentName": "chatw", "scope": "autoscaling"})])
+    assert error_of(again)["code"] == "INVALID_INPUT" and "no KEDA ScaledObject" in error_of(again)["message"]
+
+    # Without a query the ScaledObject follows the router's in-flight requests.
+    [default] = mcp_calls(cp, [("inference_autoscaling_apply", {k: v for k, v in scaling.items() if k != "query"})])
+    assert mcp_wait(cp, default["operationId"])["status"] == "SUCCEEDED"
+    so = custom.get_namespaced_custom_object("keda.sh", "v1alpha1", "default", "scaledobjects", "chatw-scaler")
+    assert so["spec"]["triggers"][0]["metadata"]["query"] == (
+        'sum(sgl_router_running_requests{namespace="default",app_kubernetes_io_name="chatw-router"})')
+
+    # Undeploying the router removes it alone (Deployment, Service, RBAC); the workers keep answering.
+    [router_gone] = mcp_calls(cp, [("inference_undeploy", {"deploymentName": "chatw-router"})])
+    view = mcp_wait(cp, router_gone["operationId"])
+    assert view["status"] == "SUCCEEDED", view
+    assert set(view["result"]["delete"]["deleted"]) == {
+        "ServiceAccount/chatw-router", "Role/chatw-router", "RoleBinding/chatw-router", "Deployment/chatw-router",
+        "Service/chatw-router-service"}
+    assert deployments() == {"chatw"} and scalers() == ["chatw-scaler"]
+    [direct] = mcp_calls(cp, [("inference_call_model", {"service_name": "chatw", "prompt": "Hi", "max_tokens": 4})])
+    assert direct["answer"]
+
+    # Undeploying the workers takes their autoscaler with them, and finishes when their pods are gone.
     [gone] = mcp_calls(cp, [("inference_undeploy", {"deploymentName": "chatw"})])
+    view = mcp_wait(cp, gone["operationId"])
+    assert view["status"] == "SUCCEEDED", view
+    assert "ScaledObject/chatw-scaler" in view["result"]["delete"]["deleted"]
+    assert scalers() == [] and deployments() == set()
+    left = kube(twin, tmp_path, TAG).list_namespaced_pod("default", label_selector="app.kubernetes.io/name=chatw")
+    assert not left.items
+
+
+def test_jumpstart_model_registers_an_endpoint_that_answers_through_the_sagemaker_runtime(
+    shared: tuple[Running, TwinProcess], tmp_path: Path
+) -> None:
+    cp, twin = shared
+    jumpstart = {"modelId": "huggingface-llm-qwen2-5-7b-instruct", "instanceType": "ml.g6.4xlarge",
+                 "endpointName": "qwen-js", "name": "qwen-js"}
+    cpu_only, _ = mcp_raw(cp, [("inference_jumpstart_deploy", {**jumpstart, "instanceType": "ml.c5.xlarge"})])
+    assert error_of(cpu_only)["code"] == "INVALID_INPUT" and "no NVIDIA GPU" in error_of(cpu_only)["message"]
+    [ref] = mcp_calls(cp, [("inference_jumpstart_deploy", jumpstart)])
+    view = mcp_wait(cp, ref["operationId"])
+    assert view["status"] == "SUCCEEDED", view
+    assert view["result"]["endpointName"] == "qwen-js" and view["result"]["state"] == "DeploymentComplete"
+    listed = {e["name"]: e for e in mcp_calls(cp, [("inference_managed_list", {})])[0]["endpoints"]}
+    assert listed["qwen-js"]["kind"] == "JumpStartModel" and listed["qwen-js"]["endpointState"] == "CreationCompleted"
+    assert listed["qwen-js"]["modelName"] == "huggingface-llm-qwen2-5-7b-instruct"
+    core = kube(twin, tmp_path, TAG)
+    [pod] = core.list_namespaced_pod("default", label_selector="app=qwen-js").items
+    assert pod.spec.containers[0].resources.limits["nvidia.com/gpu"] == "1"
+
+    # A registered endpoint answers through SageMaker runtime InvokeEndpoint, not the service proxy.
+    [answer] = mcp_calls(cp, [("inference_call_model", {"service_name": "qwen-js", "prompt": "Hello JumpStart",
+                                                        "max_tokens": 32})])
+    assert answer["route"] == "sagemaker-runtime" and answer["service"] == "qwen-js"
+    assert "Hello JumpStart" in answer["answer"] and answer["usage"]["completion_tokens"] > 0
+    runtime = twin_client(twin, "sagemaker-runtime")
+    with pytest.raises(ClientError, match=r"ValidationException.*Endpoint nope of account"):
+        runtime.invoke_endpoint(EndpointName="nope", ContentType="application/json", Body=b"{}")
+    refused = runtime.invoke_endpoint  # a model the server does not serve is the model's own 404 (ModelError)
+    with pytest.raises(runtime.exceptions.ModelError, match="Received client error \\(404\\)"):
+        refused(EndpointName="qwen-js", ContentType="application/json",
+                Body=json.dumps({"model": "other", "messages": [{"role": "user", "content": "hi"}]}).encode())
+
+    [gone] = mcp_calls(cp, [("inference_managed_delete", {"name": "qwen-js"})])
     assert mcp_wait(cp, gone["operationId"])["status"] == "SUCCEEDED"
+    assert "qwen-js" not in {e["name"] for e in mcp_calls(cp, [("inference_managed_list", {})])[0]["endpoints"]}

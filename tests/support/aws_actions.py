@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 IAM_PREFIX = {"service-quotas": "servicequotas", "resourcegroupstaggingapi": "tag", "elbv2": "elasticloadbalancing",
-              "elb": "elasticloadbalancing", "amp": "aps"}
+              "elb": "elasticloadbalancing", "amp": "aps", "sagemaker-runtime": "sagemaker"}
 
 # API operation -> IAM action where the names differ (S3 names its actions after resources).
 RENAMED = {

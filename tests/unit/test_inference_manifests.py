@@ -43,12 +43,12 @@ def test_unreadable_commands_are_refused(command: str, problem: str) -> None:
 
 def _spec(**overrides: object) -> m.ServerSpec:
     values: dict[str, object] = dict(
-        name="vllm-model-1", namespace="default", engine=m.ENGINES["vllm"], command=["vllm", "serve", "q"],
+        name="vllm-model-1", namespace="default", engine="vllm", command=["vllm", "serve", "q"],
         image="vllm/vllm-openai:v0.11.0", gpu_count=2, replicas=1, instance_types=["ml.g6.12xlarge"], port=8000,
         service_type="clusterip", model="q", token_secret="vllm-model-1-hf-token", s3_claim=None,
     )
     values.update(overrides)
-    return m.ServerSpec(**values)  # type: ignore[arg-type]
+    return m.ServerSpec.model_validate(values)
 
 
 def test_the_deployment_requests_its_gpus_and_is_pinned_to_gpu_types() -> None:

@@ -53,6 +53,8 @@ def check_request(req: AwsRequest) -> AwsError | None:
     """The error AWS answers for `req` before any handler, or None when the request fits its model."""
     if req.protocol not in _CHECKED_PROTOCOLS or not req.operation:
         return None
+    if req.service == "sagemaker-runtime":  # the body is the model's payload, not input members
+        return None
     try:
         op: OperationModel = _model(req.service).operation_model(req.operation)
     except OperationNotFoundError:

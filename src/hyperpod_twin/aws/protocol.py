@@ -30,6 +30,7 @@ SIGNING_TO_SERVICE = {
     "aps": "amp",
 }
 
+_RUNTIME_PATH = re.compile(r"^/endpoints/[^/]+/(invocations|async-invocations|invocations-response-stream)$")
 _CREDENTIAL_RE = re.compile(r"Credential=([^/,\s]+)/\d{8}/([^/]+)/([^/]+)/aws4_request")
 
 
@@ -128,6 +129,8 @@ def identify(
     service = SIGNING_TO_SERVICE.get(signing)
     if service is None:
         return None
+    if service == "sagemaker" and "x-amz-target" not in lower and _RUNTIME_PATH.match(path):
+        service = "sagemaker-runtime"  # same signing name; the runtime is REST (/endpoints/{name}/invocations)
     if service == "elbv2":
         version = _query_param(query, body, "Version")
         if version and version != "2015-12-01":

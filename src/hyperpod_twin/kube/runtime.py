@@ -105,6 +105,12 @@ class PodHttpRegistry:
             for key in [k for k in self._handlers if k[:2] == (namespace, pod)]:
                 del self._handlers[key]
 
+    def handlers_of(self, namespace: str, pod: str) -> list[tuple[int, ProxyHandler]]:
+        """(port, handler) of every port a pod serves."""
+        with self._lock:
+            return sorted(((k[2], h) for k, h in self._handlers.items() if k[:2] == (namespace, pod)),
+                          key=lambda item: item[0])
+
     def lookup(self, namespace: str, pod: str, port: int) -> ProxyHandler | None:
         """The handler for a pod port, if the pod serves it."""
         with self._lock:

@@ -6,6 +6,7 @@ from hyperpod_twin.sim.certmanager import CertManager
 from hyperpod_twin.sim.core import ClusterSim, Controller
 from hyperpod_twin.sim.inference import InferenceOperator
 from hyperpod_twin.sim.jobs import JobController
+from hyperpod_twin.sim.jumpstart import JumpStartOperator
 from hyperpod_twin.sim.karpenter import KarpenterController
 from hyperpod_twin.sim.keda import KedaOperator
 from hyperpod_twin.sim.kubelet import Kubelet
@@ -37,6 +38,7 @@ def all_controllers() -> list[type[Controller]]:
         TrainingOperator,
         PyTorchJobController,
         InferenceOperator,
+        JumpStartOperator,
         RayClusterController,
         RayJobController,
         RayServiceController,

@@ -64,6 +64,8 @@ class SimConfig:
     node_reboot_seconds: float = 30.0  # NotReady time of a rebooting node
     karpenter_interval_seconds: float = 10.0  # how often Karpenter reconsiders pending pods / idle nodes
     keda_interval_seconds: float = 15.0  # how often KEDA re-reads its triggers
+    prefill_seconds: float = 0.2  # a simulated model server's time to first token
+    decode_seconds_per_token: float = 0.02  # and per further token (what routers count as running requests)
 
 
 class Controller(ABC):

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Hashable
+from typing import TYPE_CHECKING
 
 from hyperpod_twin.sim import kobj
 from hyperpod_twin.sim.core import DEPLOYMENTS, SERVICES, OwnerController, TypeKey, nsname
 from hyperpod_twin.sim.kobj import Obj
+
+if TYPE_CHECKING:
+    from hyperpod_twin.sim.core import ClusterSim
 
 IECS: TypeKey = ("inference.sagemaker.aws.amazon.com", "inferenceendpointconfigs")
 APP_LABEL = "app"
@@ -44,7 +48,6 @@ class InferenceOperator(OwnerController):
         port = int((worker.get("modelInvocationPort") or {}).get("containerPort", 8080))
         port_name = (worker.get("modelInvocationPort") or {}).get("name", "http")
         replicas = int(spec.get("replicas", spec.get("InitialReplicaCount", 1)) or 1)
-        labels = {APP_LABEL: name, ENDPOINT_LABEL: name}
         volume, mount = _model_volume(spec)
         container: Obj = {
             "name": "worker",
@@ -57,111 +60,143 @@ class InferenceOperator(OwnerController):
         for field_name in ("args", "command", "workingDir"):
             if worker.get(field_name):
                 container[field_name] = copy.deepcopy(worker[field_name])
-        pod_spec: Obj = kobj.normalize_pod_spec({"containers": [container]})
-        if volume is not None:
-            pod_spec["volumes"] = [volume]
         instance_types = spec.get("instanceTypes") or ([spec["instanceType"]] if spec.get("instanceType") else [])
-        if instance_types:
-            pod_spec["affinity"] = {
-                "nodeAffinity": {
-                    "requiredDuringSchedulingIgnoredDuringExecution": {
-                        "nodeSelectorTerms": [
-                            {
-                                "matchExpressions": [
-                                    {
-                                        "key": "node.kubernetes.io/instance-type",
-                                        "operator": "In",
-                                        "values": instance_types,
-                                    }
-                                ]
-                            }
-                        ]
-                    }
+        current = serve(self.sim, iec, container, replicas, instance_types, volume, spec.get("nodeAffinity"))
+        endpoint_status(self.sim, IECS, iec, current, replicas, spec.get("endpointName"))
+
+
+def endpoint_status(
+sim: ClusterSim, key: TypeKey, iec: Obj, deployment: Obj | None, replicas: int, endpoint: str | None
+) -> None:
+    """An operator's status for a model endpoint: state and conditions from its Deployment, and the SageMaker
+    endpoint it registers (`endpoint`, when named) with its ARNs."""
+    ns, name = iec["metadata"]["namespace"], iec["metadata"]["name"]
+    now = sim.now()
+    status = copy.deepcopy(iec.get("status") or {})
+    dep_status = (deployment or {}).get("status") or {}
+    available = int(dep_status.get("availableReplicas", 0))
+    complete = deployment is not None and available >= replicas
+    state = "DeploymentComplete" if complete else "DeploymentInProgress"
+    status.update(
+        {
+            "state": state,
+            "replicas": available,
+            "selector": f"{APP_LABEL}={name}",
+            "observedGeneration": iec["metadata"].get("generation", 1),
+            "deploymentStatus": {
+                "name": name,
+                "lastUpdated": now,
+                "deploymentObjectOverallState": state,
+                "status": copy.deepcopy(dep_status),
+            },
+            "endpoints": {"sagemaker": _registration(sim, endpoint, complete)} if endpoint else {},
+        }
+    )
+    if not status["endpoints"]:
+        status.pop("endpoints")
+    kobj.set_condition(
+        status,
+        "DeploymentComplete" if complete else "DeploymentInProgress",
+        "True",
+        now,
+        state,
+        f"{available}/{replicas} replicas available",
+    )
+    kobj.set_condition(status, "DeploymentInProgress" if complete else "DeploymentComplete", "False", now, state)
+    sim.patch_status(key, iec, status, volatile=("lastUpdated",))
+    if complete and (iec.get("status") or {}).get("state") != "DeploymentComplete":
+        sim.event(
+            iec,
+            "DeploymentComplete",
+            f"Model {name} is serving on {ns}/{name}",
+            source="hyperpod-inference-operator",
+        )
+
+
+def _registration(sim: ClusterSim, endpoint: str, complete: bool) -> Obj:
+    """status.endpoints.sagemaker: the endpoint the operator registers once the workers are available."""
+    _, _, _, region, account, _ = (sim.runtime.arn.split(":", 5) + [""] * 6)[:6]
+    prefix = f"arn:aws:sagemaker:{region}:{account}"
+    return {"state": "CreationCompleted" if complete else "CreationInProgress",
+            "endpointArn": f"{prefix}:endpoint/{endpoint.lower()}",
+            "configArn": f"{prefix}:endpoint-config/{endpoint.lower()}",
+            "modelArn": f"{prefix}:model/{endpoint.lower()}"}
+
+
+def serve(
+    sim: ClusterSim,
+    owner: Obj,
+    container: Obj,
+    replicas: int,
+    instance_types: list[str],
+    volume: Obj | None = None,
+    node_affinity: Obj | None = None,
+) -> Obj | None:
+    """The Deployment `<name>` and ClusterIP Service `<name>` (on the container's first port) an operator
+    renders for a model endpoint, both owned by it; returns the live Deployment."""
+    ns, name = owner["metadata"]["namespace"], owner["metadata"]["name"]
+    labels = {APP_LABEL: name, ENDPOINT_LABEL: name}
+    port = container["ports"][0]
+    pod_spec: Obj = kobj.normalize_pod_spec({"containers": [container]})
+    if volume is not None:
+        pod_spec["volumes"] = [volume]
+    if instance_types:
+        pod_spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {
+                                    "key": "node.kubernetes.io/instance-type",
+                                    "operator": "In",
+                                    "values": instance_types,
+                                }
+                            ]
+                        }
+                    ]
                 }
             }
-        elif spec.get("nodeAffinity"):
-            pod_spec["affinity"] = {"nodeAffinity": copy.deepcopy(spec["nodeAffinity"])}
-        deployment: Obj = {
-            "metadata": {
-                "name": name,
-                "namespace": ns,
-                "labels": dict(labels),
-                "ownerReferences": [kobj.owner_ref(iec)],
-            },
-            "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": dict(labels)},
-                "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
-            },
         }
-        current = self.sim.get(DEPLOYMENTS, ns, name)
-        if current is None:
-            current = self.sim.create(DEPLOYMENTS, deployment)
-        elif (
-            current["spec"].get("template") != deployment["spec"]["template"]
-            or current["spec"].get("replicas") != replicas
-        ):
-            current["spec"].update(deployment["spec"])
-            current["metadata"].pop("resourceVersion", None)
-            current = self.sim.update(DEPLOYMENTS, current)
-        service = {
-            "metadata": {
-                "name": name,
-                "namespace": ns,
-                "labels": dict(labels),
-                "ownerReferences": [kobj.owner_ref(iec)],
-            },
-            "spec": {
-                "type": "ClusterIP",
-                "selector": dict(labels),
-                "ports": [{"name": port_name, "port": port, "targetPort": port, "protocol": "TCP"}],
-            },
-        }
-        if self.sim.get(SERVICES, ns, name) is None:
-            self.sim.create(SERVICES, service)
-        self._status(iec, current, replicas)
-
-    def _status(self, iec: Obj, deployment: Obj | None, replicas: int) -> None:
-        ns, name = iec["metadata"]["namespace"], iec["metadata"]["name"]
-        now = self.sim.now()
-        status = copy.deepcopy(iec.get("status") or {})
-        dep_status = (deployment or {}).get("status") or {}
-        available = int(dep_status.get("availableReplicas", 0))
-        complete = deployment is not None and available >= replicas
-        state = "DeploymentComplete" if complete else "DeploymentInProgress"
-        status.update(
-            {
-                "state": state,
-                "replicas": available,
-                "selector": f"{APP_LABEL}={name}",
-                "observedGeneration": iec["metadata"].get("generation", 1),
-                "deploymentStatus": {
-                    "name": name,
-                    "lastUpdated": now,
-                    "deploymentObjectOverallState": state,
-                    "status": copy.deepcopy(dep_status),
-                },
-                "endpoints": {"sagemaker": {"state": "CreationCompleted" if complete else "CreationInProgress"}}
-                if (iec.get("spec") or {}).get("endpointName")
-                else {},
-            }
-        )
-        if not status["endpoints"]:
-            status.pop("endpoints")
-        kobj.set_condition(
-            status,
-            "DeploymentComplete" if complete else "DeploymentInProgress",
-            "True",
-            now,
-            state,
-            f"{available}/{replicas} replicas available",
-        )
-        kobj.set_condition(status, "DeploymentInProgress" if complete else "DeploymentComplete", "False", now, state)
-        self.sim.patch_status(IECS, iec, status, volatile=("lastUpdated",))
-        if complete and (iec.get("status") or {}).get("state") != "DeploymentComplete":
-            self.sim.event(
-                iec,
-                "DeploymentComplete",
-                f"Model {name} is serving on {ns}/{name}",
-                source="hyperpod-inference-operator",
-            )
+    elif node_affinity:
+        pod_spec["affinity"] = {"nodeAffinity": copy.deepcopy(node_affinity)}
+    deployment: Obj = {
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "labels": dict(labels),
+            "ownerReferences": [kobj.owner_ref(owner)],
+        },
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": dict(labels)},
+            "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
+        },
+    }
+    current = sim.get(DEPLOYMENTS, ns, name)
+    if current is None:
+        current = sim.create(DEPLOYMENTS, deployment)
+    elif (
+        current["spec"].get("template") != deployment["spec"]["template"]
+        or current["spec"].get("replicas") != replicas
+    ):
+        current["spec"].update(deployment["spec"])
+        current["metadata"].pop("resourceVersion", None)
+        current = sim.update(DEPLOYMENTS, current)
+    service = {
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "labels": dict(labels),
+            "ownerReferences": [kobj.owner_ref(owner)],
+        },
+        "spec": {
+            "type": "ClusterIP",
+            "selector": dict(labels),
+            "ports": [{"name": port["name"], "port": port["containerPort"], "targetPort": port["containerPort"],
+                       "protocol": "TCP"}],
+        },
+    }
+    if sim.get(SERVICES, ns, name) is None:
+        sim.create(SERVICES, service)
+    return current

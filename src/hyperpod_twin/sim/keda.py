@@ -1,20 +1,25 @@
-"""KEDA: ScaledObjects scale their target's replicas between min and max from a settable metric."""
+"""KEDA: ScaledObjects scale their target's replicas between min and max from their trigger's metric."""
 
 from __future__ import annotations
 
 import copy
 import math
 from collections.abc import Hashable, Iterable
+from typing import TYPE_CHECKING
 
 from hyperpod_twin.kube.store import WatchEvent
-from hyperpod_twin.sim import kobj
-from hyperpod_twin.sim.core import DEPLOYMENTS, STATEFULSETS, Controller, TypeKey, nsname
+from hyperpod_twin.sim import kobj, promql
+from hyperpod_twin.sim.core import DEPLOYMENTS, PODS, STATEFULSETS, Controller, TypeKey, nsname
 from hyperpod_twin.sim.kobj import Obj
+
+if TYPE_CHECKING:
+    from hyperpod_twin.sim.core import ClusterSim
 
 SCALEDOBJECTS: TypeKey = ("keda.sh", "scaledobjects")
 HPAS: TypeKey = ("autoscaling", "horizontalpodautoscalers")
 _TARGETS: dict[str, TypeKey] = {"Deployment": DEPLOYMENTS, "StatefulSet": STATEFULSETS}
 _THRESHOLD_KEYS = ("threshold", "targetValue", "value", "queueLength", "desiredReplicas")
+DEFAULT_SCALE_DOWN_WINDOW = 300.0  # the HPA's default scale-down stabilization (seconds)
 
 
 def _threshold(trigger: Obj) -> float:
@@ -50,12 +55,62 @@ def desired_replicas(so: Obj, metric: float) -> int:
     return max(min(wanted, maximum), minimum, 1)
 
 
+def _scale_down_window(so: Obj) -> float:
+    behavior = (((so.get("spec") or {}).get("advanced") or {}).get("horizontalPodAutoscalerConfig") or {}).get(
+        "behavior"
+    ) or {}
+    window = (behavior.get("scaleDown") or {}).get("stabilizationWindowSeconds")
+    return float(window) if window is not None else DEFAULT_SCALE_DOWN_WINDOW
+
+
 class KedaOperator(Controller):
-    """Reads each ScaledObject's metric from the `twin.instantstart.io/metric-value` annotation (a
-    test or an agent sets it; the twin has no Prometheus or CloudWatch to poll) and writes the target
-    Deployment/StatefulSet's spec.replicas; status carries Ready/Active and the target's GVKR."""
+    """Polls each ScaledObject's first trigger every pollingInterval: a `prometheus` trigger's query is
+    evaluated over the /metrics the simulated pods of its namespace expose (routers, model servers; see
+    promql.py), or the `twin.instantstart.io/metric-value` annotation gives the value outright (it wins;
+    applied at once). The target Deployment/StatefulSet's spec.replicas follows ceil(metric / threshold)
+    within [min, max]; a polled scale-down waits out the HPA's stabilization window (the highest
+    recommendation of the window, 300 s unless advanced.horizontalPodAutoscalerConfig sets it); status
+    carries Ready/Active and the target's GVKR."""
 
     watches = (SCALEDOBJECTS,)
+
+    def __init__(self, sim: ClusterSim) -> None:
+        super().__init__(sim)
+        self._polls: set[Hashable] = set()
+        self._recommendations: dict[Hashable, list[tuple[float, int]]] = {}
+
+    def _poll_later(self, key: Hashable, so: Obj) -> None:
+        if key in self._polls:
+            return
+        self._polls.add(key)
+
+        def poll() -> None:
+            self._polls.discard(key)
+            self.sim.enqueue(self, key)
+
+        self.sim.after(float((so.get("spec") or {}).get("pollingInterval", 30)), poll)
+
+    def _metric(self, so: Obj, ns: str) -> tuple[float | None, str]:
+        """(value, error): the annotation, else the prometheus trigger's query over the pods' metrics."""
+        if kobj.METRIC_VALUE in (so["metadata"].get("annotations") or {}):
+            return kobj.float_annotation(so, kobj.METRIC_VALUE, 0.0), ""
+        trigger = ((so.get("spec") or {}).get("triggers") or [{}])[0]
+        query = (trigger.get("metadata") or {}).get("query")
+        if trigger.get("type") != "prometheus" or not query:
+            return 0.0, ""
+        series = promql.scrape(self.sim.list(PODS, ns), self.sim.runtime.pod_http.handlers_of)
+        try:
+            value = promql.evaluate(str(query), series)
+        except promql.QueryError as exc:
+            return None, str(exc)
+        return (value if value is not None else 0.0), ""  # ignoreNullValues (default true): empty is 0
+
+    def _stabilized(self, key: Hashable, so: Obj, want: int) -> int:
+        now = self.sim.clock.now()
+        window = _scale_down_window(so)
+        recs = [(t, w) for t, w in self._recommendations.get(key, []) if t >= now - window] + [(now, want)]
+        self._recommendations[key] = recs
+        return max(w for _, w in recs)
 
     def resync_keys(self) -> Iterable[Hashable]:
         return [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in self.sim.list(SCALEDOBJECTS)]
@@ -87,8 +142,17 @@ class KedaOperator(Controller):
             )
             self.sim.patch_status(SCALEDOBJECTS, so, status)
             return
-        metric = kobj.float_annotation(so, kobj.METRIC_VALUE, 0.0)
+        polled = kobj.METRIC_VALUE not in (so["metadata"].get("annotations") or {})
+        if polled:
+            self._poll_later(key, so)
+        value, error = self._metric(so, ns)
+        if value is None:
+            self.sim.event(so, "KEDAScalerFailed", error, "Warning", source="keda-operator")
+            return
+        metric = value
         want = desired_replicas(so, metric)
+        if polled:
+            want = self._stabilized(key, so, want)
         status.setdefault("originalReplicaCount", target.get("spec", {}).get("replicas", 1))
         if target.get("spec", {}).get("replicas") != want:
             before = target.get("spec", {}).get("replicas")

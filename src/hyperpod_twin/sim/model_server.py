@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 SIMULATED = "[twin simulated response]"
 _DEFAULT_PORTS = {"vllm": 8000, "sglang": 30000, "router": 30000}
+GENERATION_ROUTES = ("/v1/chat/completions", "/v1/completions", "/invocations", "/generate")
 
 
 def _words(container: Obj) -> list[str]:
@@ -32,6 +33,8 @@ def kind_of(container: Obj) -> str | None:
     words = " ".join(_words(container)).lower()
     if "sglang_router" in words or "sglang-router" in image or "sglang_router" in image:
         return "router"
+    if "djl-inference" in image and "lmi" in image:
+        return "vllm"  # an LMI container (JumpStart) on its vLLM rolling-batch backend
     for kind in ("vllm", "sglang"):
         if kind in image or kind in words:
             return kind
@@ -71,7 +74,11 @@ def ports_of(container: Obj, kind: str) -> list[int]:
     flag = _arg(_words(container), "--port")
     if flag and flag.isdigit() and int(flag) not in declared:
         declared.append(int(flag))
-    return declared or [_DEFAULT_PORTS[kind]]
+    ports = declared or [_DEFAULT_PORTS[kind]]
+    metrics = _arg(_words(container), "--prometheus-port") if kind == "router" else None
+    if metrics and metrics.isdigit() and int(metrics) not in ports:
+        ports.append(int(metrics))  # the router serves /metrics on its Prometheus port too
+    return ports
 
 
 def startup_lines(pod: Obj, container: Obj) -> list[str]:
@@ -290,6 +297,9 @@ class RouterHandler:
         sd_ns = _arg(words, "--service-discovery-namespace")
         self._sd_namespace = sd_ns
         self._counter = itertools.count()
+        self._lock = threading.Lock()
+        self._running: list[tuple[float, str]] = []  # (twin time the request finishes, worker URL)
+        self._processed: dict[str, int] = {}
 
     def __call__(self, method: str, path: str, query: str, headers: dict[str, str], body: bytes) -> ProxyResponse:
         route = "/" + path.lstrip("/")
@@ -297,21 +307,56 @@ class RouterHandler:
         if route == "/health":
             return ProxyResponse(200 if workers else 503, b"", {"Content-Type": "text/plain"})
         if route == "/workers" or route == "/list_workers":
-            return _json(200, {"urls": [f"http://{ns}/{pod}:{port}" for ns, pod, port, _ in workers]})
+            return _json(200, {"urls": [url for _, _, _, _, url in workers]})
+        if route == "/metrics":
+            return ProxyResponse(200, self._metrics(workers).encode(), {"Content-Type": "text/plain; version=0.0.4"})
         if not workers:
             return _json(503, {"error": {"message": "no available workers", "type": "service_unavailable"}})
         start = next(self._counter)
         for i in range(len(workers)):
-            _, _, _, handler = workers[(start + i) % len(workers)]
+            _, _, _, handler, url = workers[(start + i) % len(workers)]
             response = handler(method, route, query, headers, body)
             if response.status < 500:
+                self._account(route, url, response)
                 return response
         return response
 
-    def _workers(self) -> list[tuple[str, str, int, ProxyHandler]]:
+    def _account(self, route: str, url: str, response: ProxyResponse) -> None:
+        """A generation request stays running for its simulated generation time (prefill, then each
+        completion token at the simulator's decode speed): what sgl_router_running_requests counts."""
+        if route not in GENERATION_ROUTES or response.status != 200:
+            return
+        try:
+            tokens = int((json.loads(response.body or b"{}").get("usage") or {}).get("completion_tokens", 0))
+        except (ValueError, AttributeError, TypeError):
+            tokens = 0
+        config = self.sim.config
+        done = self.sim.clock.now() + config.prefill_seconds + tokens * config.decode_seconds_per_token
+        with self._lock:
+            self._running.append((done, url))
+            self._processed[url] = self._processed.get(url, 0) + 1
+
+    def _metrics(self, workers: list[tuple[str, str, int, ProxyHandler, str]]) -> str:
+        """The router's Prometheus metrics (sgl-router names): per-worker running and processed requests and
+        the number of healthy workers."""
+        now = self.sim.clock.now()
+        with self._lock:
+            self._running = [(done, url) for done, url in self._running if done > now]
+            running = {url: 0 for *_, url in workers}
+            for _, url in self._running:
+                running[url] = running.get(url, 0) + 1
+            processed = {**{url: 0 for *_, url in workers}, **self._processed}
+        lines = ["# TYPE sgl_router_running_requests gauge"]
+        lines += [f'sgl_router_running_requests{{worker="{url}"}} {n}' for url, n in sorted(running.items())]
+        lines.append("# TYPE sgl_router_processed_requests_total counter")
+        lines += [f'sgl_router_processed_requests_total{{worker="{url}"}} {n}' for url, n in sorted(processed.items())]
+        lines += ["# TYPE sgl_router_active_workers gauge", f"sgl_router_active_workers {len(workers)}"]
+        return "\n".join(lines) + "\n"
+
+    def _workers(self) -> list[tuple[str, str, int, ProxyHandler, str]]:
         from hyperpod_twin.sim.core import PODS, SERVICES
 
-        found: list[tuple[str, str, int, ProxyHandler]] = []
+        found: list[tuple[str, str, int, ProxyHandler, str]] = []
         pods = self.sim.list(PODS)
         if self._discovery and self._selector:
             for pod in pods:
@@ -322,7 +367,7 @@ class RouterHandler:
                     continue
                 handler = self.sim.runtime.pod_http.lookup(ns, pod["metadata"]["name"], self._sd_port)
                 if handler is not None and not isinstance(handler, RouterHandler):
-                    found.append((ns, pod["metadata"]["name"], self._sd_port, handler))
+                    found.append((ns, pod["metadata"]["name"], self._sd_port, handler, _url(pod, self._sd_port)))
         for url in self._urls:
             parsed = urlparse(url if "://" in url else f"http://{url}")
             host, port = parsed.hostname or "", parsed.port or 80
@@ -333,7 +378,7 @@ class RouterHandler:
                 if pod.get("status", {}).get("podIP") == host or host.split(".")[0] == name:
                     handler = self.sim.runtime.pod_http.lookup(ns, name, port)
                     if handler is not None:
-                        found.append((ns, name, port, handler))
+                        found.append((ns, name, port, handler, _url(pod, port)))
             # A Service DNS name (svc.ns.svc.cluster.local): every ready pod behind its selector.
             parts = host.split(".")
             svc_ns = parts[1] if len(parts) > 1 else self.namespace
@@ -352,8 +397,13 @@ class RouterHandler:
                     tport = kobj.target_port(pod, target)
                     handler = self.sim.runtime.pod_http.lookup(svc_ns, pod["metadata"]["name"], tport)
                     if handler is not None:
-                        found.append((svc_ns, pod["metadata"]["name"], tport, handler))
+                        found.append((svc_ns, pod["metadata"]["name"], tport, handler, _url(pod, tport)))
         return found
+
+
+def _url(pod: Obj, port: int) -> str:
+    """A worker's URL as the router names it (pod IP and port)."""
+    return f"http://{pod.get('status', {}).get('podIP') or pod['metadata']['name']}:{port}"
 
 
 def _list_arg(words: list[str], name: str) -> list[str]:

@@ -9,9 +9,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from hyperpod_twin.aws.protocol import AwsRequest, RawResponse
 from hyperpod_twin.clock import TwinClock
 from hyperpod_twin.kube.runtime import ClusterRuntime
-from hyperpod_twin.sim import addons, crds
+from hyperpod_twin.sim import addons, crds, jumpstart
 from hyperpod_twin.sim.core import CRDS, ClusterSim, SimConfig
 from hyperpod_twin.sim.kobj import Obj
 from hyperpod_twin.sim.nodes import NodeController
@@ -288,6 +289,16 @@ def attach(twin: Any) -> None:
     plugin = SimPlugin(twin.clock, twin.bus, boto3_client=getattr(twin, "boto3_client", None))
     plugin.subscribe()
     _PLUGINS[twin] = plugin
+    aws = getattr(twin, "aws", None)
+    if aws is not None:  # SageMaker runtime InvokeEndpoint reaches the endpoints the inference operator registers
+        account = str(twin.account_id)
+
+        def invoke(req: AwsRequest) -> RawResponse:
+            with plugin._lock:
+                sims = list(plugin.sims.values())
+            return jumpstart.invoke_endpoint(sims, req, account)
+
+        aws.ctx.route("sagemaker-runtime", "InvokeEndpoint")(invoke)
 
 
 def plugin_of(twin: Any) -> SimPlugin:

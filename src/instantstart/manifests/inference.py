@@ -5,7 +5,9 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
 
 MANAGED_BY = "instantstart"
 LABEL_APP = "app.kubernetes.io/name"
@@ -27,11 +29,14 @@ TOKEN_KEY = "token"
 S3_MOUNT = "/s3"
 
 
+EngineName = Literal["vllm", "sglang", "other"]
+
+
 @dataclass(frozen=True)
 class Engine:
     """A serving engine: how it is recognised, its default image, port and health path."""
 
-    name: str
+    name: EngineName
     image: str
     port: int
     health_path: str
@@ -155,13 +160,15 @@ def token_secret_name(name: str) -> str:
     return f"{name}-hf-token"
 
 
-@dataclass(frozen=True)
-class ServerSpec:
-    """Everything a self-managed model server's objects are built from."""
+class ServerSpec(BaseModel):
+    """Everything a self-managed model server's objects are built from (the deploy operation's params extend it,
+    so a new field is declared here once)."""
+
+    model_config = ConfigDict(frozen=True)
 
     name: str
     namespace: str
-    engine: Engine
+    engine: EngineName
     command: list[str]
     image: str
     gpu_count: int
@@ -173,9 +180,14 @@ class ServerSpec:
     token_secret: str | None
     s3_claim: str | None
 
+    @property
+    def engine_spec(self) -> Engine:
+        """The engine's defaults (image, port, health path)."""
+        return ENGINES[self.engine]
+
 
 def _labels(spec: ServerSpec) -> dict[str, str]:
-    labels = {LABEL_APP: spec.name, LABEL_MANAGED: MANAGED_BY, LABEL_ENGINE: spec.engine.name}
+    labels = {LABEL_APP: spec.name, LABEL_MANAGED: MANAGED_BY, LABEL_ENGINE: spec.engine}
     if spec.service_type == "modelpool":
         labels[LABEL_BUSINESS] = UNASSIGNED
     return labels
@@ -193,7 +205,7 @@ def _container(spec: ServerSpec) -> dict[str, Any]:
     if spec.token_secret:
         ref = {"secretKeyRef": {"name": spec.token_secret, "key": TOKEN_KEY}}
         env += [{"name": "HF_TOKEN", "valueFrom": ref}, {"name": "HUGGING_FACE_HUB_TOKEN", "valueFrom": ref}]
-    probe = {"httpGet": {"path": spec.engine.health_path, "port": spec.port}, "periodSeconds": 10}
+    probe = {"httpGet": {"path": spec.engine_spec.health_path, "port": spec.port}, "periodSeconds": 10}
     container: dict[str, Any] = {
         "name": "server",
         "image": spec.image,

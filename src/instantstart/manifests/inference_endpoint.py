@@ -12,6 +12,8 @@ GROUP = "inference.sagemaker.aws.amazon.com"
 VERSION = "v1"
 PLURAL = "inferenceendpointconfigs"
 KIND = "InferenceEndpointConfig"
+JUMPSTART_KIND = "JumpStartModel"
+JUMPSTART_PLURAL = "jumpstartmodels"
 MODEL_MOUNT = "/opt/ml/model"
 KUBE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 SAGEMAKER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
@@ -227,3 +229,34 @@ def state_of(iec: dict[str, Any]) -> tuple[str, str]:
         if cond.get("status") == "True":
             return str(cond.get("type")), str(cond.get("message") or cond.get("reason") or "")
     return str(status.get("state") or "DeploymentPending"), ""
+
+
+def served_model_of(obj: dict[str, Any]) -> str | None:
+    """The model name clients send to a managed endpoint: the worker's --served-model-name, else its --model
+    (an InferenceEndpointConfig); None for a JumpStartModel (its container serves one model)."""
+    if obj.get("kind") != KIND:
+        return None
+    args = [str(a) for a in ((obj.get("spec") or {}).get("worker") or {}).get("args") or []]
+    return m.flag(args, "--served-model-name") or m.flag(args, "--model", "--model-path")
+
+
+def endpoint_name_of(obj: dict[str, Any]) -> str | None:
+    """The SageMaker endpoint a managed endpoint asks the operator to register (None: none)."""
+    spec = obj.get("spec") or {}
+    name = spec.get("endpointName") if obj.get("kind") == KIND else (spec.get("sageMakerEndpoint") or {}).get("name")
+    return str(name) if name else None
+
+
+def jumpstart_model(name: str, namespace: str, model_id: str, instance_type: str, *, model_version: str | None,
+                    endpoint_name: str | None, accept_eula: bool, replicas: int) -> dict[str, Any]:
+    """The operator's JumpStartModel (CRD jumpstartmodels.inference.sagemaker.aws.amazon.com: spec.model,
+    spec.server, spec.sageMakerEndpoint, spec.replicas), labelled as made by this control plane."""
+    model: dict[str, Any] = {"modelId": model_id, "acceptEula": accept_eula}
+    if model_version:
+        model["modelVersion"] = model_version
+    spec: dict[str, Any] = {"model": model, "server": {"instanceType": instance_type}, "replicas": replicas}
+    if endpoint_name:
+        spec["sageMakerEndpoint"] = {"name": endpoint_name}
+    labels = {m.LABEL_MANAGED: m.MANAGED_BY, m.LABEL_APP: name}
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": JUMPSTART_KIND,
+            "metadata": {"name": name, "namespace": namespace, "labels": labels}, "spec": spec}

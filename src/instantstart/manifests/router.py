@@ -9,6 +9,8 @@ from instantstart.manifests import inference as m
 
 ROUTER_IMAGE = "lmsysorg/sglang-router:v0.2.1"
 ROUTER_PORT = 30000
+METRICS_PORT = 29000
+RUNNING_METRIC = "sgl_router_running_requests"
 COMPONENT = "router"
 
 
@@ -30,13 +32,12 @@ def command(spec: RouterSpec) -> list[str]:
     return ["python3", "-m", "sglang_router.launch_router", "--host", "0.0.0.0", "--port", str(ROUTER_PORT),
             "--service-discovery", "--selector", f"{m.LABEL_APP}={spec.workers}",
             "--service-discovery-port", str(spec.worker_port), "--service-discovery-namespace", spec.namespace,
-            "--policy", spec.policy]
+            "--policy", spec.policy, "--prometheus-host", "0.0.0.0", "--prometheus-port", str(METRICS_PORT)]
 
 
 def _meta(spec: RouterSpec, name: str) -> dict[str, Any]:
     return {"name": name, "namespace": spec.namespace,
             "labels": {m.LABEL_APP: spec.name, m.LABEL_MANAGED: m.MANAGED_BY, m.LABEL_COMPONENT: COMPONENT}}
-
 
 
 def objects(spec: RouterSpec) -> list[dict[str, Any]]:
@@ -53,7 +54,8 @@ def objects(spec: RouterSpec) -> list[dict[str, Any]]:
             "template": {"metadata": {"labels": labels}, "spec": {
                 "serviceAccountName": spec.name,
                 "containers": [{"name": "router", "image": spec.image, "command": command(spec),
-                                "ports": [{"name": "http", "containerPort": ROUTER_PORT}],
+                                "ports": [{"name": "http", "containerPort": ROUTER_PORT},
+                                          {"name": "metrics", "containerPort": METRICS_PORT}],
                                 "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}},
                                 "readinessProbe": {**probe, "failureThreshold": 3}}],
                 "tolerations": [{"key": m.GPU, "operator": "Exists", "effect": "NoSchedule"}],
@@ -71,8 +73,15 @@ def objects(spec: RouterSpec) -> list[dict[str, Any]]:
         {"apiVersion": "v1", "kind": "Service", "metadata": {**_meta(spec, m.service_name(spec.name)),
                                                              "annotations": notes},
          "spec": {"type": "ClusterIP", "selector": {m.LABEL_APP: spec.name},
-                  "ports": [{"name": "http", "port": ROUTER_PORT, "targetPort": ROUTER_PORT, "protocol": "TCP"}]}},
+                  "ports": [{"name": "http", "port": ROUTER_PORT, "targetPort": ROUTER_PORT, "protocol": "TCP"},
+                            {"name": "metrics", "port": METRICS_PORT, "targetPort": METRICS_PORT,
+                             "protocol": "TCP"}]}},
     ]
+
+
+def load_query(router: str, namespace: str) -> str:
+    """PromQL for the requests a router has in flight across its workers (what autoscaling follows)."""
+    return f'sum({RUNNING_METRIC}{{namespace="{namespace}",app_kubernetes_io_name="{router}"}})'
 
 
 def command_of(deployment: Any) -> list[str]:

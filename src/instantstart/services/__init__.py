@@ -31,7 +31,18 @@ def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:
     from instantstart.services.diagnostics import logs  # noqa: F401
     from instantstart.services.diagnostics import nodes as node_diagnostics  # noqa: F401
     from instantstart.services.features import advanced  # noqa: F401
-    from instantstart.services.inference import autoscaling, deploy, managed, pool, router, scale, services  # noqa: F401
+    from instantstart.services.inference import (  # noqa: F401
+        autoscaling,
+        call,
+        deploy,
+        jumpstart,
+        managed,
+        pool,
+        router,
+        scale,
+        services,
+        undeploy,
+    )
     from instantstart.services.monitoring import nodes as monitoring_nodes  # noqa: F401
     from instantstart.services.monitoring import timeline, timeline_read  # noqa: F401
     from instantstart.services.operation_tools import operations, wait  # noqa: F401

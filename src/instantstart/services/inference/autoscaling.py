@@ -20,6 +20,7 @@ from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
 from instantstart.services.core.registry import submit_for_cluster
 from instantstart.services.core.stages import blocking, wait_until
+from instantstart.services.inference.router import routers_of
 from instantstart.services.inference.scale import model_server
 from instantstart.services.inference.services import cluster_row
 from instantstart.validation import ClusterTag, KubeName
@@ -36,8 +37,10 @@ class AutoscalingRequest(WireModel):
     max_replicas: int = Field(default=4, ge=1, le=64)
     server_address: str = Field(min_length=8, max_length=512, pattern=r"^https?://[^\s]+$",
                                 description="Prometheus (or AMP workspace) URL.")
-    query: str = Field(min_length=1, max_length=2000, description="PromQL returning one value, e.g. "
-                       "sum(vllm:num_requests_waiting{app_kubernetes_io_name=\"qwen\"}).")
+    query: str | None = Field(default=None, min_length=1, max_length=2000,
+                              description="PromQL returning one value. Default: the requests in flight at the "
+                              "SGLang router in front of the workers (sum of sgl_router_running_requests); "
+                              "required when no router fronts them.")
     threshold: float = Field(gt=0, description="Target value per replica.")
     activation_threshold: float = Field(default=0, ge=0)
     polling_interval: int = Field(default=30, ge=5, le=3600)
@@ -63,7 +66,7 @@ class AutoscalingParams(ParamsModel):
     manifest: dict[str, Any]
 
 
-def scaled_object(req: AutoscalingRequest) -> dict[str, Any]:
+def scaled_object(req: AutoscalingRequest, query: str) -> dict[str, Any]:
     """The ScaledObject (FACTS §6.5) targeting the worker Deployment."""
     return {
         "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
@@ -74,7 +77,7 @@ def scaled_object(req: AutoscalingRequest) -> dict[str, Any]:
             "minReplicaCount": req.min_replicas, "maxReplicaCount": req.max_replicas,
             "pollingInterval": req.polling_interval, "cooldownPeriod": req.cooldown_period,
             "triggers": [{"type": "prometheus", "metadata": {
-                "serverAddress": req.server_address, "query": req.query, "threshold": f"{req.threshold:g}",
+                "serverAddress": req.server_address, "query": query, "threshold": f"{req.threshold:g}",
                 "activationThreshold": f"{req.activation_threshold:g}"}}],
         },
     }
@@ -92,6 +95,16 @@ def _check(app: AppContext, req: AutoscalingRequest) -> AutoscalingParams:
             "workers behind it, never the router",
             hint=f"Use deploymentName={workers} (the workers the router discovers).",
             details={"fields": [{"field": "deploymentName", "message": "a router"}]})
+    query = req.query
+    if query is None:
+        routers = routers_of(api, req.deployment_name, req.namespace)
+        if len(routers) != 1:
+            raise InvalidInput(
+                f"Invalid input: query: {len(routers)} routers front {req.deployment_name}, so there is no "
+                "default load metric",
+                hint="Give query (PromQL returning one value), or deploy one router with inference_router_deploy.",
+                details={"fields": [{"field": "query", "message": "required"}]})
+        query = r.load_query(routers[0], req.namespace)
     if read_object(api, {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
                          "metadata": {"name": CRD}}) is None:
         raise PreconditionFailed(f"KEDA is not installed on {row.tag} (no {CRD}).",
@@ -99,7 +112,7 @@ def _check(app: AppContext, req: AutoscalingRequest) -> AutoscalingParams:
                                  "includes KEDA).")
     return AutoscalingParams(cluster_tag=row.tag, region=row.region, eks_cluster=row.eks_cluster_name,
                              name=f"{req.deployment_name}-scaler", namespace=req.namespace,
-                             manifest=scaled_object(req))
+                             manifest=scaled_object(req, query))
 
 
 @operation(
@@ -114,7 +127,8 @@ def _check(app: AppContext, req: AutoscalingRequest) -> AutoscalingParams:
 )
 async def inference_autoscaling_apply(ctx: CallContext, req: AutoscalingRequest) -> OperationRef:
     """Autoscale a model server's worker Deployment with KEDA (a ScaledObject with a Prometheus trigger,
-    between minReplicas and maxReplicas). A router is refused: the workers behind it are what scales.
+    between minReplicas and maxReplicas), by default on the requests in flight at the SGLang router in front of
+    the workers. A router is refused: the workers behind it are what scales.
     Finished when KEDA reports the ScaledObject Ready. Needs KEDA (cluster dependencies)."""
     params = await blocking(_check, ctx.app, req)
     return await submit_for_cluster(ctx, "inference_autoscaling_apply", params.cluster_tag, params,

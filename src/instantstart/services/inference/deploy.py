@@ -62,25 +62,13 @@ class DeployRequest(WireModel):
     cluster_tag: ClusterTag | None = None
 
 
-class DeployParams(ParamsModel):
-    """What the deploy operation records (the token never: only the Secret's name)."""
+class DeployParams(ParamsModel, m.ServerSpec):
+    """What the deploy operation records: the server's spec (the token never: only the Secret's name) and the
+    cluster it runs on."""
 
     cluster_tag: str
     region: str
     eks_cluster: str
-    name: str
-    namespace: str
-    engine: str
-    command: list[str]
-    image: str
-    gpu_count: int
-    replicas: int
-    instance_types: list[str]
-    port: int
-    service_type: str
-    model: str | None
-    token_secret: str | None
-    s3_claim: str | None
 
 
 def _field_error(field: str, message: str, hint: str) -> InvalidInput:
@@ -176,15 +164,6 @@ async def inference_deploy_container(ctx: CallContext, req: DeployRequest) -> Op
                                     status_tool="operation_get", poll_after_seconds=15)
 
 
-def server_spec(p: DeployParams) -> m.ServerSpec:
-    """The builder input of a recorded deployment."""
-    return m.ServerSpec(
-        name=p.name, namespace=p.namespace, engine=m.ENGINES[p.engine], command=p.command, image=p.image,
-        gpu_count=p.gpu_count, replicas=p.replicas, instance_types=p.instance_types, port=p.port,
-        service_type=p.service_type, model=p.model, token_secret=p.token_secret, s3_claim=p.s3_claim,
-    )
-
-
 def _lb_controller(api: k8s.ApiClient) -> bool:
     found = read_object(api, {"apiVersion": "apps/v1", "kind": "Deployment",
                               "metadata": {"name": "aws-load-balancer-controller", "namespace": "kube-system"}})
@@ -195,11 +174,10 @@ async def stage_apply(stage: StageContext) -> dict[str, Any]:
     """Server-side apply the Deployment and its Service (idempotent: a rerun re-applies the same objects)."""
     p = stage.params_as(DeployParams)
     api = await blocking(kube_api, stage.app.kube, p.eks_cluster, p.region)
-    spec = server_spec(p)
     lbc = p.service_type == "external" and await blocking(_lb_controller, api)
     await stage.progress(f"applying Deployment {p.namespace}/{p.name} ({p.replicas} replica(s) x {p.gpu_count} GPU)")
-    await blocking(kube_call, "apply the Deployment", apply_object, api, m.deployment(spec))
-    await blocking(kube_call, "apply the Service", apply_object, api, m.service(spec, load_balancer_controller=lbc))
+    await blocking(kube_call, "apply the Deployment", apply_object, api, m.deployment(p))
+    await blocking(kube_call, "apply the Service", apply_object, api, m.service(p, load_balancer_controller=lbc))
     return {"deployment": p.name, "service": m.service_name(p.name), "loadBalancerController": lbc}
 
 

@@ -140,9 +140,9 @@ class ManagedParams(ParamsModel):
     manifest: dict[str, Any]
 
 
-def _crd_present(api: k8s.ApiClient) -> bool:
+def _crd_present(api: k8s.ApiClient, name: str = CRD) -> bool:
     return read_object(api, {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-                             "metadata": {"name": CRD}}) is not None
+                             "metadata": {"name": name}}) is not None
 
 
 def _check_cluster(app: AppContext, tag: str | None) -> tuple[Any, bool]:
@@ -231,6 +231,7 @@ class ManagedEndpoint(WireModel):
 
     name: str
     namespace: str
+    kind: str = Field(description="InferenceEndpointConfig or JumpStartModel.")
     model_name: str | None
     instance_type: str | None
     replicas: int | None
@@ -238,6 +239,8 @@ class ManagedEndpoint(WireModel):
     message: str
     kv_cache: dict[str, Any] | None
     routing_strategy: str | None
+    endpoint_name: str | None = Field(description="The SageMaker endpoint registered for it (InvokeEndpoint).")
+    endpoint_state: str | None
 
 
 class ManagedEndpoints(WireModel):
@@ -248,36 +251,50 @@ class ManagedEndpoints(WireModel):
     count: int
 
 
+def _items(api: k8s.ApiClient, namespace: str | None) -> list[dict[str, Any]]:
+    custom = k8s.CustomObjectsApi(api)
+    out: list[dict[str, Any]] = []
+    for crd, kind, plural in ((CRD, iec.KIND, iec.PLURAL), (f"{iec.JUMPSTART_PLURAL}.{iec.GROUP}",
+                                                          iec.JUMPSTART_KIND, iec.JUMPSTART_PLURAL)):
+        if not _crd_present(api, crd):
+            continue
+        found: Any
+        if namespace:
+            found = kube_call(f"list {plural}", custom.list_namespaced_custom_object, iec.GROUP, iec.VERSION,
+                              namespace, plural)
+        else:
+            found = kube_call(f"list {plural}", custom.list_cluster_custom_object, iec.GROUP, iec.VERSION, plural)
+        out += [{**item, "kind": kind} for item in found.get("items") or []]
+    return out
+
+
+def _endpoint(item: dict[str, Any]) -> ManagedEndpoint:
+    spec = item.get("spec") or {}
+    state, message = iec.state_of(item)
+    jumpstart = item["kind"] == iec.JUMPSTART_KIND
+    registered = ((item.get("status") or {}).get("endpoints") or {}).get("sagemaker") or {}
+    return ManagedEndpoint(
+        name=item["metadata"]["name"], namespace=item["metadata"]["namespace"], kind=item["kind"],
+        model_name=(spec.get("model") or {}).get("modelId") if jumpstart else spec.get("modelName"),
+        instance_type=(spec.get("server") or {}).get("instanceType") if jumpstart else spec.get("instanceType"),
+        replicas=spec.get("replicas"), state=state, message=message, kv_cache=spec.get("kvCacheSpec"),
+        routing_strategy=(spec.get("intelligentRoutingSpec") or {}).get("routingStrategy"),
+        endpoint_name=iec.endpoint_name_of(item), endpoint_state=registered.get("state"))
+
+
 def _list(app: AppContext, tag: str | None, namespace: str | None) -> ManagedEndpoints:
     row = cluster_row(app, tag)
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
-    if not _crd_present(api):
-        return ManagedEndpoints(cluster_tag=row.tag, endpoints=[], count=0)
-    custom = k8s.CustomObjectsApi(api)
-    found: Any
-    if namespace:
-        found = kube_call("list endpoint configs", custom.list_namespaced_custom_object, iec.GROUP, iec.VERSION,
-                          namespace, iec.PLURAL)
-    else:
-        found = kube_call("list endpoint configs", custom.list_cluster_custom_object, iec.GROUP, iec.VERSION,
-                          iec.PLURAL)
-    out = []
-    for item in found.get("items") or []:
-        spec = item.get("spec") or {}
-        state, message = iec.state_of(item)
-        out.append(ManagedEndpoint(
-            name=item["metadata"]["name"], namespace=item["metadata"]["namespace"], model_name=spec.get("modelName"),
-            instance_type=spec.get("instanceType"), replicas=spec.get("replicas"), state=state, message=message,
-            kv_cache=spec.get("kvCacheSpec"),
-            routing_strategy=(spec.get("intelligentRoutingSpec") or {}).get("routingStrategy")))
+    out = [_endpoint(item) for item in _items(api, namespace)]
     return ManagedEndpoints(cluster_tag=row.tag, endpoints=sorted(out, key=lambda e: (e.namespace, e.name)),
                             count=len(out))
 
 
 @operation("inference_managed_list", method="GET", path="/inference/managed", example={})
 async def inference_managed_list(ctx: CallContext, req: ManagedListRequest) -> ManagedEndpoints:
-    """The InferenceEndpointConfigs of the cluster with their state (from the conditions), model, instance
-    type, replicas, KV cache and routing. Read-only; empty when the inference operator is not installed."""
+    """The managed endpoints of the cluster (InferenceEndpointConfigs and JumpStartModels) with their state (from
+    the conditions), model, instance type, replicas, KV cache, routing and registered SageMaker endpoint.
+    Read-only; empty when the inference operator is not installed."""
     return await blocking(_list, ctx.app, req.cluster_tag, req.namespace)
 
 
@@ -291,13 +308,14 @@ class ManagedDeleteRequest(WireModel):
 
 def _check_delete(app: AppContext, req: ManagedDeleteRequest) -> ManagedParams:
     listed = _list(app, req.cluster_tag, req.namespace)
-    if req.name not in {e.name for e in listed.endpoints}:
+    kinds = {e.name: e.kind for e in listed.endpoints}
+    if req.name not in kinds:
         raise InvalidInput(f"Invalid input: name: no InferenceEndpointConfig {req.namespace}/{req.name}",
                            hint=f"Here: {', '.join(e.name for e in listed.endpoints) or 'none'}.",
                            details={"fields": [{"field": "name", "message": "not deployed"}]})
     row = cluster_row(app, listed.cluster_tag)
     return ManagedParams(cluster_tag=row.tag, region=row.region, eks_cluster=row.eks_cluster_name, name=req.name,
-                         namespace=req.namespace, manifest={})
+                         namespace=req.namespace, manifest={"kind": kinds[req.name]})
 
 
 @operation(
@@ -310,15 +328,15 @@ def _check_delete(app: AppContext, req: ManagedDeleteRequest) -> ManagedParams:
     example={"name": "qwen"},
 )
 async def inference_managed_delete(ctx: CallContext, req: ManagedDeleteRequest) -> OperationRef:
-    """Delete an InferenceEndpointConfig (the operator removes its workers and Service); finished when the
-    config is gone."""
+    """Delete a managed endpoint, an InferenceEndpointConfig or a JumpStartModel (the operator removes its
+    workers, Service and SageMaker endpoint); finished when it is gone."""
     params = await blocking(_check_delete, ctx.app, req)
     return await submit_for_cluster(ctx, "inference_managed_delete", params.cluster_tag, params,
                                     status_tool="operation_get", poll_after_seconds=5)
 
 
 def _gone(api: k8s.ApiClient, p: ManagedParams) -> tuple[bool, str]:
-    body = {"apiVersion": f"{iec.GROUP}/{iec.VERSION}", "kind": iec.KIND,
+    body = {"apiVersion": f"{iec.GROUP}/{iec.VERSION}", "kind": p.manifest.get("kind", iec.KIND),
             "metadata": {"name": p.name, "namespace": p.namespace}}
     return read_object(api, body) is None, f"{p.name}: deleting"
 
@@ -327,9 +345,10 @@ async def stage_delete(stage: StageContext) -> dict[str, Any]:
     """Delete the config and wait until it is gone."""
     p = stage.params_as(ManagedParams)
     api = await blocking(kube_api, stage.app.kube, p.eks_cluster, p.region)
-    body = {"apiVersion": f"{iec.GROUP}/{iec.VERSION}", "kind": iec.KIND,
+    kind = p.manifest.get("kind", iec.KIND)
+    body = {"apiVersion": f"{iec.GROUP}/{iec.VERSION}", "kind": kind,
             "metadata": {"name": p.name, "namespace": p.namespace}}
-    deleted = await blocking(kube_call, "delete the InferenceEndpointConfig", delete_object, api, body)
+    deleted = await blocking(kube_call, f"delete the {kind}", delete_object, api, body)
 
     async def gone() -> tuple[bool, str]:
         return await blocking(_gone, api, p)

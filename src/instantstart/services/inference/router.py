@@ -53,6 +53,13 @@ class RouterParams(ParamsModel):
     model: str | None
 
 
+def routers_of(api: k8s.ApiClient, workers: str, namespace: str) -> list[str]:
+    """The routers (made by inference_router_deploy) that discover the Deployment `workers`' pods."""
+    listed: Any = kube_call("list routers", k8s.AppsV1Api(api).list_namespaced_deployment, namespace,
+                            label_selector=f"{m.LABEL_MANAGED}={m.MANAGED_BY},{m.LABEL_COMPONENT}={r.COMPONENT}")
+    return sorted(d.metadata.name for d in listed.items or [] if f"{m.LABEL_APP}={workers}" in r.command_of(d))
+
+
 def _check(app: AppContext, req: RouterRequest) -> RouterParams:
     row = cluster_row(app, req.cluster_tag)
     api = kube_api(app.kube, row.eks_cluster_name, row.region)

@@ -1,4 +1,4 @@
-"""Deployed model servers: list them, call one (OpenAI-style chat through the service proxy), undeploy."""
+"""Deployed model servers: list them and undeploy them (with their router and autoscaler)."""
 
 from __future__ import annotations
 
@@ -10,21 +10,13 @@ from pydantic import Field
 
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
-from instantstart.context import AppContext, CallContext, StageContext
-from instantstart.errors import InvalidInput, NotFound, ProviderError
-from instantstart.kube.apply import delete_object
+from instantstart.context import AppContext, CallContext
 from instantstart.kube.calls import kube_api, kube_call
-from instantstart.kube.proxy import service_request
 from instantstart.manifests import inference as m
-from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
-from instantstart.operations.models import OperationRef
-from instantstart.operations.params import ParamsModel
-from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
+from instantstart.services.core.registry import get_cluster, resolve_tag
 from instantstart.services.core.stages import blocking
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag, KubeName
-
-CALL_TIMEOUT = 120.0
 
 
 class ListRequest(WireModel):
@@ -123,137 +115,3 @@ async def inference_list_public_services(ctx: CallContext, req: ListRequest) -> 
     row = await _cluster(ctx, req.cluster_tag)
     items = [s for s in await blocking(_services, ctx.app, row, req.namespace) if s.service_type == "LoadBalancer"]
     return ModelServices(cluster_tag=row.tag, services=items, count=len(items))
-
-
-class CallRequest(WireModel):
-    """An OpenAI-style chat request to a deployed model (the legacy snake_case names)."""
-
-    service_name: str = Field(alias="service_name", min_length=1, max_length=63,
-                              description="The deployment name or its Service (<name>-service).")
-    prompt: str = Field(min_length=1, max_length=20000)
-    namespace: KubeName = "default"
-    max_tokens: int = Field(default=512, alias="max_tokens", ge=1, le=32768)
-    temperature: float = Field(default=0.7, ge=0.0, le=2.0)
-    cluster_tag: ClusterTag | None = None
-
-
-class CallResult(WireModel):
-    """The model's answer."""
-
-    service: str
-    model: str | None
-    answer: str
-    usage: dict[str, Any]
-    finish_reason: str | None
-
-
-def _call(app: AppContext, row: ClusterRow, req: CallRequest) -> CallResult:
-    api = kube_api(app.kube, row.eks_cluster_name, row.region)
-    core = k8s.CoreV1Api(api)
-    name = req.service_name if req.service_name.endswith("-service") else m.service_name(req.service_name)
-    svc: Any
-    try:
-        svc = kube_call("read the Service", core.read_namespaced_service, name, req.namespace)
-    except NotFound:
-        raise NotFound(f"No model Service {req.namespace}/{name}.",
-                       hint="inference_list_services lists the deployed models and their Services.") from None
-    port = svc.spec.ports[0].port
-    model = (svc.metadata.annotations or {}).get(m.ANNOTATION_MODEL)
-    body: dict[str, Any] = {"messages": [{"role": "user", "content": req.prompt}],
-                            "max_tokens": req.max_tokens, "temperature": req.temperature}
-    if model:
-        body["model"] = model
-    status, answer = service_request(api, req.namespace, name, port, "v1/chat/completions", body=body,
-                                     timeout=CALL_TIMEOUT)
-    if status != 200 or not isinstance(answer, dict):
-        raise ProviderError(f"{name} answered HTTP {status}: {str(answer)[:300]}",
-                            hint="Check the served model name and the server's log (pod_logs).", retryable=False)
-    choice = (answer.get("choices") or [{}])[0]
-    text = ((choice.get("message") or {}).get("content")) or choice.get("text") or ""
-    return CallResult(service=name, model=answer.get("model") or model, answer=str(text),
-                      usage=answer.get("usage") or {}, finish_reason=choice.get("finish_reason"))
-
-
-@operation(
-    "inference_call_model",
-    method="POST",
-    path="/inference/call",
-    mutating=False,
-    example={"service_name": "vllm-model", "prompt": "Hello"},
-)
-async def inference_call_model(ctx: CallContext, req: CallRequest) -> CallResult:
-    """Send one OpenAI-style chat completion to a deployed model through the Kubernetes API server's service
-    proxy (no public endpoint needed); answers within 120 s with the text and token usage. Read-only."""
-    row = await _cluster(ctx, req.cluster_tag)
-    return await blocking(_call, ctx.app, row, req)
-
-
-class UndeployRequest(WireModel):
-    """The deployment to remove."""
-
-    deployment_name: str = Field(pattern=r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-    namespace: KubeName = "default"
-    cluster_tag: ClusterTag | None = None
-
-
-class UndeployParams(ParamsModel):
-    """What undeploy records."""
-
-    cluster_tag: str
-    region: str
-    eks_cluster: str
-    name: str
-    namespace: str
-
-
-@operation(
-    "inference_undeploy",
-    destructive=True,
-    idempotent=True,
-    method="POST",
-    path="/inference/deployments/delete",
-    completion="operation_get",
-    example={"deploymentName": "vllm-model"},
-)
-async def inference_undeploy(ctx: CallContext, req: UndeployRequest) -> OperationRef:
-    """Delete a model server: its Deployment (pods and their GPUs are released), Service and token Secret.
-    Only deployments made by inference_deploy_container; finished when its pods are gone."""
-    row = await _cluster(ctx, req.cluster_tag)
-    names = {s.name for s in await blocking(_services, ctx.app, row, req.namespace)}
-    if req.deployment_name not in names:
-        raise InvalidInput(
-            f"Invalid input: deploymentName: no model server {req.namespace}/{req.deployment_name}",
-            hint=f"Deployed here: {', '.join(sorted(names)) or 'none'}.",
-            details={"fields": [{"field": "deploymentName", "message": "not deployed"}]},
-        )
-    params = UndeployParams(cluster_tag=row.tag, region=row.region, eks_cluster=row.eks_cluster_name,
-                            name=req.deployment_name, namespace=req.namespace)
-    recorded = params.model_dump(mode="json", by_alias=True)
-    return await submit_for_cluster(ctx, "inference_undeploy", row.tag, recorded, status_tool="operation_get",
-                                    poll_after_seconds=5)
-
-
-def _delete(app: AppContext, p: UndeployParams) -> dict[str, bool]:
-    api = kube_api(app.kube, p.eks_cluster, p.region)
-    objects = {
-        "deployment": ("apps/v1", "Deployment", p.name),
-        "service": ("v1", "Service", m.service_name(p.name)),
-        "secret": ("v1", "Secret", m.token_secret_name(p.name)),
-    }
-    return {
-        what: kube_call(f"delete the {what}", delete_object, api,
-                        {"apiVersion": version, "kind": kind, "metadata": {"name": name, "namespace": p.namespace}})
-        for what, (version, kind, name) in objects.items()
-    }
-
-
-async def stage_undeploy(stage: StageContext) -> dict[str, Any]:
-    """Delete the three objects (what is already gone counts as deleted)."""
-    p = stage.params_as(UndeployParams)
-    deleted = await blocking(_delete, stage.app, p)
-    await stage.progress(f"deleted {', '.join(k for k, v in deleted.items() if v) or 'nothing (already gone)'}")
-    return {"name": p.name, "namespace": p.namespace, "deleted": deleted}
-
-
-KINDS.register(OperationKind(name="inference_undeploy", params=UndeployParams,
-                             stages=(StageSpec("delete", stage_undeploy, max_attempts=3),)))

@@ -3,11 +3,12 @@ import { ApiError, get, post } from "./api.js";
 import { h } from "./dom.js";
 import { askSnapshot, connect, events } from "./live.js";
 import * as clusters from "./clusters.js";
+import * as inference from "./inference.js";
 import * as monitoring from "./monitoring.js";
 import * as operations from "./operations.js";
 import * as training from "./training.js";
 
-const pages = { clusters, operations, monitoring, training };
+const pages = { clusters, operations, monitoring, training, inference };
 const view = document.getElementById("view");
 const banner = document.getElementById("banner");
 const select = document.getElementById("active-cluster");

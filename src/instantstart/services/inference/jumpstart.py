@@ -1,0 +1,134 @@
+"""inference_jumpstart_deploy: a SageMaker JumpStart model through the inference operator's JumpStartModel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes import client as k8s
+from pydantic import Field
+
+from instantstart.catalog import operation
+from instantstart.catalog.base import WireModel
+from instantstart.context import AppContext, CallContext, StageContext
+from instantstart.errors import InvalidInput, PreconditionFailed, ProviderError
+from instantstart.kube.apply import apply_object, read_object
+from instantstart.kube.calls import kube_api, kube_call
+from instantstart.manifests import inference_endpoint as iec
+from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
+from instantstart.operations.models import OperationRef
+from instantstart.services.core.instance_types import catalog
+from instantstart.services.core.registry import submit_for_cluster
+from instantstart.services.core.stages import blocking, wait_until
+from instantstart.services.inference.managed import ManagedParams
+from instantstart.services.inference.services import cluster_row
+from instantstart.validation import ClusterTag, KubeName
+
+KIND = "inference_jumpstart_deploy"
+CRD = f"{iec.JUMPSTART_PLURAL}.{iec.GROUP}"
+READY_TIMEOUT = 3600
+SAGEMAKER_NAME = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
+
+
+class JumpStartRequest(WireModel):
+    """A JumpStart model to serve (the `hyp create hyp-jumpstart-endpoint` inputs)."""
+
+    model_id: str = Field(pattern=SAGEMAKER_NAME, description="JumpStart model id, e.g. "
+                          "huggingface-llm-qwen2-5-7b-instruct.")
+    model_version: str | None = Field(default=None, pattern=r"^\d{1,4}\.\d{1,4}\.\d{1,4}$",
+                                      description="Default: the hub's latest.")
+    instance_type: str = Field(pattern=r"^ml\..+$", description="A GPU instance type of the cluster.")
+    endpoint_name: str | None = Field(default=None, pattern=SAGEMAKER_NAME,
+                                      description="SageMaker endpoint the operator registers (InvokeEndpoint); "
+                                      "default: the model's name.")
+    name: str | None = Field(default=None, pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+                             description="The JumpStartModel's name (default: modelId, lower-cased, 63 chars).")
+    accept_eula: bool = Field(default=False, description="Required true for models with an end-user licence.")
+    replicas: int = Field(default=1, ge=1, le=64)
+    namespace: KubeName = "default"
+    cluster_tag: ClusterTag | None = None
+
+
+def _check(app: AppContext, req: JumpStartRequest) -> ManagedParams:
+    facts = catalog().get(req.instance_type)
+    if facts is None or facts.gpus == 0:
+        what = "is not a known instance type" if facts is None else "has no NVIDIA GPU"
+        raise InvalidInput(f"Invalid input: instanceType: {req.instance_type} {what}",
+                           hint="Use a GPU instance type of the cluster (g5, g6, g6e, p4d, p5 …).",
+                           details={"fields": [{"field": "instanceType", "message": what}]})
+    row = cluster_row(app, req.cluster_tag)
+    api = kube_api(app.kube, row.eks_cluster_name, row.region)
+    if read_object(api, {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                         "metadata": {"name": CRD}}) is None:
+        raise PreconditionFailed(f"The HyperPod inference operator is not installed on {row.tag} (no {CRD}).",
+                                 hint='Enable it: hyperpod_update_advanced_features {"inferenceOperator": '
+                                 '{"enabled": true}}.')
+    name = req.name or req.model_id.lower()[:63].rstrip("-")
+    manifest = iec.jumpstart_model(name, req.namespace, req.model_id, req.instance_type,
+                                   model_version=req.model_version, endpoint_name=req.endpoint_name or name,
+                                   accept_eula=req.accept_eula, replicas=req.replicas)
+    return ManagedParams(cluster_tag=row.tag, region=row.region, eks_cluster=row.eks_cluster_name, name=name,
+                         namespace=req.namespace, manifest=manifest)
+
+
+@operation(
+    "inference_jumpstart_deploy",
+    destructive=False,
+    idempotent=True,
+    method="POST",
+    path="/inference/jumpstart",
+    completion="operation_get",
+    example={"modelId": "huggingface-llm-qwen2-5-7b-instruct", "instanceType": "ml.g6.4xlarge"},
+)
+async def inference_jumpstart_deploy(ctx: CallContext, req: JumpStartRequest) -> OperationRef:
+    """Deploy a SageMaker JumpStart model through the HyperPod inference operator (a JumpStartModel: model id and
+    version, instance type, replicas) and register its SageMaker endpoint; finished when the model is
+    DeploymentComplete and the endpoint is registered. Call it with inference_call_model service_name=<name>
+    (SageMaker runtime InvokeEndpoint). Needs the operator (inferenceOperator advanced feature)."""
+    params = await blocking(_check, ctx.app, req)
+    return await submit_for_cluster(ctx, KIND, params.cluster_tag, params, status_tool="operation_get",
+                                    poll_after_seconds=15)
+
+
+async def stage_apply(stage: StageContext) -> dict[str, Any]:
+    """Server-side apply the JumpStartModel."""
+    p = stage.params_as(ManagedParams)
+    api = await blocking(kube_api, stage.app.kube, p.eks_cluster, p.region)
+    await blocking(kube_call, "apply the JumpStartModel", apply_object, api, p.manifest)
+    return {"name": p.name, "namespace": p.namespace}
+
+
+def _state(api: k8s.ApiClient, p: ManagedParams) -> tuple[bool, str]:
+    found = read_object(api, {"apiVersion": f"{iec.GROUP}/{iec.VERSION}", "kind": iec.JUMPSTART_KIND,
+                              "metadata": {"name": p.name, "namespace": p.namespace}})
+    if found is None:
+        return False, f"{p.name}: not created yet"
+    state, message = iec.state_of(found)
+    if state in ("DeploymentFailed", "Failed"):
+        raise ProviderError(f"{p.name}: {state}: {message}", hint="Check the model's pod log (pod_logs), the "
+                            "instance type and acceptEula.", retryable=False)
+    sagemaker = ((found.get("status") or {}).get("endpoints") or {}).get("sagemaker") or {}
+    registered = sagemaker.get("state") == "CreationCompleted"
+    return state == "DeploymentComplete" and registered, (
+        f"{p.name}: {state} {message}; SageMaker endpoint {sagemaker.get('state', 'not registered yet')}")
+
+
+async def stage_ready(stage: StageContext) -> dict[str, Any]:
+    """Wait for DeploymentComplete and the registered SageMaker endpoint."""
+    p = stage.params_as(ManagedParams)
+    api = await blocking(kube_api, stage.app.kube, p.eks_cluster, p.region)
+
+    async def ready() -> tuple[bool, str]:
+        return await blocking(_state, api, p)
+
+    await wait_until(stage, ready, limit_seconds=READY_TIMEOUT, what=f"JumpStart model {p.name}")
+    endpoint = iec.endpoint_name_of(p.manifest)
+    return {"name": p.name, "namespace": p.namespace, "state": "DeploymentComplete", "endpointName": endpoint,
+            "modelId": p.manifest["spec"]["model"]["modelId"]}
+
+
+KINDS.register(OperationKind(
+    name=KIND, params=ManagedParams,
+    stages=(StageSpec("apply", stage_apply, max_attempts=3),
+            StageSpec("ready", stage_ready, max_attempts=2, timeout_seconds=READY_TIMEOUT + 300)),
+    result_from=lambda outputs: outputs.get("ready", {}),
+))
