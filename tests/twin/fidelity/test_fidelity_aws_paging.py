@@ -26,6 +26,10 @@ def test_list_calls_follow_every_page(aws_twin: Twin, monkeypatch: pytest.Monkey
             InstanceGroups=[group("cpu", "ml.m5.xlarge", 3)],
         )
     advance(aws_twin, 900)
+    plain = sm.list_cluster_nodes(ClusterName="page-a")["ClusterNodeSummaries"]
+    assert plain and not any("NodeLogicalId" in n for n in plain)  # only with IncludeNodeLogicalIds
+    logical = sm.list_cluster_nodes(ClusterName="page-a", IncludeNodeLogicalIds=True)["ClusterNodeSummaries"]
+    assert all(n["NodeLogicalId"] for n in logical)
     for operation in ("ListClusters", "ListClusterNodes"):
         control(aws_twin, "faults", {"kind": "page_size", "service": "sagemaker", "operation": operation, "size": 1})
     try:
