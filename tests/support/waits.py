@@ -30,14 +30,3 @@ def wait_for(client: httpx.Client, operation_id: str, predicate: Any, timeout: f
             return view
         time.sleep(0.02)
     raise TimeoutError(f"{operation_id}: condition not reached: {view}")
-
-
-def until(check: Any, what: str, timeout: float = 30.0) -> Any:
-    """Poll `check()` until it is truthy (twin progressions run on its clock thread); its value."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise TimeoutError(f"timed out waiting for {what}")
