@@ -127,7 +127,7 @@ def test_agent_request_turns_both_on_and_tiered_storage_off_leaves_nothing(
         sts.assume_role_with_web_identity(RoleArn=role_arn, RoleSessionName="other",
                                           WebIdentityToken=wrong_aud.status.token)
     for pod in ("ckpt", "other"):
-        core.delete_namespaced_pod(pod, "default", grace_period_seconds=0, _preload_content=False)
+        core.delete_namespaced_pod(pod, "default", grace_period_seconds=0)
 
     # The same request again is a no-op for both features: no AWS or Kubernetes write at all.
     httpx.delete(twin.endpoint_url + "/_twin/writes").raise_for_status()

@@ -104,7 +104,7 @@ def test_karpenter_scales_up_consolidates_and_uninstalls_cleanly(
     assert node.metadata.labels["karpenter.sh/nodepool"] == "instantstart"
 
     # Idle: the node is consolidated away and the group goes back to zero.
-    core.delete_namespaced_pod("trainer", "default", grace_period_seconds=0, _preload_content=False)
+    core.delete_namespaced_pod("trainer", "default", grace_period_seconds=0)
     until(lambda: group("auto-a")["TargetCount"] == 0 and group("auto-a")["CurrentCount"] == 0,
           timeout=90, what="consolidation")
     until(lambda: bound not in {n.metadata.name for n in core.list_node().items}, what="node removed")

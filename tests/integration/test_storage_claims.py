@@ -96,7 +96,7 @@ def test_second_claim_with_prefix_listing_and_delete(cp: Running, twin: TwinProc
     assert refused["isError"] and refused["payload"]["error"]["code"] == "CONFLICT"
     assert "default/writer" in refused["payload"]["error"]["message"]
     assert core.read_namespaced_persistent_volume_claim("team-a", "default").status.phase == "Bound"
-    core.delete_namespaced_pod("writer", "default", grace_period_seconds=0, _preload_content=False)
+    core.delete_namespaced_pod("writer", "default", grace_period_seconds=0)
     deadline = time.monotonic() + 30
     while any(p.metadata.name == "writer" for p in core.list_namespaced_pod("default").items):
         assert time.monotonic() < deadline, "the pod never went"

@@ -142,7 +142,7 @@ def test_recipe_job_on_two_nodes_recovers_in_place_and_the_refusals(
     assert running["job"]["recipe"] == "pytorch" and running["job"]["nodes"] == 2
 
     # A pod dies: the operator restarts it in place and counts it against the budget.
-    core.delete_namespaced_pod("ddp-pod-1", "default", _preload_content=False)
+    core.delete_namespaced_pod("ddp-pod-1", "default")
     again = status_until(cp, "ddp", lambda s: s["budget"]["restarts"] == 1 and s["job"]["state"] == "Running"
                          and len(s["pods"]) == 2 and all(p["phase"] == "Running" for p in s["pods"]))
     assert again["budget"]["inPlaceRestarts"] == 1 and again["budget"]["fullJobRestarts"] == 0

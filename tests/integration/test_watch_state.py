@@ -80,7 +80,7 @@ def test_a_watch_resumes_after_a_cut_and_relists_after_410_without_missing_or_du
         twin_kube(twin, "watches/cut")
         core.create_namespaced_pod("default", pod("p4"))
         core.patch_namespaced_pod("p1", "default", {"metadata": {"labels": {"v": "2"}}})
-        core.delete_namespaced_pod("p2", "default", _preload_content=False)
+        core.delete_namespaced_pod("p2", "default")
         eventually(lambda: informer.health.reconnects >= 1 and in_sync(), "the resumed watch")
         assert informer.health.relists == 0
         # 2. An outage long enough for the history to be compacted: the watch gets 410 and relists.
@@ -88,7 +88,7 @@ def test_a_watch_resumes_after_a_cut_and_relists_after_410_without_missing_or_du
         eventually(lambda: not informer.health.connected, "the outage to be noticed")
         core.create_namespaced_pod("default", pod("p5"))
         core.patch_namespaced_pod("p4", "default", {"metadata": {"labels": {"v": "2"}}})
-        core.delete_namespaced_pod("p3", "default", _preload_content=False)
+        core.delete_namespaced_pod("p3", "default")
         twin_kube(twin, "history/compact")
         twin_kube(twin, "watches/block", {"blocked": False})
         eventually(lambda: informer.health.relists >= 1 and in_sync(), "the relist after 410")

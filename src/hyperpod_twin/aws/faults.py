@@ -14,9 +14,10 @@ INSUFFICIENT_CAPACITY_MESSAGE = (
 )
 
 KINDS = ("throttle", "error", "server_error", "quota_exceeded", "insufficient_capacity", "addon_failure",
-         "eks_failure", "deep_health_check_failure")
-# Faults that shape a lifecycle rather than answer a request.
-LIFECYCLE = ("insufficient_capacity", "addon_failure", "eks_failure", "deep_health_check_failure")
+         "eks_failure", "deep_health_check_failure", "nat_gateway_slow", "page_size")
+# Faults that shape a lifecycle or an answer rather than refuse a request.
+LIFECYCLE = ("insufficient_capacity", "addon_failure", "eks_failure", "deep_health_check_failure",
+             "nat_gateway_slow", "page_size")
 ADDON_OUTCOMES = ("CREATE_FAILED", "DEGRADED", "UPDATE_FAILED")
 
 
@@ -42,6 +43,8 @@ class Fault:
     addon: str | None = None  # addon_failure: the add-on name or "*"
     outcome: str | None = None  # addon_failure: CREATE_FAILED | DEGRADED | UPDATE_FAILED
     cluster: str | None = None  # eks_failure: the EKS cluster name or "*"
+    size: int | None = None  # page_size: at most this many items per page (AWS may return fewer than asked)
+    seconds: float | None = None  # nat_gateway_slow: twin seconds a NAT gateway takes to become available/deleted
     hits: int = 0
 
     def to_dict(self) -> dict[str, Any]:
@@ -71,6 +74,12 @@ class FaultBook:
         elif kind == "addon_failure":
             if spec.get("outcome") not in ADDON_OUTCOMES:
                 raise ValueError(f"addon_failure needs outcome, one of {', '.join(ADDON_OUTCOMES)}")
+        elif kind == "page_size":
+            if not isinstance(spec.get("size"), int) or spec["size"] < 1 or spec.get("operation") is None:
+                raise ValueError("page_size needs operation and size (a positive integer)")
+        elif kind == "nat_gateway_slow":
+            if not isinstance(spec.get("seconds"), int | float) or spec["seconds"] < 0:
+                raise ValueError("nat_gateway_slow needs seconds (twin seconds, >= 0)")
         elif kind not in ("quota_exceeded", "eks_failure") and spec.get("operation") is None:
             raise ValueError(f"{kind} needs operation (or '*')")
         status = spec.get("status")
@@ -90,6 +99,8 @@ class FaultBook:
             addon=spec.get("addon", "*") if kind == "addon_failure" else None,
             outcome=spec.get("outcome"),
             cluster=spec.get("cluster", "*") if kind == "eks_failure" else None,
+            size=spec.get("size"),
+            seconds=spec.get("seconds"),
         )
         with self._lock:
             self._faults.append(fault)
@@ -132,6 +143,13 @@ class FaultBook:
                 self._consume(fault)
                 return _request_error(fault, req)
         return None
+
+    def page_size(self, req: AwsRequest) -> int | None:
+        """The page size a `page_size` fault imposes on `req` (the smallest that matches), or None."""
+        with self._lock:
+            sizes = [f.size for f in self._faults if f.kind == "page_size" and f.size is not None
+                     and f.service in ("*", req.service) and f.operation in ("*", req.operation)]
+        return min(sizes) if sizes else None
 
     def capacity_scripted_short(self, instance_type: str, az_name: str, az_id: str) -> bool:
         """Whether a shortage is scripted for this type and AZ (without consuming a use)."""

@@ -267,15 +267,26 @@ class Lifecycle:
         self.ctx.later(ROLLBACK, failed)
 
     def _roll_back_group(self, cluster: Cluster, group: InstanceGroup) -> None:
-        """A classic-mode update that cannot reach its target returns the group to its previous count."""
+        """A classic-mode update that cannot reach its target: the cluster is RollingBack while the group
+        returns to its previous count, then InService again (ROLLBACK twin seconds)."""
         group.target = group.previous_target
         excess = cluster.live_count(group.name) - group.target
         if excess > 0:
             for node in self.pick_for_removal(cluster, group.name, excess):
                 self.remove_node(cluster, node, "Scaling rolled back")
-        group.status = "InService"
-        group.scaling = False
-        self.reconcile(cluster)
+        cluster.status = "RollingBack"
+        cluster.add_event(self.ctx.clock.wall(), f"Update of instance group {group.name} failed; rolling back to "
+                          f"{group.target} instance(s)", level="Error", resource_type="InstanceGroup", group=group.name)
+
+        def rolled_back() -> None:
+            if self.clusters.get((cluster.region, cluster.name)) is not cluster or cluster.status != "RollingBack":
+                return
+            group.status = "InService"
+            group.scaling = False
+            cluster.status = "Updating"
+            self.reconcile(cluster)
+
+        self.ctx.later(ROLLBACK, rolled_back)
 
     # removal ----------------------------------------------------------------------------------
     def pick_for_removal(self, cluster: Cluster, group: str, count: int) -> list[Node]:

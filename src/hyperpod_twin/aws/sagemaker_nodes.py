@@ -49,6 +49,9 @@ def register_node_ops(ctx: AwsContext, hp: HyperPod) -> None:
             if p.get("SortOrder") == "Descending":
                 nodes.reverse()
             items = [node_summary(cluster, n) for n in nodes]
+            if not p.get("IncludeNodeLogicalIds"):  # NodeLogicalId is listed only when asked for
+                for item in items:
+                    item.pop("NodeLogicalId", None)
         return json_response(req, page(p, items, "ClusterNodeSummaries"))
 
     @ctx.route(SM, "DescribeClusterNode")

@@ -74,6 +74,11 @@ class TwinAwsApp:
                 err = _model_refusal(req)
             if err is not None:
                 return _send(error_response(req, err), environ, start_response)
+            size = self.ctx.faults.page_size(req)
+            if size is not None:  # AWS may answer fewer items than MaxResults asks, with a token for more
+                key = "maxResults" if req.protocol == "rest-json" else "MaxResults"
+                asked = req.params.get(key)
+                req.params[key] = min(int(asked), size) if asked else size
             guard = self.ctx.guards.get((req.service, req.operation or ""))
             if guard is not None:
                 try:

@@ -20,6 +20,7 @@ from . import (
     eks_clusters,
     fsx,
     iam_ext,
+    nat_gateways,
     quotas,
     sagemaker_hyperpod,
     sts_web_identity,
@@ -80,6 +81,7 @@ class AwsSide:
         iam_ext.register(self.ctx)
         sts_web_identity.register(self.ctx)
         dependencies.register(self)
+        nat_gateways.register(self.ctx)
         self._register_sts()
         bus.subscribe("kube.node.health_label", self._on_health_label)
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from hyperpod_twin.kube import graceful
 from hyperpod_twin.kube.admission import check_builtin, check_custom
 from hyperpod_twin.kube.apply import record_update, server_side_apply
 from hyperpod_twin.kube.controllers import ControlPlane
@@ -420,6 +421,14 @@ class ResourceApi:
         gone = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                 "details": {"name": meta["name"], "kind": rtype.plural, "uid": meta.get("uid"),
                             **({"group": rtype.group} if rtype.group else {})}}
+        if rtype.key == graceful.PODS:  # stored with ReturnDeletedObject: the answer is the pod
+            if opts.dry_run:
+                return 200, self.present(target, current)
+            try:
+                _, pod = graceful.delete_pod(self.store, rtype, current, options, self.store.clock)
+            except NotFoundError as err:
+                raise not_found(rtype, meta["name"]) from err
+            return 200, self.present(target, pod)
         if opts.dry_run:
             return 200, gone
         if meta.get("deletionTimestamp"):

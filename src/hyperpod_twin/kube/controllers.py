@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from hyperpod_twin.kube import graceful
 from hyperpod_twin.kube.store import NotFoundError, ObjectStore, ResourceType, StoreError, WatchEvent, now_rfc3339
 from hyperpod_twin.kube.types import builtin, core
 
@@ -253,6 +254,10 @@ class ControlPlane:
         meta = item["metadata"]
         namespace = meta.get("namespace", "") if rtype.namespaced else ""
         try:
+            if rtype.key == graceful.PODS:  # controllers delete pods with the pod's own grace period
+                graceful.delete_pod(self.store, rtype, self.store.get(rtype, namespace, meta["name"]), {},
+                                    self.store.clock)
+                return
             if meta.get("finalizers"):
                 if not meta.get("deletionTimestamp"):
                     current = self.store.get(rtype, namespace, meta["name"])

@@ -120,6 +120,9 @@ class KubePlugin:
 
             runtime = new_cluster_runtime(name, arn)
             runtime.oidc_issuer = issuer
+            clock = getattr(self.twin, "clock", None)
+            if clock is not None:  # grace periods and other computed times run on the twin clock
+                runtime.store.clock = clock.wall
             server = KubeApiServer(runtime, authenticate, host=str(getattr(self.twin.config, "host", "127.0.0.1")))
             server.start()
             self.servers[name] = server

@@ -279,6 +279,12 @@ class KubeApiServer:
             options["propagationPolicy"] = request.param("propagationPolicy")
         if request.param("orphanDependents"):
             options["orphanDependents"] = request.flag("orphanDependents")
+        grace = request.param("gracePeriodSeconds")
+        if grace:
+            try:
+                options["gracePeriodSeconds"] = int(grace)
+            except ValueError as err:
+                raise ApiError(400, f"gracePeriodSeconds must be an integer, got {grace!r}", "BadRequest") from err
         return options
 
     def _wants_table(self, request: Request) -> bool:

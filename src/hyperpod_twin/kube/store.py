@@ -6,6 +6,7 @@ import builtins
 import copy
 import itertools
 import threading
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -112,6 +113,9 @@ class ObjectStore:
     # listeners see changes in the order they were made even when several threads write at once.
     _undelivered: deque[WatchEvent] = field(default_factory=deque)
     _delivery: threading.RLock = field(default_factory=threading.RLock)
+    # What "now" is for times the API server computes ahead (a pod's deletionTimestamp): the twin
+    # clock's wall time when the twin runs the server, so grace periods pass on the twin clock.
+    clock: Callable[[], float] = field(default_factory=lambda: time.time)
 
     # -- types -------------------------------------------------------------------------------
     def register(self, rtype: ResourceType) -> None:

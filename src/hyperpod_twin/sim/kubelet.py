@@ -64,6 +64,7 @@ class Kubelet(Controller):
     def __init__(self, sim: ClusterSim) -> None:
         super().__init__(sim)
         self._runs: dict[tuple[str, str], _Run] = {}
+        self._stopping: dict[tuple[str, str], str] = {}  # pods in their grace period: uid@deadline
 
     def keys_for(self, event: WatchEvent) -> Iterable[Hashable]:
         md = event.object["metadata"]
@@ -92,9 +93,7 @@ class Kubelet(Controller):
             return
         md = pod["metadata"]
         if md.get("deletionTimestamp"):
-            if not md.get("finalizers"):
-                self._forget(ns, name)
-                self.sim.delete(PODS, ns, name)
+            self._terminating(pod)
             return
         node_name = pod.get("spec", {}).get("nodeName")
         if not node_name or kobj.pod_is_terminal(pod):
@@ -112,6 +111,29 @@ class Kubelet(Controller):
             self._creating(pod, run, node)
             delay = kobj.float_annotation(pod, kobj.START_SECONDS, self.sim.config.pod_start_seconds)
             self.sim.after(delay, lambda: self._start(ns, name, run.uid))
+
+    def _terminating(self, pod: Obj) -> None:
+        """A deleted pod: its containers get SIGTERM and are killed when the grace period ends (on the
+        twin clock); then the kubelet's final delete (period 0) removes it, unless finalizers hold it."""
+        md = pod["metadata"]
+        ns, name = md["namespace"], md["name"]
+        node_name = pod.get("spec", {}).get("nodeName")
+        if int(md.get("deletionGracePeriodSeconds") or 0) > 0 and node_name and self.sim.get(NODES, "", node_name):
+            remaining = (kobj.parse_time(md["deletionTimestamp"]) or 0.0) - self.sim.clock.wall()
+            if remaining > 0:
+                mark = f"{md['uid']}@{md['deletionTimestamp']}"
+                if self._stopping.get((ns, name)) != mark:
+                    self._stopping[(ns, name)] = mark
+                    for container in pod["spec"].get("containers") or []:
+                        self.sim.runtime.logs.append(
+                            ns, name, container["name"],
+                            f"[twin] SIGTERM: stopping within {md['deletionGracePeriodSeconds']} s (grace period)")
+                    self.sim.after(remaining, lambda: self.sim.enqueue(self, ("pod", ns, name)))
+                return
+        if md.get("finalizers"):
+            return
+        self._forget(ns, name)
+        self.sim.delete(PODS, ns, name)
 
     def _creating(self, pod: Obj, run: _Run, node: Obj) -> None:
         """Bound but not started: containers wait in ContainerCreating (what `kubectl get pods` shows)."""
@@ -378,6 +400,7 @@ class Kubelet(Controller):
 
     def _forget(self, ns: str, name: str) -> None:
         self._runs.pop((ns, name), None)
+        self._stopping.pop((ns, name), None)
         self.sim.runtime.pod_http.unregister_pod(ns, name)
         self.sim.runtime.logs.forget(ns, name)
 

@@ -6,12 +6,13 @@ from typing import Any, cast
 
 from instantstart.aws.clients import AwsClients
 from instantstart.aws.errors import call, error_code, translate
+from instantstart.aws.paging import collect
 
 
 def find_workspace(aws: AwsClients, region: str, alias: str) -> dict[str, Any] | None:
     """The first workspace (not being deleted) whose alias is `alias`, described; None when there is none."""
     amp = aws.amp(region)
-    found = call(f"list AMP workspaces with alias {alias}", amp.list_workspaces, alias=alias).get("workspaces", [])
+    found = collect(f"list AMP workspaces with alias {alias}", amp, "list_workspaces", "workspaces", alias=alias)
     for summary in found:
         if summary.get("alias") == alias and summary["status"]["statusCode"] != "DELETING":
             return describe_workspace(aws, region, str(summary["workspaceId"]))

@@ -6,6 +6,7 @@ from typing import Any, cast
 
 from instantstart.aws.clients import AwsClients
 from instantstart.aws.errors import call
+from instantstart.aws.paging import collect
 
 # resource type (as the ledger names it) → (Describe call, result key, id key)
 TAGGED = {
@@ -44,7 +45,7 @@ def instance_type_offerings(aws: AwsClients, region: str, names: list[str]) -> d
 
 def vpc_count(aws: AwsClients, region: str) -> int:
     """How many VPCs the Region has."""
-    return len(call("list VPCs", aws.ec2(region).describe_vpcs)["Vpcs"])
+    return len(collect("list VPCs", aws.ec2(region), "describe_vpcs", "Vpcs"))
 
 
 def describe_subnets(aws: AwsClients, region: str, ids: list[str]) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ from typing import Any, cast
 
 from instantstart.aws.clients import AwsClients
 from instantstart.aws.errors import call, error_code, translate
+from instantstart.aws.paging import collect
 from instantstart.errors import CapacityUnavailable
 
 ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
@@ -45,15 +46,16 @@ def ensure_admin_access(aws: AwsClients, region: str, *, name: str, principal_ar
     """An access entry for `principal_arn` with the cluster-admin access policy (idempotent)."""
     eks = aws.eks(region)
     action = f"grant the control plane access to {name}"
-    entries = call(action, eks.list_access_entries, clusterName=name).get("accessEntries", [])
+    entries = collect(action, eks, "list_access_entries", "accessEntries", clusterName=name)
     if principal_arn not in entries:
         try:
             eks.create_access_entry(clusterName=name, principalArn=principal_arn, type="STANDARD")
         except Exception as exc:
             if error_code(exc) != "ResourceInUseException":
                 raise translate(exc, action) from exc
-    policies = call(action, eks.list_associated_access_policies, clusterName=name, principalArn=principal_arn)
-    if not any(p["policyArn"] == ADMIN_POLICY for p in policies.get("associatedAccessPolicies", [])):
+    policies = collect(action, eks, "list_associated_access_policies", "associatedAccessPolicies",
+                       clusterName=name, principalArn=principal_arn)
+    if not any(p["policyArn"] == ADMIN_POLICY for p in policies):
         call(
             action,
             eks.associate_access_policy,
@@ -69,7 +71,8 @@ def ensure_admin_access(aws: AwsClients, region: str, *, name: str, principal_ar
 
 def list_addons(aws: AwsClients, region: str, cluster: str) -> list[str]:
     """Names of the cluster's add-ons."""
-    return list(call(f"list add-ons of {cluster}", aws.eks(region).list_addons, clusterName=cluster).get("addons", []))
+    return [str(a) for a in collect(f"list add-ons of {cluster}", aws.eks(region), "list_addons", "addons",
+                                    clusterName=cluster)]
 
 
 def describe_addon(aws: AwsClients, region: str, cluster: str, name: str) -> dict[str, Any] | None:
@@ -123,13 +126,8 @@ def find_pod_identity_association(
     """(association id, role ARN) of namespace/serviceAccount's association, or None."""
     eks = aws.eks(region)
     action = f"find the pod identity association for {namespace}/{service_account}"
-    found = call(
-        action,
-        eks.list_pod_identity_associations,
-        clusterName=cluster,
-        namespace=namespace,
-        serviceAccount=service_account,
-    ).get("associations", [])
+    found = collect(action, eks, "list_pod_identity_associations", "associations",
+                    clusterName=cluster, namespace=namespace, serviceAccount=service_account)
     if not found:
         return None
     aid = str(found[0]["associationId"])
@@ -187,8 +185,8 @@ def delete_pod_identity_association(aws: AwsClients, region: str, cluster: str, 
 
 def list_nodegroups(aws: AwsClients, region: str, cluster: str) -> list[str]:
     """Names of the cluster's managed node groups."""
-    answer = call(f"list node groups of {cluster}", aws.eks(region).list_nodegroups, clusterName=cluster)
-    return list(answer.get("nodegroups", []))
+    return [str(n) for n in collect(f"list node groups of {cluster}", aws.eks(region), "list_nodegroups",
+                                    "nodegroups", clusterName=cluster)]
 
 
 def describe_nodegroup(aws: AwsClients, region: str, cluster: str, name: str) -> dict[str, Any] | None:

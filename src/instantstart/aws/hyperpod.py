@@ -6,6 +6,7 @@ from typing import Any, cast
 
 from instantstart.aws.clients import AwsClients
 from instantstart.aws.errors import call, error_code, translate
+from instantstart.aws.paging import collect
 
 _GONE = ("ResourceNotFound", "ResourceNotFoundException")
 
@@ -28,9 +29,9 @@ def cluster_status(aws: AwsClients, region: str, name: str) -> str | None:
 
 
 def list_clusters(aws: AwsClients, region: str) -> list[dict[str, Any]]:
-    """DescribeCluster of every HyperPod cluster of the Region (first 100)."""
+    """DescribeCluster of every HyperPod cluster of the Region (every ListClusters page)."""
     sm = aws.sagemaker(region)
-    summaries = call("list HyperPod clusters", sm.list_clusters, MaxResults=100).get("ClusterSummaries", [])
+    summaries = collect("list HyperPod clusters", sm, "list_clusters", "ClusterSummaries", MaxResults=100)
     found = []
     for summary in summaries:
         name = summary["ClusterName"]
@@ -92,11 +93,8 @@ def describe_node(aws: AwsClients, region: str, cluster: str, node: str) -> dict
 
 def list_nodes(aws: AwsClients, region: str, cluster: str, group: str) -> list[dict[str, Any]]:
     """ListClusterNodes summaries of the nodes whose group name contains `group`."""
-    sm = aws.sagemaker(region)
-    answer = call(
-        f"list nodes of {cluster}", sm.list_cluster_nodes, ClusterName=cluster, InstanceGroupNameContains=group
-    )
-    return cast("list[dict[str, Any]]", answer.get("ClusterNodeSummaries", []))
+    return collect(f"list nodes of {cluster}", aws.sagemaker(region), "list_cluster_nodes", "ClusterNodeSummaries",
+                   ClusterName=cluster, InstanceGroupNameContains=group)
 
 
 def batch_node_action(aws: AwsClients, region: str, cluster: str, node: str, action: str) -> list[dict[str, Any]]:

@@ -7,6 +7,7 @@ from typing import Any, cast
 
 from instantstart.aws.clients import AwsClients
 from instantstart.aws.errors import call, error_code, translate
+from instantstart.aws.paging import collect
 from instantstart.errors import NotFound
 
 INLINE_POLICY = "instantstart"
@@ -39,8 +40,9 @@ def create_role(
 
 def attached_policies(aws: AwsClients, region: str, name: str) -> set[str]:
     """ARNs of the managed policies attached to role `name`."""
-    answer = call(f"list policies of IAM role {name}", aws.iam(region).list_attached_role_policies, RoleName=name)
-    return {p["PolicyArn"] for p in answer["AttachedPolicies"]}
+    found = collect(f"list policies of IAM role {name}", aws.iam(region), "list_attached_role_policies",
+                    "AttachedPolicies", RoleName=name)
+    return {p["PolicyArn"] for p in found}
 
 
 def attach_policy(aws: AwsClients, region: str, name: str, policy_arn: str) -> None:
@@ -79,9 +81,9 @@ def delete_role(aws: AwsClients, region: str, name: str) -> None:
     """Detach managed policies, delete inline ones, delete the role (NotFound when it is gone)."""
     iam = aws.iam(region)
     action = f"delete IAM role {name}"
-    for policy in call(action, iam.list_attached_role_policies, RoleName=name)["AttachedPolicies"]:
+    for policy in collect(action, iam, "list_attached_role_policies", "AttachedPolicies", RoleName=name):
         call(action, iam.detach_role_policy, RoleName=name, PolicyArn=policy["PolicyArn"])
-    for inline in call(action, iam.list_role_policies, RoleName=name)["PolicyNames"]:
+    for inline in collect(action, iam, "list_role_policies", "PolicyNames", RoleName=name):
         call(action, iam.delete_role_policy, RoleName=name, PolicyName=inline)
     call(action, iam.delete_role, RoleName=name)
 

@@ -156,6 +156,12 @@ def test_capacity_shortage_classic_update_rolls_the_group_back(twin: Twin, env: 
     )
     sm.update_cluster(ClusterName="short-update", InstanceGroups=[group("g6", "ml.g6.2xlarge", 3)])
     described = sm.describe_cluster(ClusterName="short-update")
+    assert described["ClusterStatus"] == "RollingBack"  # as HyperPod shows a failed scale-up
+    with pytest.raises(ClientError) as busy:
+        sm.update_cluster(ClusterName="short-update", InstanceGroups=[group("g6", "ml.g6.2xlarge", 2)])
+    assert busy.value.response["Error"]["Code"] == "ConflictException"
+    advance(twin, 121)
+    described = sm.describe_cluster(ClusterName="short-update")
     assert described["ClusterStatus"] == "InService"
     g = described["InstanceGroups"][0]
     assert (g["CurrentCount"], g["TargetCount"]) == (1, 1)

@@ -175,7 +175,7 @@ def test_gpu_deployment_leaves_one_replica_pending_with_a_reason(env: Env) -> No
         lambda: (env.apps.read_namespaced_deployment_status("gpu-app", "default").status.available_replicas or 0) == 3,
     )
     env.apps.delete_namespaced_deployment("gpu-app", "default")
-    env.advance(2)
+    env.advance(32)  # the garbage collector deletes the pods with their 30 s grace period
     env.wait(
         "gpu-app pods gone", lambda: not env.core.list_namespaced_pod("default", label_selector="app=gpu-app").items
     )
@@ -463,7 +463,7 @@ def test_karpenter_scales_a_group_up_for_pending_pods_and_consolidates_it(env: E
     assert node.metadata.labels["karpenter.sh/nodepool"] == "gpu-pool"
     claim = env.custom.get_cluster_custom_object("karpenter.sh", "v1", "nodeclaims", node_name)
     assert {c["type"] for c in claim["status"]["conditions"] if c["status"] == "True"} >= {"Launched", "Ready"}
-    env.core.delete_namespaced_pod("burst", "default", _preload_content=False)
+    env.core.delete_namespaced_pod("burst", "default")
     env.advance(60, step=5)
 
     def auto_nodes() -> list[str]:

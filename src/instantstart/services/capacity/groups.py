@@ -91,6 +91,14 @@ async def wait_group(
                 hint="HyperPod keeps retrying in continuous mode; wait and operation_retry, or use another "
                 "AZ, instance type, Spot or a training plan.",
             )
+        if (details or {}).get("ClusterStatus") == "RollingBack":
+            raise ProviderError(
+                f"HyperPod is rolling {group} back to its previous count: "
+                f"{(details or {}).get('FailureMessage') or 'its new instances could not be provisioned'}",
+                hint="Read cluster_events for the failed instances, fix the cause, then operation_retry once the "
+                "cluster is InService again.",
+                retryable=True,
+            )
         if found.get("Status") == "Failed":
             raise ProviderError(
                 f"Instance group {group} failed: {(details or {}).get('FailureMessage', '')}", retryable=False

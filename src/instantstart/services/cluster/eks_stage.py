@@ -37,6 +37,7 @@ from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow, utcnow
 from instantstart.validation import AccessCidr, ClusterTag, ComputeSubnetCidr, Region, SubnetCidr, VpcCidr
 
+NAT_TIMEOUT = 15 * 60  # a NAT gateway is usually available within a few minutes
 EKS_TIMEOUT = 45 * 60
 ACCESS_DOC = (
     "Who may reach the public Kubernetes API endpoint (the private endpoint is always on). Default: the"
@@ -195,6 +196,7 @@ async def stage_eks(stage: StageContext) -> dict[str, Any]:
         return status == "ACTIVE", f"EKS control plane {name}: {status}"
 
     await wait_until(stage, active, limit_seconds=EKS_TIMEOUT, what=f"EKS cluster {name}")
+    await _wait_nat(stage, region, str(network["natGatewayId"]))
     cluster = await blocking(eks_api.describe_cluster, app.aws, region, name) or {}
     principal = await blocking(iam_svc.caller_principal, app.aws, region)
     await stage.progress("access entry for the control plane and the cluster's OIDC provider")
@@ -346,3 +348,20 @@ async def cluster_get_availability_zones(ctx: CallContext, req: RegionScope) -> 
 
     zones = await ctx.app.cache.get(f"azs:{region}", fetch)
     return ZonesResult(region=region, availability_zones=zones)
+
+
+async def _wait_nat(stage: StageContext, region: str, nat_id: str) -> None:
+    """Until the NAT gateway is available (it is created pending): nodes in the private subnets need it."""
+
+    async def ready() -> tuple[bool, str]:
+        state = await blocking(ec2_network.nat_gateway_state, stage.app.aws, region, nat_id)
+        if state not in ("pending", "available"):
+            raise ProviderError(
+                f"NAT gateway {nat_id} is {state or 'gone'}; the private subnets have no route to the internet.",
+                hint="Check the NAT gateway's FailureMessage in EC2 (e.g. the Elastic IP quota), then "
+                "operation_retry.",
+                retryable=True,
+            )
+        return state == "available", f"NAT gateway {nat_id}: {state}"
+
+    await wait_until(stage, ready, limit_seconds=NAT_TIMEOUT, what=f"NAT gateway {nat_id}")
