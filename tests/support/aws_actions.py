@@ -37,6 +37,7 @@ IMPLIED = {
     "sagemaker:UpdateCluster": ["iam:PassRole"],
     "iam:CreateRole": ["iam:TagRole"],
     "iam:CreateOpenIDConnectProvider": ["iam:TagOpenIDConnectProvider"],
+    "fsx:CreateFileSystem": ["fsx:TagResource", "iam:CreateServiceLinkedRole"],
 }
 
 # Needs no permission (IAM cannot deny it), so the policy need not grant it.
