@@ -14,21 +14,10 @@ import pytest
 
 from instantstart.twin_process import TwinProcess
 from tests.support.servers import Running, process_server
-from tests.support.twin import twin_client
+from tests.support.twin import control_plane_env, twin_client
 from tests.support.waits import wait_terminal
 
 STAGES = ["eks", "activate", "dependencies", "hyperpod", "storage", "verification"]
-
-
-def control_plane_env(twin: TwinProcess) -> dict[str, str]:
-    return {
-        **twin.env,
-        "INSTANTSTART_AWS_ENDPOINT_URL": twin.endpoint_url,
-        "INSTANTSTART_HELM_REPOSITORY_URL": str(twin.info.get("chart_repo_url")),
-        "INSTANTSTART_POLL_SECONDS": "0.2",
-        "INSTANTSTART_STATUS_CACHE_SECONDS": "1",
-        "INSTANTSTART_LOG_LEVEL": "INFO",
-    }
 
 
 def running_stage(client: httpx.Client, operation_id: str) -> str | None:

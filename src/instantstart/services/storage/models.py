@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import secrets
 from typing import Any
 
 from kubernetes import client as k8s
@@ -31,6 +32,7 @@ from instantstart.services.storage.model_params import (
 from instantstart.services.storage.s3_claims import active_cluster, claim_source
 from instantstart.store.models import ClusterRow
 
+KIND = "model_download"
 NAMESPACE = "default"
 JOB_TIMEOUT = 6 * 3600
 
@@ -170,7 +172,7 @@ async def _eks_name(app: AppContext, tag: str) -> str:
 
 KINDS.register(
     OperationKind(
-        name="model_download",
+        name=KIND,
         params=ModelDownloadParams,
         stages=(StageSpec("download", stage_download, max_attempts=3, timeout_seconds=JOB_TIMEOUT + 600),),
     )
@@ -193,17 +195,46 @@ async def model_download_enhanced(ctx: CallContext, req: ModelDownloadRequest) -
     manifest.json (files, sizes, sha256) last. hfToken goes into a Kubernetes Secret that the Job reads by
     secretKeyRef and that is deleted when the Job ends; it is never stored. A model+revision already present
     is a no-op. Progress (files, bytes) shows in operation_get; model_download_status, model_list."""
+    replayed = await ctx.app.runner.replay(KIND, ctx.idempotency_key, status_tool="operation_get", poll_after_seconds=5)
+    if replayed is not None:
+        return replayed  # a retry: the first call's operation (and its Secret) stand; write nothing again
     row = await active_cluster(ctx)
     src = await blocking(claim_source, ctx.app, row, req.s3_storage)
     api = await blocking(kube_api, ctx.app.kube, row.eks_cluster_name, row.region)
     if req.cpu in ("0", "0m"):
         raise InvalidInput("Invalid input: cpu: must be more than 0", details={"fields": [{"field": "cpu"}]})
     job = md.job_name(req.model_id, req.revision)
+    gpu_types = await blocking(gpu_instance_types, api)
     secret_name = None
     if req.hf_token is not None:
-        secret_name = f"{job}-token"
+        # One Secret per call: deleting it when this call fails never takes the token of a running download.
+        secret_name = f"{job}-token-{secrets.token_hex(3)}"
         value = base64.b64encode(req.hf_token.get_secret_value().encode()).decode()
         await blocking(apply_object, api, md.token_secret(secret_name, NAMESPACE, value))
+    try:
+        ref = await _submit(ctx, row, req, src, job, secret_name, gpu_types)
+    except BaseException:
+        if secret_name:
+            await blocking(delete_object, api, _secret_body(secret_name))
+        raise
+    if secret_name and await blocking(_token_secret_of, ctx.app, ref.operation_id) != secret_name:
+        await blocking(delete_object, api, _secret_body(secret_name))  # an idempotent twin won the race
+    return ref
+
+
+def _token_secret_of(app: AppContext, operation_id: str) -> str | None:
+    return app.runner.store.get(operation_id).params.get("tokenSecretName")
+
+
+async def _submit(
+    ctx: CallContext,
+    row: ClusterRow,
+    req: ModelDownloadRequest,
+    src: dict[str, Any],
+    job: str,
+    secret_name: str | None,
+    gpu_types: list[str],
+) -> OperationRef:
     params = ModelDownloadParams(
         cluster_tag=row.tag,
         region=row.region,
@@ -218,10 +249,10 @@ async def model_download_enhanced(ctx: CallContext, req: ModelDownloadRequest) -
         memory=req.memory,
         job_name=job,
         token_secret_name=secret_name,
-        gpu_instance_types=await blocking(gpu_instance_types, api),
+        gpu_instance_types=gpu_types,
     )
     return await ctx.app.runner.submit(
-        "model_download",
+        KIND,
         params.model_dump(mode="json", by_alias=True),
         target=f"model:{row.tag}:{req.s3_storage}:{req.model_id}@{req.revision}",
         idempotency_key=ctx.idempotency_key,
