@@ -20,6 +20,7 @@ from tests.support.servers import Running, process_server
 from tests.support.twin import control_plane_env, twin_client
 from tests.support.waits import wait_terminal
 
+MIRROR = "http://hf-mirror.internal:8080"
 SLOW = "twin-org/slow-llama"  # gated, one file every 600 twin seconds
 COMPONENT = "app.kubernetes.io/component=model-download"
 
@@ -65,6 +66,7 @@ def test_token_secret_not_left_when_the_call_is_refused_or_replayed(
     view = mcp_wait(cp, first["operationId"])
     assert view["status"] == "SUCCEEDED", view
     assert view["stages"][0]["outputs"]["files"] == len(HUB.repos[SLOW].revisions["main"])
+    assert view["stages"][0]["outputs"]["hubEndpoint"] == "https://huggingface.co"  # no mirror configured
     assert token_secrets(core) == []
 
 
@@ -74,7 +76,7 @@ def test_kill_9_mid_download_resumes_with_one_job(
     for key, value in twin.env.items():  # the test's own Kubernetes client signs its EKS token with these
         monkeypatch.setenv(key, value)
     data, db = tmp_path / "data", f"sqlite:///{tmp_path / 'state.db'}"
-    env = control_plane_env(twin)
+    env = {**control_plane_env(twin), "INSTANTSTART_HF_ENDPOINT": MIRROR}
     files = HUB.repos[SLOW].revisions["main"]
     s3: Any = twin_client(twin, "s3")
     with process_server(data, db, extra_env=env) as (running, proc), running.client() as client:
@@ -103,6 +105,10 @@ def test_kill_9_mid_download_resumes_with_one_job(
 
     original = job_uids()
     assert len(original) == 1
+    # The configured hub mirror reached the Job as HF_ENDPOINT.
+    job = batch.list_namespaced_job("default", label_selector=COMPONENT).items[0]
+    job_env = {e.name: e.value for e in job.spec.template.spec.containers[0].env}
+    assert job_env["HF_ENDPOINT"] == MIRROR
     seen: set[str] = set()
     with process_server(data, db, extra_env=env) as (running, _proc), running.client() as client:
         deadline = time.monotonic() + 120
@@ -111,6 +117,9 @@ def test_kill_9_mid_download_resumes_with_one_job(
             assert time.monotonic() < deadline, view
             time.sleep(0.1)
         assert view["status"] == "SUCCEEDED", view
+        status = client.get("/api/v1/models/status", params={"modelId": SLOW}).json()
+        assert status["state"] == "COMPLETE" and status["hubEndpoint"] == MIRROR
+        assert client.get("/api/v1/models").json()["hubEndpoint"] == MIRROR
     # The finished Job may already be gone (ttlSecondsAfterFinished on the twin clock), but no other ever existed.
     assert seen <= original and job_uids() <= original, (seen, original)
     assert token_secrets(core) == []

@@ -86,6 +86,7 @@ class ModelDownloadContainer(Controller):
         say = self._say(pod, container["name"])
         # HyperPod DLAMI nodes (ml.*) have their instance store at /opt/dlami/nvme; others use the emptyDir.
         say("staging on " + ("instance NVMe" if itype.startswith("ml.") else "emptyDir"))
+        say("hub " + (env.get("HF_ENDPOINT") or "https://huggingface.co"))
         try:
             files = HUB.download(env.get("MODEL_ID", ""), env.get("REVISION", "main"), env.get("HF_TOKEN"))
         except HubError as exc:

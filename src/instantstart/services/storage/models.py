@@ -20,6 +20,7 @@ from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.services.storage.model_params import (
+    DEFAULT_HUB,
     ModelDownloadParams,
     ModelDownloadRequest,
     ModelEntry,
@@ -121,6 +122,7 @@ async def stage_download(stage: StageContext) -> dict[str, Any]:
             memory_gi=p.memory,
             token_secret_name=p.token_secret_name,
             gpu_instance_types=p.gpu_instance_types,
+            hf_endpoint=p.hf_endpoint,
         )
         if await blocking(read_object, api, _job_body(p.job_name)) is None:
             await blocking(apply_object, api, job)
@@ -157,6 +159,7 @@ async def stage_download(stage: StageContext) -> dict[str, Any]:
         "alreadyPresent": False,
         "progress": seen.get("last"),
         "jobName": p.job_name,
+        "hubEndpoint": p.hf_endpoint or DEFAULT_HUB,
         "files": len(manifest.get("files") or []),
         "totalBytes": manifest.get("totalBytes"),
         "path": md.model_dir(p.model_id, p.revision),
@@ -194,7 +197,9 @@ async def model_download_enhanced(ctx: CallContext, req: ModelDownloadRequest) -
     on the node's instance NVMe (/opt/dlami/nvme, else an emptyDir), copies them into the claim and writes
     manifest.json (files, sizes, sha256) last. hfToken goes into a Kubernetes Secret that the Job reads by
     secretKeyRef and that is deleted when the Job ends; it is never stored. A model+revision already present
-    is a no-op. Progress (files, bytes) shows in operation_get; model_download_status, model_list."""
+    is a no-op. The Job fetches from the server's INSTANTSTART_HF_ENDPOINT (a hub mirror, passed as
+    HF_ENDPOINT; shown as hubEndpoint), else huggingface.co. Progress (files, bytes) shows in operation_get;
+    model_download_status, model_list."""
     replayed = await ctx.app.runner.replay(KIND, ctx.idempotency_key, status_tool="operation_get", poll_after_seconds=5)
     if replayed is not None:
         return replayed  # a retry: the first call's operation (and its Secret) stand; write nothing again
@@ -250,6 +255,7 @@ async def _submit(
         job_name=job,
         token_secret_name=secret_name,
         gpu_instance_types=gpu_types,
+        hf_endpoint=ctx.app.settings.hf_endpoint,
     )
     return await ctx.app.runner.submit(
         KIND,
@@ -268,7 +274,13 @@ async def model_list(ctx: CallContext, req: ModelListRequest) -> ModelListResult
     row = await active_cluster(ctx)
     src = await blocking(claim_source, ctx.app, row, req.s3_storage)
     entries = await blocking(_models, ctx.app, src)
-    return ModelListResult(storage=req.s3_storage, models=entries, count=len(entries))
+    return ModelListResult(
+        storage=req.s3_storage, models=entries, count=len(entries), hub_endpoint=_hub(ctx.app)
+    )
+
+
+def _hub(app: AppContext) -> str:
+    return app.settings.hf_endpoint or DEFAULT_HUB
 
 
 def _models(app: AppContext, src: dict[str, Any]) -> list[ModelEntry]:
@@ -301,7 +313,12 @@ async def model_download_status(ctx: CallContext, req: ModelStatusRequest) -> Mo
         read_manifest, ctx.app, src["bucketName"], src["region"], _base(src, req.model_id, req.revision) + md.MANIFEST
     )
     base = ModelStatus(
-        model_id=req.model_id, revision=req.revision, storage=req.s3_storage, state="ABSENT", job_name=job
+        model_id=req.model_id,
+        revision=req.revision,
+        storage=req.s3_storage,
+        state="ABSENT",
+        job_name=job,
+        hub_endpoint=_hub(ctx.app),
     )
     if manifest is not None:
         files = [ModelFile.model_validate(f) for f in manifest.get("files") or []]
