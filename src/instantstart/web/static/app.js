@@ -5,8 +5,9 @@ import { askSnapshot, connect, events } from "./live.js";
 import * as clusters from "./clusters.js";
 import * as monitoring from "./monitoring.js";
 import * as operations from "./operations.js";
+import * as storage from "./storage.js";
 
-const pages = { clusters, operations, monitoring };
+const pages = { clusters, operations, monitoring, storage };
 const view = document.getElementById("view");
 const banner = document.getElementById("banner");
 const select = document.getElementById("active-cluster");
