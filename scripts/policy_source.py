@@ -62,6 +62,7 @@ def policy() -> dict[str, Any]:
                     "aps:ListWorkspaces",
                     "eks:DescribeAddonVersions",
                     "elasticloadbalancing:DescribeLoadBalancers",
+                    "fsx:DescribeFileSystems",
                     "iam:ListOpenIDConnectProviders",
                     "iam:SimulatePrincipalPolicy",
                     "sagemaker:ListClusters",
@@ -197,6 +198,25 @@ def policy() -> dict[str, Any]:
                 "HyperPodServiceLinkedRole",
                 ["iam:CreateServiceLinkedRole", "iam:GetRole"],
                 ["arn:aws:iam::*:role/aws-service-role/hyperpod.sagemaker.amazonaws.com/AWSServiceRoleForSageMakerHyperPod"],
+            ),
+            # FSx for Lustre volumes (fsx_storage_create): created and deleted only with the cluster tag; FSx
+            # makes its service-linked role on first use.
+            statement(
+                "FsxCreateTagged",
+                ["fsx:CreateFileSystem", "fsx:TagResource"],
+                ["*"],
+                {"StringLike": {f"aws:RequestTag/{TAG}": "?*"}},
+            ),
+            statement(
+                "FsxDeleteTagged",
+                ["fsx:DeleteFileSystem"],
+                ["*"],
+                {"StringLike": {f"aws:ResourceTag/{TAG}": "?*"}},
+            ),
+            statement(
+                "FsxServiceLinkedRole",
+                ["iam:CreateServiceLinkedRole"],
+                ["arn:aws:iam::*:role/aws-service-role/fsx.amazonaws.com/*"],
             ),
             statement(
                 "ClusterOidcProviders",

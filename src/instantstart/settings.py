@@ -89,6 +89,12 @@ class Settings(BaseSettings):
     helm_repository_url: str | None = Field(
         default=None, description="Chart repository for helm-installed dependencies (overrides the catalog's)."
     )
+    hf_endpoint: str | None = Field(
+        default=None,
+        pattern=r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[^\s]*)?$",
+        description="Hugging Face hub (or mirror) the model download Jobs fetch from, passed to them as HF_ENDPOINT; "
+        "unset: https://huggingface.co.",
+    )
 
     @cached_property
     def resolved_database_url(self) -> str:

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from instantstart.twin_process import TwinProcess
-from tests.support.crash import control_plane_env, running_stage
+from tests.support.crash import running_stage
 from tests.support.servers import Running, process_server
-from tests.support.twin import twin_client
+from tests.support.twin import control_plane_env, twin_client
 from tests.support.waits import wait_terminal
 
 STAGES = ["eks", "activate", "dependencies", "hyperpod", "storage", "verification"]

@@ -70,7 +70,11 @@ def test_second_claim_with_prefix_listing_and_delete(cp: Running, twin: TwinProc
     assert [o["path"] for o in page["objects"]] == ["out/f0.txt", "out/f1.txt", "out/f2.txt"]
     assert [o["size"] for o in page["objects"]] == [1, 2, 3] and page["truncated"] is False
     top = mcp_calls(cp, [("s3_storage_list_contents", {"storage": "team-a"})])[0]
-    assert top["commonPrefixes"] == ["teams/a/out/"] and top["objects"] == [] and top["prefix"] == "teams/a/"
+    # Folders are relative to the claim like object paths; one passed back as prefix opens it.
+    assert top["commonPrefixes"] == ["out/"] and top["objects"] == [] and top["prefix"] == "teams/a/"
+    assert top["path"] == ""
+    opened = mcp_calls(cp, [("s3_storage_list_contents", {"storage": "team-a", "prefix": top["commonPrefixes"][0]})])[0]
+    assert opened["path"] == "out/" and [o["path"] for o in opened["objects"]] == [o["path"] for o in page["objects"]]
     keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="teams/")["Contents"])
     assert keys == ["teams/a/out/f0.txt", "teams/a/out/f1.txt", "teams/a/out/f2.txt"]
     # Bounded pages with a continuation token.
@@ -103,7 +107,7 @@ def test_second_claim_with_prefix_listing_and_delete(cp: Running, twin: TwinProc
         time.sleep(0.2)
     done = mcp_calls(cp, [("storage_delete", {"name": "team-a"})])[0]
     assert done == {"name": "team-a", "namespace": "default", "deletedClaim": True,
-                    "deletedPersistentVolume": "team-a-pv"}
+                    "deletedPersistentVolume": "team-a-pv", "fileSystemId": None, "fileSystemDeletion": None}
     names = [c["name"] for c in mcp_calls(cp, [("storage_list", {})])[0]["claims"]]
     assert names == ["s3-claim"]
     for read in (lambda: core.read_namespaced_persistent_volume_claim("team-a", "default"),

@@ -38,6 +38,7 @@ IMPLIED = {
     "iam:CreateRole": ["iam:TagRole"],
     "iam:CreateOpenIDConnectProvider": ["iam:TagOpenIDConnectProvider"],
     "aps:CreateWorkspace": ["aps:TagResource"],
+    "fsx:CreateFileSystem": ["fsx:TagResource", "iam:CreateServiceLinkedRole"],
 }
 
 # Needs no permission (IAM cannot deny it), so the policy need not grant it.

@@ -15,18 +15,7 @@ import httpx
 
 from instantstart.twin_process import TwinProcess
 from tests.support.servers import Running, process_server
-
-
-def control_plane_env(twin: TwinProcess) -> dict[str, str]:
-    """Environment of a control-plane process on the twin (fast polls, short status cache)."""
-    return {
-        **twin.env,
-        "INSTANTSTART_AWS_ENDPOINT_URL": twin.endpoint_url,
-        "INSTANTSTART_HELM_REPOSITORY_URL": str(twin.info.get("chart_repo_url")),
-        "INSTANTSTART_POLL_SECONDS": "0.2",
-        "INSTANTSTART_STATUS_CACHE_SECONDS": "1",
-        "INSTANTSTART_LOG_LEVEL": "INFO",
-    }
+from tests.support.twin import control_plane_env
 
 
 def running_stage(client: httpx.Client, operation_id: str) -> str | None:

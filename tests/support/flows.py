@@ -116,6 +116,7 @@ def tagged_leftovers(twin: TwinProcess, tag: str) -> dict[str, list[str]]:
     ]
     eks: Any = twin_client(twin, "eks")
     sm: Any = twin_client(twin, "sagemaker")
+    fsx: Any = twin_client(twin, "fsx")
     return {
         "vpcs": [v["VpcId"] for v in ec2.describe_vpcs(Filters=f)["Vpcs"]],
         "subnets": [s["SubnetId"] for s in ec2.describe_subnets(Filters=f)["Subnets"]],
@@ -141,5 +142,10 @@ def tagged_leftovers(twin: TwinProcess, tag: str) -> dict[str, list[str]]:
         "eks": [c for c in eks.list_clusters()["clusters"] if c.endswith(tag)],
         "hyperpod": [
             c["ClusterName"] for c in sm.list_clusters()["ClusterSummaries"] if c["ClusterName"].endswith(tag)
+        ],
+        "fsx": [
+            fs["FileSystemId"]
+            for fs in fsx.describe_file_systems()["FileSystems"]
+            if {"Key": TAG, "Value": tag} in fs.get("Tags", [])
         ],
     }

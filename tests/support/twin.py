@@ -52,6 +52,18 @@ def cp(twin: TwinProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> It
         yield running
 
 
+def control_plane_env(twin: TwinProcess) -> dict[str, str]:
+    """The environment of an `instantstart serve` child process on the twin (process_server's extra_env)."""
+    return {
+        **twin.env,
+        "INSTANTSTART_AWS_ENDPOINT_URL": twin.endpoint_url,
+        "INSTANTSTART_HELM_REPOSITORY_URL": str(twin.info.get("chart_repo_url")),
+        "INSTANTSTART_POLL_SECONDS": "0.2",
+        "INSTANTSTART_STATUS_CACHE_SECONDS": "1",
+        "INSTANTSTART_LOG_LEVEL": "INFO",
+    }
+
+
 def twin_client(twin: TwinProcess, service: str) -> Any:
     """A boto3 client on the twin, for assertions about what the control plane created."""
     import boto3

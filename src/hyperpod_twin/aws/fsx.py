@@ -9,6 +9,7 @@ from .context import AwsContext, alnum_id, hex_id
 from .protocol import AwsError, AwsRequest, PassThrough, RawResponse, json_response, page
 
 FSX = "fsx"
+CHANGED = "fsx.filesystem.changed"  # bus topic: file_system=<public view>, or file_system_id + deleted=True
 CREATE_SECONDS = 360.0
 DELETE_SECONDS = 180.0
 DEPLOYMENT_TYPES = ("SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2")
@@ -112,15 +113,18 @@ def register(ctx: AwsContext, state: FsxState) -> None:
             if p.get("KmsKeyId"):
                 fs["KmsKeyId"] = p["KmsKeyId"]
             state.file_systems[fs_id] = fs
+            _changed(ctx, fs)
 
             def available() -> None:
                 if state.file_systems.get(fs_id) is fs and fs["Lifecycle"] == "CREATING":
                     fs["Lifecycle"] = "AVAILABLE"
+                    _changed(ctx, fs)
 
             def failed() -> None:
                 if state.file_systems.get(fs_id) is fs:
                     fs["Lifecycle"] = "FAILED"
                     fs["FailureDetails"] = {"Message": "Insufficient capacity to create the file system in " + az}
+                    _changed(ctx, fs)
 
             # A scripted capacity shortage for "fsx.lustre" in this AZ fails the file system.
             short = ctx.faults.capacity_short("fsx.lustre", az, az_id)
@@ -152,10 +156,12 @@ def register(ctx: AwsContext, state: FsxState) -> None:
             if fs["Lifecycle"] == "CREATING":
                 raise bad_request(f"File system '{fid}' is CREATING and cannot be deleted yet.")
             fs["Lifecycle"] = "DELETING"
+            _changed(ctx, fs)
 
             def gone() -> None:
                 if state.file_systems.get(fid) is fs:
                     del state.file_systems[fid]
+                    ctx.emit(CHANGED, file_system_id=fid, deleted=True)
 
             ctx.later(DELETE_SECONDS, gone)
         return json_response(req, {"FileSystemId": fid, "Lifecycle": "DELETING"})
@@ -211,6 +217,11 @@ def register(ctx: AwsContext, state: FsxState) -> None:
             return json_response(req, {"Tags": list(fs["Tags"])})
 
     ctx.on_reset(state.reset)
+
+
+def _changed(ctx: AwsContext, fs: dict[str, Any]) -> None:
+    """Tell the simulator (its FSx CSI node plugin) what a file system looks like now."""
+    ctx.emit(CHANGED, file_system_id=fs["FileSystemId"], file_system=_public(fs))
 
 
 def _public(fs: dict[str, Any]) -> dict[str, Any]:

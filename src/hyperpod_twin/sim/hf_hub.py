@@ -19,6 +19,7 @@ class Repo:
 
     revisions: dict[str, dict[str, bytes]]
     token: str | None = None
+    seconds_per_file: float = 0.0  # twin seconds the simulated download spends on each file (0: at once)
 
 
 GATED_TOKEN = "hf_twinGatedToken0123456789"  # the one token the gated stand-in repo accepts
@@ -42,8 +43,15 @@ class Hub:
         default_factory=lambda: {
             "twin-org/tiny-llama": Repo({"main": _tiny("tiny-llama", 2), "v1": _tiny("tiny-llama-v1", 1)}),
             "twin-org/gated-llama": Repo({"main": _tiny("gated-llama", 3)}, token=GATED_TOKEN),
+            # Gated and slow (a file every 10 twin minutes): a download long enough to watch, or to kill mid-way.
+            "twin-org/slow-llama": Repo({"main": _tiny("slow-llama", 2)}, token=GATED_TOKEN, seconds_per_file=600.0),
         }
     )
+
+    def pace(self, repo_id: str) -> float:
+        """Twin seconds per file the download of `repo_id` takes."""
+        repo = self.repos.get(repo_id)
+        return repo.seconds_per_file if repo else 0.0
 
     def download(self, repo_id: str, revision: str, token: str | None) -> dict[str, bytes]:
         """Every file of `repo_id` at `revision`, or HubError."""

@@ -9,7 +9,7 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 
 from hyperpod_twin.kube.store import WatchEvent
-from hyperpod_twin.sim import kobj, model_server
+from hyperpod_twin.sim import fsx_mounts, kobj, model_server
 from hyperpod_twin.sim.core import NODES, PODS, ClusterSim, Controller
 from hyperpod_twin.sim.kobj import Obj
 from hyperpod_twin.sim.nodes import is_ready
@@ -27,6 +27,7 @@ class _Run:
     starting: bool = False
     down: bool = False  # its node went NotReady while it ran
     crashes: int = 0
+    mount_problem: str | None = None  # the last FailedMount message (its volumes could not be mounted)
 
 
 def runs_to_completion(pod: Obj) -> bool:
@@ -107,6 +108,14 @@ class Kubelet(Controller):
             run = self._runs[(ns, name)] = _Run(md["uid"])
         phase = pod.get("status", {}).get("phase", "Pending")
         if phase == "Pending" and not run.starting and is_ready(node):
+            problem = fsx_mounts.mount_problem(self.sim, pod)
+            if problem is not None:
+                if problem != run.mount_problem:
+                    run.mount_problem = problem
+                    self._creating(pod, run, node)
+                self.sim.event(pod, "FailedMount", problem, "Warning", source="kubelet")
+                self.sim.requeue(self, ("pod", ns, name), fsx_mounts.RETRY_SECONDS)
+                return
             run.starting = True
             self._creating(pod, run, node)
             delay = kobj.float_annotation(pod, kobj.START_SECONDS, self.sim.config.pod_start_seconds)

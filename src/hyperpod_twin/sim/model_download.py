@@ -86,6 +86,7 @@ class ModelDownloadContainer(Controller):
         say = self._say(pod, container["name"])
         # HyperPod DLAMI nodes (ml.*) have their instance store at /opt/dlami/nvme; others use the emptyDir.
         say("staging on " + ("instance NVMe" if itype.startswith("ml.") else "emptyDir"))
+        say("hub " + (env.get("HF_ENDPOINT") or "https://huggingface.co"))
         try:
             files = HUB.download(env.get("MODEL_ID", ""), env.get("REVISION", "main"), env.get("HF_TOKEN"))
         except HubError as exc:
@@ -99,6 +100,10 @@ class ModelDownloadContainer(Controller):
             self._end(pod, 1)
             return
         model = {"modelId": env.get("MODEL_ID"), "revision": env.get("REVISION", "main")}
+        pace = HUB.pace(env.get("MODEL_ID", ""))
+        if pace > 0:
+            self._paced(pod, files, targets, model, say, pace)
+            return
 
         def program(s3: Any) -> None:
             code = 1
@@ -136,6 +141,76 @@ class ModelDownloadContainer(Controller):
             say(f"done {len(entries)} files")
         finally:
             shutil.rmtree(stage, ignore_errors=True)
+
+    def _paced(
+        self,
+        pod: Obj,
+        files: dict[str, bytes],
+        targets: dict[str, S3Target | None],
+        model: dict[str, Any],
+        say: Any,
+        pace: float,
+    ) -> None:
+        """The same copy, one file every `pace` twin seconds (a slow hub), staged in a real directory; it stops
+        when the pod goes (its Job deleted)."""
+        stage = Path(tempfile.mkdtemp(prefix="twin-model-stage-"))
+        for rel, body in files.items():
+            (stage / rel).parent.mkdir(parents=True, exist_ok=True)
+            (stage / rel).write_bytes(body)
+        names = sorted(files)
+        total = sum(len(b) for b in files.values())
+        done: dict[str, Any] = {"bytes": 0, "entries": [], "failed": False}
+        md = pod["metadata"]
+
+        def alive() -> bool:
+            current = self.sim.get(PODS, md["namespace"], md["name"])
+            return current is not None and current["metadata"]["uid"] == md["uid"] and (
+                (current.get("status") or {}).get("phase") == "Running"
+            )
+
+        def upload(i: int) -> Any:
+            def put(s3: Any) -> None:
+                rel = names[i]
+                data = (stage / rel).read_bytes()
+                target = targets[rel]
+                assert target is not None
+                try:
+                    s3.put_object(Bucket=target.bucket, Key=target.key, Body=data)
+                except Exception:
+                    done["failed"] = True
+                    raise
+                done["bytes"] += len(data)
+                done["entries"].append({"path": rel, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+                progress = {"files": i + 1, "filesTotal": len(names), "bytes": done["bytes"], "bytesTotal": total}
+                say("progress " + json.dumps(progress))
+
+            return put
+
+        def finish(s3: Any) -> None:
+            code = 1
+            try:
+                if not done["failed"]:
+                    manifest = targets[MANIFEST]
+                    assert manifest is not None
+                    body = json.dumps({**model, "files": done["entries"], "totalBytes": total}).encode()
+                    s3.put_object(Bucket=manifest.bucket, Key=manifest.key, Body=body)
+                    say(f"done {len(done['entries'])} files")
+                    code = 0
+            finally:
+                shutil.rmtree(stage, ignore_errors=True)
+                self.sim.run(lambda: self._end(pod, code))
+
+        def step(i: int) -> None:
+            if not alive():
+                shutil.rmtree(stage, ignore_errors=True)
+                return
+            if i < len(names):
+                self.writer.submit(upload(i))
+                self.sim.after(pace, lambda: step(i + 1))
+            else:
+                self.writer.submit(finish)
+
+        self.sim.after(pace, lambda: step(0))
 
     def _say(self, pod: Obj, container: str) -> Any:
         ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from hyperpod_twin.aws.protocol import AwsRequest, RawResponse
 from hyperpod_twin.clock import TwinClock
 from hyperpod_twin.kube.runtime import ClusterRuntime
-from hyperpod_twin.sim import addons, crds, jumpstart
+from hyperpod_twin.sim import addons, crds, fsx_mounts, jumpstart
 from hyperpod_twin.sim.core import CRDS, ClusterSim, SimConfig
 from hyperpod_twin.sim.kobj import Obj
 from hyperpod_twin.sim.nodes import NodeController
@@ -80,6 +80,8 @@ class SimPlugin:
     _pending_bundles: dict[str, set[str]] = field(default_factory=dict)
     _pending_addons: dict[str, dict[str, tuple[str, str | None]]] = field(default_factory=dict)
     _clusters: dict[str, Obj] = field(default_factory=dict)  # eks arn → latest HyperPod DescribeCluster view
+    # FSx file system id → the AWS side's view (one account: every cluster's CSI node plugin sees the same).
+    fsx_file_systems: dict[str, Obj] = field(default_factory=dict)
     _lock: threading.RLock = field(default_factory=threading.RLock)
 
     def subscribe(self) -> None:
@@ -95,6 +97,7 @@ class SimPlugin:
         self.bus.subscribe("hyperpod.autoscaling.active", self.on_autoscaling_active)
         self.bus.subscribe("eks.addon.active", self.on_addon_active)
         self.bus.subscribe("eks.addon.deleted", self.on_addon_deleted)
+        self.bus.subscribe("fsx.filesystem.changed", self.on_fsx_changed)
         self.bus.subscribe("twin.reset", self.on_reset)
         self.bus.subscribe("twin.stopping", self.on_reset)
 
@@ -106,6 +109,7 @@ class SimPlugin:
             if old is not None:
                 old.stop()
             sim = build_simulator(runtime, self.clock, self.bus, config=self.config, boto3_client=self.boto3_client)
+            sim.extra[fsx_mounts.FILE_SYSTEMS] = self.fsx_file_systems
             self.sims[runtime.arn] = sim
             sim.start()
             for bundle in sorted(self._pending_bundles.pop(runtime.arn, set())):
@@ -264,6 +268,16 @@ class SimPlugin:
         sim.run(lambda: log.info("installed CRDs %s", install_crds(sim, bundle)))
 
     # -- reset ----------------------------------------------------------------------------------
+    def on_fsx_changed(
+        self, file_system_id: str = "", file_system: Obj | None = None, deleted: bool = False, **_: Any
+    ) -> None:
+        """An FSx file system was created, changed lifecycle or went: what the CSI node plugin mounts."""
+        with self._lock:
+            if deleted or file_system is None:
+                self.fsx_file_systems.pop(file_system_id, None)
+            else:
+                self.fsx_file_systems[file_system_id] = file_system
+
     def on_reset(self, **_: Any) -> None:
         """Forget every cluster (the API servers are reset by their own plugin)."""
         with self._lock:
@@ -271,6 +285,7 @@ class SimPlugin:
                 sim.stop()
             self.sims.clear()
             self._clusters.clear()
+            self.fsx_file_systems.clear()
             self._pending_nodes.clear()
             self._pending_bundles.clear()
             self._pending_addons.clear()

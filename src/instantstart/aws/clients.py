@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from mypy_boto3_ec2 import EC2Client
     from mypy_boto3_eks import EKSClient
     from mypy_boto3_elbv2 import ElasticLoadBalancingv2Client
+    from mypy_boto3_fsx import FSxClient
     from mypy_boto3_iam import IAMClient
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_sagemaker import SageMakerClient
@@ -98,3 +99,7 @@ class AwsClients:
     def amp(self, region: str | None = None) -> PrometheusServiceClient:
         """The Amazon Managed Service for Prometheus client (observability workspaces)."""
         return cast("PrometheusServiceClient", self.client("amp", region))
+
+    def fsx(self, region: str | None = None) -> FSxClient:
+        """The Amazon FSx client (Lustre file systems)."""
+        return cast("FSxClient", self.client("fsx", region))

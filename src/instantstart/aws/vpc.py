@@ -234,3 +234,30 @@ def allow_all_from_self(aws: AwsClients, region: str, group_id: str) -> None:
         GroupId=group_id,
         IpPermissions=[{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": group_id}]}],
     )
+
+
+LUSTRE_PORTS = ((988, 988), (1018, 1023))
+
+
+def allow_lustre(aws: AwsClients, region: str, group_id: str, sources: list[str]) -> None:
+    """AuthorizeSecurityGroupIngress: Lustre (TCP 988 and 1018-1023) from the group itself (FSx servers talk to
+    each other) and from each source group (the cluster's nodes). Rules already present are skipped."""
+    group = find_security_groups(aws, region, ids=[group_id])[0]
+    have = {
+        (p.get("FromPort"), p.get("ToPort"), g.get("GroupId"))
+        for p in group.get("IpPermissions", [])
+        if p.get("IpProtocol") == "tcp"
+        for g in p.get("UserIdGroupPairs", [])
+    }
+    wanted = []
+    for low, high in LUSTRE_PORTS:
+        pairs = [{"GroupId": g} for g in dict.fromkeys([group_id, *sources]) if (low, high, g) not in have]
+        if pairs:
+            wanted.append({"IpProtocol": "tcp", "FromPort": low, "ToPort": high, "UserIdGroupPairs": pairs})
+    if wanted:
+        call(
+            f"allow Lustre traffic into {group_id}",
+            aws.ec2(region).authorize_security_group_ingress,
+            GroupId=group_id,
+            IpPermissions=cast(Any, wanted),
+        )

@@ -167,5 +167,5 @@ def pvc_differences(existing: dict[str, Any], desired: dict[str, Any]) -> list[s
     if have.get("volumeName") not in (None, "", want["volumeName"]):
         problems.append(f"it is bound to volume {have.get('volumeName')!r}, not {want['volumeName']!r}")
     if (have.get("storageClassName") or "") != "":
-        problems.append(f"it uses storage class {have.get('storageClassName')!r}; a static S3 volume needs \"\"")
+        problems.append(f"it uses storage class {have.get('storageClassName')!r}; a static volume needs \"\"")
     return problems

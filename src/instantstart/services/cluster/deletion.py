@@ -26,6 +26,7 @@ from instantstart.services.cluster.params import DeleteParams, PlannedStep, stor
 from instantstart.services.core.ledger import TAG_CLUSTER, mark_deleted, resources_of
 from instantstart.services.core.registry import ACTIVE_CLUSTER_KEY, get_cluster, submit_for_cluster
 from instantstart.services.core.stages import blocking, wait_until
+from instantstart.services.storage import fsx_delete
 from instantstart.store.models import ClusterRow, ResourceRow, StateRow
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,7 @@ ORDER = [
     "k8s:loadbalancer-service",
     "elbv2:load-balancer",
     "sagemaker:cluster",
+    "fsx:file-system",  # after the nodes that mount it; its claims go first (fsx_delete.delete_for_cluster)
     "eks:pod-identity-association",
     "eks:addon",
     "aps:workspace",
@@ -108,6 +110,7 @@ def _tag_scan(app: AppContext, row: ClusterRow) -> list[tuple[str, str]]:
             if kind in ("ec2:nat-gateway", "ec2:vpc-endpoint") and state in ("deleted", "deleting"):
                 continue
             found.append((kind, item[id_key]))
+    found += [("fsx:file-system", fs_id) for fs_id in fsx_delete.cluster_file_systems(app, row.region, row.tag)]
     return found
 
 
@@ -293,6 +296,7 @@ DELETERS: dict[str, Deleter] = {
     "ec2:vpc": _deleter(ec2_network.delete_vpc, True),
     "s3:bucket": _deleter(s3.delete_bucket, True),
     "elbv2:load-balancer": _deleter(elbv2.delete_load_balancer, True),
+    "fsx:file-system": fsx_delete.delete_for_cluster,
 }
 
 
@@ -319,6 +323,8 @@ def _still_there(app: AppContext, res: dict[str, Any]) -> bool:
             return eks.describe_cluster(app.aws, region, rid) is not None
         if kind == "ec2:nat-gateway":
             return ec2_network.nat_gateway_state(app.aws, region, rid) not in (None, "deleted")
+        if kind == "fsx:file-system":
+            return fsx_delete.still_there(app, res)
     except Exception as exc:
         if _gone(exc):
             return False

@@ -13,13 +13,15 @@ from instantstart.context import AppContext, CallContext
 from instantstart.errors import Conflict, NotFound
 from instantstart.kube.calls import as_dict, kube_api, kube_call
 from instantstart.manifests import storage as m
+from instantstart.manifests.fsx import FSX_CSI_DRIVER
+from instantstart.operations.models import OperationRef
 from instantstart.services.core.registry import update_cluster
 from instantstart.services.core.stages import blocking
+from instantstart.services.storage.fsx_delete import delete_created_file_system
 from instantstart.services.storage.s3_claims import active_cluster
 from instantstart.store.models import ClusterRow
 from instantstart.validation import KubeName
 
-FSX_CSI_DRIVER = "fsx.csi.aws.com"
 DRIVERS = {m.S3_CSI_DRIVER: "s3", FSX_CSI_DRIVER: "fsx"}
 DONE_PHASES = ("Succeeded", "Failed")
 
@@ -52,15 +54,24 @@ class StorageDeleteRequest(WireModel):
 
     name: KubeName = Field(description="The claim's name (storage_list shows them).")
     namespace: KubeName = Field(default=m.DEFAULT_NAMESPACE, description="The claim's namespace.")
+    keep_file_system: bool = Field(
+        default=False, description="FSx only: keep the file system fsx_storage_create made (default: delete it)."
+    )
 
 
 class StorageDeleteResult(WireModel):
-    """What was deleted (the bucket or file system and their data are never touched)."""
+    """What was deleted (a bucket and its data are never touched; an FSx file system only when we created it)."""
 
     name: str
     namespace: str
     deleted_claim: bool
     deleted_persistent_volume: str | None
+    file_system_id: str | None = Field(default=None, description="FSx: the claim's file system.")
+    file_system_deletion: OperationRef | None = Field(
+        default=None,
+        description="FSx: the operation deleting the file system (and its security group) that fsx_storage_create "
+        "made; absent when the file system was adopted or keepFileSystem was set.",
+    )
 
 
 def _mounts(pods: list[dict[str, Any]]) -> dict[tuple[str, str], list[str]]:
@@ -150,7 +161,11 @@ def delete_claim(app: AppContext, row: ClusterRow, name: str, namespace: str) ->
         claim.persistent_volume,
     )
     return StorageDeleteResult(
-        name=name, namespace=namespace, deleted_claim=deleted_claim, deleted_persistent_volume=claim.persistent_volume
+        name=name,
+        namespace=namespace,
+        deleted_claim=deleted_claim,
+        deleted_persistent_volume=claim.persistent_volume,
+        file_system_id=claim.file_system_id,
     )
 
 
@@ -173,9 +188,14 @@ def _delete_ignoring_404(fn: Any, *args: Any) -> None:
 )
 async def storage_delete(ctx: CallContext, req: StorageDeleteRequest) -> StorageDeleteResult:
     """Delete a storage claim and its PersistentVolume from the active cluster. Refused (CONFLICT, naming
-    the pods) while any unfinished pod mounts it. The bucket or file system and its data are kept."""
+    the pods) while any unfinished pod mounts it. An S3 bucket and its data are kept. For an FSx claim whose
+    file system fsx_storage_create made, the file system and its security group are deleted too (an
+    operation: fileSystemDeletion, poll operation_get) unless keepFileSystem; an adopted one is kept."""
     row = await active_cluster(ctx)
     result = await blocking(delete_claim, ctx.app, row, req.name, req.namespace)
+    if result.file_system_id and not req.keep_file_system:
+        ref = await delete_created_file_system(ctx, row, result.file_system_id)
+        result = result.model_copy(update={"file_system_deletion": ref})
     recorded = dict((row.details or {}).get("storage") or {})
     if recorded.pop(req.name, None) is not None:
         await blocking(update_cluster, ctx.app.db, row.tag, details={"storage": recorded})

@@ -10,6 +10,7 @@ from instantstart.manifests import storage as m
 from instantstart.operations.params import ParamsModel
 from instantstart.validation import KubeName
 
+DEFAULT_HUB = "https://huggingface.co"
 MODEL_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$"
 REVISION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
 
@@ -31,6 +32,7 @@ class ModelDownloadParams(ParamsModel):
     job_name: str
     token_secret_name: str | None = None
     gpu_instance_types: list[str] = []
+    hf_endpoint: str | None = None
 
 
 class ModelDownloadRequest(WireModel):
@@ -82,6 +84,7 @@ class ModelListResult(WireModel):
     storage: str
     models: list[ModelEntry]
     count: int
+    hub_endpoint: str = Field(description="Where downloads fetch from (INSTANTSTART_HF_ENDPOINT, else the hub).")
 
 
 class ModelStatus(WireModel):
@@ -95,3 +98,4 @@ class ModelStatus(WireModel):
     files: list[ModelFile] = []
     total_bytes: int | None = None
     progress: dict[str, int] | None = Field(default=None, description="files, filesTotal, bytes, bytesTotal.")
+    hub_endpoint: str = Field(description="Where downloads fetch from (INSTANTSTART_HF_ENDPOINT, else the hub).")

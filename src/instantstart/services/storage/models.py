@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import secrets
 from typing import Any
 
 from kubernetes import client as k8s
@@ -19,6 +20,7 @@ from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.services.storage.model_params import (
+    DEFAULT_HUB,
     ModelDownloadParams,
     ModelDownloadRequest,
     ModelEntry,
@@ -31,6 +33,7 @@ from instantstart.services.storage.model_params import (
 from instantstart.services.storage.s3_claims import active_cluster, claim_source
 from instantstart.store.models import ClusterRow
 
+KIND = "model_download"
 NAMESPACE = "default"
 JOB_TIMEOUT = 6 * 3600
 
@@ -119,6 +122,7 @@ async def stage_download(stage: StageContext) -> dict[str, Any]:
             memory_gi=p.memory,
             token_secret_name=p.token_secret_name,
             gpu_instance_types=p.gpu_instance_types,
+            hf_endpoint=p.hf_endpoint,
         )
         if await blocking(read_object, api, _job_body(p.job_name)) is None:
             await blocking(apply_object, api, job)
@@ -155,6 +159,7 @@ async def stage_download(stage: StageContext) -> dict[str, Any]:
         "alreadyPresent": False,
         "progress": seen.get("last"),
         "jobName": p.job_name,
+        "hubEndpoint": p.hf_endpoint or DEFAULT_HUB,
         "files": len(manifest.get("files") or []),
         "totalBytes": manifest.get("totalBytes"),
         "path": md.model_dir(p.model_id, p.revision),
@@ -170,7 +175,7 @@ async def _eks_name(app: AppContext, tag: str) -> str:
 
 KINDS.register(
     OperationKind(
-        name="model_download",
+        name=KIND,
         params=ModelDownloadParams,
         stages=(StageSpec("download", stage_download, max_attempts=3, timeout_seconds=JOB_TIMEOUT + 600),),
     )
@@ -192,18 +197,49 @@ async def model_download_enhanced(ctx: CallContext, req: ModelDownloadRequest) -
     on the node's instance NVMe (/opt/dlami/nvme, else an emptyDir), copies them into the claim and writes
     manifest.json (files, sizes, sha256) last. hfToken goes into a Kubernetes Secret that the Job reads by
     secretKeyRef and that is deleted when the Job ends; it is never stored. A model+revision already present
-    is a no-op. Progress (files, bytes) shows in operation_get; model_download_status, model_list."""
+    is a no-op. The Job fetches from the server's INSTANTSTART_HF_ENDPOINT (a hub mirror, passed as
+    HF_ENDPOINT; shown as hubEndpoint), else huggingface.co. Progress (files, bytes) shows in operation_get;
+    model_download_status, model_list."""
+    replayed = await ctx.app.runner.replay(KIND, ctx.idempotency_key, status_tool="operation_get", poll_after_seconds=5)
+    if replayed is not None:
+        return replayed  # a retry: the first call's operation (and its Secret) stand; write nothing again
     row = await active_cluster(ctx)
     src = await blocking(claim_source, ctx.app, row, req.s3_storage)
     api = await blocking(kube_api, ctx.app.kube, row.eks_cluster_name, row.region)
     if req.cpu in ("0", "0m"):
         raise InvalidInput("Invalid input: cpu: must be more than 0", details={"fields": [{"field": "cpu"}]})
     job = md.job_name(req.model_id, req.revision)
+    gpu_types = await blocking(gpu_instance_types, api)
     secret_name = None
     if req.hf_token is not None:
-        secret_name = f"{job}-token"
+        # One Secret per call: deleting it when this call fails never takes the token of a running download.
+        secret_name = f"{job}-token-{secrets.token_hex(3)}"
         value = base64.b64encode(req.hf_token.get_secret_value().encode()).decode()
         await blocking(apply_object, api, md.token_secret(secret_name, NAMESPACE, value))
+    try:
+        ref = await _submit(ctx, row, req, src, job, secret_name, gpu_types)
+    except BaseException:
+        if secret_name:
+            await blocking(delete_object, api, _secret_body(secret_name))
+        raise
+    if secret_name and await blocking(_token_secret_of, ctx.app, ref.operation_id) != secret_name:
+        await blocking(delete_object, api, _secret_body(secret_name))  # an idempotent twin won the race
+    return ref
+
+
+def _token_secret_of(app: AppContext, operation_id: str) -> str | None:
+    return app.runner.store.get(operation_id).params.get("tokenSecretName")
+
+
+async def _submit(
+    ctx: CallContext,
+    row: ClusterRow,
+    req: ModelDownloadRequest,
+    src: dict[str, Any],
+    job: str,
+    secret_name: str | None,
+    gpu_types: list[str],
+) -> OperationRef:
     params = ModelDownloadParams(
         cluster_tag=row.tag,
         region=row.region,
@@ -218,10 +254,11 @@ async def model_download_enhanced(ctx: CallContext, req: ModelDownloadRequest) -
         memory=req.memory,
         job_name=job,
         token_secret_name=secret_name,
-        gpu_instance_types=await blocking(gpu_instance_types, api),
+        gpu_instance_types=gpu_types,
+        hf_endpoint=ctx.app.settings.hf_endpoint,
     )
     return await ctx.app.runner.submit(
-        "model_download",
+        KIND,
         params.model_dump(mode="json", by_alias=True),
         target=f"model:{row.tag}:{req.s3_storage}:{req.model_id}@{req.revision}",
         idempotency_key=ctx.idempotency_key,
@@ -237,7 +274,13 @@ async def model_list(ctx: CallContext, req: ModelListRequest) -> ModelListResult
     row = await active_cluster(ctx)
     src = await blocking(claim_source, ctx.app, row, req.s3_storage)
     entries = await blocking(_models, ctx.app, src)
-    return ModelListResult(storage=req.s3_storage, models=entries, count=len(entries))
+    return ModelListResult(
+        storage=req.s3_storage, models=entries, count=len(entries), hub_endpoint=_hub(ctx.app)
+    )
+
+
+def _hub(app: AppContext) -> str:
+    return app.settings.hf_endpoint or DEFAULT_HUB
 
 
 def _models(app: AppContext, src: dict[str, Any]) -> list[ModelEntry]:
@@ -270,7 +313,12 @@ async def model_download_status(ctx: CallContext, req: ModelStatusRequest) -> Mo
         read_manifest, ctx.app, src["bucketName"], src["region"], _base(src, req.model_id, req.revision) + md.MANIFEST
     )
     base = ModelStatus(
-        model_id=req.model_id, revision=req.revision, storage=req.s3_storage, state="ABSENT", job_name=job
+        model_id=req.model_id,
+        revision=req.revision,
+        storage=req.s3_storage,
+        state="ABSENT",
+        job_name=job,
+        hub_endpoint=_hub(ctx.app),
     )
     if manifest is not None:
         files = [ModelFile.model_validate(f) for f in manifest.get("files") or []]

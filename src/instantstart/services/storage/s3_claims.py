@@ -11,6 +11,7 @@ from instantstart.aws import identity, s3
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import Conflict, InvalidInput, NotFound
 from instantstart.kube.calls import as_dict, kube_api, kube_call
+from instantstart.manifests import fsx as fsx_m
 from instantstart.manifests import storage as m
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.services.cluster.params import StorageParams
@@ -94,7 +95,9 @@ def ensure_object(api: k8s.ApiClient, desired: dict[str, Any]) -> tuple[dict[str
     action = f"ensure {kind} {md['name']}"
     found = kube_call(action, read_object, api, kind, md["name"], md.get("namespace", ""))
     if found is not None:
-        problems = m.pv_differences(found, desired) if kind == "PersistentVolume" else m.pvc_differences(found, desired)
+        fsx_pv = ((desired.get("spec") or {}).get("csi") or {}).get("driver") == fsx_m.FSX_CSI_DRIVER
+        differ = (fsx_m.pv_differences if fsx_pv else m.pv_differences) if kind == "PersistentVolume" else None
+        problems = differ(found, desired) if differ else m.pvc_differences(found, desired)
         if problems:
             raise Conflict(
                 f"{kind} {md['name']} already exists and differs: {'; '.join(problems)}.",
@@ -110,10 +113,10 @@ def claim_phase(api: k8s.ApiClient, name: str, namespace: str) -> str:
     return str(((found or {}).get("status") or {}).get("phase") or "Missing")
 
 
-def csi_driver_installed(api: k8s.ApiClient) -> bool:
-    """Whether the Mountpoint for S3 CSIDriver object exists (blocking)."""
+def csi_driver_installed(api: k8s.ApiClient, driver: str = m.S3_CSI_DRIVER) -> bool:
+    """Whether the CSIDriver object `driver` (default: Mountpoint for S3) exists (blocking)."""
     try:
-        k8s.StorageV1Api(api).read_csi_driver(m.S3_CSI_DRIVER)
+        k8s.StorageV1Api(api).read_csi_driver(driver)
         return True
     except k8s.ApiException as exc:
         if exc.status == 404:

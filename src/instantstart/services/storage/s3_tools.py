@@ -83,9 +83,12 @@ class ListContentsResult(WireModel):
 
     storage: str
     bucket_name: str
-    prefix: str
+    prefix: str = Field(description="The key prefix listed in the bucket (the claim's prefix + the one asked).")
+    path: str = Field(default="", description="The folder listed, relative to the claim (what pods see).")
     objects: list[S3Object]
-    common_prefixes: list[str]
+    common_prefixes: list[str] = Field(
+        description="Sub-folders, relative to the claim like each object's path; pass one as prefix to open it."
+    )
     count: int
     truncated: bool
     next_continuation_token: str | None = Field(
@@ -174,7 +177,8 @@ def list_page(app: AppContext, bucket: str, region: str, prefix: str, limit: int
 async def s3_storage_list_contents(ctx: CallContext, req: ListContentsRequest) -> ListContentsResult:
     """List one level of the S3 storage `storage` (default s3-claim) of the active cluster: objects with
     size and time, and sub-folders as commonPrefixes, below `prefix` (relative to the claim's own prefix,
-    so paths match what pods see under the mount). One page of at most maxKeys (≤ 1000) entries; when
+    so paths match what pods see under the mount; object paths and commonPrefixes are relative the same
+    way). One page of at most maxKeys (≤ 1000) entries; when
     `truncated`, pass nextContinuationToken as continuationToken for the next page. Cached a few seconds."""
     row = await active_cluster(ctx)
     prefix = m.validate_prefix(req.prefix) if req.prefix else ""
@@ -201,8 +205,9 @@ async def s3_storage_list_contents(ctx: CallContext, req: ListContentsRequest) -
         storage=req.storage,
         bucket_name=src["bucketName"],
         prefix=full,
+        path=prefix,
         objects=objects,
-        common_prefixes=page["commonPrefixes"],
+        common_prefixes=[p[len(base) :] for p in page["commonPrefixes"]],
         count=len(objects),
         truncated=page["truncated"],
         next_continuation_token=page["next"],

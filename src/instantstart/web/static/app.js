@@ -6,9 +6,10 @@ import * as clusters from "./clusters.js";
 import * as inference from "./inference.js";
 import * as monitoring from "./monitoring.js";
 import * as operations from "./operations.js";
+import * as storage from "./storage.js";
 import * as training from "./training.js";
 
-const pages = { clusters, operations, monitoring, training, inference };
+const pages = { clusters, operations, monitoring, storage, training, inference };
 const view = document.getElementById("view");
 const banner = document.getElementById("banner");
 const select = document.getElementById("active-cluster");

@@ -1,0 +1,136 @@
+"""Pure builders of the FSx for Lustre CSI static PersistentVolume and its claim, and the Lustre option rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from instantstart.manifests.storage import DEFAULT_NAMESPACE, LABEL_CLAIM, LABEL_CLUSTER, MANAGED_BY, pv_name
+
+FSX_CSI_DRIVER = "fsx.csi.aws.com"
+DEFAULT_CLAIM = "fsx-claim"
+
+# What CreateFileSystem accepts for Lustre (FACTS §8): deployment types, and per deployment type and storage
+# type the allowed PerUnitStorageThroughput (MB/s/TiB; None: the type takes none) and the capacity rule.
+DEPLOYMENT_TYPES = ("SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2")
+STORAGE_TYPES = ("SSD", "HDD")
+VERSIONS = ("2.10", "2.12", "2.15")
+COMPRESSION = ("NONE", "LZ4")
+THROUGHPUT: dict[tuple[str, str], tuple[int, ...] | None] = {
+    ("SCRATCH_1", "SSD"): None,
+    ("SCRATCH_2", "SSD"): None,
+    ("PERSISTENT_1", "SSD"): (50, 100, 200),
+    ("PERSISTENT_1", "HDD"): (12, 40),
+    ("PERSISTENT_2", "SSD"): (125, 250, 500, 1000),
+}
+# HDD capacity steps by throughput tier (GiB).
+HDD_STEP = {12: 6000, 40: 1800}
+
+
+def capacity_rule(deployment: str, storage_type: str, throughput: int | None) -> tuple[tuple[int, ...], int]:
+    """(the small sizes allowed, the increment above them) in GiB for a Lustre file system."""
+    if storage_type == "HDD":
+        step = HDD_STEP.get(throughput or 0, 6000)
+        return (), step
+    return (1200, 2400), 3600 if deployment == "SCRATCH_1" else 2400
+
+
+def capacity_allowed(deployment: str, storage_type: str, throughput: int | None, capacity: int) -> bool:
+    """Whether `capacity` GiB is a size CreateFileSystem accepts for this combination."""
+    small, step = capacity_rule(deployment, storage_type, throughput)
+    if capacity in small:
+        return True
+    floor = 2400 if small else step
+    return capacity >= floor and capacity % step == 0
+
+
+def describe_capacity_rule(deployment: str, storage_type: str, throughput: int | None) -> str:
+    """The capacity rule in words, for an error message."""
+    small, step = capacity_rule(deployment, storage_type, throughput)
+    if small:
+        return f"1200, 2400, or a multiple of {step} GiB above 2400"
+    return f"a multiple of {step} GiB"
+
+
+def mount_target(dns_name: str, mount_name: str) -> str:
+    """What a node mounts: <dnsName>@tcp:/<mountName>."""
+    return f"{dns_name}@tcp:/{mount_name}"
+
+
+def _labels(cluster_tag: str, claim: str) -> dict[str, str]:
+    return {**MANAGED_BY, LABEL_CLUSTER: cluster_tag, LABEL_CLAIM: claim}
+
+
+def build_pv(
+    *,
+    cluster_tag: str,
+    claim: str,
+    file_system_id: str,
+    dns_name: str,
+    mount_name: str,
+    capacity_gib: int,
+    namespace: str = DEFAULT_NAMESPACE,
+) -> dict[str, Any]:
+    """The static PV for the FSx for Lustre CSI driver on one file system (Retain: deleting the claim never
+    deletes data), reserved for namespace/claim by claimRef."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": pv_name(claim), "labels": _labels(cluster_tag, claim)},
+        "spec": {
+            "capacity": {"storage": f"{capacity_gib}Gi"},
+            "volumeMode": "Filesystem",
+            "accessModes": ["ReadWriteMany"],
+            "mountOptions": ["flock"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "claimRef": {"namespace": namespace, "name": claim},
+            "csi": {
+                "driver": FSX_CSI_DRIVER,
+                "volumeHandle": file_system_id,
+                "volumeAttributes": {"dnsname": dns_name, "mountname": mount_name},
+            },
+        },
+    }
+
+
+def build_pvc(*, cluster_tag: str, claim: str, capacity_gib: int, namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any]:
+    """The claim bound to its FSx PV by volumeName, empty storage class (static volume)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": claim, "namespace": namespace, "labels": _labels(cluster_tag, claim)},
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": "",
+            "volumeName": pv_name(claim),
+            "resources": {"requests": {"storage": f"{capacity_gib}Gi"}},
+        },
+    }
+
+
+def pv_source(pv: dict[str, Any]) -> dict[str, Any]:
+    """What an FSx PV mounts: {driver, fileSystemId, dnsName, mountName, claim}."""
+    spec = pv.get("spec") or {}
+    csi = spec.get("csi") or {}
+    attrs = csi.get("volumeAttributes") or {}
+    ref = spec.get("claimRef") or {}
+    return {
+        "driver": csi.get("driver"),
+        "fileSystemId": csi.get("volumeHandle"),
+        "dnsName": attrs.get("dnsname"),
+        "mountName": attrs.get("mountname"),
+        "claim": f"{ref.get('namespace', DEFAULT_NAMESPACE)}/{ref['name']}" if ref.get("name") else None,
+    }
+
+
+def pv_differences(existing: dict[str, Any], desired: dict[str, Any]) -> list[str]:
+    """Why an existing PV cannot be adopted as the desired FSx one (empty when it can)."""
+    have, want = pv_source(existing), pv_source(desired)
+    problems = [
+        f"{key} is {have[key]!r}, wanted {want[key]!r}"
+        for key in ("driver", "fileSystemId", "dnsName", "mountName")
+        if have[key] != want[key]
+    ]
+    if have["claim"] not in (None, want["claim"]):
+        problems.append(f"it is reserved for {have['claim']}, not {want['claim']}")
+    return problems

@@ -1,0 +1,138 @@
+"""Typed params and wire models of the FSx for Lustre tools, and the Lustre option validation (FACTS §8)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from instantstart.catalog.base import WireModel
+from instantstart.errors import InvalidInput
+from instantstart.manifests import fsx as f
+from instantstart.operations.params import ParamsModel
+from instantstart.validation import KubeName
+
+FILE_SYSTEM_ID = r"^fs-[0-9a-f]{8,21}$"
+SUBNET_ID = r"^subnet-[0-9a-f]{8,17}$"
+
+
+class FsxCreateRequest(WireModel):
+    """A claim on an FSx for Lustre file system: a new one in the cluster's compute subnet, or an existing one."""
+
+    name: KubeName = Field(default=f.DEFAULT_CLAIM, description="Claim name (namespace default); the PV is <name>-pv.")
+    file_system_id: str | None = Field(
+        default=None, pattern=FILE_SYSTEM_ID,
+        description="Adopt this existing Lustre file system instead of creating one (it is never deleted by us).",
+    )
+    deployment_type: Literal["SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"] = Field(
+        default="PERSISTENT_2", description="SCRATCH_1|SCRATCH_2|PERSISTENT_1|PERSISTENT_2."
+    )
+    storage_type: Literal["SSD", "HDD"] = Field(default="SSD", description="SSD, or HDD (PERSISTENT_1 only).")
+    storage_capacity: int = Field(
+        default=1200, ge=1200, le=2_000_000,
+        description="GiB: SSD 1200, 2400, then +2400 (SCRATCH_1: +3600); HDD per throughput tier "
+        "(12: multiples of 6000, 40: multiples of 1800).",
+    )
+    per_unit_storage_throughput: int | None = Field(
+        default=None,
+        description="MB/s per TiB, PERSISTENT only: PERSISTENT_2 SSD 125/250/500/1000 (default 250), "
+        "PERSISTENT_1 SSD 50/100/200, PERSISTENT_1 HDD 12/40.",
+    )
+    data_compression_type: Literal["NONE", "LZ4"] = Field(default="LZ4", description="NONE or LZ4.")
+    file_system_type_version: Literal["2.10", "2.12", "2.15"] = Field(default="2.15", description="Lustre version.")
+    subnet_id: str | None = Field(
+        default=None, pattern=SUBNET_ID, description="Default: the cluster's HyperPod compute subnet."
+    )
+    enable_csi_driver: bool = Field(
+        default=False, description="Enable the fsxCsiDriver feature first when the cluster does not have it yet."
+    )
+
+
+class FsxParams(ParamsModel):
+    """Stored params of fsx_storage_create (validated, defaults filled in)."""
+
+    cluster_tag: str
+    region: str
+    name: str
+    namespace: str
+    file_system_id: str | None = None
+    deployment_type: str
+    storage_type: str
+    storage_capacity: int
+    per_unit_storage_throughput: int | None = None
+    data_compression_type: str
+    file_system_type_version: str
+    subnet_id: str | None = None
+    vpc_id: str | None = None
+    node_security_group_id: str | None = None
+    enable_csi_driver: bool = False
+
+
+class FsxFileSystem(WireModel):
+    """One FSx for Lustre file system behind a claim (or of the cluster)."""
+
+    file_system_id: str
+    lifecycle: str | None = Field(default=None, description="AVAILABLE, CREATING, … or None when it is gone.")
+    deployment_type: str | None = None
+    storage_type: str | None = None
+    storage_capacity: int | None = None
+    per_unit_storage_throughput: int | None = None
+    dns_name: str | None = None
+    mount_name: str | None = None
+    subnet_ids: list[str] = []
+    created_by_instantstart: bool = Field(description="True when fsx_storage_create made it (deleted with its claim).")
+
+
+class FsxClaim(WireModel):
+    """A claim on an FSx for Lustre volume and its file system."""
+
+    name: str | None = Field(default=None, description="The claim; None for a cluster file system with no claim.")
+    namespace: str | None = None
+    persistent_volume: str | None = None
+    phase: str | None = None
+    mounted_by: list[str] = []
+    file_system: FsxFileSystem
+
+
+class FsxListResult(WireModel):
+    """The active cluster's FSx for Lustre claims and file systems."""
+
+    cluster_tag: str
+    claims: list[FsxClaim]
+    count: int
+
+
+def _refuse(field: str, message: str, hint: str) -> InvalidInput:
+    return InvalidInput(
+        f"Invalid input: {field}: {message}", hint=hint, details={"fields": [{"field": field, "message": message}]}
+    )
+
+
+def lustre_options(req: FsxCreateRequest) -> tuple[int | None, int]:
+    """Check deployment type, storage type, throughput and capacity together; (throughput, capacity) to use.
+    Every refusal names the field and the values allowed for the combination."""
+    key = (req.deployment_type, req.storage_type)
+    if key not in f.THROUGHPUT:
+        allowed = sorted({d for d, s in f.THROUGHPUT if s == req.storage_type})
+        raise _refuse("storageType", f"{req.storage_type} is not available with {req.deployment_type}",
+                      f"storageType {req.storage_type} needs deploymentType in {allowed}; or use storageType SSD.")
+    tiers = f.THROUGHPUT[key]
+    throughput = req.per_unit_storage_throughput
+    if tiers is None and throughput is not None:
+        raise _refuse("perUnitStorageThroughput", f"{req.deployment_type} takes no throughput setting",
+                      "Omit perUnitStorageThroughput, or choose a PERSISTENT_1/PERSISTENT_2 deployment type.")
+    if tiers is not None:
+        if throughput is None:
+            throughput = 250 if 250 in tiers else tiers[0]
+        if throughput not in tiers:
+            raise _refuse(
+                "perUnitStorageThroughput",
+                f"{throughput} MB/s/TiB is not allowed for {req.deployment_type} {req.storage_type}; "
+                f"allowed: {', '.join(str(t) for t in tiers)}",
+                f"Use one of {', '.join(str(t) for t in tiers)}.",
+            )
+    if not f.capacity_allowed(req.deployment_type, req.storage_type, throughput, req.storage_capacity):
+        rule = f.describe_capacity_rule(req.deployment_type, req.storage_type, throughput)
+        raise _refuse("storageCapacity", f"{req.storage_capacity} GiB is not allowed for {req.deployment_type} "
+                      f"{req.storage_type}; allowed: {rule}", f"Use {rule}.")
+    return throughput, req.storage_capacity

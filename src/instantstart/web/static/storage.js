@@ -1,0 +1,213 @@
+// Storage & Models: the active cluster's S3 and FSx claims (contents browser, add, delete) and the models in an
+// S3 claim (download with live progress, the list read from manifests). Every action is the REST operation.
+import { ApiError, get, newKey, post } from "./api.js";
+import { badge, clearErrors, confirmDialog, errorBox, field, h, replace, showError, table, tick, when } from "./dom.js";
+import { events, fresher } from "./live.js";
+import { progressPanel } from "./operations.js";
+
+const size = (n) => {
+  if (n === null || n === undefined) return "—";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let v = Number(n); let i = 0;
+  while (v >= 1024 && i < units.length - 1) { v /= 1024; i += 1; }
+  return `${i ? v.toFixed(1) : v} ${units[i]}`;
+};
+
+// Only the fields the user filled are sent: the API owns every default.
+function filled(form, numbers = []) {
+  const body = {};
+  for (const el of form.querySelectorAll("[name]")) {
+    if (el.type === "checkbox") { if (el.checked) body[el.name] = true; continue; }
+    const v = el.value.trim();
+    if (v !== "") body[el.name] = numbers.includes(el.name) ? Number(v) : v;
+  }
+  return body;
+}
+
+export async function render(view, _arg, shell) {
+  const claimsCard = h("section", { class: "card", id: "claims" });
+  const browseCard = h("section", { class: "card", id: "browser", hidden: true });
+  const addCard = h("section", { class: "card", id: "add-storage" });
+  const modelsCard = h("section", { class: "card", id: "models" });
+  const opBox = h("div", { id: "storage-op" });
+  replace(view, h("div", { class: "stack" }, claimsCard, opBox, browseCard, addCard, modelsCard));
+  let claims = [];
+  let fsx = {};
+  let browsing = null;  // {storage, prefix, token}
+  let op = null;
+  let modelClaim = null;
+  const ticker = setInterval(() => tick(opBox), 1000);
+
+  function drawOp() { replace(opBox, op ? h("div", { class: "card sub" }, progressPanel(op, shell, refresh)) : null); }
+  async function track(ref) { op = fresher(await get(`/operations/${ref.operationId}`)); drawOp(); }
+
+  // -- claims ------------------------------------------------------------------------------------------------
+  function source(c) {
+    if (c.type === "s3") return h("span", { class: "mono small" }, `s3://${c.bucketName}/${c.prefix ?? ""}`);
+    const fs = fsx[c.name]?.fileSystem;
+    return h("span", { class: "small" }, h("span", { class: "mono" }, c.fileSystemId ?? "—"), " ",
+      fs ? badge(fs.lifecycle ?? "gone", fs.lifecycle === "AVAILABLE" ? "ok" : "bad") : null,
+      fs?.storageCapacity ? ` ${fs.storageCapacity} GiB ${fs.deploymentType ?? ""}` : "",
+      fs && !fs.createdByInstantstart ? " (adopted)" : "");
+  }
+  async function drawClaims() {
+    const [list, fsxList] = await Promise.all([
+      get("/storage").catch((error) => ({ error })), get("/storage/fsx").catch(() => ({ claims: [] }))]);
+    if (list.error) {
+      replace(claimsCard, h("h1", {}, "Storage & Models"),
+        ["NOT_FOUND", "PRECONDITION_FAILED"].includes(list.error.code) ? h("p", { class: "empty" }, list.error.message) : errorBox(list.error));
+      return false;
+    }
+    claims = list.claims;
+    fsx = Object.fromEntries(fsxList.claims.filter((c) => c.name).map((c) => [c.name, c]));
+    replace(claimsCard,
+      h("div", { class: "card-head" }, h("h1", {}, "Storage & Models ", h("span", { class: "muted" }, list.clusterTag)),
+        h("span", { class: "muted small" }, `${list.count} claim(s)`)),
+      h("h2", {}, "Volumes"),
+      table([
+        { label: "Claim", cell: (c) => h("strong", {}, `${c.namespace}/${c.name}`) },
+        { label: "Type", cell: (c) => c.type === "s3" ? "S3" : "FSx for Lustre" },
+        { label: "Phase", cell: (c) => badge(c.phase, c.phase === "Bound" ? "ok" : "bad") },
+        { label: "Bucket / file system", cell: source },
+        { label: "Mounted by", cell: (c) => c.mountedBy.length ? c.mountedBy.join(", ") : "—" },
+        { label: "", cell: (c) => h("div", { class: "actions tight" },
+          c.type === "s3" ? h("button", { type: "button", onclick: () => browse(c.name, "") , "aria-label": `Browse ${c.name}` }, "Browse") : null,
+          h("button", { type: "button", class: "danger", onclick: () => remove(c), "aria-label": `Delete ${c.name}` }, "Delete…")) },
+      ], claims, { empty: "No S3 or FSx claims yet: add one below.", rowAttrs: (c) => ({ dataset: { claim: c.name, type: c.type } }) }));
+    return true;
+  }
+
+  async function remove(c) {
+    const fs = fsx[c.name]?.fileSystem;
+    const what = c.type === "s3" ? "The bucket and its objects are kept."
+      : fs?.createdByInstantstart ? `The file system ${c.fileSystemId} that InstantStart created is deleted too, with its data.`
+        : `The file system ${c.fileSystemId} is kept (it was adopted).`;
+    if (!(await confirmDialog(`Delete storage ${c.name}?`, `The claim and its PersistentVolume go. ${what}`, "Delete"))) return;
+    try {
+      const result = await post("/storage/delete", { name: c.name, namespace: c.namespace });
+      if (result.fileSystemDeletion) await track(result.fileSystemDeletion);
+      shell.banner(`Deleted ${c.namespace}/${c.name}.`, "info");
+      if (browsing?.storage === c.name) { browsing = null; browseCard.hidden = true; }
+      await drawClaims(); await drawModels();
+    } catch (err) { shell.fail(err); }
+  }
+
+  // -- contents browser ------------------------------------------------------------------------------------
+  async function browse(storage, prefix, token = null) {
+    browsing = { storage, prefix, token };
+    browseCard.hidden = false;
+    let page;
+    try { page = await get("/storage/s3/contents", { storage, prefix, continuationToken: token, maxKeys: 100 }); }
+    catch (err) { replace(browseCard, h("h2", {}, `Contents of ${storage}`), errorBox(err)); return; }
+    const parts = prefix.split("/").filter(Boolean);
+    const crumbs = [h("button", { type: "button", class: "linklike", onclick: () => browse(storage, "") }, storage)];
+    parts.forEach((p, i) => crumbs.push(" / ", h("button", { type: "button", class: "linklike", onclick: () => browse(storage, parts.slice(0, i + 1).join("/") + "/") }, p)));
+    const rows = [...page.commonPrefixes.map((p) => ({ folder: p })), ...page.objects];
+    replace(browseCard,
+      h("div", { class: "card-head" }, h("h2", {}, "Contents"), h("nav", { "aria-label": "Folder path", class: "small" }, crumbs),
+        h("span", { class: "spacer" }), h("span", { class: "muted small mono" }, `s3://${page.bucketName}/${page.prefix}`)),
+      table([
+        { label: "Path", cell: (r) => r.folder
+          ? h("button", { type: "button", class: "linklike", onclick: () => browse(storage, r.folder) }, "📁 ", r.folder)
+          : h("span", { class: "mono small" }, r.path) },
+        { label: "Size", num: true, cell: (r) => r.folder ? "—" : size(r.size) },
+        { label: "Modified", cell: (r) => r.folder ? "—" : when(r.lastModified) },
+      ], rows, { empty: "Empty folder.", rowAttrs: (r) => ({ dataset: { path: r.folder ?? r.path } }) }),
+      page.truncated ? h("div", { class: "actions" }, h("button", { type: "button", onclick: () => browse(storage, prefix, page.nextContinuationToken) }, "Next page")) : null);
+  }
+
+  // -- add S3 / FSx ----------------------------------------------------------------------------------------
+  function addForms() {
+    const s3 = h("form", { id: "add-s3", novalidate: true },
+      h("h3", {}, "S3 (Mountpoint)"),
+      h("div", { class: "row3" },
+        field("Name", h("input", { type: "text", name: "name", id: "s3-name", placeholder: "s3-claim" }), "Claim name; the PV is <name>-pv"),
+        field("Bucket", h("input", { type: "text", name: "bucketName", id: "s3-bucket" }), "Default: the project bucket"),
+        field("Prefix", h("input", { type: "text", name: "prefix", id: "s3-prefix", placeholder: "team-a/" }), "Pods see it as the root")),
+      h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Add S3 volume")));
+    s3.addEventListener("submit", (e) => submit(e, s3, "/storage/s3", []));
+    const deploy = h("select", { name: "deploymentType", id: "fsx-deployment" },
+      ["PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2", "SCRATCH_1"].map((d) => h("option", { value: d }, d)));
+    const fsxForm = h("form", { id: "add-fsx", novalidate: true },
+      h("h3", {}, "FSx for Lustre"),
+      h("div", { class: "row3" },
+        field("Name", h("input", { type: "text", name: "name", id: "fsx-name", placeholder: "fsx-claim" })),
+        field("Existing file system id", h("input", { type: "text", name: "fileSystemId", id: "fsx-id", placeholder: "fs-…" }), "Adopt it instead of creating one"),
+        field("Deployment type", deploy)),
+      h("div", { class: "row3" },
+        field("Capacity (GiB)", h("input", { type: "number", name: "storageCapacity", id: "fsx-capacity", placeholder: "1200" }), "SSD: 1200, 2400, then +2400"),
+        field("Throughput (MB/s/TiB)", h("input", { type: "number", name: "perUnitStorageThroughput", id: "fsx-throughput", placeholder: "250" }), "PERSISTENT_2: 125, 250, 500, 1000"),
+        h("div", { class: "field" }, h("label", { class: "radio" }, h("input", { type: "checkbox", name: "enableCsiDriver" }), " Enable the FSx CSI driver if needed"))),
+      h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Add FSx volume")));
+    fsxForm.addEventListener("submit", (e) => submit(e, fsxForm, "/storage/fsx", ["storageCapacity", "perUnitStorageThroughput"]));
+    replace(addCard, h("h2", {}, "Add a volume"), s3, fsxForm);
+  }
+
+  async function submit(e, form, path, numbers) {
+    e.preventDefault();
+    clearErrors(form);
+    const button = form.querySelector("button[type=submit]");
+    button.disabled = true;
+    try {
+      await track(await post(path, filled(form, numbers), { idempotencyKey: newKey() }));
+      form.reset();
+    } catch (err) { if (err instanceof ApiError) showError(form, err); else shell.fail(err); }
+    finally { button.disabled = false; }
+  }
+
+  // -- models ----------------------------------------------------------------------------------------------
+  async function drawModels() {
+    const s3Claims = claims.filter((c) => c.type === "s3");
+    if (!s3Claims.length) { replace(modelsCard, h("h2", {}, "Models"), h("p", { class: "empty" }, "Models go into an S3 claim: add one first.")); return; }
+    if (!s3Claims.some((c) => c.name === modelClaim)) modelClaim = s3Claims[0].name;
+    const picker = h("select", { id: "model-claim", onchange: () => { modelClaim = picker.value; drawModels(); } },
+      s3Claims.map((c) => h("option", { value: c.name }, c.name)));
+    picker.value = modelClaim;
+    const list = await get("/models", { s3Storage: modelClaim }).catch((error) => ({ error }));
+    const token = h("input", { type: "password", name: "hfToken", id: "model-token", autocomplete: "off" });
+    const form = h("form", { id: "download", novalidate: true },
+      h("div", { class: "row3" },
+        field("Model id", h("input", { type: "text", name: "modelId", id: "model-id", placeholder: "Qwen/Qwen3-0.6B" }), "Hugging Face repo id"),
+        field("Revision", h("input", { type: "text", name: "revision", id: "model-revision", placeholder: "main" })),
+        field("Hugging Face token", token, "Gated repos only; kept in a Kubernetes Secret until the Job ends, never stored")),
+      h("div", { class: "row" },
+        field("CPU", h("input", { type: "text", name: "cpu", id: "model-cpu", placeholder: "4" }), "No GPU is ever requested"),
+        field("Memory (GiB)", h("input", { type: "text", name: "memory", id: "model-memory", placeholder: "16" }))),
+      h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Download")));
+    form.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      clearErrors(form);
+      const body = { ...filled(form), s3Storage: modelClaim };
+      token.value = "";  // the token leaves the page with this request and nowhere else
+      try { await track(await post("/models/download", body, { idempotencyKey: newKey() })); form.reset(); }
+      catch (err) { if (err instanceof ApiError) showError(form, err); else shell.fail(err); }
+    });
+    replace(modelsCard,
+      h("div", { class: "card-head" }, h("h2", {}, "Models"), h("label", { for: "model-claim", class: "small" }, "Claim"), picker,
+        h("span", { class: "spacer" }), h("span", { class: "muted small" }, "Hub: ", h("span", { class: "mono", id: "hub-endpoint" }, list.hubEndpoint ?? "—"))),
+      list.error ? errorBox(list.error) : table([
+        { label: "Model", cell: (m) => h("strong", {}, m.modelId) }, { label: "Revision", cell: (m) => m.revision },
+        { label: "Path in the claim", cell: (m) => h("span", { class: "mono small" }, m.path) },
+        { label: "Files", num: true, cell: (m) => m.files }, { label: "Size", num: true, cell: (m) => size(m.totalBytes) },
+      ], list.models, { empty: "No complete model in this claim yet.", rowAttrs: (m) => ({ dataset: { model: `${m.modelId}@${m.revision}` } }) }),
+      h("h3", {}, "Download a model"), form);
+  }
+
+  const onOp = (e) => {
+    const o = e.detail.operation;
+    if (!op || o.operationId !== op.operationId) return;
+    const finished = o.status !== op.status && ["SUCCEEDED", "FAILED", "CANCELLED"].includes(o.status);
+    op = fresher(o); drawOp();
+    if (finished) refresh();
+  };
+  events.addEventListener("operation", onOp);
+  async function refresh() {
+    addForms();
+    if (await drawClaims()) {
+      await drawModels();
+      if (browsing) await browse(browsing.storage, browsing.prefix, browsing.token);
+    } else { replace(modelsCard); replace(addCard); }
+  }
+  await refresh();
+  return { refresh, dispose: () => { events.removeEventListener("operation", onOp); clearInterval(ticker); } };
+}
