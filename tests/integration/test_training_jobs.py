@@ -195,7 +195,7 @@ def test_recipe_job_on_two_nodes_recovers_in_place_and_the_refusals(
         alive = status_until(cp, "plain", lambda s, a=attempt: s["budget"]["restarts"] == a - 1
                              and s["job"]["state"] == "Running" and len(s["pods"]) == 1
                              and s["pods"][0]["phase"] == "Running")
-        core.delete_namespaced_pod(alive["pods"][0]["name"], "default", _preload_content=False)
+        core.delete_namespaced_pod(alive["pods"][0]["name"], "default")
     failed = status_until(cp, "plain", lambda s: s["job"]["state"] == "Failed")
     assert failed["budget"]["restarts"] == 2 and failed["budget"]["jobMaxRetryCount"] == 2
     reason = next(c for c in failed["conditions"] if c["type"] == "Failed")
@@ -210,7 +210,7 @@ def test_recipe_job_on_two_nodes_recovers_in_place_and_the_refusals(
     assert mcp_wait(cp, ref["operationId"])["status"] == "SUCCEEDED"
     running = status_until(cp, "short", lambda s: s["job"]["state"] == "Running" and len(s["pods"]) == 1
                            and s["pods"][0]["phase"] == "Running")
-    core.delete_namespaced_pod(running["pods"][0]["name"], "default", _preload_content=False)
+    core.delete_namespaced_pod(running["pods"][0]["name"], "default")
     done = status_until(cp, "short", lambda s: s["job"]["state"] in ("Completed", "Failed"))
     assert done["job"]["state"] == "Completed", done
     assert done["budget"]["restarts"] == 1 and done["budget"]["inPlaceRestarts"] == 1, done["budget"]
