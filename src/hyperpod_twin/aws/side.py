@@ -21,6 +21,7 @@ from . import (
     fsx,
     iam_ext,
     quotas,
+    s3_owner,
     sagemaker_hyperpod,
     sts_web_identity,
     tagging,
@@ -79,6 +80,7 @@ class AwsSide:
         fsx.register(self.ctx, self.fsx)
         iam_ext.register(self.ctx)
         sts_web_identity.register(self.ctx)
+        s3_owner.register(self.ctx)
         dependencies.register(self)
         self._register_sts()
         bus.subscribe("kube.node.health_label", self._on_health_label)

@@ -7,7 +7,7 @@ from typing import Any
 from anyio import to_thread
 from pydantic import AliasChoices, Field
 
-from instantstart.aws import ec2_network, s3
+from instantstart.aws import ec2_network
 from instantstart.aws import hyperpod as hp_api
 from instantstart.aws.clients import AwsClients
 from instantstart.catalog import operation
@@ -16,7 +16,6 @@ from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import CapacityUnavailable, InvalidInput, PreconditionFailed, ProviderError
 from instantstart.manifests.hyperpod import (
     DEEP_HEALTH_CHECKS,
-    LIFECYCLE_SCRIPT,
     GroupDecision,
     create_cluster_request,
     instance_group,
@@ -24,6 +23,7 @@ from instantstart.manifests.hyperpod import (
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.services.cluster import network as net
+from instantstart.services.cluster.lifecycle import ensure_lifecycle, lifecycle_key
 from instantstart.services.cluster.params import HyperPodGroupParams, HyperPodParams, stored
 from instantstart.services.cluster.stage_status import StageStatus, stage_status
 from instantstart.services.core.instance_types import lookup
@@ -200,7 +200,7 @@ async def _create_cluster(
         instance_type=hp.instance_type,
         count=hp.count,
         execution_role=details["executionRoleArn"],
-        lifecycle_uri=f"s3://{bucket}/instantstart/{tag}/lifecycle/",
+        lifecycle_uri=await blocking(ensure_lifecycle, app.aws, p.region, bucket, tag),
         ebs_gb=hp.ebs_gb,
         threads_per_core=hp.threads_per_core,
         training_plan_arn=hp.training_plan_arn,
@@ -270,9 +270,8 @@ async def stage_hyperpod(stage: StageContext) -> dict[str, Any]:
     row = await blocking(get_cluster, app.db, tag)
     details = _eks_details(row)
     bucket = details["bucket"]
-    key = f"instantstart/{tag}/lifecycle/on_create.sh"
-    await stage.progress(f"lifecycle script: s3://{bucket}/{key}")
-    await blocking(s3.put_object, app.aws, region, bucket, key, LIFECYCLE_SCRIPT.encode(), "text/x-shellscript")
+    await stage.progress(f"lifecycle script: s3://{bucket}/{lifecycle_key(tag)} (uploaded, checksum verified)")
+    await blocking(ensure_lifecycle, app.aws, region, bucket, tag)
     subnet = await _compute_subnet(stage, p, details)
     name = hyperpod_cluster_name(row)
     existing = await blocking(hp_api.describe_cluster, app.aws, region, name)

@@ -8,14 +8,15 @@ from typing import Any
 
 from instantstart.aws import eks as eks_api
 from instantstart.aws import iam as iam_api
+from instantstart.aws import identity as sts_api
 from instantstart.aws.clients import AwsClients
 from instantstart.errors import DependencyFailed, InstantStartError
-from instantstart.services.cluster.dependencies.identity import pod_identity_trust
+from instantstart.manifests import iam_policies as pol
 from instantstart.services.core.ledger import aws_tags, mark_gone, record, tag_map
 from instantstart.services.features.specs import Identity
 from instantstart.store.db import Database
 
-AUDIENCE = "sts.amazonaws.com"
+AUDIENCE = pol.IRSA_AUDIENCE
 ROLE_ANNOTATION = "eks.amazonaws.com/role-arn"
 
 
@@ -33,31 +34,6 @@ class Where:
     def role_name(self, suffix: str) -> str:
         """instantstart-<tag>-<suffix>."""
         return f"instantstart-{self.tag}-{suffix}"
-
-
-def irsa_trust(provider_arn: str, issuer: str, namespace: str, service_account: str,
-               services: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Trust of an IRSA role: web identity from exactly this OIDC provider, for exactly
-    system:serviceaccount:<namespace>:<serviceAccount> with audience sts.amazonaws.com."""
-    host = issuer.removeprefix("https://")
-    statements: list[dict[str, Any]] = [
-        {
-            "Effect": "Allow",
-            "Principal": {"Federated": provider_arn},
-            "Action": "sts:AssumeRoleWithWebIdentity",
-            "Condition": {
-                "StringEquals": {
-                    f"{host}:sub": f"system:serviceaccount:{namespace}:{service_account}",
-                    f"{host}:aud": AUDIENCE,
-                }
-            },
-        }
-    ]
-    if services:
-        statements.append(
-            {"Effect": "Allow", "Principal": {"Service": list(services)}, "Action": "sts:AssumeRole"}
-        )
-    return {"Version": "2012-10-17", "Statement": statements}
 
 
 def ensure_role(where: Where, name: str, trust: dict[str, Any], managed: tuple[str, ...],
@@ -151,9 +127,11 @@ def ensure_identity(where: Where, ident: Identity, inline: dict[str, Any] | None
                 f"The role for {ident.namespace}/{ident.service_account} needs the cluster's IAM OIDC provider.",
                 hint="Re-run the EKS stage (operation_retry) so it registers the OIDC provider.",
             )
-        trust = irsa_trust(oidc[0], oidc[1], ident.namespace, ident.service_account, ident.trust_services)
+        trust = pol.irsa_trust(oidc[0], oidc[1], ident.namespace, ident.service_account, ident.trust_services)
     else:
-        trust = pod_identity_trust()
+        trust = pol.pod_identity_trust(
+            sts_api.account_id(where.aws, where.region), where.eks_cluster, ident.namespace, ident.service_account
+        )
     arn, wrote = ensure_role(where, where.role_name(ident.role), trust, ident.managed_policies, inline)
     if not ident.irsa and ensure_association(where, ident, arn) != "unchanged":
         wrote.append("association")

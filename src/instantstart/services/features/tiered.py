@@ -13,6 +13,7 @@ from instantstart.aws import hyperpod as hp_api
 from instantstart.aws import iam as iam_api
 from instantstart.errors import DependencyFailed, PreconditionFailed
 from instantstart.kube.calls import kube_call
+from instantstart.manifests import iam_policies as pol
 from instantstart.services.capacity.group_allowlist import resubmit_spec
 from instantstart.services.core.ledger import aws_tags, record
 from instantstart.services.features.identity import (
@@ -20,7 +21,6 @@ from instantstart.services.features.identity import (
     ROLE_ANNOTATION,
     Where,
     ensure_role,
-    irsa_trust,
     remove_role,
 )
 
@@ -34,25 +34,7 @@ THUMBPRINT = "9e99a48a9960b14926bb7f3b02e22da2b0ab7280"
 
 def checkpoint_policy(bucket: str) -> dict[str, Any]:
     """S3 read/write on the checkpoint prefix of the project bucket only, plus CloudWatch metrics."""
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Sid": "CheckpointObjects",
-                "Effect": "Allow",
-                "Action": ["s3:PutObject", "s3:GetObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
-                "Resource": [f"arn:aws:s3:::{bucket}/{PREFIX}*"],
-            },
-            {
-                "Sid": "CheckpointList",
-                "Effect": "Allow",
-                "Action": ["s3:ListBucket"],
-                "Resource": [f"arn:aws:s3:::{bucket}"],
-                "Condition": {"StringLike": {"s3:prefix": [f"{PREFIX}*"]}},
-            },
-            {"Sid": "CheckpointMetrics", "Effect": "Allow", "Action": ["cloudwatch:PutMetricData"], "Resource": "*"},
-        ],
-    }
+    return pol.checkpoint_policy(bucket, PREFIX)
 
 
 def desired_config(enabled: bool, mode: str, percentage: int | None) -> dict[str, Any]:
@@ -157,7 +139,7 @@ def enable(where: Where, core: k8s.CoreV1Api, cluster: dict[str, Any], bucket: s
     provider, created = ensure_provider(where, issuer)
     if created:
         wrote.append("oidcProvider")
-    trust = irsa_trust(provider, issuer, NAMESPACE, SERVICE_ACCOUNT)
+    trust = pol.irsa_trust(provider, issuer, NAMESPACE, SERVICE_ACCOUNT)
     role_arn, role_wrote = ensure_role(where, where.role_name(ROLE), trust, (), checkpoint_policy(bucket))
     wrote += role_wrote
     sa_wrote = ensure_annotation(core, role_arn)
@@ -200,7 +182,7 @@ def chain(where: Where, core: k8s.CoreV1Api, cluster: dict[str, Any] | None, buc
     role = iam_api.get_role(where.aws, where.region, name)
     link("role", role is not None, f"IAM role {name} exists" if role else f"IAM role {name} does not exist")
     if role is not None and provider is not None:
-        wanted = irsa_trust(provider, issuer, NAMESPACE, SERVICE_ACCOUNT)
+        wanted = pol.irsa_trust(provider, issuer, NAMESPACE, SERVICE_ACCOUNT)
         ok = role.get("AssumeRolePolicyDocument") == wanted
         link("trust", ok, f"trusts {provider} for system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT} "
              f"(aud {AUDIENCE})" if ok else "the trust policy does not name exactly that provider, subject "

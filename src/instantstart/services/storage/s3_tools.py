@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field
 
-from instantstart.aws import s3
+from instantstart.aws import identity, s3
 from instantstart.catalog import operation
 from instantstart.catalog.base import NoInput, WireModel
 from instantstart.context import AppContext, CallContext
@@ -158,7 +158,7 @@ async def s3_storage_create(ctx: CallContext, req: StorageCreateRequest) -> Oper
 
 def list_page(app: AppContext, bucket: str, region: str, prefix: str, limit: int, token: str | None) -> dict[str, Any]:
     """One ListObjectsV2 page (delimiter '/') of the bucket below `prefix` (blocking)."""
-    page = s3.list_objects(app.aws, region, bucket, prefix, limit, token)
+    page = s3.list_objects(app.aws, region, bucket, prefix, limit, identity.account_id(app.aws, region), token)
     return {
         "objects": [
             {"key": o["Key"], "size": int(o.get("Size", 0)), "lastModified": o.get("LastModified")}
