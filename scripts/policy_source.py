@@ -203,10 +203,19 @@ def policy() -> dict[str, Any]:
             ),
             statement(
                 "ProjectBuckets",
-                ["s3:CreateBucket", "s3:GetBucketLocation", "s3:ListBucket", "s3:PutBucketTagging"],
+                [
+                    "s3:CreateBucket",
+                    "s3:DeleteBucket",
+                    "s3:GetBucketLocation",
+                    "s3:GetBucketTagging",
+                    "s3:ListBucket",
+                    "s3:PutBucketTagging",
+                ],
                 ["arn:aws:s3:::instantstart-*"],
             ),
-            statement("ProjectObjects", ["s3:GetObject", "s3:PutObject"], ["arn:aws:s3:::instantstart-*/*"]),
+            statement(
+                "ProjectObjects", ["s3:DeleteObject", "s3:GetObject", "s3:PutObject"], ["arn:aws:s3:::instantstart-*/*"]
+            ),
         ],
     }
 

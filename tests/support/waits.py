@@ -30,3 +30,14 @@ def wait_for(client: httpx.Client, operation_id: str, predicate: Any, timeout: f
             return view
         time.sleep(0.02)
     raise TimeoutError(f"{operation_id}: condition not reached: {view}")
+
+
+def until(probe: Any, what: str, timeout: float = 30.0) -> Any:
+    """Call `probe()` until it returns something truthy; that value (TimeoutError naming `what` otherwise)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = probe()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise TimeoutError(f"condition not reached within {timeout}s: {what}")
