@@ -198,7 +198,12 @@ def policy() -> dict[str, Any]:
             ),
             statement(
                 "ClusterOidcProviders",
-                ["iam:CreateOpenIDConnectProvider", "iam:DeleteOpenIDConnectProvider", "iam:TagOpenIDConnectProvider"],
+                [
+                    "iam:CreateOpenIDConnectProvider",
+                    "iam:DeleteOpenIDConnectProvider",
+                    "iam:GetOpenIDConnectProvider",
+                    "iam:TagOpenIDConnectProvider",
+                ],
                 ["arn:aws:iam::*:oidc-provider/oidc.eks.*.amazonaws.com/id/*"],
             ),
             statement(

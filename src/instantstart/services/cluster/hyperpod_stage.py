@@ -26,8 +26,9 @@ from instantstart.services.cluster import network as net
 from instantstart.services.cluster.lifecycle import ensure_lifecycle, lifecycle_key
 from instantstart.services.cluster.params import HyperPodGroupParams, HyperPodParams, stored
 from instantstart.services.cluster.stage_status import StageStatus, stage_status
+from instantstart.services.core.installation import installation_id, refuse_foreign
 from instantstart.services.core.instance_types import lookup
-from instantstart.services.core.ledger import aws_tags, record
+from instantstart.services.core.ledger import TAG_CLUSTER, aws_tags, record
 from instantstart.services.core.registry import (
     get_cluster,
     hyperpod_cluster_name,
@@ -213,7 +214,7 @@ async def _create_cluster(
         security_group_id=details["securityGroupId"],
         subnet_id=subnet_id,
         groups=[instance_group(group)],
-        tags=aws_tags(tag, stage.operation_id),
+        tags=aws_tags(tag, stage.operation_id, installation=await blocking(installation_id, app.db)),
     )
     await stage.progress(f"CreateCluster {name}: {hp.count} x {hp.instance_type} in {hp.availability_zone}")
     arn = await blocking(hp_api.create_cluster, app.aws, p.region, request)
@@ -278,6 +279,10 @@ async def stage_hyperpod(stage: StageContext) -> dict[str, Any]:
     seen = {e.get("EventId") for e in await blocking(capacity_events, app.aws, region, name)} if existing else set()
     if existing is None:
         await _create_cluster(stage, p, name, details, subnet["subnetId"])
+    else:
+        tags = await blocking(hp_api.cluster_tags, app.aws, region, str(existing["ClusterArn"]))
+        mine = await blocking(installation_id, app.db)
+        refuse_foreign("HyperPod cluster", name, {TAG_CLUSTER: "", **tags}, tag, mine)
     await _wait_in_service(stage, p, name, seen)
     cluster = await blocking(hp_api.describe_cluster, app.aws, region, name) or {}
     outputs = {

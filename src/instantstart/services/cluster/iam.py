@@ -9,7 +9,7 @@ from instantstart.aws import iam as iam_api
 from instantstart.aws import identity
 from instantstart.aws.clients import AwsClients
 from instantstart.errors import Conflict
-from instantstart.services.core.installation import installation_id
+from instantstart.services.core.installation import installation_id, refuse_foreign
 from instantstart.services.core.ledger import TAG_CLUSTER, TAG_INSTALLATION, aws_tags, record
 from instantstart.store.db import Database
 
@@ -99,9 +99,17 @@ def ensure_oidc_provider(
     """The IAM OIDC provider of the EKS cluster's issuer (for IRSA); returns its ARN."""
     found = iam_api.oidc_provider_arn(aws, region, issuer)
     if found is not None:
+        # One provider per issuer: an existing one (eksctl, another tool) is shared, unless another installation
+        # of InstantStart tagged it for another cluster.
+        refuse_foreign("IAM OIDC provider", found, iam_api.oidc_provider_tags(aws, region, found), cluster_tag,
+                       installation_id(db))
         return found
     arn = iam_api.create_oidc_provider(
-        aws, region, issuer=issuer, thumbprint=OIDC_THUMBPRINT, tags=aws_tags(cluster_tag, operation_id)
+        aws,
+        region,
+        issuer=issuer,
+        thumbprint=OIDC_THUMBPRINT,
+        tags=aws_tags(cluster_tag, operation_id, installation=installation_id(db)),
     )
     record(
         db,

@@ -35,9 +35,12 @@ def aws_tags(
     return tags
 
 
-def tag_map(cluster_tag: str, operation_id: str) -> dict[str, str]:
+def tag_map(cluster_tag: str, operation_id: str, installation: str | None = None) -> dict[str, str]:
     """The same tags as a map (EKS, SageMaker tag-map APIs)."""
-    return {TAG_CLUSTER: cluster_tag, TAG_OPERATION: operation_id}
+    tags = {TAG_CLUSTER: cluster_tag, TAG_OPERATION: operation_id}
+    if installation:
+        tags[TAG_INSTALLATION] = installation
+    return tags
 
 
 def record(

@@ -12,6 +12,7 @@ from instantstart.aws import identity as sts_api
 from instantstart.aws.clients import AwsClients
 from instantstart.errors import DependencyFailed, InstantStartError
 from instantstart.manifests import iam_policies as pol
+from instantstart.services.core.installation import installation_id
 from instantstart.services.core.ledger import aws_tags, mark_gone, record, tag_map
 from instantstart.services.features.specs import Identity
 from instantstart.store.db import Database
@@ -48,7 +49,7 @@ def ensure_role(where: Where, name: str, trust: dict[str, Any], managed: tuple[s
         arn = iam_api.create_role(
             where.aws, where.region, name=name, trust_policy=json.dumps(trust),
             description=f"InstantStart feature role (cluster {where.tag})",
-            tags=aws_tags(where.tag, where.operation_id, name),
+            tags=aws_tags(where.tag, where.operation_id, name, installation=installation_id(where.db)),
         )
         wrote.append("role")
     else:
@@ -96,7 +97,7 @@ def ensure_association(where: Where, ident: Identity, role_arn: str) -> str:
     aid = eks_api.create_pod_identity_association(
         where.aws, where.region, cluster=where.eks_cluster, namespace=ident.namespace,
         service_account=ident.service_account, role_arn=role_arn,
-        tags=tag_map(where.tag, where.operation_id),
+        tags=tag_map(where.tag, where.operation_id, installation_id(where.db)),
     )
     record(where.db, cluster_tag=where.tag, operation_id=where.operation_id,
            resource_type="eks:pod-identity-association", resource_id=aid, region=where.region,

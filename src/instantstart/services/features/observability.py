@@ -7,6 +7,7 @@ from typing import Any
 
 from instantstart.aws import amp as amp_api
 from instantstart.errors import DependencyFailed
+from instantstart.services.core.installation import installation_id
 from instantstart.services.core.ledger import mark_gone, record, tag_map
 from instantstart.services.features.identity import Where
 
@@ -38,7 +39,7 @@ def ensure_workspace(where: Where, poll_seconds: float) -> tuple[dict[str, Any],
     found = amp_api.find_workspace(where.aws, where.region, alias(where.tag))
     created = False
     if found is None:
-        tags = tag_map(where.tag, where.operation_id)
+        tags = tag_map(where.tag, where.operation_id, installation_id(where.db))
         wid = amp_api.create_workspace(where.aws, where.region, alias(where.tag), tags)
         record(where.db, cluster_tag=where.tag, operation_id=where.operation_id, resource_type="aps:workspace",
                resource_id=wid, region=where.region)

@@ -15,6 +15,7 @@ from instantstart.errors import DependencyFailed, PreconditionFailed
 from instantstart.kube.calls import kube_call
 from instantstart.manifests import iam_policies as pol
 from instantstart.services.capacity.group_allowlist import resubmit_spec
+from instantstart.services.core.installation import installation_id
 from instantstart.services.core.ledger import aws_tags, record
 from instantstart.services.features.identity import (
     AUDIENCE,
@@ -82,7 +83,8 @@ def ensure_provider(where: Where, issuer: str) -> tuple[str, bool]:
     if arn is not None:
         return arn, False
     arn = iam_api.create_oidc_provider(
-        where.aws, where.region, issuer=issuer, thumbprint=THUMBPRINT, tags=aws_tags(where.tag, where.operation_id)
+        where.aws, where.region, issuer=issuer, thumbprint=THUMBPRINT,
+        tags=aws_tags(where.tag, where.operation_id, installation=installation_id(where.db)),
     )
     record(where.db, cluster_tag=where.tag, operation_id=where.operation_id, resource_type="iam:oidc-provider",
            resource_id=arn, region=where.region)

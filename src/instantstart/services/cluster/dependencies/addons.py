@@ -24,6 +24,7 @@ from instantstart.services.cluster.dependencies.identity import (
 )
 from instantstart.services.cluster.dependencies.readiness import wait_ready
 from instantstart.services.cluster.dependencies.results import DependencyFailed, DepResult, Progress, Target
+from instantstart.services.core.installation import installation_id
 from instantstart.services.core.ledger import record, tag_map
 from instantstart.services.core.stages import blocking, next_poll
 
@@ -178,7 +179,7 @@ class AddonSteps:
             "addonName": dep.addon,
             "addonVersion": version,
             "resolveConflicts": "OVERWRITE",
-            "tags": tag_map(self.target.tag, self.target.operation_id or "adopted"),
+            "tags": tag_map(self.target.tag, self.target.operation_id or "adopted", installation_id(self.app.db)),
         }
         config = desired_config(self.values_of(dep))
         if config:

@@ -80,7 +80,7 @@ def ensure_pod_identity_association(
         namespace=namespace,
         service_account=service_account,
         role_arn=role_arn,
-        tags=tag_map(owner.cluster_tag, owner.operation_id or "adopted"),
+        tags=tag_map(owner.cluster_tag, owner.operation_id or "adopted", installation_id(owner.db)),
     )
     record(
         owner.db,
