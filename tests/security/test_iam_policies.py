@@ -137,3 +137,29 @@ def test_every_policy_written_to_the_twin_is_scoped(cp: Running, twin: TwinProce
             assert violations(f"{name}/{policy}", document) == []
             walked += 1
     assert walked >= 2  # at least the execution role and the S3 CSI role
+
+
+def test_a_claim_on_another_bucket_widens_the_csi_role_to_exactly_that_prefix() -> None:
+    from hyperpod_twin.iam_eval import evaluate
+
+    details = {
+        "bucket": SCOPE.bucket,
+        "storage": {
+            "s3-claim": {"bucketName": SCOPE.bucket, "prefix": pol.data_prefix(SCOPE.cluster_tag)},
+            "datasets": {"bucketName": "team-datasets", "prefix": "imagenet/"},
+        },
+    }
+    grants = pol.claim_grants(details)
+    assert grants == [("team-datasets", "imagenet/")]
+    policy = pol.csi_data_policy(SCOPE, grants)
+    assert violations("widened", policy) == []
+    assert evaluate([policy], "s3:PutObject", "arn:aws:s3:::team-datasets/imagenet/x.tar") == "Allow"
+    assert evaluate([policy], "s3:PutObject", "arn:aws:s3:::team-datasets/private/x") == "ImplicitDeny"
+    assert evaluate([policy], "s3:PutObject", "arn:aws:s3:::other-bucket/imagenet/x") == "ImplicitDeny"
+    lifecycle = f"arn:aws:s3:::{SCOPE.bucket}/{pol.lifecycle_prefix(SCOPE.cluster_tag)}on_create.sh"
+    assert evaluate([policy], "s3:PutObject", lifecycle) == "ImplicitDeny"
+    listing = {"s3:prefix": "private/"}
+    assert evaluate([policy], "s3:ListBucket", "arn:aws:s3:::team-datasets", listing) == "ImplicitDeny"
+    assert evaluate([policy], "s3:ListBucket", "arn:aws:s3:::team-datasets", {"s3:prefix": "imagenet/a"}) == "Allow"
+    # No claim elsewhere: the plain data-prefix policy.
+    assert pol.csi_data_policy(SCOPE, pol.claim_grants({"bucket": SCOPE.bucket})) == pol.csi_data_policy(SCOPE)

@@ -115,7 +115,7 @@ def driver_role(factory: Callable[[str], Any], eks_cluster: str, hyperpod: str |
 
 
 def role_documents(iam: Any, role_arn: str) -> list[dict[str, Any]]:
-    """The identity policies of a role: inline ones and the customer-managed policies attached to it."""
+    """The identity policies of a role: inline ones and the managed policies attached to it."""
     name = role_arn.rsplit("/", 1)[-1]
     documents = [
         iam.get_role_policy(RoleName=name, PolicyName=p)["PolicyDocument"]
@@ -125,7 +125,7 @@ def role_documents(iam: Any, role_arn: str) -> list[dict[str, Any]]:
         try:
             policy = iam.get_policy(PolicyArn=attached["PolicyArn"])["Policy"]
             version = iam.get_policy_version(PolicyArn=attached["PolicyArn"], VersionId=policy["DefaultVersionId"])
-        except Exception as exc:  # an AWS managed policy the twin does not hold: it grants nothing in S3 here
+        except Exception as exc:  # a managed policy the twin does not hold grants nothing
             log.info("policy %s of %s not evaluated: %s", attached["PolicyArn"], name, exc)
             continue
         documents.append(version["PolicyVersion"]["Document"])

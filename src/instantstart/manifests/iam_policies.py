@@ -201,9 +201,42 @@ def execution_inline_policy(scope: Scope) -> dict[str, Any]:
     )
 
 
-def csi_data_policy(scope: Scope) -> dict[str, Any]:
-    """Mountpoint for S3's permissions, limited to the cluster's data prefix (never the lifecycle scripts)."""
-    return _doc(*_data_statements(scope, "Mountpoint", ["s3:PutObject", "s3:AbortMultipartUpload", "s3:DeleteObject"]))
+MOUNT_WRITES = ["s3:PutObject", "s3:AbortMultipartUpload", "s3:DeleteObject"]
+
+
+def claim_grants(details: dict[str, Any]) -> list[tuple[str, str]]:
+    """(bucket, prefix) of every recorded S3 claim of a cluster (`details["storage"]`) on a bucket other than its
+    project bucket: what the S3 CSI role must reach beyond the cluster's data prefix, in a stable order."""
+    project = details.get("bucket")
+    grants = {
+        (str(c["bucketName"]), str(c.get("prefix") or ""))
+        for c in (details.get("storage") or {}).values()
+        if c.get("bucketName") and c["bucketName"] != project
+    }
+    return sorted(grants)
+
+
+def csi_data_policy(scope: Scope, grants: list[tuple[str, str]] | None = None) -> dict[str, Any]:
+    """Mountpoint for S3's permissions, limited to the cluster's data prefix (never the lifecycle scripts), plus
+    exactly the bucket/prefix of each claim on another bucket (`grants`, see claim_grants)."""
+    statements = _data_statements(scope, "Mountpoint", MOUNT_WRITES)
+    for index, (bucket, prefix) in enumerate(grants or []):
+        listing: dict[str, Any] = {
+            "Sid": f"Claim{index}List",
+            "Effect": "Allow",
+            "Action": ["s3:ListBucket"],
+            "Resource": [f"arn:aws:s3:::{bucket}"],
+        }
+        if prefix:
+            listing["Condition"] = {"StringLike": {"s3:prefix": [prefix, f"{prefix}*"]}}
+        objects = {
+            "Sid": f"Claim{index}Objects",
+            "Effect": "Allow",
+            "Action": ["s3:GetObject", *MOUNT_WRITES],
+            "Resource": [f"arn:aws:s3:::{bucket}/{prefix}*"],
+        }
+        statements += [listing, objects]
+    return _doc(*statements)
 
 
 def autoscaling_policy(region: str, cluster_arn: str) -> dict[str, Any]:

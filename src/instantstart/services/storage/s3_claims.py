@@ -18,6 +18,7 @@ from instantstart.services.cluster.params import StorageParams
 from instantstart.services.core.project_bucket import remembered_bucket
 from instantstart.services.core.registry import get_cluster, mirror_pipeline_stages, resolve_tag
 from instantstart.services.core.stages import blocking, project_bucket, record_details, wait_until
+from instantstart.services.storage.claim_iam import widen_csi_role
 from instantstart.store.models import ClusterRow
 
 FIELD_MANAGER = "instantstart"
@@ -164,6 +165,9 @@ async def stage_storage(stage: StageContext) -> dict[str, Any]:
         prefix=spec["prefix"],
     )
     pvc = m.build_pvc(cluster_tag=tag, claim=name, namespace=namespace)
+    widened = await blocking(widen_csi_role, app, row, name, spec)
+    if widened:
+        await stage.progress(f"IAM role {widened}: also s3://{spec['bucketName']}/{spec['prefix'] or ''} (this claim)")
     await stage.progress(f"PersistentVolume {m.pv_name(name)} on s3://{spec['bucketName']} ({spec['region']})")
     _, pv_created = await blocking(ensure_object, api, pv)
     await stage.progress(f"PersistentVolumeClaim {namespace}/{name}")

@@ -26,6 +26,7 @@ from instantstart.services.cluster.dependencies.readiness import wait_ready
 from instantstart.services.cluster.dependencies.results import DependencyFailed, DepResult, Progress, Target
 from instantstart.services.core.installation import installation_id
 from instantstart.services.core.ledger import record, tag_map
+from instantstart.services.core.registry import get_cluster
 from instantstart.services.core.stages import blocking, next_poll
 
 ADDON_TIMEOUT = 20 * 60
@@ -254,7 +255,8 @@ class AddonSteps:
             account, self.target.region, self.target.tag, self.target.eks_cluster_name, self.target.bucket
         )
         trust = pol.pod_identity_trust(account, self.target.eks_cluster_name, spec.namespace, spec.service_account)
-        policy = pol.csi_data_policy(scope)
+        row = await blocking(get_cluster, self.app.db, self.target.tag)
+        policy = pol.csi_data_policy(scope, pol.claim_grants(row.details or {}))
         role_arn = await blocking(ensure_pod_identity_role, self.app.aws, owner, role_name, trust, policy)
         await blocking(
             ensure_pod_identity_association,
