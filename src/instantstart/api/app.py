@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 import logging
@@ -288,8 +289,10 @@ def create_app(
         hub.start()
         async with mcp_manager.run():
             freeze_startup_heap()
+            lag_watch = asyncio.create_task(metrics.watch_loop())
             log.info("instantstart ready", extra={"url": settings.base_url, "version": __version__})
             yield
+            lag_watch.cancel()
         await hub.stop()
         await context.runner.stop()
         context.informers.stop()

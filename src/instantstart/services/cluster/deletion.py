@@ -21,6 +21,7 @@ from instantstart.errors import Conflict, DependencyFailed, NotFound, Unsupporte
 from instantstart.kube.calls import core_api, kube_call
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
+from instantstart.services.cluster.deletion_owner import check_eks_cluster, check_hyperpod_cluster
 from instantstart.services.cluster.deletion_scan import load_balancer_holders, tag_scan
 from instantstart.services.cluster.params import DeleteParams, PlannedStep, stored
 from instantstart.services.core.ledger import mark_deleted, resources_of
@@ -240,6 +241,7 @@ def _delete_lb_service(app: AppContext, res: dict[str, Any]) -> bool:
 
 
 def _delete_eks_cluster(app: AppContext, res: dict[str, Any]) -> bool:
+    check_eks_cluster(app, res, res["clusterTag"])
     eks.delete_cluster(app.aws, res["region"], res["resourceId"])
     app.kube.forget(res["resourceId"], res["region"])
     return False
@@ -273,9 +275,16 @@ Deleter = Callable[[AppContext, dict[str, Any]], bool]
 def _delete_share(app: AppContext, res: dict[str, Any]) -> bool:
     return delete_share(app.aws, app.db, res)
 
+
+def _delete_hyperpod(app: AppContext, res: dict[str, Any]) -> bool:
+    check_hyperpod_cluster(app, res, res["clusterTag"])
+    hyperpod.delete_cluster(app.aws, res["region"], res["resourceId"])
+    return False
+
+
 # ledger resource type → how to start deleting it; True when it is gone already (no waiting needed)
 DELETERS: dict[str, Deleter] = {
-    "sagemaker:cluster": _deleter(hyperpod.delete_cluster, False),
+    "sagemaker:cluster": _delete_hyperpod,
     "k8s:loadbalancer-service": _delete_lb_service,
     "eks:cluster": _delete_eks_cluster,
     "eks:addon": _deleter(_delete_addon, True),
