@@ -129,7 +129,8 @@ def process_server(
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_healthy(url, proc=proc)
+        # A child process imports everything first: on the shared 2-core machine that alone can take 30 s.
+        wait_healthy(url, timeout=120.0, proc=proc)
         token = (data_dir / "api-token").read_text().strip()
         yield Running(url, token, data_dir, database_url), proc
     finally:
