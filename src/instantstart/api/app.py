@@ -42,6 +42,7 @@ from instantstart.services import load_all
 from instantstart.services.monitoring.timeline import attach as attach_timeline
 from instantstart.settings import Settings
 from instantstart.store.db import Database
+from instantstart.validation import known_regions
 from instantstart.web.routes import add_web_routes
 from instantstart.web.sessions import SessionStore
 
@@ -287,6 +288,9 @@ def create_app(
         await to_thread.run_sync(context.db.migrate)
         context.runner.start(context)
         hub.start()
+        # Botocore's endpoint data behind Region validation: ~0.8 s to load, once, never on the event loop (the
+        # first request naming a region used to stall every other request that long).
+        await to_thread.run_sync(known_regions)
         async with mcp_manager.run():
             freeze_startup_heap()
             lag_watch = asyncio.create_task(metrics.watch_loop())
