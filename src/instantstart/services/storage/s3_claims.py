@@ -57,7 +57,7 @@ def storage_spec(app: AppContext, row: ClusterRow, given: dict[str, Any], *, fie
     if not given.get("bucketName") or bucket == (row.details or {}).get("bucket"):
         # The shared project bucket: only this cluster's data prefix (the CSI role may write nowhere else).
         own = pol.data_prefix(row.tag)
-        prefix = own if not prefix or prefix.startswith(own) else f"{own}{prefix}"
+        prefix = own if not prefix else prefix if prefix.startswith(own) else f"{own}{prefix}"
     where = bucket_region(app, bucket, given.get("region") or row.region)
     if where is None:
         raise NotFound(
