@@ -220,15 +220,29 @@ def policy() -> dict[str, Any]:
             ),
             statement(
                 "ClusterOidcProviders",
-                ["iam:CreateOpenIDConnectProvider", "iam:DeleteOpenIDConnectProvider", "iam:TagOpenIDConnectProvider"],
+                [
+                    "iam:CreateOpenIDConnectProvider",
+                    "iam:DeleteOpenIDConnectProvider",
+                    "iam:GetOpenIDConnectProvider",
+                    "iam:TagOpenIDConnectProvider",
+                ],
                 ["arn:aws:iam::*:oidc-provider/oidc.eks.*.amazonaws.com/id/*"],
             ),
             statement(
                 "ProjectBuckets",
-                ["s3:CreateBucket", "s3:GetBucketLocation", "s3:ListBucket", "s3:PutBucketTagging"],
+                [
+                    "s3:CreateBucket",
+                    "s3:DeleteBucket",
+                    "s3:GetBucketLocation",
+                    "s3:GetBucketTagging",
+                    "s3:ListBucket",
+                    "s3:PutBucketTagging",
+                ],
                 ["arn:aws:s3:::instantstart-*"],
             ),
-            statement("ProjectObjects", ["s3:GetObject", "s3:PutObject"], ["arn:aws:s3:::instantstart-*/*"]),
+            statement(
+                "ProjectObjects", ["s3:DeleteObject", "s3:GetObject", "s3:PutObject"], ["arn:aws:s3:::instantstart-*/*"]
+            ),
             # The observability feature's Amazon Managed Service for Prometheus workspace (one per cluster).
             statement(
                 "MetricsWorkspaces",

@@ -146,7 +146,7 @@ def test_configure_dependencies_reconciles_and_rerun_is_a_noop(cp: Running, twin
         policy = json.loads(policy) if isinstance(policy, str) else policy
         bucket = client.get("/api/v1/clusters/eks-status").json()["details"]["bucket"]
         resources = sorted(r for s in policy["Statement"] for r in s["Resource"])
-        assert resources == [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"]
+        assert resources == [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/clusters/deps/data/*"]
         api = _kube(twin, "deps")
         apps = kubernetes.client.AppsV1Api(api)
         assert apps.read_namespaced_daemon_set("health-monitoring-agent", "aws-hyperpod").metadata.name

@@ -50,7 +50,7 @@ def test_hyperpod_create_reaches_in_service(cp: Running, twin: TwinProcess) -> N
         if t.startswith("instantstart-")
     )
     assert (
-        s3.get_object(Bucket=bucket, Key="instantstart/hp1/lifecycle/on_create.sh")["Body"]
+        s3.get_object(Bucket=bucket, Key="lifecycle/hp1/on_create.sh")["Body"]
         .read()
         .startswith(b"#!/bin/bash")
     )

@@ -15,12 +15,14 @@ import pytest
 from kubernetes import client as k8s
 
 from hyperpod_twin.sim.hf_hub import GATED_TOKEN, HUB
+from instantstart.manifests import iam_policies as pol
 from instantstart.twin_process import TwinProcess
 from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
 from tests.support.servers import Running
 from tests.support.twin import twin_client
 
 TAG = "md1"
+DATA = pol.data_prefix(TAG)  # the default claim mounts the cluster's data prefix of the project bucket
 MODEL = "twin-org/gated-llama"
 
 
@@ -58,7 +60,7 @@ def test_model_download_cpu_only_token_never_kept(
     assert sum(int(n.status.capacity.get("nvidia.com/gpu", 0)) for n in nodes) == 1
 
     # A partial copy (files, no manifest) is never taken for a model.
-    s3.put_object(Bucket=bucket, Key="models/twin-org/half/main/config.json", Body=b"{}")
+    s3.put_object(Bucket=bucket, Key=f"{DATA}models/twin-org/half/main/config.json", Body=b"{}")
 
     # Bad input and a gated repo without the token.
     bad = mcp_raw(cp, [("model_download_enhanced", {"modelId": "no spaces allowed"})])[0]
@@ -118,7 +120,7 @@ def test_model_download_cpu_only_token_never_kept(
     assert len(progress_at) == len(files) and log_lines.index(f"done {len(files)} files") > progress_at[-1]
 
     # The objects and the manifest (last, with sizes and sha256).
-    prefix = f"models/{MODEL}/main/"
+    prefix = f"{DATA}models/{MODEL}/main/"
     objects = s3.list_objects_v2(Bucket=bucket, Prefix=prefix)["Contents"]
     assert sorted(o["Key"][len(prefix):] for o in objects) == sorted([*files, "manifest.json"])
     stamps = {o["Key"][len(prefix):]: o["LastModified"] for o in objects}

@@ -10,12 +10,14 @@ from typing import Any
 
 from kubernetes import client as k8s
 
+from instantstart.manifests import iam_policies as pol
 from instantstart.twin_process import TwinProcess
 from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
 from tests.support.servers import Running
 from tests.support.twin import twin_client
 
 TAG = "sc1"
+DATA = pol.data_prefix(TAG)  # the cluster's data prefix: every claim on the project bucket lives below it
 
 
 def writer_pod(name: str, claim: str, files: dict[str, str]) -> dict[str, Any]:
@@ -49,16 +51,17 @@ def test_second_claim_with_prefix_listing_and_delete(cp: Running, twin: TwinProc
 
     defaults = mcp_calls(cp, [("s3_storage_get_defaults", {})])[0]
     bucket = defaults["bucketName"]
-    assert defaults["prefix"] is None and defaults["accessModes"] == ["ReadWriteMany"]
-    # Two claims: the default one on the whole project bucket, and a second one confined to a prefix.
+    assert defaults["prefix"] == DATA and defaults["accessModes"] == ["ReadWriteMany"]
+    # Two claims: the default one on the cluster's data prefix, and a second one confined to a prefix below it.
     first = mcp_calls(cp, [("s3_storage_create", {})])[0]
     assert mcp_wait(cp, first["operationId"])["status"] == "SUCCEEDED"
     second = mcp_calls(cp, [("s3_storage_create", {"name": "team-a", "prefix": "teams/a/"})])[0]
     view = mcp_wait(cp, second["operationId"])
     assert view["status"] == "SUCCEEDED", view
-    assert view["stages"][0]["outputs"]["prefix"] == "teams/a/" and view["stages"][0]["outputs"]["bucketName"] == bucket
+    outputs = view["stages"][0]["outputs"]
+    assert outputs["prefix"] == f"{DATA}teams/a/" and outputs["bucketName"] == bucket
     pv = core.read_persistent_volume("team-a-pv")
-    assert "prefix teams/a/" in pv.spec.mount_options and pv.spec.access_modes == ["ReadWriteMany"]
+    assert f"prefix {DATA}teams/a/" in pv.spec.mount_options and pv.spec.access_modes == ["ReadWriteMany"]
     # A bad prefix is refused before anything is submitted, naming the field.
     bad = mcp_raw(cp, [("s3_storage_create", {"name": "bad", "prefix": "/abs"})])[0]
     assert bad["isError"] and "prefix" in bad["payload"]["error"]["message"]
@@ -71,12 +74,12 @@ def test_second_claim_with_prefix_listing_and_delete(cp: Running, twin: TwinProc
     assert [o["size"] for o in page["objects"]] == [1, 2, 3] and page["truncated"] is False
     top = mcp_calls(cp, [("s3_storage_list_contents", {"storage": "team-a"})])[0]
     # Folders are relative to the claim like object paths; one passed back as prefix opens it.
-    assert top["commonPrefixes"] == ["out/"] and top["objects"] == [] and top["prefix"] == "teams/a/"
+    assert top["commonPrefixes"] == ["out/"] and top["objects"] == [] and top["prefix"] == f"{DATA}teams/a/"
     assert top["path"] == ""
     opened = mcp_calls(cp, [("s3_storage_list_contents", {"storage": "team-a", "prefix": top["commonPrefixes"][0]})])[0]
     assert opened["path"] == "out/" and [o["path"] for o in opened["objects"]] == [o["path"] for o in page["objects"]]
-    keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="teams/")["Contents"])
-    assert keys == ["teams/a/out/f0.txt", "teams/a/out/f1.txt", "teams/a/out/f2.txt"]
+    keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=f"{DATA}teams/")["Contents"])
+    assert keys == [f"{DATA}teams/a/out/f0.txt", f"{DATA}teams/a/out/f1.txt", f"{DATA}teams/a/out/f2.txt"]
     # Bounded pages with a continuation token.
     one = mcp_calls(cp, [("s3_storage_list_contents", {"storage": "team-a", "prefix": "out/", "maxKeys": 2})])[0]
     assert one["count"] == 2 and one["truncated"] and one["nextContinuationToken"]
@@ -91,7 +94,7 @@ def test_second_claim_with_prefix_listing_and_delete(cp: Running, twin: TwinProc
     listing = mcp_calls(cp, [("storage_list", {})])[0]
     claims = {c["name"]: c for c in listing["claims"]}
     assert set(claims) == {"s3-claim", "team-a"} and listing["count"] == 2
-    assert claims["team-a"]["type"] == "s3" and claims["team-a"]["prefix"] == "teams/a/"
+    assert claims["team-a"]["type"] == "s3" and claims["team-a"]["prefix"] == f"{DATA}teams/a/"
     assert claims["team-a"]["mountedBy"] == ["default/writer"] and claims["s3-claim"]["mountedBy"] == []
     assert claims["team-a"]["phase"] == "Bound"
 
@@ -117,6 +120,6 @@ def test_second_claim_with_prefix_listing_and_delete(cp: Running, twin: TwinProc
             raise AssertionError("still there")
         except k8s.ApiException as exc:
             assert exc.status == 404
-    assert len(s3.list_objects_v2(Bucket=bucket, Prefix="teams/a/")["Contents"]) == 3
+    assert len(s3.list_objects_v2(Bucket=bucket, Prefix=f"{DATA}teams/a/")["Contents"]) == 3
     missing = mcp_raw(cp, [("storage_delete", {"name": "team-a"})])[0]
     assert missing["isError"] and missing["payload"]["error"]["code"] == "NOT_FOUND"

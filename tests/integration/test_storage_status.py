@@ -188,15 +188,17 @@ def test_storage_status_and_verification(cp: Running, twin: TwinProcess, tmp_pat
         assert wait_terminal(client, second["operationId"], timeout=60)["status"] == "SUCCEEDED"
 
         # Listing: one level at a time, paths as the pods see them.
+        own = f"clusters/{TAG}/data/"  # the default claim mounts only this cluster's data prefix
         for key in ("top.txt", "data/a.txt", "data/deep/b.txt"):
-            s3.put_object(Bucket=bucket, Key=key, Body=b"hello")
+            s3.put_object(Bucket=bucket, Key=own + key, Body=b"hello")
         time.sleep(CACHE_SECONDS)
         listing = client.get("/api/v1/storage/s3/contents").json()
         assert listing["bucketName"] == bucket and listing["storage"] == "s3-claim"
-        assert [o["key"] for o in listing["objects"]] == ["top.txt"] and listing["objects"][0]["size"] == 5
-        assert "data/" in listing["commonPrefixes"] and listing["truncated"] is False
+        assert [o["path"] for o in listing["objects"]] == ["top.txt"] and listing["objects"][0]["size"] == 5
+        assert listing["objects"][0]["key"] == own + "top.txt"
+        assert own + "data/" in listing["commonPrefixes"] and listing["truncated"] is False
         data = client.get("/api/v1/storage/s3/contents", params={"prefix": "data/"}).json()
-        assert [o["path"] for o in data["objects"]] == ["data/a.txt"] and data["commonPrefixes"] == ["data/deep/"]
+        assert [o["path"] for o in data["objects"]] == ["data/a.txt"] and data["commonPrefixes"] == [own + "data/deep/"]
         unknown = client.get("/api/v1/storage/s3/contents", params={"storage": "nothing-here"})
         assert unknown.status_code == 404 and "s3_storage_create" in unknown.json()["error"]["hint"]
 

@@ -1,5 +1,5 @@
-"""Hostile input at the HTTP layer: every case is a 4xx with a clear code, and /healthz keeps answering
-within 100 ms throughout (measured by a background poller: the one place a latency bound is the point)."""
+"""Hostile input at the HTTP layer: every case is a 4xx with a clear code, and /healthz keeps answering while the
+server's event loop never stalls 100 ms (its own loop-lag histogram: the one place a latency bound is the point)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.support.servers import Running, process_server
 
@@ -74,20 +73,35 @@ def test_hostile_requests_get_clear_4xx(database_url: str, tmp_path: Path) -> No
         hostile_requests(cp, client)
 
 
-@pytest.mark.xfail(
-    reason="one /healthz poll of ~250 ms appears during the sequence on this shared 2-core machine although"
-    " every request alone keeps /healthz under 20 ms; not yet attributed",
-    strict=False,
-)
+def loop_lags(client: httpx.Client) -> dict[float, float]:
+    """The server's event-loop lag histogram from /metrics: cumulative count per upper bound (le)."""
+    buckets: dict[float, float] = {}
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith("instantstart_event_loop_lag_seconds_bucket{"):
+            bound = line.split('le="', 1)[1].split('"', 1)[0]
+            buckets[float(bound)] = float(line.rsplit(" ", 1)[1])
+    return buckets
+
+
 def test_healthz_stays_fast_under_hostile_requests(tmp_path: Path) -> None:
-    # A separate server process and a separate poller process: the poller measures the server only.
+    # A separate server process and a separate poller process. /healthz must answer every poll, and the server's
+    # own event loop must never stall for 100 ms: its 10 ms timer's lateness is the measure (the poller's round
+    # trip also counts the time the OS did not schedule the poller, on a shared 2-core machine up to a second;
+    # diagnosis of the former xfail: the server-side stalls were botocore's endpoint data loaded by the first
+    # Region validation (~0.8 s, now loaded at start in a thread) and full GC passes (gc.freeze at start)).
     with (
         process_server(tmp_path / "data", f"sqlite:///{tmp_path / 'state.db'}") as (cp, _),
-        healthz_poller(cp.url) as times,
         cp.client() as client,
     ):
-        hostile_requests(cp, client)
-    assert len(times) >= 10 and max(times) < 0.1, f"/healthz times (ms): {[round(t * 1000) for t in times]}"
+        before = loop_lags(client)
+        with healthz_poller(cp.url) as times:
+            hostile_requests(cp, client)
+        after = loop_lags(client)
+    samples = after[float("inf")] - before[float("inf")]
+    stalls = samples - (after[0.1] - before[0.1])
+    assert samples >= 50, f"the loop-lag watch barely ran: {samples} samples"
+    assert stalls == 0, f"{stalls} event-loop stalls over 100 ms during the hostile sequence: {after}"
+    assert len(times) >= 10 and all(t < 5 for t in times), f"/healthz times (ms): {[round(t * 1000) for t in times]}"
 
 
 def hostile_requests(cp: Running, client: httpx.Client) -> None:

@@ -106,7 +106,7 @@ def process_server(
     port: int | None = None,
     log_path: Path | None = None,
     extra_env: dict[str, str] | None = None,
-    healthy_timeout: float = 30.0,
+    healthy_timeout: float = 120.0,
 ) -> Iterator[tuple[Running, subprocess.Popen[bytes]]]:
     """`instantstart serve` as a child process (so a test can kill -9 it)."""
     port = port or free_port()

@@ -32,12 +32,12 @@ def wait_for(client: httpx.Client, operation_id: str, predicate: Any, timeout: f
     raise TimeoutError(f"{operation_id}: condition not reached: {view}")
 
 
-def until(check: Any, timeout: float = 60.0, what: str = "condition") -> Any:
-    """Poll `check()` until it returns something truthy; that value."""
+def until(check: Any, what: str = "condition", timeout: float = 60.0) -> Any:
+    """Call `check()` until it returns something truthy; that value (TimeoutError naming `what` otherwise)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"{what} not reached in {timeout}s")
+        found = check()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise TimeoutError(f"condition not reached within {timeout}s: {what}")

@@ -14,8 +14,8 @@ import yaml
 
 from instantstart.errors import PreconditionFailed
 from instantstart.kube.helm import Connection, Helm, HelmError, kubeconfig, redact
+from instantstart.manifests.iam_policies import Scope, csi_data_policy, pod_identity_trust
 from instantstart.services.cluster.dependencies.catalog import load_catalog, parse_catalog
-from instantstart.services.cluster.dependencies.identity import pod_identity_trust, project_bucket_policy
 from instantstart.services.cluster.dependencies.reconcile import desired_config, parse_config
 
 
@@ -89,12 +89,14 @@ def test_addon_configuration_values_compare_by_content() -> None:
 
 
 def test_pod_identity_role_documents() -> None:
-    trust = pod_identity_trust()["Statement"][0]
+    trust = pod_identity_trust("123456789012", "eks-cluster-a", "kube-system", "s3-csi-driver-sa")["Statement"][0]
     assert trust["Principal"] == {"Service": "pods.eks.amazonaws.com"}
     assert trust["Action"] == ["sts:AssumeRole", "sts:TagSession"]
-    policy = project_bucket_policy("my-bucket")
+    assert trust["Condition"]["StringEquals"]["aws:SourceAccount"] == "123456789012"
+    assert trust["Condition"]["StringEquals"]["aws:RequestTag/eks-cluster-name"] == "eks-cluster-a"
+    policy = csi_data_policy(Scope("123456789012", "us-west-2", "a", "eks-cluster-a", "my-bucket"))
     resources = {r for s in policy["Statement"] for r in s["Resource"]}
-    assert resources == {"arn:aws:s3:::my-bucket", "arn:aws:s3:::my-bucket/*"}
+    assert resources == {"arn:aws:s3:::my-bucket", "arn:aws:s3:::my-bucket/clusters/a/data/*"}
     assert not any(r == "*" for s in policy["Statement"] for r in s["Resource"])
 
 

@@ -12,6 +12,8 @@ from werkzeug.wrappers import Request, Response
 
 from hyperpod_twin import writes
 
+from . import s3_owner
+
 if TYPE_CHECKING:
     from .side import AwsSide
 
@@ -121,6 +123,8 @@ def make_control(
                 return _json({"reset": True})
             if path.startswith("/_twin/faults"):
                 return faults(request, path)
+            if path == "/_twin/s3/foreign-buckets" and request.method == "POST":
+                return _json(s3_owner.create_foreign_bucket(body(request), ctx.region))
             if path == "/_twin/quotas":
                 return quotas(request)
             if path == "/_twin/writes":

@@ -22,6 +22,7 @@ from . import (
     iam_ext,
     nat_gateways,
     quotas,
+    s3_owner,
     sagemaker_hyperpod,
     sts_web_identity,
     tagging,
@@ -80,6 +81,7 @@ class AwsSide:
         fsx.register(self.ctx, self.fsx)
         iam_ext.register(self.ctx)
         sts_web_identity.register(self.ctx)
+        s3_owner.register(self.ctx)
         dependencies.register(self)
         nat_gateways.register(self.ctx)
         self._register_sts()

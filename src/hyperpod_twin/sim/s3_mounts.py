@@ -1,4 +1,6 @@
-"""Mountpoint for S3 CSI mounts: files a running pod writes under a mount of an S3 CSI claim become objects."""
+"""Mountpoint for S3 CSI mounts: files a running pod writes under a mount of an S3 CSI claim become objects,
+allowed or denied by the IAM policies of the role the driver runs as (its Pod Identity association, else the
+node's HyperPod execution role), as Mountpoint on a real node would be."""
 
 from __future__ import annotations
 
@@ -8,8 +10,9 @@ from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from hyperpod_twin.iam_eval import evaluate
 from hyperpod_twin.sim import kobj
-from hyperpod_twin.sim.core import PODS, PVCS, PVS, Controller, nsname
+from hyperpod_twin.sim.core import NODES, PODS, PVCS, PVS, Controller, nsname
 from hyperpod_twin.sim.kobj import Obj
 
 log = logging.getLogger(__name__)
@@ -17,6 +20,10 @@ log = logging.getLogger(__name__)
 S3_CSI = "s3.csi.aws.com"
 # JSON object {"/mount/path/file": "content", ...}: files the pod's first container writes once Running.
 WRITE_FILES = "twin.instantstart.io/write-files"
+# The Mountpoint for S3 CSI driver's service account (the EKS add-on's): its Pod Identity role signs the writes.
+CSI_NAMESPACE, CSI_SERVICE_ACCOUNT = "kube-system", "s3-csi-driver-sa"
+GROUP_LABEL = "sagemaker.amazonaws.com/instance-group-name"
+DENIED_REASON = "S3WriteDenied"
 
 
 def mount_option(pv: Obj, name: str) -> str | None:
@@ -90,6 +97,56 @@ class S3Writer:
             self._executor = None
 
 
+def driver_role(factory: Callable[[str], Any], eks_cluster: str, hyperpod: str | None, group: str | None) -> str | None:
+    """The role ARN Mountpoint's requests are signed with: the CSI service account's Pod Identity association,
+    else the execution role of the node's instance group (the node's instance profile); None when neither."""
+    eks = factory("eks")
+    found = eks.list_pod_identity_associations(
+        clusterName=eks_cluster, namespace=CSI_NAMESPACE, serviceAccount=CSI_SERVICE_ACCOUNT
+    ).get("associations") or []
+    if found:
+        answer = eks.describe_pod_identity_association(clusterName=eks_cluster, associationId=found[0]["associationId"])
+        return str(answer["association"]["roleArn"])
+    if not hyperpod:
+        return None
+    groups = factory("sagemaker").describe_cluster(ClusterName=hyperpod).get("InstanceGroups") or []
+    roles = [g.get("ExecutionRole") for g in groups if group is None or g.get("InstanceGroupName") == group]
+    return str(roles[0]) if roles and roles[0] else None
+
+
+def role_documents(iam: Any, role_arn: str) -> list[dict[str, Any]]:
+    """The identity policies of a role: inline ones and the managed policies attached to it."""
+    name = role_arn.rsplit("/", 1)[-1]
+    documents = [
+        iam.get_role_policy(RoleName=name, PolicyName=p)["PolicyDocument"]
+        for p in iam.list_role_policies(RoleName=name)["PolicyNames"]
+    ]
+    for attached in iam.list_attached_role_policies(RoleName=name)["AttachedPolicies"]:
+        try:
+            policy = iam.get_policy(PolicyArn=attached["PolicyArn"])["Policy"]
+            version = iam.get_policy_version(PolicyArn=attached["PolicyArn"], VersionId=policy["DefaultVersionId"])
+        except Exception as exc:  # a managed policy the twin does not hold grants nothing
+            log.info("policy %s of %s not evaluated: %s", attached["PolicyArn"], name, exc)
+            continue
+        documents.append(version["PolicyVersion"]["Document"])
+    return [json.loads(d) if isinstance(d, str) else d for d in documents]
+
+
+class WriteDenied(Exception):
+    """IAM refused a write through the mount."""
+
+
+def authorize(factory: Callable[[str], Any], where: dict[str, str | None], target: S3Target) -> None:
+    """Raise WriteDenied unless the driver's role may s3:PutObject the target object."""
+    role = driver_role(factory, str(where["eks"]), where.get("hyperpod"), where.get("group"))
+    resource = f"arn:aws:s3:::{target.bucket}/{target.key}"
+    if role is None:
+        raise WriteDenied(f"no credentials: no Pod Identity role for {CSI_NAMESPACE}/{CSI_SERVICE_ACCOUNT}")
+    decision = evaluate(role_documents(factory("iam"), role), "s3:PutObject", resource)
+    if decision != "Allow":
+        raise WriteDenied(f"AccessDenied: {role} is not authorized to perform s3:PutObject on {resource} ({decision})")
+
+
 def _put(target: S3Target, body: bytes) -> Callable[[Any], None]:
     def put(s3: Any) -> None:
         s3.put_object(Bucket=target.bucket, Key=target.key, Body=body)
@@ -128,8 +185,34 @@ class S3MountWriter(Controller):
             log.warning("pod %s/%s: %s is not a JSON object", ns, name, WRITE_FILES)
             return
         container = (pod["spec"].get("containers") or [{}])[0]
+        node = self.sim.get(NODES, "", pod["spec"].get("nodeName") or "") if pod["spec"].get("nodeName") else None
+        where: dict[str, str | None] = {
+            "eks": self.sim.runtime.name,
+            "hyperpod": self.sim.extra.get("hyperpod_cluster_name"),
+            "group": ((node or {}).get("metadata", {}).get("labels") or {}).get(GROUP_LABEL),
+        }
         for path, content in files.items():
             target = resolve(self.sim, pod, container, path)
             if target is None:
                 continue  # not on an S3 mount: the container's own filesystem
-            self.writer.submit(_put(target, str(content).encode()))
+            self.writer.submit(self._write(pod, container, where, path, target, str(content).encode()))
+
+    def _write(
+        self, pod: Obj, container: Obj, where: dict[str, str | None], path: str, target: S3Target, body: bytes
+    ) -> Callable[[Any], None]:
+        """The upload, after IAM allows it; a denial is what the pod sees: an EIO line in its log and a
+        Warning event on the pod (Mountpoint logs the 403 and fails the write)."""
+        factory = self.sim.extra["boto3_client"]
+        md = pod["metadata"]
+
+        def write(s3: Any) -> None:
+            try:
+                authorize(factory, where, target)
+            except WriteDenied as exc:
+                message = f"write {path}: Input/output error (s3://{target.bucket}/{target.key}: {exc})"
+                self.sim.runtime.logs.append(md["namespace"], md["name"], container.get("name", ""), message)
+                self.sim.after(0, lambda: self.sim.event(pod, DENIED_REASON, message, "Warning", "mountpoint-s3"))
+                return
+            _put(target, body)(s3)
+
+        return write

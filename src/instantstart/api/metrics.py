@@ -1,7 +1,9 @@
-"""Prometheus metrics of the control plane itself: request latency and operations by status."""
+"""Prometheus metrics of the control plane itself: request latency, event-loop lag and operations by status."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
@@ -20,6 +22,10 @@ class _OperationsCollector(Collector):
         yield family
 
 
+LAG_INTERVAL = 0.01
+LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
 class Metrics:
     """A private registry per app (tests start many apps in one process)."""
 
@@ -31,7 +37,20 @@ class Metrics:
             ["method", "route", "status"],
             registry=self.registry,
         )
+        self.loop_lag = Histogram(
+            "instantstart_event_loop_lag_seconds",
+            "How late the event loop woke a 10 ms timer (time the loop could run nothing else)",
+            buckets=LAG_BUCKETS,
+            registry=self.registry,
+        )
         self.registry.register(_OperationsCollector(operation_counts))
+
+    async def watch_loop(self, interval: float = LAG_INTERVAL) -> None:
+        """Forever: sleep `interval` on the loop and record how much later than asked it woke up."""
+        while True:
+            started = time.perf_counter()
+            await asyncio.sleep(interval)
+            self.loop_lag.observe(max(0.0, time.perf_counter() - started - interval))
 
     def render(self) -> bytes:
         """The text exposition format."""

@@ -95,6 +95,14 @@ def oidc_provider_arn(aws: AwsClients, region: str, issuer: str) -> str | None:
     return next((str(p["Arn"]) for p in found if p.get("Arn", "").endswith("/" + host)), None)
 
 
+def oidc_provider_tags(aws: AwsClients, region: str, arn: str) -> dict[str, str]:
+    """The tags of an IAM OIDC provider (GetOpenIDConnectProvider) as a map."""
+    answer = call(
+        "read the OIDC provider", aws.iam(region).get_open_id_connect_provider, OpenIDConnectProviderArn=arn
+    )
+    return {str(t["Key"]): str(t["Value"]) for t in answer.get("Tags", [])}
+
+
 def create_oidc_provider(
     aws: AwsClients, region: str, *, issuer: str, thumbprint: str, tags: list[dict[str, str]]
 ) -> str:

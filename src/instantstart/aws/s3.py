@@ -1,38 +1,62 @@
-"""S3: the project bucket (found, created, tagged, emptied) and its objects."""
+"""S3: the project bucket (found, created, tagged, emptied by prefix) and its objects. Every call names the
+expected bucket owner (`owner`, an account id), so a bucket of another account is never read or written."""
 
 from __future__ import annotations
 
-from typing import Any, cast
+import hashlib
+from typing import Any, Literal, cast
 
 from instantstart.aws.clients import AwsClients
 from instantstart.aws.errors import call, error_code, translate
 
+BucketState = Literal["absent", "ours", "foreign"]
 
-def bucket_exists(aws: AwsClients, region: str, bucket: str) -> bool:
-    """HeadBucket: whether the bucket exists (and is reachable with these credentials)."""
+
+def bucket_state(aws: AwsClients, region: str, bucket: str, owner: str) -> BucketState:
+    """HeadBucket with ExpectedBucketOwner: absent, owned by `owner`, or owned by someone else (403)."""
     try:
-        aws.s3(region).head_bucket(Bucket=bucket)
-        return True
+        aws.s3(region).head_bucket(Bucket=bucket, ExpectedBucketOwner=owner)
+        return "ours"
     except Exception as exc:
-        if error_code(exc) in ("404", "NoSuchBucket", "NotFound"):
-            return False
+        code = error_code(exc)
+        if code in ("404", "NoSuchBucket", "NotFound"):
+            return "absent"
+        if code in ("403", "AccessDenied", "Forbidden"):
+            return "foreign"
         raise translate(exc, f"look up bucket {bucket}") from exc
 
 
-def create_bucket(aws: AwsClients, region: str, bucket: str, tags: list[dict[str, str]]) -> None:
+def create_bucket(aws: AwsClients, region: str, bucket: str, tags: list[dict[str, str]], owner: str) -> None:
     """CreateBucket in `region` (LocationConstraint outside us-east-1), then its tags."""
     s3 = aws.s3(region)
     kwargs: dict[str, Any] = {"Bucket": bucket}
     if region != "us-east-1":
         kwargs["CreateBucketConfiguration"] = {"LocationConstraint": region}
     call(f"create bucket {bucket}", s3.create_bucket, **kwargs)
-    call(f"tag bucket {bucket}", s3.put_bucket_tagging, Bucket=bucket, Tagging={"TagSet": cast(Any, tags)})
+    call(
+        f"tag bucket {bucket}",
+        s3.put_bucket_tagging,
+        Bucket=bucket,
+        Tagging={"TagSet": cast(Any, tags)},
+        ExpectedBucketOwner=owner,
+    )
 
 
-def bucket_region(aws: AwsClients, region: str, bucket: str) -> str | None:
+def bucket_tags(aws: AwsClients, region: str, bucket: str, owner: str) -> dict[str, str]:
+    """The bucket's tags ({} when it has none)."""
+    try:
+        answer = aws.s3(region).get_bucket_tagging(Bucket=bucket, ExpectedBucketOwner=owner)
+    except Exception as exc:
+        if error_code(exc) == "NoSuchTagSet":
+            return {}
+        raise translate(exc, f"read the tags of bucket {bucket}") from exc
+    return {t["Key"]: t["Value"] for t in answer.get("TagSet", [])}
+
+
+def bucket_region(aws: AwsClients, region: str, bucket: str, owner: str) -> str | None:
     """The Region the bucket lives in (GetBucketLocation); None when the bucket does not exist."""
     try:
-        answer: dict[str, Any] = cast(Any, aws.s3(region).get_bucket_location(Bucket=bucket))
+        answer: dict[str, Any] = cast(Any, aws.s3(region).get_bucket_location(Bucket=bucket, ExpectedBucketOwner=owner))
     except Exception as exc:
         if error_code(exc) in ("NoSuchBucket", "404", "NotFound"):
             return None
@@ -40,7 +64,9 @@ def bucket_region(aws: AwsClients, region: str, bucket: str) -> str | None:
     return str(answer.get("LocationConstraint") or "us-east-1")
 
 
-def put_object(aws: AwsClients, region: str, bucket: str, key: str, body: bytes, content_type: str) -> None:
+def put_object(
+    aws: AwsClients, region: str, bucket: str, key: str, body: bytes, content_type: str, owner: str
+) -> None:
     """PutObject."""
     call(
         f"upload s3://{bucket}/{key}",
@@ -49,11 +75,18 @@ def put_object(aws: AwsClients, region: str, bucket: str, key: str, body: bytes,
         Key=key,
         Body=body,
         ContentType=content_type,
+        ExpectedBucketOwner=owner,
     )
 
 
+def object_sha256(aws: AwsClients, region: str, bucket: str, key: str, owner: str) -> str | None:
+    """The SHA-256 (hex) of an object's content, computed here from GetObject; None when it does not exist."""
+    body = get_object(aws, region, bucket, key, owner)
+    return None if body is None else hashlib.sha256(body).hexdigest()
+
+
 def list_objects(
-    aws: AwsClients, region: str, bucket: str, prefix: str, limit: int, token: str | None = None
+    aws: AwsClients, region: str, bucket: str, prefix: str, limit: int, owner: str, token: str | None = None
 ) -> dict[str, Any]:
     """ListObjectsV2 of one page (at most `limit` keys) under `prefix`, with common prefixes by "/";
     `token` is the previous page's NextContinuationToken."""
@@ -66,17 +99,18 @@ def list_objects(
         Prefix=prefix,
         Delimiter="/",
         MaxKeys=limit,
+        ExpectedBucketOwner=owner,
         **extra,
     )
     return cast("dict[str, Any]", answer)
 
 
 def list_keys(
-    aws: AwsClients, region: str, bucket: str, prefix: str, *, suffix: str = "", limit: int = 1000
+    aws: AwsClients, region: str, bucket: str, prefix: str, owner: str, *, suffix: str = "", limit: int = 1000
 ) -> list[str]:
     """Keys under `prefix` ending in `suffix`, page by page, at most `limit` of them."""
     s3 = aws.s3(region)
-    pages: Any = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    pages: Any = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix, ExpectedBucketOwner=owner)
     keys: list[str] = []
     page: Any
     for page in call(f"list s3://{bucket}/{prefix}", list, pages):
@@ -86,10 +120,10 @@ def list_keys(
     return keys[:limit]
 
 
-def get_object(aws: AwsClients, region: str, bucket: str, key: str) -> bytes | None:
+def get_object(aws: AwsClients, region: str, bucket: str, key: str, owner: str) -> bytes | None:
     """GetObject's body; None when the key does not exist."""
     try:
-        answer: Any = aws.s3(region).get_object(Bucket=bucket, Key=key)
+        answer: Any = aws.s3(region).get_object(Bucket=bucket, Key=key, ExpectedBucketOwner=owner)
     except Exception as exc:
         if error_code(exc) in ("NoSuchKey", "404", "NotFound"):
             return None
@@ -97,12 +131,43 @@ def get_object(aws: AwsClients, region: str, bucket: str, key: str) -> bytes | N
     return cast(bytes, answer["Body"].read())
 
 
-def delete_bucket(aws: AwsClients, region: str, bucket: str) -> None:
-    """Empty the bucket (every object, page by page) and delete it."""
+def has_objects(aws: AwsClients, region: str, bucket: str, prefix: str, owner: str) -> bool:
+    """Whether any object's key starts with `prefix`."""
+    answer = call(
+        f"list s3://{bucket}/{prefix}",
+        aws.s3(region).list_objects_v2,
+        Bucket=bucket,
+        Prefix=prefix,
+        MaxKeys=1,
+        ExpectedBucketOwner=owner,
+    )
+    return bool(answer.get("KeyCount") or answer.get("Contents"))
+
+
+def delete_prefix(aws: AwsClients, region: str, bucket: str, prefix: str, owner: str) -> int:
+    """Delete every object under `prefix` (page by page); how many were deleted."""
+    if not prefix:
+        raise ValueError("delete_prefix needs a non-empty prefix")
     s3 = aws.s3(region)
-    pages: list[Any] = call(f"list s3://{bucket}", list, s3.get_paginator("list_objects_v2").paginate(Bucket=bucket))
+    paginate = s3.get_paginator("list_objects_v2").paginate
+    pages: list[Any] = call(
+        f"list s3://{bucket}/{prefix}", list, paginate(Bucket=bucket, Prefix=prefix, ExpectedBucketOwner=owner)
+    )
+    deleted = 0
     for page in pages:
         keys: list[Any] = [{"Key": o["Key"]} for o in page.get("Contents", [])]
         if keys:
-            call(f"empty bucket {bucket}", s3.delete_objects, Bucket=bucket, Delete={"Objects": keys})
-    call(f"delete bucket {bucket}", s3.delete_bucket, Bucket=bucket)
+            call(
+                f"delete under s3://{bucket}/{prefix}",
+                s3.delete_objects,
+                Bucket=bucket,
+                Delete={"Objects": keys},
+                ExpectedBucketOwner=owner,
+            )
+            deleted += len(keys)
+    return deleted
+
+
+def delete_empty_bucket(aws: AwsClients, region: str, bucket: str, owner: str) -> None:
+    """DeleteBucket (the bucket must be empty)."""
+    call(f"delete bucket {bucket}", aws.s3(region).delete_bucket, Bucket=bucket, ExpectedBucketOwner=owner)

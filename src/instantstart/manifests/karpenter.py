@@ -1,4 +1,4 @@
-"""HyperPod-managed Karpenter objects (HyperpodNodeClass, NodePool) and the autoscaling role's policies."""
+"""HyperPod-managed Karpenter objects (HyperpodNodeClass, NodePool) and the autoscaling role's name."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ NODEPOOL_PLURAL = "nodepools"
 VERSION = "v1"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "instantstart"}
 MAX_GROUPS = 10  # a HyperpodNodeClass names at most 10 instance groups
-AUTOSCALING_TRUST = "hyperpod.sagemaker.amazonaws.com"
 
 
 @dataclass(frozen=True)
@@ -68,28 +67,6 @@ def node_pool(s: KarpenterSettings) -> dict[str, Any]:
         "kind": "NodePool",
         "metadata": {"name": s.name, "labels": dict(MANAGED_BY)},
         "spec": spec,
-    }
-
-
-def autoscaling_policy(region: str, account: str) -> dict[str, Any]:
-    """What HyperPod needs to add and remove nodes for Karpenter (the cluster role's inline policy)."""
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Sid": "HyperPodAutoscaling",
-                "Effect": "Allow",
-                "Action": ["sagemaker:BatchAddClusterNodes", "sagemaker:BatchDeleteClusterNodes"],
-                "Resource": f"arn:aws:sagemaker:{region}:{account}:cluster/*",
-            },
-            {
-                "Sid": "EncryptedVolumes",
-                "Effect": "Allow",
-                "Action": ["kms:CreateGrant", "kms:DescribeKey"],
-                "Resource": "*",
-                "Condition": {"StringLike": {"kms:ViaService": f"sagemaker.{region}.amazonaws.com"}},
-            },
-        ],
     }
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from anyio import to_thread
 from pydantic import Field
 
-from instantstart.aws import amp, ec2_network, eks, elbv2, hyperpod, iam, s3
+from instantstart.aws import amp, ec2_network, eks, elbv2, hyperpod, iam
 from instantstart.aws.clients import AwsClients
 from instantstart.aws.errors import error_code, translate
 from instantstart.catalog import operation
@@ -21,9 +21,11 @@ from instantstart.errors import Conflict, DependencyFailed, NotFound, Unsupporte
 from instantstart.kube.calls import core_api, kube_call
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
-from instantstart.services.cluster.network import tagged
+from instantstart.services.cluster.deletion_owner import check_eks_cluster, check_hyperpod_cluster
+from instantstart.services.cluster.deletion_scan import load_balancer_holders, tag_scan
 from instantstart.services.cluster.params import DeleteParams, PlannedStep, stored
-from instantstart.services.core.ledger import TAG_CLUSTER, mark_deleted, resources_of
+from instantstart.services.core.ledger import mark_deleted, resources_of
+from instantstart.services.core.project_bucket import delete_share
 from instantstart.services.core.registry import ACTIVE_CLUSTER_KEY, get_cluster, submit_for_cluster
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.services.storage import fsx_delete
@@ -52,6 +54,7 @@ ORDER = [
     "ec2:subnet",
     "ec2:security-group",
     "ec2:vpc",
+    "s3:prefix",
     "s3:bucket",
 ]
 WAIT_LIMIT = 3600.0
@@ -61,7 +64,14 @@ class DeletionPlanRequest(WireModel):
     """Which cluster to plan the deletion of."""
 
     cluster_tag: str = Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")
-    delete_bucket: bool = Field(default=False, description="Also empty and delete the project bucket.")
+    delete_bucket: bool = Field(
+        default=False,
+        description="Also delete this cluster's prefixes of the project bucket (the bucket only when no other"
+        " cluster uses it).",
+    )
+    include_foreign: bool = Field(
+        default=False, description="Also delete resources tagged with the clusterTag by another installation."
+    )
 
 
 class PlannedResource(WireModel):
@@ -71,7 +81,10 @@ class PlannedResource(WireModel):
     resource_type: str
     resource_id: str
     region: str
-    source: str = Field(description="ledger (created by this control plane) or tag (found by its tags)")
+    source: str = Field(
+        description="ledger (created by this control plane), tag (found by its tags and this installation's id)"
+        " or foreign-tag (tagged with the clusterTag elsewhere)"
+    )
     keep: bool = False
     details: dict[str, Any] = Field(default_factory=dict)
 
@@ -83,6 +96,10 @@ class DeletionPlan(WireModel):
     imported: bool
     resources: list[PlannedResource]
     kept: list[PlannedResource]
+    foreign: list[PlannedResource] = Field(
+        default_factory=list,
+        description="Tagged with the clusterTag but not by this installation: deleted only with includeForeign.",
+    )
     plan_digest: str
     note: str
 
@@ -93,52 +110,19 @@ class DeleteRequest(WireModel):
     cluster_tag: str = Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")
     plan_digest: str = Field(pattern=r"^[0-9a-f]{16}$", description="From cluster_delete_plan.")
     delete_bucket: bool = False
+    include_foreign: bool = False
 
 
 def _rank(resource_type: str) -> int:
     return ORDER.index(resource_type) if resource_type in ORDER else ORDER.index("iam:oidc-provider")
 
 
-def _tag_scan(app: AppContext, row: ClusterRow) -> list[tuple[str, str]]:
-    """Network resources carrying the cluster tag (orphans a crash may have left out of the ledger).
-    Tags are checked on each item as well as asked of EC2 (see network.tagged)."""
-    f = [{"Name": f"tag:{TAG_CLUSTER}", "Values": [row.tag]}]
-    found: list[tuple[str, str]] = []
-    for kind, (_, _, id_key) in ec2_network.TAGGED.items():
-        for item in tagged(ec2_network.tagged_resources(app.aws, row.region, kind, f), row.tag):
-            state = str(item.get("State", "")).lower()
-            if kind in ("ec2:nat-gateway", "ec2:vpc-endpoint") and state in ("deleted", "deleting"):
-                continue
-            found.append((kind, item[id_key]))
-    found += [("fsx:file-system", fs_id) for fs_id in fsx_delete.cluster_file_systems(app, row.region, row.tag)]
-    return found
-
-
-def _load_balancer_holders(app: AppContext, row: ClusterRow) -> list[tuple[str, str]]:
-    """Kubernetes Services of type LoadBalancer (their controller owns AWS load balancers) and the ELBv2
-    load balancers tagged for this EKS cluster; empty when the cluster or its API is gone."""
-    found: list[tuple[str, str]] = []
-    try:
-        core = core_api(app.kube, row.eks_cluster_name, row.region)
-        services = kube_call("list services", core.list_service_for_all_namespaces).items
-        found += [
-            ("k8s:loadbalancer-service", f"{svc.metadata.namespace}/{svc.metadata.name}")
-            for svc in services
-            if svc.spec and svc.spec.type == "LoadBalancer" and svc.metadata
-        ]
-    except Exception:
-        log.info("deletion plan: Kubernetes API of %s not reachable; no Services listed", row.eks_cluster_name)
-    for arn, tags in elbv2.load_balancer_tags(app.aws, row.region).items():
-        if tags.get("elbv2.k8s.aws/cluster") == row.eks_cluster_name or tags.get(TAG_CLUSTER) == row.tag:
-            found.append(("elbv2:load-balancer", arn))
-    return found
-
-
-def build_plan(app: AppContext, tag: str, delete_bucket: bool) -> DeletionPlan:
+def build_plan(app: AppContext, tag: str, delete_bucket: bool, include_foreign: bool = False) -> DeletionPlan:
     """Blocking: the ordered plan. Imported clusters only lose what this control plane created."""
     row = get_cluster(app.db, tag)
     ledger: list[ResourceRow] = resources_of(app.db, tag)
     items: dict[tuple[str, str], PlannedResource] = {}
+    foreign: dict[tuple[str, str], PlannedResource] = {}
     for res in ledger:
         keep = bool((res.details or {}).get("keep")) and not delete_bucket
         items[(res.resource_type, res.resource_id)] = PlannedResource(
@@ -152,18 +136,21 @@ def build_plan(app: AppContext, tag: str, delete_bucket: bool) -> DeletionPlan:
         )
     if not row.imported:
         try:
-            for kind, rid in [*_load_balancer_holders(app, row), *_tag_scan(app, row)]:
-                items.setdefault(
-                    (kind, rid),
-                    PlannedResource(order=0, resource_type=kind, resource_id=rid, region=row.region, source="tag"),
+            scanned = [(k, r, True) for k, r in load_balancer_holders(app, row)] + tag_scan(app, row)
+            for kind, rid, ours in scanned:
+                source = "tag" if ours else "foreign-tag"
+                planned = PlannedResource(
+                    order=0, resource_type=kind, resource_id=rid, region=row.region, source=source
                 )
+                if (kind, rid) not in items:
+                    (items if ours or include_foreign else foreign)[(kind, rid)] = planned
         except Exception as exc:
             raise translate(exc, "scan for resources tagged with the cluster") from exc
     ordered = sorted(items.values(), key=lambda r: (_rank(r.resource_type), r.resource_id))
     delete = [r.model_copy(update={"order": i + 1}) for i, r in enumerate(x for x in ordered if not x.keep)]
     kept = [r for r in ordered if r.keep]
     digest_source = json.dumps([[r.resource_type, r.resource_id] for r in delete], sort_keys=True)
-    digest = hashlib.sha256(f"{tag}|{delete_bucket}|{digest_source}".encode()).hexdigest()[:16]
+    digest = hashlib.sha256(f"{tag}|{delete_bucket}|{include_foreign}|{digest_source}".encode()).hexdigest()[:16]
     note = (
         "Imported cluster: only resources this control plane created are deleted."
         if row.imported
@@ -171,8 +158,17 @@ def build_plan(app: AppContext, tag: str, delete_bucket: bool) -> DeletionPlan:
     )
     if kept:
         note += " The project bucket is kept (pass deleteBucket to remove it)."
+    if foreign:
+        note += " Resources tagged with this clusterTag by something else are listed in foreign, not deleted"
+        note += " (pass includeForeign to delete them too)."
     return DeletionPlan(
-        cluster_tag=tag, imported=row.imported, resources=delete, kept=kept, plan_digest=digest, note=note
+        cluster_tag=tag,
+        imported=row.imported,
+        resources=delete,
+        kept=kept,
+        foreign=sorted(foreign.values(), key=lambda r: (_rank(r.resource_type), r.resource_id)),
+        plan_digest=digest,
+        note=note,
     )
 
 
@@ -182,7 +178,7 @@ def build_plan(app: AppContext, tag: str, delete_bucket: bool) -> DeletionPlan:
 async def cluster_delete_plan(ctx: CallContext, req: DeletionPlanRequest) -> DeletionPlan:
     """The ordered list of what cluster_delete would remove (load balancers and HyperPod first, then EKS,
     IAM, and the network from the edges inwards) and its planDigest. Changes nothing."""
-    return await to_thread.run_sync(build_plan, ctx.app, req.cluster_tag, req.delete_bucket)
+    return await to_thread.run_sync(build_plan, ctx.app, req.cluster_tag, req.delete_bucket, req.include_foreign)
 
 
 @operation(
@@ -199,7 +195,7 @@ async def cluster_delete(ctx: CallContext, req: DeleteRequest) -> OperationRef:
     changed since, the call is refused with the new plan's digest). Deleting what is already gone is
     success; the project bucket is kept unless deleteBucket is true. Imported clusters keep what this
     control plane did not create."""
-    current = await to_thread.run_sync(build_plan, ctx.app, req.cluster_tag, req.delete_bucket)
+    current = await to_thread.run_sync(build_plan, ctx.app, req.cluster_tag, req.delete_bucket, req.include_foreign)
     replayed = await ctx.app.runner.replay(
         "cluster_delete", ctx.idempotency_key, status_tool="operation_get", poll_after_seconds=15
     )
@@ -247,6 +243,7 @@ def _delete_lb_service(app: AppContext, res: dict[str, Any]) -> bool:
 
 
 def _delete_eks_cluster(app: AppContext, res: dict[str, Any]) -> bool:
+    check_eks_cluster(app, res, res["clusterTag"])
     eks.delete_cluster(app.aws, res["region"], res["resourceId"])
     app.kube.forget(res["resourceId"], res["region"])
     return False
@@ -276,9 +273,20 @@ def _delete_addon(aws: AwsClients, region: str, rid: str) -> None:
 
 Deleter = Callable[[AppContext, dict[str, Any]], bool]
 
+
+def _delete_share(app: AppContext, res: dict[str, Any]) -> bool:
+    return delete_share(app.aws, app.db, res)
+
+
+def _delete_hyperpod(app: AppContext, res: dict[str, Any]) -> bool:
+    check_hyperpod_cluster(app, res, res["clusterTag"])
+    hyperpod.delete_cluster(app.aws, res["region"], res["resourceId"])
+    return False
+
+
 # ledger resource type → how to start deleting it; True when it is gone already (no waiting needed)
 DELETERS: dict[str, Deleter] = {
-    "sagemaker:cluster": _deleter(hyperpod.delete_cluster, False),
+    "sagemaker:cluster": _delete_hyperpod,
     "k8s:loadbalancer-service": _delete_lb_service,
     "eks:cluster": _delete_eks_cluster,
     "eks:addon": _deleter(_delete_addon, True),
@@ -294,7 +302,8 @@ DELETERS: dict[str, Deleter] = {
     "ec2:subnet": _deleter(ec2_network.delete_subnet, True),
     "ec2:security-group": _deleter(ec2_network.delete_security_group, True),
     "ec2:vpc": _deleter(ec2_network.delete_vpc, True),
-    "s3:bucket": _deleter(s3.delete_bucket, True),
+    "s3:prefix": _delete_share,
+    "s3:bucket": _delete_share,
     "elbv2:load-balancer": _deleter(elbv2.delete_load_balancer, True),
     "fsx:file-system": fsx_delete.delete_for_cluster,
 }

@@ -7,7 +7,8 @@ from typing import Any
 from instantstart.aws import eks as eks_api
 from instantstart.aws.clients import AwsClients
 from instantstart.errors import ProviderError
-from instantstart.services.core.ledger import record, tag_map
+from instantstart.services.core.installation import installation_id, refuse_foreign
+from instantstart.services.core.ledger import TAG_CLUSTER, record, tag_map
 from instantstart.store.db import Database
 
 AUTH_MODE = "API_AND_CONFIG_MAP"
@@ -43,6 +44,8 @@ def ensure_cluster(
     always on; the public one only for `public_access_cidrs` (off when the list is empty)."""
     existing = eks_api.describe_cluster(aws, region, name)
     if existing is not None:
+        tags = {str(k): str(v) for k, v in (existing.get("tags") or {}).items()}
+        refuse_foreign("EKS cluster", name, {TAG_CLUSTER: "", **tags}, cluster_tag, installation_id(db))
         if existing.get("status") in ("FAILED", "DELETING"):
             raise ProviderError(
                 f"EKS cluster {name} is {existing['status']}.",
@@ -60,7 +63,7 @@ def ensure_cluster(
             **endpoint_access(public_access_cidrs),
         },
         "accessConfig": {"authenticationMode": AUTH_MODE, "bootstrapClusterCreatorAdminPermissions": True},
-        "tags": tag_map(cluster_tag, operation_id),
+        "tags": tag_map(cluster_tag, operation_id, installation_id(db)),
         "clientRequestToken": f"{operation_id}-eks",
     }
     cluster = eks_api.create_cluster(aws, region, request)

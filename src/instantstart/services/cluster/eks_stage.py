@@ -8,12 +8,13 @@ from typing import Any
 from anyio import to_thread
 from pydantic import Field
 
-from instantstart.aws import ec2_network
+from instantstart.aws import ec2_network, identity
 from instantstart.aws import eks as eks_api
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import CallContext, StageContext
 from instantstart.errors import InvalidInput, ProviderError
+from instantstart.manifests import iam_policies as pol
 from instantstart.manifests.network import AddressPlan, validate_plan
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
@@ -118,15 +119,15 @@ async def submit_pipeline(
     return await submit_for_cluster(ctx, kind, tag, params, status_tool=status_tool, poll_after_seconds=30)
 
 
-async def _roles(stage: StageContext, bucket: str, common: dict[str, Any]) -> tuple[str, str]:
-    """The EKS cluster role and the HyperPod execution role (S3 limited to the project bucket); their ARNs."""
+async def _roles(stage: StageContext, scope: pol.Scope, common: dict[str, Any]) -> tuple[str, str]:
+    """The EKS cluster role and the HyperPod execution role (S3 limited to the cluster's prefixes); their ARNs."""
     app, tag = stage.app, common["cluster_tag"]
     eks_role = await blocking(
         iam_svc.ensure_role,
         app.aws,
         app.db,
         name=f"instantstart-{tag}-eks",
-        service="eks.amazonaws.com",
+        trust=pol.eks_cluster_trust(scope),
         managed=[iam_svc.EKS_CLUSTER_POLICY],
         description="EKS control plane of an InstantStart cluster",
         **common,
@@ -136,9 +137,9 @@ async def _roles(stage: StageContext, bucket: str, common: dict[str, Any]) -> tu
         app.aws,
         app.db,
         name=f"instantstart-{tag}-hyperpod",
-        service="sagemaker.amazonaws.com",
+        trust=pol.execution_trust(scope),
         managed=[iam_svc.HYPERPOD_INSTANCE_POLICY],
-        inline=iam_svc.execution_inline_policy(bucket),
+        inline=pol.execution_inline_policy(scope),
         description="HyperPod instance groups of an InstantStart cluster",
         **common,
     )
@@ -167,8 +168,10 @@ async def stage_eks(stage: StageContext) -> dict[str, Any]:
     await stage.progress("IAM: EKS cluster role and HyperPod execution role")
     bucket = await blocking(project_bucket, stage, region, tag)
     common = {"cluster_tag": tag, "operation_id": stage.operation_id, "region": region}
-    eks_role, exec_role = await _roles(stage, bucket, common)
     name = eks_svc.eks_cluster_name(tag)
+    account = await blocking(identity.account_id, app.aws, region)
+    scope = pol.Scope(account, region, tag, name, bucket, network["vpcId"])
+    eks_role, exec_role = await _roles(stage, scope, common)
     version = p.kubernetes_version or app.settings.kubernetes_version
     await stage.progress(f"EKS control plane {name} (Kubernetes {version}): creating")
     await blocking(

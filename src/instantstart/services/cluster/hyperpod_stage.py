@@ -7,7 +7,7 @@ from typing import Any
 from anyio import to_thread
 from pydantic import AliasChoices, Field
 
-from instantstart.aws import ec2_network, s3
+from instantstart.aws import ec2_network
 from instantstart.aws import hyperpod as hp_api
 from instantstart.aws.clients import AwsClients
 from instantstart.catalog import operation
@@ -16,7 +16,6 @@ from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import CapacityUnavailable, InvalidInput, PreconditionFailed, ProviderError
 from instantstart.manifests.hyperpod import (
     DEEP_HEALTH_CHECKS,
-    LIFECYCLE_SCRIPT,
     GroupDecision,
     create_cluster_request,
     instance_group,
@@ -24,10 +23,12 @@ from instantstart.manifests.hyperpod import (
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.services.cluster import network as net
+from instantstart.services.cluster.lifecycle import ensure_lifecycle, lifecycle_key
 from instantstart.services.cluster.params import HyperPodGroupParams, HyperPodParams, stored
 from instantstart.services.cluster.stage_status import StageStatus, stage_status
+from instantstart.services.core.installation import installation_id, refuse_foreign
 from instantstart.services.core.instance_types import lookup
-from instantstart.services.core.ledger import aws_tags, record
+from instantstart.services.core.ledger import TAG_CLUSTER, aws_tags, record
 from instantstart.services.core.registry import (
     get_cluster,
     hyperpod_cluster_name,
@@ -200,7 +201,7 @@ async def _create_cluster(
         instance_type=hp.instance_type,
         count=hp.count,
         execution_role=details["executionRoleArn"],
-        lifecycle_uri=f"s3://{bucket}/instantstart/{tag}/lifecycle/",
+        lifecycle_uri=await blocking(ensure_lifecycle, app.aws, p.region, bucket, tag),
         ebs_gb=hp.ebs_gb,
         threads_per_core=hp.threads_per_core,
         training_plan_arn=hp.training_plan_arn,
@@ -213,7 +214,7 @@ async def _create_cluster(
         security_group_id=details["securityGroupId"],
         subnet_id=subnet_id,
         groups=[instance_group(group)],
-        tags=aws_tags(tag, stage.operation_id),
+        tags=aws_tags(tag, stage.operation_id, installation=await blocking(installation_id, app.db)),
     )
     await stage.progress(f"CreateCluster {name}: {hp.count} x {hp.instance_type} in {hp.availability_zone}")
     arn = await blocking(hp_api.create_cluster, app.aws, p.region, request)
@@ -270,15 +271,18 @@ async def stage_hyperpod(stage: StageContext) -> dict[str, Any]:
     row = await blocking(get_cluster, app.db, tag)
     details = _eks_details(row)
     bucket = details["bucket"]
-    key = f"instantstart/{tag}/lifecycle/on_create.sh"
-    await stage.progress(f"lifecycle script: s3://{bucket}/{key}")
-    await blocking(s3.put_object, app.aws, region, bucket, key, LIFECYCLE_SCRIPT.encode(), "text/x-shellscript")
+    await stage.progress(f"lifecycle script: s3://{bucket}/{lifecycle_key(tag)} (uploaded, checksum verified)")
+    await blocking(ensure_lifecycle, app.aws, region, bucket, tag)
     subnet = await _compute_subnet(stage, p, details)
     name = hyperpod_cluster_name(row)
     existing = await blocking(hp_api.describe_cluster, app.aws, region, name)
     seen = {e.get("EventId") for e in await blocking(capacity_events, app.aws, region, name)} if existing else set()
     if existing is None:
         await _create_cluster(stage, p, name, details, subnet["subnetId"])
+    else:
+        tags = await blocking(hp_api.cluster_tags, app.aws, region, str(existing["ClusterArn"]))
+        mine = await blocking(installation_id, app.db)
+        refuse_foreign("HyperPod cluster", name, {TAG_CLUSTER: "", **tags}, tag, mine)
     await _wait_in_service(stage, p, name, seen)
     cluster = await blocking(hp_api.describe_cluster, app.aws, region, name) or {}
     outputs = {

@@ -8,75 +8,14 @@ from typing import Any
 from instantstart.aws import iam as iam_api
 from instantstart.aws import identity
 from instantstart.aws.clients import AwsClients
-from instantstart.services.core.ledger import aws_tags, record
+from instantstart.errors import Conflict
+from instantstart.services.core.installation import installation_id, refuse_foreign
+from instantstart.services.core.ledger import TAG_CLUSTER, TAG_INSTALLATION, aws_tags, record
 from instantstart.store.db import Database
 
 EKS_CLUSTER_POLICY = "arn:aws:iam::aws:policy/AmazonEKSClusterPolicy"
 HYPERPOD_INSTANCE_POLICY = "arn:aws:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy"
 OIDC_THUMBPRINT = "9e99a48a9960b14926bb7f3b02e22da2b0ab7280"
-
-
-def trust(service: str) -> str:
-    """A trust policy for an AWS service principal."""
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}],
-        }
-    )
-
-
-def execution_inline_policy(bucket: str) -> dict[str, Any]:
-    """What HyperPod nodes need beyond the managed instance policy: S3 limited to the project bucket,
-    the VPC CNI's ENI management, image pulls, and Pod Identity."""
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Sid": "ProjectBucketOnly",
-                "Effect": "Allow",
-                "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket", "s3:GetBucketLocation"],
-                "Resource": [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"],
-            },
-            {
-                "Sid": "VpcCni",
-                "Effect": "Allow",
-                "Action": [
-                    "ec2:AssignPrivateIpAddresses",
-                    "ec2:AttachNetworkInterface",
-                    "ec2:CreateNetworkInterface",
-                    "ec2:DeleteNetworkInterface",
-                    "ec2:DescribeInstances",
-                    "ec2:DescribeTags",
-                    "ec2:DescribeNetworkInterfaces",
-                    "ec2:DescribeInstanceTypes",
-                    "ec2:DescribeSubnets",
-                    "ec2:DetachNetworkInterface",
-                    "ec2:ModifyNetworkInterfaceAttribute",
-                    "ec2:UnassignPrivateIpAddresses",
-                    "ec2:CreateTags",
-                ],
-                "Resource": "*",
-            },
-            {
-                "Sid": "ImagePull",
-                "Effect": "Allow",
-                "Action": [
-                    "ecr:GetAuthorizationToken",
-                    "ecr:BatchGetImage",
-                    "ecr:GetDownloadUrlForLayer",
-                    "ecr:BatchCheckLayerAvailability",
-                ],
-                "Resource": "*",
-            },
-            {
-                "Sid": "PodIdentityAndCluster",
-                "Effect": "Allow",
-                "Action": ["eks-auth:AssumeRoleForPodIdentity", "eks:DescribeCluster"],
-                "Resource": "*",
-            },
-        ],
-    }
 
 
 def ensure_role(
@@ -87,21 +26,27 @@ def ensure_role(
     operation_id: str,
     region: str,
     name: str,
-    service: str,
+    trust: dict[str, Any],
     managed: list[str],
     inline: dict[str, Any] | None = None,
     description: str = "",
 ) -> str:
-    """A role with exactly the given trust, managed policies and inline policy; returns its ARN."""
-    arn = iam_api.role_arn(aws, region, name)
-    if arn is None:
+    """A role with exactly the given trust, managed policies and inline policy; returns its ARN. A same-named
+    role that is not this cluster's (no matching cluster tag) is refused, never adopted."""
+    role = iam_api.get_role(aws, region, name)
+    if role is not None:
+        arn = str(role["Arn"])
+        refuse_foreign_role(role, name, cluster_tag, installation_id(db))
+        if role.get("AssumeRolePolicyDocument") != trust:
+            iam_api.update_trust_policy(aws, region, name, trust)
+    else:
         arn = iam_api.create_role(
             aws,
             region,
             name=name,
-            trust_policy=trust(service),
+            trust_policy=json.dumps(trust),
             description=description,
-            tags=aws_tags(cluster_tag, operation_id, name),
+            tags=aws_tags(cluster_tag, operation_id, name, installation=installation_id(db)),
         )
         record(
             db,
@@ -121,6 +66,23 @@ def ensure_role(
     return arn
 
 
+def refuse_foreign_role(role: dict[str, Any], name: str, cluster_tag: str, installation: str) -> None:
+    """Raise Conflict when an existing role does not carry this cluster's tag, or carries another
+    installation's id (someone else's role)."""
+    tags = {t.get("Key"): t.get("Value") for t in role.get("Tags") or []}
+    if tags.get(TAG_INSTALLATION) not in (None, installation):
+        raise Conflict(
+            f"IAM role {name} belongs to another InstantStart installation ({tags.get(TAG_INSTALLATION)}).",
+            hint=f"Use another clusterTag, or delete the role {name} from the installation that made it.",
+        )
+    if tags.get(TAG_CLUSTER) != cluster_tag:
+        raise Conflict(
+            f"IAM role {name} exists but is not tagged {TAG_CLUSTER}={cluster_tag} "
+            f"(found {tags.get(TAG_CLUSTER)!r}); it was not created by InstantStart for this cluster.",
+            hint=f"Delete or rename the role {name}, or choose another clusterTag.",
+        )
+
+
 def caller_principal(aws: AwsClients, region: str) -> str:
     """The IAM principal of the control plane: an assumed-role session canonicalised to its role ARN."""
     arn = identity.caller_arn(aws, region)
@@ -137,9 +99,17 @@ def ensure_oidc_provider(
     """The IAM OIDC provider of the EKS cluster's issuer (for IRSA); returns its ARN."""
     found = iam_api.oidc_provider_arn(aws, region, issuer)
     if found is not None:
+        # One provider per issuer: an existing one (eksctl, another tool) is shared, unless another installation
+        # of InstantStart tagged it for another cluster.
+        refuse_foreign("IAM OIDC provider", found, iam_api.oidc_provider_tags(aws, region, found), cluster_tag,
+                       installation_id(db))
         return found
     arn = iam_api.create_oidc_provider(
-        aws, region, issuer=issuer, thumbprint=OIDC_THUMBPRINT, tags=aws_tags(cluster_tag, operation_id)
+        aws,
+        region,
+        issuer=issuer,
+        thumbprint=OIDC_THUMBPRINT,
+        tags=aws_tags(cluster_tag, operation_id, installation=installation_id(db)),
     )
     record(
         db,

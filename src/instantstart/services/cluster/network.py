@@ -21,6 +21,7 @@ from instantstart.manifests.network import (
     plan_addresses,
     usable_addresses,
 )
+from instantstart.services.core.installation import installation_id
 from instantstart.services.core.ledger import TAG_CLUSTER, TAG_ROLE, aws_tags, record
 from instantstart.store.db import Database
 
@@ -39,7 +40,8 @@ class NetCtx:
 
     def tags(self, name: str, role: str, resource_type: str) -> list[dict[str, Any]]:
         """TagSpecifications for a create call."""
-        return [{"ResourceType": resource_type, "Tags": aws_tags(self.cluster_tag, self.operation_id, name, role)}]
+        tags = aws_tags(self.cluster_tag, self.operation_id, name, role, installation_id(self.db))
+        return [{"ResourceType": resource_type, "Tags": tags}]
 
     def ledger(self, resource_type: str, resource_id: str, **details: Any) -> None:
         """Record a resource this cluster created."""

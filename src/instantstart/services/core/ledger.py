@@ -13,13 +13,21 @@ from instantstart.store.models import ResourceRow, utcnow
 TAG_CLUSTER = "instantstart:cluster-tag"
 TAG_OPERATION = "instantstart:operation-id"
 TAG_ROLE = "instantstart:role"
+TAG_INSTALLATION = "instantstart:installation"
 
 
 def aws_tags(
-    cluster_tag: str, operation_id: str, name: str | None = None, role: str | None = None
+    cluster_tag: str,
+    operation_id: str,
+    name: str | None = None,
+    role: str | None = None,
+    installation: str | None = None,
 ) -> list[dict[str, str]]:
-    """The tag list every created resource carries (EC2/IAM/S3 form: [{Key, Value}])."""
+    """The tag list every created resource carries (EC2/IAM/S3 form: [{Key, Value}]); `installation` is the
+    id of this control plane's installation (services.core.project_bucket.installation_id)."""
     tags = [{"Key": TAG_CLUSTER, "Value": cluster_tag}, {"Key": TAG_OPERATION, "Value": operation_id}]
+    if installation:
+        tags.append({"Key": TAG_INSTALLATION, "Value": installation})
     if name:
         tags.append({"Key": "Name", "Value": name})
     if role:
@@ -27,9 +35,12 @@ def aws_tags(
     return tags
 
 
-def tag_map(cluster_tag: str, operation_id: str) -> dict[str, str]:
+def tag_map(cluster_tag: str, operation_id: str, installation: str | None = None) -> dict[str, str]:
     """The same tags as a map (EKS, SageMaker tag-map APIs)."""
-    return {TAG_CLUSTER: cluster_tag, TAG_OPERATION: operation_id}
+    tags = {TAG_CLUSTER: cluster_tag, TAG_OPERATION: operation_id}
+    if installation:
+        tags[TAG_INSTALLATION] = installation
+    return tags
 
 
 def record(

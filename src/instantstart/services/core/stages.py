@@ -10,10 +10,9 @@ from typing import Any, TypeVar
 
 from anyio import to_thread
 
-from instantstart.aws import identity, s3
 from instantstart.context import StageContext
 from instantstart.errors import Timeout
-from instantstart.services.core.ledger import aws_tags, record
+from instantstart.services.core.project_bucket import ensure_project_bucket
 from instantstart.services.core.registry import update_cluster
 
 T = TypeVar("T")
@@ -64,21 +63,13 @@ async def record_details(stage: StageContext, tag: str, **details: Any) -> None:
 
 
 def project_bucket(stage: StageContext, region: str, cluster_tag: str) -> str:
-    """The project bucket: configured, or instantstart-<account>-<region>; created (tagged) when absent."""
-    settings = stage.app.settings
-    aws = stage.app.aws
-    name = settings.project_bucket or f"instantstart-{identity.account_id(aws, region)}-{region}"
-    if s3.bucket_exists(aws, region, name):
-        return name
-    s3.create_bucket(aws, region, name, aws_tags(cluster_tag, stage.operation_id))
-    # Kept on cluster deletion unless asked (the ledger marks it so).
-    record(
+    """The project bucket (configured, remembered, or created with a random suffix), ownership verified; the
+    cluster's use of it recorded in the ledger (kept on deletion unless deleteBucket)."""
+    return ensure_project_bucket(
+        stage.app.aws,
         stage.app.db,
-        cluster_tag=(stage.target or "").removeprefix("cluster:"),
-        operation_id=stage.operation_id,
-        resource_type="s3:bucket",
-        resource_id=name,
+        stage.app.settings,
         region=region,
-        details={"keep": True},
+        cluster_tag=cluster_tag,
+        operation_id=stage.operation_id,
     )
-    return name

@@ -8,14 +8,16 @@ from typing import Any
 
 from instantstart.aws import eks as eks_api
 from instantstart.aws import iam as iam_api
+from instantstart.aws import identity as sts_api
 from instantstart.aws.clients import AwsClients
 from instantstart.errors import DependencyFailed, InstantStartError
-from instantstart.services.cluster.dependencies.identity import pod_identity_trust
+from instantstart.manifests import iam_policies as pol
+from instantstart.services.core.installation import installation_id
 from instantstart.services.core.ledger import aws_tags, mark_gone, record, tag_map
 from instantstart.services.features.specs import Identity
 from instantstart.store.db import Database
 
-AUDIENCE = "sts.amazonaws.com"
+AUDIENCE = pol.IRSA_AUDIENCE
 ROLE_ANNOTATION = "eks.amazonaws.com/role-arn"
 
 
@@ -35,31 +37,6 @@ class Where:
         return f"instantstart-{self.tag}-{suffix}"
 
 
-def irsa_trust(provider_arn: str, issuer: str, namespace: str, service_account: str,
-               services: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Trust of an IRSA role: web identity from exactly this OIDC provider, for exactly
-    system:serviceaccount:<namespace>:<serviceAccount> with audience sts.amazonaws.com."""
-    host = issuer.removeprefix("https://")
-    statements: list[dict[str, Any]] = [
-        {
-            "Effect": "Allow",
-            "Principal": {"Federated": provider_arn},
-            "Action": "sts:AssumeRoleWithWebIdentity",
-            "Condition": {
-                "StringEquals": {
-                    f"{host}:sub": f"system:serviceaccount:{namespace}:{service_account}",
-                    f"{host}:aud": AUDIENCE,
-                }
-            },
-        }
-    ]
-    if services:
-        statements.append(
-            {"Effect": "Allow", "Principal": {"Service": list(services)}, "Action": "sts:AssumeRole"}
-        )
-    return {"Version": "2012-10-17", "Statement": statements}
-
-
 def ensure_role(where: Where, name: str, trust: dict[str, Any], managed: tuple[str, ...],
                 inline: dict[str, Any] | None) -> tuple[str, list[str]]:
     """The role with exactly this trust, these managed policies and this inline policy; created (ledgered
@@ -72,7 +49,7 @@ def ensure_role(where: Where, name: str, trust: dict[str, Any], managed: tuple[s
         arn = iam_api.create_role(
             where.aws, where.region, name=name, trust_policy=json.dumps(trust),
             description=f"InstantStart feature role (cluster {where.tag})",
-            tags=aws_tags(where.tag, where.operation_id, name),
+            tags=aws_tags(where.tag, where.operation_id, name, installation=installation_id(where.db)),
         )
         wrote.append("role")
     else:
@@ -120,7 +97,7 @@ def ensure_association(where: Where, ident: Identity, role_arn: str) -> str:
     aid = eks_api.create_pod_identity_association(
         where.aws, where.region, cluster=where.eks_cluster, namespace=ident.namespace,
         service_account=ident.service_account, role_arn=role_arn,
-        tags=tag_map(where.tag, where.operation_id),
+        tags=tag_map(where.tag, where.operation_id, installation_id(where.db)),
     )
     record(where.db, cluster_tag=where.tag, operation_id=where.operation_id,
            resource_type="eks:pod-identity-association", resource_id=aid, region=where.region,
@@ -151,9 +128,11 @@ def ensure_identity(where: Where, ident: Identity, inline: dict[str, Any] | None
                 f"The role for {ident.namespace}/{ident.service_account} needs the cluster's IAM OIDC provider.",
                 hint="Re-run the EKS stage (operation_retry) so it registers the OIDC provider.",
             )
-        trust = irsa_trust(oidc[0], oidc[1], ident.namespace, ident.service_account, ident.trust_services)
+        trust = pol.irsa_trust(oidc[0], oidc[1], ident.namespace, ident.service_account, ident.trust_services)
     else:
-        trust = pod_identity_trust()
+        trust = pol.pod_identity_trust(
+            sts_api.account_id(where.aws, where.region), where.eks_cluster, ident.namespace, ident.service_account
+        )
     arn, wrote = ensure_role(where, where.role_name(ident.role), trust, ident.managed_policies, inline)
     if not ident.irsa and ensure_association(where, ident, arn) != "unchanged":
         wrote.append("association")

@@ -7,6 +7,7 @@ from typing import Any
 
 from instantstart.aws import amp as amp_api
 from instantstart.errors import DependencyFailed
+from instantstart.services.core.installation import installation_id
 from instantstart.services.core.ledger import mark_gone, record, tag_map
 from instantstart.services.features.identity import Where
 
@@ -56,7 +57,7 @@ def ensure_workspace(where: Where, poll_seconds: float) -> tuple[dict[str, Any],
     found = amp_api.find_workspace(where.aws, where.region, alias(where.tag))
     created = False
     if found is None:
-        tags = tag_map(where.tag, where.operation_id)
+        tags = tag_map(where.tag, where.operation_id, installation_id(where.db))
         wid = amp_api.create_workspace(where.aws, where.region, alias(where.tag), tags)
         record(where.db, cluster_tag=where.tag, operation_id=where.operation_id, resource_type="aps:workspace",
                resource_id=wid, region=where.region)
@@ -85,58 +86,3 @@ def remove_workspace(where: Where) -> bool:
     amp_api.delete_workspace(where.aws, where.region, str(found["workspaceId"]))
     mark_gone(where.db, resource_type="aps:workspace", resource_id=str(found["workspaceId"]), region=where.region)
     return True
-
-
-def remote_write_policy(workspace_arn: str) -> dict[str, Any]:
-    """The collector's permissions as the HyperPod observability docs list them: aps:RemoteWrite on exactly
-    this workspace, and CloudWatch Logs on the /aws/sagemaker/Clusters/* log groups of the same account and
-    Region (read from the workspace ARN)."""
-    partition, region, account = workspace_arn.split(":")[1], workspace_arn.split(":")[3], workspace_arn.split(":")[4]
-    groups = f"arn:{partition}:logs:{region}:{account}:log-group:/aws/sagemaker/Clusters/*"
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {"Sid": "RemoteWrite", "Effect": "Allow", "Action": ["aps:RemoteWrite"], "Resource": [workspace_arn]},
-            {
-                "Sid": "ClusterLogs",
-                "Effect": "Allow",
-                "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:DescribeLogGroups",
-                           "logs:DescribeLogStreams", "logs:PutLogEvents", "logs:GetLogEvents",
-                           "logs:FilterLogEvents", "logs:GetLogRecord", "logs:StartQuery", "logs:StopQuery",
-                           "logs:GetQueryResults"],
-                "Resource": [groups, f"{groups}:log-stream:*"],
-            },
-        ],
-    }
-
-
-def fsx_csi_policy() -> dict[str, Any]:
-    """What the FSx for Lustre CSI driver's controller needs, as its installation guide lists it (a narrower
-    alternative to the AmazonFSxFullAccess managed policy the EKS guide attaches): create, describe, update,
-    tag and delete file systems; s3:ListBucket for S3-linked file systems; create the FSx service-linked role
-    (condition on the service name) and manage the S3 data-repository service-linked role."""
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Sid": "FsxDataRepositoryServiceLinkedRole",
-                "Effect": "Allow",
-                "Action": ["iam:CreateServiceLinkedRole", "iam:AttachRolePolicy", "iam:PutRolePolicy"],
-                "Resource": "arn:aws:iam::*:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/*",
-            },
-            {
-                "Sid": "FsxServiceLinkedRole",
-                "Effect": "Allow",
-                "Action": "iam:CreateServiceLinkedRole",
-                "Resource": "*",
-                "Condition": {"StringLike": {"iam:AWSServiceName": ["fsx.amazonaws.com"]}},
-            },
-            {
-                "Sid": "FsxFileSystems",
-                "Effect": "Allow",
-                "Action": ["s3:ListBucket", "fsx:CreateFileSystem", "fsx:DeleteFileSystem", "fsx:DescribeFileSystems",
-                           "fsx:TagResource", "fsx:UpdateFileSystem"],
-                "Resource": ["*"],
-            },
-        ],
-    }

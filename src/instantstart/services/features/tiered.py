@@ -14,14 +14,15 @@ from instantstart.aws import hyperpod as hp_api
 from instantstart.aws import iam as iam_api
 from instantstart.errors import DependencyFailed, PreconditionFailed
 from instantstart.kube.calls import kube_call
+from instantstart.manifests import iam_policies as pol
 from instantstart.services.capacity.group_allowlist import resubmit_spec
+from instantstart.services.core.installation import installation_id
 from instantstart.services.core.ledger import aws_tags, record
 from instantstart.services.features.identity import (
     AUDIENCE,
     ROLE_ANNOTATION,
     Where,
     ensure_role,
-    irsa_trust,
     remove_role,
 )
 
@@ -59,25 +60,7 @@ def subject_of(details: dict[str, Any] | None) -> Subject:
 
 def checkpoint_policy(bucket: str) -> dict[str, Any]:
     """S3 read/write on the checkpoint prefix of the project bucket only, plus CloudWatch metrics."""
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Sid": "CheckpointObjects",
-                "Effect": "Allow",
-                "Action": ["s3:PutObject", "s3:GetObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
-                "Resource": [f"arn:aws:s3:::{bucket}/{PREFIX}*"],
-            },
-            {
-                "Sid": "CheckpointList",
-                "Effect": "Allow",
-                "Action": ["s3:ListBucket"],
-                "Resource": [f"arn:aws:s3:::{bucket}"],
-                "Condition": {"StringLike": {"s3:prefix": [f"{PREFIX}*"]}},
-            },
-            {"Sid": "CheckpointMetrics", "Effect": "Allow", "Action": ["cloudwatch:PutMetricData"], "Resource": "*"},
-        ],
-    }
+    return pol.checkpoint_policy(bucket, PREFIX)
 
 
 def desired_config(enabled: bool, mode: str, percentage: int | None) -> dict[str, Any]:
@@ -125,7 +108,8 @@ def ensure_provider(where: Where, issuer: str) -> tuple[str, bool]:
     if arn is not None:
         return arn, False
     arn = iam_api.create_oidc_provider(
-        where.aws, where.region, issuer=issuer, thumbprint=THUMBPRINT, tags=aws_tags(where.tag, where.operation_id)
+        where.aws, where.region, issuer=issuer, thumbprint=THUMBPRINT,
+        tags=aws_tags(where.tag, where.operation_id, installation=installation_id(where.db)),
     )
     record(where.db, cluster_tag=where.tag, operation_id=where.operation_id, resource_type="iam:oidc-provider",
            resource_id=arn, region=where.region)
@@ -203,7 +187,7 @@ def enable(where: Where, core: k8s.CoreV1Api, cluster: dict[str, Any], bucket: s
     provider, created = ensure_provider(where, issuer)
     if created:
         wrote.append("oidcProvider")
-    trust = irsa_trust(provider, issuer, who.namespace, who.service_account)
+    trust = pol.irsa_trust(provider, issuer, who.namespace, who.service_account)
     role_arn, role_wrote = ensure_role(where, where.role_name(ROLE), trust, (), checkpoint_policy(bucket))
     wrote += role_wrote
     sa_wrote = ensure_annotation(core, who, role_arn)
@@ -249,7 +233,7 @@ def chain(where: Where, core: k8s.CoreV1Api, cluster: dict[str, Any] | None, buc
     role = iam_api.get_role(where.aws, where.region, name)
     link("role", role is not None, f"IAM role {name} exists" if role else f"IAM role {name} does not exist")
     if role is not None and provider is not None:
-        wanted = irsa_trust(provider, issuer, who.namespace, who.service_account)
+        wanted = pol.irsa_trust(provider, issuer, who.namespace, who.service_account)
         ok = role.get("AssumeRolePolicyDocument") == wanted
         link("trust", ok, f"trusts {provider} for {who.name} (aud {AUDIENCE})" if ok
              else f"the trust policy does not name exactly that provider, {who.name} and audience {AUDIENCE}")

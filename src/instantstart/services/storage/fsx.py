@@ -15,6 +15,7 @@ from instantstart.manifests import fsx as f
 from instantstart.manifests import storage as m
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
+from instantstart.services.core.installation import installation_id
 from instantstart.services.core.ledger import TAG_CLUSTER, TAG_ROLE, aws_tags, record
 from instantstart.services.core.registry import get_cluster
 from instantstart.services.core.stages import blocking, record_details, wait_until
@@ -93,7 +94,8 @@ def ensure_security_group(app: AppContext, p: FsxParams, operation_id: str) -> s
         group_id = str(found[0]["GroupId"])
     else:
         name = f"instantstart-{p.cluster_tag}-{role}"
-        tags = [{"ResourceType": "security-group", "Tags": aws_tags(p.cluster_tag, operation_id, name, role)}]
+        tags = [{"ResourceType": "security-group", "Tags": aws_tags(p.cluster_tag, operation_id, name, role,
+                                                                      installation_id(app.db))}]
         group_id = vpc.create_security_group(
             app.aws, p.region, vpc_id=p.vpc_id, name=name,
             description=f"InstantStart cluster {p.cluster_tag}: Lustre (988, 1018-1023) for FSx volume {p.name}",
@@ -117,7 +119,8 @@ def create_file_system(app: AppContext, p: FsxParams, operation_id: str, group_i
     lustre: dict[str, Any] = {"DeploymentType": p.deployment_type, "DataCompressionType": p.data_compression_type}
     if p.per_unit_storage_throughput is not None:
         lustre["PerUnitStorageThroughput"] = p.per_unit_storage_throughput
-    tags = [*aws_tags(p.cluster_tag, operation_id, f"instantstart-{p.cluster_tag}-{p.name}"),
+    tags = [*aws_tags(p.cluster_tag, operation_id, f"instantstart-{p.cluster_tag}-{p.name}",
+                     installation=installation_id(app.db)),
             {"Key": TAG_STORAGE, "Value": p.name}]
     fs = fsx_api.create_lustre(
         app.aws, p.region, subnet_id=p.subnet_id, security_group_ids=[group_id], storage_capacity=p.storage_capacity,

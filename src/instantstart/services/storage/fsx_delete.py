@@ -16,7 +16,7 @@ from instantstart.kube.calls import core_api, kube_call
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
-from instantstart.services.core.ledger import TAG_CLUSTER, mark_gone, resources_of
+from instantstart.services.core.ledger import mark_gone, resources_of
 from instantstart.services.core.registry import get_cluster
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.store.models import ClusterRow
@@ -137,12 +137,3 @@ def delete_for_cluster(app: AppContext, res: dict[str, Any]) -> bool:
 def still_there(app: AppContext, res: dict[str, Any]) -> bool:
     """Whether the file system of an "fsx:file-system" ledger row still exists (DELETING counts)."""
     return fsx_api.lifecycle(app.aws, res["region"], res["resourceId"]) is not None
-
-
-def cluster_file_systems(app: AppContext, region: str, tag: str) -> list[str]:
-    """Ids of the file systems tagged for the cluster that are not being deleted (orphans a crash left)."""
-    return [
-        str(fs["FileSystemId"])
-        for fs in fsx_api.tagged(app.aws, region, TAG_CLUSTER, tag)
-        if fs.get("Lifecycle") != "DELETING"
-    ]

@@ -9,7 +9,7 @@ from typing import Any
 
 from kubernetes import client as k8s
 
-from instantstart.aws import s3
+from instantstart.aws import identity, s3
 from instantstart.catalog import operation
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import InvalidInput, ProviderError
@@ -44,7 +44,7 @@ def _base(src: dict[str, Any], model_id: str, revision: str) -> str:
 
 def read_manifest(app: AppContext, bucket: str, region: str, key: str) -> dict[str, Any] | None:
     """A model's manifest.json, or None while the model is absent or partial (blocking)."""
-    body = s3.get_object(app.aws, region, bucket, key)
+    body = s3.get_object(app.aws, region, bucket, key, identity.account_id(app.aws, region))
     return json.loads(body) if body is not None else None
 
 
@@ -285,7 +285,8 @@ def _hub(app: AppContext) -> str:
 
 def _models(app: AppContext, src: dict[str, Any]) -> list[ModelEntry]:
     root = f"{src['prefix'] or ''}{md.MODELS_DIR}/"
-    keys = s3.list_keys(app.aws, src["region"], src["bucketName"], root, suffix="/" + md.MANIFEST)
+    owner = identity.account_id(app.aws, src["region"])
+    keys = s3.list_keys(app.aws, src["region"], src["bucketName"], root, owner, suffix="/" + md.MANIFEST)
     found = []
     for key in keys:
         manifest = read_manifest(app, src["bucketName"], src["region"], key)

@@ -12,11 +12,14 @@ from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import Conflict, InvalidInput, NotFound
 from instantstart.kube.calls import as_dict, kube_api, kube_call
 from instantstart.manifests import fsx as fsx_m
+from instantstart.manifests import iam_policies as pol
 from instantstart.manifests import storage as m
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.services.cluster.params import StorageParams
+from instantstart.services.core.project_bucket import remembered_bucket
 from instantstart.services.core.registry import get_cluster, mirror_pipeline_stages, resolve_tag
 from instantstart.services.core.stages import blocking, project_bucket, record_details, wait_until
+from instantstart.services.storage.claim_iam import widen_csi_role
 from instantstart.store.models import ClusterRow
 
 FIELD_MANAGER = "instantstart"
@@ -28,19 +31,23 @@ BIND_TIMEOUT = 300
 
 
 def default_bucket(app: AppContext, row: ClusterRow) -> str:
-    """The cluster's project bucket: as recorded by the EKS stage, else configured, else the convention."""
+    """The cluster's project bucket: as recorded by the EKS stage, else configured, else the one this
+    installation made in the Region, else the legacy convention."""
     recorded = (row.details or {}).get("bucket")
     if recorded:
         return str(recorded)
     if app.settings.project_bucket:
         return app.settings.project_bucket
+    remembered = remembered_bucket(app.db, row.region)
+    if remembered:
+        return remembered
     account = identity.account_id(app.aws, row.region)
     return f"instantstart-{account}-{row.region}"
 
 
 def bucket_region(app: AppContext, bucket: str, region: str) -> str | None:
     """The Region a bucket is in; None when it does not exist."""
-    return s3.bucket_region(app.aws, region, bucket)
+    return s3.bucket_region(app.aws, region, bucket, identity.account_id(app.aws, region))
 
 
 def storage_spec(app: AppContext, row: ClusterRow, given: dict[str, Any], *, field_prefix: str = "") -> dict[str, Any]:
@@ -48,6 +55,10 @@ def storage_spec(app: AppContext, row: ClusterRow, given: dict[str, Any], *, fie
     name = m.validate_claim_name(given.get("name") or m.DEFAULT_CLAIM, f"{field_prefix}name")
     bucket = m.validate_bucket_name(given.get("bucketName") or default_bucket(app, row), f"{field_prefix}bucketName")
     prefix = m.validate_prefix(given["prefix"], f"{field_prefix}prefix") if given.get("prefix") else None
+    if not given.get("bucketName") or bucket == (row.details or {}).get("bucket"):
+        # The shared project bucket: only this cluster's data prefix (the CSI role may write nowhere else).
+        own = pol.data_prefix(row.tag)
+        prefix = own if not prefix else prefix if prefix.startswith(own) else f"{own}{prefix}"
     where = bucket_region(app, bucket, given.get("region") or row.region)
     if where is None:
         raise NotFound(
@@ -157,6 +168,9 @@ async def stage_storage(stage: StageContext) -> dict[str, Any]:
         prefix=spec["prefix"],
     )
     pvc = m.build_pvc(cluster_tag=tag, claim=name, namespace=namespace)
+    widened = await blocking(widen_csi_role, app, row, name, spec)
+    if widened:
+        await stage.progress(f"IAM role {widened}: also s3://{spec['bucketName']}/{spec['prefix'] or ''} (this claim)")
     await stage.progress(f"PersistentVolume {m.pv_name(name)} on s3://{spec['bucketName']} ({spec['region']})")
     _, pv_created = await blocking(ensure_object, api, pv)
     await stage.progress(f"PersistentVolumeClaim {namespace}/{name}")

@@ -7,11 +7,12 @@ from typing import Any
 
 from pydantic import Field
 
-from instantstart.aws import s3
+from instantstart.aws import identity, s3
 from instantstart.catalog import operation
 from instantstart.catalog.base import NoInput, WireModel
 from instantstart.context import AppContext, CallContext
 from instantstart.errors import PreconditionFailed
+from instantstart.manifests import iam_policies as pol
 from instantstart.manifests import storage as m
 from instantstart.operations.models import OperationRef
 from instantstart.services.cluster.params import StorageParams, StorageSpecParams, stored
@@ -35,10 +36,14 @@ class StorageDefaults(WireModel):
     cluster_tag: str
     name: str = Field(description="Claim name (namespace default).")
     namespace: str
-    bucket_name: str = Field(description="The project bucket; the CSI driver's role is scoped to it.")
+    bucket_name: str = Field(description="The project bucket; the CSI driver's role is scoped to its data prefix.")
     bucket_exists: bool
     region: str
-    prefix: str | None = Field(default=None, description="No prefix: the claim sees the whole bucket.")
+    prefix: str | None = Field(
+        default=None,
+        description="The cluster's data prefix clusters/<tag>/data/ of the project bucket (the only part its pods"
+        " may write; a claim's own prefix goes below it).",
+    )
     driver: str
     persistent_volume_name: str
     access_modes: list[str]
@@ -99,8 +104,8 @@ class ListContentsResult(WireModel):
 @operation("s3_storage_get_defaults", method="GET", path="/storage/s3/defaults", example={})
 async def s3_storage_get_defaults(ctx: CallContext, req: NoInput) -> StorageDefaults:
     """What s3_storage_create uses when given nothing, for the active cluster: claim s3-claim in namespace
-    default, the project bucket (the Mountpoint CSI driver's role is scoped to it) and its Region, no
-    prefix, the driver, access mode ReadWriteMany and the mount options. Needs an active cluster."""
+    default, the project bucket and its Region, the cluster's data prefix (the Mountpoint CSI driver's role
+    may write only there), the driver, access mode ReadWriteMany and the mount options. Needs an active cluster."""
     row = await active_cluster(ctx)
     bucket = await blocking(default_bucket, ctx.app, row)
     where = await blocking(bucket_region, ctx.app, bucket, row.region)
@@ -112,6 +117,7 @@ async def s3_storage_get_defaults(ctx: CallContext, req: NoInput) -> StorageDefa
         bucket_name=bucket,
         bucket_exists=where is not None,
         region=region,
+        prefix=pol.data_prefix(row.tag),
         driver=m.S3_CSI_DRIVER,
         persistent_volume_name=m.pv_name(m.DEFAULT_CLAIM),
         access_modes=["ReadWriteMany"],
@@ -161,7 +167,7 @@ async def s3_storage_create(ctx: CallContext, req: StorageCreateRequest) -> Oper
 
 def list_page(app: AppContext, bucket: str, region: str, prefix: str, limit: int, token: str | None) -> dict[str, Any]:
     """One ListObjectsV2 page (delimiter '/') of the bucket below `prefix` (blocking)."""
-    page = s3.list_objects(app.aws, region, bucket, prefix, limit, token)
+    page = s3.list_objects(app.aws, region, bucket, prefix, limit, identity.account_id(app.aws, region), token)
     return {
         "objects": [
             {"key": o["Key"], "size": int(o.get("Size", 0)), "lastModified": o.get("LastModified")}

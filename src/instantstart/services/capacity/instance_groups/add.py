@@ -28,6 +28,7 @@ from instantstart.services.capacity.groups import (
 )
 from instantstart.services.cluster import network as net
 from instantstart.services.cluster.hyperpod_stage import validate_zone
+from instantstart.services.cluster.lifecycle import ensure_lifecycle, lifecycle_uri
 from instantstart.services.core.instance_types import InstanceType, lookup
 from instantstart.services.core.registry import (
     get_cluster,
@@ -228,7 +229,7 @@ def decision(p: GroupAddParams, details: dict[str, Any], subnet_id: str) -> Grou
         instance_type=g.instance_type,
         count=g.count,
         execution_role=details["executionRoleArn"],
-        lifecycle_uri=f"s3://{details['bucket']}/instantstart/{p.cluster_tag}/lifecycle/",
+        lifecycle_uri=lifecycle_uri(details["bucket"], p.cluster_tag),
         ebs_gb=g.ebs_gb,
         threads_per_core=g.threads_per_core,
         training_plan_arn=g.training_plan_arn,
@@ -257,6 +258,7 @@ async def stage_add(stage: StageContext) -> dict[str, Any]:
         raise PreconditionFailed(f"HyperPod cluster {name} does not exist.")
     seen = await seen_events(sm, name, g.name)
     if find_group(cluster, g.name) is None:
+        await blocking(ensure_lifecycle, app.aws, p.region, details["bucket"], p.cluster_tag)
         spec = instance_group(decision(p, details, subnet["subnetId"]))
         where = f"{g.count} x {g.instance_type} in {g.availability_zone}"
         await stage.progress(f"UpdateCluster {name}: add {g.name} ({where})")

@@ -25,6 +25,7 @@ from instantstart.services.capacity.groups import (
     seen_events,
     wait_group,
 )
+from instantstart.services.cluster.lifecycle import verify_groups
 from instantstart.services.core.registry import (
     ClusterParams,
     get_cluster,
@@ -126,6 +127,7 @@ async def stage_scale(stage: StageContext) -> dict[str, Any]:
     seen = await seen_events(sm, cluster_name, name)
     if int(found.get("TargetCount", -1)) != target:
         spec = resubmit_spec(found, count=target)
+        await blocking(verify_groups, stage.app.aws, p.region, [spec])
         await stage.progress(f"UpdateCluster {cluster_name}: {name} {found.get('TargetCount')} -> {target}")
         await blocking(
             sm.update_cluster, f"scale instance group {name}", ClusterName=cluster_name, InstanceGroups=[spec]

@@ -9,6 +9,7 @@ from instantstart.context import StageContext
 from instantstart.errors import ProviderError
 from instantstart.services.capacity.groups import described
 from instantstart.services.capacity.karpenter.state import WAIT, record_state, state_of
+from instantstart.services.cluster.lifecycle import verify_groups
 from instantstart.services.core.registry import ClusterParams, get_cluster, hyperpod_cluster_name
 from instantstart.services.core.stages import blocking, wait_until
 
@@ -24,6 +25,7 @@ async def stage_autoscaling(stage: StageContext) -> dict[str, Any]:
     auto = cluster.get("AutoScaling") or {}
     ours = bool(state_of(row).get("autoscalingEnabled"))
     if auto.get("Mode") != "Enable":
+        await blocking(verify_groups, app.aws, p.region, list(cluster.get("InstanceGroups") or []))
         await stage.progress(f"UpdateCluster {name}: AutoScaling Karpenter")
         await blocking(
             sm.update_cluster,

@@ -8,6 +8,7 @@ from typing import Any
 from instantstart.aws import iam
 from instantstart.context import AppContext, StageContext
 from instantstart.errors import NotFound
+from instantstart.manifests import iam_policies as pol
 from instantstart.manifests import karpenter as m
 from instantstart.services.capacity.groups import described
 from instantstart.services.capacity.karpenter.state import record_state, state_of
@@ -23,7 +24,8 @@ async def stage_role(stage: StageContext) -> dict[str, Any]:
     app = stage.app
     row = await blocking(get_cluster, app.db, p.cluster_tag)
     cluster = await described(app, row)
-    account = str(cluster["ClusterArn"]).split(":")[4]
+    cluster_arn = str(cluster["ClusterArn"])
+    account = cluster_arn.split(":")[4]
     name = m.role_name(p.cluster_tag)
     # A retry after the role was made here still owns it.
     created = await blocking(iam.role_arn, app.aws, p.region, name) is None or bool(state_of(row).get("roleCreated"))
@@ -35,9 +37,9 @@ async def stage_role(stage: StageContext) -> dict[str, Any]:
         operation_id=stage.operation_id,
         region=p.region,
         name=name,
-        service=m.AUTOSCALING_TRUST,
+        trust=pol.autoscaling_trust(account, cluster_arn),
         managed=[],
-        inline=m.autoscaling_policy(p.region, account),
+        inline=pol.autoscaling_policy(p.region, cluster_arn),
         description="HyperPod-managed Karpenter adds and removes nodes",
     )
     await record_state(app, p.cluster_tag, enabled=False, roleName=name, roleArn=arn, roleCreated=created)

@@ -12,18 +12,21 @@ from typing import Any
 import yaml
 
 from instantstart.aws import eks as eks_api
+from instantstart.aws import identity
 from instantstart.context import AppContext
 from instantstart.errors import NotFound
+from instantstart.manifests import iam_policies as pol
 from instantstart.services.cluster.dependencies.catalog import Dependency
 from instantstart.services.cluster.dependencies.identity import (
     Owner,
     ensure_pod_identity_association,
     ensure_pod_identity_role,
-    project_bucket_policy,
 )
 from instantstart.services.cluster.dependencies.readiness import wait_ready
 from instantstart.services.cluster.dependencies.results import DependencyFailed, DepResult, Progress, Target
+from instantstart.services.core.installation import installation_id
 from instantstart.services.core.ledger import record, tag_map
+from instantstart.services.core.registry import get_cluster
 from instantstart.services.core.stages import blocking, next_poll
 
 ADDON_TIMEOUT = 20 * 60
@@ -177,7 +180,7 @@ class AddonSteps:
             "addonName": dep.addon,
             "addonVersion": version,
             "resolveConflicts": "OVERWRITE",
-            "tags": tag_map(self.target.tag, self.target.operation_id or "adopted"),
+            "tags": tag_map(self.target.tag, self.target.operation_id or "adopted", installation_id(self.app.db)),
         }
         config = desired_config(self.values_of(dep))
         if config:
@@ -247,8 +250,14 @@ class AddonSteps:
             )
         owner = Owner(self.app.db, self.target.tag, self.target.operation_id, self.target.region)
         role_name = f"instantstart-{self.target.tag}-{spec.role}"
-        policy = project_bucket_policy(self.target.bucket)
-        role_arn = await blocking(ensure_pod_identity_role, self.app.aws, owner, role_name, policy)
+        account = await blocking(identity.account_id, self.app.aws, self.target.region)
+        scope = pol.Scope(
+            account, self.target.region, self.target.tag, self.target.eks_cluster_name, self.target.bucket
+        )
+        trust = pol.pod_identity_trust(account, self.target.eks_cluster_name, spec.namespace, spec.service_account)
+        row = await blocking(get_cluster, self.app.db, self.target.tag)
+        policy = pol.csi_data_policy(scope, pol.claim_grants(row.details or {}))
+        role_arn = await blocking(ensure_pod_identity_role, self.app.aws, owner, role_name, trust, policy)
         await blocking(
             ensure_pod_identity_association,
             self.app.aws,

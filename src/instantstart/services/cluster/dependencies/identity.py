@@ -9,6 +9,8 @@ from typing import Any
 from instantstart.aws import eks as eks_api
 from instantstart.aws import iam as iam_api
 from instantstart.aws.clients import AwsClients
+from instantstart.services.cluster.iam import refuse_foreign_role
+from instantstart.services.core.installation import installation_id
 from instantstart.services.core.ledger import aws_tags, record, tag_map
 from instantstart.store.db import Database
 
@@ -23,48 +25,16 @@ class Owner:
     region: str
 
 
-def pod_identity_trust() -> dict[str, Any]:
-    """Trust policy of a role assumed through EKS Pod Identity."""
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Allow",
-                "Principal": {"Service": "pods.eks.amazonaws.com"},
-                "Action": ["sts:AssumeRole", "sts:TagSession"],
-            }
-        ],
-    }
-
-
-def project_bucket_policy(bucket: str) -> dict[str, Any]:
-    """Mountpoint for S3's recommended permissions, limited to the project bucket."""
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Sid": "MountpointListProjectBucket",
-                "Effect": "Allow",
-                "Action": ["s3:ListBucket"],
-                "Resource": [f"arn:aws:s3:::{bucket}"],
-            },
-            {
-                "Sid": "MountpointObjectsInProjectBucket",
-                "Effect": "Allow",
-                "Action": ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:DeleteObject"],
-                "Resource": [f"arn:aws:s3:::{bucket}/*"],
-            },
-        ],
-    }
-
-
-def ensure_pod_identity_role(aws: AwsClients, owner: Owner, name: str, policy: dict[str, Any]) -> str:
-    """A role EKS Pod Identity can assume, with exactly `policy` inline; created (tagged, ledgered) if absent."""
-    trust = pod_identity_trust()
+def ensure_pod_identity_role(
+    aws: AwsClients, owner: Owner, name: str, trust: dict[str, Any], policy: dict[str, Any]
+) -> str:
+    """A role EKS Pod Identity can assume (`trust`), with exactly `policy` inline; created (tagged, ledgered) if
+    absent; a same-named role of someone else is refused."""
     region = owner.region
     role = iam_api.get_role(aws, region, name)
     if role is not None:
         arn = str(role["Arn"])
+        refuse_foreign_role(role, name, owner.cluster_tag, installation_id(owner.db))
         if role.get("AssumeRolePolicyDocument") != trust:
             iam_api.update_trust_policy(aws, region, name, trust)
     else:
@@ -74,7 +44,9 @@ def ensure_pod_identity_role(aws: AwsClients, owner: Owner, name: str, policy: d
             name=name,
             trust_policy=json.dumps(trust),
             description=f"Pod Identity role of an InstantStart add-on (cluster {owner.cluster_tag})",
-            tags=aws_tags(owner.cluster_tag, owner.operation_id or "adopted", name),
+            tags=aws_tags(
+                owner.cluster_tag, owner.operation_id or "adopted", name, installation=installation_id(owner.db)
+            ),
         )
         record(
             owner.db,
@@ -108,7 +80,7 @@ def ensure_pod_identity_association(
         namespace=namespace,
         service_account=service_account,
         role_arn=role_arn,
-        tags=tag_map(owner.cluster_tag, owner.operation_id or "adopted"),
+        tags=tag_map(owner.cluster_tag, owner.operation_id or "adopted", installation_id(owner.db)),
     )
     record(
         owner.db,

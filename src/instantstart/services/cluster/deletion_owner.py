@@ -1,0 +1,26 @@
+"""Before deleting a ledgered EKS or HyperPod cluster: the one found under that name must still be ours (no
+other installation's id, no other cluster tag), else the deletion stops with CONFLICT instead of deleting it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from instantstart.aws import eks, hyperpod
+from instantstart.context import AppContext
+from instantstart.services.core.installation import installation_id, refuse_foreign
+
+
+def check_eks_cluster(app: AppContext, res: dict[str, Any], cluster_tag: str) -> None:
+    """Refuse to delete an EKS cluster that another installation (or cluster tag) has under this name now."""
+    found = eks.describe_cluster(app.aws, res["region"], res["resourceId"])
+    if found is not None:
+        tags = {str(k): str(v) for k, v in (found.get("tags") or {}).items()}
+        refuse_foreign("EKS cluster", res["resourceId"], tags, cluster_tag, installation_id(app.db))
+
+
+def check_hyperpod_cluster(app: AppContext, res: dict[str, Any], cluster_tag: str) -> None:
+    """Refuse to delete a HyperPod cluster that another installation (or cluster tag) has under this name now."""
+    found = hyperpod.describe_cluster(app.aws, res["region"], res["resourceId"])
+    if found is not None and found.get("ClusterArn"):
+        tags = hyperpod.cluster_tags(app.aws, res["region"], str(found["ClusterArn"]))
+        refuse_foreign("HyperPod cluster", res["resourceId"], tags, cluster_tag, installation_id(app.db))

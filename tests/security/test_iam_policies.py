@@ -1,0 +1,165 @@
+"""Every IAM document the control plane writes: no mutating action on `Resource: "*"` without a condition, every
+service trust carries confused-deputy conditions, and all documents come from manifests/iam_policies.py."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import pytest
+
+from instantstart.manifests import iam_policies as pol
+from instantstart.twin_process import TwinProcess
+from tests.support.flows import make_hyperpod
+from tests.support.servers import Running
+from tests.support.twin import twin_client
+from tests.support.waits import wait_terminal
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "instantstart"
+READ_ONLY = re.compile(r"^[a-z0-9-]+:(Describe|List|Get|BatchGet|BatchCheck|Head)")
+
+# Justified exceptions: mutating actions allowed on "*" without a condition. Keep this list short and explained.
+# Every cluster role (nodes, S3 CSI, Karpenter, trusts) is scoped; only these feature roles keep "*":
+WILDCARD_EXCEPTIONS: dict[str, str] = {
+    "cloudwatch:PutMetricData": "supports no resource-level permissions; it only appends metric data points",
+    "fsx:CreateFileSystem": "FSx CSI dynamic provisioning creates file systems named at run time",
+    "fsx:DeleteFileSystem": "FSx CSI deletes the file systems it provisioned (ids unknown in advance)",
+    "fsx:UpdateFileSystem": "FSx CSI resizes the file systems it provisioned (ids unknown in advance)",
+    "fsx:TagResource": "FSx CSI tags the file systems it creates",
+}
+
+SCOPE = pol.Scope("123456789012", "us-west-2", "alpha", "eks-cluster-alpha", "instantstart-123456789012-x", "vpc-1")
+CLUSTER_ARN = "arn:aws:sagemaker:us-west-2:123456789012:cluster/abc123"
+ISSUER = "https://oidc.eks.us-west-2.amazonaws.com/id/ABC"
+PROVIDER = "arn:aws:iam::123456789012:oidc-provider/oidc.eks.us-west-2.amazonaws.com/id/ABC"
+
+
+def every_generated_document() -> dict[str, dict[str, Any]]:
+    """Each document builder of the policy module, called with a realistic scope."""
+    return {
+        "eks_cluster_trust": pol.eks_cluster_trust(SCOPE),
+        "execution_trust": pol.execution_trust(SCOPE),
+        "autoscaling_trust": pol.autoscaling_trust(SCOPE.account, CLUSTER_ARN),
+        "pod_identity_trust": pol.pod_identity_trust(SCOPE.account, SCOPE.eks_cluster, "kube-system", "sa"),
+        "execution_inline_policy": pol.execution_inline_policy(SCOPE),
+        "csi_data_policy": pol.csi_data_policy(SCOPE),
+        "autoscaling_policy": pol.autoscaling_policy(SCOPE.region, CLUSTER_ARN),
+        "irsa_trust": pol.irsa_trust(PROVIDER, ISSUER, "ns", "sa", ("sagemaker.amazonaws.com",)),
+        "checkpoint_policy": pol.checkpoint_policy(SCOPE.bucket, "checkpoints/"),
+        "remote_write_policy": pol.remote_write_policy(f"arn:aws:aps:us-west-2:{SCOPE.account}:workspace/ws-1"),
+        "fsx_csi_policy": pol.fsx_csi_policy(),
+    }
+
+
+def listed(value: Any) -> list[Any]:
+    """IAM's "string or list" fields as a list."""
+    return value if isinstance(value, list) else [value]
+
+
+def violations(name: str, document: dict[str, Any]) -> list[str]:
+    """What is wrong with one policy document (identity or trust)."""
+    found = []
+    for index, statement in enumerate(listed(document["Statement"])):
+        where = f"{name}[{statement.get('Sid', index)}]"
+        if statement.get("Effect") != "Allow":
+            continue
+        if "Principal" in statement:  # a trust policy statement
+            services = listed(statement["Principal"].get("Service", []))
+            condition = statement.get("Condition", {})
+            keys = {k for block in condition.values() for k in block}
+            if services and "aws:SourceAccount" not in keys:
+                found.append(f"{where}: service trust {services} without aws:SourceAccount")
+            if services and not keys & {"aws:SourceArn", "aws:RequestTag/eks-cluster-name"}:
+                found.append(f"{where}: service trust {services} without aws:SourceArn (or the cluster session tag)")
+            continue
+        wildcard = "*" in listed(statement.get("Resource", []))
+        if not wildcard or statement.get("Condition"):
+            continue
+        for action in listed(statement["Action"]):
+            if "*" in action.split(":", 1)[1] and action not in WILDCARD_EXCEPTIONS:
+                found.append(f"{where}: wildcard action {action} on Resource '*'")
+            elif not READ_ONLY.match(action) and action not in WILDCARD_EXCEPTIONS:
+                found.append(f"{where}: mutating {action} on Resource '*' without a condition")
+    return found
+
+
+def test_the_checker_catches_the_old_node_role() -> None:
+    old = {"Statement": [{"Effect": "Allow", "Action": ["ec2:CreateTags", "ec2:DescribeTags"], "Resource": "*"}]}
+    assert violations("old", old) == ["old[0]: mutating ec2:CreateTags on Resource '*' without a condition"]
+    bare = {"Statement": [{"Effect": "Allow", "Principal": {"Service": "eks.amazonaws.com"}, "Action": "x"}]}
+    assert len(violations("bare", bare)) == 2
+
+
+@pytest.mark.parametrize("name", sorted(every_generated_document()))
+def test_generated_documents_are_scoped(name: str) -> None:
+    assert violations(name, every_generated_document()[name]) == []
+
+
+def test_lifecycle_prefix_is_outside_every_writable_resource() -> None:
+    lifecycle = f"arn:aws:s3:::{SCOPE.bucket}/{pol.lifecycle_prefix(SCOPE.cluster_tag)}on_create.sh"
+    for name in ("execution_inline_policy", "csi_data_policy"):
+        for statement in every_generated_document()[name]["Statement"]:
+            writes = [a for a in listed(statement["Action"]) if a.startswith("s3:") and not READ_ONLY.match(a)]
+            for resource in listed(statement["Resource"]) if writes else []:
+                pattern = re.escape(resource).replace(r"\*", ".*")
+                assert not re.fullmatch(pattern, lifecycle), (name, statement)
+                # Nor another cluster's data.
+                assert not re.fullmatch(pattern, f"arn:aws:s3:::{SCOPE.bucket}/clusters/beta/data/x"), name
+
+
+def test_no_policy_document_is_built_outside_the_policy_module() -> None:
+    offenders = [
+        str(path.relative_to(SRC))
+        for path in SRC.rglob("*.py")
+        if path.name != "iam_policies.py" and re.search(r"[\"']Statement[\"']\s*:", path.read_text())
+    ]
+    assert offenders == [], "build IAM documents in manifests/iam_policies.py"
+
+
+def test_every_policy_written_to_the_twin_is_scoped(cp: Running, twin: TwinProcess) -> None:
+    with cp.client() as client:
+        make_hyperpod(client, "iampol")
+        ref = client.post("/api/v1/clusters/dependencies", json={})
+        assert ref.status_code == 202, ref.text
+        assert wait_terminal(client, ref.json()["operationId"], timeout=180)["status"] == "SUCCEEDED"
+    iam: Any = twin_client(twin, "iam")
+    walked = 0
+    for role in iam.list_roles()["Roles"]:
+        name = role["RoleName"]
+        trust = iam.get_role(RoleName=name)["Role"]["AssumeRolePolicyDocument"]
+        trust = trust if isinstance(trust, dict) else json.loads(unquote(trust))
+        assert violations(f"{name} trust", trust) == []
+        for policy in iam.list_role_policies(RoleName=name)["PolicyNames"]:
+            document = iam.get_role_policy(RoleName=name, PolicyName=policy)["PolicyDocument"]
+            assert violations(f"{name}/{policy}", document) == []
+            walked += 1
+    assert walked >= 2  # at least the execution role and the S3 CSI role
+
+
+def test_a_claim_on_another_bucket_widens_the_csi_role_to_exactly_that_prefix() -> None:
+    from hyperpod_twin.iam_eval import evaluate
+
+    details = {
+        "bucket": SCOPE.bucket,
+        "storage": {
+            "s3-claim": {"bucketName": SCOPE.bucket, "prefix": pol.data_prefix(SCOPE.cluster_tag)},
+            "datasets": {"bucketName": "team-datasets", "prefix": "imagenet/"},
+        },
+    }
+    grants = pol.claim_grants(details)
+    assert grants == [("team-datasets", "imagenet/")]
+    policy = pol.csi_data_policy(SCOPE, grants)
+    assert violations("widened", policy) == []
+    assert evaluate([policy], "s3:PutObject", "arn:aws:s3:::team-datasets/imagenet/x.tar") == "Allow"
+    assert evaluate([policy], "s3:PutObject", "arn:aws:s3:::team-datasets/private/x") == "ImplicitDeny"
+    assert evaluate([policy], "s3:PutObject", "arn:aws:s3:::other-bucket/imagenet/x") == "ImplicitDeny"
+    lifecycle = f"arn:aws:s3:::{SCOPE.bucket}/{pol.lifecycle_prefix(SCOPE.cluster_tag)}on_create.sh"
+    assert evaluate([policy], "s3:PutObject", lifecycle) == "ImplicitDeny"
+    listing = {"s3:prefix": "private/"}
+    assert evaluate([policy], "s3:ListBucket", "arn:aws:s3:::team-datasets", listing) == "ImplicitDeny"
+    assert evaluate([policy], "s3:ListBucket", "arn:aws:s3:::team-datasets", {"s3:prefix": "imagenet/a"}) == "Allow"
+    # No claim elsewhere: the plain data-prefix policy.
+    assert pol.csi_data_policy(SCOPE, pol.claim_grants({"bucket": SCOPE.bucket})) == pol.csi_data_policy(SCOPE)
