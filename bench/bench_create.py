@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from hyperpod_twin.aws.eks_addons import ADDON_CREATE
+from hyperpod_twin.aws.eks_addon_api import ADDON_CREATE
 from hyperpod_twin.aws.eks_clusters import CLUSTER_CREATE
 from hyperpod_twin.aws.hyperpod_lifecycle import CLUSTER_SETUP, NODE_BOOT
 from instantstart.twin_process import start_twin

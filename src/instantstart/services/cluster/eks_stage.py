@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from typing import Any
 
@@ -160,13 +161,21 @@ async def stage_eks(stage: StageContext) -> dict[str, Any]:
         if p.plan
         else None
     )
-    await stage.progress("network: VPC, subnets, internet and NAT gateways, routes, S3 endpoint, security group")
-    network = await blocking(net.ensure_network, n, vpc_id=p.vpc_id, plan=plan, vpc_cidr=p.vpc_cidr)
-    await record_details(stage, tag, network=network)
-    await stage.progress("IAM: EKS cluster role and HyperPod execution role")
-    bucket = await blocking(project_bucket, stage, region, tag)
     common = {"cluster_tag": tag, "operation_id": stage.operation_id, "region": region}
-    eks_role, exec_role = await _roles(stage, bucket, common)
+
+    async def network_part() -> dict[str, Any]:
+        await stage.progress("network: VPC, subnets, internet and NAT gateways, routes, S3 endpoint, security group")
+        built: dict[str, Any] = await blocking(net.ensure_network, n, vpc_id=p.vpc_id, plan=plan, vpc_cidr=p.vpc_cidr)
+        await record_details(stage, tag, network=built)
+        return built
+
+    async def iam_part() -> tuple[str, tuple[str, str]]:
+        await stage.progress("IAM: EKS cluster role and HyperPod execution role")
+        made = await blocking(project_bucket, stage, region, tag)
+        return made, await _roles(stage, made, common)
+
+    # The network and the IAM roles do not depend on each other: built side by side.
+    network, (bucket, (eks_role, exec_role)) = await asyncio.gather(network_part(), iam_part())
     name = eks_svc.eks_cluster_name(tag)
     version = p.kubernetes_version or app.settings.kubernetes_version
     await stage.progress(f"EKS control plane {name} (Kubernetes {version}): creating")
