@@ -57,9 +57,8 @@ def count_added(sock: ssl.SSLSocket, want: int, seen: list[int], index: int, don
         while b"\n" in buffer:
             line, buffer = buffer.split(b"\n", 1)
             line = line.strip()
-            if line.startswith(b"{"):
-                if json.loads(line).get("type") == "ADDED":
-                    seen[index] += 1
+            if line.startswith(b"{") and json.loads(line).get("type") == "ADDED":
+                seen[index] += 1
     done[index] = time.monotonic()
 
 
