@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from hyperpod_twin.aws.eks_addons import ADDON_CREATE
+from hyperpod_twin.aws.eks_addon_api import ADDON_CREATE
 from hyperpod_twin.aws.eks_clusters import CLUSTER_CREATE
 from hyperpod_twin.aws.hyperpod_lifecycle import CLUSTER_SETUP, NODE_BOOT
 from instantstart.twin_process import start_twin
@@ -76,20 +76,19 @@ def main(scale: float) -> None:
 
         eks = boto3.client("eks", endpoint_url=twin.endpoint_url, region_name=twin.env["AWS_REGION"])
         addons = eks.list_addons(clusterName="eks-cluster-p1")["addons"]
-        # The critical path: the add-ons' CREATING→ACTIVE waits overlap when created together (one wait);
-        # the dependencies stage as implemented creates them one after another (one wait each).
-        simulated = {"eks": CLUSTER_CREATE, "dependencies": ADDON_CREATE, "hyperpod": max(CLUSTER_SETUP, NODE_BOOT)}
-        sequential = {**simulated, "dependencies": ADDON_CREATE * len(addons)}
+        # The critical path: independent add-ons are created together (their waits overlap); the Mountpoint
+        # CSI driver waits for the Pod Identity agent it depends on, so the add-on path is two waits long.
+        simulated = {"eks": CLUSTER_CREATE, "dependencies": 2 * ADDON_CREATE,
+                     "hyperpod": max(CLUSTER_SETUP, NODE_BOOT)}
         print(f"P1 cluster_create on the twin (clock scale {scale:g}, poll interval 10 s):")
         for stage in view["stages"]:
             waits = simulated.get(stage["name"], 0.0) / scale
             ratio = f"{seconds(stage) / waits:.2f}x" if waits else "-"
             print(f"   {stage['name']:<13} wall {seconds(stage):6.2f} s   simulated waits {waits:6.2f} s   {ratio}")
         total = sum(simulated.values()) / scale
-        serial = sum(sequential.values()) / scale
         print(f"P1 total: wall {wall:.2f} s / simulated critical-path waits {total:.2f} s = {wall / total:.2f}x")
-        print(f"P1 with the {len(addons)} add-on waits one after another, as the dependencies stage runs them: "
-              f"{serial:.2f} s of simulated waits = {wall / serial:.2f}x")
+        print(f"P1 {len(addons)} add-ons; stages without simulated waits (activate, storage, verification) are "
+              "control-plane and twin work only")
     finally:
         cp.send_signal(2)
         cp.wait(timeout=30)

@@ -125,6 +125,12 @@ def test_configure_dependencies_reconciles_and_rerun_is_a_noop(cp: Running, twin
         versions = eks.describe_addon_versions(addonName="metrics-server", kubernetesVersion="1.32")["addons"][0]
         default = next(v["addonVersion"] for v in versions["addonVersions"]
                        if any(c["defaultVersion"] for c in v["compatibilities"]))
+        created = {a: eks.describe_addon(clusterName="eks-cluster-deps", addonName=a)["addon"]["createdAt"]
+                   for a in DEFAULT_ADDONS}
+        # Independent add-ons are created together; the CSI driver waits for the agent it depends on (in
+        # catalog order alone, metrics-server would come after the CSI driver).
+        assert created["metrics-server"] < created["aws-mountpoint-s3-csi-driver"], created
+        assert created["eks-pod-identity-agent"] < created["aws-mountpoint-s3-csi-driver"], created
         for addon in DEFAULT_ADDONS:
             described = eks.describe_addon(clusterName="eks-cluster-deps", addonName=addon)["addon"]
             assert described["status"] == _before_nodes(addon)

@@ -146,6 +146,18 @@ def test_status_is_a_bounded_summary_node_list_pages_and_an_outage_is_reported_s
         assert totals["ml.p5.48xlarge"]["gpuTotal"] == 60 * 8 and totals["ml.g6.4xlarge"]["gpuTotal"] == 60
         assert summary["watch"]["synced"] and not summary["watch"]["stale"]
         assert len(client.get("/api/v1/clusters/status", params={"nodeLimit": 3}).json()["nodes"]) == 3
+        # Pollers revalidate: the same state answers 304 to its ETag; another tag gets the body.
+        first = client.get("/api/v1/clusters/status")
+        etag = first.headers["etag"]
+        assert etag.startswith('"') and first.json()["nodeCount"] == 120
+        again = client.get("/api/v1/clusters/status", headers={"If-None-Match": etag})
+        assert again.status_code in (200, 304) and again.headers["etag"]
+        if again.status_code == 200:  # the memo window passed: a new build, a new checkedAt, a new tag
+            assert again.headers["etag"] != etag and again.json()["nodeCount"] == 120
+        else:
+            assert again.content == b"" and again.headers["etag"] == etag
+        other = client.get("/api/v1/clusters/status", headers={"If-None-Match": '"not-this-one"'})
+        assert other.status_code == 200 and other.json()["nodeCount"] == 120
 
         # node_list: every node once, page by page, in name order; filters.
         names: list[str] = []

@@ -138,3 +138,20 @@ def test_the_token_never_appears_in_logs(tmp_path: Path, sqlite_url: str) -> Non
     assert log_records, "the server writes structured logs"
     assert not any(token in line for line in log_records)
     assert sum(token in line for line in text.splitlines()) == 1
+
+
+def test_hot_reads_answer_alike_with_or_without_a_browser_origin(server: Running) -> None:
+    """Reads on static paths are served by the Gate directly unless CORS is involved: same body, same errors."""
+    with server.client() as client:
+        direct = client.get("/api/v1/operations", headers={"X-Request-ID": "fast-1"})
+        routed = client.get("/api/v1/operations", headers={"Origin": "http://127.0.0.1:9", "X-Request-ID": "r-1"})
+        assert direct.status_code == routed.status_code == 200
+        assert direct.json() == routed.json() and direct.headers["etag"] == routed.headers["etag"]
+        assert direct.headers["x-request-id"] == "fast-1"
+        assert client.get("/api/v1/operations", headers={"If-None-Match": direct.headers["etag"]}).status_code == 304
+        bad = client.get("/api/v1/operations", params={"limit": "not-a-number"}, headers={"X-Request-ID": "fast-2"})
+        assert bad.status_code == 422 and bad.json()["error"]["code"] == "INVALID_INPUT"
+        assert bad.json()["error"]["details"]["requestId"] == "fast-2" and "limit" in bad.json()["error"]["message"]
+        routed_bad = client.get("/api/v1/operations", params={"limit": "not-a-number"},
+                                headers={"Origin": "http://127.0.0.1:9", "X-Request-ID": "fast-2"})
+        assert routed_bad.status_code == 422 and routed_bad.json() == bad.json()

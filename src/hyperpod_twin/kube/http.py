@@ -168,6 +168,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # Hundreds of informers (re)connect at once after a cut: the default backlog of 5 drops their SYNs and
+    # each dropped client waits a TCP retransmission (1 s, 3 s, …) before it is even accepted.
+    request_queue_size = 1024
 
     def __init__(self, address: tuple[str, int], app: Handler, tls: ssl.SSLContext | None) -> None:
         self.app = app

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from anyio import to_thread
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
 
-from instantstart.catalog.invoke import invoke_spec, parse_json
+from instantstart.catalog.invoke import invoke_model, invoke_spec, parse_json
 from instantstart.catalog.registry import Catalog, OperationSpec
 from instantstart.catalog.routes import API_PREFIX
 from instantstart.context import AppContext, CallContext
@@ -74,8 +76,47 @@ async def respond(spec: OperationSpec, args: Any, request: Request, context: App
         request_id=request_id_var.get(),
         face="rest",
     )
-    result = await invoke_spec(spec, args, call)
-    return JSONResponse(result, status_code=202 if spec.mutating else 200)
+    if spec.mutating:
+        return JSONResponse(await invoke_spec(spec, args, call), status_code=202)
+    body, etag = encoded(spec.name, await invoke_model(spec, args, call))
+    headers = {"ETag": etag, "Cache-Control": "no-cache"}
+    if etag in if_none_match(request):
+        return Response(status_code=304, headers=headers)
+    return Response(body, media_type="application/json", headers=headers)
+
+
+# The last encoding per read operation, keyed on the result object itself: a service that serves one cached
+# result to many pollers (cluster_get_status) costs one JSON encoding and one hash per result, not per read.
+_ENCODED: dict[str, tuple[BaseModel, bytes, str]] = {}
+
+
+def encoded(name: str, model: BaseModel) -> tuple[bytes, str]:
+    """The JSON body of a read's result (camelCase, as the schema says) and its strong ETag."""
+    hit = _ENCODED.get(name)
+    if hit is not None and hit[0] is model:
+        return hit[1], hit[2]
+    body = model.__pydantic_serializer__.to_json(model, by_alias=True)
+    etag = '"' + hashlib.blake2b(body, digest_size=12).hexdigest() + '"'
+    _ENCODED[name] = (model, body, etag)
+    return body, etag
+
+
+def if_none_match(request: Request) -> set[str]:
+    """The entity tags of the request's If-None-Match header (weak ones compared by their opaque part)."""
+    header = request.headers.get("if-none-match")
+    if not header:
+        return set()
+    return {tag.strip().removeprefix("W/") for tag in header.split(",")}
+
+
+def fast_reads(catalog: Catalog, context: AppContext) -> dict[str, Any]:
+    """The reads on static paths (no path parameters), by full path: the Gate serves these directly when the
+    request needs nothing FastAPI adds (no CORS origin), as the routes above would, errors included."""
+    return {
+        API_PREFIX + spec.path: _endpoint(spec, context)
+        for spec in catalog
+        if spec.method == "GET" and not spec.mutating and "{" not in spec.path
+    }
 
 
 def _endpoint(spec: OperationSpec, context: AppContext) -> Any:

@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from anyio import to_thread
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from instantstart.catalog.registry import Catalog, OperationSpec
 from instantstart.catalog.secret import secret_values
@@ -117,6 +117,13 @@ async def invoke(catalog: Catalog, name: str, raw: dict[str, Any], ctx: CallCont
 
 async def invoke_spec(spec: OperationSpec, raw: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     """As `invoke`, for a spec already looked up."""
+    out: dict[str, Any] = (await invoke_model(spec, raw, ctx)).model_dump(mode="json", by_alias=True)
+    return out
+
+
+async def invoke_model(spec: OperationSpec, raw: dict[str, Any], ctx: CallContext) -> BaseModel:
+    """As `invoke_spec`, returning the output model itself (a face that caches encodings keys them on it:
+    a service that serves one result object to many callers is encoded once)."""
     if not isinstance(raw, dict):
         raise InvalidInput("Invalid input: (body): the arguments must be a JSON object")
     check_bounds(raw)
@@ -142,6 +149,7 @@ async def invoke_spec(spec: OperationSpec, raw: dict[str, Any], ctx: CallContext
     except Exception as exc:
         log.exception("operation %s failed unexpectedly", spec.name)
         raise InternalError(f"{spec.name} failed unexpectedly ({type(exc).__name__}).") from exc
-    shaped = spec.output_model.model_validate(result) if not isinstance(result, spec.output_model) else result
-    out: dict[str, Any] = shaped.model_dump(mode="json", by_alias=True)
-    return out
+    shaped: BaseModel = (
+        result if isinstance(result, spec.output_model) else spec.output_model.model_validate(result)
+    )
+    return shaped

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from typing import Any
 
@@ -162,12 +163,18 @@ async def stage_eks(stage: StageContext) -> dict[str, Any]:
         if p.plan
         else None
     )
-    await stage.progress("network: VPC, subnets, internet and NAT gateways, routes, S3 endpoint, security group")
-    network = await blocking(net.ensure_network, n, vpc_id=p.vpc_id, plan=plan, vpc_cidr=p.vpc_cidr)
-    await record_details(stage, tag, network=network)
-    await stage.progress("IAM: EKS cluster role and HyperPod execution role")
-    bucket = await blocking(project_bucket, stage, region, tag)
     common = {"cluster_tag": tag, "operation_id": stage.operation_id, "region": region}
+
+    async def network_part() -> dict[str, Any]:
+        await stage.progress("network: VPC, subnets, internet and NAT gateways, routes, S3 endpoint, security group")
+        built: dict[str, Any] = await blocking(net.ensure_network, n, vpc_id=p.vpc_id, plan=plan, vpc_cidr=p.vpc_cidr)
+        await record_details(stage, tag, network=built)
+        return built
+
+    # The network and the project bucket do not depend on each other: made side by side. The roles need both
+    # (their policies are scoped to the cluster's VPC and bucket).
+    network, bucket = await asyncio.gather(network_part(), blocking(project_bucket, stage, region, tag))
+    await stage.progress("IAM: EKS cluster role and HyperPod execution role")
     name = eks_svc.eks_cluster_name(tag)
     account = await blocking(identity.account_id, app.aws, region)
     scope = pol.Scope(account, region, tag, name, bucket, network["vpcId"])

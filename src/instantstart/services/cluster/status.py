@@ -31,7 +31,7 @@ from instantstart.services.cluster.status_model import (
 )
 from instantstart.services.core.registry import get_cluster, hyperpod_cluster_name, resolve_tag
 from instantstart.services.monitoring.digest import NodeDigest, node_status
-from instantstart.services.monitoring.state import Freshness, cached_db
+from instantstart.services.monitoring.state import Freshness, cached_db, db_cache
 from instantstart.services.monitoring.view import node_state
 from instantstart.store.models import ClusterRow, utcnow
 
@@ -40,6 +40,7 @@ T = TypeVar("T")
 VERIFY_WAIT_SECONDS = 20 * 60
 DEFAULT_NODE_LIMIT = 10
 MAX_PROBLEMS = 20
+STATUS_MEMO_SECONDS = 0.25  # one status build shared by every poller within this window (checkedAt says when)
 
 
 def _api_or_error(app: AppContext, row: ClusterRow) -> k8s.ApiClient | InstantStartError:
@@ -231,4 +232,13 @@ async def cluster_get_status(ctx: CallContext, req: StatusRequest) -> ClusterSta
     row: ClusterRow = await cached_db(app, f"row:{tag}", lambda: get_cluster(app.db, tag))
     recorded = (row.details or {}).get("storage") or {}
     claims = tuple(sorted(recorded)) if isinstance(recorded, dict) and recorded else (DEFAULT_CLAIM,)
-    return await collect_status(app, tag, claims, req.node_limit)
+
+    async def build() -> ClusterStatus:
+        return await collect_status(app, tag, claims, req.node_limit)
+
+    # Many pollers share one build (and the REST face one encoding of it) per STATUS_MEMO_SECONDS; an
+    # operation changing the cluster forgets it at once (the timeline invalidates the status-path cache).
+    memo: ClusterStatus = await db_cache(app).get(
+        f"status:{tag}:{','.join(claims)}:{req.node_limit}", build, ttl=STATUS_MEMO_SECONDS
+    )
+    return memo

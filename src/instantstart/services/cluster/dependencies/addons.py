@@ -66,6 +66,7 @@ class AddonSteps:
         self.progress = progress
         self.overrides = values or {}
         self._k8s_version: str | None = None
+        self._k8s_lock = asyncio.Lock()  # add-ons reconcile concurrently: one DescribeCluster between them
 
     def values_of(self, dep: Dependency) -> dict[str, Any]:
         """The dependency's values: the catalog's, with this reconcile's overrides (a feature's computed
@@ -74,13 +75,14 @@ class AddonSteps:
 
     async def kubernetes_version(self) -> str:
         """The cluster's Kubernetes version (DescribeCluster, once per reconcile)."""
-        if self._k8s_version is None:
-            name = self.target.eks_cluster_name
-            cluster = await blocking(eks_api.describe_cluster, self.app.aws, self.target.region, name)
-            if cluster is None:
-                raise DependencyFailed(f"EKS cluster {name} does not exist.", "Run the EKS stage first.")
-            self._k8s_version = str(cluster["version"])
-        return self._k8s_version
+        async with self._k8s_lock:
+            if self._k8s_version is None:
+                name = self.target.eks_cluster_name
+                cluster = await blocking(eks_api.describe_cluster, self.app.aws, self.target.region, name)
+                if cluster is None:
+                    raise DependencyFailed(f"EKS cluster {name} does not exist.", "Run the EKS stage first.")
+                self._k8s_version = str(cluster["version"])
+            return self._k8s_version
 
     async def version(self, dep: Dependency) -> str:
         """The catalog's pinned version, else the default version for the cluster's Kubernetes version."""

@@ -57,35 +57,61 @@ class Reconciler:
         self.helm_steps = HelmSteps(app, target, progress)
 
     async def reconcile(self, names: list[str] | tuple[str, ...]) -> list[DepResult]:
-        """Reconcile `names` (and what they depend on); every dependency reported, failures included."""
+        """Reconcile `names` (and what they depend on); every dependency reported, failures included.
+
+        Independent entries run concurrently (EKS creates add-ons in parallel, so their waits overlap); an
+        entry starts once everything it depends on has settled. Helm releases run one at a time (they share
+        the helm cache directory). Results come back in dependency order."""
+        ordered = self.catalog.order(names)
         results: dict[str, DepResult] = {}
-        for dep in self.catalog.order(names):
-            blocked = [p for p in dep.depends_on if results[p].status not in ("ACTIVE", "DEGRADED")]
-            result = DepResult(name=dep.name, source=dep.source, desired=self._desired(dep))
-            if blocked:
-                result.status, result.action = "BLOCKED", "skipped"
-                result.message = f"not reconciled: it depends on {', '.join(blocked)}, which did not become ready"
-                result.hint = f"Fix {', '.join(blocked)} first; this one follows on the next run."
-            else:
-                await self.progress(f"{dep.name}: reconciling ({dep.source})")
-                try:
-                    if dep.source == "addon":
-                        await self.addons.ensure(dep, result)
-                    elif dep.source == "manifests":
-                        await self._manifests(dep, result)
-                    else:
-                        await self.helm_steps.ensure(dep, result)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    failure = failure_of(exc)
-                    result.status, result.message, result.hint = "FAILED", failure.message, failure.hint
-                    if failure.retryable:
-                        result.action = "retryable"
-                await self.progress(f"{dep.name}: {result.status} ({result.action}) {result.message}".rstrip())
-            result.updated_at = datetime.now(UTC).isoformat()
-            results[dep.name] = result
-        return list(results.values())
+        tasks: dict[str, asyncio.Task[DepResult]] = {}
+        helm_lock = asyncio.Lock()
+
+        async def run(dep: Dependency) -> DepResult:
+            for parent in dep.depends_on:
+                await asyncio.shield(tasks[parent])
+            if dep.source == "helm":
+                async with helm_lock:
+                    return await self._reconcile_one(dep, results)
+            return await self._reconcile_one(dep, results)
+
+        try:
+            for dep in ordered:
+                tasks[dep.name] = asyncio.ensure_future(run(dep))
+            await asyncio.gather(*tasks.values())
+        finally:
+            for task in tasks.values():
+                task.cancel()
+        return [results[dep.name] for dep in ordered]
+
+    async def _reconcile_one(self, dep: Dependency, results: dict[str, DepResult]) -> DepResult:
+        """One entry, its prerequisites settled (recorded in `results`): BLOCKED when one is not ready."""
+        blocked = [p for p in dep.depends_on if results[p].status not in ("ACTIVE", "DEGRADED")]
+        result = DepResult(name=dep.name, source=dep.source, desired=self._desired(dep))
+        if blocked:
+            result.status, result.action = "BLOCKED", "skipped"
+            result.message = f"not reconciled: it depends on {', '.join(blocked)}, which did not become ready"
+            result.hint = f"Fix {', '.join(blocked)} first; this one follows on the next run."
+        else:
+            await self.progress(f"{dep.name}: reconciling ({dep.source})")
+            try:
+                if dep.source == "addon":
+                    await self.addons.ensure(dep, result)
+                elif dep.source == "manifests":
+                    await self._manifests(dep, result)
+                else:
+                    await self.helm_steps.ensure(dep, result)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                failure = failure_of(exc)
+                result.status, result.message, result.hint = "FAILED", failure.message, failure.hint
+                if failure.retryable:
+                    result.action = "retryable"
+            await self.progress(f"{dep.name}: {result.status} ({result.action}) {result.message}".rstrip())
+        result.updated_at = datetime.now(UTC).isoformat()
+        results[dep.name] = result
+        return result
 
     async def remove(self, names: list[str] | tuple[str, ...]) -> list[DepResult]:
         """Uninstall `names` (add-on: DeleteAddon, waited until gone; helm: uninstall), dependents first.
