@@ -3,7 +3,6 @@ the order a user would go: create, capacity, features, then the diagnostics)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,8 +12,8 @@ from instantstart.services import load_all
 from instantstart.twin_process import TwinProcess
 from tests.skills.replay import Replay, check_scenario
 from tests.support.faces import mcp_http
-from tests.support.servers import Running, thread_server
-from tests.support.twin import twin_client
+from tests.support.servers import Running
+from tests.support.twin import shared_control_plane, twin_client
 
 load_all()
 ORDER = [
@@ -27,27 +26,8 @@ ORDER = [
 ]
 
 
-@pytest.fixture(scope="module")
-def shared_cp(twin_process: TwinProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    """One control plane on a clean twin for the whole module."""
-    import httpx
-
-    httpx.post(twin_process.endpoint_url + "/_twin/reset", timeout=60).raise_for_status()
-    tmp = tmp_path_factory.mktemp("skills")
-    with pytest.MonkeyPatch.context() as mp:
-        for key, value in twin_process.env.items():
-            mp.setenv(key, value)
-        mp.setenv("INSTANTSTART_AWS_ENDPOINT_URL", twin_process.endpoint_url)
-        with thread_server(
-            tmp / "data",
-            f"sqlite:///{tmp / 'state.db'}",
-            aws_endpoint_url=twin_process.endpoint_url,
-            aws_region=twin_process.env["AWS_REGION"],
-            poll_seconds=0.2,
-            status_cache_seconds=1.0,
-            helm_repository_url=twin_process.info.get("chart_repo_url"),
-        ) as running:
-            yield running
+# One control plane on a clean twin for the whole module.
+shared_cp = shared_control_plane()
 
 
 @pytest.mark.parametrize("name", ORDER)

@@ -129,7 +129,7 @@ def process_server(
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_healthy(url, proc=proc)
+        wait_healthy(url, timeout=90, proc=proc)  # a cold `serve` start (imports) is slow on a loaded machine
         token = (data_dir / "api-token").read_text().strip()
         yield Running(url, token, data_dir, database_url), proc
     finally:

@@ -1,8 +1,9 @@
-"""Small helpers for skeleton tests: polling operations through the REST API."""
+"""Condition waits for tests: polling operations through the REST API, or any condition (never a bare sleep)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -30,3 +31,19 @@ def wait_for(client: httpx.Client, operation_id: str, predicate: Any, timeout: f
             return view
         time.sleep(0.02)
     raise TimeoutError(f"{operation_id}: condition not reached: {view}")
+
+
+def wait_until(
+    condition: Callable[[], Any], timeout: float = 30.0, what: str = "condition", every: float = 0.02
+) -> Any:
+    """Poll `condition()` until it returns something truthy (returned); TimeoutError naming `what` otherwise.
+
+    Use it instead of a sleep that gambles on timing: wait for the state the next step needs."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"{what}: not reached within {timeout} s")
+        time.sleep(every)
