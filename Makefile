@@ -65,8 +65,14 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
+# Parallel with pytest-xdist: PYTEST_XDIST workers (default 2, CI's core count), whole test files per worker
+# (--dist loadfile keeps module-shared twin clusters per module). PYTEST_XDIST=0 runs serially in one process.
+PYTEST_XDIST ?= 2
+PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_XDIST)),-n 0,-n $(PYTEST_XDIST) --dist loadfile)
+
 pytest: setup postgres-bin chromium-bin image-tools $(AXE)
-	INSTANTSTART_REQUIRE_PG=1 INSTANTSTART_REQUIRE_IMAGE=1 $(BIN)/python scripts/with_postgres.py $(BIN)/pytest -p no:cacheprovider
+	INSTANTSTART_REQUIRE_PG=1 INSTANTSTART_REQUIRE_IMAGE=1 $(BIN)/python scripts/with_postgres.py \
+	  $(BIN)/pytest -p no:cacheprovider $(PYTEST_PARALLEL)
 
 test: lint typecheck pytest
 

@@ -25,7 +25,7 @@ os.environ.pop("AWS_PROFILE", None)
 _HELM = Path(__file__).resolve().parents[1] / ".tools" / "bin" / "helm"
 os.environ.setdefault("INSTANTSTART_HELM_PATH", str(_HELM))
 
-from tests.support.policy_plugin import order_last, start_call_log  # noqa: E402
+from tests.support.policy_plugin import check_at_session_end, order_last, start_call_log  # noqa: E402
 
 start_call_log()  # before any twin starts: every twin of this session logs its AWS calls there
 
@@ -37,6 +37,11 @@ from tests.support.twin import cp, twin, twin_process  # noqa: E402,F401 (fixtur
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The IAM policy test runs after every test that makes the control plane call AWS."""
     order_last(config, items)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Under xdist, the IAM policy against the calls of every worker (see tests/support/policy_plugin.py)."""
+    check_at_session_end(session)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -4,9 +4,6 @@ owner ledger (the stale cert-manager value), refusals, no-op writes, faults + re
 from __future__ import annotations
 
 import json
-import os
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +14,8 @@ from kubernetes import client as k8s
 from instantstart.manifests.iam_policies import fsx_csi_policy
 from instantstart.twin_process import TwinProcess
 from tests.support.flows import add_group, kube, make_hyperpod, mcp_calls, mcp_wait
-from tests.support.servers import Running, thread_server
-from tests.support.twin import twin_client
+from tests.support.servers import Running
+from tests.support.twin import shared_control_plane, twin_client
 from tests.support.waits import wait_terminal
 
 TAG = "af1"
@@ -27,26 +24,20 @@ TRAINING = "amazon-sagemaker-hyperpod-training-operator"
 OBSERVABILITY = "amazon-sagemaker-hyperpod-observability"
 
 
+def _cluster_with_dependencies(client: httpx.Client) -> None:
+    make_hyperpod(client, TAG)
+    deps = client.post("/api/v1/clusters/dependencies", json={})
+    assert wait_terminal(client, deps.json()["operationId"], timeout=180)["status"] == "SUCCEEDED"
+
+
+# One control plane and one HyperPod cluster for the whole module (the costly part, done once).
+shared_cp = shared_control_plane(_cluster_with_dependencies, status_cache_seconds=0.5)
+
+
 @pytest.fixture(scope="module")
-def shared(twin_process: TwinProcess) -> Iterator[tuple[Running, TwinProcess]]:
-    """One control plane and one HyperPod cluster for the whole module (the costly part, done once)."""
-    httpx.post(twin_process.endpoint_url + "/_twin/reset", timeout=60).raise_for_status()
-    saved = dict(os.environ)
-    os.environ.update(twin_process.env)
-    os.environ["INSTANTSTART_AWS_ENDPOINT_URL"] = twin_process.endpoint_url
-    tmp = Path(tempfile.mkdtemp(prefix="advfeat-"))
-    try:
-        with thread_server(tmp / "data", f"sqlite:///{tmp / 'state.db'}", aws_endpoint_url=twin_process.endpoint_url,
-                           aws_region=twin_process.env["AWS_REGION"], poll_seconds=0.2, status_cache_seconds=0.5,
-                           helm_repository_url=twin_process.info.get("chart_repo_url")) as running:
-            with running.client() as client:
-                make_hyperpod(client, TAG)
-                deps = client.post("/api/v1/clusters/dependencies", json={})
-                assert wait_terminal(client, deps.json()["operationId"], timeout=180)["status"] == "SUCCEEDED"
-            yield running, twin_process
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+def shared(shared_cp: Running, twin_process: TwinProcess) -> tuple[Running, TwinProcess]:
+    """The module's control plane and the twin it runs on."""
+    return shared_cp, twin_process
 
 
 def features(client: httpx.Client) -> dict[str, Any]:

@@ -5,13 +5,9 @@ relabelling: same pod UID, no restart; scale-in refuses to remove bound workers 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from botocore.exceptions import ClientError
 from kubernetes import client as k8s
@@ -19,32 +15,23 @@ from kubernetes import client as k8s
 from hyperpod_twin.sim.crds import crd_manifests
 from instantstart.twin_process import TwinProcess
 from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
-from tests.support.servers import Running, thread_server
-from tests.support.twin import twin_client
+from tests.support.servers import Running
+from tests.support.twin import shared_control_plane, twin_client
 
 TAG = "pool1"
 COMMAND = "vllm serve Qwen/Qwen3-0.6B --max-model-len 1280"
 POOL = "app.kubernetes.io/name=pool"
 
 
+# One control plane and one HyperPod cluster with two 1-GPU nodes for the module.
+shared_cp = shared_control_plane(lambda client: make_hyperpod(client, TAG, acceleratedInstanceCount=2),
+                                 status_cache_seconds=0.5)
+
+
 @pytest.fixture(scope="module")
-def shared(twin_process: TwinProcess) -> Iterator[tuple[Running, TwinProcess]]:
-    """One control plane and one HyperPod cluster with two 1-GPU nodes for the module."""
-    httpx.post(twin_process.endpoint_url + "/_twin/reset", timeout=60).raise_for_status()
-    saved = dict(os.environ)
-    os.environ.update(twin_process.env)
-    os.environ["INSTANTSTART_AWS_ENDPOINT_URL"] = twin_process.endpoint_url
-    tmp = Path(tempfile.mkdtemp(prefix="inference-pool-"))
-    try:
-        with thread_server(tmp / "data", f"sqlite:///{tmp / 'state.db'}", aws_endpoint_url=twin_process.endpoint_url,
-                           aws_region=twin_process.env["AWS_REGION"], poll_seconds=0.2, status_cache_seconds=0.5,
-                           helm_repository_url=twin_process.info.get("chart_repo_url")) as running:
-            with running.client() as client:
-                make_hyperpod(client, TAG, acceleratedInstanceCount=2)
-            yield running, twin_process
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+def shared(shared_cp: Running, twin_process: TwinProcess) -> tuple[Running, TwinProcess]:
+    """The module's control plane and the twin it runs on."""
+    return shared_cp, twin_process
 
 
 def error_of(result: dict[str, Any]) -> dict[str, Any]:

@@ -28,6 +28,9 @@ def test_schemathesis_finds_no_server_errors(cp: Running) -> None:
             "probe_run",
             "--max-examples",
             "20",
+            # The 10 s default read timeout fails a correct server on a loaded machine; a hang still fails at 60 s.
+            "--request-timeout",
+            "60",
             "--seed",
             "1",
             "--no-color",

@@ -1,4 +1,10 @@
-"""The session call log for the IAM policy test: a file named before any twin starts, that test ordered last."""
+"""The session call log for the IAM policy test: a file named before any twin starts, that test ordered last.
+
+Under pytest-xdist every worker is its own session, so no test can run after all the others: the workers inherit
+the controller's log (named when tests/conftest.py is imported, before they start), the policy test on a worker
+checks only that every call made so far is granted, and the controller checks both directions once every worker
+has finished (`check_at_session_end`), reporting a finding as a failed test of the policy module.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ import pytest
 
 FULL_RUN = pytest.StashKey[bool]()
 TESTS = Path(__file__).resolve().parents[1]
+POLICY_TEST = "tests/iam/test_control_plane_policy.py::test_policy_matches_the_calls_the_suite_made"
 
 
 def start_call_log() -> None:
@@ -30,8 +37,58 @@ def is_full_run(config: pytest.Config) -> bool:
     return all(p in (TESTS, TESTS.parent) for p in paths)
 
 
+def is_xdist_worker(config: pytest.Config) -> bool:
+    """Whether this process is a pytest-xdist worker (it sees only the tests sent to it)."""
+    return hasattr(config, "workerinput")
+
+
+def is_xdist_controller(config: pytest.Config) -> bool:
+    """Whether this process distributes the tests to xdist workers (and runs none itself)."""
+    return config.pluginmanager.hasplugin("dsession")
+
+
 def order_last(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Move `runs_last` tests to the end, and remember whether the whole suite is collected."""
-    config.stash[FULL_RUN] = is_full_run(config)
+    config.stash[FULL_RUN] = is_full_run(config) and not is_xdist_worker(config)
     last = [i for i in items if i.get_closest_marker("runs_last")]
     items[:] = [i for i in items if not i.get_closest_marker("runs_last")] + last
+
+
+def policy_finding(log: Path, complete: bool) -> str | None:
+    """What is wrong between the recorded calls and the shipped policy (None: nothing, or no call recorded).
+
+    Always: every action a call needed is granted. With `complete` (whole suite, no failure): every granted
+    action was needed."""
+    from instantstart.services.account.policy import control_plane_policy, granted_actions
+    from tests.support.aws_actions import recorded_actions
+
+    needed, calls = recorded_actions(log)
+    if not calls:
+        return None
+    granted = set(granted_actions(control_plane_policy()))
+    missing = sorted(needed - granted)
+    if missing:
+        return f"the control plane called AWS for actions the policy does not grant: {missing}"
+    unused = sorted(granted - needed) if complete else []
+    if unused:
+        return f"the policy grants actions no test made the control plane call: {unused}"
+    return None
+
+
+def check_at_session_end(session: pytest.Session) -> None:
+    """On the xdist controller, after every worker finished: the policy against every call of the session."""
+    config = session.config
+    if not is_xdist_controller(config) or "HYPERPOD_TWIN_CALL_LOG" not in os.environ:
+        return
+    if session.shouldstop or session.shouldfail:
+        return  # interrupted (-x, Ctrl-C): the calls are incomplete and the failure is already reported
+    complete = is_full_run(config) and session.testsfailed == 0
+    finding = policy_finding(Path(os.environ["HYPERPOD_TWIN_CALL_LOG"]), complete)
+    if finding is None:
+        return
+    report = pytest.TestReport(
+        nodeid=POLICY_TEST + "[all-workers]", location=(POLICY_TEST.split("::")[0], None, "session end"),
+        keywords={}, outcome="failed", longrepr=finding, when="call",
+    )
+    config.hook.pytest_runtest_logreport(report=report)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -41,6 +41,9 @@ def _make_stage(name: str) -> StageSpec:
             handle.write(f"{name} {ctx.attempt} {os.getpid()}\n")
         behaviour = _behaviour(ctx)
         await ctx.progress(f"{name} working (attempt {ctx.attempt})")
+        gate = behaviour.get("holdUntilFileExists")
+        while gate and not Path(gate).exists():  # held mid-stage until the test opens the gate (a kill point)
+            await asyncio.sleep(0.02)
         await asyncio.sleep(ctx.params_as(ProbeParams).stage_seconds)
         fail_until = int(behaviour.get("temporaryFailures", 0))
         if ctx.attempt <= fail_until:

@@ -1,8 +1,9 @@
-"""Small helpers for skeleton tests: polling operations through the REST API."""
+"""Condition waits for tests: polling operations through the REST API, or any condition (never a bare sleep)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -32,12 +33,15 @@ def wait_for(client: httpx.Client, operation_id: str, predicate: Any, timeout: f
     raise TimeoutError(f"{operation_id}: condition not reached: {view}")
 
 
-def until(check: Any, what: str = "condition", timeout: float = 60.0) -> Any:
-    """Call `check()` until it returns something truthy; that value (TimeoutError naming `what` otherwise)."""
+def until(check: Callable[[], Any], what: str = "condition", timeout: float = 60.0, every: float = 0.05) -> Any:
+    """Poll `check()` until it returns something truthy (returned); TimeoutError naming `what` otherwise.
+
+    Use it instead of a sleep that gambles on timing: wait for the state the next step needs."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while True:
         found = check()
         if found:
             return found
-        time.sleep(0.1)
-    raise TimeoutError(f"condition not reached within {timeout}s: {what}")
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"{what}: not reached within {timeout} s")
+        time.sleep(every)

@@ -291,6 +291,11 @@ class ObjectStore:
             if listener in self._listeners:
                 self._listeners.remove(listener)
 
+    def listeners(self) -> tuple[Listener, ...]:
+        """The registered listeners now (one per open watch stream, plus the controllers')."""
+        with self._lock:
+            return tuple(self._listeners)
+
     @property
     def listener_count(self) -> int:
         """How many listeners are registered (watch streams unsubscribe when they end)."""

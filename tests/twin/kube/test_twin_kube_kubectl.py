@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import kubernetes
 import pytest
 
 from tests.support.twin_kube import KUBECTL, Cluster
+from tests.support.waits import until
 
 DEPLOYMENT = """
 apiVersion: apps/v1
@@ -137,14 +137,22 @@ def test_server_side_apply(cluster: Cluster, ns: str) -> None:
     assert cluster.kubectl("get", "-n", ns, "deploy", "web", "-o", "jsonpath={.spec.replicas}").stdout == "4"
 
 
+def watching(cluster: Cluster, before: tuple[object, ...]) -> Callable[[], bool]:
+    """Whether a new watch stream has subscribed to the cluster's store (kubectl has listed and is now watching).
+
+    Compared by identity: a watch of an earlier test may unsubscribe meanwhile, so a count could mislead."""
+    return lambda: any(listener not in before for listener in cluster.runtime.store.listeners())
+
+
 def test_status_subresource_wait_and_logs(cluster: Cluster, ns: str) -> None:
     cluster.kubectl("run", "-n", ns, "worker", "--image=busybox", "--restart=Never", "--", "sleep", "3600")
+    before = cluster.runtime.store.listeners()
     waiter = subprocess.Popen(
         [KUBECTL, "wait", "-n", ns, "--for=condition=Ready", "pod/worker", "--timeout=30s"],
         env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
-    time.sleep(0.5)  # let kubectl start watching; the condition arrives through the watch either way
-    assert waiter.poll() is None
+    until(watching(cluster, before), what="kubectl wait watching pod/worker")
+    assert waiter.poll() is None  # the pod is not Ready yet: kubectl waits on its watch
     cluster.kubectl("patch", "-n", ns, "pod", "worker", "--subresource=status", "--type=merge", "-p",
                     '{"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}]}}')
     out, err = waiter.communicate(timeout=30)
@@ -166,12 +174,14 @@ def test_status_subresource_wait_and_logs(cluster: Cluster, ns: str) -> None:
 
 
 def test_watch_with_kubectl(cluster: Cluster, ns: str) -> None:
+    before = cluster.runtime.store.listeners()
     watcher = subprocess.Popen(
         [KUBECTL, "get", "configmaps", "-n", ns, "--watch-only", "-o", "name", "--request-timeout=20s"],
         env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     assert watcher.stdout is not None
-    time.sleep(0.5)
+    # --watch-only prints only changes after its list: create the object once the watch is subscribed.
+    until(watching(cluster, before), what="kubectl get --watch-only subscribed")
     core = kubernetes.client.CoreV1Api(cluster.api)
     core.create_namespaced_config_map(ns, {"metadata": {"name": "seen"}})
     assert watcher.stdout.readline().strip() == "configmap/seen"
