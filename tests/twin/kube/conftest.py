@@ -11,9 +11,11 @@ from hyperpod_twin.kube.charts import ChartRepository
 from tests.support.twin_kube import HELM, Cluster, standalone_cluster
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """One standalone cluster for the whole session (tests use their own namespaces)."""
+    """One standalone cluster per module (tests use their own namespaces). Per module, not per session: its EKS
+    token is signed once and expires like a real one (15 minutes), and with pytest-xdist a session's modules are
+    spread over the whole run."""
     with standalone_cluster(tmp_path_factory.mktemp("kube")) as running:
         yield running
 
