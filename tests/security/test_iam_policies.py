@@ -48,7 +48,7 @@ def every_generated_document() -> dict[str, dict[str, Any]]:
         "csi_data_policy": pol.csi_data_policy(SCOPE),
         "autoscaling_policy": pol.autoscaling_policy(SCOPE.region, CLUSTER_ARN),
         "irsa_trust": pol.irsa_trust(PROVIDER, ISSUER, "ns", "sa", ("sagemaker.amazonaws.com",)),
-        "checkpoint_policy": pol.checkpoint_policy(SCOPE.bucket, "checkpoints/"),
+        "checkpoint_policy": pol.checkpoint_policy(SCOPE.bucket, pol.checkpoint_prefix(SCOPE.cluster_tag)),
         "remote_write_policy": pol.remote_write_policy(f"arn:aws:aps:us-west-2:{SCOPE.account}:workspace/ws-1"),
         "fsx_csi_policy": pol.fsx_csi_policy(),
     }

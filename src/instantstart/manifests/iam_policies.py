@@ -20,6 +20,11 @@ def data_prefix(cluster_tag: str) -> str:
     return f"{DATA_ROOT}{cluster_tag}/data/"
 
 
+def checkpoint_prefix(cluster_tag: str) -> str:
+    """The prefix a cluster's managed tiered checkpointing writes (its own: no cluster reads another's)."""
+    return f"{DATA_ROOT}{cluster_tag}/checkpoints/"
+
+
 def lifecycle_prefix(cluster_tag: str) -> str:
     """The prefix holding a cluster's lifecycle scripts (written by the control plane only)."""
     return f"{LIFECYCLE_ROOT}{cluster_tag}/"

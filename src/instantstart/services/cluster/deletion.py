@@ -21,7 +21,7 @@ from instantstart.errors import Conflict, DependencyFailed, NotFound, Unsupporte
 from instantstart.kube.calls import core_api, kube_call
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
-from instantstart.services.cluster.deletion_owner import check_eks_cluster, check_hyperpod_cluster
+from instantstart.services.cluster.deletion_owner import check_eks_cluster, check_hyperpod_cluster, delete_oidc_provider
 from instantstart.services.cluster.deletion_scan import load_balancer_holders, tag_scan
 from instantstart.services.cluster.params import DeleteParams, PlannedStep, stored
 from instantstart.services.core.ledger import mark_deleted, resources_of
@@ -293,7 +293,7 @@ DELETERS: dict[str, Deleter] = {
     "eks:pod-identity-association": _delete_pod_identity,
     "iam:role": _deleter(iam.delete_role, True),
     "aps:workspace": _deleter(amp.delete_workspace, True),
-    "iam:oidc-provider": _deleter(iam.delete_oidc_provider, True),
+    "iam:oidc-provider": delete_oidc_provider,
     "ec2:nat-gateway": _deleter(ec2_network.delete_nat_gateway, False),
     "ec2:elastic-ip": _deleter(ec2_network.release_address, True),
     "ec2:vpc-endpoint": _deleter(ec2_network.delete_vpc_endpoint, True),

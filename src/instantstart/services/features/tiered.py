@@ -30,7 +30,6 @@ NAMESPACE = "default"
 SERVICE_ACCOUNT = "hyperpod-checkpointing"
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 ROLE = "checkpointing"
-PREFIX = "checkpoints/"
 MANAGED_LABEL = ("app.kubernetes.io/managed-by", "instantstart")
 THUMBPRINT = "9e99a48a9960b14926bb7f3b02e22da2b0ab7280"
 
@@ -58,9 +57,9 @@ def subject_of(details: dict[str, Any] | None) -> Subject:
     return Subject(str(found.get("namespace") or NAMESPACE), str(found.get("serviceAccount") or SERVICE_ACCOUNT))
 
 
-def checkpoint_policy(bucket: str) -> dict[str, Any]:
-    """S3 read/write on the checkpoint prefix of the project bucket only, plus CloudWatch metrics."""
-    return pol.checkpoint_policy(bucket, PREFIX)
+def checkpoint_policy(bucket: str, cluster_tag: str) -> dict[str, Any]:
+    """S3 read/write on this cluster's checkpoint prefix of the project bucket only, plus CloudWatch metrics."""
+    return pol.checkpoint_policy(bucket, pol.checkpoint_prefix(cluster_tag))
 
 
 def desired_config(enabled: bool, mode: str, percentage: int | None) -> dict[str, Any]:
@@ -188,7 +187,7 @@ def enable(where: Where, core: k8s.CoreV1Api, cluster: dict[str, Any], bucket: s
     if created:
         wrote.append("oidcProvider")
     trust = pol.irsa_trust(provider, issuer, who.namespace, who.service_account)
-    role_arn, role_wrote = ensure_role(where, where.role_name(ROLE), trust, (), checkpoint_policy(bucket))
+    role_arn, role_wrote = ensure_role(where, where.role_name(ROLE), trust, (), checkpoint_policy(bucket, where.tag))
     wrote += role_wrote
     sa_wrote = ensure_annotation(core, who, role_arn)
     if sa_wrote:
@@ -240,8 +239,8 @@ def chain(where: Where, core: k8s.CoreV1Api, cluster: dict[str, Any] | None, buc
     else:
         link("trust", False, "no role or no provider to trust")
     policy = iam_api.inline_policy(where.aws, where.region, name) if role is not None else None
-    ok = bucket is not None and policy == checkpoint_policy(bucket)
-    link("policy", ok, f"S3 limited to s3://{bucket}/{PREFIX} + CloudWatch metrics" if ok
+    ok = bucket is not None and policy == checkpoint_policy(bucket, where.tag)
+    link("policy", ok, f"S3 limited to s3://{bucket}/{pol.checkpoint_prefix(where.tag)} + CloudWatch metrics" if ok
          else ("no permissions policy" if policy is None else "the permissions policy differs"))
     sa = kube_call("read the checkpointing service account", read_sa, core, who)
     annotation = (sa.metadata.annotations or {}).get(ROLE_ANNOTATION) if sa is not None else None
@@ -258,7 +257,7 @@ def chain(where: Where, core: k8s.CoreV1Api, cluster: dict[str, Any] | None, buc
         "config": config,
         "namespace": who.namespace,
         "serviceAccount": who.service_account,
-        "checkpointPrefix": f"s3://{bucket}/{PREFIX}" if bucket else None,
+        "checkpointPrefix": f"s3://{bucket}/{pol.checkpoint_prefix(where.tag)}" if bucket else None,
         "chain": links,
     }
 
