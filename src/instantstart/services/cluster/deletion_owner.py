@@ -1,5 +1,5 @@
-"""Before deleting a ledgered EKS or HyperPod cluster or IAM OIDC provider: the one found under that name must still be ours (no
-other installation's id, no other cluster tag), else the deletion stops with CONFLICT instead of deleting it."""
+"""Before deleting a ledgered EKS or HyperPod cluster or IAM OIDC provider: the one found under that name must
+still be ours (no other installation's id, no other cluster tag), else the deletion stops with CONFLICT."""
 
 from __future__ import annotations
 
