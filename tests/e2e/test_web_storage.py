@@ -57,7 +57,7 @@ def test_storage_and_models_page(page: Any, served: Served) -> None:
     expect(row).to_contain_text("teams/b/")
     with served.api() as api:
         op = api.get(f"/api/v1/operations/{panel.get_attribute('data-operation')}").json()
-    assert op["kind"] == "s3_storage_create" and op["params"]["storage"]["prefix"] == "teams/b/"
+    assert op["kind"] == "s3_storage_create" and op["params"]["storage"]["prefix"] == f"clusters/{TAG}/data/teams/b/"
 
     # FSx: a bad throughput is refused, the API's message beside the field.
     fsx = page.locator("#add-fsx")

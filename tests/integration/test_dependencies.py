@@ -190,9 +190,10 @@ def test_configure_dependencies_reconciles_and_rerun_is_a_noop(cp: Running, twin
 def test_failed_dependency_is_reported_with_a_hint_and_retry_completes(cp: Running, twin: TwinProcess) -> None:
     with cp.client() as client:
         _eks_then_switch(client, "depfail")
-        # The first CreateAddon (the Pod Identity agent, first in dependency order) is rejected.
+        # The Pod Identity agent's CreateAddon is rejected once (add-ons are created concurrently: the fault names it).
         fault = httpx.post(twin.endpoint_url + "/_twin/faults", json={
             "kind": "error", "service": "eks", "operation": "CreateAddon", "count": 1,
+            "match": {"addonName": "eks-pod-identity-agent"},
             "code": "InvalidParameterException", "message": "Addon configuration rejected"})
         assert fault.status_code == 201, fault.text
         view = _configure(client)

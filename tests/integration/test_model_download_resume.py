@@ -14,6 +14,7 @@ import pytest
 from kubernetes import client as k8s
 
 from hyperpod_twin.sim.hf_hub import GATED_TOKEN, HUB
+from instantstart.manifests.iam_policies import data_prefix
 from instantstart.twin_process import TwinProcess
 from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
 from tests.support.servers import Running, process_server
@@ -87,7 +88,7 @@ def test_kill_9_mid_download_resumes_with_one_job(
         started = client.post("/api/v1/models/download", json={"modelId": SLOW, "hfToken": GATED_TOKEN})
         assert started.status_code == 202, started.text
         operation_id = started.json()["operationId"]
-        prefix = f"models/{SLOW}/main/"
+        prefix = f"{data_prefix('mdr2')}models/{SLOW}/main/"  # the cluster's data prefix of the bucket
         # Kill -9 once the Job has copied a file but not the manifest.
         deadline = time.monotonic() + 60
         while not s3.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents"):
@@ -125,4 +126,4 @@ def test_kill_9_mid_download_resumes_with_one_job(
     assert token_secrets(core) == []
     objects = s3.list_objects_v2(Bucket=bucket, Prefix=prefix)["Contents"]
     assert sorted(o["Key"][len(prefix):] for o in objects) == sorted([*files, "manifest.json"])
-    assert len(s3.list_objects_v2(Bucket=bucket, Prefix="models/")["Contents"]) == len(files) + 1
+    assert len(s3.list_objects_v2(Bucket=bucket, Prefix=data_prefix("mdr2") + "models/")["Contents"]) == len(files) + 1

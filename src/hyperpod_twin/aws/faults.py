@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -25,7 +26,8 @@ ADDON_OUTCOMES = ("CREATE_FAILED", "DEGRADED", "UPDATE_FAILED")
 class Fault:
     """One scripted failure. `remaining` None means until cleared.
 
-    Request faults (throttle, error, server_error, quota_exceeded) match `service` and `operation`
+    Request faults (throttle, error, server_error, quota_exceeded) match `service` and `operation` (and, with
+    `match`, members of the request's JSON body, e.g. {"addonName": "metrics-server"})
     (either may be "*"). `insufficient_capacity` matches `instance_type` and `availability_zone`
     (an AZ name or AZ ID, "*" for every AZ) when the twin launches a node or an FSx file system.
     """
@@ -41,6 +43,7 @@ class Fault:
     instance_type: str | None = None
     availability_zone: str | None = None
     addon: str | None = None  # addon_failure: the add-on name or "*"
+    match: dict[str, Any] | None = None  # request faults: JSON body members the request must carry
     outcome: str | None = None  # addon_failure: CREATE_FAILED | DEGRADED | UPDATE_FAILED
     cluster: str | None = None  # eks_failure: the EKS cluster name or "*"
     size: int | None = None  # page_size: at most this many items per page (AWS may return fewer than asked)
@@ -101,6 +104,7 @@ class FaultBook:
             cluster=spec.get("cluster", "*") if kind == "eks_failure" else None,
             size=spec.get("size"),
             seconds=spec.get("seconds"),
+            match=dict(spec["match"]) if isinstance(spec.get("match"), dict) else None,
         )
         with self._lock:
             self._faults.append(fault)
@@ -139,6 +143,8 @@ class FaultBook:
                 if fault.service not in ("*", req.service):
                     continue
                 if fault.operation not in ("*", req.operation):
+                    continue
+                if fault.match and not _body_matches(req, fault.match):
                     continue
                 self._consume(fault)
                 return _request_error(fault, req)
@@ -209,3 +215,12 @@ def _request_error(fault: Fault, req: AwsRequest) -> AwsError:
     return AwsError(
         fault.code or "ValidationException", fault.message or f"Scripted failure of {op}", fault.status or 400
     )
+
+
+def _body_matches(req: AwsRequest, wanted: dict[str, Any]) -> bool:
+    """Whether the request's JSON body carries every member of `wanted` with that value."""
+    try:
+        body = json.loads(req.body or b"{}")
+    except ValueError:
+        return False
+    return isinstance(body, dict) and all(body.get(k) == v for k, v in wanted.items())

@@ -17,6 +17,7 @@ GROUP_DESCRIPTIONS: dict[str, str] = {
     "autoscaling, managed endpoints (InferenceEndpointConfig) with lint, and calling a model.",
     "job": "Every job on the cluster (training jobs and Kubernetes Jobs): list and status.",
     "model": "Models in S3 storage: download from Hugging Face on CPU, list, download status.",
+    "fsx": "FSx for Lustre volumes: create a file system (or adopt one) with its claim, and list them.",
     "storage": "Every storage claim of the cluster (S3 and FSx for Lustre): list and delete.",
     "training": "Training jobs on both paths (HyperPodPyTorchJob, KubeRay RayJob) and recipes: submit, list, "
     "logs, delete.",

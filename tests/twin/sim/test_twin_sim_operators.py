@@ -188,20 +188,20 @@ def test_daemonset_runs_on_every_admitting_node(cluster: SimCluster) -> None:
     assert ds["status"]["desiredNumberScheduled"] == 2
 
 
-def test_statefulset_with_claims_binds_static_fsx_volumes(cluster: SimCluster) -> None:
+def test_statefulset_with_claims_binds_static_volumes(cluster: SimCluster) -> None:
     cluster.add_node("i-06666666666666661")
     for i in range(2):
         cluster.create(
             "",
             "persistentvolumes",
             {
-                "metadata": {"name": f"fsx-pv-{i}"},
+                "metadata": {"name": f"static-pv-{i}"},
                 "spec": {
                     "capacity": {"storage": "1200Gi"},
                     "accessModes": ["ReadWriteMany"],
                     "storageClassName": "",
                     "persistentVolumeReclaimPolicy": "Retain",
-                    "csi": {"driver": "fsx.csi.aws.com", "volumeHandle": f"fs-0123456789abcdef{i}"},
+                    "csi": {"driver": "efs.csi.aws.com", "volumeHandle": f"fs-0123456789abcdef{i}"},
                 },
             },
         )
@@ -235,7 +235,7 @@ def test_statefulset_with_claims_binds_static_fsx_volumes(cluster: SimCluster) -
     assert [p["metadata"]["name"] for p in cluster.list("", "pods", "default")] == ["db-0", "db-1"]
     claims = cluster.list("", "persistentvolumeclaims", "default")
     assert [c["status"]["phase"] for c in claims] == ["Bound", "Bound"]
-    assert {c["spec"]["volumeName"] for c in claims} == {"fsx-pv-0", "fsx-pv-1"}
+    assert {c["spec"]["volumeName"] for c in claims} == {"static-pv-0", "static-pv-1"}
     sts = cluster.get("apps", "statefulsets", "db")
     assert sts["status"]["readyReplicas"] == 2
 

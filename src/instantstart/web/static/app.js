@@ -79,15 +79,24 @@ function parseHash() {
   return { page: pages[parts[0]] ? parts[0] : "clusters", arg: parts[1] ? decodeURIComponent(parts[1]) : null };
 }
 
+// Each route draws into its own container, shown only if no newer route started meanwhile: a slow page (the
+// first one after sign-in) must never replace the page the user has moved on to, nor the form they are filling.
+let generation = 0;
 async function route() {
+  const mine = ++generation;
   const { page, arg } = parseHash();
   document.querySelectorAll("[data-nav]").forEach((a) => a.classList.toggle("current", a.dataset.nav === page));
   current?.dispose?.();
+  current = null;
   shell.banner("");
   view.replaceChildren(h("p", { class: "muted" }, h("span", { class: "spinner" }), " Loading…"));
+  const target = h("div", { class: "route" });
   try {
-    current = await pages[page].render(view, arg, shell);
-  } catch (err) { shell.fail(err); }
+    const drawn = await pages[page].render(target, arg, shell);
+    if (mine !== generation) { drawn?.dispose?.(); return; }
+    view.replaceChildren(target);
+    current = drawn;
+  } catch (err) { if (mine === generation) shell.fail(err); }
 }
 
 window.addEventListener("hashchange", route);
