@@ -10,7 +10,7 @@ import json
 import logging
 import shutil
 import tempfile
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ from hyperpod_twin.sim.core import NODES, PODS, SECRETS, Controller, nsname
 from hyperpod_twin.sim.hf_hub import HUB, HubError
 from hyperpod_twin.sim.kobj import Obj
 from hyperpod_twin.sim.kubelet import Kubelet
-from hyperpod_twin.sim.s3_mounts import S3Target, S3Writer, resolve
+from hyperpod_twin.sim.s3_mounts import S3Target, S3Writer, guarded_put, mount_context, resolve
 
 log = logging.getLogger(__name__)
 
@@ -100,23 +100,33 @@ class ModelDownloadContainer(Controller):
             self._end(pod, 1)
             return
         model = {"modelId": env.get("MODEL_ID"), "revision": env.get("REVISION", "main")}
+        where, cname = mount_context(self.sim, pod), str(container["name"])
+
+        def put(s3: Any, target: S3Target, data: bytes) -> None:
+            """A write through the mount: IAM decides (a denial fails the copy, as an EIO does)."""
+            if not guarded_put(self.sim, pod, cname, where, target.key, target, data, s3):
+                raise OSError(f"write s3://{target.bucket}/{target.key}: Input/output error")
+
         pace = HUB.pace(env.get("MODEL_ID", ""))
         if pace > 0:
-            self._paced(pod, files, targets, model, say, pace)
+            self._paced(pod, files, targets, model, say, pace, put)
             return
 
         def program(s3: Any) -> None:
             code = 1
             try:
-                self._copy(s3, files, targets, model, say)
+                self._copy(s3, files, targets, model, say, put)
                 code = 0
+            except OSError as exc:
+                say(f"error: {exc}")
             finally:
                 self.sim.run(lambda: self._end(pod, code))
 
         self.writer.submit(program)
 
     def _copy(
-        self, s3: Any, files: dict[str, bytes], targets: dict[str, S3Target | None], model: dict[str, Any], say: Any
+        self, s3: Any, files: dict[str, bytes], targets: dict[str, S3Target | None], model: dict[str, Any], say: Any,
+        put: Callable[[Any, S3Target, bytes], None],
     ) -> None:
         """Stage to a real directory, copy file by file with sha256 and progress, then the manifest."""
         stage = Path(tempfile.mkdtemp(prefix="twin-model-stage-"))
@@ -129,7 +139,7 @@ class ModelDownloadContainer(Controller):
                 data = (stage / rel).read_bytes()
                 target = targets[rel]
                 assert target is not None
-                s3.put_object(Bucket=target.bucket, Key=target.key, Body=data)
+                put(s3, target, data)
                 done += len(data)
                 entries.append({"path": rel, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
                 progress = {"files": i + 1, "filesTotal": len(files), "bytes": done, "bytesTotal": total}
@@ -137,7 +147,7 @@ class ModelDownloadContainer(Controller):
             manifest = targets[MANIFEST]
             assert manifest is not None
             body = json.dumps({**model, "files": entries, "totalBytes": total}).encode()
-            s3.put_object(Bucket=manifest.bucket, Key=manifest.key, Body=body)
+            put(s3, manifest, body)
             say(f"done {len(entries)} files")
         finally:
             shutil.rmtree(stage, ignore_errors=True)
@@ -150,6 +160,7 @@ class ModelDownloadContainer(Controller):
         model: dict[str, Any],
         say: Any,
         pace: float,
+        put_through: Callable[[Any, S3Target, bytes], None],
     ) -> None:
         """The same copy, one file every `pace` twin seconds (a slow hub), staged in a real directory; it stops
         when the pod goes (its Job deleted)."""
@@ -175,7 +186,7 @@ class ModelDownloadContainer(Controller):
                 target = targets[rel]
                 assert target is not None
                 try:
-                    s3.put_object(Bucket=target.bucket, Key=target.key, Body=data)
+                    put_through(s3, target, data)
                 except Exception:
                     done["failed"] = True
                     raise
@@ -193,7 +204,7 @@ class ModelDownloadContainer(Controller):
                     manifest = targets[MANIFEST]
                     assert manifest is not None
                     body = json.dumps({**model, "files": done["entries"], "totalBytes": total}).encode()
-                    s3.put_object(Bucket=manifest.bucket, Key=manifest.key, Body=body)
+                    put_through(s3, manifest, body)
                     say(f"done {len(done['entries'])} files")
                     code = 0
             finally:

@@ -147,6 +147,32 @@ def authorize(factory: Callable[[str], Any], where: dict[str, str | None], targe
         raise WriteDenied(f"AccessDenied: {role} is not authorized to perform s3:PutObject on {resource} ({decision})")
 
 
+def mount_context(sim: Any, pod: Obj) -> dict[str, str | None]:
+    """What decides the driver's role for a pod's writes: the EKS cluster, the HyperPod cluster, the node's group."""
+    node = sim.get(NODES, "", pod["spec"].get("nodeName") or "") if pod["spec"].get("nodeName") else None
+    return {
+        "eks": sim.runtime.name,
+        "hyperpod": sim.extra.get("hyperpod_cluster_name"),
+        "group": ((node or {}).get("metadata", {}).get("labels") or {}).get(GROUP_LABEL),
+    }
+
+
+def guarded_put(sim: Any, pod: Obj, container: str, where: dict[str, str | None], path: str, target: S3Target,
+                body: bytes, s3: Any) -> bool:
+    """Upload one object written through the mount, after IAM allows it (on the writer thread). A denial is
+    what the pod sees: an EIO line in its log and a Warning event (Mountpoint logs the 403, fails the write)."""
+    try:
+        authorize(sim.extra["boto3_client"], where, target)
+    except WriteDenied as exc:
+        md = pod["metadata"]
+        message = f"write {path}: Input/output error (s3://{target.bucket}/{target.key}: {exc})"
+        sim.runtime.logs.append(md["namespace"], md["name"], container, message)
+        sim.after(0, lambda: sim.event(pod, DENIED_REASON, message, "Warning", "mountpoint-s3"))
+        return False
+    _put(target, body)(s3)
+    return True
+
+
 def _put(target: S3Target, body: bytes) -> Callable[[Any], None]:
     def put(s3: Any) -> None:
         s3.put_object(Bucket=target.bucket, Key=target.key, Body=body)
@@ -185,12 +211,7 @@ class S3MountWriter(Controller):
             log.warning("pod %s/%s: %s is not a JSON object", ns, name, WRITE_FILES)
             return
         container = (pod["spec"].get("containers") or [{}])[0]
-        node = self.sim.get(NODES, "", pod["spec"].get("nodeName") or "") if pod["spec"].get("nodeName") else None
-        where: dict[str, str | None] = {
-            "eks": self.sim.runtime.name,
-            "hyperpod": self.sim.extra.get("hyperpod_cluster_name"),
-            "group": ((node or {}).get("metadata", {}).get("labels") or {}).get(GROUP_LABEL),
-        }
+        where = mount_context(self.sim, pod)
         for path, content in files.items():
             target = resolve(self.sim, pod, container, path)
             if target is None:
@@ -202,17 +223,7 @@ class S3MountWriter(Controller):
     ) -> Callable[[Any], None]:
         """The upload, after IAM allows it; a denial is what the pod sees: an EIO line in its log and a
         Warning event on the pod (Mountpoint logs the 403 and fails the write)."""
-        factory = self.sim.extra["boto3_client"]
-        md = pod["metadata"]
-
         def write(s3: Any) -> None:
-            try:
-                authorize(factory, where, target)
-            except WriteDenied as exc:
-                message = f"write {path}: Input/output error (s3://{target.bucket}/{target.key}: {exc})"
-                self.sim.runtime.logs.append(md["namespace"], md["name"], container.get("name", ""), message)
-                self.sim.after(0, lambda: self.sim.event(pod, DENIED_REASON, message, "Warning", "mountpoint-s3"))
-                return
-            _put(target, body)(s3)
+            guarded_put(self.sim, pod, str(container.get("name", "")), where, path, target, body, s3)
 
         return write
