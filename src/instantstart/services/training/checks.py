@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Any
 
 from kubernetes import client as k8s
@@ -86,25 +87,40 @@ async def check_capacity(app: AppContext, row: ClusterRow, instance_type: str, e
         )
 
 
+def check_operator_and_name(api: k8s.ApiClient, row: ClusterRow, *, crd: str, api_version: str, kind: str,
+                            name: str, namespace: str, operator: str, feature: str) -> None:
+    """Blocking: the operator serves `crd` (else PreconditionFailed naming the feature key) and no `kind` of that
+    name exists in the namespace (else Conflict)."""
+    try:
+        kube_call(f"read the {kind} CRD", k8s.ApiextensionsV1Api(api).read_custom_resource_definition, crd)
+    except NotFound:
+        raise PreconditionFailed(
+            f"The {operator} is not enabled on cluster {row.tag} (no CRD {crd}).",
+            hint=f'Enable it: hyperpod_update_advanced_features {{"{feature}": {{"enabled": true}}}}.',
+        ) from None
+    existing = read_object(api, {"apiVersion": api_version, "kind": kind,
+                                 "metadata": {"name": name, "namespace": namespace}})
+    if existing is not None:
+        raise Conflict(f"{kind} {namespace}/{name} already exists.",
+                       hint="Pick another jobName, or training_job_delete the existing one first.")
+
+
 def check_cluster(app: AppContext, row: ClusterRow, name: str, namespace: str, claim: str | None,
                   needs_claim: bool) -> str | None:
     """Blocking: the training operator serves its CRD, the name is free, the S3 claim exists when needed.
     Returns the claim to mount (None when the namespace has none and nothing needs it)."""
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
-    try:
-        kube_call("read the HyperPodPyTorchJob CRD",
-                  k8s.ApiextensionsV1Api(api).read_custom_resource_definition, m.CRD)
-    except NotFound:
-        raise PreconditionFailed(
-            f"The HyperPod training operator is not enabled on cluster {row.tag} (no CRD {m.CRD}).",
-            hint='Enable it: hyperpod_update_advanced_features {"trainingOperator": {"enabled": true}}.',
-        ) from None
-    existing = read_object(api, {"apiVersion": m.API_VERSION, "kind": m.KIND,
-                                 "metadata": {"name": name, "namespace": namespace}})
-    if existing is not None:
-        raise Conflict(f"Training job {namespace}/{name} already exists.",
-                       hint="Pick another jobName, or training_job_delete the existing one first.")
+    check_operator_and_name(api, row, crd=m.CRD, api_version=m.API_VERSION, kind=m.KIND, name=name,
+                            namespace=namespace, operator="HyperPod training operator", feature="trainingOperator")
     return claim_to_mount(api, namespace, claim, needs_claim)
+
+
+def split_words(field: str, text: str) -> list[str]:
+    """`text` split like a shell would (nothing runs through a shell); an error naming `field` otherwise."""
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise field_error(field, f"cannot be split into words: {exc}", "Balance the quotes.") from None
 
 
 def claim_to_mount(api: k8s.ApiClient, namespace: str, claim: str | None, needs_claim: bool) -> str | None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import shlex
 from typing import Any
 
 from kubernetes import client as k8s
@@ -12,18 +11,18 @@ from pydantic import Field
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext, StageContext
-from instantstart.errors import Conflict, NotFound, PreconditionFailed
-from instantstart.kube.apply import apply_object, read_object
+from instantstart.errors import NotFound
+from instantstart.kube.apply import apply_object
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.manifests import ray_job as r
 from instantstart.manifests import training as m
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
-from instantstart.operations.params import ParamsModel
 from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.core.stages import blocking
 from instantstart.services.training import checks
 from instantstart.services.training.models import JobPod, JobSummary
+from instantstart.services.training.submit import JobParams
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag, KubeName
 
@@ -54,23 +53,9 @@ class RayJobRequest(WireModel):
     cluster_tag: ClusterTag | None = None
 
 
-class RayParams(ParamsModel):
-    """What a Ray submission records: the rendered RayJob (no secrets in it)."""
-
-    cluster_tag: str
-    region: str
-    eks_cluster: str
-    name: str
-    namespace: str
-    body: dict[str, Any]
-
-
 def entry_words(entrypoint: str) -> list[str]:
     """The entrypoint as an argument list; shell operators are refused (nothing is run through a shell)."""
-    try:
-        words = shlex.split(entrypoint)
-    except ValueError as exc:
-        raise checks.field_error("entrypoint", f"cannot be split into words: {exc}", "Balance the quotes.") from None
+    words = checks.split_words("entrypoint", entrypoint)
     bad = sorted({op for op in SHELL_OPERATORS for w in words if op in w})
     if bad:
         raise checks.field_error("entrypoint", f"contains the shell operator(s) {' '.join(bad)}",
@@ -82,18 +67,8 @@ def check_ray_cluster(app: AppContext, row: ClusterRow, name: str, namespace: st
                       needs_claim: bool) -> str | None:
     """Blocking: KubeRay serves RayJob, the name is free, the S3 claim exists when needed; the claim to mount."""
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
-    try:
-        kube_call("read the RayJob CRD", k8s.ApiextensionsV1Api(api).read_custom_resource_definition, r.CRD)
-    except NotFound:
-        raise PreconditionFailed(
-            f"The KubeRay operator is not enabled on cluster {row.tag} (no CRD {r.CRD}).",
-            hint='Enable it: hyperpod_update_advanced_features {"kuberayOperator": {"enabled": true}}.',
-        ) from None
-    existing = read_object(api, {"apiVersion": r.API_VERSION, "kind": r.KIND,
-                                 "metadata": {"name": name, "namespace": namespace}})
-    if existing is not None:
-        raise Conflict(f"Ray job {namespace}/{name} already exists.",
-                       hint="Pick another jobName, or training_job_delete the existing one first.")
+    checks.check_operator_and_name(api, row, crd=r.CRD, api_version=r.API_VERSION, kind=r.KIND, name=name,
+                                   namespace=namespace, operator="KubeRay operator", feature="kuberayOperator")
     return checks.claim_to_mount(api, namespace, claim, needs_claim)
 
 
@@ -114,7 +89,7 @@ async def submit_ray(ctx: CallContext, req: RayJobRequest, entry: list[str], *, 
         pod_annotations=dict(req.pod_annotations), backoff_limit=req.retries,
         active_deadline_seconds=req.active_deadline_seconds,
     )
-    params = RayParams(cluster_tag=tag, region=row.region, eks_cluster=row.eks_cluster_name, name=spec.name,
+    params = JobParams(cluster_tag=tag, region=row.region, eks_cluster=row.eks_cluster_name, name=spec.name,
                        namespace=spec.namespace, body=r.ray_job(spec))
     return await submit_for_cluster(ctx, KIND, tag, params, status_tool="job_get_status", poll_after_seconds=10)
 
@@ -138,7 +113,7 @@ async def ray_job_submit(ctx: CallContext, req: RayJobRequest) -> OperationRef:
     return await submit_ray(ctx, req, entry_words(req.entrypoint))
 
 
-def _apply(stage: StageContext, p: RayParams) -> dict[str, Any]:
+def _apply(stage: StageContext, p: JobParams) -> dict[str, Any]:
     api = kube_api(stage.app.kube, p.eks_cluster, p.region)
     applied = kube_call("apply the RayJob", apply_object, api, p.body)
     return {"uid": (applied.get("metadata") or {}).get("uid")}
@@ -146,13 +121,13 @@ def _apply(stage: StageContext, p: RayParams) -> dict[str, Any]:
 
 async def stage_apply(stage: StageContext) -> dict[str, Any]:
     """Server-side apply the RayJob (a rerun re-applies the same object)."""
-    p = stage.params_as(RayParams)
+    p = stage.params_as(JobParams)
     await stage.progress(f"applying RayJob {p.namespace}/{p.name}")
     out = await blocking(_apply, stage, p)
     return {"jobName": p.name, "namespace": p.namespace, "uid": out["uid"], "statusTool": "job_get_status"}
 
 
-KINDS.register(OperationKind(name=KIND, params=RayParams, stages=(StageSpec("apply", stage_apply, max_attempts=3),),
+KINDS.register(OperationKind(name=KIND, params=JobParams, stages=(StageSpec("apply", stage_apply, max_attempts=3),),
                              result_from=lambda outputs: outputs.get("apply", {})))
 
 

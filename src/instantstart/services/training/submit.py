@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 from typing import Any, Literal
 
 from anyio import to_thread
@@ -101,7 +100,7 @@ class JobRequest(JobShape):
 
 
 class JobParams(ParamsModel):
-    """What a submission records: the rendered job (no secrets in it)."""
+    """What a submission records: the rendered job, HyperPodPyTorchJob or RayJob (no secrets in it)."""
 
     cluster_tag: str
     region: str
@@ -113,10 +112,7 @@ class JobParams(ParamsModel):
 
 def entry_words(command: str) -> list[str]:
     """The entry point as an argument list; a launcher in it is refused (hyperpodrun is added)."""
-    try:
-        words = shlex.split(command)
-    except ValueError as exc:
-        raise checks.field_error("command", f"cannot be split into words: {exc}", "Balance the quotes.") from None
+    words = checks.split_words("command", command)
     joined = " ".join(words[:3])
     for launcher in LAUNCHERS:
         if joined == launcher or joined.startswith(launcher + " ") or words[0] == launcher:
