@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 
 from tests.support.servers import Running, process_server
+from tests.support.waits import until
 
 BIG = 2 * 1024 * 1024  # twice the default limit
 
@@ -96,6 +97,10 @@ def test_healthz_stays_fast_under_hostile_requests(tmp_path: Path) -> None:
         before = loop_lags(client)
         with healthz_poller(cp.url) as times:
             hostile_requests(cp, client)
+            # A fast sequence may end before the poller and the 10 ms loop-lag watch have run long enough to mean
+            # anything: keep both running until the watch has 100 samples since the start (about a second).
+            until(lambda: loop_lags(client)[float("inf")] - before[float("inf")] >= 100, what="100 loop-lag samples",
+                  timeout=30)
         after = loop_lags(client)
     samples = after[float("inf")] - before[float("inf")]
     stalls = samples - (after[0.1] - before[0.1])
