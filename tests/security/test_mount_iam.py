@@ -111,3 +111,61 @@ def test_the_evaluator_follows_iam_rules() -> None:
     assert evaluate(doc, "s3:ListBucket", bkt, {"s3:prefix": "clusters/a/data/x"}) == "Allow"
     assert evaluate(doc, "s3:ListBucket", bkt, {"s3:prefix": "lifecycle/"}) == "ImplicitDeny"
     assert evaluate(doc, "s3:ListBucket", bkt) == "ImplicitDeny"
+
+
+def _csi_policy(iam: Any, tag: str) -> str:
+    document = iam.get_role_policy(RoleName=f"instantstart-{tag}-s3-csi", PolicyName="instantstart")["PolicyDocument"]
+    return document if isinstance(document, str) else json.dumps(document)
+
+
+def test_a_grant_on_another_bucket_lasts_as_long_as_a_claim_on_it(
+    cp: Running, twin: TwinProcess, tmp_path: Path
+) -> None:
+    """The CSI role is widened to a named bucket/prefix by s3_storage_create and narrowed by storage_delete of the
+    last claim on it (a second claim on the same bucket/prefix keeps it); then a pod's write there is denied."""
+    tag, other = "mnt2", "other-data-mnt2"
+    s3: Any = twin_client(twin, "s3")
+    iam: Any = twin_client(twin, "iam")
+    s3.create_bucket(Bucket=other, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+    with cp.client() as client:
+        make_hyperpod(client, tag)
+        ref = client.post("/api/v1/clusters/dependencies", json={})  # the S3 CSI add-on and its own role
+        assert wait_terminal(client, ref.json()["operationId"], timeout=180)["status"] == "SUCCEEDED"
+    assert other not in _csi_policy(iam, tag)
+    core = kube(twin, tmp_path, tag)
+    for claim in ("first", "second"):  # one operation at a time per cluster
+        made = mcp_calls(cp, [("s3_storage_create", {"name": claim, "bucketName": other, "prefix": "shared/"})])[0]
+        assert mcp_wait(cp, made["operationId"])["status"] == "SUCCEEDED"
+    assert f"arn:aws:s3:::{other}/shared/*" in _csi_policy(iam, tag)
+    core.create_namespaced_pod("default", _pod("writer", "first", {"/data/in.txt": "granted"}))
+    until(lambda: s3.list_objects_v2(Bucket=other, Prefix="shared/in.txt").get("KeyCount"), "the granted write")
+    core.delete_namespaced_pod("writer", "default", grace_period_seconds=0)
+    until(lambda: not [p for p in core.list_namespaced_pod("default").items if p.metadata.name == "writer"],
+          "the writer pod gone")
+
+    # Deleting one of two claims on the same bucket/prefix keeps the grant; deleting the last removes it.
+    kept = mcp_calls(cp, [("storage_delete", {"name": "first"})])[0]
+    assert kept["bucketName"] == other and kept.get("narrowedRole") is None, kept
+    assert f"arn:aws:s3:::{other}/shared/*" in _csi_policy(iam, tag)
+    gone = mcp_calls(cp, [("storage_delete", {"name": "second"})])[0]
+    assert gone["narrowedRole"] == f"instantstart-{tag}-s3-csi", gone
+    assert other not in _csi_policy(iam, tag)
+
+    # A claim made by hand on that bucket: the driver's role no longer reaches it, the write is denied.
+    core.create_persistent_volume({
+        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "byhand-pv"},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"], "storageClassName": "",
+                 "mountOptions": ["allow-delete", "region us-west-2", "prefix shared/"],
+                 "claimRef": {"namespace": "default", "name": "byhand"},
+                 "csi": {"driver": "s3.csi.aws.com", "volumeHandle": "byhand-volume",
+                         "volumeAttributes": {"bucketName": other}}},
+    })
+    core.create_namespaced_persistent_volume_claim("default", {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "byhand"},
+        "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": "byhand-pv",
+                 "resources": {"requests": {"storage": "1Gi"}}},
+    })
+    core.create_namespaced_pod("default", _pod("late", "byhand", {"/data/late.txt": "denied"}))
+    denied = until(lambda: _denials(core, "late"), "the denied write")
+    assert any("shared/late.txt" in m and "AccessDenied" in m for m in denied), denied
+    assert s3.list_objects_v2(Bucket=other, Prefix="shared/late.txt").get("KeyCount", 0) == 0

@@ -17,6 +17,7 @@ from instantstart.manifests.fsx import FSX_CSI_DRIVER
 from instantstart.operations.models import OperationRef
 from instantstart.services.core.registry import update_cluster
 from instantstart.services.core.stages import blocking
+from instantstart.services.storage.claim_iam import narrow_csi_role
 from instantstart.services.storage.fsx_delete import delete_created_file_system
 from instantstart.services.storage.s3_claims import active_cluster
 from instantstart.store.models import ClusterRow
@@ -66,6 +67,12 @@ class StorageDeleteResult(WireModel):
     namespace: str
     deleted_claim: bool
     deleted_persistent_volume: str | None
+    bucket_name: str | None = Field(default=None, description="S3: the claim's bucket (kept, with its data).")
+    narrowed_role: str | None = Field(
+        default=None,
+        description="S3: the CSI driver's IAM role whose policy no longer grants this claim's bucket/prefix (absent "
+        "when another claim still needs it, or the claim was on the project bucket).",
+    )
     file_system_id: str | None = Field(default=None, description="FSx: the claim's file system.")
     file_system_deletion: OperationRef | None = Field(
         default=None,
@@ -165,6 +172,7 @@ def delete_claim(app: AppContext, row: ClusterRow, name: str, namespace: str) ->
         namespace=namespace,
         deleted_claim=deleted_claim,
         deleted_persistent_volume=claim.persistent_volume,
+        bucket_name=claim.bucket_name,
         file_system_id=claim.file_system_id,
     )
 
@@ -190,7 +198,8 @@ async def storage_delete(ctx: CallContext, req: StorageDeleteRequest) -> Storage
     """Delete a storage claim and its PersistentVolume from the active cluster. Refused (CONFLICT, naming
     the pods) while any unfinished pod mounts it. An S3 bucket and its data are kept. For an FSx claim whose
     file system fsx_storage_create made, the file system and its security group are deleted too (an
-    operation: fileSystemDeletion, poll operation_get) unless keepFileSystem; an adopted one is kept."""
+    operation: fileSystemDeletion, poll operation_get) unless keepFileSystem; an adopted one is kept. The S3
+    CSI driver's IAM grant for a claim's bucket/prefix outside the project bucket goes with the last claim on it."""
     row = await active_cluster(ctx)
     result = await blocking(delete_claim, ctx.app, row, req.name, req.namespace)
     if result.file_system_id and not req.keep_file_system:
@@ -199,6 +208,10 @@ async def storage_delete(ctx: CallContext, req: StorageDeleteRequest) -> Storage
     recorded = dict((row.details or {}).get("storage") or {})
     if recorded.pop(req.name, None) is not None:
         await blocking(update_cluster, ctx.app.db, row.tag, details={"storage": recorded})
+    if result.bucket_name:
+        # The S3 CSI role keeps exactly what the remaining claims need (the last claim on a bucket takes it).
+        narrowed = await blocking(narrow_csi_role, ctx.app, row, recorded)
+        result = result.model_copy(update={"narrowed_role": narrowed})
     ctx.app.cache.invalidate(f"kube:{row.region}:{row.eks_cluster_name}:pvcs")
     ctx.app.cache.invalidate(f"storage:{row.tag}:{req.name}:source")
     return result
