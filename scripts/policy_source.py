@@ -213,6 +213,9 @@ def policy() -> dict[str, Any]:
                 ["*"],
                 {"StringLike": {f"aws:ResourceTag/{TAG}": "?*"}},
             ),
+            # Storage (issue 14): adopting an existing FSx file system reads its network interfaces' security groups
+            # (to check Lustre reachability from the nodes).
+            statement("FsxAdoptNetworkRead", ["ec2:DescribeNetworkInterfaces"], ["*"]),
             statement(
                 "FsxServiceLinkedRole",
                 ["iam:CreateServiceLinkedRole"],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from typing import Any
 
@@ -75,15 +76,27 @@ def register(ctx: AwsContext, state: FsxState) -> None:
             except AwsError as exc:
                 raise AwsError("InvalidNetworkSettings", f"The subnet ID '{subnets[0]}' does not exist") from exc
             ec2 = ctx.ec2(req.region)
-            for sg in p.get("SecurityGroupIds") or []:
+            groups = list(p.get("SecurityGroupIds") or [])
+            for sg in groups:
                 if ec2.get_security_group_from_id(sg) is None:
                     raise AwsError("InvalidNetworkSettings", f"The security group '{sg}' does not exist")
+            if not groups:  # none given: the VPC's default security group
+                default = ec2.get_default_security_group(vpc_id)
+                groups = [default.id] if default is not None else []
             token = p.get("ClientRequestToken")
             if token:
                 for known in state.file_systems.values():
                     if known.get("_token") == token:
                         return json_response(req, {"FileSystem": _public(known)})
             fs_id = "fs-" + hex_id(17)
+            # The file system's network interface in its subnet carries its security groups (what DescribeFileSystems
+            # does not show: a client finds them through NetworkInterfaceIds and DescribeNetworkInterfaces).
+            eni = ec2.create_network_interface(
+                ec2.get_subnet(subnets[0]),
+                None,
+                group_ids=groups,
+                description=f"ENI for Amazon FSx file system {fs_id}",
+            )
             mount = "fsx" if deployment == "SCRATCH_1" else alnum_id(8)
             lustre.setdefault("DeploymentType", deployment)
             lustre["MountName"] = mount
@@ -100,13 +113,13 @@ def register(ctx: AwsContext, state: FsxState) -> None:
                 "StorageType": storage_type,
                 "VpcId": vpc_id,
                 "SubnetIds": subnets,
-                "NetworkInterfaceIds": ["eni-" + hex_id(17)],
+                "NetworkInterfaceIds": [eni.id],
                 "DNSName": f"{fs_id}.fsx.{req.region}.amazonaws.com",
                 "ResourceARN": ctx.arn("fsx", req.region, f"file-system/{fs_id}"),
                 "Tags": list(p.get("Tags") or []),
                 "LustreConfiguration": lustre,
                 "_token": token,
-                "_security_groups": list(p.get("SecurityGroupIds") or []),
+                "_security_groups": groups,
                 "_region": req.region,
                 "_az": (az, az_id),
             }
@@ -161,6 +174,9 @@ def register(ctx: AwsContext, state: FsxState) -> None:
             def gone() -> None:
                 if state.file_systems.get(fid) is fs:
                     del state.file_systems[fid]
+                    for eni_id in fs["NetworkInterfaceIds"]:  # its network interfaces go with it
+                        with contextlib.suppress(Exception):  # already gone
+                            ctx.ec2(fs["_region"]).delete_network_interface(eni_id)
                     ctx.emit(CHANGED, file_system_id=fid, deleted=True)
 
             ctx.later(DELETE_SECONDS, gone)

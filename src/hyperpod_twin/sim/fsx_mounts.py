@@ -1,6 +1,7 @@
 """The FSx for Lustre CSI node plugin, simulated: a pod whose volume is an FSx CSI PV starts only when the
-driver is registered and the file system exists, is AVAILABLE and matches the PV's dnsname and mountname;
-otherwise it waits in ContainerCreating with a FailedMount event, as a kubelet shows it."""
+driver is registered, the file system exists, is AVAILABLE and matches the PV's dnsname and mountname, and its
+security groups let the node in over Lustre (TCP 988, 1018-1023); otherwise it waits in ContainerCreating with
+a FailedMount event, as a kubelet shows it (a blocked port makes the mount hang until the CSI call times out)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from hyperpod_twin.sim.addons import CSIDRIVERS
 from hyperpod_twin.sim.core import PVCS, PVS
 from hyperpod_twin.sim.kobj import Obj
+from hyperpod_twin.sim.lustre_network import PENDING, LustreReachability
 
 FSX_CSI = "fsx.csi.aws.com"
 FILE_SYSTEMS = "fsx_file_systems"  # sim.extra key: file system id → the AWS side's public view (shared dict)
@@ -29,8 +31,9 @@ def fsx_volumes(sim: Any, pod: Obj) -> list[tuple[str, Obj]]:
     return found
 
 
-def mount_problem(sim: Any, pod: Obj) -> str | None:
-    """Why the pod's FSx volumes cannot be mounted now (the FailedMount message), or None when they can."""
+def mount_problem(sim: Any, pod: Obj, node: Obj | None = None, reach: LustreReachability | None = None) -> Any:
+    """Why the pod's FSx volumes cannot be mounted now (the FailedMount message), None when they can, or PENDING
+    while the network path from `node` is being looked up (through `reach`)."""
     volumes = fsx_volumes(sim, pod)
     if not volumes:
         return None
@@ -57,4 +60,13 @@ def mount_problem(sim: Any, pod: Obj) -> str | None:
                 f'kubernetes.io~csi/{pv["metadata"]["name"]}/mount": mount failed: exit status 5 '
                 f"Output: mount.lustre: mount {dns}@tcp:/{mount} failed: Input/output error"
             )
+        if reach is not None and node is not None and fs is not None:
+            blocked = reach.blocked(fs, node)
+            if blocked is PENDING:
+                return PENDING
+            if blocked:  # LNet cannot connect: mount.lustre hangs and the CSI NodePublishVolume call times out
+                return (
+                    f'MountVolume.SetUp failed for volume "{pv["metadata"]["name"]}" : rpc error: '
+                    "code = DeadlineExceeded desc = context deadline exceeded"
+                )
     return None

@@ -12,11 +12,13 @@ from hyperpod_twin.kube.store import WatchEvent
 from hyperpod_twin.sim import fsx_mounts, kobj, model_server
 from hyperpod_twin.sim.core import NODES, PODS, ClusterSim, Controller
 from hyperpod_twin.sim.kobj import Obj
+from hyperpod_twin.sim.lustre_network import PENDING, LustreReachability
 from hyperpod_twin.sim.nodes import is_ready
 
 log = logging.getLogger(__name__)
 
 _MAX_BACKOFF = 300.0
+PENDING_RETRY_SECONDS = 1.0  # an FSx mount whose network path is still being looked up: look again soon
 
 
 @dataclass
@@ -66,6 +68,11 @@ class Kubelet(Controller):
         super().__init__(sim)
         self._runs: dict[tuple[str, str], _Run] = {}
         self._stopping: dict[tuple[str, str], str] = {}  # pods in their grace period: uid@deadline
+        self._lustre = LustreReachability(sim, fsx_mounts.RETRY_SECONDS)  # FSx mounts: the network path
+
+    def stop(self) -> None:
+        """Stop the Lustre reachability look-ups."""
+        self._lustre.stop()
 
     def keys_for(self, event: WatchEvent) -> Iterable[Hashable]:
         md = event.object["metadata"]
@@ -108,7 +115,10 @@ class Kubelet(Controller):
             run = self._runs[(ns, name)] = _Run(md["uid"])
         phase = pod.get("status", {}).get("phase", "Pending")
         if phase == "Pending" and not run.starting and is_ready(node):
-            problem = fsx_mounts.mount_problem(self.sim, pod)
+            problem = fsx_mounts.mount_problem(self.sim, pod, node, self._lustre)
+            if problem is PENDING:  # the node plugin is still trying: no event yet
+                self.sim.requeue(self, ("pod", ns, name), PENDING_RETRY_SECONDS)
+                return
             if problem is not None:
                 if problem != run.mount_problem:
                     run.mount_problem = problem

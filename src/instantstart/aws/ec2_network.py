@@ -54,6 +54,13 @@ def describe_subnets(aws: AwsClients, region: str, ids: list[str]) -> list[dict[
     return cast("list[dict[str, Any]]", answer["Subnets"])
 
 
+def network_interface_groups(aws: AwsClients, region: str, ids: list[str]) -> list[str]:
+    """The security group ids on the given network interfaces (an FSx file system's, say), in first-seen order."""
+    answer = call("describe network interfaces", aws.ec2(region).describe_network_interfaces, NetworkInterfaceIds=ids)
+    groups = [g["GroupId"] for eni in answer.get("NetworkInterfaces", []) for g in eni.get("Groups", [])]
+    return list(dict.fromkeys(groups))
+
+
 def tagged_resources(
     aws: AwsClients, region: str, resource_type: str, filters: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:

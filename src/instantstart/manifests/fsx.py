@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 from instantstart.manifests.storage import DEFAULT_NAMESPACE, LABEL_CLAIM, LABEL_CLUSTER, MANAGED_BY, pv_name
@@ -49,6 +50,48 @@ def describe_capacity_rule(deployment: str, storage_type: str, throughput: int |
     if small:
         return f"1200, 2400, or a multiple of {step} GiB above 2400"
     return f"a multiple of {step} GiB"
+
+
+LUSTRE_PORTS = ((988, 988), (1018, 1023))  # TCP: what a Lustre client needs to reach on the file system
+
+
+def _covers(permission: dict[str, Any], low: int, high: int) -> bool:
+    if permission.get("IpProtocol") == "-1":
+        return True
+    if permission.get("IpProtocol") not in ("tcp", "6"):
+        return False
+    return int(permission.get("FromPort", -1)) <= low and int(permission.get("ToPort", -1)) >= high
+
+
+def _from(permission: dict[str, Any], source_group: str, source_cidr: str | None) -> bool:
+    if any(pair.get("GroupId") == source_group for pair in permission.get("UserIdGroupPairs") or []):
+        return True
+    if source_cidr is None:
+        return False
+    inner = ipaddress.ip_network(source_cidr, strict=False)
+    for item in permission.get("IpRanges") or []:
+        try:
+            if inner.subnet_of(ipaddress.ip_network(str(item.get("CidrIp")), strict=False)):  # type: ignore[arg-type]
+                return True
+        except (TypeError, ValueError):
+            continue
+    return False
+
+
+def lustre_gaps(groups: list[dict[str, Any]], source_group: str, source_cidr: str | None = None) -> list[str]:
+    """The Lustre port ranges ("988", "1018-1023") that no inbound rule of the file system's security groups
+    (DescribeSecurityGroups items) allows over TCP from `source_group` (the nodes' group) or from a CIDR range
+    containing `source_cidr` (the nodes' subnet). Empty when the nodes can mount it."""
+    missing = []
+    for low, high in LUSTRE_PORTS:
+        allowed = any(
+            _covers(perm, low, high) and _from(perm, source_group, source_cidr)
+            for group in groups
+            for perm in group.get("IpPermissions") or []
+        )
+        if not allowed:
+            missing.append(str(low) if low == high else f"{low}-{high}")
+    return missing
 
 
 def mount_target(dns_name: str, mount_name: str) -> str:

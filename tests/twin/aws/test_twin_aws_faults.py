@@ -237,6 +237,20 @@ def test_fsx_lustre_lifecycle(twin: Twin, env: tuple[Net, str]) -> None:
     assert fs["Lifecycle"] == "CREATING"
     assert fs["DNSName"] == f"{fs['FileSystemId']}.fsx.us-west-2.amazonaws.com"
     assert len(fs["LustreConfiguration"]["MountName"]) == 8
+    # Its security groups are on its network interface (DescribeFileSystems does not list them); none given:
+    # the VPC's default group.
+    ec2 = twin.boto3_client("ec2")
+    enis = ec2.describe_network_interfaces(NetworkInterfaceIds=fs["NetworkInterfaceIds"])["NetworkInterfaces"]
+    assert [g["GroupId"] for g in enis[0]["Groups"]] == [net.sg] and enis[0]["SubnetId"] == net.compute["us-west-2a"]
+    default = fsx.create_file_system(
+        FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[net.compute["us-west-2a"]],
+        LustreConfiguration={"DeploymentType": "SCRATCH_2"},
+    )["FileSystem"]
+    vpc_default = ec2.describe_security_groups(
+        Filters=[{"Name": "vpc-id", "Values": [default["VpcId"]]}, {"Name": "group-name", "Values": ["default"]}]
+    )["SecurityGroups"][0]["GroupId"]
+    default_eni = ec2.describe_network_interfaces(NetworkInterfaceIds=default["NetworkInterfaceIds"])
+    assert [g["GroupId"] for g in default_eni["NetworkInterfaces"][0]["Groups"]] == [vpc_default]
     with pytest.raises(ClientError) as err:
         fsx.create_file_system(
             FileSystemType="LUSTRE",
@@ -257,6 +271,9 @@ def test_fsx_lustre_lifecycle(twin: Twin, env: tuple[Net, str]) -> None:
     with pytest.raises(ClientError) as err:
         fsx.describe_file_systems(FileSystemIds=[fs["FileSystemId"]])
     assert err.value.response["Error"]["Code"] == "FileSystemNotFound"
+    gone = [{"Name": "network-interface-id", "Values": fs["NetworkInterfaceIds"]}]
+    left = ec2.describe_network_interfaces(Filters=gone)
+    assert left["NetworkInterfaces"] == []  # its network interface went with it
 
 
 def test_tagging_api_lists_twin_owned_resources(twin: Twin, env: tuple[Net, str]) -> None:

@@ -21,6 +21,7 @@ from instantstart.services.core.registry import get_cluster
 from instantstart.services.core.stages import blocking, record_details, wait_until
 from instantstart.services.features.orchestrate import save_result
 from instantstart.services.features.toggles import run_feature
+from instantstart.services.storage.fsx_adopt import add_lustre_rules, check_adoptable
 from instantstart.services.storage.fsx_params import FsxCreateRequest, FsxParams, lustre_options
 from instantstart.services.storage.s3_claims import active_cluster, claim_phase, csi_driver_installed, ensure_object
 from instantstart.store.models import ClusterRow
@@ -162,6 +163,11 @@ async def stage_file_system(stage: StageContext) -> dict[str, Any]:
             )
         created = False
         await stage.progress(f"adopting {p.file_system_id} ({fs.get('Lifecycle')})")
+        if p.rules_group_id and p.node_security_group_id:
+            await blocking(add_lustre_rules, app, p.region, p.rules_group_id, p.node_security_group_id)
+            await stage.progress(
+                f"security group {p.rules_group_id}: Lustre 988, 1018-1023 from {p.node_security_group_id} (added)"
+            )
     else:
         group_id = await blocking(ensure_security_group, app, p, stage.operation_id)
         await stage.progress(f"security group {group_id}: Lustre 988, 1018-1023 from the cluster's nodes")
@@ -186,7 +192,7 @@ async def stage_file_system(stage: StageContext) -> dict[str, Any]:
 
     await wait_until(stage, available, limit_seconds=CREATE_TIMEOUT, what=f"FSx file system {fs_id}")
     view = file_system_view(seen["fs"])
-    return {**view, "created": created, "securityGroupId": group_id}
+    return {**view, "created": created, "securityGroupId": group_id, "lustreRulesAddedTo": p.rules_group_id}
 
 
 # -- stage 3: the claim ---------------------------------------------------------------------------------------
@@ -284,7 +290,9 @@ async def fsx_storage_create(ctx: CallContext, req: FsxCreateRequest) -> Operati
     subnet (or subnetId) with a security group allowing Lustre (TCP 988, 1018-1023) from the cluster's nodes,
     waited for until AVAILABLE, then a static PersistentVolume <name>-pv for the FSx CSI driver (dnsname,
     mountname) and the claim <name> (namespace default, ReadWriteMany). fileSystemId adopts an existing Lustre
-    file system instead (never deleted by us). Validated before anything is created: deploymentType
+    file system instead (never deleted by us); it must be in the cluster's VPC and its security groups must let
+    the nodes in over Lustre, else refused naming the missing rules (allowLustreFromNodes: true adds them).
+    Validated before anything is created: deploymentType
     SCRATCH_1|SCRATCH_2|PERSISTENT_1|PERSISTENT_2 (default PERSISTENT_2), storageType SSD|HDD, storageCapacity
     (SSD 1200, 2400, then +2400; SCRATCH_1 +3600), perUnitStorageThroughput (PERSISTENT_2 125/250/500/1000,
     PERSISTENT_1 SSD 50/100/200, HDD 12/40; none for SCRATCH); a bad value is refused naming the allowed ones.
@@ -299,7 +307,12 @@ async def fsx_storage_create(ctx: CallContext, req: FsxCreateRequest) -> Operati
         )
     throughput, capacity = (None, req.storage_capacity) if req.file_system_id else lustre_options(req)
     net: dict[str, Any] = {}
-    if not req.file_system_id:
+    rules_group: str | None = None
+    if req.file_system_id:  # in the cluster's VPC, reachable over Lustre from its nodes (or the rules asked for)
+        adopt = await blocking(check_adoptable, ctx.app, row, req.file_system_id, add_rules=req.allow_lustre_from_nodes)
+        net = {"vpcId": adopt["vpcId"], "securityGroupId": adopt["nodeSecurityGroupId"]}
+        rules_group = adopt["rulesGroupId"]
+    else:
         net = await blocking(check_subnet, ctx.app, row, network_of(row, req.subnet_id))
     if not req.enable_csi_driver:
         api = await blocking(kube_api, ctx.app.kube, row.eks_cluster_name, row.region)
@@ -315,6 +328,7 @@ async def fsx_storage_create(ctx: CallContext, req: FsxCreateRequest) -> Operati
         data_compression_type=req.data_compression_type, file_system_type_version=req.file_system_type_version,
         subnet_id=net.get("subnetId"), vpc_id=net.get("vpcId"), node_security_group_id=net.get("securityGroupId"),
         enable_csi_driver=req.enable_csi_driver,
+        rules_group_id=rules_group,
     )
     return await ctx.app.runner.submit(
         KIND,

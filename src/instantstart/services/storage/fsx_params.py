@@ -46,6 +46,12 @@ class FsxCreateRequest(WireModel):
     enable_csi_driver: bool = Field(
         default=False, description="Enable the fsxCsiDriver feature first when the cluster does not have it yet."
     )
+    allow_lustre_from_nodes: bool = Field(
+        default=False,
+        description="With fileSystemId: when the file system's security group does not let the cluster's nodes in "
+        "over Lustre (TCP 988, 1018-1023), add those inbound rules from the node security group (default: refuse, "
+        "naming the missing rules).",
+    )
 
 
 class FsxParams(ParamsModel):
@@ -66,6 +72,7 @@ class FsxParams(ParamsModel):
     vpc_id: str | None = None
     node_security_group_id: str | None = None
     enable_csi_driver: bool = False
+    rules_group_id: str | None = None  # adopted file system: its group to add the Lustre rules to (asked for)
 
 
 class FsxFileSystem(WireModel):

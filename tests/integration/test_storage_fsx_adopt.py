@@ -1,0 +1,142 @@
+"""Adopting an existing FSx for Lustre file system (fsx_storage_create fileSystemId) on the twin: refused when it
+is in another VPC, refused naming the missing Lustre rules when its security group does not let the cluster's
+nodes in (the hint names the rule and allowLustreFromNodes); adopted when the rules are there, or after
+InstantStart adds them. The twin's FSx CSI node plugin enforces the same rules: a pod on a file system the
+nodes cannot reach stays ContainerCreating with a FailedMount event until the rules exist."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client as k8s
+
+from instantstart.twin_process import TwinProcess
+from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
+from tests.support.servers import Running
+from tests.support.twin import twin_client
+from tests.support.waits import until
+
+TAG = "fsx2"
+
+
+def _pod(name: str, claim: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["sleep", "infinity"],
+                                 "resources": {"requests": {"cpu": "10m"}},
+                                 "volumeMounts": [{"name": "d", "mountPath": "/fsx"}]}],
+                 "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": claim}}],
+                 "tolerations": [{"operator": "Exists"}]},
+    }
+
+
+def _static_claim(core: k8s.CoreV1Api, name: str, fs: dict[str, Any]) -> None:
+    """A PV and claim on `fs` made by hand (what a user with kubectl could do)."""
+    csi = {"driver": "fsx.csi.aws.com", "volumeHandle": fs["FileSystemId"],
+           "volumeAttributes": {"dnsname": fs["DNSName"], "mountname": fs["LustreConfiguration"]["MountName"]}}
+    core.create_persistent_volume({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{name}-pv"},
+                                   "spec": {"capacity": {"storage": "1200Gi"}, "accessModes": ["ReadWriteMany"],
+                                            "storageClassName": "", "csi": csi,
+                                            "claimRef": {"namespace": "default", "name": name}}})
+    core.create_namespaced_persistent_volume_claim("default", {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name},
+        "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": f"{name}-pv",
+                 "resources": {"requests": {"storage": "1200Gi"}}}})
+
+
+def _failed_mounts(core: k8s.CoreV1Api, pod: str) -> list[str]:
+    events = core.list_namespaced_event("default", field_selector=f"involvedObject.name={pod}").items
+    return [e.message for e in events if e.reason == "FailedMount"]
+
+
+def _lustre_group(ec2: Any, vpc_id: str, name: str, sources: dict[tuple[int, int], str]) -> str:
+    """A user's security group allowing TCP (from, to) from the given source group."""
+    group = ec2.create_security_group(GroupName=name, Description="user lustre", VpcId=vpc_id)["GroupId"]
+    if sources:
+        ec2.authorize_security_group_ingress(GroupId=group, IpPermissions=[
+            {"IpProtocol": "tcp", "FromPort": low, "ToPort": high, "UserIdGroupPairs": [{"GroupId": src}]}
+            for (low, high), src in sources.items()])
+    return str(group)
+
+
+def _file_system(fsx: Any, subnet: str, groups: list[str]) -> dict[str, Any]:
+    made = fsx.create_file_system(FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[subnet],
+                                  SecurityGroupIds=groups, LustreConfiguration={"DeploymentType": "SCRATCH_2"})
+    fs_id = made["FileSystem"]["FileSystemId"]
+    return dict(until(lambda: next((f for f in fsx.describe_file_systems(FileSystemIds=[fs_id])["FileSystems"]
+                                    if f["Lifecycle"] == "AVAILABLE"), None), f"{fs_id} AVAILABLE", timeout=120))
+
+
+def test_adopting_checks_the_vpc_and_the_lustre_rules(cp: Running, twin: TwinProcess, tmp_path: Path) -> None:
+    with cp.client() as client:
+        make_hyperpod(client, TAG)
+    core = kube(twin, tmp_path, TAG)
+    fsx: Any = twin_client(twin, "fsx")
+    ec2: Any = twin_client(twin, "ec2")
+    mine = [{"Name": "tag:instantstart:cluster-tag", "Values": [TAG]}]
+    node_group = ec2.describe_security_groups(
+        Filters=[*mine, {"Name": "tag:instantstart:role", "Values": ["cluster-sg"]}])["SecurityGroups"][0]["GroupId"]
+    compute = ec2.describe_subnets(
+        Filters=[*mine, {"Name": "tag:instantstart:role", "Values": ["compute-us-west-2c"]}])["Subnets"][0]
+    vpc_id = compute["VpcId"]
+
+    # A file system in another VPC: refused, naming both VPCs.
+    other_vpc = ec2.create_vpc(CidrBlock="10.77.0.0/16")["Vpc"]["VpcId"]
+    other_subnet = ec2.create_subnet(VpcId=other_vpc, CidrBlock="10.77.1.0/24",
+                                     AvailabilityZone="us-west-2c")["Subnet"]["SubnetId"]
+    elsewhere = _file_system(fsx, other_subnet, [])
+    refused = mcp_raw(cp, [("fsx_storage_create", {"name": "far", "fileSystemId": elsewhere["FileSystemId"],
+                                                   "enableCsiDriver": True})])[0]
+    error = refused["payload"]["error"]
+    assert refused["isError"] and error["code"] == "INVALID_INPUT", refused
+    assert "fileSystemId" in error["message"] and other_vpc in error["message"] and vpc_id in error["message"]
+
+    # In the cluster's VPC, but its group lets the nodes reach only port 988: refused, naming what is missing.
+    partial = _lustre_group(ec2, vpc_id, "user-partial", {(988, 988): node_group})
+    gated = _file_system(fsx, compute["SubnetId"], [partial])
+    refused = mcp_raw(cp, [("fsx_storage_create", {"name": "gated", "fileSystemId": gated["FileSystemId"],
+                                                   "enableCsiDriver": True})])[0]
+    error = refused["payload"]["error"]
+    assert refused["isError"] and error["code"] == "PRECONDITION_FAILED", refused
+    assert "TCP 1018-1023 missing" in error["message"] and node_group in error["message"], error
+    assert partial in error["hint"] and node_group in error["hint"] and "allowLustreFromNodes" in error["hint"]
+    assert error["details"]["missingPorts"] == ["1018-1023"]
+    assert fsx.describe_file_systems(FileSystemIds=[gated["FileSystemId"]])["FileSystems"][0]["Lifecycle"] == \
+        "AVAILABLE"  # nothing touched
+
+    # The good path: a group allowing both ranges from the nodes; adopted as is (no rule added), mounted.
+    full = _lustre_group(ec2, vpc_id, "user-full", {(988, 988): node_group, (1018, 1023): node_group})
+    good = _file_system(fsx, compute["SubnetId"], [full])
+    ref = mcp_calls(cp, [("fsx_storage_create", {"name": "good", "fileSystemId": good["FileSystemId"],
+                                                 "enableCsiDriver": True})])[0]
+    view = mcp_wait(cp, ref["operationId"])
+    assert view["status"] == "SUCCEEDED", view
+    out = view["stages"][1]["outputs"]
+    assert out["created"] is False and out["lustreRulesAddedTo"] is None
+    rules = ec2.describe_security_groups(GroupIds=[full])["SecurityGroups"][0]["IpPermissions"]
+    assert len(rules) == 2, rules
+    core.create_namespaced_pod("default", _pod("reader", "good"))
+    until(lambda: core.read_namespaced_pod("reader", "default").status.phase == "Running", "reader Running")
+
+    # The twin's CSI node plugin: a hand-made claim on the gated file system cannot mount (the mount hangs on the
+    # blocked ports): ContainerCreating with FailedMount, as kubelet reports it.
+    _static_claim(core, "byhand", gated)
+    core.create_namespaced_pod("default", _pod("stuck", "byhand"))
+    message = until(lambda: _failed_mounts(core, "stuck"), "a FailedMount event")[0]
+    assert "DeadlineExceeded" in message and "byhand-pv" in message, message
+    stuck = core.read_namespaced_pod("stuck", "default").status
+    assert stuck.phase == "Pending" and stuck.container_statuses[0].state.waiting.reason == "ContainerCreating"
+
+    # Asked to, InstantStart adds the rules to the file system's group; the waiting pod then mounts it.
+    ref = mcp_calls(cp, [("fsx_storage_create", {"name": "gated", "fileSystemId": gated["FileSystemId"],
+                                                 "allowLustreFromNodes": True})])[0]
+    view = mcp_wait(cp, ref["operationId"])
+    assert view["status"] == "SUCCEEDED", view
+    assert view["stages"][1]["outputs"]["lustreRulesAddedTo"] == partial
+    group = ec2.describe_security_groups(GroupIds=[partial])["SecurityGroups"][0]
+    allowed = {(p["FromPort"], p["ToPort"], g["GroupId"]) for p in group["IpPermissions"]
+               for g in p.get("UserIdGroupPairs", [])}
+    assert {(988, 988, node_group), (1018, 1023, node_group)} <= allowed, allowed
+    until(lambda: core.read_namespaced_pod("stuck", "default").status.phase == "Running", "stuck pod Running",
+          timeout=90)
