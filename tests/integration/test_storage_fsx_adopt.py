@@ -140,3 +140,39 @@ def test_adopting_checks_the_vpc_and_the_lustre_rules(cp: Running, twin: TwinPro
     assert {(988, 988, node_group), (1018, 1023, node_group)} <= allowed, allowed
     until(lambda: core.read_namespaced_pod("stuck", "default").status.phase == "Running", "stuck pod Running",
           timeout=90)
+
+
+def test_an_intelligent_tiering_file_system_end_to_end(cp: Running, twin: TwinProcess, tmp_path: Path) -> None:
+    """StorageType INTELLIGENT_TIERING: refused naming the allowed values before anything is made; created with
+    ThroughputCapacity and its read cache and no StorageCapacity; the claim Bound and mounted."""
+    tag = "fsx3"
+    with cp.client() as client:
+        make_hyperpod(client, tag)
+    core = kube(twin, tmp_path, tag)
+    fsx: Any = twin_client(twin, "fsx")
+    bad = mcp_raw(cp, [("fsx_storage_create", {"name": "tiered", "storageType": "INTELLIGENT_TIERING",
+                                               "throughputCapacity": 6000})])[0]
+    message = bad["payload"]["error"]["message"]
+    assert bad["isError"] and "throughputCapacity" in message and "a multiple of 4000 up to 2000000" in message
+    assert fsx.describe_file_systems()["FileSystems"] == []
+
+    ref = mcp_calls(cp, [("fsx_storage_create", {"name": "tiered", "storageType": "INTELLIGENT_TIERING",
+                                                 "throughputCapacity": 4000, "readCacheSizingMode": "USER_PROVISIONED",
+                                                 "readCacheSizeGib": 64, "enableCsiDriver": True})])[0]
+    view = mcp_wait(cp, ref["operationId"])
+    assert view["status"] == "SUCCEEDED", view
+    out = view["stages"][1]["outputs"]
+    assert out["storageType"] == "INTELLIGENT_TIERING" and out["throughputCapacity"] == 4000
+    fs = fsx.describe_file_systems(FileSystemIds=[out["fileSystemId"]])["FileSystems"][0]
+    assert fs["StorageType"] == "INTELLIGENT_TIERING" and "StorageCapacity" not in fs
+    lustre = fs["LustreConfiguration"]
+    assert lustre["DeploymentType"] == "PERSISTENT_2" and lustre["ThroughputCapacity"] == 4000
+    assert lustre["DataReadCacheConfiguration"] == {"SizingMode": "USER_PROVISIONED", "SizeGiB": 64}
+    assert lustre["MetadataConfiguration"] == {"Mode": "USER_PROVISIONED", "Iops": 6000}
+    assert "PerUnitStorageThroughput" not in lustre
+    listed = {c["name"]: c for c in mcp_calls(cp, [("fsx_storage_list", {})])[0]["claims"]}
+    assert listed["tiered"]["fileSystem"]["throughputCapacity"] == 4000
+    assert listed["tiered"]["fileSystem"]["storageType"] == "INTELLIGENT_TIERING"
+    assert core.read_namespaced_persistent_volume_claim("tiered", "default").status.phase == "Bound"
+    core.create_namespaced_pod("default", _pod("tier-reader", "tiered"))
+    until(lambda: core.read_namespaced_pod("tier-reader", "default").status.phase == "Running", "reader Running")

@@ -26,6 +26,9 @@ def options(**given: object) -> tuple[int | None, int]:
           "storageCapacity": 3600}, (40, 3600)),
         ({"deploymentType": "SCRATCH_2", "storageCapacity": 2400}, (None, 2400)),
         ({"deploymentType": "SCRATCH_1", "storageCapacity": 3600}, (None, 3600)),
+        ({"storageType": "INTELLIGENT_TIERING", "throughputCapacity": 4000}, (None, 1200)),  # 1200: the PV's
+        ({"storageType": "INTELLIGENT_TIERING", "throughputCapacity": 8000, "readCacheSizingMode": "USER_PROVISIONED",
+          "readCacheSizeGib": 64, "metadataIops": 12000}, (None, 1200)),
     ],
 )
 def test_accepted_combinations(given: dict[str, object], expected: tuple[int | None, int]) -> None:
@@ -45,6 +48,24 @@ def test_accepted_combinations(given: dict[str, object], expected: tuple[int | N
         ({"deploymentType": "SCRATCH_1", "storageCapacity": 4800}, "storageCapacity", "multiple of 3600"),
         ({"deploymentType": "PERSISTENT_1", "storageType": "HDD", "perUnitStorageThroughput": 12,
           "storageCapacity": 1800}, "storageCapacity", "a multiple of 6000 GiB"),
+        # INTELLIGENT_TIERING: PERSISTENT_2 only, elastic, sized by throughputCapacity (botocore FSx model).
+        ({"storageType": "INTELLIGENT_TIERING", "deploymentType": "PERSISTENT_1", "throughputCapacity": 4000},
+         "storageType", "not available with PERSISTENT_1"),
+        ({"storageType": "INTELLIGENT_TIERING"}, "throughputCapacity",
+         "missing for INTELLIGENT_TIERING; allowed: a multiple of 4000 up to 2000000 MBps"),
+        ({"storageType": "INTELLIGENT_TIERING", "throughputCapacity": 2000}, "throughputCapacity",
+         "2000 MBps is not allowed for INTELLIGENT_TIERING; allowed: a multiple of 4000"),
+        ({"storageType": "INTELLIGENT_TIERING", "throughputCapacity": 4000, "storageCapacity": 1200},
+         "storageCapacity", "elastic"),
+        ({"storageType": "INTELLIGENT_TIERING", "throughputCapacity": 4000, "perUnitStorageThroughput": 250},
+         "perUnitStorageThroughput", "not used with INTELLIGENT_TIERING"),
+        ({"storageType": "INTELLIGENT_TIERING", "throughputCapacity": 4000, "readCacheSizingMode": "USER_PROVISIONED",
+          "readCacheSizeGib": 140000}, "readCacheSizeGib", "allowed: 32 to 131072 GiB"),
+        ({"storageType": "INTELLIGENT_TIERING", "throughputCapacity": 4000, "readCacheSizeGib": 64},
+         "readCacheSizeGib", "only used with readCacheSizingMode USER_PROVISIONED"),
+        ({"storageType": "INTELLIGENT_TIERING", "throughputCapacity": 4000, "metadataIops": 5000}, "metadataIops",
+         "allowed: 1500, 3000, 6000, 12000"),
+        ({"throughputCapacity": 4000}, "throughputCapacity", "only used with storageType INTELLIGENT_TIERING"),
     ],
 )
 def test_refusals_name_the_field_and_the_allowed_values(given: dict[str, object], field: str, text: str) -> None:

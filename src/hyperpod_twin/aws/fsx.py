@@ -35,6 +35,37 @@ def _check_capacity(deployment: str, capacity: Any, storage_type: str) -> int:
     return capacity
 
 
+def _check_tiering(deployment: str, p: dict[str, Any], lustre: dict[str, Any]) -> int | None:
+    """INTELLIGENT_TIERING (elastic, so no StorageCapacity): PERSISTENT_2 only, ThroughputCapacity a multiple of
+    4000 MBps (below 4000 the SDK refuses it before sending), DataReadCacheConfiguration required (SizeGiB with
+    USER_PROVISIONED only)."""
+    if deployment != "PERSISTENT_2":
+        raise bad_request(f"StorageType INTELLIGENT_TIERING is not supported for DeploymentType {deployment}.")
+    if p.get("StorageCapacity") is not None:
+        raise bad_request("StorageCapacity can't be specified for the INTELLIGENT_TIERING storage type.")
+    if lustre.get("PerUnitStorageThroughput") is not None:
+        raise bad_request("PerUnitStorageThroughput can't be specified for the INTELLIGENT_TIERING storage type.")
+    throughput = lustre.get("ThroughputCapacity")
+    if not isinstance(throughput, int) or not (
+        0 < throughput <= 2_000_000 and throughput % 4000 == 0
+    ):
+        raise AwsError(
+            "InvalidParameterValue",
+            "ThroughputCapacity is required for INTELLIGENT_TIERING: increments of 4000 MBps.",
+        )
+    cache = lustre.get("DataReadCacheConfiguration")
+    if not isinstance(cache, dict) or cache.get("SizingMode") is None:
+        raise bad_request("DataReadCacheConfiguration is required for the INTELLIGENT_TIERING storage type.")
+    sized = cache.get("SizeGiB") is not None
+    if sized != (cache["SizingMode"] == "USER_PROVISIONED"):
+        raise bad_request("DataReadCacheConfiguration.SizeGiB is required with USER_PROVISIONED sizing, and only then.")
+    if sized and not 8 * throughput // 1000 <= int(cache["SizeGiB"]) <= 32768 * throughput // 1000:
+        raise AwsError("InvalidParameterValue", "SizeGiB must be 8 to 32768 GiB per 1000 MBps of ThroughputCapacity.")
+    if (lustre.get("MetadataConfiguration") or {}).get("Mode") == "AUTOMATIC":
+        raise bad_request("AUTOMATIC metadata configuration mode is supported only on SSD file systems.")
+    return None  # elastic: no StorageCapacity
+
+
 class FsxState:
     """Lustre file systems by id."""
 
@@ -59,8 +90,12 @@ def register(ctx: AwsContext, state: FsxState) -> None:
         if deployment not in DEPLOYMENT_TYPES:
             raise bad_request(f"Invalid DeploymentType {deployment}")
         storage_type = p.get("StorageType", "SSD")
-        capacity = _check_capacity(deployment, p.get("StorageCapacity"), storage_type)
-        if deployment in THROUGHPUT:
+        capacity = (
+            _check_tiering(deployment, p, lustre)
+            if storage_type == "INTELLIGENT_TIERING"
+            else _check_capacity(deployment, p.get("StorageCapacity"), storage_type)
+        )
+        if deployment in THROUGHPUT and storage_type != "INTELLIGENT_TIERING":
             tput = lustre.get("PerUnitStorageThroughput")
             if tput not in THROUGHPUT[deployment] and storage_type == "SSD":
                 raise AwsError(
@@ -109,7 +144,7 @@ def register(ctx: AwsContext, state: FsxState) -> None:
                 "FileSystemType": "LUSTRE",
                 "FileSystemTypeVersion": p.get("FileSystemTypeVersion", "2.15"),
                 "Lifecycle": "CREATING",
-                "StorageCapacity": capacity,
+                **({"StorageCapacity": capacity} if capacity is not None else {}),
                 "StorageType": storage_type,
                 "VpcId": vpc_id,
                 "SubnetIds": subnets,

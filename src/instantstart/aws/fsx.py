@@ -16,7 +16,7 @@ def create_lustre(
     *,
     subnet_id: str,
     security_group_ids: list[str],
-    storage_capacity: int,
+    storage_capacity: int | None,
     storage_type: str,
     lustre: dict[str, Any],
     version: str,
@@ -24,14 +24,16 @@ def create_lustre(
     client_token: str,
 ) -> dict[str, Any]:
     """CreateFileSystem (LUSTRE) in one subnet; the FileSystem description. The same ClientRequestToken
-    returns the file system the first call created (a retried stage never makes two)."""
+    returns the file system the first call created (a retried stage never makes two). storage_capacity None:
+    an elastic (INTELLIGENT_TIERING) file system, sized by LustreConfiguration.ThroughputCapacity."""
+    sized: dict[str, Any] = {} if storage_capacity is None else {"StorageCapacity": storage_capacity}
     answer = call(
         "create FSx for Lustre file system",
         aws.fsx(region).create_file_system,
         ClientRequestToken=client_token,
         FileSystemType="LUSTRE",
         FileSystemTypeVersion=version,
-        StorageCapacity=storage_capacity,
+        **sized,
         StorageType=cast(Any, storage_type),
         SubnetIds=[subnet_id],
         SecurityGroupIds=security_group_ids,

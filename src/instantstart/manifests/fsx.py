@@ -25,6 +25,31 @@ THROUGHPUT: dict[tuple[str, str], tuple[int, ...] | None] = {
 }
 # HDD capacity steps by throughput tier (GiB).
 HDD_STEP = {12: 6000, 40: 1800}
+# Intelligent-Tiering (PERSISTENT_2 only; elastic: no StorageCapacity), per the botocore FSx model: the file system's
+# ThroughputCapacity in MBps (multiples of 4000; the model's minimum is 4000, though its text also names 1000 and
+# 2000, which the SDK refuses client-side), its SSD read cache (DataReadCacheConfiguration, required) and Metadata
+# IOPS (AUTOMATIC metadata mode is SSD only, so USER_PROVISIONED).
+INTELLIGENT_TIERING = "INTELLIGENT_TIERING"
+IT_THROUGHPUT_STEP, IT_THROUGHPUT_MAX = 4000, 2_000_000
+READ_CACHE_MODES = ("NO_CACHE", "USER_PROVISIONED", "PROPORTIONAL_TO_THROUGHPUT_CAPACITY")
+READ_CACHE_PER_1000_MBPS = (8, 32768)  # GiB of SSD read cache per 1000 MBps of throughput capacity
+METADATA_IOPS_SMALL, METADATA_IOPS_STEP, METADATA_IOPS_MAX = (1500, 3000, 6000, 12000), 12000, 192000
+
+
+def it_throughput_allowed(value: int) -> bool:
+    """Whether `value` MBps is an Intelligent-Tiering ThroughputCapacity: a multiple of 4000 up to 2000000."""
+    return 0 < value <= IT_THROUGHPUT_MAX and value % IT_THROUGHPUT_STEP == 0
+
+
+def metadata_iops_allowed(value: int) -> bool:
+    """Whether `value` is a Metadata IOPS setting: 1500, 3000, 6000, 12000, or a multiple of 12000 up to 192000."""
+    return value in METADATA_IOPS_SMALL or (0 < value <= METADATA_IOPS_MAX and value % METADATA_IOPS_STEP == 0)
+
+
+def read_cache_bounds(throughput: int) -> tuple[int, int]:
+    """(smallest, largest) SSD read cache in GiB for an Intelligent-Tiering file system of `throughput` MBps."""
+    low, high = READ_CACHE_PER_1000_MBPS
+    return -(-low * throughput // 1000), high * throughput // 1000
 
 
 def capacity_rule(deployment: str, storage_type: str, throughput: int | None) -> tuple[tuple[int, ...], int]:

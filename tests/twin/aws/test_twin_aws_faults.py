@@ -259,6 +259,22 @@ def test_fsx_lustre_lifecycle(twin: Twin, env: tuple[Net, str]) -> None:
             LustreConfiguration={"DeploymentType": "PERSISTENT_2", "PerUnitStorageThroughput": 250},
         )
     assert err.value.response["Error"]["Code"] == "InvalidParameterValue"
+    # INTELLIGENT_TIERING: PERSISTENT_2, no StorageCapacity, ThroughputCapacity and a read cache.
+    tiering = {"DeploymentType": "PERSISTENT_2", "ThroughputCapacity": 4000,
+               "DataReadCacheConfiguration": {"SizingMode": "PROPORTIONAL_TO_THROUGHPUT_CAPACITY"}}
+    for extra, lustre, code in [
+        ({"StorageCapacity": 1200}, tiering, "BadRequest"),
+        ({}, {**tiering, "ThroughputCapacity": 6000}, "InvalidParameterValue"),
+        ({}, {"DeploymentType": "PERSISTENT_2", "ThroughputCapacity": 4000}, "BadRequest"),
+        ({}, {**tiering, "DeploymentType": "PERSISTENT_1"}, "BadRequest"),
+    ]:
+        with pytest.raises(ClientError) as err:
+            fsx.create_file_system(FileSystemType="LUSTRE", StorageType="INTELLIGENT_TIERING",
+                                   SubnetIds=[net.compute["us-west-2a"]], LustreConfiguration=lustre, **extra)
+        assert err.value.response["Error"]["Code"] == code, (extra, lustre)
+    tiered = fsx.create_file_system(FileSystemType="LUSTRE", StorageType="INTELLIGENT_TIERING",
+                                    SubnetIds=[net.compute["us-west-2a"]], LustreConfiguration=tiering)["FileSystem"]
+    assert "StorageCapacity" not in tiered and tiered["LustreConfiguration"]["ThroughputCapacity"] == 4000
     advance(twin, 361)
     got = fsx.describe_file_systems(FileSystemIds=[fs["FileSystemId"]])["FileSystems"][0]
     assert (

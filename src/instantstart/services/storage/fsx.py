@@ -22,7 +22,7 @@ from instantstart.services.core.stages import blocking, record_details, wait_unt
 from instantstart.services.features.orchestrate import save_result
 from instantstart.services.features.toggles import run_feature
 from instantstart.services.storage.fsx_adopt import add_lustre_rules, check_adoptable
-from instantstart.services.storage.fsx_params import FsxCreateRequest, FsxParams, lustre_options
+from instantstart.services.storage.fsx_params import FsxCreateRequest, FsxParams, lustre_options, read_cache
 from instantstart.services.storage.s3_claims import active_cluster, claim_phase, csi_driver_installed, ensure_object
 from instantstart.store.models import ClusterRow
 
@@ -120,11 +120,17 @@ def create_file_system(app: AppContext, p: FsxParams, operation_id: str, group_i
     lustre: dict[str, Any] = {"DeploymentType": p.deployment_type, "DataCompressionType": p.data_compression_type}
     if p.per_unit_storage_throughput is not None:
         lustre["PerUnitStorageThroughput"] = p.per_unit_storage_throughput
+    tiering = p.storage_type == f.INTELLIGENT_TIERING
+    if tiering:
+        lustre["ThroughputCapacity"] = p.throughput_capacity
+        lustre["DataReadCacheConfiguration"] = p.read_cache
+        lustre["MetadataConfiguration"] = {"Mode": "USER_PROVISIONED", "Iops": p.metadata_iops or 6000}
     tags = [*aws_tags(p.cluster_tag, operation_id, f"instantstart-{p.cluster_tag}-{p.name}",
                      installation=installation_id(app.db)),
             {"Key": TAG_STORAGE, "Value": p.name}]
     fs = fsx_api.create_lustre(
-        app.aws, p.region, subnet_id=p.subnet_id, security_group_ids=[group_id], storage_capacity=p.storage_capacity,
+        app.aws, p.region, subnet_id=p.subnet_id, security_group_ids=[group_id],
+        storage_capacity=None if tiering else p.storage_capacity,
         storage_type=p.storage_type, lustre=lustre, version=p.file_system_type_version, tags=tags,
         client_token=operation_id.replace("-", "")[:63],
     )
@@ -143,6 +149,8 @@ def file_system_view(fs: dict[str, Any]) -> dict[str, Any]:
         "dnsName": fs.get("DNSName"),
         "mountName": lustre.get("MountName"),
         "storageCapacity": fs.get("StorageCapacity"),
+        "storageType": fs.get("StorageType"),
+        "throughputCapacity": lustre.get("ThroughputCapacity"),
         "deploymentType": lustre.get("DeploymentType"),
     }
 
@@ -173,7 +181,9 @@ async def stage_file_system(stage: StageContext) -> dict[str, Any]:
         await stage.progress(f"security group {group_id}: Lustre 988, 1018-1023 from the cluster's nodes")
         fs = await blocking(create_file_system, app, p, stage.operation_id, group_id)
         created = True
-        await stage.progress(f"file system {fs['FileSystemId']} ({p.deployment_type}, {p.storage_capacity} GiB)")
+        tiering = p.storage_type == f.INTELLIGENT_TIERING
+        size = f"{p.throughput_capacity} MBps" if tiering else f"{p.storage_capacity} GiB"
+        await stage.progress(f"file system {fs['FileSystemId']} ({p.deployment_type} {p.storage_type}, {size})")
     fs_id = str(fs["FileSystemId"])
     seen: dict[str, Any] = {"fs": fs}
 
@@ -292,9 +302,10 @@ async def fsx_storage_create(ctx: CallContext, req: FsxCreateRequest) -> Operati
     mountname) and the claim <name> (namespace default, ReadWriteMany). fileSystemId adopts an existing Lustre
     file system instead (never deleted by us); it must be in the cluster's VPC and its security groups must let
     the nodes in over Lustre, else refused naming the missing rules (allowLustreFromNodes: true adds them).
-    Validated before anything is created: deploymentType
-    SCRATCH_1|SCRATCH_2|PERSISTENT_1|PERSISTENT_2 (default PERSISTENT_2), storageType SSD|HDD, storageCapacity
-    (SSD 1200, 2400, then +2400; SCRATCH_1 +3600), perUnitStorageThroughput (PERSISTENT_2 125/250/500/1000,
+    Validated before anything is created: deploymentType SCRATCH_1|SCRATCH_2|PERSISTENT_1|PERSISTENT_2 (default
+    PERSISTENT_2), storageType SSD|HDD|INTELLIGENT_TIERING (PERSISTENT_2 only, elastic: throughputCapacity a
+    multiple of 4000 MBps, no storageCapacity), storageCapacity (SSD 1200, 2400, then +2400; SCRATCH_1
+    +3600), perUnitStorageThroughput (PERSISTENT_2 125/250/500/1000,
     PERSISTENT_1 SSD 50/100/200, HDD 12/40; none for SCRATCH); a bad value is refused naming the allowed ones.
     Needs the fsxCsiDriver feature: refused with a hint when it is off, unless enableCsiDriver is true (then
     this operation enables it first). Everything created is tagged and ledgered: storage_delete removes the
@@ -325,6 +336,8 @@ async def fsx_storage_create(ctx: CallContext, req: FsxCreateRequest) -> Operati
         cluster_tag=row.tag, region=row.region, name=req.name, namespace=m.DEFAULT_NAMESPACE,
         file_system_id=req.file_system_id, deployment_type=req.deployment_type, storage_type=req.storage_type,
         storage_capacity=capacity, per_unit_storage_throughput=throughput,
+        throughput_capacity=req.throughput_capacity if req.storage_type == f.INTELLIGENT_TIERING else None,
+        read_cache=read_cache(req), metadata_iops=req.metadata_iops,
         data_compression_type=req.data_compression_type, file_system_type_version=req.file_system_type_version,
         subnet_id=net.get("subnetId"), vpc_id=net.get("vpcId"), node_security_group_id=net.get("securityGroupId"),
         enable_csi_driver=req.enable_csi_driver,

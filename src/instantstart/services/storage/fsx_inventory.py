@@ -26,6 +26,7 @@ def _view(fs_id: str, fs: dict[str, Any] | None, created: bool) -> FsxFileSystem
         storage_type=(fs or {}).get("StorageType"),
         storage_capacity=(fs or {}).get("StorageCapacity"),
         per_unit_storage_throughput=lustre.get("PerUnitStorageThroughput"),
+        throughput_capacity=lustre.get("ThroughputCapacity"),
         dns_name=(fs or {}).get("DNSName"),
         mount_name=lustre.get("MountName"),
         subnet_ids=list((fs or {}).get("SubnetIds") or []),

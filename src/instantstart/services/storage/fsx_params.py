@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -27,7 +27,11 @@ class FsxCreateRequest(WireModel):
     deployment_type: Literal["SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"] = Field(
         default="PERSISTENT_2", description="SCRATCH_1|SCRATCH_2|PERSISTENT_1|PERSISTENT_2."
     )
-    storage_type: Literal["SSD", "HDD"] = Field(default="SSD", description="SSD, or HDD (PERSISTENT_1 only).")
+    storage_type: Literal["SSD", "HDD", "INTELLIGENT_TIERING"] = Field(
+        default="SSD",
+        description="SSD; HDD (PERSISTENT_1 only); INTELLIGENT_TIERING (PERSISTENT_2 only: elastic, no "
+        "storageCapacity; give throughputCapacity).",
+    )
     storage_capacity: int = Field(
         default=1200, ge=1200, le=2_000_000,
         description="GiB: SSD 1200, 2400, then +2400 (SCRATCH_1: +3600); HDD per throughput tier "
@@ -37,6 +41,28 @@ class FsxCreateRequest(WireModel):
         default=None,
         description="MB/s per TiB, PERSISTENT only: PERSISTENT_2 SSD 125/250/500/1000 (default 250), "
         "PERSISTENT_1 SSD 50/100/200, PERSISTENT_1 HDD 12/40.",
+    )
+    throughput_capacity: int | None = Field(
+        default=None,
+        description="INTELLIGENT_TIERING only (required there): the file system's throughput in MBps: a multiple of "
+        "4000 up to 2000000.",
+    )
+    read_cache_sizing_mode: Literal["NO_CACHE", "USER_PROVISIONED", "PROPORTIONAL_TO_THROUGHPUT_CAPACITY"] | None = (
+        Field(
+            default=None,
+            description="INTELLIGENT_TIERING only: the SSD read cache, NO_CACHE|USER_PROVISIONED|"
+            "PROPORTIONAL_TO_THROUGHPUT_CAPACITY (default).",
+        )
+    )
+    read_cache_size_gib: int | None = Field(
+        default=None,
+        description="INTELLIGENT_TIERING with readCacheSizingMode USER_PROVISIONED: GiB, 8 to 32768 per 1000 MBps "
+        "of throughputCapacity.",
+    )
+    metadata_iops: int | None = Field(
+        default=None,
+        description="INTELLIGENT_TIERING only: Metadata IOPS (USER_PROVISIONED mode): 1500, 3000, 6000 (default), "
+        "12000, or a multiple of 12000 up to 192000.",
     )
     data_compression_type: Literal["NONE", "LZ4"] = Field(default="LZ4", description="NONE or LZ4.")
     file_system_type_version: Literal["2.10", "2.12", "2.15"] = Field(default="2.15", description="Lustre version.")
@@ -64,8 +90,11 @@ class FsxParams(ParamsModel):
     file_system_id: str | None = None
     deployment_type: str
     storage_type: str
-    storage_capacity: int
+    storage_capacity: int  # INTELLIGENT_TIERING: not sent (elastic); the PV's nominal capacity
     per_unit_storage_throughput: int | None = None
+    throughput_capacity: int | None = None
+    read_cache: dict[str, Any] | None = None  # DataReadCacheConfiguration
+    metadata_iops: int | None = None
     data_compression_type: str
     file_system_type_version: str
     subnet_id: str | None = None
@@ -84,6 +113,7 @@ class FsxFileSystem(WireModel):
     storage_type: str | None = None
     storage_capacity: int | None = None
     per_unit_storage_throughput: int | None = None
+    throughput_capacity: int | None = Field(default=None, description="INTELLIGENT_TIERING: MBps.")
     dns_name: str | None = None
     mount_name: str | None = None
     subnet_ids: list[str] = []
@@ -118,6 +148,13 @@ def _refuse(field: str, message: str, hint: str) -> InvalidInput:
 def lustre_options(req: FsxCreateRequest) -> tuple[int | None, int]:
     """Check deployment type, storage type, throughput and capacity together; (throughput, capacity) to use.
     Every refusal names the field and the values allowed for the combination."""
+    if req.storage_type == f.INTELLIGENT_TIERING:
+        return intelligent_tiering_options(req)
+    for name in ("throughput_capacity", "read_cache_sizing_mode", "read_cache_size_gib", "metadata_iops"):
+        if getattr(req, name) is not None:
+            field = _camel(name)
+            raise _refuse(field, f"only used with storageType INTELLIGENT_TIERING, not {req.storage_type}",
+                          f"Omit {field}, or use storageType INTELLIGENT_TIERING with deploymentType PERSISTENT_2.")
     key = (req.deployment_type, req.storage_type)
     if key not in f.THROUGHPUT:
         allowed = sorted({d for d, s in f.THROUGHPUT if s == req.storage_type})
@@ -143,3 +180,51 @@ def lustre_options(req: FsxCreateRequest) -> tuple[int | None, int]:
         raise _refuse("storageCapacity", f"{req.storage_capacity} GiB is not allowed for {req.deployment_type} "
                       f"{req.storage_type}; allowed: {rule}", f"Use {rule}.")
     return throughput, req.storage_capacity
+
+
+def _camel(name: str) -> str:
+    return str(FsxCreateRequest.model_fields[name].alias or name)
+
+
+def intelligent_tiering_options(req: FsxCreateRequest) -> tuple[int | None, int]:
+    """INTELLIGENT_TIERING: PERSISTENT_2 only, no storageCapacity or perUnitStorageThroughput, throughputCapacity
+    required (1000, 2000, multiples of 4000), read cache and Metadata IOPS within their ranges. Returns
+    (None, the PV's nominal capacity)."""
+    if req.deployment_type != "PERSISTENT_2":
+        raise _refuse("storageType", f"INTELLIGENT_TIERING is not available with {req.deployment_type}",
+                      "storageType INTELLIGENT_TIERING needs deploymentType PERSISTENT_2; or use storageType SSD.")
+    if "storage_capacity" in req.model_fields_set:
+        raise _refuse("storageCapacity", "not used with INTELLIGENT_TIERING (its storage is elastic)",
+                      "Omit storageCapacity; size the file system with throughputCapacity.")
+    if req.per_unit_storage_throughput is not None:
+        raise _refuse("perUnitStorageThroughput", "not used with INTELLIGENT_TIERING",
+                      "Give throughputCapacity (MBps for the whole file system) instead.")
+    allowed = "a multiple of 4000 up to 2000000 MBps"
+    if req.throughput_capacity is None or not f.it_throughput_allowed(req.throughput_capacity):
+        given = "missing" if req.throughput_capacity is None else f"{req.throughput_capacity} MBps is not allowed"
+        raise _refuse("throughputCapacity", f"{given} for INTELLIGENT_TIERING; allowed: {allowed}",
+                      f"Give throughputCapacity: {allowed} (e.g. 4000).")
+    mode = req.read_cache_sizing_mode or "PROPORTIONAL_TO_THROUGHPUT_CAPACITY"
+    low, high = f.read_cache_bounds(req.throughput_capacity)
+    if mode == "USER_PROVISIONED":
+        size = req.read_cache_size_gib
+        if size is None or not low <= size <= high:
+            raise _refuse("readCacheSizeGib", f"{size} is not allowed with USER_PROVISIONED at "
+                          f"{req.throughput_capacity} MBps; allowed: {low} to {high} GiB",
+                          f"Give readCacheSizeGib between {low} and {high}, or another readCacheSizingMode.")
+    elif req.read_cache_size_gib is not None:
+        raise _refuse("readCacheSizeGib", f"only used with readCacheSizingMode USER_PROVISIONED, not {mode}",
+                      "Omit readCacheSizeGib, or set readCacheSizingMode USER_PROVISIONED.")
+    iops = req.metadata_iops
+    if iops is not None and not f.metadata_iops_allowed(iops):
+        raise _refuse("metadataIops", f"{iops} is not allowed; allowed: 1500, 3000, 6000, 12000, or a multiple of "
+                      "12000 up to 192000", "Use 6000 (the default) or 12000.")
+    return None, req.storage_capacity
+
+
+def read_cache(req: FsxCreateRequest) -> dict[str, Any] | None:
+    """The DataReadCacheConfiguration of a validated INTELLIGENT_TIERING request (None for other types)."""
+    if req.storage_type != f.INTELLIGENT_TIERING:
+        return None
+    mode = req.read_cache_sizing_mode or "PROPORTIONAL_TO_THROUGHPUT_CAPACITY"
+    return {"SizingMode": mode, **({"SizeGiB": req.read_cache_size_gib} if mode == "USER_PROVISIONED" else {})}
