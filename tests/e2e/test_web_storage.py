@@ -1,5 +1,5 @@
 """The Storage & Models page in a real browser against `instantstart serve --twin`: the cluster's claims, a second
-S3 claim added through the form, its contents browsed folder by folder, an FSx form error shown beside its field,
+S3 claim added through the form (half-typed input in the other forms kept across the redraw that follows), its contents browsed folder by folder, an FSx form error shown beside its field,
 a gated model downloaded with live progress (the token never kept in the page), the model in the list; every
 state passes axe-core's WCAG 2.0/2.1 A and AA rules."""
 
@@ -46,6 +46,11 @@ def test_storage_and_models_page(page: Any, served: Served) -> None:
     expect(page.locator("#hub-endpoint")).to_have_text("https://huggingface.co")
     audit(page, "Storage & Models with the pipeline's claim")
 
+    # Half-typed input in the other forms survives the redraw that follows an operation.
+    page.locator("#add-fsx").get_by_label("Name").fill("fsx-half")
+    page.locator("#add-fsx").get_by_label("Storage type").select_option("INTELLIGENT_TIERING")
+    page.locator("#download").get_by_label("Model id").fill("twin-org/sl")
+
     # A second S3 claim with a prefix, through the form: its operation's progress, then the row.
     form = page.locator("#add-s3")
     form.get_by_label("Name").fill("team-b")
@@ -55,6 +60,12 @@ def test_storage_and_models_page(page: Any, served: Served) -> None:
     expect(panel).to_have_attribute("data-status", "SUCCEEDED", timeout=60_000)
     row = page.locator('#claims tr[data-claim="team-b"]')
     expect(row).to_contain_text("teams/b/")
+    expect(page.locator("#model-claim option", has_text="team-b")).to_have_count(1)  # the models card redrew too
+    expect(page.locator("#add-fsx").get_by_label("Name")).to_have_value("fsx-half")
+    expect(page.locator("#add-fsx").get_by_label("Storage type")).to_have_value("INTELLIGENT_TIERING")
+    expect(page.locator("#download").get_by_label("Model id")).to_have_value("twin-org/sl")
+    expect(form.get_by_label("Name")).to_have_value("")  # the submitted form starts afresh
+    page.locator("#add-fsx").get_by_label("Storage type").select_option("SSD")
     with served.api() as api:
         op = api.get(f"/api/v1/operations/{panel.get_attribute('data-operation')}").json()
     assert op["kind"] == "s3_storage_create" and op["params"]["storage"]["prefix"] == f"clusters/{TAG}/data/teams/b/"

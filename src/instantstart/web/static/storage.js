@@ -116,7 +116,7 @@ export async function render(view, _arg, shell) {
       page.truncated ? h("div", { class: "actions" }, h("button", { type: "button", onclick: () => browse(storage, prefix, page.nextContinuationToken) }, "Next page")) : null);
   }
 
-  // -- add S3 / FSx ----------------------------------------------------------------------------------------
+  // -- add S3 / FSx (built once: a redraw after an operation never loses what the user is typing) ----------
   function addForms() {
     const s3 = h("form", { id: "add-s3", novalidate: true },
       h("h3", {}, "S3 (Mountpoint)"),
@@ -128,6 +128,9 @@ export async function render(view, _arg, shell) {
     s3.addEventListener("submit", (e) => submit(e, s3, "/storage/s3", []));
     const deploy = h("select", { name: "deploymentType", id: "fsx-deployment" },
       ["PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2", "SCRATCH_1"].map((d) => h("option", { value: d }, d)));
+    const storageType = h("select", { name: "storageType", id: "fsx-storage-type" },
+      ["SSD", "HDD", "INTELLIGENT_TIERING"].map((t) => h("option", { value: t }, t)));
+    const numbers = ["storageCapacity", "perUnitStorageThroughput", "throughputCapacity"];
     const fsxForm = h("form", { id: "add-fsx", novalidate: true },
       h("h3", {}, "FSx for Lustre"),
       h("div", { class: "row3" },
@@ -135,11 +138,15 @@ export async function render(view, _arg, shell) {
         field("Existing file system id", h("input", { type: "text", name: "fileSystemId", id: "fsx-id", placeholder: "fs-…" }), "Adopt it instead of creating one"),
         field("Deployment type", deploy)),
       h("div", { class: "row3" },
+        field("Storage type", storageType, "INTELLIGENT_TIERING: PERSISTENT_2, elastic, sized by throughput capacity"),
         field("Capacity (GiB)", h("input", { type: "number", name: "storageCapacity", id: "fsx-capacity", placeholder: "1200" }), "SSD: 1200, 2400, then +2400"),
-        field("Throughput (MB/s/TiB)", h("input", { type: "number", name: "perUnitStorageThroughput", id: "fsx-throughput", placeholder: "250" }), "PERSISTENT_2: 125, 250, 500, 1000"),
-        h("div", { class: "field" }, h("label", { class: "radio" }, h("input", { type: "checkbox", name: "enableCsiDriver" }), " Enable the FSx CSI driver if needed"))),
+        field("Throughput (MB/s/TiB)", h("input", { type: "number", name: "perUnitStorageThroughput", id: "fsx-throughput", placeholder: "250" }), "PERSISTENT_2: 125, 250, 500, 1000")),
+      h("div", { class: "row3" },
+        field("Throughput capacity (MBps)", h("input", { type: "number", name: "throughputCapacity", id: "fsx-throughput-capacity", placeholder: "4000" }), "INTELLIGENT_TIERING only: multiples of 4000"),
+        h("div", { class: "field" }, h("label", { class: "radio" }, h("input", { type: "checkbox", name: "enableCsiDriver" }), " Enable the FSx CSI driver if needed")),
+        h("div", { class: "field" }, h("label", { class: "radio" }, h("input", { type: "checkbox", name: "allowLustreFromNodes" }), " Adopting: add the Lustre rules for the nodes if missing"))),
       h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Add FSx volume")));
-    fsxForm.addEventListener("submit", (e) => submit(e, fsxForm, "/storage/fsx", ["storageCapacity", "perUnitStorageThroughput"]));
+    fsxForm.addEventListener("submit", (e) => submit(e, fsxForm, "/storage/fsx", numbers));
     replace(addCard, h("h2", {}, "Add a volume"), s3, fsxForm);
   }
 
@@ -155,42 +162,50 @@ export async function render(view, _arg, shell) {
     finally { button.disabled = false; }
   }
 
-  // -- models ----------------------------------------------------------------------------------------------
+  // -- models: the head and list redraw; the download form is built once --------------------------------
+  const modelsHead = h("div", { class: "card-head" });
+  const modelsList = h("div", { id: "models-list" });
+  const downloadTitle = h("h3", {}, "Download a model");
+  const token = h("input", { type: "password", name: "hfToken", id: "model-token", autocomplete: "off" });
+  const download = h("form", { id: "download", novalidate: true },
+    h("div", { class: "row3" },
+      field("Model id", h("input", { type: "text", name: "modelId", id: "model-id", placeholder: "Qwen/Qwen3-0.6B" }), "Hugging Face repo id"),
+      field("Revision", h("input", { type: "text", name: "revision", id: "model-revision", placeholder: "main" })),
+      field("Hugging Face token", token, "Gated repos only; kept in a Kubernetes Secret until the Job ends, never stored")),
+    h("div", { class: "row" },
+      field("CPU", h("input", { type: "text", name: "cpu", id: "model-cpu", placeholder: "4" }), "No GPU is ever requested"),
+      field("Memory (GiB)", h("input", { type: "text", name: "memory", id: "model-memory", placeholder: "16" }))),
+    h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Download")));
+  download.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    clearErrors(download);
+    const body = { ...filled(download), s3Storage: modelClaim };
+    token.value = "";  // the token leaves the page with this request and nowhere else
+    try { await track(await post("/models/download", body, { idempotencyKey: newKey() })); download.reset(); }
+    catch (err) { if (err instanceof ApiError) showError(download, err); else shell.fail(err); }
+  });
+  replace(modelsCard, modelsHead, modelsList, downloadTitle, download);
+
   async function drawModels() {
     const s3Claims = claims.filter((c) => c.type === "s3");
-    if (!s3Claims.length) { replace(modelsCard, h("h2", {}, "Models"), h("p", { class: "empty" }, "Models go into an S3 claim: add one first.")); return; }
+    downloadTitle.hidden = download.hidden = !s3Claims.length;
+    if (!s3Claims.length) {
+      replace(modelsHead, h("h2", {}, "Models"));
+      replace(modelsList, h("p", { class: "empty" }, "Models go into an S3 claim: add one first."));
+      return;
+    }
     if (!s3Claims.some((c) => c.name === modelClaim)) modelClaim = s3Claims[0].name;
     const picker = h("select", { id: "model-claim", onchange: () => { modelClaim = picker.value; drawModels(); } },
       s3Claims.map((c) => h("option", { value: c.name }, c.name)));
     picker.value = modelClaim;
     const list = await get("/models", { s3Storage: modelClaim }).catch((error) => ({ error }));
-    const token = h("input", { type: "password", name: "hfToken", id: "model-token", autocomplete: "off" });
-    const form = h("form", { id: "download", novalidate: true },
-      h("div", { class: "row3" },
-        field("Model id", h("input", { type: "text", name: "modelId", id: "model-id", placeholder: "Qwen/Qwen3-0.6B" }), "Hugging Face repo id"),
-        field("Revision", h("input", { type: "text", name: "revision", id: "model-revision", placeholder: "main" })),
-        field("Hugging Face token", token, "Gated repos only; kept in a Kubernetes Secret until the Job ends, never stored")),
-      h("div", { class: "row" },
-        field("CPU", h("input", { type: "text", name: "cpu", id: "model-cpu", placeholder: "4" }), "No GPU is ever requested"),
-        field("Memory (GiB)", h("input", { type: "text", name: "memory", id: "model-memory", placeholder: "16" }))),
-      h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Download")));
-    form.addEventListener("submit", async (e) => {
-      e.preventDefault();
-      clearErrors(form);
-      const body = { ...filled(form), s3Storage: modelClaim };
-      token.value = "";  // the token leaves the page with this request and nowhere else
-      try { await track(await post("/models/download", body, { idempotencyKey: newKey() })); form.reset(); }
-      catch (err) { if (err instanceof ApiError) showError(form, err); else shell.fail(err); }
-    });
-    replace(modelsCard,
-      h("div", { class: "card-head" }, h("h2", {}, "Models"), h("label", { for: "model-claim", class: "small" }, "Claim"), picker,
-        h("span", { class: "spacer" }), h("span", { class: "muted small" }, "Hub: ", h("span", { class: "mono", id: "hub-endpoint" }, list.hubEndpoint ?? "—"))),
-      list.error ? errorBox(list.error) : table([
-        { label: "Model", cell: (m) => h("strong", {}, m.modelId) }, { label: "Revision", cell: (m) => m.revision },
-        { label: "Path in the claim", cell: (m) => h("span", { class: "mono small" }, m.path) },
-        { label: "Files", num: true, cell: (m) => m.files }, { label: "Size", num: true, cell: (m) => size(m.totalBytes) },
-      ], list.models, { empty: "No complete model in this claim yet.", rowAttrs: (m) => ({ dataset: { model: `${m.modelId}@${m.revision}` } }) }),
-      h("h3", {}, "Download a model"), form);
+    replace(modelsHead, h("h2", {}, "Models"), h("label", { for: "model-claim", class: "small" }, "Claim"), picker,
+      h("span", { class: "spacer" }), h("span", { class: "muted small" }, "Hub: ", h("span", { class: "mono", id: "hub-endpoint" }, list.hubEndpoint ?? "—")));
+    replace(modelsList, list.error ? errorBox(list.error) : table([
+      { label: "Model", cell: (m) => h("strong", {}, m.modelId) }, { label: "Revision", cell: (m) => m.revision },
+      { label: "Path in the claim", cell: (m) => h("span", { class: "mono small" }, m.path) },
+      { label: "Files", num: true, cell: (m) => m.files }, { label: "Size", num: true, cell: (m) => size(m.totalBytes) },
+    ], list.models, { empty: "No complete model in this claim yet.", rowAttrs: (m) => ({ dataset: { model: `${m.modelId}@${m.revision}` } }) }));
   }
 
   const onOp = (e) => {
@@ -201,13 +216,16 @@ export async function render(view, _arg, shell) {
     if (finished) refresh();
   };
   events.addEventListener("operation", onOp);
+  // The lists redraw; the forms keep their input (hidden, not rebuilt, while there is no cluster to act on).
   async function refresh() {
-    addForms();
-    if (await drawClaims()) {
+    const ready = await drawClaims();
+    addCard.hidden = modelsCard.hidden = !ready;
+    if (ready) {
       await drawModels();
       if (browsing) await browse(browsing.storage, browsing.prefix, browsing.token);
-    } else { replace(modelsCard); replace(addCard); }
+    }
   }
+  addForms();
   await refresh();
   return { refresh, dispose: () => { events.removeEventListener("operation", onOp); clearInterval(ticker); } };
 }
