@@ -96,6 +96,14 @@ class Settings(BaseSettings):
         "unset: https://huggingface.co.",
     )
 
+    model_download_image: str = Field(
+        default="vllm/vllm-openai:v0.11.0",
+        pattern=r"^[^\s:@]+(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})$",
+        description="Container image of the model download Jobs: must already hold python3 and huggingface_hub "
+        "(nothing is installed at run time), pinned by tag or digest. Default: the vLLM image the inference "
+        "defaults use, so the nodes that serve the model pull one image.",
+    )
+
     @cached_property
     def resolved_database_url(self) -> str:
         """The database URL in use: the configured one, or the SQLite file in the data dir."""

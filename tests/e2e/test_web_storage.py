@@ -1,5 +1,6 @@
 """The Storage & Models page in a real browser against `instantstart serve --twin`: the cluster's claims, a second
-S3 claim added through the form (half-typed input in the other forms kept across the redraw that follows), its contents browsed folder by folder, an FSx form error shown beside its field,
+S3 claim added through the form (half-typed input in the other forms kept across the redraw that follows), its
+contents browsed folder by folder, an FSx form error shown beside its field,
 a gated model downloaded with live progress (the token never kept in the page), the model in the list; every
 state passes axe-core's WCAG 2.0/2.1 A and AA rules."""
 

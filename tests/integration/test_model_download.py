@@ -16,6 +16,7 @@ from kubernetes import client as k8s
 
 from hyperpod_twin.sim.hf_hub import GATED_TOKEN, HUB
 from instantstart.manifests import iam_policies as pol
+from instantstart.settings import Settings
 from instantstart.twin_process import TwinProcess
 from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
 from tests.support.servers import Running
@@ -89,6 +90,10 @@ def test_model_download_cpu_only_token_never_kept(
     text = json.dumps(spec)
     assert GATED_TOKEN not in text and "nvidia.com/gpu\": " not in text.replace("nvidia.com/gpu.", "")
     container = spec["spec"]["template"]["spec"]["containers"][0]
+    # An image that already holds huggingface_hub (the setting's pinned default); nothing installed at run time.
+    assert container["image"] == Settings().model_download_image == "vllm/vllm-openai:v0.11.0"
+    assert container["command"] == ["python3", "-c", "$(SCRIPT)"] and "pip" not in json.dumps(container["command"])
+    assert "pip install" not in text
     assert set(container["resources"]["requests"]) == {"cpu", "memory"}
     assert container["resources"]["requests"] == {"cpu": "4", "memory": "16Gi"}
     assert set(container["resources"]["limits"]) == {"cpu", "memory"}

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from instantstart.errors import InvalidInput
 from instantstart.manifests import storage as m
+from instantstart.settings import Settings
 
 
 def test_pv_is_a_static_mountpoint_volume_reserved_for_its_claim() -> None:
@@ -104,3 +106,10 @@ def test_unsafe_prefixes_are_refused(prefix: str) -> None:
     with pytest.raises(InvalidInput):
         m.validate_prefix(prefix)
     assert m.validate_prefix("data/run-1/") == "data/run-1/"
+
+
+@pytest.mark.parametrize("image", ["python", "python:3.12 slim", "repo/img@sha256:abc"])
+def test_the_download_image_setting_must_be_pinned(image: str) -> None:
+    with pytest.raises(ValidationError):
+        Settings(model_download_image=image)
+    assert Settings(model_download_image="ghcr.io/acme/hf-download:1.2.0").model_download_image.endswith(":1.2.0")

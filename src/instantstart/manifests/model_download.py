@@ -16,8 +16,6 @@ TOKEN_KEY = "token"
 LABEL_COMPONENT = "app.kubernetes.io/component"
 COMPONENT = "model-download"
 LABEL_MODEL = "instantstart.io/model"
-IMAGE = "public.ecr.aws/docker/library/python:3.12-slim"
-HUB_PACKAGE = "huggingface_hub==2.4.0"
 MARKER = "instantstart-model-download"
 
 # The container's program: download to the staging directory, copy file by file into the mount, then the
@@ -93,9 +91,11 @@ def build_job(
     token_secret_name: str | None,
     gpu_instance_types: list[str],
     hf_endpoint: str | None = None,
+    image: str,
 ) -> dict[str, Any]:
     """The download Job: requests cpu/memory only (never nvidia.com/gpu, NVIDIA_VISIBLE_DEVICES=void),
-    prefers nodes that are not GPU instance types, mounts the claim at /models and the NVMe at /host-nvme."""
+    prefers nodes that are not GPU instance types, mounts the claim at /models and the NVMe at /host-nvme.
+    `image` must already hold python3 and huggingface_hub: the container installs nothing."""
     env: list[dict[str, Any]] = [
         {"name": "MODEL_ID", "value": model_id},
         {"name": "REVISION", "value": revision},
@@ -124,8 +124,9 @@ def build_job(
         "containers": [
             {
                 "name": "download",
-                "image": IMAGE,
-                "command": ["sh", "-c", f'pip install --quiet "{HUB_PACKAGE}" && exec python -c "$SCRIPT"'],
+                "image": image,
+                # Kubernetes expands $(SCRIPT) from the container's env; no shell, no install step.
+                "command": ["python3", "-c", "$(SCRIPT)"],
                 "env": [*env, {"name": "SCRIPT", "value": SCRIPT}],
                 "resources": {"requests": dict(resources), "limits": dict(resources)},
                 "volumeMounts": [

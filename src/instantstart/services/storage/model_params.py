@@ -33,6 +33,7 @@ class ModelDownloadParams(ParamsModel):
     token_secret_name: str | None = None
     gpu_instance_types: list[str] = []
     hf_endpoint: str | None = None
+    image: str = ""  # the download image (settings.model_download_image when submitted)
 
 
 class ModelDownloadRequest(WireModel):

@@ -123,6 +123,7 @@ async def stage_download(stage: StageContext) -> dict[str, Any]:
             token_secret_name=p.token_secret_name,
             gpu_instance_types=p.gpu_instance_types,
             hf_endpoint=p.hf_endpoint,
+            image=p.image or app.settings.model_download_image,
         )
         if await blocking(read_object, api, _job_body(p.job_name)) is None:
             await blocking(apply_object, api, job)
@@ -256,6 +257,7 @@ async def _submit(
         token_secret_name=secret_name,
         gpu_instance_types=gpu_types,
         hf_endpoint=ctx.app.settings.hf_endpoint,
+        image=ctx.app.settings.model_download_image,
     )
     return await ctx.app.runner.submit(
         KIND,
