@@ -26,6 +26,7 @@ from hyperpod_twin.kube.apply import record_update, server_side_apply
 from hyperpod_twin.kube.controllers import ControlPlane
 from hyperpod_twin.kube.defaults import apply_defaults, fold_string_data
 from hyperpod_twin.kube.patch import json_patch, merge_patch, strategic_merge
+from hyperpod_twin.kube.priority import admit_priority
 from hyperpod_twin.kube.scale import scale_of, scale_paths
 from hyperpod_twin.kube.selectors import combine, parse_field_selector, parse_label_selector
 from hyperpod_twin.kube.status import ApiError, not_found
@@ -240,6 +241,8 @@ class ResourceApi:
             self._validate_name(target.rtype, meta["name"])
         self._check_namespace(target)
         apply_defaults(target.rtype, obj, self._ips)
+        if target.rtype.key == ("", "pods"):
+            admit_priority(self.store, obj)
         self._admit(target, obj, None)
         if not opts.applying:
             meta["managedFields"] = record_update(None, obj, opts.field_manager, target.api_version)

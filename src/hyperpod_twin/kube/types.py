@@ -119,6 +119,10 @@ def bootstrap(store: ObjectStore) -> None:
     """Register built-in types and create what a fresh EKS cluster has: namespaces, the kubernetes Service."""
     for rtype in BUILTIN_TYPES:
         store.register(rtype)
+    from hyperpod_twin.kube.priority import system_classes
+
+    for priority_class in system_classes():
+        store.create(builtin("scheduling.k8s.io", "priorityclasses"), priority_class)
     for ns in INITIAL_NAMESPACES:
         store.create(
             core("namespaces"),

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hyperpod_twin.clock import TwinClock
+from hyperpod_twin.kube.priority import admit_priority
 from hyperpod_twin.kube.runtime import ClusterRuntime
+from hyperpod_twin.kube.status import ApiError
 from hyperpod_twin.kube.store import NotFoundError, ObjectStore, ResourceType, StoreError, WatchEvent
 from hyperpod_twin.sim import kobj
 from hyperpod_twin.sim.kobj import Obj
@@ -342,6 +344,12 @@ class ClusterSim:
         rtype = self.rtype(key)
         if rtype is None:
             return None
+        if key == PODS:  # controllers create pods through the API server: Priority admission applies
+            try:
+                admit_priority(self.store, obj)
+            except ApiError as exc:
+                log.info("simulator: pod refused: %s", exc)
+                return None
         try:
             created: Obj = self.store.create(rtype, obj)
         except StoreError as exc:

@@ -1,4 +1,5 @@
-"""The twin's kube-scheduler: binds pending pods to nodes by requests, selectors, affinity and taints."""
+"""The twin's kube-scheduler: binds pending pods to nodes by requests, selectors, affinity and taints, in priority
+order, preempting lower-priority pods for a pod that fits nowhere (sim/preemption.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from hyperpod_twin.kube.store import WatchEvent
 from hyperpod_twin.sim import kobj
 from hyperpod_twin.sim.core import NODES, PODS, PVCS, Controller
 from hyperpod_twin.sim.kobj import Obj
+from hyperpod_twin.sim.preemption import preempt, priority
 
 ALL = "all"
 _IGNORED_RESOURCES = ("hugepages-1Gi", "hugepages-2Mi")
@@ -65,6 +67,12 @@ class Scheduler(Controller):
                 counts[node] += 1
                 placed.setdefault(node, []).append(pod)
         pending.sort(key=lambda p: (-int(p["spec"].get("priority") or 0), p["metadata"].get("creationTimestamp", "")))
+        # Pods that preempted others hold the room on their nominated node against pods of no higher priority.
+        nominated: dict[str, list[Obj]] = {}
+        for waiting in pending:
+            node_name = (waiting.get("status") or {}).get("nominatedNodeName")
+            if node_name:
+                nominated.setdefault(node_name, []).append(waiting)
         for pod in pending:
             if pod["spec"].get("schedulingGates"):
                 self._unschedulable(pod, "SchedulingGated", "Scheduling is blocked due to non-empty scheduling gates")
@@ -78,7 +86,11 @@ class Scheduler(Controller):
             reasons: Counter[str] = Counter()
             for node in nodes:
                 name = node["metadata"]["name"]
-                problems = self._filter(pod, node, requests, used[name], counts[name])
+                held = [p for p in nominated.get(name, []) if p is not pod and priority(p) >= priority(pod)]
+                taken = used[name].copy()
+                for holder in held:
+                    taken.update(kobj.pod_requests(holder))
+                problems = self._filter(pod, node, requests, taken, counts[name] + len(held))
                 if not problems:
                     problems = _pod_affinity_problems(pod, node, nodes, placed)
                 if problems:
@@ -87,10 +99,14 @@ class Scheduler(Controller):
                     fits.append((self._score(pod, node, requests, used[name]), name, node))
             if not fits:
                 self._unschedulable(pod, "Unschedulable", _fit_error(len(nodes), reasons))
+                preempt(self.sim, self._filter, pod, nodes, used, counts, placed)
                 continue
             fits.sort(key=lambda f: (-f[0], f[1]))
             _, name, node = fits[0]
             if self._bind(pod, name):
+                for holders in nominated.values():
+                    if pod in holders:
+                        holders.remove(pod)
                 used[name].update(requests)
                 counts[name] += 1
                 placed.setdefault(name, []).append(pod)

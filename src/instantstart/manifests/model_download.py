@@ -17,6 +17,11 @@ LABEL_COMPONENT = "app.kubernetes.io/component"
 COMPONENT = "model-download"
 LABEL_MODEL = "instantstart.io/model"
 MARKER = "instantstart-model-download"
+# Background work (model downloads) runs below every workload's priority (0) and never preempts: a pod that
+# needs the node a download runs on preempts the download (kube-scheduler's DefaultPreemption), so a
+# download can never keep a GPU pod from scheduling. The Job retries the preempted pod (backoffLimit).
+BACKGROUND_PRIORITY_CLASS = "instantstart-background"
+BACKGROUND_PRIORITY = -10
 
 # The container's program: download to the staging directory, copy file by file into the mount, then the
 # manifest. Progress lines are JSON objects prefixed "progress " (the operation reads the last one).
@@ -79,6 +84,20 @@ def token_secret(name: str, namespace: str, token_b64: str) -> dict[str, Any]:
     }
 
 
+def background_priority_class() -> dict[str, Any]:
+    """The PriorityClass of background Jobs: below the default priority 0, preemptionPolicy Never."""
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": BACKGROUND_PRIORITY_CLASS, "labels": dict(MANAGED_BY)},
+        "value": BACKGROUND_PRIORITY,
+        "globalDefault": False,
+        "preemptionPolicy": "Never",
+        "description": "InstantStart background Jobs (model downloads): any workload pod preempts them; they "
+        "never preempt anything.",
+    }
+
+
 def build_job(
     *,
     name: str,
@@ -94,7 +113,8 @@ def build_job(
     image: str,
 ) -> dict[str, Any]:
     """The download Job: requests cpu/memory only (never nvidia.com/gpu, NVIDIA_VISIBLE_DEVICES=void),
-    prefers nodes that are not GPU instance types, mounts the claim at /models and the NVMe at /host-nvme.
+    prefers nodes that are not GPU instance types, runs at the background priority (any workload pod preempts
+    it), mounts the claim at /models and the NVMe at /host-nvme.
     `image` must already hold python3 and huggingface_hub: the container installs nothing."""
     env: list[dict[str, Any]] = [
         {"name": "MODEL_ID", "value": model_id},
@@ -121,6 +141,7 @@ def build_job(
         }
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
+        "priorityClassName": BACKGROUND_PRIORITY_CLASS,
         "containers": [
             {
                 "name": "download",

@@ -126,6 +126,7 @@ async def stage_download(stage: StageContext) -> dict[str, Any]:
             image=p.image or app.settings.model_download_image,
         )
         if await blocking(read_object, api, _job_body(p.job_name)) is None:
+            await blocking(apply_object, api, md.background_priority_class())  # before its pods need it
             await blocking(apply_object, api, job)
             await stage.progress(f"Job {NAMESPACE}/{p.job_name} started (CPU only)")
         seen: dict[str, Any] = {}
