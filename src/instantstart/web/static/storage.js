@@ -48,6 +48,7 @@ export async function render(view, _arg, shell) {
     return h("span", { class: "small" }, h("span", { class: "mono" }, c.fileSystemId ?? "—"), " ",
       fs ? badge(fs.lifecycle ?? "gone", fs.lifecycle === "AVAILABLE" ? "ok" : "bad") : null,
       fs?.storageCapacity ? ` ${fs.storageCapacity} GiB ${fs.deploymentType ?? ""}` : "",
+      fs?.throughputCapacity ? ` Intelligent-Tiering ${fs.throughputCapacity} MBps` : "",
       fs && !fs.createdByInstantstart ? " (adopted)" : "");
   }
   async function drawClaims() {
