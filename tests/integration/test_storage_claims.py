@@ -110,7 +110,8 @@ def test_second_claim_with_prefix_listing_and_delete(cp: Running, twin: TwinProc
         time.sleep(0.2)
     done = mcp_calls(cp, [("storage_delete", {"name": "team-a"})])[0]
     assert done == {"name": "team-a", "namespace": "default", "deletedClaim": True,
-                    "deletedPersistentVolume": "team-a-pv", "fileSystemId": None, "fileSystemDeletion": None}
+                    "deletedPersistentVolume": "team-a-pv", "bucketName": bucket, "narrowedRole": None,
+                    "fileSystemId": None, "fileSystemDeletion": None}  # the project bucket: no grant to narrow
     names = [c["name"] for c in mcp_calls(cp, [("storage_list", {})])[0]["claims"]]
     assert names == ["s3-claim"]
     for read in (lambda: core.read_namespaced_persistent_volume_claim("team-a", "default"),
