@@ -47,6 +47,8 @@ def test_a_gpu_pod_preempts_a_download_on_its_node(cp: Running, twin: TwinProces
     assert first.spec.priority_class_name == "instantstart-background" and first.spec.priority == -10
     assert first.spec.preemption_policy == "Never"
     assert k8s.SchedulingV1Api(core.api_client).read_priority_class("instantstart-background").value == -10
+    policy = k8s.BatchV1Api(core.api_client).read_namespaced_job(job, "default").spec.pod_failure_policy
+    assert policy.rules[0].action == "Ignore" and policy.rules[0].on_pod_conditions[0].type == "DisruptionTarget"
 
     # The GPU pod (default priority 0) fits only where the download runs: the download is preempted.
     core.create_namespaced_pod("default", _gpu_pod())

@@ -19,7 +19,8 @@ LABEL_MODEL = "instantstart.io/model"
 MARKER = "instantstart-model-download"
 # Background work (model downloads) runs below every workload's priority (0) and never preempts: a pod that
 # needs the node a download runs on preempts the download (kube-scheduler's DefaultPreemption), so a
-# download can never keep a GPU pod from scheduling. The Job retries the preempted pod (backoffLimit).
+# download can never keep a GPU pod from scheduling. The Job retries the preempted pod without counting it
+# against backoffLimit (podFailurePolicy: Ignore on the DisruptionTarget condition).
 BACKGROUND_PRIORITY_CLASS = "instantstart-background"
 BACKGROUND_PRIORITY = -10
 
@@ -171,6 +172,8 @@ def build_job(
         "metadata": {"name": name, "namespace": namespace, "labels": labels},
         "spec": {
             "backoffLimit": 2,
+            # A pod preempted for a workload (condition DisruptionTarget) is retried without counting as a failure.
+            "podFailurePolicy": {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]},
             "ttlSecondsAfterFinished": 3600,
             "template": {"metadata": {"labels": labels}, "spec": pod_spec},
         },
