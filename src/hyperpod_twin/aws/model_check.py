@@ -103,7 +103,7 @@ def _eks_cluster_name(op: OperationModel, params: dict[str, Any]) -> list[str]:
     "The name parameter contains invalid characters…" there too)."""
     assert op.input_shape is not None
     out: list[str] = []
-    for name, member in op.input_shape.members.items():  # type: ignore[attr-defined]
+    for name, member in op.input_shape.members.items():
         if member.serialization.get("location") == "uri" and member.serialization.get("name") == "name" \
                 and not member.metadata and isinstance(params.get(name), str):
             _string(_model("eks").shape_for("ClusterName"), params[name], _member_path("", name), out, typed=True)
