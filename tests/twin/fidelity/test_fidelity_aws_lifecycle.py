@@ -118,3 +118,21 @@ def test_continuous_nodes_exist_before_their_instance(aws_twin: Twin, env: tuple
     assert all("NodeLogicalId" not in s for s in launched)
     by_id = sm.describe_cluster_node(ClusterName="no-instance-yet", NodeId=launched[0]["InstanceId"])["NodeDetails"]
     assert by_id["InstanceStatus"]["Status"] == "Pending" and by_id["NodeLogicalId"]
+
+
+def test_eks_delete_is_refused_while_an_update_is_in_progress(aws_twin: Twin, env: tuple[Net, str]) -> None:
+    """EKS answers 409 ResourceInUseException "Cannot delete because cluster … currently has an update in progress"
+    (aws/containers-roadmap#1511, eksctl-io/eksctl#4979); once the update is done the deletion is accepted. Deleting
+    a cluster still CREATING is accepted: no source shows EKS or HyperPod refusing it (docs/TWIN.md)."""
+    net, _ = env
+    eks = aws_twin.boto3_client("eks")
+    build_eks(aws_twin, net, "busy")
+    eks.update_cluster_config(name="busy", logging={"clusterLogging": [{"types": ["api"], "enabled": True}]})
+    with pytest.raises(ClientError) as info:
+        eks.delete_cluster(name="busy")
+    assert info.value.response["Error"] == {
+        "Code": "ResourceInUseException",
+        "Message": "Cannot delete because cluster busy currently has an update in progress"}
+    assert info.value.response["ResponseMetadata"]["HTTPStatusCode"] == 409
+    advance(aws_twin, 600)
+    assert eks.delete_cluster(name="busy")["cluster"]["status"] == "DELETING"
