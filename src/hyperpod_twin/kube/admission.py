@@ -97,6 +97,10 @@ def check_builtin(rtype: ResourceType, new: Obj, current: Obj | None) -> None:
     elif rtype.key == ("", "pods"):
         if not spec.get("containers"):
             causes.append(_required("spec.containers"))
+    elif rtype.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
+        for i, version in enumerate(spec.get("versions") or []):
+            schema = (version.get("schema") or {}).get("openAPIV3Schema") or {}
+            causes += cel_rules.compile_causes(schema, f"spec.versions[{i}].schema.openAPIV3Schema")
     elif rtype.key in (("", "configmaps"), ("", "secrets")) and current is not None and current.get("immutable"):
         for field in ("data", "binaryData", "stringData"):
             if field in new and new.get(field) != current.get(field):

@@ -121,6 +121,26 @@ def _unevaluated(rule: str, problem: str) -> Compiled:
     return Compiled(None, False, problem)
 
 
+def compile_causes(schema: Obj, path: str) -> list[Cause]:
+    """CRD creation: every rule whose CEL does not parse, as the apiserver refuses it
+    (`…x-kubernetes-validations[0].rule: Invalid value: "…": compilation failed: …`). Rules that parse but
+    call a function the twin lacks are the twin's limitation, not the CRD's: they are accepted."""
+    out: list[Cause] = []
+    for j, rule in enumerate(schema.get("x-kubernetes-validations") or []):
+        text = str((rule or {}).get("rule") or "")
+        problem = compile_rule(text).problem
+        if problem.startswith("does not compile"):
+            out.append({"reason": "FieldValueInvalid", "field": f"{path}.x-kubernetes-validations[{j}].rule",
+                        "message": f"Invalid value: {json.dumps(text)}: compilation failed: "
+                                   f"{problem.removeprefix('does not compile: ')}"})
+    for key, sub in (schema.get("properties") or {}).items():
+        out += compile_causes(sub, f"{path}.properties[{key}]")
+    for key in ("items", "additionalProperties"):
+        if isinstance(schema.get(key), dict):
+            out += compile_causes(schema[key], f"{path}.{key}")
+    return out
+
+
 def unevaluated() -> dict[str, str]:
     """Every rule seen so far that the twin cannot evaluate, with the reason."""
     return dict(_UNEVALUATED)

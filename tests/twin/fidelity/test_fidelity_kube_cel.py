@@ -229,3 +229,17 @@ def test_formats_are_enforced(kube: Cluster) -> None:
     body = _refused(api.create_namespaced_custom_object, "cert-manager.io", "v1", NS, "certificaterequests", request)
     assert [c["field"] for c in body["details"]["causes"]] == ["spec.request"]
     assert "must be of type byte" in body["details"]["causes"][0]["message"]
+
+
+def test_a_crd_whose_rule_does_not_compile_is_refused(kube: Cluster) -> None:
+    crd = copy.deepcopy(real_crd("workloadpriorityclasses.kueue.x-k8s.io"))
+    crd["metadata"]["name"] = "gadgets.example.com"
+    crd["spec"]["group"], crd["spec"]["names"] = "example.com", {
+        "plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"}
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["value"]["x-kubernetes-validations"] = [
+        {"rule": "self >= (", "message": "broken"}]
+    body = _refused(kubernetes.client.ApiextensionsV1Api(kube.api).create_custom_resource_definition, crd)
+    [cause] = body["details"]["causes"]
+    assert cause["field"] == ("spec.versions[0].schema.openAPIV3Schema.properties[value]"
+                              ".x-kubernetes-validations[0].rule")
+    assert cause["message"].startswith('Invalid value: "self >= (": compilation failed: ')
