@@ -132,3 +132,24 @@ def build_eks(twin: Twin, net: Net, name: str, mode: str = "API_AND_CONFIG_MAP")
 def group(name: str, itype: str, count: int, **extra: Any) -> dict[str, Any]:
     """An instance group specification."""
     return {"InstanceGroupName": name, "InstanceType": itype, "InstanceCount": count, "ExecutionRole": ROLE, **extra}
+
+
+class ProcessTwinView:
+    """A twin child process (`TwinProcess`) seen through the few members these helpers use, so
+    `build_network`/`build_eks`/`advance` also build AWS-side state under an integration test's control plane."""
+
+    account_id = "111122223333"
+
+    def __init__(self, process: Any) -> None:
+        self.process = process
+        self.endpoint_url: str = process.endpoint_url
+        self.region: str = process.env["AWS_REGION"]
+
+    def boto3_client(self, service: str) -> Any:
+        """A boto3 client on the twin process."""
+        import boto3
+
+        env = self.process.env
+        return boto3.client(service, endpoint_url=self.endpoint_url, region_name=self.region,
+                            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+                            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"])

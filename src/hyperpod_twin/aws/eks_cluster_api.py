@@ -148,11 +148,18 @@ def describe(ctx: AwsContext, state: EksState, req: AwsRequest) -> RawResponse:
 
 
 def delete(ctx: AwsContext, state: EksState, req: AwsRequest) -> RawResponse:
-    """DeleteCluster: refused with node groups attached; DELETING, gone after CLUSTER_DELETE twin seconds."""
+    """DeleteCluster: refused with node groups attached or an update in progress; DELETING, gone after
+    CLUSTER_DELETE twin seconds."""
     with ctx.locked():
         cluster = state.cluster(req.region, req.params.get("clusterName"))
         if cluster.nodegroups:
             raise AwsError("ResourceInUseException", "Cluster has nodegroups attached", 409, clusterName=cluster.name)
+        extra = state.cluster_extras(req.region, cluster.name)
+        if cluster.status != "DELETING" and any(u["status"] == "InProgress" for u in extra.updates.values()):
+            # As EKS answers (409, quoted in aws/containers-roadmap#1511 and eksctl-io/eksctl#4979).
+            raise AwsError("ResourceInUseException",
+                           f"Cannot delete because cluster {cluster.name} currently has an update in progress", 409,
+                           clusterName=cluster.name)
         if cluster.status != "DELETING":
             cluster.status = "DELETING"
             extra = state.cluster_extras(req.region, cluster.name)

@@ -15,10 +15,13 @@ INSUFFICIENT_CAPACITY_MESSAGE = (
 )
 
 KINDS = ("throttle", "error", "server_error", "quota_exceeded", "insufficient_capacity", "addon_failure",
-         "eks_failure", "deep_health_check_failure", "nat_gateway_slow", "page_size")
+         "eks_failure", "deep_health_check_failure", "nat_gateway_slow", "nat_gateway_failure", "page_size")
 # Faults that shape a lifecycle or an answer rather than refuse a request.
 LIFECYCLE = ("insufficient_capacity", "addon_failure", "eks_failure", "deep_health_check_failure",
-             "nat_gateway_slow", "page_size")
+             "nat_gateway_slow", "nat_gateway_failure", "page_size")
+# EC2's NatGateway.FailureCode values (botocore model).
+NAT_FAILURE_CODES = ("InsufficientFreeAddressesInSubnet", "Gateway.NotAttached", "InvalidAllocationID.NotFound",
+                     "Resource.AlreadyAssociated", "InternalError", "InvalidSubnetID.NotFound")
 ADDON_OUTCOMES = ("CREATE_FAILED", "DEGRADED", "UPDATE_FAILED")
 
 
@@ -80,10 +83,13 @@ class FaultBook:
         elif kind == "page_size":
             if not isinstance(spec.get("size"), int) or spec["size"] < 1 or spec.get("operation") is None:
                 raise ValueError("page_size needs operation and size (a positive integer)")
+        elif kind == "nat_gateway_failure":
+            if spec.get("code", NAT_FAILURE_CODES[0]) not in NAT_FAILURE_CODES:
+                raise ValueError(f"nat_gateway_failure code must be one of {', '.join(NAT_FAILURE_CODES)}")
         elif kind == "nat_gateway_slow":
             if not isinstance(spec.get("seconds"), int | float) or spec["seconds"] < 0:
                 raise ValueError("nat_gateway_slow needs seconds (twin seconds, >= 0)")
-        elif kind not in ("quota_exceeded", "eks_failure") and spec.get("operation") is None:
+        elif kind not in ("quota_exceeded", "eks_failure", "nat_gateway_failure") and spec.get("operation") is None:
             raise ValueError(f"{kind} needs operation (or '*')")
         status = spec.get("status")
         if kind == "server_error" and status is not None and not (500 <= int(status) <= 599):

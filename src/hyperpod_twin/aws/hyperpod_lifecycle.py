@@ -22,6 +22,7 @@ from .hyperpod_model import (
 # Twin seconds for each progression (realistic orders of magnitude for HyperPod on EKS).
 CLUSTER_SETUP = 480.0  # Creating -> InService at the earliest
 NODE_BOOT = 420.0  # Pending -> Running (or -> deep health check)
+INSTANCE_ASSIGN = 60.0  # Continuous mode: a new node has no EC2 instance (InstanceId) for this long
 DEEP_HEALTH_CHECK = 240.0  # DeepHealthCheckInProgress -> Running
 SHUTDOWN = 60.0  # ShuttingDown -> gone
 REBOOT = 180.0
@@ -142,6 +143,8 @@ class Lifecycle:
             capacity_type="Spot" if "Spot" in (group.spec.get("CapacityRequirements") or {}) else "OnDemand",
             image_release=group.image_release,
         )
+        if cluster.continuous:
+            node.instance_assigned_at = node.launch_time + INSTANCE_ASSIGN
         cluster.nodes[node.instance_id] = node
         cluster.add_event(
             self.ctx.clock.wall(),

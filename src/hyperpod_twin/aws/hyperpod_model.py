@@ -37,6 +37,13 @@ class Node:
     last_software_update: float | None = None
     version: int = 0  # bumped on every transition so stale scheduled callbacks do nothing
     health_status: str = "Schedulable"
+    # Continuous provisioning: the node exists (NodeLogicalId) before EC2 has given it an instance; until
+    # this twin time it is listed only with IncludeNodeLogicalIds, without InstanceId.
+    instance_assigned_at: float = 0.0
+
+    def has_instance(self, now: float) -> bool:
+        """Whether EC2 has launched the node's instance (it has an InstanceId to show)."""
+        return now >= self.instance_assigned_at
 
     def hostname(self, region: str) -> str:
         """EC2 private DNS name (`ip-a-b-c-d.<region>.compute.internal`)."""
@@ -189,6 +196,15 @@ def node_details(cluster: Cluster, node: Node) -> dict[str, Any]:
             out[key] = copy.deepcopy(spec[key])
     out["KubernetesConfig"] = _kubernetes_config(spec.get("KubernetesConfig") or {})
     return out
+
+
+_INSTANCE_KEYS = ("InstanceId", "PrivatePrimaryIp", "PrivateDnsHostname", "SubnetId")
+
+
+def without_instance(entry: dict[str, Any]) -> dict[str, Any]:
+    """A node summary/details entry as AWS shows a node still provisioning: no instance, so no InstanceId,
+    IP or DNS name (the NodeLogicalId identifies it)."""
+    return {k: v for k, v in entry.items() if k not in _INSTANCE_KEYS}
 
 
 def node_summary(cluster: Cluster, node: Node) -> dict[str, Any]:

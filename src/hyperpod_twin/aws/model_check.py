@@ -63,13 +63,57 @@ def check_request(req: AwsRequest) -> AwsError | None:
         return None
     params = req.params  # SerializationException for a body that is not JSON
     errors = violations(op.input_shape, params)
+    if req.service == "eks" and not errors:
+        errors = _eks_cluster_name(op, params)
     if not errors:
         return None
     return refusal(req.service, errors)
 
 
+_CORAL = re.compile(r"^Value (?P<value>.*) at '(?P<path>[^']*)' failed to satisfy constraint: "
+                    r"Member must (?P<rule>.*)$")
+# EKS's resource-name pattern, and the sentence EKS adds after it.
+_EKS_NAME_PATTERN = "^[0-9A-Za-z][A-Za-z0-9\\-_]*"
+_EKS_NAME_HINT = ("In other words, it should start with a number or letter, and can contain numbers, letters, "
+                  "dashes, and underscores.")
+
+
+def _eks_message(error: str) -> str:
+    """EKS validates its parameters itself and words the first violation its own way (InvalidParameterException:
+    "The parameter name should not be greater than 100 characters.", "The clusterName parameter contains invalid
+    characters. It should conform to the regular expression …"); other violations keep Coral's wording."""
+    found = _CORAL.match(error)
+    if found is None:
+        return error
+    leaf = found["path"].split(".")[-1]
+    rule, is_text = found["rule"], found["value"].startswith("'")
+    if is_text and rule.startswith("have length less than or equal to "):
+        return f"The parameter {leaf} should not be greater than {rule.rsplit(' ', 1)[1]} characters."
+    if is_text and rule.startswith("satisfy regular expression pattern: "):
+        pattern = rule.split(": ", 1)[1]
+        text = (f"The {leaf} parameter contains invalid characters. It should conform to the regular expression "
+                f'"{pattern.replace(chr(92) + "-", "-")}"')
+        return text + (_EKS_NAME_HINT if pattern == _EKS_NAME_PATTERN else "")
+    return "1 validation error detected: " + error
+
+
+def _eks_cluster_name(op: OperationModel, params: dict[str, Any]) -> list[str]:
+    """EKS checks the cluster name of every `/clusters/{name}` path against the ClusterName shape, also
+    where the model leaves the member a plain String (DescribeCluster, ListNodegroups, …: real EKS answers
+    "The name parameter contains invalid characters…" there too)."""
+    assert op.input_shape is not None
+    out: list[str] = []
+    for name, member in op.input_shape.members.items():
+        if member.serialization.get("location") == "uri" and member.serialization.get("name") == "name" \
+                and not member.metadata and isinstance(params.get(name), str):
+            _string(_model("eks").shape_for("ClusterName"), params[name], _member_path("", name), out, typed=True)
+    return out
+
+
 def refusal(service: str, errors: list[str]) -> AwsError:
-    """One error for all violations, as Coral words it."""
+    """One error for all violations, as Coral words it (EKS: its own InvalidParameterException wording)."""
+    if service == "eks":
+        return AwsError("InvalidParameterException", _eks_message(errors[0]))
     count = len(errors)
     head = f"{count} validation error{'s' if count != 1 else ''} detected: "
     return AwsError(error_code(service), head + "; ".join(errors[:_MAX_LISTED]))

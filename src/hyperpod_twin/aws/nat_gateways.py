@@ -1,8 +1,10 @@
-"""NAT gateways as EC2 runs them: pending → available and deleting → deleted on the twin clock, and an
-Elastic IP a NAT gateway still holds cannot be released (AuthFailure, as AWS answers)."""
+"""NAT gateways as EC2 runs them: pending → available (or, under the `nat_gateway_failure` fault, → failed
+with EC2's FailureCode/FailureMessage) and deleting → deleted on the twin clock, and an Elastic IP a NAT
+gateway still holds cannot be released (AuthFailure, as AWS answers)."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from .context import AwsContext
@@ -11,6 +13,30 @@ from .protocol import AwsError, AwsRequest
 NAT_CREATE = 90.0  # twin seconds pending → available (AWS: typically one to a few minutes)
 NAT_DELETE = 60.0  # twin seconds deleting → deleted
 _HOOKS: dict[str, Any] = {}
+# NatGateway.FailureMessage for each FailureCode, as the EC2 API reference words them.
+_FAILURE_MESSAGES = {
+    "InsufficientFreeAddressesInSubnet": "Subnet has insufficient free addresses to create this NAT gateway",
+    "Gateway.NotAttached": "Network {vpc} has no Internet gateway attached",
+    "InvalidAllocationID.NotFound": "Elastic IP address {allocation} could not be associated with this NAT gateway",
+    "Resource.AlreadyAssociated": "Elastic IP address {allocation} is already associated",
+    "InternalError": "Network interface {eni}, created and used internally by this NAT gateway is in an invalid "
+                     "state. Please try again.",
+    "InvalidSubnetID.NotFound": "The specified subnet {subnet} does not exist or could not be found.",
+}
+
+
+def _fail(nat: Any, code: str, message: str | None) -> None:
+    """The NAT gateway ends `failed`, as EC2 shows it: FailureCode/FailureMessage, its address released."""
+    allocation = next((a.get("allocationId") for a in nat.address_set if a.get("allocationId")), "")
+    eni = getattr(getattr(nat, "_eni", None), "id", "")
+    nat.state = "failed"
+    for address in nat.address_set:  # EC2 disassociates the Elastic IP of a NAT gateway that failed
+        if address.get("publicIp"):
+            with contextlib.suppress(Exception):
+                nat.ec2_backend.disassociate_address(address=address["publicIp"])
+    nat.failure_code = code
+    nat.failure_message = message or _FAILURE_MESSAGES[code].format(
+        vpc=nat.vpc_id, allocation=allocation, eni=eni, subnet=nat.subnet_id)
 
 
 def _delay(ctx: AwsContext, default: float) -> float:
@@ -22,7 +48,7 @@ def _delay(ctx: AwsContext, default: float) -> float:
 def _holder(ctx: AwsContext, region: str, allocation_id: str, public_ip: str) -> str | None:
     """The NAT gateway (not yet deleted) whose address is this allocation or IP."""
     for nat in ctx.ec2(region).nat_gateways.values():
-        if nat.state == "deleted":
+        if nat.state in ("deleted", "failed"):  # a failed NAT gateway holds no address
             continue
         for address in nat.address_set:
             if (allocation_id and address.get("allocationId") == allocation_id) or (
@@ -45,9 +71,12 @@ def register(ctx: AwsContext) -> None:
             nat = _HOOKS["create"](self, *args, **kwargs)
             now: AwsContext = _HOOKS["ctx"]
             nat.state = "pending"
+            failure = now.faults.lifecycle("nat_gateway_failure")
 
             def available() -> None:
-                if nat.state == "pending":
+                if nat.state == "pending" and failure is not None:
+                    _fail(nat, failure.code or "InsufficientFreeAddressesInSubnet", failure.message)
+                elif nat.state == "pending":
                     nat.state = "available"
 
             now.later(_delay(now, NAT_CREATE), available)

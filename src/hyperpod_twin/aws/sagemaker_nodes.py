@@ -6,7 +6,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from .context import AwsContext
-from .hyperpod_model import LEAVING, Cluster, Node, node_details, node_summary
+from .hyperpod_model import LEAVING, Cluster, Node, node_details, node_summary, without_instance
 from .protocol import AwsError, AwsRequest, PassThrough, RawResponse, json_response, page, validation
 
 if TYPE_CHECKING:
@@ -16,12 +16,13 @@ SM = "sagemaker"
 NODE_ID_RE = re.compile(r"^i-[a-f0-9]{8}(?:[a-f0-9]{9})?$")
 
 
-def _node(cluster: Cluster, p: dict[str, Any]) -> Node:
+def _node(cluster: Cluster, p: dict[str, Any], now: float) -> Node:
     node_id, logical = p.get("NodeId"), p.get("NodeLogicalId")
     if (node_id is None) == (logical is None):
         raise validation("Specify exactly one of NodeId or NodeLogicalId.")
     for node in cluster.nodes.values():
-        if node.instance_id == node_id or (logical is not None and node.logical_id == logical):
+        if (node.instance_id == node_id and node.has_instance(now)) or (
+                logical is not None and node.logical_id == logical):
             return node
     raise AwsError("ResourceNotFound", f"Node {node_id or logical} not found in cluster {cluster.name}.")
 
@@ -48,8 +49,13 @@ def register_node_ops(ctx: AwsContext, hp: HyperPod) -> None:
                 nodes.sort(key=lambda n: (n.launch_time, n.instance_id))
             if p.get("SortOrder") == "Descending":
                 nodes.reverse()
-            items = [node_summary(cluster, n) for n in nodes]
-            if not p.get("IncludeNodeLogicalIds"):  # NodeLogicalId is listed only when asked for
+            now = ctx.clock.wall()
+            if p.get("IncludeNodeLogicalIds"):
+                # Nodes still provisioning are listed too, by NodeLogicalId, without an InstanceId.
+                items = [node_summary(cluster, n) if n.has_instance(now) else without_instance(node_summary(cluster, n))
+                         for n in nodes]
+            else:  # only nodes with an instance, and NodeLogicalId only when asked for
+                items = [node_summary(cluster, n) for n in nodes if n.has_instance(now)]
                 for item in items:
                     item.pop("NodeLogicalId", None)
         return json_response(req, page(p, items, "ClusterNodeSummaries"))
@@ -58,7 +64,10 @@ def register_node_ops(ctx: AwsContext, hp: HyperPod) -> None:
     def describe_node(req: AwsRequest) -> RawResponse:
         with ctx.locked():
             cluster = hp.get(req.region, req.params.get("ClusterName"))
-            return json_response(req, {"NodeDetails": node_details(cluster, _node(cluster, req.params))})
+            now = ctx.clock.wall()
+            node = _node(cluster, req.params, now)
+            details = node_details(cluster, node)
+            return json_response(req, {"NodeDetails": details if node.has_instance(now) else without_instance(details)})
 
     def ids(p: dict[str, Any], limit: int) -> list[str]:
         node_ids = [str(i) for i in p.get("NodeIds") or []]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from hyperpod_twin.kube import cel_rules
 from hyperpod_twin.kube import schema as crd_schema
 from hyperpod_twin.kube.status import ApiError
 from hyperpod_twin.kube.store import ResourceType
@@ -36,8 +37,11 @@ def _required(path: str) -> Cause:
     return {"reason": "FieldValueRequired", "message": "Required value", "field": path}
 
 
-def check_custom(rtype: ResourceType, schema: Obj | None, new: Obj, current: Obj | None) -> None:
-    """Default and validate a custom resource write against its CRD schema (422 on violations)."""
+def check_custom(rtype: ResourceType, schema: Obj | None, new: Obj, current: Obj | None,
+                 warnings: list[str] | None = None) -> None:
+    """Default and validate a custom resource write against its CRD schema and CEL rules (422 on violations).
+
+    Rules the twin cannot evaluate add to `warnings` (the response's Warning headers)."""
     if not schema:
         return
     body = {k: v for k, v in new.items() if k != "status"}
@@ -45,11 +49,15 @@ def check_custom(rtype: ResourceType, schema: Obj | None, new: Obj, current: Obj
     for key, value in body.items():
         new[key] = value
     causes = crd_schema.validate(body, schema)
+    if not any(c["reason"] == "FieldValueTypeInvalid" or "must be of type" in c["message"] for c in causes):
+        # As the apiserver does, CEL rules are skipped while the object has type errors.
+        causes += cel_rules.validate(body, schema, current, warnings if warnings is not None else [])
     if causes and current is not None:
-        # Validation ratcheting (GA in 1.33): what was already invalid in the stored object does not
-        # block an update that leaves it so.
+        # Validation ratcheting (GA in 1.33, CEL rules included): what was already invalid in the stored
+        # object does not block an update that leaves it so; transition rules are never ratcheted.
         before = {k: v for k, v in current.items() if k != "status"}
         known = {(c["field"], c["message"]) for c in crd_schema.validate(before, schema)}
+        known |= {(c["field"], c["message"]) for c in cel_rules.validate(before, schema, None, [])}
         causes = [c for c in causes if (c["field"], c["message"]) not in known]
     if causes:
         raise _refusal(rtype, new, causes)
@@ -89,6 +97,10 @@ def check_builtin(rtype: ResourceType, new: Obj, current: Obj | None) -> None:
     elif rtype.key == ("", "pods"):
         if not spec.get("containers"):
             causes.append(_required("spec.containers"))
+    elif rtype.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
+        for i, version in enumerate(spec.get("versions") or []):
+            schema = (version.get("schema") or {}).get("openAPIV3Schema") or {}
+            causes += cel_rules.compile_causes(schema, f"spec.versions[{i}].schema.openAPIV3Schema")
     elif rtype.key in (("", "configmaps"), ("", "secrets")) and current is not None and current.get("immutable"):
         for field in ("data", "binaryData", "stringData"):
             if field in new and new.get(field) != current.get(field):

@@ -162,12 +162,12 @@ class ResourceApi:
                 {"name": name, "kind": rtype.kind},
             )
 
-    def _admit(self, target: Target, new: Obj, current: Obj | None) -> None:
-        """Schema / registry-strategy validation of a write (422 Invalid)."""
+    def _admit(self, target: Target, new: Obj, current: Obj | None, opts: WriteOptions) -> None:
+        """Schema / CEL / registry-strategy validation of a write (422 Invalid)."""
         info = self.control.crds.get(target.rtype.key)
         if info is not None:
             schema = info.schemas.get(target.version) or info.schemas.get(target.rtype.version)
-            check_custom(target.rtype, schema, new, current)
+            check_custom(target.rtype, schema, new, current, opts.warnings)
         else:
             check_builtin(target.rtype, new, current)
 
@@ -243,7 +243,7 @@ class ResourceApi:
         apply_defaults(target.rtype, obj, self._ips)
         if target.rtype.key == ("", "pods"):
             admit_priority(self.store, obj)
-        self._admit(target, obj, None)
+        self._admit(target, obj, None, opts)
         if not opts.applying:
             meta["managedFields"] = record_update(None, obj, opts.field_manager, target.api_version)
             if not meta["managedFields"]:
@@ -294,7 +294,7 @@ class ResourceApi:
         if target.rtype.key == ("", "secrets"):
             fold_string_data(new)
         if target.subresource != "status":
-            self._admit(target, new, current)
+            self._admit(target, new, current, opts)
         if opts.dry_run:
             wanted = meta.get("resourceVersion")
             if wanted and str(wanted) != cur_meta["resourceVersion"]:

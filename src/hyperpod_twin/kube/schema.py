@@ -7,7 +7,9 @@ exclusive forms), `minLength`/`maxLength`, `pattern` (unanchored, as Go's regexp
 `not`. Every violation becomes one cause of a 422 `Invalid` Status worded as the apiserver words
 it (`spec.replicas: Invalid value: "two": spec.replicas in body must be of type integer: "string"`).
 Schema `default`s are applied on create and update, as structural defaulting does.
-CEL rules (`x-kubernetes-validations`) are not evaluated (docs/TWIN.md).
+`format` is checked as kube-openapi checks it: integers against `int32`/`int64` (and numbers against
+`float`) ranges, strings against the formats the apiserver validates (`kube/formats.py`); unknown
+formats are ignored. CEL rules (`x-kubernetes-validations`) are evaluated in `kube/cel_rules.py`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import json
 import re
 from functools import cache
 from typing import Any
+
+from hyperpod_twin.kube import formats
 
 Obj = dict[str, Any]
 Cause = dict[str, str]
@@ -112,9 +116,16 @@ def _string(value: str, schema: Obj, path: str, out: list[Cause]) -> None:
     compiled = _regex(pattern) if pattern else None
     if compiled is not None and compiled.search(value) is None:
         out.append(_invalid(path, value, f"{path} in body should match '{pattern}'"))
+    fmt = schema.get("format")
+    if isinstance(fmt, str) and not formats.string_ok(fmt, value):
+        out.append(_invalid(path, value, f"{path} in body must be of type {fmt}: {_quote(value)}"))
 
 
 def _number(value: float, schema: Obj, path: str, out: list[Cause]) -> None:
+    fmt = schema.get("format")
+    kind = "integer" if schema.get("type") == "integer" or schema.get("x-kubernetes-int-or-string") else "number"
+    if isinstance(fmt, str) and not formats.number_ok(kind, fmt, value):
+        out.append(_invalid(path, value, f"Checked value must be of type {kind} with format {fmt} in {path}"))
     if "maximum" in schema:
         top = schema["maximum"]
         if value > top or (schema.get("exclusiveMaximum") and value == top):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hyperpod_twin.clock import TwinClock
+from hyperpod_twin.kube import graceful
 from hyperpod_twin.kube.priority import admit_priority
 from hyperpod_twin.kube.runtime import ClusterRuntime
 from hyperpod_twin.kube.status import ApiError
@@ -406,6 +407,18 @@ class ClusterSim:
             return False
         try:
             self.store.delete(rtype, namespace, name)
+        except NotFoundError:
+            return False
+        return True
+
+    def delete_pod(self, namespace: str, name: str) -> bool:
+        """Delete a pod as a controller does through the API: with the pod's own grace period (a scheduled,
+        unfinished pod goes Terminating until its kubelet's final delete, `kube/graceful.py`); False when gone."""
+        rtype = self.rtype(PODS)
+        if rtype is None:
+            return False
+        try:
+            graceful.delete_pod(self.store, rtype, self.store.get(rtype, namespace, name), {}, self.store.clock)
         except NotFoundError:
             return False
         return True

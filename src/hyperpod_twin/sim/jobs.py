@@ -52,7 +52,7 @@ class JobController(OwnerController):
         indexed = spec.get("completionMode") == "Indexed"
         if spec.get("suspend"):
             for pod in active:
-                self.sim.delete(PODS, ns, pod["metadata"]["name"])
+                self.sim.delete_pod(ns, pod["metadata"]["name"])
             kobj.set_condition(status, "Suspended", "True", now, "JobSuspended", "Job suspended")
             self._status(job, status, [], succeeded, failed)
             return
@@ -94,7 +94,7 @@ class JobController(OwnerController):
             target is None and succeeded and not active
         ):
             for pod in active:
-                self.sim.delete(PODS, ns, pod["metadata"]["name"])
+                self.sim.delete_pod(ns, pod["metadata"]["name"])
             kobj.set_condition(
                 status,
                 "SuccessCriteriaMet",
@@ -175,7 +175,7 @@ class JobController(OwnerController):
     ) -> None:
         ns = job["metadata"]["namespace"]
         for pod in active:
-            self.sim.delete(PODS, ns, pod["metadata"]["name"])
+            self.sim.delete_pod(ns, pod["metadata"]["name"])
         now = self.sim.now()
         kobj.set_condition(status, "FailureTarget", "True", now, reason, message)
         kobj.set_condition(status, "Failed", "True", now, reason, message)
@@ -209,7 +209,7 @@ class JobController(OwnerController):
             if current is None or current["metadata"]["uid"] != uid:
                 return
             for pod in self.sim.owned(PODS, current):
-                self.sim.delete(PODS, ns, pod["metadata"]["name"])
+                self.sim.delete_pod(ns, pod["metadata"]["name"])
             self.sim.delete(JOBS, ns, name)
 
         self.sim.after(float(ttl), expire)

@@ -383,8 +383,7 @@ class Kubelet(Controller):
                     f"Marking for deletion Pod {ns}/{name}",
                     source="taint-eviction-controller",
                 )
-                self._forget(ns, name)
-                self.sim.delete(PODS, ns, name)
+                self.sim.delete_pod(ns, name)  # the taint manager deletes through the API, with grace
                 return True
         return False
 

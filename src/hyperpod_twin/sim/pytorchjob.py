@@ -57,7 +57,10 @@ class PyTorchJobController(OwnerController):
             kobj.set_condition(
                 status, "Created", "True", now, "PyTorchJobCreated", f"PyTorchJob {ns}/{name} is created."
             )
-        pods = {p["metadata"]["name"]: p for p in self.sim.owned(PODS, job)}
+        owned = self.sim.owned(PODS, job)
+        # Pods in their grace period no longer count; their names stay taken until the kubelet removes them.
+        going = {p["metadata"]["name"] for p in owned if p["metadata"].get("deletionTimestamp")}
+        pods = {p["metadata"]["name"]: p for p in owned if p["metadata"]["name"] not in going}
         if kobj.is_true(job, "Succeeded") or kobj.is_true(job, "Failed"):
             self._write(job, status, pods)
             return
@@ -69,7 +72,7 @@ class PyTorchJobController(OwnerController):
             self._failure(job, status, pods, sorted(set(lost) | set(failed)))
             return
         for pod_name, pod in wanted.items():
-            if pod_name not in pods:
+            if pod_name not in pods and pod_name not in going:
                 created = self.sim.create(PODS, pod)
                 if created is not None:
                     pods[pod_name] = created
@@ -189,7 +192,7 @@ class PyTorchJobController(OwnerController):
         if resume and count < retries:
             now = self.sim.now()
             for pod_name in pods:
-                self.sim.delete(PODS, ns, pod_name)
+                self.sim.delete_pod(ns, pod_name)
             self._live.pop((ns, name), None)
             status["restartCount"] = count + 1
             kobj.set_condition(status, "Running", "False", now, "PyTorchJobRestarting")
@@ -235,7 +238,7 @@ class PyTorchJobController(OwnerController):
                 or (policy == "Running" and kobj.pod_is_active(pod))
                 or (not ok and kobj.pod_is_active(pod))
             ):
-                self.sim.delete(PODS, ns, pod_name)
+                self.sim.delete_pod(ns, pod_name)
         self.sim.event(
             job,
             "PyTorchJobSucceeded" if ok else "PyTorchJobFailed",

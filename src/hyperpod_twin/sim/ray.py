@@ -67,7 +67,7 @@ class RayClusterController(OwnerController):
         pods = [p for p in self.sim.owned(PODS, rc)]
         for pod in pods:
             if pod.get("status", {}).get("phase") in ("Failed", "Succeeded") or suspended:
-                self.sim.delete(PODS, ns, pod["metadata"]["name"])
+                self.sim.delete_pod(ns, pod["metadata"]["name"])
         pods = [p for p in pods if kobj.pod_is_active(p) and not suspended]
         head_svc = head_service_name(name)
         head_spec = spec.get("headGroupSpec") or {}
@@ -100,10 +100,10 @@ class RayClusterController(OwnerController):
             ]
             for pod in list(mine):
                 if pod["metadata"]["name"] in doomed:
-                    self.sim.delete(PODS, ns, pod["metadata"]["name"])
+                    self.sim.delete_pod(ns, pod["metadata"]["name"])
                     mine.remove(pod)
             for pod in mine[want:] if len(mine) > want else []:
-                self.sim.delete(PODS, ns, pod["metadata"]["name"])
+                self.sim.delete_pod(ns, pod["metadata"]["name"])
             mine = mine[:want]
             while not suspended and len(mine) < want:
                 created = self.sim.create(PODS, _ray_pod(rc, group.get("template") or {}, "worker", gname, head_svc))

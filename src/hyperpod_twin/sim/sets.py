@@ -51,7 +51,7 @@ class DaemonSetController(OwnerController):
             pinned = _pinned_node(pod)
             failed = pod.get("status", {}).get("phase") == "Failed"
             if failed or pinned not in eligible_names or pinned in by_node:
-                self.sim.delete(PODS, ns, pod["metadata"]["name"])
+                self.sim.delete_pod(ns, pod["metadata"]["name"])
             else:
                 by_node[pinned] = pod
         tmpl_hash = kobj.template_hash(template)
@@ -151,7 +151,7 @@ class StatefulSetController(OwnerController):
         for pod_name, pod in list(pods.items()):
             ordinal = pod_name.rsplit("-", 1)[-1]
             if pod.get("status", {}).get("phase") == "Failed" or (ordinal.isdigit() and int(ordinal) >= want):
-                self.sim.delete(PODS, ns, pod_name)
+                self.sim.delete_pod(ns, pod_name)
                 del pods[pod_name]
         revision = f"{name}-{kobj.template_hash(spec.get('template') or {})}"
         for i in range(want):

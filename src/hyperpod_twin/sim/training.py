@@ -70,14 +70,18 @@ class TrainingOperator(OwnerController):
         now = self.sim.now()
         if not kobj.condition(job, "Created"):
             kobj.set_condition(status, "Created", "True", now, "JobCreated", f"HyperPodPyTorchJob {name} is created.")
-        pods = {p["metadata"]["name"]: p for p in self.sim.owned(PODS, job)}
+        owned = self.sim.owned(PODS, job)
+        # Pods being deleted (their grace period running) no longer count; their names stay taken until
+        # the kubelet's final delete, which requeues this job.
+        going = {p["metadata"]["name"] for p in owned if p["metadata"].get("deletionTimestamp")}
+        pods = {p["metadata"]["name"]: p for p in owned if p["metadata"]["name"] not in going}
         if any(kobj.is_true(job, c) for c in _TERMINAL):
             self._clean(job, pods)
             self._write(job, status, pods)
             return
         if job.get("spec", {}).get("runPolicy", {}).get("suspend"):
             for pod_name in pods:
-                self.sim.delete(PODS, ns, pod_name)
+                self.sim.delete_pod(ns, pod_name)
             self._write(job, status, {})
             return
         if self._past_deadline(job, status, pods):
@@ -90,6 +94,8 @@ class TrainingOperator(OwnerController):
             self._on_failure(job, status, pods, failed + vanished)
             return
         for pod_name, pod in wanted.items():
+            if pod_name in going:
+                continue
             if pod_name not in pods:
                 created = self.sim.create(PODS, pod)
                 if created is not None:
@@ -177,7 +183,7 @@ class TrainingOperator(OwnerController):
         if restarts >= max_retries:
             for pod_name, pod in pods.items():
                 if kobj.pod_is_active(pod):
-                    self.sim.delete(PODS, ns, pod_name)
+                    self.sim.delete_pod(ns, pod_name)
             kobj.set_condition(status, "Running", "False", now, "JobFailed")
             kobj.set_condition(status, "Restarting", "False", now, "JobFailed")
             kobj.set_condition(
@@ -215,7 +221,7 @@ class TrainingOperator(OwnerController):
             doomed = sorted(set(pods) | set(failed))
         for pod_name in doomed:
             if pod_name in pods:
-                self.sim.delete(PODS, ns, pod_name)
+                self.sim.delete_pod(ns, pod_name)
             live.pop(pod_name, None)
         status["restartCount"] = restarts + 1
         kobj.set_condition(status, "Running", "False", now, "JobRestarting")
@@ -242,7 +248,7 @@ class TrainingOperator(OwnerController):
         ns = job["metadata"]["namespace"]
         for pod_name, pod in pods.items():
             if policy == "All" or (policy == "Running" and kobj.pod_is_active(pod)):
-                self.sim.delete(PODS, ns, pod_name)
+                self.sim.delete_pod(ns, pod_name)
 
     def _past_deadline(self, job: Obj, status: Obj, pods: dict[str, Obj]) -> bool:
         """runPolicy.activeDeadlineSeconds: a job running longer fails with DeadlineExceeded."""
@@ -258,7 +264,7 @@ class TrainingOperator(OwnerController):
         now = self.sim.now()
         for pod_name, pod in pods.items():
             if kobj.pod_is_active(pod):
-                self.sim.delete(PODS, ns, pod_name)
+                self.sim.delete_pod(ns, pod_name)
         kobj.set_condition(status, "Running", "False", now, "DeadlineExceeded")
         kobj.set_condition(
             status, "Failed", "True", now, "DeadlineExceeded", f"job ran longer than activeDeadlineSeconds={deadline}"

@@ -35,7 +35,7 @@ class ReplicaSetController(OwnerController):
         pods = self.sim.owned(PODS, rs)
         for pod in pods:
             if pod.get("status", {}).get("phase") == "Failed":  # replaced below, as the RS controller does
-                self.sim.delete(PODS, ns, pod["metadata"]["name"])
+                self.sim.delete_pod(ns, pod["metadata"]["name"])
         active = [p for p in pods if kobj.pod_is_active(p)]
         want = replicas_of(rs)
         template = rs.get("spec", {}).get("template") or {}
@@ -61,7 +61,7 @@ class ReplicaSetController(OwnerController):
                 )
             )
             for pod in active[: len(active) - want]:
-                self.sim.delete(PODS, ns, pod["metadata"]["name"])
+                self.sim.delete_pod(ns, pod["metadata"]["name"])
                 self.sim.event(
                     rs, "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}", source="replicaset-controller"
                 )

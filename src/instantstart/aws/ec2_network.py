@@ -70,11 +70,18 @@ def tagged_resources(
     return cast("list[dict[str, Any]]", call(f"scan {resource_type}", fn, Filters=filters)[key])
 
 
-def nat_gateway_state(aws: AwsClients, region: str, nat_id: str) -> str | None:
-    """The NAT gateway's State, or None when EC2 no longer lists it."""
+def nat_gateway(aws: AwsClients, region: str, nat_id: str) -> dict[str, Any] | None:
+    """DescribeNatGateways of one gateway (State, FailureCode, FailureMessage, …), or None when EC2 no longer
+    lists it."""
     nats = call(f"describe NAT gateway {nat_id}", aws.ec2(region).describe_nat_gateways, NatGatewayIds=[nat_id])
     found = nats["NatGateways"]
-    return str(found[0].get("State")) if found else None
+    return dict(found[0]) if found else None
+
+
+def nat_gateway_state(aws: AwsClients, region: str, nat_id: str) -> str | None:
+    """The NAT gateway's State, or None when EC2 no longer lists it."""
+    found = nat_gateway(aws, region, nat_id)
+    return str(found.get("State")) if found else None
 
 
 def delete_route_table(aws: AwsClients, region: str, table_id: str) -> None:

@@ -174,6 +174,15 @@ def test_reboot_replace_and_delete_nodes(twin: Twin, env: tuple[Net, str], event
     assert statuses(events, rebooted)[-2:] == ["Pending", "Running"]
 
     assert sm.batch_replace_cluster_nodes(ClusterName="hp-main", NodeIds=[replaced])["Successful"] == [replaced]
+    # Continuous mode: the replacement exists (by NodeLogicalId) a minute before EC2 gives it an instance.
+    provisioning = [
+        n
+        for n in sm.list_cluster_nodes(ClusterName="hp-main", IncludeNodeLogicalIds=True)["ClusterNodeSummaries"]
+        if n["InstanceGroupName"] == "spot" and "InstanceId" not in n
+    ]
+    assert len(provisioning) == 1 and provisioning[0]["InstanceStatus"]["Status"] == "Pending"
+    assert statuses(events, replaced)[-1] == "ShuttingDown"
+    advance(twin, 61)
     spot_now = [
         n
         for n in sm.list_cluster_nodes(ClusterName="hp-main")["ClusterNodeSummaries"]
@@ -181,8 +190,6 @@ def test_reboot_replace_and_delete_nodes(twin: Twin, env: tuple[Net, str], event
     ]
     fresh = [n["InstanceId"] for n in spot_now if n["InstanceId"] not in spot]
     assert len(fresh) == 1 and statuses(events, fresh[0]) == ["Pending"]
-    assert statuses(events, replaced)[-1] == "ShuttingDown"
-    advance(twin, 61)
     removed = [kw for t, kw in events if t == "hyperpod.node.removed" and kw["instance_id"] == replaced]
     assert removed[0]["cluster_name"] == "hp-main" and removed[0]["eks_cluster_arn"] == env[1]
     advance(twin, 361)

@@ -87,3 +87,52 @@ def test_min_instance_count_decides_in_service(aws_twin: Twin, env: tuple[Net, s
     assert (details["Status"], details["CurrentCount"], details["TargetCount"], details["MinCount"]) == (
         "InService", 1, 3, 1)
     control(aws_twin, "faults", method="DELETE")
+
+
+def test_continuous_nodes_exist_before_their_instance(aws_twin: Twin, env: tuple[Net, str]) -> None:
+    """Continuous provisioning: a node is known by its NodeLogicalId before EC2 gives it an instance. Until then
+    ListClusterNodes shows it only with IncludeNodeLogicalIds, without InstanceId, and DescribeClusterNode finds it
+    by NodeLogicalId only (FACTS §1.5, the IncludeNodeLogicalIds member of the model)."""
+    net, eks_arn = env
+    sm = aws_twin.boto3_client("sagemaker")
+    sm.create_cluster(
+        ClusterName="no-instance-yet",
+        Orchestrator={"Eks": {"ClusterArn": eks_arn}},
+        VpcConfig={"Subnets": [net.compute["us-west-2a"]], "SecurityGroupIds": [net.sg]},
+        InstanceGroups=[group("cpu", "ml.m5.xlarge", 2)],
+        NodeProvisioningMode="Continuous",
+    )
+    assert sm.list_cluster_nodes(ClusterName="no-instance-yet")["ClusterNodeSummaries"] == []
+    provisioning = sm.list_cluster_nodes(ClusterName="no-instance-yet", IncludeNodeLogicalIds=True)[
+        "ClusterNodeSummaries"]
+    assert len(provisioning) == 2
+    for summary in provisioning:
+        assert "InstanceId" not in summary and "PrivateDnsHostname" not in summary
+        assert summary["NodeLogicalId"] and summary["InstanceStatus"]["Status"] == "Pending"
+    details = sm.describe_cluster_node(ClusterName="no-instance-yet", NodeLogicalId=provisioning[0]["NodeLogicalId"])
+    assert "InstanceId" not in details["NodeDetails"]
+    assert details["NodeDetails"]["InstanceStatus"]["Status"] == "Pending"
+    advance(aws_twin, 61)
+    launched = sm.list_cluster_nodes(ClusterName="no-instance-yet")["ClusterNodeSummaries"]
+    assert len(launched) == 2 and all(s["InstanceId"].startswith("i-") for s in launched)
+    assert all("NodeLogicalId" not in s for s in launched)
+    by_id = sm.describe_cluster_node(ClusterName="no-instance-yet", NodeId=launched[0]["InstanceId"])["NodeDetails"]
+    assert by_id["InstanceStatus"]["Status"] == "Pending" and by_id["NodeLogicalId"]
+
+
+def test_eks_delete_is_refused_while_an_update_is_in_progress(aws_twin: Twin, env: tuple[Net, str]) -> None:
+    """EKS answers 409 ResourceInUseException "Cannot delete because cluster … currently has an update in progress"
+    (aws/containers-roadmap#1511, eksctl-io/eksctl#4979); once the update is done the deletion is accepted. Deleting
+    a cluster still CREATING is accepted: no source shows EKS or HyperPod refusing it (docs/TWIN.md)."""
+    net, _ = env
+    eks = aws_twin.boto3_client("eks")
+    build_eks(aws_twin, net, "busy")
+    eks.update_cluster_config(name="busy", logging={"clusterLogging": [{"types": ["api"], "enabled": True}]})
+    with pytest.raises(ClientError) as info:
+        eks.delete_cluster(name="busy")
+    assert info.value.response["Error"] == {
+        "Code": "ResourceInUseException",
+        "Message": "Cannot delete because cluster busy currently has an update in progress"}
+    assert info.value.response["ResponseMetadata"]["HTTPStatusCode"] == 409
+    advance(aws_twin, 600)
+    assert eks.delete_cluster(name="busy")["cluster"]["status"] == "DELETING"

@@ -4,6 +4,7 @@ cannot be released (AuthFailure, what EC2 answers)."""
 
 from __future__ import annotations
 
+import urllib.error
 from typing import Any
 
 import pytest
@@ -63,3 +64,29 @@ def test_slow_nat_gateway_fault(aws_twin: Twin) -> None:
         assert _state(ec2, nat) == "deleted"
     finally:
         control(aws_twin, "faults", method="DELETE")
+
+
+def test_nat_gateway_failure_fault(aws_twin: Twin) -> None:
+    """The NAT gateway ends `failed` with the FailureCode and FailureMessage EC2 reports (the model's wording,
+    the gateway's own VPC id in it), and no longer holds its Elastic IP."""
+    ec2 = aws_twin.boto3_client("ec2")
+    vpc = ec2.create_vpc(CidrBlock="10.63.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.63.0.0/24")["Subnet"]["SubnetId"]
+    allocation = ec2.allocate_address(Domain="vpc")["AllocationId"]
+    with pytest.raises(urllib.error.HTTPError):  # only EC2's FailureCode values
+        control(aws_twin, "faults", {"kind": "nat_gateway_failure", "code": "NoSuchCode"})
+    control(aws_twin, "faults", {"kind": "nat_gateway_failure", "code": "Gateway.NotAttached", "count": 1})
+    nat = ec2.create_nat_gateway(SubnetId=subnet, AllocationId=allocation)["NatGateway"]["NatGatewayId"]
+    assert _state(ec2, nat) == "pending"
+    advance(aws_twin, 91)
+    described = ec2.describe_nat_gateways(NatGatewayIds=[nat])["NatGateways"][0]
+    assert (described["State"], described["FailureCode"], described["FailureMessage"]) == (
+        "failed", "Gateway.NotAttached", f"Network {vpc} has no Internet gateway attached")
+    [address] = ec2.describe_addresses(AllocationIds=[allocation])["Addresses"]
+    assert "AssociationId" not in address  # free again: it can be reused or released
+    ec2.release_address(AllocationId=allocation)
+    # The fault was used once: the next NAT gateway becomes available.
+    allocation = ec2.allocate_address(Domain="vpc")["AllocationId"]
+    again = ec2.create_nat_gateway(SubnetId=subnet, AllocationId=allocation)["NatGateway"]["NatGatewayId"]
+    advance(aws_twin, 91)
+    assert _state(ec2, again) == "available"

@@ -334,7 +334,7 @@ def test_kubeflow_pytorchjob_auto_resume_after_node_loss(cluster: SimCluster) ->
     cluster.sim.run(lambda: nodes.instance_removed(node.removeprefix("hyperpod-")))
     current = cluster.get("kubeflow.org", "pytorchjobs", "resume")
     assert current["status"]["restartCount"] == 1 and "Restarting" in _true(current)
-    cluster.advance(20)
+    cluster.advance(50)  # the restarted pods wait for the old ones to finish their 30 s grace period
     assert "Succeeded" in _true(cluster.get("kubeflow.org", "pytorchjobs", "resume"))
 
 

@@ -162,6 +162,11 @@ def test_rolling_update_replaces_the_replica_set(cluster: SimCluster) -> None:
     assert sets[new]["spec"]["replicas"] == 2 and all(sets[n]["spec"]["replicas"] == 0 for n in first)
     assert sets[new]["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "2"
     pods = cluster.list("", "pods", "default")
+    # The old ReplicaSet's pods are deleted with their grace period (30 s): Terminating, then gone.
+    going = [p for p in pods if p["metadata"].get("deletionTimestamp")]
+    assert len(going) == 2 and all(p["metadata"]["deletionGracePeriodSeconds"] == 30 for p in going)
+    cluster.advance(31)
+    pods = cluster.list("", "pods", "default")
     assert len(pods) == 2 and all(p["spec"]["containers"][0]["image"] == "busybox:1.37" for p in pods)
     status = cluster.get("apps", "deployments", "web")["status"]
     assert status["updatedReplicas"] == 2 and status["availableReplicas"] == 2

@@ -155,7 +155,7 @@ def _everything(cluster: SimCluster) -> None:
 
 def test_controllers_write_nothing_once_settled(cluster: SimCluster) -> None:
     _everything(cluster)
-    cluster.advance(20)
+    cluster.advance(60)  # long enough for pods scaled away to finish their 30 s grace period too
     writes: list[str] = []
 
     def record(event: WatchEvent) -> None:

@@ -131,7 +131,9 @@ async def stage_request(stage: StageContext) -> dict[str, Any]:
     if not already:
         await stage.progress(f"{p.action} {p.node_id} ({group}, {status})")
         await blocking(batch, sm, cluster, p.node_id, p.action)
-    return {"nodeId": p.node_id, "group": group, "before": [n["InstanceId"] for n in mates]}
+    # A node still provisioning has no InstanceId yet (listed only with IncludeNodeLogicalIds, which we do
+    # not ask for); .get keeps the reader safe either way.
+    return {"nodeId": p.node_id, "group": group, "before": [n["InstanceId"] for n in mates if n.get("InstanceId")]}
 
 
 def _stamp(value: Any) -> float:
@@ -171,7 +173,9 @@ async def stage_settle(stage: StageContext) -> dict[str, Any]:
         fresh = [
             n
             for n in listed
-            if n["InstanceGroupName"] == asked["group"] and n["InstanceId"] not in asked["before"]
+            if n["InstanceGroupName"] == asked["group"]
+            and n.get("InstanceId")
+            and n["InstanceId"] not in asked["before"]
         ]
         if not fresh:
             return False, f"{node_id} terminated; waiting for its replacement"

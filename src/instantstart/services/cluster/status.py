@@ -40,6 +40,12 @@ T = TypeVar("T")
 VERIFY_WAIT_SECONDS = 20 * 60
 DEFAULT_NODE_LIMIT = 10
 MAX_PROBLEMS = 20
+# Classic-mode clusters undo a change whose instances failed (FACTS: ClusterStatus RollingBack, then InService).
+ROLLING_BACK_HINT = (
+    " HyperPod is undoing a change whose instances could not be provisioned and returns to InService at the"
+    " previous counts; cluster_events names the failed instances. Fix the cause (capacity, AZ, instance type,"
+    " lifecycle script), then repeat the change once the cluster is InService."
+)
 STATUS_MEMO_SECONDS = 0.25  # one status build shared by every poller within this window (checkedAt says when)
 
 
@@ -85,7 +91,8 @@ def _groups(hp: dict[str, Any] | None, hp_name: str, nodes: NodeDigest, problems
     hp_status = str(hp.get("ClusterStatus", "UNKNOWN"))
     if hp_status != "InService":
         reason = f": {hp['FailureMessage']}" if hp.get("FailureMessage") else ""
-        problems.append(f"HyperPod cluster {hp_name} is {hp_status}{reason}.")
+        hint = ROLLING_BACK_HINT if hp_status == "RollingBack" else ""
+        problems.append(f"HyperPod cluster {hp_name} is {hp_status}{reason}.{hint}")
     groups = []
     for g in hp.get("InstanceGroups") or []:
         name = g.get("InstanceGroupName", "")
