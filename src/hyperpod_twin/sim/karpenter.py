@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from hyperpod_twin.kube.store import WatchEvent
+from hyperpod_twin.role_usage import role_documents, use
 from hyperpod_twin.sim import kobj
 from hyperpod_twin.sim.certmanager import parse_duration
 from hyperpod_twin.sim.core import NODES, PODS, ClusterSim, Controller, TypeKey
@@ -485,7 +486,9 @@ class KarpenterController(Controller):
 
         def run() -> None:
             try:
-                call(factory("sagemaker"))
+                client = factory("sagemaker")
+                as_cluster_role(factory, client, cluster_name, SCALING_ACTIONS.get(what))
+                call(client)
                 log.info("karpenter: %s %s on %s", what, target, cluster_name)
             except Exception as exc:
                 log.warning("karpenter: %s %s failed: %s", what, target, exc)
@@ -498,3 +501,26 @@ class KarpenterController(Controller):
         for instance_id in target.split(","):
             self._deleting.discard(f"hyperpod-{instance_id}")
         self.sim.enqueue(self, ALL)
+
+
+# HyperPod adds and removes the nodes Karpenter asks for as the cluster's ClusterRole (the autoscaling role);
+# the twin scales a group up through UpdateCluster's TargetCount where HyperPod calls BatchAddClusterNodes.
+SCALING_ACTIONS = {
+    "update_cluster": "sagemaker:BatchAddClusterNodes",
+    "batch_delete_cluster_nodes": "sagemaker:BatchDeleteClusterNodes",
+}
+
+
+def as_cluster_role(factory: Callable[[str], Any], sagemaker: Any, cluster_name: str, action: str | None) -> None:
+    """Raise PermissionError unless the cluster's ClusterRole may perform `action` on the cluster (recorded as
+    the role's use); nothing when there is no action or no ClusterRole."""
+    if action is None:
+        return
+    cluster = sagemaker.describe_cluster(ClusterName=cluster_name)
+    role = cluster.get("ClusterRole")
+    if not role:
+        return
+    decision = use(role_documents(factory("iam"), str(role)), str(role), action, str(cluster["ClusterArn"]))
+    if decision != "Allow":
+        raise PermissionError(f"AccessDenied: {role} is not authorized to perform {action} on "
+                              f"{cluster['ClusterArn']} ({decision})")
