@@ -71,6 +71,38 @@ NOT_SIMULATED: dict[str, tuple[NotSimulated, ...]] = {
             MOUNTPOINT_DOC,
         ),
     ),
+    "checkpoint_policy": (
+        NotSimulated(
+            ("s3:PutObject", "s3:GetObject", "s3:DeleteObject", "s3:AbortMultipartUpload", "s3:ListBucket",
+             "cloudwatch:PutMetricData"),
+            "the managed tiered checkpointing library inside the training container (IRSA on this role) writes "
+            "checkpoints to the cluster's checkpoint prefix, lists and reads them to restore, deletes old ones and "
+            "publishes its metrics; the twin runs no training code, so nothing uses this role on the twin",
+            "https://docs.aws.amazon.com/sagemaker/latest/dg/managed-tier-checkpointing-setup.html",
+        ),
+    ),
+    "remote_write_policy": (
+        NotSimulated(
+            ("logs:CreateLogGroup", "logs:DescribeLogGroups", "logs:DescribeLogStreams", "logs:GetLogEvents",
+             "logs:FilterLogEvents", "logs:GetLogRecord", "logs:StartQuery", "logs:StopQuery",
+             "logs:GetQueryResults"),
+            "listed for the observability add-on's role by the HyperPod observability setup (log group creation "
+            "and the read side of its CloudWatch Logs integration); the twin's collector only writes its stream "
+            "(CreateLogStream, PutLogEvents) and its remote write: which add-on component reads is not modelled",
+            "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-cluster-observability-cluster.html",
+        ),
+    ),
+    "fsx_csi_policy": (
+        NotSimulated(
+            ("fsx:CreateFileSystem", "fsx:DeleteFileSystem", "fsx:DescribeFileSystems", "fsx:TagResource",
+             "fsx:UpdateFileSystem", "s3:ListBucket", "iam:CreateServiceLinkedRole", "iam:AttachRolePolicy",
+             "iam:PutRolePolicy"),
+            "the FSx for Lustre CSI controller calls FSx only to provision, resize and delete volumes dynamically "
+            "from a StorageClass; InstantStart makes static PVs for file systems it creates itself, so the role "
+            "serves only a StorageClass a user adds by hand (a candidate for removal, see docs/SECURITY.md)",
+            "https://github.com/kubernetes-sigs/aws-fsx-csi-driver/blob/master/docs/install.md",
+        ),
+    ),
     "autoscaling_policy": (
         NotSimulated(
             ("kms:CreateGrant", "kms:DescribeKey"),
