@@ -484,11 +484,15 @@ class KarpenterController(Controller):
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="twin-karpenter")
 
+        known: Obj = self.sim.extra.get("hyperpod_cluster") or {}
+        role, arn = known.get("ClusterRole"), known.get("ClusterArn")
+
         def run() -> None:
             try:
-                client = factory("sagemaker")
-                as_cluster_role(factory, client, cluster_name, SCALING_ACTIONS.get(what))
-                call(client)
+                action = SCALING_ACTIONS.get(what)
+                if action and role and arn:
+                    as_cluster_role(factory, str(role), str(arn), action)
+                call(factory("sagemaker"))
                 log.info("karpenter: %s %s on %s", what, target, cluster_name)
             except Exception as exc:
                 log.warning("karpenter: %s %s failed: %s", what, target, exc)
@@ -511,16 +515,10 @@ SCALING_ACTIONS = {
 }
 
 
-def as_cluster_role(factory: Callable[[str], Any], sagemaker: Any, cluster_name: str, action: str | None) -> None:
+def as_cluster_role(factory: Callable[[str], Any], role: str, cluster_arn: str, action: str) -> None:
     """Raise PermissionError unless the cluster's ClusterRole may perform `action` on the cluster (recorded as
-    the role's use); nothing when there is no action or no ClusterRole."""
-    if action is None:
-        return
-    cluster = sagemaker.describe_cluster(ClusterName=cluster_name)
-    role = cluster.get("ClusterRole")
-    if not role:
-        return
-    decision = use(role_documents(factory("iam"), str(role)), str(role), action, str(cluster["ClusterArn"]))
+    the role's use)."""
+    decision = use(role_documents(factory("iam"), role), role, action, cluster_arn)
     if decision != "Allow":
-        raise PermissionError(f"AccessDenied: {role} is not authorized to perform {action} on "
-                              f"{cluster['ClusterArn']} ({decision})")
+        raise PermissionError(f"AccessDenied: {role} is not authorized to perform {action} on {cluster_arn} "
+                              f"({decision})")
