@@ -1,6 +1,7 @@
-"""Mountpoint for S3 CSI mounts: files a running pod writes under a mount of an S3 CSI claim become objects,
-allowed or denied by the IAM policies of the role the driver runs as (its Pod Identity association, else the
-node's HyperPod execution role), as Mountpoint on a real node would be."""
+"""Mountpoint for S3 CSI mounts: files a running pod writes under a mount of an S3 CSI claim become objects. Each
+request Mountpoint makes for it (the lookup of the name, then the upload) is allowed or denied by the IAM policies
+of the role the driver runs as (its Pod Identity association, else the node's HyperPod execution role), as on a
+real node, and recorded as that role's use (hyperpod_twin.role_usage)."""
 
 from __future__ import annotations
 
