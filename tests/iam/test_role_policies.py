@@ -17,6 +17,10 @@ import pytest
 from hyperpod_twin import role_usage as twin_usage
 from hyperpod_twin.iam_eval import evaluate
 from instantstart.manifests import iam_policies as pol
+from instantstart.manifests import karpenter
+from instantstart.services.cluster.dependencies.catalog import load_catalog
+from instantstart.services.features import tiered
+from instantstart.services.features.specs import FEATURES, Identity
 from tests.support.iam_documents import SCOPE
 from tests.support.policy_plugin import FULL_RUN, role_finding
 from tests.support.role_usage import (
@@ -43,6 +47,22 @@ def _exercised() -> set[Use]:
         for action in builder_grants()[builder] - exempt:
             uses.add(Use(f"instantstart-{SCOPE.cluster_tag}-{suffix}", action, "arn:aws:x", "Allow"))
     return uses
+
+
+def test_the_role_names_are_the_ones_the_control_plane_gives() -> None:
+    """ROLE_BUILDERS identifies a role by the suffix the control plane names it with: keep them in step."""
+    suffixes = {
+        "hyperpod": "hyperpod",  # services/cluster/eks_stage.py: instantstart-<tag>-hyperpod
+        "s3-csi": next(d.pod_identity.role for d in load_catalog().dependencies if d.pod_identity),
+        "hp-autoscaling": karpenter.role_name("t").removeprefix("instantstart-t-"),
+        "checkpointing": tiered.ROLE,
+        "observability": (FEATURES["observability"].identity or Identity("", "", "")).role,
+        "fsx-csi": (FEATURES["fsxCsiDriver"].identity or Identity("", "", "")).role,
+    }
+    assert suffixes == {suffix: suffix for suffix in ROLE_BUILDERS}
+    assert Use("instantstart-my-team-hp-autoscaling", "a", "r", "Allow").builder == "autoscaling_policy"
+    assert Use("instantstart-a-hyperpod", "a", "r", "Allow").builder == "execution_inline_policy"
+    assert Use("someone-elses-role", "a", "r", "Allow").builder is None
 
 
 def test_every_builder_used_in_full_passes_both_directions() -> None:
