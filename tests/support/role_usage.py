@@ -99,7 +99,7 @@ NOT_SIMULATED: dict[str, tuple[NotSimulated, ...]] = {
              "iam:PutRolePolicy"),
             "the FSx for Lustre CSI controller calls FSx only to provision, resize and delete volumes dynamically "
             "from a StorageClass; InstantStart makes static PVs for file systems it creates itself, so the role "
-            "serves only a StorageClass a user adds by hand (a candidate for removal, see docs/SECURITY.md)",
+            "serves only a StorageClass a user adds by hand (a candidate for removal, see docs/AWS.md)",
             "https://github.com/kubernetes-sigs/aws-fsx-csi-driver/blob/master/docs/install.md",
         ),
     ),
