@@ -4,6 +4,7 @@ owner ledger (the stale cert-manager value), refusals, no-op writes, faults + re
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +15,10 @@ from kubernetes import client as k8s
 from instantstart.manifests.iam_policies import fsx_csi_policy
 from instantstart.twin_process import TwinProcess
 from tests.support.flows import add_group, kube, make_hyperpod, mcp_calls, mcp_wait
+from tests.support.role_usage import recorded_uses, role_log
 from tests.support.servers import Running
 from tests.support.twin import shared_control_plane, twin_client
-from tests.support.waits import wait_terminal
+from tests.support.waits import until, wait_terminal
 
 TAG = "af1"
 ROLE = f"instantstart-{TAG}-checkpointing"
@@ -378,3 +380,30 @@ def test_karpenter_combines_with_other_keys_in_one_diff(shared: tuple[Running, T
         assert state["karpenter"]["state"] == "DISABLED" and state["observability"]["state"] == "DISABLED"
     assert sm.describe_cluster(ClusterName=f"hp-cluster-{TAG}")["AutoScaling"]["Mode"] == "Disable"
     assert not twin_client(twin, "amp").list_workspaces(alias=f"instantstart-{TAG}")["workspaces"]
+
+
+def test_observability_logging_is_sent_as_the_collector_role(shared: tuple[Running, TwinProcess],
+                                                             tmp_path: Path) -> None:
+    """With logging on, the restarted collector writes its CloudWatch Logs stream as the observability role (the
+    twin decides and records it: tests/iam/test_role_policies.py counts it as that role's use)."""
+    cp, twin = shared
+    with cp.client() as client:
+        done = update(client, {"observability": {"enabled": True, "logging": True}})
+        assert done["status"] == "SUCCEEDED", done
+    eks: Any = twin_client(twin, "eks")
+    addon = eks.describe_addon(clusterName=f"eks-cluster-{TAG}", addonName=OBSERVABILITY)["addon"]
+    assert json.loads(addon["configurationValues"])["logging"] == {"enabled": True}
+    core = kube(twin, tmp_path, TAG)
+    namespace = "hyperpod-observability"
+    before = {p.metadata.uid for p in core.list_namespaced_pod(namespace).items}
+    assert before, "the observability add-on runs no pod"
+    for pod in core.list_namespaced_pod(namespace).items:  # the collector reads its configuration at start
+        core.delete_namespaced_pod(pod.metadata.name, namespace)
+    role = f"instantstart-{TAG}-observability"
+    log = role_log(Path(os.environ["HYPERPOD_TWIN_CALL_LOG"]))
+
+    def sent() -> bool:
+        return any(u.role == role and u.action == "logs:PutLogEvents" and u.decision == "Allow"
+                   for u in recorded_uses(log))
+
+    until(sent, "the restarted collector's PutLogEvents as the observability role", timeout=120)

@@ -14,6 +14,7 @@ import pytest
 from instantstart.manifests import iam_policies as pol
 from instantstart.twin_process import TwinProcess
 from tests.support.flows import make_hyperpod
+from tests.support.iam_documents import SCOPE, every_generated_document
 from tests.support.servers import Running
 from tests.support.twin import twin_client
 from tests.support.waits import wait_terminal
@@ -30,29 +31,6 @@ WILDCARD_EXCEPTIONS: dict[str, str] = {
     "fsx:UpdateFileSystem": "FSx CSI resizes the file systems it provisioned (ids unknown in advance)",
     "fsx:TagResource": "FSx CSI tags the file systems it creates",
 }
-
-SCOPE = pol.Scope("123456789012", "us-west-2", "alpha", "eks-cluster-alpha", "instantstart-123456789012-x", "vpc-1")
-CLUSTER_ARN = "arn:aws:sagemaker:us-west-2:123456789012:cluster/abc123"
-ISSUER = "https://oidc.eks.us-west-2.amazonaws.com/id/ABC"
-PROVIDER = "arn:aws:iam::123456789012:oidc-provider/oidc.eks.us-west-2.amazonaws.com/id/ABC"
-
-
-def every_generated_document() -> dict[str, dict[str, Any]]:
-    """Each document builder of the policy module, called with a realistic scope."""
-    return {
-        "eks_cluster_trust": pol.eks_cluster_trust(SCOPE),
-        "execution_trust": pol.execution_trust(SCOPE),
-        "autoscaling_trust": pol.autoscaling_trust(SCOPE.account, CLUSTER_ARN),
-        "pod_identity_trust": pol.pod_identity_trust(SCOPE.account, SCOPE.eks_cluster, "kube-system", "sa"),
-        "execution_inline_policy": pol.execution_inline_policy(SCOPE),
-        "csi_data_policy": pol.csi_data_policy(SCOPE),
-        "autoscaling_policy": pol.autoscaling_policy(SCOPE.region, CLUSTER_ARN),
-        "irsa_trust": pol.irsa_trust(PROVIDER, ISSUER, "ns", "sa", ("sagemaker.amazonaws.com",)),
-        "checkpoint_policy": pol.checkpoint_policy(SCOPE.bucket, pol.checkpoint_prefix(SCOPE.cluster_tag)),
-        "remote_write_policy": pol.remote_write_policy(f"arn:aws:aps:us-west-2:{SCOPE.account}:workspace/ws-1"),
-        "fsx_csi_policy": pol.fsx_csi_policy(),
-    }
-
 
 def listed(value: Any) -> list[Any]:
     """IAM's "string or list" fields as a list."""

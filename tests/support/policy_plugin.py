@@ -1,4 +1,5 @@
-"""The session call log for the IAM policy test: a file named before any twin starts, that test ordered last.
+"""The session call log for the IAM policy tests: a file named before any twin starts (the twin writes the roles'
+uses next to it), those tests ordered last.
 
 Under pytest-xdist every worker is its own session, so no test can run after all the others: the workers inherit
 the controller's log (named when tests/conftest.py is imported, before they start), the policy test on a worker
@@ -17,6 +18,7 @@ import pytest
 FULL_RUN = pytest.StashKey[bool]()
 TESTS = Path(__file__).resolve().parents[1]
 POLICY_TEST = "tests/iam/test_control_plane_policy.py::test_policy_matches_the_calls_the_suite_made"
+ROLE_TEST = "tests/iam/test_role_policies.py::test_role_policies_match_what_their_principals_did"
 
 
 def start_call_log() -> None:
@@ -75,20 +77,34 @@ def policy_finding(log: Path, complete: bool) -> str | None:
     return None
 
 
+def role_finding(call_log: Path, complete: bool) -> str | None:
+    """What is wrong between the policies of the roles the control plane creates and what their principals did
+    on the twin (tests/support/role_usage.py); None when nothing is."""
+    from tests.support.role_usage import builder_grants, recorded_uses, role_findings, role_log
+
+    uses = recorded_uses(role_log(call_log))
+    if not uses:
+        return None
+    findings = role_findings(uses, builder_grants(), complete)
+    return "\n".join(findings) if findings else None
+
+
 def check_at_session_end(session: pytest.Session) -> None:
-    """On the xdist controller, after every worker finished: the policy against every call of the session."""
+    """On the xdist controller, after every worker finished: the control-plane policy against every call of the
+    session, and the role policies against every use of a role."""
     config = session.config
     if not is_xdist_controller(config) or "HYPERPOD_TWIN_CALL_LOG" not in os.environ:
         return
     if session.shouldstop or session.shouldfail:
         return  # interrupted (-x, Ctrl-C): the calls are incomplete and the failure is already reported
     complete = is_full_run(config) and session.testsfailed == 0
-    finding = policy_finding(Path(os.environ["HYPERPOD_TWIN_CALL_LOG"]), complete)
-    if finding is None:
-        return
-    report = pytest.TestReport(
-        nodeid=POLICY_TEST + "[all-workers]", location=(POLICY_TEST.split("::")[0], None, "session end"),
-        keywords={}, outcome="failed", longrepr=finding, when="call",
-    )
-    config.hook.pytest_runtest_logreport(report=report)
-    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    log = Path(os.environ["HYPERPOD_TWIN_CALL_LOG"])
+    for test, finding in ((POLICY_TEST, policy_finding(log, complete)), (ROLE_TEST, role_finding(log, complete))):
+        if finding is None:
+            continue
+        report = pytest.TestReport(
+            nodeid=test + "[all-workers]", location=(test.split("::")[0], None, "session end"),
+            keywords={}, outcome="failed", longrepr=finding, when="call",
+        )
+        config.hook.pytest_runtest_logreport(report=report)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -112,6 +112,16 @@ def ensure_execution_role(twin: Twin) -> str:
     }
     with contextlib.suppress(iam.exceptions.EntityAlreadyExistsException):
         iam.create_role(RoleName=ROLE.rsplit("/", 1)[-1], AssumeRolePolicyDocument=json.dumps(trust))
+    # What the twin has a node do with it at boot (fetch its lifecycle script, pull the EKS add-on images), and
+    # HyperPod's scaling for Karpenter where a test passes it as the ClusterRole too.
+    node = {"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Action": ["s3:GetObject", "s3:ListBucket"], "Resource": "*"},
+        {"Effect": "Allow", "Action": ["ecr:GetAuthorizationToken", "ecr:BatchGetImage",
+                                       "ecr:GetDownloadUrlForLayer"], "Resource": "*"},
+        {"Effect": "Allow", "Action": ["sagemaker:BatchAddClusterNodes", "sagemaker:BatchDeleteClusterNodes"],
+         "Resource": "*"},
+    ]}
+    iam.put_role_policy(RoleName=ROLE.rsplit("/", 1)[-1], PolicyName="node", PolicyDocument=json.dumps(node))
     return ROLE
 
 

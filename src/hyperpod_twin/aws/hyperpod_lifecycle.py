@@ -8,7 +8,7 @@ from typing import Any
 
 from .context import AwsContext, hex_id
 from .faults import INSUFFICIENT_CAPACITY_MESSAGE
-from .hyperpod_checks import free_private_ip, lifecycle_script_problem
+from .hyperpod_checks import free_private_ip, image_pull_problem, lifecycle_script_problem
 from .hyperpod_model import (
     LATEST_IMAGE_RELEASE,
     LEAVING,
@@ -166,7 +166,9 @@ class Lifecycle:
         checks = (group.spec.get("OnStartDeepHealthChecks") if group else None) or []
 
         def booted() -> None:
-            problem = self.lifecycle_script_problem(group) if group is not None else None
+            problem = None
+            if group is not None:
+                problem = self.lifecycle_script_problem(group) or image_pull_problem(self.ctx, cluster.region, group)
             if problem is not None:
                 self._node_failed(cluster, node, problem)
             elif checks:

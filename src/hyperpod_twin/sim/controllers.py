@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from hyperpod_twin.sim.certmanager import CertManager
+from hyperpod_twin.sim.collector import ObservabilityCollector
 from hyperpod_twin.sim.core import ClusterSim, Controller
 from hyperpod_twin.sim.inference import InferenceOperator
 from hyperpod_twin.sim.jobs import JobController
@@ -50,6 +51,7 @@ def all_controllers() -> list[type[Controller]]:
         Kubelet,
         S3MountWriter,
         ModelDownloadContainer,
+        ObservabilityCollector,
         EndpointsController,
     ]
 

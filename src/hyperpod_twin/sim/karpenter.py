@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from hyperpod_twin.kube.store import WatchEvent
+from hyperpod_twin.role_usage import role_documents, use
 from hyperpod_twin.sim import kobj
 from hyperpod_twin.sim.certmanager import parse_duration
 from hyperpod_twin.sim.core import NODES, PODS, ClusterSim, Controller, TypeKey
@@ -483,8 +484,14 @@ class KarpenterController(Controller):
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="twin-karpenter")
 
+        known: Obj = self.sim.extra.get("hyperpod_cluster") or {}
+        role, arn = known.get("ClusterRole"), known.get("ClusterArn")
+
         def run() -> None:
             try:
+                action = SCALING_ACTIONS.get(what)
+                if action and role and arn:
+                    as_cluster_role(factory, str(role), str(arn), action)
                 call(factory("sagemaker"))
                 log.info("karpenter: %s %s on %s", what, target, cluster_name)
             except Exception as exc:
@@ -498,3 +505,20 @@ class KarpenterController(Controller):
         for instance_id in target.split(","):
             self._deleting.discard(f"hyperpod-{instance_id}")
         self.sim.enqueue(self, ALL)
+
+
+# HyperPod adds and removes the nodes Karpenter asks for as the cluster's ClusterRole (the autoscaling role);
+# the twin scales a group up through UpdateCluster's TargetCount where HyperPod calls BatchAddClusterNodes.
+SCALING_ACTIONS = {
+    "update_cluster": "sagemaker:BatchAddClusterNodes",
+    "batch_delete_cluster_nodes": "sagemaker:BatchDeleteClusterNodes",
+}
+
+
+def as_cluster_role(factory: Callable[[str], Any], role: str, cluster_arn: str, action: str) -> None:
+    """Raise PermissionError unless the cluster's ClusterRole may perform `action` on the cluster (recorded as
+    the role's use)."""
+    decision = use(role_documents(factory("iam"), role), role, action, cluster_arn)
+    if decision != "Allow":
+        raise PermissionError(f"AccessDenied: {role} is not authorized to perform {action} on {cluster_arn} "
+                              f"({decision})")

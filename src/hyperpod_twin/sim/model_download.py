@@ -19,7 +19,7 @@ from hyperpod_twin.sim.core import NODES, PODS, SECRETS, Controller, nsname
 from hyperpod_twin.sim.hf_hub import HUB, HubError
 from hyperpod_twin.sim.kobj import Obj
 from hyperpod_twin.sim.kubelet import Kubelet
-from hyperpod_twin.sim.s3_mounts import S3Target, S3Writer, guarded_put, mount_context, resolve
+from hyperpod_twin.sim.s3_mounts import S3Target, S3Writer, guarded_exists, guarded_put, mount_context, resolve
 
 log = logging.getLogger(__name__)
 
@@ -108,11 +108,19 @@ class ModelDownloadContainer(Controller):
                 raise OSError(f"write s3://{target.bucket}/{target.key}: Input/output error")
 
         pace = HUB.pace(env.get("MODEL_ID", ""))
-        if pace > 0:
-            self._paced(pod, files, targets, model, say, pace, put)
-            return
 
         def program(s3: Any) -> None:
+            # The script first looks for dest/manifest.json (a lookup through the mount) and stops when present.
+            manifest = targets[MANIFEST]
+            assert manifest is not None
+            present = guarded_exists(self.sim, pod, cname, where, f"{dest}/{MANIFEST}", manifest, s3)
+            if present is None or present:
+                say("already present" if present else f"error: stat {dest}/{MANIFEST}: Input/output error")
+                self.sim.run(lambda: self._end(pod, 0 if present else 1))
+                return
+            if pace > 0:
+                self.sim.run(lambda: self._paced(pod, files, targets, model, say, pace, put))
+                return
             code = 1
             try:
                 self._copy(s3, files, targets, model, say, put)

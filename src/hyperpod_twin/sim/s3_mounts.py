@@ -1,6 +1,7 @@
-"""Mountpoint for S3 CSI mounts: files a running pod writes under a mount of an S3 CSI claim become objects,
-allowed or denied by the IAM policies of the role the driver runs as (its Pod Identity association, else the
-node's HyperPod execution role), as Mountpoint on a real node would be."""
+"""Mountpoint for S3 CSI mounts: files a running pod writes under a mount of an S3 CSI claim become objects. Each
+request Mountpoint makes for it (the lookup of the name, then the upload) is allowed or denied by the IAM policies
+of the role the driver runs as (its Pod Identity association, else the node's HyperPod execution role), as on a
+real node, and recorded as that role's use (hyperpod_twin.role_usage)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from hyperpod_twin.iam_eval import evaluate
+from hyperpod_twin.role_usage import role_documents, use
 from hyperpod_twin.sim import kobj
 from hyperpod_twin.sim.core import NODES, PODS, PVCS, PVS, Controller, nsname
 from hyperpod_twin.sim.kobj import Obj
@@ -97,16 +98,8 @@ class S3Writer:
             self._executor = None
 
 
-def driver_role(factory: Callable[[str], Any], eks_cluster: str, hyperpod: str | None, group: str | None) -> str | None:
-    """The role ARN Mountpoint's requests are signed with: the CSI service account's Pod Identity association,
-    else the execution role of the node's instance group (the node's instance profile); None when neither."""
-    eks = factory("eks")
-    found = eks.list_pod_identity_associations(
-        clusterName=eks_cluster, namespace=CSI_NAMESPACE, serviceAccount=CSI_SERVICE_ACCOUNT
-    ).get("associations") or []
-    if found:
-        answer = eks.describe_pod_identity_association(clusterName=eks_cluster, associationId=found[0]["associationId"])
-        return str(answer["association"]["roleArn"])
+def node_role(factory: Callable[[str], Any], hyperpod: str | None, group: str | None) -> str | None:
+    """The execution role of the node's instance group (its instance profile); None when unknown."""
     if not hyperpod:
         return None
     groups = factory("sagemaker").describe_cluster(ClusterName=hyperpod).get("InstanceGroups") or []
@@ -114,37 +107,57 @@ def driver_role(factory: Callable[[str], Any], eks_cluster: str, hyperpod: str |
     return str(roles[0]) if roles and roles[0] else None
 
 
-def role_documents(iam: Any, role_arn: str) -> list[dict[str, Any]]:
-    """The identity policies of a role: inline ones and the managed policies attached to it."""
-    name = role_arn.rsplit("/", 1)[-1]
-    documents = [
-        iam.get_role_policy(RoleName=name, PolicyName=p)["PolicyDocument"]
-        for p in iam.list_role_policies(RoleName=name)["PolicyNames"]
-    ]
-    for attached in iam.list_attached_role_policies(RoleName=name)["AttachedPolicies"]:
-        try:
-            policy = iam.get_policy(PolicyArn=attached["PolicyArn"])["Policy"]
-            version = iam.get_policy_version(PolicyArn=attached["PolicyArn"], VersionId=policy["DefaultVersionId"])
-        except Exception as exc:  # a managed policy the twin does not hold grants nothing
-            log.info("policy %s of %s not evaluated: %s", attached["PolicyArn"], name, exc)
-            continue
-        documents.append(version["PolicyVersion"]["Document"])
-    return [json.loads(d) if isinstance(d, str) else d for d in documents]
+def driver_role(factory: Callable[[str], Any], eks_cluster: str, hyperpod: str | None, group: str | None) -> str | None:
+    """The role ARN Mountpoint's requests are signed with: the CSI service account's Pod Identity association,
+    else the execution role of the node's instance group (the node's instance profile); None when neither.
+    Pod Identity credentials come from the node's EKS Pod Identity Agent, which calls
+    eks-auth:AssumeRoleForPodIdentity with the node's role (recorded as that role's use)."""
+    eks = factory("eks")
+    found = eks.list_pod_identity_associations(
+        clusterName=eks_cluster, namespace=CSI_NAMESPACE, serviceAccount=CSI_SERVICE_ACCOUNT
+    ).get("associations") or []
+    if found:
+        answer = eks.describe_pod_identity_association(clusterName=eks_cluster, associationId=found[0]["associationId"])
+        association = answer["association"]
+        agent = node_role(factory, hyperpod, group)
+        if agent is not None:
+            cluster_arn = str(eks.describe_cluster(name=eks_cluster)["cluster"]["arn"])
+            documents = role_documents(factory("iam"), agent)
+            if use(documents, agent, "eks-auth:AssumeRoleForPodIdentity", cluster_arn) != "Allow":
+                raise WriteDenied(f"AccessDenied: {agent} is not authorized to perform "
+                                  f"eks-auth:AssumeRoleForPodIdentity on {cluster_arn} (no Pod Identity credentials)")
+        return str(association["roleArn"])
+    return node_role(factory, hyperpod, group)
 
 
 class WriteDenied(Exception):
-    """IAM refused a write through the mount."""
+    """IAM refused a request Mountpoint made for a file operation."""
 
 
-def authorize(factory: Callable[[str], Any], where: dict[str, str | None], target: S3Target) -> None:
-    """Raise WriteDenied unless the driver's role may s3:PutObject the target object."""
+# What Mountpoint sends for a file operation, as (IAM action, resource kind): creating or opening a name first
+# looks it up (HeadObject on the key, authorized as s3:GetObject, and ListObjectsV2 with prefix "<key>/", as
+# s3:ListBucket with that s3:prefix); a written file is uploaded with PutObject (multipart parts are s3:PutObject).
+LOOKUP = (("s3:GetObject", "object"), ("s3:ListBucket", "bucket"))
+WRITE = (*LOOKUP, ("s3:PutObject", "object"))
+
+
+def authorize(
+    factory: Callable[[str], Any], where: dict[str, str | None], target: S3Target,
+    requests: tuple[tuple[str, str], ...] = WRITE,
+) -> None:
+    """Raise WriteDenied unless the driver's role may make every request of the operation on the target."""
     role = driver_role(factory, str(where["eks"]), where.get("hyperpod"), where.get("group"))
-    resource = f"arn:aws:s3:::{target.bucket}/{target.key}"
     if role is None:
         raise WriteDenied(f"no credentials: no Pod Identity role for {CSI_NAMESPACE}/{CSI_SERVICE_ACCOUNT}")
-    decision = evaluate(role_documents(factory("iam"), role), "s3:PutObject", resource)
-    if decision != "Allow":
-        raise WriteDenied(f"AccessDenied: {role} is not authorized to perform s3:PutObject on {resource} ({decision})")
+    documents = role_documents(factory("iam"), role)
+    for action, kind in requests:
+        if kind == "bucket":
+            resource, context = f"arn:aws:s3:::{target.bucket}", {"s3:prefix": f"{target.key}/"}
+        else:
+            resource, context = f"arn:aws:s3:::{target.bucket}/{target.key}", {}
+        decision = use(documents, role, action, resource, context)
+        if decision != "Allow":
+            raise WriteDenied(f"AccessDenied: {role} is not authorized to perform {action} on {resource} ({decision})")
 
 
 def mount_context(sim: Any, pod: Obj) -> dict[str, str | None]:
@@ -157,6 +170,29 @@ def mount_context(sim: Any, pod: Obj) -> dict[str, str | None]:
     }
 
 
+def deny(sim: Any, pod: Obj, container: str, path: str, target: S3Target, exc: WriteDenied,
+         verb: str = "write") -> None:
+    """What the pod sees of a refused request: an EIO line in its log and a Warning event (Mountpoint logs the
+    403 and fails the file operation)."""
+    md = pod["metadata"]
+    message = f"{verb} {path}: Input/output error (s3://{target.bucket}/{target.key}: {exc})"
+    sim.runtime.logs.append(md["namespace"], md["name"], container, message)
+    sim.after(0, lambda: sim.event(pod, DENIED_REASON, message, "Warning", "mountpoint-s3"))
+
+
+def guarded_exists(sim: Any, pod: Obj, container: str, where: dict[str, str | None], path: str, target: S3Target,
+                   s3: Any) -> bool | None:
+    """`os.path.exists` of a file on the mount: Mountpoint's lookup, after IAM allows it (on the writer
+    thread); None when refused (the pod sees the EIO)."""
+    try:
+        authorize(sim.extra["boto3_client"], where, target, LOOKUP)
+    except WriteDenied as exc:
+        deny(sim, pod, container, path, target, exc, verb="stat")
+        return None
+    found = s3.list_objects_v2(Bucket=target.bucket, Prefix=target.key, MaxKeys=1).get("Contents") or []
+    return any(item.get("Key") == target.key for item in found)
+
+
 def guarded_put(sim: Any, pod: Obj, container: str, where: dict[str, str | None], path: str, target: S3Target,
                 body: bytes, s3: Any) -> bool:
     """Upload one object written through the mount, after IAM allows it (on the writer thread). A denial is
@@ -164,10 +200,7 @@ def guarded_put(sim: Any, pod: Obj, container: str, where: dict[str, str | None]
     try:
         authorize(sim.extra["boto3_client"], where, target)
     except WriteDenied as exc:
-        md = pod["metadata"]
-        message = f"write {path}: Input/output error (s3://{target.bucket}/{target.key}: {exc})"
-        sim.runtime.logs.append(md["namespace"], md["name"], container, message)
-        sim.after(0, lambda: sim.event(pod, DENIED_REASON, message, "Warning", "mountpoint-s3"))
+        deny(sim, pod, container, path, target, exc)
         return False
     _put(target, body)(s3)
     return True

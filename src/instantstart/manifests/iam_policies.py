@@ -130,7 +130,8 @@ def _data_statements(scope: Scope, sid: str, write_actions: list[str]) -> list[d
 
 def execution_inline_policy(scope: Scope) -> dict[str, Any]:
     """What HyperPod nodes need beyond the managed instance policy: their cluster's data prefix, read-only
-    lifecycle scripts, the VPC CNI's ENI management inside the cluster's VPC, image pulls, Pod Identity."""
+    lifecycle scripts, the VPC CNI's ENI management inside the cluster's VPC, image pulls, Pod Identity (the
+    node's Pod Identity Agent). Nothing on a node calls eks:DescribeCluster (HyperPod's service-linked role does)."""
     net = f"arn:aws:ec2:{scope.region}:{scope.account}"
     in_vpc = {"ArnEquals": {"ec2:Vpc": scope.vpc_arn}}
     return _doc(
@@ -181,26 +182,16 @@ def execution_inline_policy(scope: Scope) -> dict[str, Any]:
             "Condition": in_vpc,
         },
         {
+            # Pulling is these three (AmazonEC2ContainerRegistryPullOnly); BatchCheckLayerAvailability is a push.
             "Sid": "ImagePull",
             "Effect": "Allow",
-            "Action": [
-                "ecr:GetAuthorizationToken",
-                "ecr:BatchGetImage",
-                "ecr:GetDownloadUrlForLayer",
-                "ecr:BatchCheckLayerAvailability",
-            ],
+            "Action": ["ecr:GetAuthorizationToken", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
             "Resource": "*",
         },
         {
             "Sid": "PodIdentity",
             "Effect": "Allow",
             "Action": ["eks-auth:AssumeRoleForPodIdentity"],
-            "Resource": [scope.eks_cluster_arn],
-        },
-        {
-            "Sid": "DescribeOwnCluster",
-            "Effect": "Allow",
-            "Action": ["eks:DescribeCluster"],
             "Resource": [scope.eks_cluster_arn],
         },
     )
