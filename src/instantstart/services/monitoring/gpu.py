@@ -118,27 +118,35 @@ def _vector(data: dict[str, Any]) -> list[tuple[dict[str, str], float]]:
 
 
 def _read(app: AppContext, row: ClusterRow, workspace: dict[str, Any], minutes: int) -> dict[str, Any]:
-    """The four PromQL queries of the view (blocking)."""
+    """The view's PromQL queries (blocking). Instant queries are evaluated at the workspace's own "now", and the
+    range ends there too (the time of the first answer's sample), so a skewed local clock shifts nothing."""
     base = amp_query.workspace_url(app.aws, row.region, str(workspace["workspaceId"]),
                                    workspace.get("prometheusEndpoint"))
-    now = datetime.now(UTC).timestamp()
     step = max(15, (minutes * 60) // POINTS)
 
-    def instant(q: str) -> list[tuple[dict[str, str], float]]:
-        return _vector(amp_query.query(app.aws, row.region, base, "query", {"query": q, "time": f"{now:.3f}"}))
+    def ask(q: str, at: float | None = None) -> dict[str, Any]:
+        params = {"query": q} if at is None else {"query": q, "time": f"{at:.3f}"}
+        return amp_query.query(app.aws, row.region, base, "query", params)
 
-    overall = instant(f"avg({METRIC})")
-    count = instant(f"count({METRIC})")
-    by_type = instant(f"avg by (instance_type) ({METRIC})")
-    by_node = instant(f"avg by (Hostname) ({METRIC})")
-    gpus_by_type = {m.get("instance_type", ""): int(v) for m, v in instant(f"count by (instance_type) ({METRIC})")}
-    gpus_by_node = {m.get("Hostname", ""): int(v) for m, v in instant(f"count by (Hostname) ({METRIC})")}
+    first = ask(f"avg({METRIC})")
+    samples = first.get("result") or []
+    if samples:
+        now = float(samples[0]["value"][0])
+    else:
+        now = datetime.now(UTC).timestamp()
+        first = ask(f"avg({METRIC})", now)
+    by_type = _vector(ask(f"avg by (instance_type) ({METRIC})", now))
+    by_node = _vector(ask(f"avg by (Hostname) ({METRIC})", now))
+    gpus_by_type = {m.get("instance_type", ""): int(v)
+                    for m, v in _vector(ask(f"count by (instance_type) ({METRIC})", now))}
+    gpus_by_node = {m.get("Hostname", ""): int(v) for m, v in _vector(ask(f"count by (Hostname) ({METRIC})", now))}
     ranged = amp_query.query(app.aws, row.region, base, "query_range", {
         "query": f"avg({METRIC})", "start": f"{now - minutes * 60:.3f}", "end": f"{now:.3f}", "step": str(step),
     })
-    values = ((ranged.get("result") or [{}])[0].get("values") or []) if ranged.get("result") else []
-    return {"overall": overall, "count": count, "byType": by_type, "byNode": by_node, "step": step,
-            "gpusByType": gpus_by_type, "gpusByNode": gpus_by_node, "values": values[-POINTS:]}
+    result = ranged.get("result") or []
+    values = (result[0].get("values") or []) if result else []
+    return {"overall": _vector(first), "count": sum(gpus_by_type.values()), "byType": by_type, "byNode": by_node,
+            "step": step, "gpusByType": gpus_by_type, "gpusByNode": gpus_by_node, "values": values[-POINTS:]}
 
 
 @operation("monitoring_gpu_utilization", method="GET", path="/monitoring/gpu-utilization",
@@ -165,7 +173,7 @@ async def monitoring_gpu_utilization(ctx: CallContext, req: GpuUtilizationReques
     return GpuUtilization(
         cluster_tag=tag, observability=found, step_seconds=got["step"],
         mean_percent=round(got["overall"][0][1], 1) if got["overall"] else None,
-        gpus_reporting=int(got["count"][0][1]) if got["count"] else 0,
+        gpus_reporting=got["count"],
         series=[GpuPoint(at=datetime.fromtimestamp(float(t), UTC), percent=round(float(v), 1))
                 for t, v in got["values"]],
         by_instance_type=[
