@@ -36,7 +36,7 @@ export async function render(view, arg, shell) {
     h("label", { for: control.id }, label), control, h("p", { class: "hint" }, applies));
   replace(filters, h("h2", { id: "filters-title" }, "Filters"),
     h("div", { class: "filters" },
-      labelled("Name", text, "every table"), labelled("Instance type", type, "nodes, jobs, endpoints"),
+      labelled("Name", text, "every table"), labelled("Instance type", type, "nodes; jobs and endpoints where known"),
       labelled("Instance group", group, "nodes"), labelled("Health", health, "nodes"),
       labelled("Namespace", namespace, "pods, services, deployments, jobs, endpoints")));
   const options = (select, values) => {
@@ -48,7 +48,8 @@ export async function render(view, arg, shell) {
   };
   const named = (name) => !f.text || name.toLowerCase().includes(f.text.toLowerCase());
   const inNamespace = (ns) => !f.namespace || ns === f.namespace;
-  const ofType = (t) => !f.instanceType || t === f.instanceType;
+  // A row whose instance type is not known (a self-managed server may run on any GPU type) is never hidden by it.
+  const ofType = (t) => !f.instanceType || !t || t === f.instanceType;
 
   let lastWork = null, lastJobs = null, lastEndpoints = null;
   let debounce = null;
@@ -154,7 +155,7 @@ export async function render(view, arg, shell) {
         instanceType: null, state: s.replicasReady >= s.replicasDesired && s.replicasDesired ? "ready" : "starting", replicas: `${s.replicasReady}/${s.replicasDesired}` }))),
       ...(e.managed.error ? [] : e.managed.endpoints.map((m) => ({ name: m.name, namespace: m.namespace, path: `managed (${m.kind})`, detail: m.modelName ?? "—",
         instanceType: m.instanceType, state: m.state, replicas: m.replicas ?? "—" }))),
-    ].filter((r) => named(r.name) && inNamespace(r.namespace) && (!f.instanceType || r.instanceType === f.instanceType));
+    ].filter((r) => named(r.name) && inNamespace(r.namespace) && ofType(r.instanceType));
     replace(endpointsCard, head,
       e.own.error ? errorBox(e.own.error) : null, e.managed.error ? errorBox(e.managed.error) : null,
       table([
@@ -189,6 +190,7 @@ export async function render(view, arg, shell) {
   };
   events.addEventListener("resources", onResources);
   const timer = setInterval(() => loadWorkloads(), 10000);
+  const gpuTimer = setInterval(() => observability.refresh(), 15000);  // the workspace scrapes every 30 s
   await refresh();
-  return { refresh, dispose: () => { events.removeEventListener("resources", onResources); clearInterval(timer); } };
+  return { refresh, dispose: () => { events.removeEventListener("resources", onResources); clearInterval(timer); clearInterval(gpuTimer); } };
 }
