@@ -5,6 +5,7 @@ and the timeline filtered to an object prefix (a job and its pods) through the s
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +100,21 @@ def test_timeline_by_object_prefix_is_a_job_and_its_pods(shared: tuple[Running, 
         bad = client.get("/api/v1/clusters/timeline", params={"objectPrefix": "Train_A"})
     assert {e["objectName"] for e in found} == {"train-a-worker-0"}  # not train-ab-…, not other
     assert bad.status_code == 422 and "objectPrefix" in bad.text
+
+
+def test_closing_the_log_of_a_quiet_container_leaves_the_server_answering(shared: tuple[Running, TwinProcess]) -> None:
+    # The job page follows a pod's log over /api/v1/ws/logs; leaving it closes the socket. For a container that
+    # writes nothing more (gpu-burner after its start line), closing the followed response on the event loop
+    # waited for the next line, forever: every later request hung (found by the job page's browser test).
+    from websockets.sync.client import connect
+
+    cp, _ = shared
+    url = cp.url.replace("http://", "ws://") + "/api/v1/ws/logs?pod=gpu-burner&container=c"
+    with connect(url, additional_headers={"Authorization": f"Bearer {cp.token}"}, open_timeout=30) as socket:
+        first = json.loads(socket.recv(timeout=30))
+        assert first["type"] == "line", first
+    with cp.client() as client:
+        for _ in range(3):  # the loop is free: REST reads and a new follow of the same pod answer at once
+            assert client.get("/api/v1/clusters", timeout=10).status_code == 200
+        with connect(url, additional_headers={"Authorization": f"Bearer {cp.token}"}, open_timeout=10) as socket:
+            assert json.loads(socket.recv(timeout=10))["type"] == "line"
