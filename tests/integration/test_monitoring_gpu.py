@@ -118,3 +118,29 @@ def test_closing_the_log_of_a_quiet_container_leaves_the_server_answering(shared
             assert client.get("/api/v1/clusters", timeout=10).status_code == 200
         with connect(url, additional_headers={"Authorization": f"Bearer {cp.token}"}, open_timeout=10) as socket:
             assert json.loads(socket.recv(timeout=10))["type"] == "line"
+
+
+def test_the_query_adapter_translates_the_workspace_api_errors(
+    shared: tuple[Running, TwinProcess], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from instantstart.aws import amp_query
+    from instantstart.aws.clients import AwsClients
+    from instantstart.errors import InvalidInput, NotFound
+    from instantstart.settings import Settings
+
+    _, twin = shared
+    for key, value in twin.env.items():
+        monkeypatch.setenv(key, value)
+    aws = AwsClients(Settings(data_dir=tmp_path, aws_endpoint_url=twin.endpoint_url, aws_region="us-west-2"))
+    [workspace] = twin_client(twin, "amp").list_workspaces(alias=f"instantstart-{TAG}")["workspaces"]
+    base = amp_query.workspace_url(aws, "us-west-2", workspace["workspaceId"], None)
+    assert base == f"{twin.endpoint_url}/workspaces/{workspace['workspaceId']}/"
+    data = amp_query.query(aws, "us-west-2", base, "query", {"query": 'count(DCGM_FI_DEV_GPU_UTIL{gpu="0"})'})
+    assert data["resultType"] == "vector" and data["result"][0]["value"][1] == "1"
+    with pytest.raises(NotFound, match="does not exist") as missing:
+        amp_query.query(aws, "us-west-2", amp_query.workspace_url(aws, "us-west-2", "ws-missing", None), "query",
+                        {"query": "up"})
+    assert "hyperpod_update_advanced_features" in missing.value.hint
+    with pytest.raises(InvalidInput, match="refused the query") as bad:
+        amp_query.query(aws, "us-west-2", base, "query", {"query": "rate(DCGM_FI_DEV_GPU_UTIL[5m])"})
+    assert "bad_data" not in bad.value.message and "the twin evaluates" in bad.value.message
