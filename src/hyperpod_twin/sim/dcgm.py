@@ -14,6 +14,7 @@ import math
 import re
 import zlib
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -114,8 +115,6 @@ def _number(params: dict[str, str], name: str, default: float | None = None) -> 
     except ValueError:
         pass
     try:
-        from datetime import datetime
-
         return datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
     except ValueError as exc:
         raise BadQuery(f'invalid parameter "{name}": cannot parse "{raw}" to a valid timestamp') from exc
