@@ -99,6 +99,23 @@ def test_monitoring_filters_narrow_every_table(page: Any, served: Served) -> Non
     page.locator("#filter-type").select_option("")
 
 
+def test_job_page_shows_its_timeline(page: Any, served: Served) -> None:
+    page.goto(served.url + "/#/monitoring")
+    page.locator(f"#jobs tr[data-job={JOB}] a").click()
+    expect(page).to_have_url(re.compile(f"#/training/{JOB}$"))
+    card = page.locator("#job-timeline")
+    expect(card.locator("tbody tr").first).to_be_visible(timeout=30_000)
+    objects = card.locator("tbody tr td:nth-child(3)").all_inner_texts()
+    assert objects and all(re.search(f"/{JOB}(-|$)", o) for o in objects), objects
+    expect(card.locator("tr[data-reason=Scheduled]").first).to_be_visible()
+    card.get_by_label("Warnings only").check()
+    expect(card).to_contain_text("Nothing recorded yet.")
+    card.get_by_label("Warnings only").uncheck()
+    expect(card.locator("tbody tr").first).to_be_visible()
+    shot(page, "32-job-timeline")
+    audit(page, "Training job with its timeline")
+
+
 def test_node_page_shows_the_node_and_its_timeline(page: Any, served: Served) -> None:
     page.goto(served.url + "/#/monitoring")
     link = page.locator("#nodes tbody tr a").first
@@ -142,20 +159,3 @@ def test_endpoint_page_and_the_cluster_timeline_page_by_page(page: Any, served: 
     shot(page, "34-cluster-timeline")
     audit(page, "Cluster page with its timeline")
     assert not page.page_errors, page.page_errors
-
-
-def test_job_page_shows_its_timeline(page: Any, served: Served) -> None:
-    page.goto(served.url + "/#/monitoring")
-    page.locator(f"#jobs tr[data-job={JOB}] a").click()
-    expect(page).to_have_url(re.compile(f"#/training/{JOB}$"))
-    card = page.locator("#job-timeline")
-    expect(card.locator("tbody tr").first).to_be_visible(timeout=30_000)
-    objects = card.locator("tbody tr td:nth-child(3)").all_inner_texts()
-    assert objects and all(re.search(f"/{JOB}(-|$)", o) for o in objects), objects
-    expect(card.locator("tr[data-reason=Scheduled]").first).to_be_visible()
-    card.get_by_label("Warnings only").check()
-    expect(card).to_contain_text("Nothing recorded yet.")
-    card.get_by_label("Warnings only").uncheck()
-    expect(card.locator("tbody tr").first).to_be_visible()
-    shot(page, "32-job-timeline")
-    audit(page, "Training job with its timeline")
