@@ -10,6 +10,7 @@ import httpx
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 
+from instantstart import __version__
 from instantstart.aws.clients import AwsClients
 from instantstart.errors import InvalidInput, NotFound, PreconditionFailed, ProviderError, Throttled
 
@@ -32,7 +33,7 @@ def _signed_get(aws: AwsClients, region: str, url: str) -> dict[str, str]:
     if credentials is None:
         raise PreconditionFailed("No AWS credentials to sign the AMP query with.",
                                  hint="Configure credentials for the control plane (environment, profile or role).")
-    request = AWSRequest(method="GET", url=url)
+    request = AWSRequest(method="GET", url=url, headers={"User-Agent": f"python-httpx instantstart/{__version__}"})
     SigV4Auth(credentials.get_frozen_credentials(), "aps", region).add_auth(request)
     return {k: str(v) for k, v in request.headers.items()}
 
