@@ -252,6 +252,9 @@ def policy() -> dict[str, Any]:
                 ["aps:CreateWorkspace", "aps:DeleteWorkspace", "aps:DescribeWorkspace", "aps:TagResource"],
                 ["arn:aws:aps:*:*:workspace/*"],
             ),
+            # Monitoring (issue 19): the GPU-utilisation view reads the observability workspace's PromQL API
+            # (/api/v1/query and query_range), monitoring_gpu_utilization.
+            statement("MetricsQueries", ["aps:QueryMetrics"], ["arn:aws:aps:*:*:workspace/*"]),
         ],
     }
 

@@ -31,6 +31,8 @@ SIGNING_TO_SERVICE = {
 }
 
 _RUNTIME_PATH = re.compile(r"^/endpoints/[^/]+/(invocations|async-invocations|invocations-response-stream)$")
+# AMP's Prometheus-compatible query API: not in the botocore model; IAM authorises it as aps:QueryMetrics.
+_AMP_QUERY_PATH = re.compile(r"^/workspaces/[^/]+/api/v1/(query|query_range)$")
 _CREDENTIAL_RE = re.compile(r"Credential=([^/,\s]+)/\d{8}/([^/]+)/([^/]+)/aws4_request")
 
 
@@ -145,6 +147,8 @@ def identify(
             operation = path.rstrip("/").rsplit("/", 1)[-1] or None
     elif protocol in ("query", "ec2"):
         operation = _query_param(query, body, "Action")
+    elif service == "amp" and _AMP_QUERY_PATH.match(path):
+        operation = "QueryMetrics"
     elif protocol == "rest-json":
         found = _match_rest(service, method, path)
         if found:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from hyperpod_twin.aws.protocol import AwsRequest, RawResponse
 from hyperpod_twin.clock import TwinClock
 from hyperpod_twin.kube.runtime import ClusterRuntime
-from hyperpod_twin.sim import addons, crds, fsx_mounts, jumpstart
+from hyperpod_twin.sim import addons, crds, dcgm, fsx_mounts, jumpstart
 from hyperpod_twin.sim.core import CRDS, ClusterSim, SimConfig
 from hyperpod_twin.sim.kobj import Obj
 from hyperpod_twin.sim.nodes import NodeController
@@ -314,6 +314,7 @@ def attach(twin: Any) -> None:
             return jumpstart.invoke_endpoint(sims, req, account)
 
         aws.ctx.route("sagemaker-runtime", "InvokeEndpoint")(invoke)
+        dcgm.install(twin, plugin.sim_for)  # AMP's query API over simulated DCGM metrics
 
 
 def plugin_of(twin: Any) -> SimPlugin:

@@ -21,6 +21,8 @@ GROUP_DESCRIPTIONS: dict[str, str] = {
     "storage": "Every storage claim of the cluster (S3 and FSx for Lustre): list and delete.",
     "training": "Training jobs on both paths (HyperPodPyTorchJob, KubeRay RayJob) and recipes: submit, list, "
     "logs, delete.",
+    "monitoring": "Monitoring views backed by the observability add-on: GPU utilisation from the cluster's "
+    "Amazon Managed Prometheus workspace (PromQL) and the links to the workspace and to Grafana.",
     "ray": "Ray-native training on KubeRay: submit a RayJob with its own Ray cluster on HyperPod nodes.",
 }
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -48,4 +50,18 @@ def follow_log(api: k8s.ApiClient, namespace: str, pod: str, container: str | No
         if pending and not stop.is_set():
             yield split_stamp(pending.decode("utf-8", "replace"))
     finally:
-        response.release_conn()
+        if stop.is_set():
+            with contextlib.suppress(Exception):
+                response.close()  # interrupted: the connection is dead, never back to the pool
+        else:
+            response.release_conn()
+
+
+def interrupt(response: Any) -> None:
+    """Wake the thread reading a followed log from another thread, without blocking: shut the socket down.
+    Closing the response instead waits for the reading thread to let go of its buffer, i.e. until the
+    container writes again (forever for a quiet one), and froze the event loop that called it."""
+    sock = getattr(getattr(response, "connection", None), "sock", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)

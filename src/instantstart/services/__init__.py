@@ -43,6 +43,7 @@ def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:
         services,
         undeploy,
     )
+    from instantstart.services.monitoring import gpu as monitoring_gpu  # noqa: F401
     from instantstart.services.monitoring import nodes as monitoring_nodes  # noqa: F401
     from instantstart.services.monitoring import timeline, timeline_read  # noqa: F401
     from instantstart.services.operation_tools import operations, wait  # noqa: F401

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Index, Integer, String, Text, UniqueConstraint, delete, select
+from sqlalchemy import Index, Integer, String, Text, UniqueConstraint, delete, or_, select
 from sqlalchemy.orm import Mapped, mapped_column
 
 from instantstart.store.db import Database
@@ -84,6 +84,7 @@ def query(
     object_kind: str | None = None,
     object_name: str | None = None,
     object_names: tuple[str, ...] = (),
+    object_prefix: str | None = None,
     namespace: str | None = None,
     type_: str | None = None,
     source: str | None = None,
@@ -92,7 +93,8 @@ def query(
     limit: int = 50,
 ) -> list[TimelineRow]:
     """Entries of one cluster, newest first (by id), filtered; at most `limit`. `object_names`: any of these
-    objects; `since`: last seen at or after it."""
+    objects; `object_prefix`: the object named so or `<prefix>-…` (a job and its pods); `since`: last seen at or
+    after it."""
     conditions: list[Any] = [TimelineRow.cluster_tag == cluster_tag]
     if object_kind:
         conditions.append(TimelineRow.object_kind == object_kind)
@@ -100,6 +102,10 @@ def query(
         conditions.append(TimelineRow.object_name == object_name)
     if object_names:
         conditions.append(TimelineRow.object_name.in_(object_names))
+    if object_prefix:
+        escaped = object_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        conditions.append(or_(TimelineRow.object_name == object_prefix,
+                              TimelineRow.object_name.like(escaped + "-%", escape="\\")))
     if namespace:
         conditions.append(TimelineRow.namespace == namespace)
     if type_:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import threading
 from collections.abc import AsyncIterator
@@ -15,7 +14,7 @@ from anyio import to_thread
 from instantstart.context import AppContext
 from instantstart.errors import InvalidInput
 from instantstart.kube.calls import kube_api
-from instantstart.kube.log_follow import follow_log
+from instantstart.kube.log_follow import follow_log, interrupt
 from instantstart.services.core.registry import get_cluster, resolve_tag
 
 RESUME_MARGIN_SECONDS = 2  # asked for beyond the last line's age, for clocks that disagree a little
@@ -97,6 +96,5 @@ async def stream_log(app: AppContext, *, cluster_tag: str | None, namespace: str
                 return
     finally:
         stop.set()
-        for response in opened:
-            with contextlib.suppress(Exception):
-                response.close()
+        for response in opened:  # never close it here: that blocks until a quiet container writes again
+            interrupt(response)

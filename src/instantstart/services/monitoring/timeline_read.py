@@ -37,6 +37,10 @@ class TimelineRequest(WireModel):
         description="Pod, Node, Job, Deployment, Operation, Stage, Cluster, Instance, InstanceGroup…",
     )
     object_name: str | None = Field(default=None, max_length=300, description="Only entries about this object.")
+    object_prefix: str | None = Field(
+        default=None, pattern=DNS_NAME,
+        description="Only entries about the object named so or `<prefix>-…` (a job or endpoint and its pods).",
+    )
     namespace: str | None = Field(default=None, pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
     node_id: str | None = Field(
         default=None, pattern=NODE_ID, description="One node (i-… or hyperpod-i-…): its HyperPod and Kubernetes events."
@@ -118,7 +122,7 @@ async def read_timeline(ctx: CallContext, req: TimelineRequest) -> TimelineResul
     node = req.node_id.removeprefix("hyperpod-") if req.node_id else None
     since = utcnow() - timedelta(minutes=req.since_minutes) if req.since_minutes else None
     rows = await to_thread.run_sync(lambda: store.query(
-        app.db, tag, object_kind=req.object_kind, object_name=req.object_name,
+        app.db, tag, object_kind=req.object_kind, object_name=req.object_name, object_prefix=req.object_prefix,
         object_names=(node, f"hyperpod-{node}") if node else (),
         namespace=req.instance_group_name or req.namespace, type_="Warning" if req.warnings_only else req.type,
         source=None if req.source == "all" else req.source, since=since, before_id=req.before, limit=req.limit + 1,
@@ -147,7 +151,7 @@ async def cluster_timeline(ctx: CallContext, req: TimelineRequest) -> TimelineRe
     """Read-only, bounded: at most `limit` (≤200) entries per page, newest first, messages cut to 300
     characters. The timeline of a cluster (default: the active one): Kubernetes events (kept after the API
     server expires them), HyperPod cluster and node events, and the control plane's operations and stage
-    transitions. Filter by source, objectKind/objectName/namespace, nodeId (its HyperPod and Kubernetes
+    transitions. Filter by source, objectKind/objectName/objectPrefix/namespace, nodeId (its HyperPod and Kubernetes
     events), instanceGroupName, sinceMinutes, warningsOnly or type; page with `before`. A cluster read for
     the first time is refreshed live first; a source that cannot be read is listed in `unavailable`."""
     return await read_timeline(ctx, req)

@@ -199,9 +199,10 @@ export function capacitySection(shell) {
   } };
 }
 
-export function nodeTable(nodes, actions) {
+export function nodeTable(nodes, actions, { link = false } = {}) {
   return table([
-    { label: "Node", cell: (n) => h("span", { class: "mono small" }, n.name) },
+    { label: "Node", cell: (n) => link ? h("a", { href: `#/monitoring/${encodeURIComponent(n.name)}`, class: "mono small" }, n.name)
+      : h("span", { class: "mono small" }, n.name) },
     { label: "Type", cell: (n) => n.instanceType },
     { label: "Group", cell: (n) => n.instanceGroup ?? "—" },
     { label: "Zone", cell: (n) => n.zone ?? "—" },

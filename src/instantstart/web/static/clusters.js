@@ -5,6 +5,7 @@ import { events, fresher } from "./live.js";
 import { isActive, progressPanel } from "./operations.js";
 import { capacitySection } from "./capacity.js";
 import { featuresSection } from "./features.js";
+import { timelineCard } from "./timeline.js";
 
 const CLUSTER_KINDS = ["cluster_create", "cluster_delete", "cluster_import"];
 const STAGES = ["eks", "activate", "dependencies", "hyperpod", "storage", "verification"];
@@ -14,6 +15,10 @@ export async function render(view, opArg, shell) {
   const listCard = h("section", { class: "card", id: "clusters" });
   const capacity = capacitySection(shell);
   const features = featuresSection(shell);
+  // The active cluster's own timeline: its operations and stages, HyperPod and Kubernetes events.
+  const timeline = timelineCard("cluster-timeline", "Cluster timeline", {});
+  const drawTimeline = () => (shell.clusters?.activeCluster ? timeline.refresh()
+    : replace(timeline.card, h("h2", {}, "Cluster timeline"), h("p", { class: "empty" }, "No active cluster.")));
   const [zones, instances] = await Promise.all([
     get("/availability-zones").catch((err) => ({ error: err })),
     get("/instances").catch((err) => ({ error: err })),
@@ -21,7 +26,7 @@ export async function render(view, opArg, shell) {
   const createCard = h("section", { class: "card", id: "create" }, createForm(zones, instances, shell));
   replace(view, h("div", { class: "stack" }, h("div", { class: "grid" },
     h("div", { class: "stack" }, createCard, importCard(shell)),
-    h("div", { class: "stack" }, progressCard, listCard)), capacity.el, features.el));
+    h("div", { class: "stack" }, progressCard, listCard)), capacity.el, features.el, timeline.card));
 
   let op = null;
   let listTimer = null;
@@ -69,6 +74,7 @@ export async function render(view, opArg, shell) {
       if (["SUCCEEDED", "FAILED", "CANCELLED"].includes(o.status)) {
         capacity.refresh().catch(() => {});
         features.refresh().catch(() => {});
+        drawTimeline()?.catch?.(() => {});
       }
     }
   };
@@ -78,9 +84,10 @@ export async function render(view, opArg, shell) {
   const ticker = setInterval(() => tick(progressCard), 1000);
   if (shell.clusters) drawList(shell.clusters);
   features.refresh().catch(() => {});  // reads AWS and Kubernetes: the rest of the page does not wait for it
+  drawTimeline()?.catch?.(() => {});  // not waited for either: a first read refreshes HyperPod events
   await Promise.all([loadProgress(), capacity.refresh()]);
   return {
-    refresh: async () => { await Promise.all([loadProgress(), capacity.refresh(), features.refresh()]); },
+    refresh: async () => { await Promise.all([loadProgress(), capacity.refresh(), features.refresh(), drawTimeline()]); },
     dispose: () => {
       events.removeEventListener("operation", onOp); events.removeEventListener("clusters", onClusters);
       clearInterval(ticker); clearTimeout(listTimer); capacity.dispose(); features.dispose();

@@ -2,6 +2,7 @@
 // GPUs shown) and a "test the model" box; every value goes through the REST operations the MCP tools use.
 import { ApiError, get, newKey, post } from "./api.js";
 import { badge, clearErrors, errorBox, field, h, replace, showError, table } from "./dom.js";
+import { renderEndpoint } from "./inference_endpoint.js";
 import { managedCard } from "./inference_managed.js";
 
 const TEMPLATES = {
@@ -17,7 +18,8 @@ function freeGpus(status) {
   return "Free GPUs: " + accel.map((a) => `${a.instanceType}: ${a.gpuAvailable} of ${a.gpuTotal}`).join(" · ");
 }
 
-export async function render(view, _arg, shell) {
+export async function render(view, arg, shell) {
+  if (arg) return renderEndpoint(view, arg);
   const servers = h("section", { class: "card", id: "services", "aria-labelledby": "services-title" });
   const deploy = h("section", { class: "card", id: "deploy", "aria-labelledby": "deploy-title" });
   const call = h("section", { class: "card", id: "call", "aria-labelledby": "call-title" });
@@ -37,7 +39,8 @@ export async function render(view, _arg, shell) {
     replace(servers, head,
       h("h3", {}, `Self-managed (${own.count})`),
       table([
-        { label: "Name", cell: (s) => h("strong", {}, s.name) }, { label: "Engine", cell: (s) => s.engine },
+        { label: "Name", cell: (s) => h("a", { href: `#/inference/${encodeURIComponent(s.name)}` }, h("strong", {}, s.name)) },
+        { label: "Engine", cell: (s) => s.engine },
         { label: "Model", cell: (s) => s.model ?? "—" },
         { label: "Ready", num: true, cell: (s) => h("span", { class: "ready" }, `${s.replicasReady}/${s.replicasDesired}`) },
         { label: "Status", cell: (s) => badge(s.replicasReady >= s.replicasDesired && s.replicasDesired ? "ready" : "starting",
@@ -48,7 +51,8 @@ export async function render(view, _arg, shell) {
       ], own.services, { empty: "No model servers yet: deploy one below.", rowAttrs: (s) => ({ dataset: { service: s.name } }) }),
       h("h3", {}, `Managed (${managed.error ? "—" : managed.count})`),
       managed.error ? errorBox(managed.error) : table([
-        { label: "Name", cell: (e) => h("strong", {}, e.name) }, { label: "Kind", cell: (e) => e.kind },
+        { label: "Name", cell: (e) => h("a", { href: `#/inference/${encodeURIComponent(e.name)}` }, h("strong", {}, e.name)) },
+        { label: "Kind", cell: (e) => e.kind },
         { label: "Model", cell: (e) => e.modelName ?? "—" }, { label: "Instance type", cell: (e) => e.instanceType ?? "—" },
         { label: "State", cell: (e) => badge(e.state, e.state === "DeploymentComplete" ? "ok" : "") },
         { label: "SageMaker endpoint", cell: (e) => e.endpointName ? `${e.endpointName} (${e.endpointState ?? "pending"})` : "—" },

@@ -2,6 +2,7 @@
 // its budget and live logs (over /api/v1/ws/logs, resumed after a reconnect without repeating a line).
 import { get, newKey, post } from "./api.js";
 import { badge, clearErrors, errorBox, field, h, replace, showError, table, when } from "./dom.js";
+import { timelineCard } from "./timeline.js";
 
 const STATE_CLASS = { Running: "Running", Completed: "ok", Failed: "Failed", Restarting: "Pending", Created: "Pending" };
 const stateBadge = (state) => badge(state, STATE_CLASS[state] ?? "");
@@ -107,7 +108,10 @@ async function renderJob(view, name, shell) {
   const follow = h("button", { type: "button", id: "log-follow" }, "Pause");
   const logsCard = h("section", { class: "card", id: "logs" },
     h("div", { class: "card-head" }, h("h2", {}, "Logs"), field("Pod", podSelect), follow, logState), logBox);
-  replace(view, h("div", { class: "stack" }, h("p", {}, h("a", { href: "#/training" }, "← Training")), head, podsCard, logsCard));
+  // The job's persistent timeline: events of the job object and of its pods (<job>-…), kept after Kubernetes drops them.
+  const timeline = timelineCard("job-timeline", "Timeline", { objectPrefix: name });
+  replace(view, h("div", { class: "stack" }, h("p", {}, h("a", { href: "#/training" }, "← Training")), head, podsCard, logsCard,
+    timeline.card));
   let kind = null;
   let stream = null;
 
@@ -183,7 +187,7 @@ async function renderJob(view, name, shell) {
   }
   follow.addEventListener("click", () => { if (stream) { if (stream.paused) stream.resume(); else stream.pause(); } });
   podSelect.addEventListener("change", openLogs);
-  await refresh();
+  await Promise.all([refresh(), timeline.refresh()]);
   const timer = setInterval(() => refresh(), 5000);
-  return { refresh, dispose: () => { clearInterval(timer); stream?.close(true); } };
+  return { refresh: () => Promise.all([refresh(), timeline.refresh()]), dispose: () => { clearInterval(timer); stream?.close(true); } };
 }
