@@ -1,0 +1,99 @@
+"""Training on one control-plane process and one cluster (module scope): kill -9 during a training submit leaves
+one HyperPodPyTorchJob, not two, and the operation completes after the restart."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from kubernetes import client as k8s
+
+from instantstart.twin_process import TwinProcess
+from tests.support.crash import ControlPlane
+from tests.support.flows import kube, make_hyperpod
+from tests.support.waits import until, wait_terminal
+
+TAG = "trmlf"
+EKS = f"eks-cluster-{TAG}"
+JOB = {"jobName": "once", "image": "example/train:1", "command": "train.py --epochs 1",
+       "instanceType": "ml.g6.4xlarge"}
+
+
+@pytest.fixture(scope="module")
+def plane(twin_process: TwinProcess) -> Iterator[ControlPlane]:
+    """One control-plane process (a crash test restarts it) and one HyperPod cluster with the training operator."""
+    httpx.post(twin_process.endpoint_url + "/_twin/reset", timeout=60).raise_for_status()
+    tmp = Path(tempfile.mkdtemp(prefix="training-mlflow-"))
+    cp = ControlPlane(twin_process, tmp / "data", f"sqlite:///{tmp / 'state.db'}")
+    patch = pytest.MonkeyPatch()
+    for key, value in twin_process.env.items():  # this process's clients (kube(), twin_client) on the twin
+        patch.setenv(key, value)
+    with cp.start().client() as client:
+        make_hyperpod(client, TAG)
+        ref = client.post("/api/v1/capacity/advanced-features", json={"trainingOperator": {"enabled": True}})
+        assert ref.status_code == 202, ref.text
+        assert wait_terminal(client, ref.json()["operationId"], timeout=180)["status"] == "SUCCEEDED"
+    try:
+        yield cp
+    finally:
+        cp.stop()
+        patch.undo()
+
+
+def hold(twin: TwinProcess, held: bool) -> None:
+    """Hold (or release) the replies to HyperPodPyTorchJob writes on the cluster's API server."""
+    httpx.post(f"{twin.endpoint_url}/_twin/kube/{EKS}/writes/hold",
+               json={"resource": "hyperpodpytorchjobs", "held": held}, timeout=30).raise_for_status()
+
+
+def pytorch_jobs(objects: k8s.CustomObjectsApi) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = objects.list_namespaced_custom_object(
+        "sagemaker.amazonaws.com", "v1", "default", "hyperpodpytorchjobs")["items"]
+    return items
+
+
+def ended(client: httpx.Client, name: str) -> dict[str, Any] | None:
+    """job_get_status through REST once the job is Completed or Failed."""
+    status: dict[str, Any] = client.get("/api/v1/training/jobs/status", params={"jobName": name}).json()
+    return status if status["job"]["state"] in ("Completed", "Failed") else None
+
+
+def test_kill_9_during_submit_leaves_one_job(plane: ControlPlane, twin_process: TwinProcess, tmp_path: Path) -> None:
+    twin = twin_process
+    objects = k8s.CustomObjectsApi(kube(twin, tmp_path, TAG).api_client)
+    running = plane.ensure_running()
+    # The job's write lands in the API server but its reply is held: the control plane is killed while its
+    # apply stage waits for an answer it will never get.
+    hold(twin, True)
+    try:
+        with running.client() as client:
+            ref = client.post("/api/v1/training/jobs", json=JOB)
+            assert ref.status_code == 202, ref.text
+            operation_id = ref.json()["operationId"]
+
+            def moment() -> str | None:
+                jobs = pytorch_jobs(objects)
+                return f"{len(jobs)} job(s) written, reply held" if jobs else None
+
+            killed = plane.kill_when(moment)
+    finally:
+        hold(twin, False)
+    [before] = pytorch_jobs(objects)
+    with plane.start().client() as client:
+        view = wait_terminal(client, operation_id, timeout=300)
+        assert view["status"] == "SUCCEEDED", (killed, view)
+        [stage] = view["stages"]
+        assert stage["name"] == "apply" and stage["attempts"] >= 2, f"the apply did not run again ({killed})"
+        # A client that never got its answer submits again: refused, the job exists.
+        again = client.post("/api/v1/training/jobs", json=JOB)
+        assert again.status_code == 409, again.text
+        assert "once already exists" in again.json()["error"]["message"]
+        [after] = pytorch_jobs(objects)
+        assert after["metadata"]["uid"] == before["metadata"]["uid"]  # re-applied, not re-created
+        done = until(lambda: ended(client, "once"), what="the job ends", timeout=180, every=0.5)
+    assert done["job"]["state"] == "Completed", done
+    assert len(pytorch_jobs(objects)) == 1
