@@ -1,5 +1,8 @@
 """Training on one control-plane process and one cluster (module scope): kill -9 during a training submit leaves
-one HyperPodPyTorchJob, not two, and the operation completes after the restart."""
+one HyperPodPyTorchJob, not two, and the operation completes after the restart; MLflow through MCP: a job with
+`mlflow` is refused until mlflow_configure made the tracking server (tagged, its writer role limited to it, bound to
+the pods' service account), then its run and loss per step come back from the twin's real `mlflow server` in
+training_history."""
 
 from __future__ import annotations
 
@@ -14,7 +17,8 @@ from kubernetes import client as k8s
 
 from instantstart.twin_process import TwinProcess
 from tests.support.crash import ControlPlane
-from tests.support.flows import kube, make_hyperpod
+from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
+from tests.support.twin import twin_client
 from tests.support.waits import until, wait_terminal
 
 TAG = "trmlf"
@@ -97,3 +101,73 @@ def test_kill_9_during_submit_leaves_one_job(plane: ControlPlane, twin_process: 
         done = until(lambda: ended(client, "once"), what="the job ends", timeout=180, every=0.5)
     assert done["job"]["state"] == "Completed", done
     assert len(pytorch_jobs(objects)) == 1
+
+
+def test_mlflow_configure_job_run_and_history(plane: ControlPlane, twin_process: TwinProcess, tmp_path: Path) -> None:
+    twin = twin_process
+    cp = plane.ensure_running()
+    tracked = {**JOB, "jobName": "tracked", "mlflow": {"experiment": "exp-a"}}
+    recipe = {"recipe": "pytorch", "jobName": "tracked-r", "instanceType": "ml.g6.4xlarge",
+              "mlflow": {"experiment": "exp-a"}}
+    refused = mcp_raw(cp, [("training_job_submit", tracked), ("training_recipe_submit", recipe),
+                           ("training_history", {})])
+    for result in refused[:3]:
+        assert result["isError"], result
+        error = result["payload"]["error"]
+        assert error["code"] == "PRECONDITION_FAILED" and "mlflow_configure" in error["hint"], error
+        assert f"MLflow is not configured for cluster {TAG}" in error["message"]
+
+    [ref] = mcp_calls(cp, [("mlflow_configure", {})])
+    view = mcp_wait(cp, ref["operationId"], limit=400)
+    assert view["status"] == "SUCCEEDED", view
+    result = view["result"]
+    name = f"instantstart-{TAG}"
+    sm: Any = twin_client(twin, "sagemaker")
+    server = sm.describe_mlflow_tracking_server(TrackingServerName=name)
+    assert server["TrackingServerStatus"] == "Created"
+    assert result["trackingServerArn"] == server["TrackingServerArn"]
+    tags = {t["Key"]: t["Value"] for t in sm.list_tags(ResourceArn=server["TrackingServerArn"])["Tags"]}
+    assert tags["instantstart:cluster-tag"] == TAG and tags["instantstart:installation"].startswith("is-")
+    assert server["ArtifactStoreUri"].endswith(f"/{TAG}/mlflow/")
+    # The writer role may use this tracking server only, and is the pods' service account's identity.
+    iam: Any = twin_client(twin, "iam")
+    role = f"instantstart-{TAG}-mlflow-writer"
+    [policy_name] = iam.list_role_policies(RoleName=role)["PolicyNames"]
+    document = iam.get_role_policy(RoleName=role, PolicyName=policy_name)["PolicyDocument"]
+    assert {r for s in document["Statement"] for r in s["Resource"]} == {server["TrackingServerArn"]}
+    assert {a for s in document["Statement"] for a in s["Action"]} == {
+        "sagemaker-mlflow:*", "sagemaker:DescribeMlflowTrackingServer"}
+    eks: Any = twin_client(twin, "eks")
+    [association] = [a for a in eks.list_pod_identity_associations(clusterName=EKS)["associations"]
+                     if a["serviceAccount"] == "instantstart-training"]
+    assert association["namespace"] == "default"
+    assert eks.describe_pod_identity_association(
+        clusterName=EKS, associationId=association["associationId"])["association"]["roleArn"].endswith(role)
+
+    [job] = mcp_calls(cp, [("training_job_submit", tracked)])
+    assert mcp_wait(cp, job["operationId"])["status"] == "SUCCEEDED"
+    objects = k8s.CustomObjectsApi(kube(twin, tmp_path, TAG).api_client)
+    body = objects.get_namespaced_custom_object("sagemaker.amazonaws.com", "v1", "default", "hyperpodpytorchjobs",
+                                                "tracked")
+    pod = body["spec"]["replicaSpecs"][0]["template"]["spec"]
+    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+    assert env["MLFLOW_TRACKING_URI"] == server["TrackingServerArn"]  # the sagemaker-mlflow plugin's URI
+    assert env["MLFLOW_EXPERIMENT_NAME"] == "exp-a" and env["MLFLOW_RUN_NAME"] == "tracked"
+    assert pod["serviceAccountName"] == "instantstart-training"
+    with cp.client() as client:
+        done = until(lambda: ended(client, "tracked"), what="the tracked job ends", timeout=180, every=0.5)
+    assert done["job"]["state"] == "Completed", done
+
+    def history() -> dict[str, Any] | None:
+        [answer] = mcp_calls(cp, [("training_history", {"experiment": "exp-a", "jobName": "tracked"})])
+        return answer if answer["runs"] and answer["runs"][0]["status"] == "FINISHED" else None
+
+    answer = until(history, what="the run in training_history", timeout=120, every=1)
+    [run] = answer["runs"]
+    assert answer["trackingServerName"] == name and run["jobName"] == "tracked" and run["runName"] == "tracked"
+    assert run["metrics"] == {"loss": 0.5}
+    assert [(p["step"], p["value"]) for p in run["history"]["loss"]] == [
+        (1, 2.5), (2, 1.25), (3, 0.833), (4, 0.625), (5, 0.5)]
+    missing = mcp_raw(cp, [("training_history", {"experiment": "nope"})])[0]
+    assert missing["isError"] and missing["payload"]["error"]["code"] == "NOT_FOUND"
+    assert "exp-a" in missing["payload"]["error"]["hint"]

@@ -21,6 +21,8 @@ GROUP_DESCRIPTIONS: dict[str, str] = {
     "storage": "Every storage claim of the cluster (S3 and FSx for Lustre): list and delete.",
     "training": "Training jobs on both paths (HyperPodPyTorchJob, KubeRay RayJob) and recipes: submit, list, "
     "logs, delete.",
+    "mlflow": "SageMaker managed MLflow for training: create or attach the cluster's tracking server and the "
+    "training pods' write access (training_history reads the runs).",
     "ray": "Ray-native training on KubeRay: submit a RayJob with its own Ray cluster on HyperPod nodes.",
 }
 
