@@ -34,6 +34,7 @@ WILDCARD_EXCEPTIONS: dict[str, str] = {
 SCOPE = pol.Scope("123456789012", "us-west-2", "alpha", "eks-cluster-alpha", "instantstart-123456789012-x", "vpc-1")
 CLUSTER_ARN = "arn:aws:sagemaker:us-west-2:123456789012:cluster/abc123"
 ISSUER = "https://oidc.eks.us-west-2.amazonaws.com/id/ABC"
+TRACKING_SERVER = "arn:aws:sagemaker:us-west-2:123456789012:mlflow-tracking-server/instantstart-alpha"
 PROVIDER = "arn:aws:iam::123456789012:oidc-provider/oidc.eks.us-west-2.amazonaws.com/id/ABC"
 
 
@@ -51,6 +52,8 @@ def every_generated_document() -> dict[str, dict[str, Any]]:
         "checkpoint_policy": pol.checkpoint_policy(SCOPE.bucket, pol.checkpoint_prefix(SCOPE.cluster_tag)),
         "remote_write_policy": pol.remote_write_policy(f"arn:aws:aps:us-west-2:{SCOPE.account}:workspace/ws-1"),
         "fsx_csi_policy": pol.fsx_csi_policy(),
+        "mlflow_server_policy": pol.mlflow_server_policy(SCOPE.bucket, pol.mlflow_prefix(SCOPE.cluster_tag)),
+        "mlflow_writer_policy": pol.mlflow_writer_policy(TRACKING_SERVER),
     }
 
 
@@ -163,3 +166,14 @@ def test_a_claim_on_another_bucket_widens_the_csi_role_to_exactly_that_prefix() 
     assert evaluate([policy], "s3:ListBucket", "arn:aws:s3:::team-datasets", {"s3:prefix": "imagenet/a"}) == "Allow"
     # No claim elsewhere: the plain data-prefix policy.
     assert pol.csi_data_policy(SCOPE, pol.claim_grants({"bucket": SCOPE.bucket})) == pol.csi_data_policy(SCOPE)
+
+
+def test_the_mlflow_writer_role_reaches_its_tracking_server_only() -> None:
+    document = pol.mlflow_writer_policy(TRACKING_SERVER)
+    assert {r for s in document["Statement"] for r in listed(s["Resource"])} == {TRACKING_SERVER}
+    actions = {a for s in document["Statement"] for a in listed(s["Action"])}
+    assert actions == {"sagemaker-mlflow:*", "sagemaker:DescribeMlflowTrackingServer"}
+    server = pol.mlflow_server_policy("instantstart-123456789012-x", pol.mlflow_prefix("alpha"))
+    objects = next(s for s in server["Statement"] if s["Sid"] == "ArtifactObjects")
+    assert objects["Resource"] == ["arn:aws:s3:::instantstart-123456789012-x/clusters/alpha/mlflow/*"], objects
+
