@@ -159,7 +159,12 @@ def test_mlflow_configure_job_run_and_history(plane: ControlPlane, twin_process:
     assert done["job"]["state"] == "Completed", done
 
     def history() -> dict[str, Any] | None:
-        [answer] = mcp_calls(cp, [("training_history", {"experiment": "exp-a", "jobName": "tracked"})])
+        # The pod logs on real time while the twin clock runs fast: the experiment may not exist yet (NOT_FOUND).
+        [result] = mcp_raw(cp, [("training_history", {"experiment": "exp-a", "jobName": "tracked"})])[:1]
+        if result["isError"]:
+            assert result["payload"]["error"]["code"] == "NOT_FOUND", result
+            return None
+        answer: dict[str, Any] = result["payload"]
         return answer if answer["runs"] and answer["runs"][0]["status"] == "FINISHED" else None
 
     answer = until(history, what="the run in training_history", timeout=120, every=1)

@@ -4,6 +4,7 @@ lazily on the first CreateMlflowTrackingServer, shared by every tracking server,
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import signal
 import socket
@@ -61,7 +62,9 @@ class MlflowProcess:
                 [exe, "server", "--backend-store-uri", f"sqlite:///{self._dir / 'mlflow.db'}",
                  "--default-artifact-root", str(self._dir / "artifacts"), "--host", "127.0.0.1",
                  "--port", str(port), "--workers", "1"],
-                stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
+                stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
+                # Tracking only: no GenAI job runner (it adds eight worker processes on a 2-core machine).
+                env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})
             log.info("twin mlflow server starting at %s (pid %s)", self.url, self._proc.pid)
         threading.Thread(target=self._watch_health, name="twin-mlflow-health", daemon=True).start()
 
@@ -103,8 +106,6 @@ class MlflowProcess:
         if proc is None or proc.poll() is not None:
             return
         try:
-            import os
-
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=15)
         except (ProcessLookupError, subprocess.TimeoutExpired):

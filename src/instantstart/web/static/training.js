@@ -1,7 +1,8 @@
 // Training: a recipe's form generated from its fields, the jobs of both paths, and a job's pods, restarts against
-// its budget and live logs (over /api/v1/ws/logs, resumed after a reconnect without repeating a line).
+// its budget, MLflow run metrics as charts and live logs (over /api/v1/ws/logs, resumed after a reconnect without repeating a line).
 import { get, newKey, post } from "./api.js";
 import { badge, clearErrors, errorBox, field, h, replace, showError, table, when } from "./dom.js";
+import { metricsCard } from "./mlflow_chart.js";
 
 const STATE_CLASS = { Running: "Running", Completed: "ok", Failed: "Failed", Restarting: "Pending", Created: "Pending" };
 const stateBadge = (state) => badge(state, STATE_CLASS[state] ?? "");
@@ -107,7 +108,9 @@ async function renderJob(view, name, shell) {
   const follow = h("button", { type: "button", id: "log-follow" }, "Pause");
   const logsCard = h("section", { class: "card", id: "logs" },
     h("div", { class: "card-head" }, h("h2", {}, "Logs"), field("Pod", podSelect), follow, logState), logBox);
-  replace(view, h("div", { class: "stack" }, h("p", {}, h("a", { href: "#/training" }, "← Training")), head, podsCard, logsCard));
+  const metrics = metricsCard(name);
+  replace(view, h("div", { class: "stack" }, h("p", {}, h("a", { href: "#/training" }, "← Training")), head, podsCard,
+    metrics.card, logsCard));
   let kind = null;
   let stream = null;
 
@@ -184,6 +187,7 @@ async function renderJob(view, name, shell) {
   follow.addEventListener("click", () => { if (stream) { if (stream.paused) stream.resume(); else stream.pause(); } });
   podSelect.addEventListener("change", openLogs);
   await refresh();
-  const timer = setInterval(() => refresh(), 5000);
+  metrics.refresh();
+  const timer = setInterval(() => { refresh(); metrics.refresh(); }, 5000);
   return { refresh, dispose: () => { clearInterval(timer); stream?.close(true); } };
 }
