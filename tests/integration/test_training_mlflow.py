@@ -144,6 +144,14 @@ def test_mlflow_configure_job_run_and_history(plane: ControlPlane, twin_process:
     assert eks.describe_pod_identity_association(
         clusterName=EKS, associationId=association["associationId"])["association"]["roleArn"].endswith(role)
 
+    # What it created is in the ledger: cluster deletion removes the server and both roles, after HyperPod.
+    with cp.client() as client:
+        plan = client.get(f"/api/v1/clusters/{TAG}/deletion-plan").json()
+    planned = [(r["resourceType"], r["resourceId"]) for r in plan["resources"]]
+    assert ("sagemaker:mlflow-tracking-server", name) in planned
+    assert {("iam:role", f"instantstart-{TAG}-mlflow-server"), ("iam:role", role)} <= set(planned)
+    assert planned.index(("sagemaker:mlflow-tracking-server", name)) < planned.index(("iam:role", role))
+
     [job] = mcp_calls(cp, [("training_job_submit", tracked)])
     assert mcp_wait(cp, job["operationId"])["status"] == "SUCCEEDED"
     objects = k8s.CustomObjectsApi(kube(twin, tmp_path, TAG).api_client)
