@@ -184,3 +184,22 @@ def test_mlflow_configure_job_run_and_history(plane: ControlPlane, twin_process:
     missing = mcp_raw(cp, [("training_history", {"experiment": "nope"})])[0]
     assert missing["isError"] and missing["payload"]["error"]["code"] == "NOT_FOUND"
     assert "exp-a" in missing["payload"]["error"]["hint"]
+
+
+def test_cluster_deletion_removes_the_tracking_server_and_its_roles(plane: ControlPlane,
+                                                                    twin_process: TwinProcess) -> None:
+    twin = twin_process
+    cp = plane.ensure_running()
+    sm: Any = twin_client(twin, "sagemaker")
+    assert sm.describe_mlflow_tracking_server(TrackingServerName=f"instantstart-{TAG}")["TrackingServerStatus"] == (
+        "Created"), "runs after test_mlflow_configure_job_run_and_history"
+    with cp.client() as client:
+        plan = client.get(f"/api/v1/clusters/{TAG}/deletion-plan").json()
+        go = client.post(f"/api/v1/clusters/{TAG}/delete", json={"planDigest": plan["planDigest"]}).json()
+        view = wait_terminal(client, go["operationId"], timeout=300)
+        assert view["status"] == "SUCCEEDED", view
+    servers = sm.list_mlflow_tracking_servers()["TrackingServerSummaries"]
+    assert f"instantstart-{TAG}" not in [s["TrackingServerName"] for s in servers]
+    iam: Any = twin_client(twin, "iam")
+    roles = [r["RoleName"] for r in iam.list_roles()["Roles"] if r["RoleName"].startswith(f"instantstart-{TAG}-")]
+    assert roles == [], roles
