@@ -38,7 +38,8 @@ def plane(twin_process: TwinProcess) -> Iterator[ControlPlane]:
         patch.setenv(key, value)
     with cp.start().client() as client:
         make_hyperpod(client, TAG)
-        ref = client.post("/api/v1/capacity/advanced-features", json={"trainingOperator": {"enabled": True}})
+        ref = client.post("/api/v1/capacity/advanced-features", json={"trainingOperator": {"enabled": True},
+                                                                      "kuberayOperator": {"enabled": True}})
         assert ref.status_code == 202, ref.text
         assert wait_terminal(client, ref.json()["operationId"], timeout=180)["status"] == "SUCCEEDED"
     try:
@@ -181,6 +182,26 @@ def test_mlflow_configure_job_run_and_history(plane: ControlPlane, twin_process:
     assert run["metrics"] == {"loss": 0.5}
     assert [(p["step"], p["value"]) for p in run["history"]["loss"]] == [
         (1, 2.5), (2, 1.25), (3, 0.833), (4, 0.625), (5, 0.5)]
+
+    # The KubeRay path: the head (where the driver runs) and the workers get the same identity and variables;
+    # the run is found by the job's name.
+    [ray] = mcp_calls(cp, [("ray_job_submit", {"jobName": "ray-tracked", "image": "example/ray:1",
+                                               "instanceType": "ml.g6.4xlarge", "entrypoint": "python3 rl.py",
+                                               "mlflow": {"experiment": "exp-ray"}})])
+    assert mcp_wait(cp, ray["operationId"])["status"] == "SUCCEEDED"
+    rayjob = objects.get_namespaced_custom_object("ray.io", "v1", "default", "rayjobs", "ray-tracked")
+    head = rayjob["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+    assert head["serviceAccountName"] == "instantstart-training"
+    assert {e["name"]: e["value"] for e in head["containers"][0]["env"]}["MLFLOW_TRACKING_URI"] == (
+        server["TrackingServerArn"])
+
+    def ray_history() -> dict[str, Any] | None:
+        [found] = mcp_calls(cp, [("training_history", {"jobName": "ray-tracked"})])
+        return found if found["runs"] and found["runs"][0]["status"] == "FINISHED" else None
+
+    [ray_run] = until(ray_history, what="the Ray job's run", timeout=120, every=1)["runs"]
+    assert ray_run["jobName"] == "ray-tracked" and ray_run["metrics"] == {"loss": 0.5}
+
     missing = mcp_raw(cp, [("training_history", {"experiment": "nope"})])[0]
     assert missing["isError"] and missing["payload"]["error"]["code"] == "NOT_FOUND"
     assert "exp-a" in missing["payload"]["error"]["hint"]

@@ -33,9 +33,11 @@ def start(sim: ClusterSim, pod: Obj) -> None:
         return
     env = {e.get("name"): e.get("value") for e in containers[0].get("env") or []}
     uri, experiment = env.get("MLFLOW_TRACKING_URI"), env.get("MLFLOW_EXPERIMENT_NAME")
+    md = pod["metadata"]
     if not uri or not experiment or env.get("NODE_RANK", env.get("GROUP_RANK", "0")) != "0":
         return
-    md = pod["metadata"]
+    if (md.get("labels") or {}).get("ray.io/node-type") == "worker":
+        return  # a Ray job's driver runs on the head
     job = (md.get("labels") or {}).get("HPJob") or env.get("MLFLOW_RUN_NAME") or md["name"]
     run_name = env.get("MLFLOW_RUN_NAME") or job
 

@@ -25,9 +25,9 @@ def signed(url: str, service: str) -> dict[str, str]:
 
 def test_tracking_server_api_and_its_signed_url(twin: Twin) -> None:
     sm: Any = twin.boto3_client("sagemaker")
-    with pytest.raises(ClientError, match="(?i)artifactStoreUri"):
+    with pytest.raises(ClientError, match=r"(?i)artifactStoreUri"):
         sm.create_mlflow_tracking_server(TrackingServerName="ts", ArtifactStoreUri="/tmp/x", RoleArn=ROLE)
-    with pytest.raises(ClientError, match="(?i)trackingServerName"):
+    with pytest.raises(ClientError, match=r"(?i)trackingServerName"):
         sm.create_mlflow_tracking_server(TrackingServerName="bad_name", ArtifactStoreUri="s3://b/p", RoleArn=ROLE)
     arn = sm.create_mlflow_tracking_server(TrackingServerName="ts", ArtifactStoreUri="s3://b/p/", RoleArn=ROLE,
                                            Tags=[{"Key": "k", "Value": "v"}])["TrackingServerArn"]

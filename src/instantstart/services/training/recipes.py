@@ -171,8 +171,7 @@ async def training_recipe_submit(ctx: CallContext, req: RecipeRequest) -> Operat
 async def _submit_on_kuberay(ctx: CallContext, recipe: Recipe, req: RecipeRequest) -> OperationRef:
     """A KubeRay recipe: the job's shape becomes a RayJob (recovery.jobMaxRetryCount → backoffLimit)."""
     for name, value in (("elastic", req.elastic), ("hangDetection", req.hang_detection),
-                        ("queueName", req.queue_name), ("priority", req.priority), ("topology", req.topology),
-                        ("mlflow", req.mlflow)):
+                        ("queueName", req.queue_name), ("priority", req.priority), ("topology", req.topology)):
         if value:
             raise checks.field_error(name, f"is not supported on the KubeRay path (recipe {recipe.name})",
                                      f"Leave {name} out; it applies to HyperPodPyTorchJob recipes.")
@@ -183,5 +182,6 @@ async def _submit_on_kuberay(ctx: CallContext, recipe: Recipe, req: RecipeReques
         instance_type=req.instance_type, nodes=req.nodes, gpus_per_node=gpus, env={**env, **req.env},
         retries=min(req.recovery.job_max_retry_count, 10), s3_claim=req.s3_claim,
         pod_annotations=dict(req.pod_annotations), namespace=req.namespace, cluster_tag=req.cluster_tag,
+        mlflow=req.mlflow,
     )
     return await submit_ray(ctx, ray, words, recipe=recipe.name, needs_claim=uses_s3(recipe))

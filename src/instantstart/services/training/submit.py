@@ -154,7 +154,8 @@ async def submit_job(ctx: CallContext, shape: JobShape, image: str, entry: list[
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
     env, service_account = dict(shape.env), None
     if shape.mlflow is not None:
-        env, service_account = await to_thread.run_sync(mlflow_env, ctx.app.db, tag, shape)
+        env, service_account = await to_thread.run_sync(mlflow_env, ctx.app.db, tag, shape.mlflow, shape.job_name,
+                                                        shape.namespace, shape.env)
     await checks.check_capacity(ctx.app, row, shape.instance_type, shape.elastic is not None)
     claim = await blocking(checks.check_cluster, ctx.app, row, shape.job_name, shape.namespace, shape.s3_claim,
                            needs_claim)
@@ -176,23 +177,21 @@ async def submit_job(ctx: CallContext, shape: JobShape, image: str, entry: list[
     return await submit_for_cluster(ctx, KIND, tag, params, status_tool="job_get_status", poll_after_seconds=10)
 
 
-def mlflow_env(db: Database, tag: str, shape: JobShape) -> tuple[dict[str, str], str]:
+def mlflow_env(db: Database, tag: str, use: MlflowUse, job_name: str, namespace: str,
+               env: dict[str, str]) -> tuple[dict[str, str], str]:
     """The job's env with the MLflow variables, and the service account bound to the tracking server's writer
-    role; refused when mlflow_configure has not run for the cluster (or for another namespace)."""
-    assert shape.mlflow is not None
+    role; refused when mlflow_configure has not run for the cluster (or for another namespace). Both paths."""
     config = mlflow_config(db, tag)
     if config is None:
         raise PreconditionFailed(
-            f"mlflow: MLflow is not configured for cluster {tag}, so job {shape.job_name} has nowhere to log.",
+            f"mlflow: MLflow is not configured for cluster {tag}, so job {job_name} has nowhere to log.",
             hint=f"Run mlflow_configure (clusterTag {tag}) first, or leave mlflow out.")
-    if config["namespace"] != shape.namespace:
+    if config["namespace"] != namespace:
         raise checks.field_error(
-            "namespace", f"MLflow writers are set up in namespace {config['namespace']}, not {shape.namespace}",
-            f"Submit in namespace {config['namespace']}, or run mlflow_configure with namespace "
-            f"{shape.namespace}.")
-    env = {**shape.env, "MLFLOW_TRACKING_URI": str(config["trackingServerArn"]),
-           "MLFLOW_EXPERIMENT_NAME": shape.mlflow.experiment, "MLFLOW_RUN_NAME": shape.job_name}
-    return env, str(config["serviceAccount"])
+            "namespace", f"MLflow writers are set up in namespace {config['namespace']}, not {namespace}",
+            f"Submit in namespace {config['namespace']}, or run mlflow_configure with namespace {namespace}.")
+    return {**env, "MLFLOW_TRACKING_URI": str(config["trackingServerArn"]), "MLFLOW_EXPERIMENT_NAME": use.experiment,
+            "MLFLOW_RUN_NAME": job_name}, str(config["serviceAccount"])
 
 
 @operation(
