@@ -255,6 +255,23 @@ def policy() -> dict[str, Any]:
             # Monitoring (issue 19): the GPU-utilisation view reads the observability workspace's PromQL API
             # (/api/v1/query and query_range), monitoring_gpu_utilization.
             statement("MetricsQueries", ["aps:QueryMetrics"], ["arn:aws:aps:*:*:workspace/*"]),
+            # MLflow (mlflow_configure, training_history): the cluster's SageMaker managed MLflow tracking server
+            # (created or attached, tagged, deleted with the cluster) and its REST API for reading runs.
+            statement(
+                "MlflowTrackingServers",
+                [
+                    "sagemaker:AddTags",
+                    "sagemaker:CreateMlflowTrackingServer",
+                    "sagemaker:DeleteMlflowTrackingServer",
+                    "sagemaker:DescribeMlflowTrackingServer",
+                    "sagemaker:ListTags",
+                    "sagemaker-mlflow:GetExperimentByName",
+                    "sagemaker-mlflow:GetMetricHistory",
+                    "sagemaker-mlflow:SearchExperiments",
+                    "sagemaker-mlflow:SearchRuns",
+                ],
+                ["arn:aws:sagemaker:*:*:mlflow-tracking-server/*"],
+            ),
         ],
     }
 

@@ -368,6 +368,31 @@ def test_training_page_submits_a_recipe_and_follows_a_job_log_live(page: Any, se
     audit(page, "Training job with live logs")
 
 
+def test_training_job_page_charts_its_mlflow_run(page: Any, served: Served) -> None:
+    """After mlflow_configure, a job with `mlflow` logs a run to the twin's real mlflow server; its page draws the
+    loss per step as an SVG chart with a title and a text alternative, and passes the audit."""
+    from tests.support.waits import until, wait_terminal
+
+    with served.api() as api:
+        ref = api.post("/api/v1/training/mlflow", json={}).json()
+        assert wait_terminal(api, ref["operationId"], timeout=400)["status"] == "SUCCEEDED"
+        ref = api.post("/api/v1/training/jobs", json={
+            "jobName": "ui-mlflow", "image": "example/train:1", "command": "train.py", "instanceType": TYPE,
+            "mlflow": {"experiment": "ui"}}).json()
+        assert wait_terminal(api, ref["operationId"], timeout=120)["status"] == "SUCCEEDED"
+        until(lambda: [r for r in api.get("/api/v1/training/history", params={"jobName": "ui-mlflow"}).json().get(
+            "runs", []) if r["status"] == "FINISHED"], timeout=120, what="the job's MLflow run")
+    page.goto(served.url + "/#/training/ui-mlflow")
+    chart = page.locator("#job-metrics svg.chart[data-metric=loss]")
+    expect(chart).to_have_count(1, timeout=30_000)
+    expect(chart.locator("title")).to_have_text("loss per step (run ui-mlflow)")
+    expect(page.locator("#job-metrics figcaption")).to_contain_text("5 point(s) from step 1 to 5")
+    expect(page.locator("#job-metrics figcaption")).to_contain_text("last 0.5")
+    assert chart.locator("circle").count() == 5
+    shot(page, "06c-training-mlflow-chart")
+    audit(page, "Training job with MLflow metrics")
+
+
 def test_operations_list_filter_and_detail(page: Any, served: Served) -> None:
     page.goto(served.url + "/#/operations")
     rows = page.locator("#view tbody tr")

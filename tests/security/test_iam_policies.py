@@ -14,7 +14,7 @@ import pytest
 from instantstart.manifests import iam_policies as pol
 from instantstart.twin_process import TwinProcess
 from tests.support.flows import make_hyperpod
-from tests.support.iam_documents import SCOPE, every_generated_document
+from tests.support.iam_documents import SCOPE, TRACKING_SERVER, every_generated_document
 from tests.support.servers import Running
 from tests.support.twin import twin_client
 from tests.support.waits import wait_terminal
@@ -141,3 +141,14 @@ def test_a_claim_on_another_bucket_widens_the_csi_role_to_exactly_that_prefix() 
     assert evaluate([policy], "s3:ListBucket", "arn:aws:s3:::team-datasets", {"s3:prefix": "imagenet/a"}) == "Allow"
     # No claim elsewhere: the plain data-prefix policy.
     assert pol.csi_data_policy(SCOPE, pol.claim_grants({"bucket": SCOPE.bucket})) == pol.csi_data_policy(SCOPE)
+
+
+def test_the_mlflow_writer_role_reaches_its_tracking_server_only() -> None:
+    document = pol.mlflow_writer_policy(TRACKING_SERVER)
+    assert {r for s in document["Statement"] for r in listed(s["Resource"])} == {TRACKING_SERVER}
+    actions = {a for s in document["Statement"] for a in listed(s["Action"])}
+    assert actions == {"sagemaker-mlflow:*", "sagemaker:DescribeMlflowTrackingServer"}
+    server = pol.mlflow_server_policy("instantstart-123456789012-x", pol.mlflow_prefix("alpha"))
+    objects = next(s for s in server["Statement"] if s["Sid"] == "ArtifactObjects")
+    assert objects["Resource"] == ["arn:aws:s3:::instantstart-123456789012-x/clusters/alpha/mlflow/*"], objects
+

@@ -12,6 +12,7 @@ CLUSTER_ARN = "arn:aws:sagemaker:us-west-2:123456789012:cluster/abc123"
 ISSUER = "https://oidc.eks.us-west-2.amazonaws.com/id/ABC"
 PROVIDER = "arn:aws:iam::123456789012:oidc-provider/oidc.eks.us-west-2.amazonaws.com/id/ABC"
 WORKSPACE_ARN = f"arn:aws:aps:us-west-2:{SCOPE.account}:workspace/ws-1"
+TRACKING_SERVER = "arn:aws:sagemaker:us-west-2:123456789012:mlflow-tracking-server/instantstart-alpha"
 
 
 def every_generated_document() -> dict[str, dict[str, Any]]:
@@ -28,4 +29,6 @@ def every_generated_document() -> dict[str, dict[str, Any]]:
         "checkpoint_policy": pol.checkpoint_policy(SCOPE.bucket, pol.checkpoint_prefix(SCOPE.cluster_tag)),
         "remote_write_policy": pol.remote_write_policy(WORKSPACE_ARN),
         "fsx_csi_policy": pol.fsx_csi_policy(),
+        "mlflow_server_policy": pol.mlflow_server_policy(SCOPE.bucket, pol.mlflow_prefix(SCOPE.cluster_tag)),
+        "mlflow_writer_policy": pol.mlflow_writer_policy(TRACKING_SERVER),
     }

@@ -159,3 +159,24 @@ def test_verl_renders_into_a_rayjob_field_by_field() -> None:
     assert {v["mountPath"] for v in c["volumeMounts"]} == {"/dev/shm", "/s3"}
     assert {"name": "s3", "persistentVolumeClaim": {"claimName": "s3-claim"}} in pod["volumes"]
     assert {e["name"]: e["value"] for e in c["env"]} == {"HF_HOME": "/s3/hf-cache"}
+
+
+def test_a_tracked_job_runs_as_the_mlflow_writer_service_account_on_both_paths() -> None:
+    from instantstart.manifests import ray_job as r
+
+    env = {"MLFLOW_TRACKING_URI": "arn:aws:sagemaker:us-west-2:123456789012:mlflow-tracking-server/t"}
+    job = m.job(m.JobSpec(name="j", namespace="default", image="i", entry=["train.py"], nodes=1, nproc_per_node="auto",
+                          gpus_per_node=1, instance_type="ml.g6.4xlarge", env=env,
+                          service_account="instantstart-training"))
+    pod = job["spec"]["replicaSpecs"][0]["template"]["spec"]
+    assert pod["serviceAccountName"] == "instantstart-training"
+    assert {"name": "MLFLOW_TRACKING_URI", "value": env["MLFLOW_TRACKING_URI"]} in pod["containers"][0]["env"]
+    ray = r.ray_job(r.RayJobSpec(name="rl", namespace="default", image="i", entrypoint=["python3", "a.py"], workers=1,
+                                 gpus_per_worker=1, instance_type="ml.g6.4xlarge", env=env,
+                                 service_account="instantstart-training"))
+    cluster = ray["spec"]["rayClusterSpec"]
+    templates = [cluster["headGroupSpec"]["template"], *(g["template"] for g in cluster["workerGroupSpecs"])]
+    assert [t["spec"]["serviceAccountName"] for t in templates] == ["instantstart-training"] * 2
+    untracked = m.job(m.JobSpec(name="j", namespace="default", image="i", entry=["train.py"], nodes=1,
+                                nproc_per_node="auto", gpus_per_node=1, instance_type="ml.g6.4xlarge"))
+    assert "serviceAccountName" not in untracked["spec"]["replicaSpecs"][0]["template"]["spec"]

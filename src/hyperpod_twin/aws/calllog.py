@@ -36,6 +36,16 @@ def s3_operation(method: str, path: str, raw_query: str) -> str:
     return f"{verb}Bucket{sub[:1].upper()}{sub[1:]}"
 
 
+def record_action(service: str, operation: str, user_agent: str) -> None:
+    """Append a call that is not an AWS API request the twin parses (a tracking server's REST API)."""
+    target = os.environ.get(ENV)
+    if not target:
+        return
+    agent = user_agent.split()[-1] if user_agent.split() else "-"
+    with _lock, open(target, "a") as handle:
+        handle.write(f"{service} {operation} {agent}\n")
+
+
 def record(req: AwsRequest, raw_query: str, user_agent: str) -> None:
     """Append the call to the log named by HYPERPOD_TWIN_CALL_LOG (nothing when it is unset)."""
     target = os.environ.get(ENV)

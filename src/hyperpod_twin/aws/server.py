@@ -15,7 +15,7 @@ from werkzeug.wrappers import Request, Response
 
 from hyperpod_twin import writes
 
-from . import calllog
+from . import calllog, mlflow_servers
 from .context import AwsContext
 from .model_check import check_request
 from .protocol import AwsError, AwsRequest, PassThrough, RawResponse, error_response, identify
@@ -36,6 +36,7 @@ class TwinAwsApp:
         self.ctx = ctx
         self.control = control
         self.moto: WsgiApp = DomainDispatcherApplication(create_backend_app)
+        self.mlflow: mlflow_servers.MlflowServers | None = None  # set by the AWS side
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "") or "/"
@@ -44,6 +45,8 @@ class TwinAwsApp:
             response = self.control(request)
             return response(environ, start_response)
         body = request.get_data(cache=True)
+        if path.startswith(mlflow_servers.PROXY_PREFIX) and self.mlflow is not None:
+            return self._mlflow(environ, start_response, request, path, body)
         # moto reads the body again from wsgi.input.
         environ["wsgi.input"] = io.BytesIO(body)
         environ["CONTENT_LENGTH"] = str(len(body))
@@ -107,6 +110,18 @@ class TwinAwsApp:
                     )
                 return _send(answer, environ, start_response)
         return self._call_moto(req, environ, start_response)
+
+    def _mlflow(self, environ: dict[str, Any], start_response: StartResponse, request: Request, path: str,
+                body: bytes) -> Iterable[bytes]:
+        """A tracking server's REST API (see mlflow_servers.forward), logged as its sagemaker-mlflow action."""
+        assert self.mlflow is not None
+        headers = dict(request.headers.items())
+        status, content, ctype, action = mlflow_servers.forward(
+            self.mlflow, request.method, path, environ.get("QUERY_STRING", ""), headers, body)
+        if action is not None:
+            calllog.record_action("sagemaker-mlflow", action, headers.get("User-Agent", ""))
+        start_response(f"{status} {'OK' if status < 400 else 'ERROR'}", [("Content-Type", ctype)])
+        return [content]
 
     def _call_moto(
         self, req: AwsRequest | None, environ: dict[str, Any], start_response: StartResponse

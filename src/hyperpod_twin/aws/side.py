@@ -20,6 +20,7 @@ from . import (
     eks_clusters,
     fsx,
     iam_ext,
+    mlflow_servers,
     nat_gateways,
     quotas,
     s3_owner,
@@ -75,6 +76,8 @@ class AwsSide:
         quotas.register(self.ctx, self.quotas)
         training_plans.register(self.ctx, self.plans)
         sagemaker_hyperpod.register(self.ctx, self.hyperpod)
+        self.mlflow = mlflow_servers.MlflowServers(self.ctx)
+        mlflow_servers.register(self.ctx, self.mlflow)  # after HyperPod's AddTags/ListTags, which it chains
         eks_cluster_api.register(self.ctx, self.eks)
         eks_access.register(self.ctx, self.eks)
         eks_addon_api.register(self.ctx, self.eks)
@@ -138,7 +141,9 @@ class AwsSide:
 
     def app(self, control: Any) -> TwinAwsApp:
         """The WSGI application serving moto, the extensions and `control` on one port."""
-        return TwinAwsApp(self.ctx, control)
+        app = TwinAwsApp(self.ctx, control)
+        app.mlflow = self.mlflow
+        return app
 
     def reset(self) -> None:
         """A clean account: moto's backends, every extension, faults; then the baseline again."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +30,7 @@ Obj = dict[str, Any]
 Authenticator = Callable[[str | None], Identity]
 ANONYMOUS_PATHS = {"/version", "/version/", "/healthz", "/livez", "/readyz"}
 DEFAULT_WATCH_TIMEOUT = 1800.0
+HOLD_LIMIT = 300.0  # seconds a held write reply waits at most (writes/hold)
 
 
 def new_cluster_runtime(name: str, arn: str) -> ClusterRuntime:
@@ -90,9 +92,22 @@ class KubeApiServer:
                     log.info("rejected request to %s: %s", request.path, err)
                     raise ApiError(401, "Unauthorized", "Unauthorized") from err
             writes.kube(self.runtime.name, request.method, request.path)
-            return self._route(request)
+            response = self._route(request)
         except ApiError as err:
-            return Response.json(err.code, err.body())
+            response = Response.json(err.code, err.body())
+        self._hold(request)
+        return response
+
+    def _hold(self, request: Request) -> None:
+        """A write to a held resource has landed; its reply waits until the hold is released (or the server
+        stops, or HOLD_LIMIT seconds pass), as a reply lost in flight leaves the client waiting."""
+        store = self.runtime.store
+        if request.method in ("POST", "PUT", "PATCH") and any(
+                f"/{plural}" in request.path for plural in set(store.held_writes)):
+            deadline = time.monotonic() + HOLD_LIMIT
+            while not store.writes_released.wait(0.5) and not self._http.stopping.is_set():
+                if time.monotonic() > deadline:
+                    break
 
     def _route(self, request: Request) -> Response:
         path = request.path.rstrip("/") or "/"

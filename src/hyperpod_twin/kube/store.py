@@ -109,6 +109,9 @@ class ObjectStore:
     compacted_below: int = 0
     watch_epoch: int = 0
     watches_blocked: bool = False  # new watches answer 503 (an outage of the watch path)
+    # Resource plurals whose writes land but whose responses wait until released (a reply lost in flight).
+    held_writes: set[str] = field(default_factory=set)
+    writes_released: threading.Event = field(default_factory=lambda: _set_event())
     # Events recorded but not yet delivered, in resourceVersion order; one delivery at a time, so
     # listeners see changes in the order they were made even when several threads write at once.
     _undelivered: deque[WatchEvent] = field(default_factory=deque)
@@ -363,3 +366,9 @@ class ObjectStore:
 
 def _spec_of(obj: Obj) -> Obj:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+
+
+def _set_event() -> threading.Event:
+    event = threading.Event()
+    event.set()
+    return event

@@ -9,7 +9,7 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 
 from hyperpod_twin.kube.store import WatchEvent
-from hyperpod_twin.sim import fsx_mounts, kobj, model_server
+from hyperpod_twin.sim import fsx_mounts, kobj, mlflow_runs, model_server
 from hyperpod_twin.sim.core import NODES, PODS, ClusterSim, Controller
 from hyperpod_twin.sim.kobj import Obj
 from hyperpod_twin.sim.lustre_network import PENDING, LustreReachability
@@ -215,6 +215,7 @@ class Kubelet(Controller):
             ]
         self.sim.patch_status(PODS, pod, status)
         self._write_start_logs(pod)
+        mlflow_runs.start(self.sim, pod)
         ready_delay = self.sim.config.pod_ready_seconds
         self.sim.after(ready_delay, lambda: self._ready(ns, name, uid))
         if runs_to_completion(pod) or should_fail(pod, run.crashes):

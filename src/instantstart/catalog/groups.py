@@ -23,6 +23,8 @@ GROUP_DESCRIPTIONS: dict[str, str] = {
     "logs, delete.",
     "monitoring": "Monitoring views backed by the observability add-on: GPU utilisation from the cluster's "
     "Amazon Managed Prometheus workspace (PromQL) and the links to the workspace and to Grafana.",
+    "mlflow": "SageMaker managed MLflow for training: create or attach the cluster's tracking server and the "
+    "training pods' write access (training_history reads the runs).",
     "ray": "Ray-native training on KubeRay: submit a RayJob with its own Ray cluster on HyperPod nodes.",
 }
 

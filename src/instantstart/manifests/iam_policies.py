@@ -364,3 +364,45 @@ def fsx_csi_policy() -> dict[str, Any]:
             },
         ],
     }
+
+
+def mlflow_prefix(cluster_tag: str) -> str:
+    """The cluster's MLflow artifact store prefix in the project bucket."""
+    return f"{DATA_ROOT}{cluster_tag}/mlflow/"
+
+
+def mlflow_server_policy(bucket: str, prefix: str) -> dict[str, Any]:
+    """The role SageMaker's MLflow tracking server assumes: its artifact store (the prefix) only."""
+    return _doc(
+        {
+            "Sid": "ArtifactObjects",
+            "Effect": "Allow",
+            "Action": ["s3:PutObject", "s3:GetObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
+            "Resource": [f"arn:aws:s3:::{bucket}/{prefix}*"],
+        },
+        {
+            "Sid": "ArtifactList",
+            "Effect": "Allow",
+            "Action": ["s3:ListBucket", "s3:GetBucketLocation"],
+            "Resource": [f"arn:aws:s3:::{bucket}"],
+            "Condition": {"StringLike": {"s3:prefix": [f"{prefix}*"]}},
+        },
+    )
+
+
+def mlflow_writer_policy(tracking_server_arn: str) -> dict[str, Any]:
+    """Training pods (through their service account's role): the MLflow API of this one tracking server only."""
+    return _doc(
+        {
+            "Sid": "MlflowThisTrackingServer",
+            "Effect": "Allow",
+            "Action": ["sagemaker-mlflow:*"],
+            "Resource": [tracking_server_arn],
+        },
+        {
+            "Sid": "DescribeThisTrackingServer",
+            "Effect": "Allow",
+            "Action": ["sagemaker:DescribeMlflowTrackingServer"],
+            "Resource": [tracking_server_arn],
+        },
+    )

@@ -40,6 +40,7 @@ class RayJobSpec:
     backoff_limit: int = 0
     ttl_seconds_after_finished: int = 3600
     active_deadline_seconds: int | None = None
+    service_account: str | None = None  # the pods' identity (MLflow writers: mlflow_configure's account)
 
 
 def _volumes(spec: RayJobSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -72,6 +73,8 @@ def _template(spec: RayJobSpec, container: str, resources: dict[str, Any]) -> di
     }
     if spec.pod_annotations:
         template["metadata"]["annotations"] = dict(spec.pod_annotations)
+    if spec.service_account:
+        template["spec"]["serviceAccountName"] = spec.service_account
     return template
 
 

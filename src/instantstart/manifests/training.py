@@ -109,6 +109,7 @@ class JobSpec:
     recipe: str | None = None
     pod_annotations: dict[str, str] = field(default_factory=dict)
     scheduling: Scheduling | None = None
+    service_account: str | None = None  # the pods' identity (MLflow writers: mlflow_configure's account)
 
 
 def command(spec: JobSpec) -> list[str]:
@@ -156,6 +157,8 @@ def job(spec: JobSpec) -> dict[str, Any]:
         annotations[TOPOLOGY_ANNOTATION.format(mode=sched.topology[0])] = sched.topology[1]
     if annotations:
         template["metadata"]["annotations"] = annotations
+    if spec.service_account:
+        template["spec"]["serviceAccountName"] = spec.service_account
     if sched and sched.queue:
         labels[QUEUE_LABEL] = sched.queue
     if sched and sched.priority:

@@ -48,7 +48,7 @@ def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:
     from instantstart.services.monitoring import timeline, timeline_read  # noqa: F401
     from instantstart.services.operation_tools import operations, wait  # noqa: F401
     from instantstart.services.storage import fsx, fsx_delete, fsx_inventory, inventory, models, s3_tools  # noqa: F401
-    from instantstart.services.training import jobs, ray_jobs, recipes, submit  # noqa: F401
+    from instantstart.services.training import history, jobs, mlflow, ray_jobs, recipes, submit  # noqa: F401
 
     for name in plugins:
         importlib.import_module(name)

@@ -11,7 +11,7 @@ from typing import Any
 from anyio import to_thread
 from pydantic import Field
 
-from instantstart.aws import amp, ec2_network, eks, elbv2, hyperpod, iam
+from instantstart.aws import amp, ec2_network, eks, elbv2, hyperpod, iam, mlflow
 from instantstart.aws.clients import AwsClients
 from instantstart.aws.errors import error_code, translate
 from instantstart.catalog import operation
@@ -39,6 +39,7 @@ ORDER = [
     "k8s:loadbalancer-service",
     "elbv2:load-balancer",
     "sagemaker:cluster",
+    "sagemaker:mlflow-tracking-server",  # mlflow_configure's; its roles go with iam:role
     "fsx:file-system",  # after the nodes that mount it; its claims go first (fsx_delete.delete_for_cluster)
     "eks:pod-identity-association",
     "eks:addon",
@@ -293,6 +294,7 @@ DELETERS: dict[str, Deleter] = {
     "eks:pod-identity-association": _delete_pod_identity,
     "iam:role": _deleter(iam.delete_role, True),
     "aps:workspace": _deleter(amp.delete_workspace, True),
+    "sagemaker:mlflow-tracking-server": _deleter(mlflow.delete_server, True),
     "iam:oidc-provider": delete_oidc_provider,
     "ec2:nat-gateway": _deleter(ec2_network.delete_nat_gateway, False),
     "ec2:elastic-ip": _deleter(ec2_network.release_address, True),
@@ -383,6 +385,9 @@ def _forget(app: AppContext, tag: str) -> None:
         active = session.get(StateRow, ACTIVE_CLUSTER_KEY)
         if active is not None and active.value == tag:
             session.delete(active)
+        mlflow_config = session.get(StateRow, f"mlflow:{tag}")  # services.training.mlflow.config_key
+        if mlflow_config is not None:
+            session.delete(mlflow_config)
 
 
 async def stage_forget(stage: StageContext) -> dict[str, Any]:

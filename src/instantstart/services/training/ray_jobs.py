@@ -22,7 +22,7 @@ from instantstart.services.core.registry import get_cluster, resolve_tag, submit
 from instantstart.services.core.stages import blocking
 from instantstart.services.training import checks
 from instantstart.services.training.models import JobPod, JobSummary
-from instantstart.services.training.submit import JobParams
+from instantstart.services.training.submit import JobParams, MlflowUse, mlflow_env
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag, KubeName
 
@@ -45,6 +45,9 @@ class RayJobRequest(WireModel):
     gpus_per_node: int | None = Field(default=None, ge=0, le=64,
                                       description="GPUs each worker requests (default: all of the type's GPUs).")
     env: dict[str, str] = Field(default_factory=dict, max_length=64)
+    mlflow: MlflowUse | None = Field(default=None, description="Track the job in MLflow (mlflow_configure first): "
+                                     "the head and workers get MLFLOW_TRACKING_URI (the tracking server ARN), "
+                                     "MLFLOW_EXPERIMENT_NAME, MLFLOW_RUN_NAME and the writer service account.")
     retries: int = Field(default=0, ge=0, le=10, description="backoffLimit: new attempts after a failed run.")
     active_deadline_seconds: int | None = Field(default=None, ge=60, le=30 * 86400)
     s3_claim: str | None = Field(default="s3-claim", description=f"Claim mounted at {m.S3_MOUNT} when present.")
@@ -81,13 +84,17 @@ async def submit_ray(ctx: CallContext, req: RayJobRequest, entry: list[str], *, 
                                      for w in entry)
     tag = await blocking(resolve_tag, ctx.app.db, req.cluster_tag)
     row = await blocking(get_cluster, ctx.app.db, tag)
+    env, service_account = dict(req.env), None
+    if req.mlflow is not None:
+        env, service_account = await blocking(mlflow_env, ctx.app.db, tag, req.mlflow, req.job_name, req.namespace,
+                                              req.env)
     await checks.check_capacity(ctx.app, row, req.instance_type, False)
     claim = await blocking(check_ray_cluster, ctx.app, row, req.job_name, req.namespace, req.s3_claim, needs_claim)
     spec = r.RayJobSpec(
         name=req.job_name, namespace=req.namespace, image=req.image, entrypoint=entry, workers=req.nodes,
-        gpus_per_worker=gpus, instance_type=req.instance_type, env=dict(req.env), s3_claim=claim, recipe=recipe,
+        gpus_per_worker=gpus, instance_type=req.instance_type, env=env, s3_claim=claim, recipe=recipe,
         pod_annotations=dict(req.pod_annotations), backoff_limit=req.retries,
-        active_deadline_seconds=req.active_deadline_seconds,
+        active_deadline_seconds=req.active_deadline_seconds, service_account=service_account,
     )
     params = JobParams(cluster_tag=tag, region=row.region, eks_cluster=row.eks_cluster_name, name=spec.name,
                        namespace=spec.namespace, body=r.ray_job(spec))

@@ -182,5 +182,6 @@ async def _submit_on_kuberay(ctx: CallContext, recipe: Recipe, req: RecipeReques
         instance_type=req.instance_type, nodes=req.nodes, gpus_per_node=gpus, env={**env, **req.env},
         retries=min(req.recovery.job_max_retry_count, 10), s3_claim=req.s3_claim,
         pod_annotations=dict(req.pod_annotations), namespace=req.namespace, cluster_tag=req.cluster_tag,
+        mlflow=req.mlflow,
     )
     return await submit_ray(ctx, ray, words, recipe=recipe.name, needs_claim=uses_s3(recipe))

@@ -10,6 +10,7 @@ from pydantic import Field
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import CallContext, StageContext
+from instantstart.errors import PreconditionFailed
 from instantstart.kube.apply import apply_object
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.manifests import training as m
@@ -19,6 +20,8 @@ from instantstart.operations.params import ParamsModel
 from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.core.stages import blocking
 from instantstart.services.training import checks, scheduling
+from instantstart.services.training.mlflow import mlflow_config
+from instantstart.store.db import Database
 from instantstart.validation import ClusterTag, KubeName
 
 KIND = "training_job_submit"
@@ -61,6 +64,13 @@ class Elastic(WireModel):
     max_replicas: int = Field(ge=1, le=256)
 
 
+class MlflowUse(WireModel):
+    """Log the job's runs to the cluster's MLflow tracking server (mlflow_configure first)."""
+
+    experiment: str = Field(min_length=1, max_length=500, pattern=r"^[^\x00-\x1f]+$",
+                            description="The MLflow experiment the job's runs go to (created when absent).")
+
+
 class JobShape(WireModel):
     """Where and how big a training job is, its budget and environment (shared by jobs and recipes)."""
 
@@ -85,6 +95,9 @@ class JobShape(WireModel):
                                                  "podset's preferred or required EC2 topology domain.")
     s3_claim: str | None = Field(default="s3-claim", description=f"Claim mounted at {m.S3_MOUNT} when present.")
     pod_annotations: dict[str, str] = Field(default_factory=dict, max_length=32)
+    mlflow: MlflowUse | None = Field(default=None, description="Track the job in MLflow: the pods get "
+                                     "MLFLOW_TRACKING_URI (the tracking server ARN), MLFLOW_EXPERIMENT_NAME, "
+                                     "MLFLOW_RUN_NAME and the service account allowed to write to the server.")
     namespace: KubeName = "default"
     cluster_tag: ClusterTag | None = None
 
@@ -139,6 +152,10 @@ async def submit_job(ctx: CallContext, shape: JobShape, image: str, entry: list[
     needs_claim = needs_claim or any(w == m.S3_MOUNT or w.startswith(m.S3_MOUNT + "/") for w in entry)
     tag = await to_thread.run_sync(resolve_tag, ctx.app.db, shape.cluster_tag)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
+    env, service_account = dict(shape.env), None
+    if shape.mlflow is not None:
+        env, service_account = await to_thread.run_sync(mlflow_env, ctx.app.db, tag, shape.mlflow, shape.job_name,
+                                                        shape.namespace, shape.env)
     await checks.check_capacity(ctx.app, row, shape.instance_type, shape.elastic is not None)
     claim = await blocking(checks.check_cluster, ctx.app, row, shape.job_name, shape.namespace, shape.s3_claim,
                            needs_claim)
@@ -149,8 +166,8 @@ async def submit_job(ctx: CallContext, shape: JobShape, image: str, entry: list[
     spec = m.JobSpec(
         name=shape.job_name, namespace=shape.namespace, image=image, entry=entry, nodes=shape.nodes,
         nproc_per_node=shape.nproc_per_node, gpus_per_node=gpus, instance_type=shape.instance_type,
-        env=dict(shape.env), s3_claim=claim, recipe=recipe, pod_annotations=dict(shape.pod_annotations),
-        scheduling=sched,
+        env=env, s3_claim=claim, recipe=recipe, pod_annotations=dict(shape.pod_annotations),
+        scheduling=sched, service_account=service_account,
         run_policy=m.RunPolicy(r.job_max_retry_count, r.num_restart_before_full_job_restart, r.eval_period_seconds,
                                r.max_full_job_restarts, r.clean_pod_policy, monitors),
         elastic=(shape.elastic.min_replicas, shape.elastic.max_replicas) if shape.elastic else None,
@@ -158,6 +175,23 @@ async def submit_job(ctx: CallContext, shape: JobShape, image: str, entry: list[
     params = JobParams(cluster_tag=tag, region=row.region, eks_cluster=row.eks_cluster_name, name=spec.name,
                        namespace=spec.namespace, body=m.job(spec))
     return await submit_for_cluster(ctx, KIND, tag, params, status_tool="job_get_status", poll_after_seconds=10)
+
+
+def mlflow_env(db: Database, tag: str, use: MlflowUse, job_name: str, namespace: str,
+               env: dict[str, str]) -> tuple[dict[str, str], str]:
+    """The job's env with the MLflow variables, and the service account bound to the tracking server's writer
+    role; refused when mlflow_configure has not run for the cluster (or for another namespace). Both paths."""
+    config = mlflow_config(db, tag)
+    if config is None:
+        raise PreconditionFailed(
+            f"mlflow: MLflow is not configured for cluster {tag}, so job {job_name} has nowhere to log.",
+            hint=f"Run mlflow_configure (clusterTag {tag}) first, or leave mlflow out.")
+    if config["namespace"] != namespace:
+        raise checks.field_error(
+            "namespace", f"MLflow writers are set up in namespace {config['namespace']}, not {namespace}",
+            f"Submit in namespace {config['namespace']}, or run mlflow_configure with namespace {namespace}.")
+    return {**env, "MLFLOW_TRACKING_URI": str(config["trackingServerArn"]), "MLFLOW_EXPERIMENT_NAME": use.experiment,
+            "MLFLOW_RUN_NAME": job_name}, str(config["serviceAccount"])
 
 
 @operation(

@@ -1,8 +1,9 @@
 // Training: a recipe's form generated from its fields, the jobs of both paths, and a job's pods, restarts against
-// its budget and live logs (over /api/v1/ws/logs, resumed after a reconnect without repeating a line).
+// its budget, MLflow run metrics as charts and live logs (over /api/v1/ws/logs, resumed after a reconnect without repeating a line).
 import { get, newKey, post } from "./api.js";
 import { badge, clearErrors, errorBox, field, h, replace, showError, table, when } from "./dom.js";
 import { timelineCard } from "./timeline.js";
+import { metricsCard } from "./mlflow_chart.js";
 
 const STATE_CLASS = { Running: "Running", Completed: "ok", Failed: "Failed", Restarting: "Pending", Created: "Pending" };
 const stateBadge = (state) => badge(state, STATE_CLASS[state] ?? "");
@@ -110,8 +111,9 @@ async function renderJob(view, name, shell) {
     h("div", { class: "card-head" }, h("h2", {}, "Logs"), field("Pod", podSelect), follow, logState), logBox);
   // The job's persistent timeline: events of the job object and of its pods (<job>-…), kept after Kubernetes drops them.
   const timeline = timelineCard("job-timeline", "Timeline", { objectPrefix: name });
-  replace(view, h("div", { class: "stack" }, h("p", {}, h("a", { href: "#/training" }, "← Training")), head, podsCard, logsCard,
-    timeline.card));
+  const metrics = metricsCard(name);
+  replace(view, h("div", { class: "stack" }, h("p", {}, h("a", { href: "#/training" }, "← Training")), head, podsCard,
+    metrics.card, logsCard, timeline.card));
   let kind = null;
   let stream = null;
 
@@ -188,6 +190,7 @@ async function renderJob(view, name, shell) {
   follow.addEventListener("click", () => { if (stream) { if (stream.paused) stream.resume(); else stream.pause(); } });
   podSelect.addEventListener("change", openLogs);
   await Promise.all([refresh(), timeline.refresh()]);
-  const timer = setInterval(() => refresh(), 5000);
+  metrics.refresh();
+  const timer = setInterval(() => { refresh(); metrics.refresh(); }, 5000);
   return { refresh: () => Promise.all([refresh(), timeline.refresh()]), dispose: () => { clearInterval(timer); stream?.close(true); } };
 }

@@ -1,0 +1,203 @@
+"""mlflow_configure: a SageMaker managed MLflow tracking server for the cluster (created or attached), and the
+IAM path training pods write runs through (a role allowed only on that server, bound to their service account)."""
+
+from __future__ import annotations
+
+from contextlib import suppress
+from typing import Any, Literal
+
+from anyio import to_thread
+from pydantic import Field
+
+from instantstart.aws import identity as sts_api
+from instantstart.aws import mlflow as mlflow_api
+from instantstart.catalog import operation
+from instantstart.catalog.base import WireModel
+from instantstart.context import CallContext, StageContext
+from instantstart.errors import Conflict, DependencyFailed, PreconditionFailed
+from instantstart.kube.apply import apply_object
+from instantstart.kube.calls import kube_api, kube_call
+from instantstart.manifests import iam_policies as pol
+from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
+from instantstart.operations.models import OperationRef
+from instantstart.operations.params import ParamsModel
+from instantstart.services.core.installation import installation_id, refuse_foreign
+from instantstart.services.core.ledger import TAG_CLUSTER, aws_tags, record
+from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
+from instantstart.services.core.stages import blocking, project_bucket, wait_until
+from instantstart.services.features.identity import Where, ensure_association, ensure_role
+from instantstart.services.features.specs import Identity
+from instantstart.store.db import Database
+from instantstart.store.models import StateRow, utcnow
+from instantstart.validation import ClusterTag, KubeName
+
+KIND = "mlflow_configure"
+SERVICE_ACCOUNT = "instantstart-training"
+CREATE_LIMIT = 3600.0  # a managed tracking server takes about 20-25 minutes to create
+
+
+def config_key(tag: str) -> str:
+    """The state row holding a cluster's MLflow configuration."""
+    return f"mlflow:{tag}"
+
+
+def mlflow_config(db: Database, tag: str) -> dict[str, Any] | None:
+    """The cluster's MLflow configuration (trackingServerArn, trackingServerName, trackingServerUrl, namespace,
+    serviceAccount, roleArn), or None when mlflow_configure has not finished for it."""
+    with db.session() as session:
+        row = session.get(StateRow, config_key(tag))
+        return dict(row.value) if row is not None and row.value else None
+
+
+def _save_config(db: Database, tag: str, value: dict[str, Any]) -> None:
+    with db.session() as session:
+        row = session.get(StateRow, config_key(tag))
+        if row is None:
+            session.add(StateRow(key=config_key(tag), value=value, updated_at=utcnow()))
+        else:
+            row.value, row.updated_at = value, utcnow()
+
+
+class MlflowRequest(WireModel):
+    """Which tracking server the cluster's training jobs log to, and who may write to it."""
+
+    tracking_server_name: str | None = Field(
+        default=None, min_length=1, max_length=256, pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,255}$",
+        description="An existing tracking server to attach, or the name of the one to create "
+        "(default instantstart-<clusterTag>).")
+    size: Literal["Small", "Medium", "Large"] = Field(default="Small", description="TrackingServerSize of a new "
+                                                      "server.")
+    namespace: KubeName = Field(default="default", description="The namespace of the training pods.")
+    cluster_tag: ClusterTag | None = None
+
+
+class MlflowParams(ParamsModel):
+    """What the configuration records."""
+
+    cluster_tag: str
+    region: str
+    eks_cluster: str
+    name: str
+    size: str
+    namespace: str
+
+
+def _where(stage: StageContext, p: MlflowParams) -> Where:
+    return Where(db=stage.app.db, aws=stage.app.aws, tag=p.cluster_tag, region=p.region,
+                 eks_cluster=p.eks_cluster, operation_id=stage.operation_id)
+
+
+def _server(stage: StageContext, p: MlflowParams) -> dict[str, Any]:
+    where = _where(stage, p)
+    aws, installation = stage.app.aws, installation_id(stage.app.db)
+    found = mlflow_api.describe_server(aws, p.region, p.name)
+    if found is not None:
+        arn = str(found["TrackingServerArn"])
+        tags = mlflow_api.server_tags(aws, p.region, arn)
+        refuse_foreign("MLflow tracking server", p.name, tags, p.cluster_tag, installation)
+        return {"trackingServerArn": arn, "created": tags.get(TAG_CLUSTER) == p.cluster_tag}
+    account = sts_api.account_id(aws, p.region)
+    arn = f"arn:aws:sagemaker:{p.region}:{account}:mlflow-tracking-server/{p.name}"
+    bucket = project_bucket(stage, p.region, p.cluster_tag)
+    prefix = pol.mlflow_prefix(p.cluster_tag)
+    role_arn, _ = ensure_role(where, where.role_name("mlflow-server"),
+                              pol.service_trust("sagemaker.amazonaws.com", account, arn), (),
+                              pol.mlflow_server_policy(bucket, prefix))
+    record(stage.app.db, cluster_tag=p.cluster_tag, operation_id=stage.operation_id,
+           resource_type="sagemaker:mlflow-tracking-server", resource_id=p.name, region=p.region)
+    with suppress(Conflict):  # created by an earlier attempt whose answer was lost: the ARN is known
+        arn = mlflow_api.create_server(
+            aws, p.region, name=p.name, artifact_store_uri=f"s3://{bucket}/{prefix}", role_arn=role_arn,
+            size=p.size, tags=aws_tags(p.cluster_tag, stage.operation_id, installation=installation))
+    return {"trackingServerArn": arn, "created": True}
+
+
+async def stage_server(stage: StageContext) -> dict[str, Any]:
+    """Create the tracking server (its artifact-store role first) or attach an existing one of ours or untagged."""
+    p = stage.params_as(MlflowParams)
+    await stage.progress(f"tracking server {p.name}")
+    return await blocking(_server, stage, p)
+
+
+async def stage_wait(stage: StageContext) -> dict[str, Any]:
+    """Wait until the tracking server is Created (its URL known)."""
+    p = stage.params_as(MlflowParams)
+    seen: dict[str, Any] = {}
+
+    async def check() -> tuple[bool, str]:
+        found = await blocking(mlflow_api.describe_server, stage.app.aws, p.region, p.name)
+        if found is None:
+            raise DependencyFailed(f"MLflow tracking server {p.name} disappeared while being created.",
+                                   hint="operation_retry creates it again.", retryable=True)
+        status = str(found.get("TrackingServerStatus"))
+        if status.endswith("Failed"):
+            raise DependencyFailed(f"MLflow tracking server {p.name} is {status}.",
+                                   hint="Delete it in SageMaker (or choose another trackingServerName), then "
+                                   "operation_retry.")
+        seen.update(found)
+        return status in ("Created", "Started", "Updated", "MaintenanceComplete"), f"tracking server {status}"
+
+    await wait_until(stage, check, limit_seconds=CREATE_LIMIT, what=f"MLflow tracking server {p.name}")
+    return {"trackingServerUrl": seen.get("TrackingServerUrl")}
+
+
+def _identity(stage: StageContext, p: MlflowParams) -> dict[str, Any]:
+    where = _where(stage, p)
+    arn = str(stage.outputs["server"]["trackingServerArn"])
+    ident = Identity(namespace=p.namespace, service_account=SERVICE_ACCOUNT, role="mlflow-writer")
+    trust = pol.pod_identity_trust(sts_api.account_id(where.aws, where.region), where.eks_cluster, p.namespace,
+                                   SERVICE_ACCOUNT)
+    role_arn, _ = ensure_role(where, where.role_name(ident.role), trust, (), pol.mlflow_writer_policy(arn))
+    ensure_association(where, ident, role_arn)
+    api = kube_api(stage.app.kube, p.eks_cluster, p.region)
+    kube_call("apply the training service account", apply_object, api, {
+        "apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": SERVICE_ACCOUNT, "namespace": p.namespace,
+                     "labels": {"app.kubernetes.io/managed-by": "instantstart"}}})
+    config = {"trackingServerName": p.name, "trackingServerArn": arn,
+              "trackingServerUrl": stage.outputs["wait"].get("trackingServerUrl"), "namespace": p.namespace,
+              "serviceAccount": SERVICE_ACCOUNT, "roleArn": role_arn,
+              "created": bool(stage.outputs["server"].get("created"))}
+    _save_config(stage.app.db, p.cluster_tag, config)
+    return config
+
+
+async def stage_identity(stage: StageContext) -> dict[str, Any]:
+    """The writer role (sagemaker-mlflow:* on this server only), its pod identity association and the pods'
+    service account; then the configuration is recorded for training_job_submit."""
+    p = stage.params_as(MlflowParams)
+    await stage.progress(f"role and service account {p.namespace}/{SERVICE_ACCOUNT}")
+    return await blocking(_identity, stage, p)
+
+
+@operation(
+    "mlflow_configure",
+    destructive=False,
+    idempotent=True,
+    method="POST",
+    path="/training/mlflow",
+    completion="operation_get",
+    example={},
+)
+async def mlflow_configure(ctx: CallContext, req: MlflowRequest) -> OperationRef:
+    """Create (or attach) the cluster's SageMaker managed MLflow tracking server (default name
+    instantstart-<clusterTag>, artifacts under the project bucket's mlflow/ prefix of the cluster), wait until it is
+    Created, and wire the training pods' identity: service account instantstart-training in `namespace`, bound by
+    EKS Pod Identity to a role allowed only sagemaker-mlflow:* on that server. Jobs then take `mlflow: {experiment}`
+    and training_history reads their runs. Everything created is tagged and removed with the cluster."""
+    tag = await to_thread.run_sync(resolve_tag, ctx.app.db, req.cluster_tag)
+    row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
+    if not row.eks_cluster_name:
+        raise PreconditionFailed(f"Cluster {tag} has no EKS cluster yet.", hint="Finish cluster_create first.")
+    params = MlflowParams(cluster_tag=tag, region=row.region, eks_cluster=row.eks_cluster_name,
+                          name=req.tracking_server_name or f"instantstart-{tag}", size=req.size,
+                          namespace=req.namespace)
+    return await submit_for_cluster(ctx, KIND, tag, params, status_tool="operation_get", poll_after_seconds=30)
+
+
+KINDS.register(OperationKind(
+    name=KIND, params=MlflowParams,
+    stages=(StageSpec("server", stage_server, max_attempts=3), StageSpec("wait", stage_wait, max_attempts=2),
+            StageSpec("identity", stage_identity, max_attempts=3)),
+    result_from=lambda outputs: outputs.get("identity", {}),
+))
