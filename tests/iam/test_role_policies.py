@@ -21,6 +21,7 @@ from instantstart.manifests import karpenter
 from instantstart.services.cluster.dependencies.catalog import load_catalog
 from instantstart.services.features import tiered
 from instantstart.services.features.specs import FEATURES, Identity
+from instantstart.services.training import mlflow
 from tests.support.iam_documents import SCOPE
 from tests.support.policy_plugin import FULL_RUN, role_finding
 from tests.support.role_usage import (
@@ -58,6 +59,8 @@ def test_the_role_names_are_the_ones_the_control_plane_gives() -> None:
         "checkpointing": tiered.ROLE,
         "observability": (FEATURES["observability"].identity or Identity("", "", "")).role,
         "fsx-csi": (FEATURES["fsxCsiDriver"].identity or Identity("", "", "")).role,
+        "mlflow-server": mlflow.SERVER_ROLE,
+        "mlflow-writer": mlflow.WRITER_ROLE,
     }
     assert suffixes == {suffix: suffix for suffix in ROLE_BUILDERS}
     assert Use("instantstart-my-team-hp-autoscaling", "a", "r", "Allow").builder == "autoscaling_policy"

@@ -11,6 +11,7 @@ policy builder in both directions.
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,8 @@ ROLE_BUILDERS = {
     "checkpointing": "checkpoint_policy",
     "observability": "remote_write_policy",
     "fsx-csi": "fsx_csi_policy",
+    "mlflow-server": "mlflow_server_policy",
+    "mlflow-writer": "mlflow_writer_policy",
 }
 _ROLE_NAME = re.compile(r"^instantstart-.+-(" + "|".join(sorted(map(re.escape, ROLE_BUILDERS), key=len,
                                                                     reverse=True)) + r")$")
@@ -111,6 +114,15 @@ NOT_SIMULATED: dict[str, tuple[NotSimulated, ...]] = {
             "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-autoscaling-iam.html",
         ),
     ),
+    "mlflow_server_policy": (
+        NotSimulated(
+            ("s3:PutObject", "s3:GetObject", "s3:DeleteObject", "s3:AbortMultipartUpload", "s3:ListBucket",
+             "s3:GetBucketLocation"),
+            "SageMaker's managed MLflow tracking server assumes this role to read and write run artifacts in its "
+            "artifact store (the cluster's mlflow/ prefix); the twin's mlflow server keeps artifacts on local disk",
+            "https://docs.aws.amazon.com/sagemaker/latest/dg/mlflow-create-tracking-server-iam.html",
+        ),
+    ),
 }
 
 
@@ -169,7 +181,9 @@ def role_findings(uses: set[Use], grants: dict[str, set[str]], complete: bool) -
         return findings
     for builder, granted in sorted(grants.items()):
         exempt = {a for entry in NOT_SIMULATED.get(builder, ()) for a in entry.actions}
-        unused = sorted(granted - used[builder] - exempt)
+        # A wildcard grant (sagemaker-mlflow:* on one tracking server) counts as used when a use matched it.
+        matched = {g for g in granted if any(fnmatch.fnmatchcase(a, g) for a in used[builder])}
+        unused = sorted(granted - used[builder] - matched - exempt)
         if unused:
             findings.append(f"{builder} grants actions no principal used in the suite and NOT_SIMULATED does not "
                             f"explain: {unused}")

@@ -33,6 +33,8 @@ from instantstart.validation import ClusterTag, KubeName
 
 KIND = "mlflow_configure"
 SERVICE_ACCOUNT = "instantstart-training"
+SERVER_ROLE = "mlflow-server"  # instantstart-<tag>-mlflow-server: the tracking server's artifact-store role
+WRITER_ROLE = "mlflow-writer"  # instantstart-<tag>-mlflow-writer: the training pods' role
 CREATE_LIMIT = 3600.0  # a managed tracking server takes about 20-25 minutes to create
 
 
@@ -100,7 +102,7 @@ def _server(stage: StageContext, p: MlflowParams) -> dict[str, Any]:
     arn = f"arn:aws:sagemaker:{p.region}:{account}:mlflow-tracking-server/{p.name}"
     bucket = project_bucket(stage, p.region, p.cluster_tag)
     prefix = pol.mlflow_prefix(p.cluster_tag)
-    role_arn, _ = ensure_role(where, where.role_name("mlflow-server"),
+    role_arn, _ = ensure_role(where, where.role_name(SERVER_ROLE),
                               pol.service_trust("sagemaker.amazonaws.com", account, arn), (),
                               pol.mlflow_server_policy(bucket, prefix))
     record(stage.app.db, cluster_tag=p.cluster_tag, operation_id=stage.operation_id,
@@ -144,7 +146,7 @@ async def stage_wait(stage: StageContext) -> dict[str, Any]:
 def _identity(stage: StageContext, p: MlflowParams) -> dict[str, Any]:
     where = _where(stage, p)
     arn = str(stage.outputs["server"]["trackingServerArn"])
-    ident = Identity(namespace=p.namespace, service_account=SERVICE_ACCOUNT, role="mlflow-writer")
+    ident = Identity(namespace=p.namespace, service_account=SERVICE_ACCOUNT, role=WRITER_ROLE)
     trust = pol.pod_identity_trust(sts_api.account_id(where.aws, where.region), where.eks_cluster, p.namespace,
                                    SERVICE_ACCOUNT)
     role_arn, _ = ensure_role(where, where.role_name(ident.role), trust, (), pol.mlflow_writer_policy(arn))
