@@ -1,11 +1,13 @@
 """Benchmark P1: `cluster_create` wall time on the twin beside the twin's simulated critical-path waits.
 
-Run: .venv/bin/python bench/bench_create.py [CLOCK_SCALE]   (default 40, the twin's default; loopback only)
+Run: .venv/bin/python bench/bench_create.py [CLOCK_SCALE] [--profile FILE]   (default 40; loopback only)
 
 Starts a twin and `instantstart serve` (default settings: 10 s poll interval) as child processes, runs one
 `cluster_create` (one ml.g6.4xlarge node) and prints, per stage and in total, the wall time beside the
 simulated waits the twin imposes on that stage (EKS CREATING→ACTIVE, add-on CREATING→ACTIVE, HyperPod
-Creating→InService and node boot), converted to wall seconds by the clock scale. Asserts no timing.
+Creating→InService and node boot), converted to wall seconds by the clock scale, and the CPU seconds the control
+plane and the twin spent meanwhile (the machine is shared: CPU seconds move less than wall time). With
+`--profile FILE` the control plane runs under cProfile and writes its profile to FILE. Asserts no timing.
 """
 
 from __future__ import annotations
@@ -38,7 +40,14 @@ def seconds(stage: dict[str, Any]) -> float:
     return (datetime.fromisoformat(stage["finishedAt"]) - start).total_seconds()
 
 
-def main(scale: float) -> None:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process `pid` and its reaped children (helm, kubectl), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return sum(int(fields[i]) for i in (11, 12, 13, 14)) / ticks
+
+
+def main(scale: float, profile: str | None = None) -> None:
     twin = start_twin(clock_scale=scale)
     os.environ.update(twin.env)
     tmp = Path(tempfile.mkdtemp(prefix="bench-create-"))
@@ -47,7 +56,10 @@ def main(scale: float) -> None:
            "INSTANTSTART_AWS_ENDPOINT_URL": twin.endpoint_url, "INSTANTSTART_LOG_LEVEL": "WARNING",
            "INSTANTSTART_HELM_REPOSITORY_URL": str(twin.info.get("chart_repo_url") or ""),
            "INSTANTSTART_HELM_PATH": str(REPO / ".tools" / "bin" / "helm"), "PYTHONPATH": str(REPO / "src")}
-    cp = subprocess.Popen([sys.executable, "-m", "instantstart.cli.main", "serve"], env=env, cwd=REPO,
+    command = [sys.executable, "-m", "instantstart.cli.main", "serve"]
+    if profile:
+        command[1:1] = ["-m", "cProfile", "-o", profile]
+    cp = subprocess.Popen(command, env=env, cwd=REPO,
                           stdout=open(tmp / "cp.log", "wb"), stderr=subprocess.STDOUT)  # noqa: SIM115
     url = f"http://127.0.0.1:{port}"
     try:
@@ -62,6 +74,7 @@ def main(scale: float) -> None:
         body = {"clusterTag": "p1", "instanceType": "ml.g6.4xlarge", "instanceCount": 1,
                 "availabilityZone": "us-west-2c"}
         started = time.monotonic()
+        cpu_before = cpu_seconds(cp.pid), cpu_seconds(twin.process.pid)
         ref = client.post("/api/v1/clusters", json=body)
         assert ref.status_code == 202, ref.text
         while True:
@@ -71,6 +84,8 @@ def main(scale: float) -> None:
             assert time.monotonic() - started < DEADLINE, view
             time.sleep(0.2)
         wall = time.monotonic() - started
+        cp_cpu = cpu_seconds(cp.pid) - cpu_before[0]
+        twin_cpu = cpu_seconds(twin.process.pid) - cpu_before[1]
         assert view["status"] == "SUCCEEDED", view
         import boto3
 
@@ -87,6 +102,8 @@ def main(scale: float) -> None:
             print(f"   {stage['name']:<13} wall {seconds(stage):6.2f} s   simulated waits {waits:6.2f} s   {ratio}")
         total = sum(simulated.values()) / scale
         print(f"P1 total: wall {wall:.2f} s / simulated critical-path waits {total:.2f} s = {wall / total:.2f}x")
+        print(f"P1 CPU during the run: control plane {cp_cpu:.2f} s (with helm/kubectl children), twin "
+              f"{twin_cpu:.2f} s; load average {os.getloadavg()[0]:.1f}")
         print(f"P1 {len(addons)} add-ons; stages without simulated waits (activate, storage, verification) are "
               "control-plane and twin work only")
     finally:
@@ -96,4 +113,10 @@ def main(scale: float) -> None:
 
 
 if __name__ == "__main__":
-    main(float(sys.argv[1]) if len(sys.argv) > 1 else 40.0)
+    args = sys.argv[1:]
+    profile_to = None
+    if "--profile" in args:
+        at = args.index("--profile")
+        profile_to = args[at + 1]
+        del args[at:at + 2]
+    main(float(args[0]) if args else 40.0, profile_to)

@@ -109,6 +109,7 @@ class ObjectStore:
     compacted_below: int = 0
     watch_epoch: int = 0
     watches_blocked: bool = False  # new watches answer 503 (an outage of the watch path)
+    api_blocked: bool = False  # every resource request answers 503 (an outage of the whole API server)
     # Events recorded but not yet delivered, in resourceVersion order; one delivery at a time, so
     # listeners see changes in the order they were made even when several threads write at once.
     _undelivered: deque[WatchEvent] = field(default_factory=deque)
