@@ -50,11 +50,12 @@ class Scheduler(Controller):
         return [ALL]
 
     def reconcile(self, key: Hashable) -> None:
-        pods = self.sim.list(PODS)
-        pending = [p for p in pods if needs_scheduling(p)]
+        # Read-only views of every pod and node (no copies); only the pods to place are copied.
+        pods = self.sim.view(PODS)
+        pending = [copy.deepcopy(p) for p in pods if needs_scheduling(p)]
         if not pending:
             return
-        nodes = self.sim.list(NODES)
+        nodes = self.sim.view(NODES)
         used: dict[str, Counter[str]] = {n["metadata"]["name"]: Counter() for n in nodes}
         counts: Counter[str] = Counter()
         placed: dict[str, list[Obj]] = {}  # node → pods on it (for inter-pod affinity)
@@ -143,7 +144,7 @@ class Scheduler(Controller):
             if pvc is None:
                 return f'persistentvolumeclaim "{claim}" not found'
             if pvc.get("status", {}).get("phase") != "Bound":
-                total = len(self.sim.list(NODES))
+                total = len(self.sim.view(NODES))
                 return f"0/{total} nodes are available: pod has unbound immediate PersistentVolumeClaims."
         return ""
 
