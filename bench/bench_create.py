@@ -1,11 +1,16 @@
 """Benchmark P1: `cluster_create` wall time on the twin beside the twin's simulated critical-path waits.
 
-Run: .venv/bin/python bench/bench_create.py [CLOCK_SCALE]   (default 40, the twin's default; loopback only)
+Run: .venv/bin/python bench/bench_create.py [CLOCK_SCALE] [--profile FILE] [--py-spy FILE]   (default 40)
 
 Starts a twin and `instantstart serve` (default settings: 10 s poll interval) as child processes, runs one
 `cluster_create` (one ml.g6.4xlarge node) and prints, per stage and in total, the wall time beside the
 simulated waits the twin imposes on that stage (EKS CREATING→ACTIVE, add-on CREATING→ACTIVE, HyperPod
-Creating→InService and node boot), converted to wall seconds by the clock scale. Asserts no timing.
+Creating→InService and node boot), converted to wall seconds by the clock scale, and the CPU seconds the control
+plane and the twin spent meanwhile (the machine is shared: CPU seconds move less than wall time). With
+`--profile FILE` the control plane runs under cProfile (its main thread only) and writes its profile to FILE;
+with `--py-spy FILE` (py-spy installed beside Python) py-spy samples every thread of the control plane and
+of the twin during the run and writes collapsed stacks to FILE and FILE.twin; BENCH_TRACE=1 prints each stage
+message as the bench saw it appear (polling every 0.2 s). Asserts no timing.
 """
 
 from __future__ import annotations
@@ -38,7 +43,14 @@ def seconds(stage: dict[str, Any]) -> float:
     return (datetime.fromisoformat(stage["finishedAt"]) - start).total_seconds()
 
 
-def main(scale: float) -> None:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process `pid` and its reaped children (helm, kubectl), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return sum(int(fields[i]) for i in (11, 12, 13, 14)) / ticks
+
+
+def main(scale: float, profile: str | None = None, spy: str | None = None) -> None:
     twin = start_twin(clock_scale=scale)
     os.environ.update(twin.env)
     tmp = Path(tempfile.mkdtemp(prefix="bench-create-"))
@@ -47,7 +59,10 @@ def main(scale: float) -> None:
            "INSTANTSTART_AWS_ENDPOINT_URL": twin.endpoint_url, "INSTANTSTART_LOG_LEVEL": "WARNING",
            "INSTANTSTART_HELM_REPOSITORY_URL": str(twin.info.get("chart_repo_url") or ""),
            "INSTANTSTART_HELM_PATH": str(REPO / ".tools" / "bin" / "helm"), "PYTHONPATH": str(REPO / "src")}
-    cp = subprocess.Popen([sys.executable, "-m", "instantstart.cli.main", "serve"], env=env, cwd=REPO,
+    command = [sys.executable, "-m", "instantstart.cli.main", "serve"]
+    if profile:
+        command[1:1] = ["-m", "cProfile", "-o", profile]
+    cp = subprocess.Popen(command, env=env, cwd=REPO,
                           stdout=open(tmp / "cp.log", "wb"), stderr=subprocess.STDOUT)  # noqa: SIM115
     url = f"http://127.0.0.1:{port}"
     try:
@@ -61,16 +76,35 @@ def main(scale: float) -> None:
         client = httpx.Client(base_url=url, headers=headers, timeout=60)
         body = {"clusterTag": "p1", "instanceType": "ml.g6.4xlarge", "instanceCount": 1,
                 "availabilityZone": "us-west-2c"}
+        trace: list[tuple[float, str, str]] = []  # (seconds since submission, stage, its newest message)
         started = time.monotonic()
+        cpu_before = cpu_seconds(cp.pid), cpu_seconds(twin.process.pid)
+        samplers = [
+            subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "-p", str(pid), "-o", out,
+                              "-f", "raw", "-r", "200", "--threads", "--nonblocking"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for pid, out in ((cp.pid, spy), (twin.process.pid, f"{spy}.twin")) if spy
+        ]
         ref = client.post("/api/v1/clusters", json=body)
         assert ref.status_code == 202, ref.text
+        trace.append((time.monotonic() - started, "(submission)", "202 Accepted: the preflight passed"))
         while True:
             view = client.get(f"/api/v1/operations/{ref.json()['operationId']}").json()
+            for stage in view.get("stages") or []:
+                said = (stage["name"], str(stage.get("message") or stage["status"]))
+                if stage["status"] != "PENDING" and (not trace or trace[-1][1:] != said) and said not in {
+                        t[1:] for t in trace}:
+                    trace.append((time.monotonic() - started, *said))
             if view["status"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
                 break
             assert time.monotonic() - started < DEADLINE, view
             time.sleep(0.2)
         wall = time.monotonic() - started
+        cp_cpu = cpu_seconds(cp.pid) - cpu_before[0]
+        for sampler in samplers:
+            sampler.send_signal(2)
+            sampler.wait(timeout=60)
+        twin_cpu = cpu_seconds(twin.process.pid) - cpu_before[1]
         assert view["status"] == "SUCCEEDED", view
         import boto3
 
@@ -87,6 +121,11 @@ def main(scale: float) -> None:
             print(f"   {stage['name']:<13} wall {seconds(stage):6.2f} s   simulated waits {waits:6.2f} s   {ratio}")
         total = sum(simulated.values()) / scale
         print(f"P1 total: wall {wall:.2f} s / simulated critical-path waits {total:.2f} s = {wall / total:.2f}x")
+        if os.environ.get("BENCH_TRACE"):
+            for at, stage_name, message in trace:
+                print(f"   +{at:6.2f} s  {stage_name:<13} {message[:100]}")
+        print(f"P1 CPU during the run: control plane {cp_cpu:.2f} s (with helm/kubectl children), twin "
+              f"{twin_cpu:.2f} s; load average {os.getloadavg()[0]:.1f}")
         print(f"P1 {len(addons)} add-ons; stages without simulated waits (activate, storage, verification) are "
               "control-plane and twin work only")
     finally:
@@ -96,4 +135,11 @@ def main(scale: float) -> None:
 
 
 if __name__ == "__main__":
-    main(float(sys.argv[1]) if len(sys.argv) > 1 else 40.0)
+    args = sys.argv[1:]
+    options: dict[str, str | None] = {"--profile": None, "--py-spy": None}
+    for flag in options:
+        if flag in args:
+            at = args.index(flag)
+            options[flag] = args[at + 1]
+            del args[at:at + 2]
+    main(float(args[0]) if args else 40.0, options["--profile"], options["--py-spy"])

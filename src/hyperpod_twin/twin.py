@@ -15,7 +15,7 @@ from botocore.config import Config
 from hyperpod_twin import oidc, writes
 from hyperpod_twin.aws.control import make_control
 from hyperpod_twin.aws.faults import FaultBook
-from hyperpod_twin.aws.server import TwinHttpServer
+from hyperpod_twin.aws.server import TwinHttpServer, preload
 from hyperpod_twin.aws.side import AwsSide
 from hyperpod_twin.clock import TwinClock
 from hyperpod_twin.events import EventBus
@@ -133,10 +133,12 @@ class Twin:
         if self._server is not None:
             return self
         control = make_control(self.aws, self.reset, self.info)
-        self._server = TwinHttpServer(self.aws.app(control), self.config.host, self.config.port)
+        app = self.aws.app(control)
+        self._server = TwinHttpServer(app, self.config.host, self.config.port)
         # moto's state is process-wide: a twin started after another one begins as a clean account.
         self.aws.reset()
         self._server.start()
+        threading.Thread(target=preload, args=(app,), name="twin-preload", daemon=True).start()
         self.clock.start()
         for dotted in self.PLUGINS:
             try:

@@ -17,18 +17,17 @@ import re
 from functools import cache
 from typing import Any
 
-import botocore.session
 from botocore.model import OperationModel, OperationNotFoundError, ServiceModel, Shape
 
-from .protocol import AwsError, AwsRequest
+from .protocol import AwsError, AwsRequest, service_model
 
 _CHECKED_PROTOCOLS = ("json", "rest-json")
 _MAX_LISTED = 10  # AWS lists at most this many violations in one message
 
 
-@cache
 def _model(service: str) -> ServiceModel:
-    return botocore.session.get_session().get_service_model(service)
+    found: ServiceModel = service_model(service)
+    return found
 
 
 @cache

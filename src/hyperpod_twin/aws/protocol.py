@@ -183,8 +183,19 @@ def _query_param(query: dict[str, list[str]], body: bytes, name: str) -> str | N
 
 
 @cache
+def _session() -> botocore.session.Session:
+    """One botocore session (one loader: each service's JSON model parsed once) for the twin's own model reads."""
+    return botocore.session.get_session()
+
+
+@cache
 def _service_model(service: str) -> Any:
-    return botocore.session.get_session().get_service_model(service)
+    return _session().get_service_model(service)
+
+
+def service_model(service: str) -> Any:
+    """The botocore model of `service` (cached; shared by the protocol and the input-shape check)."""
+    return _service_model(service)
 
 
 def _protocol(service: str) -> str:

@@ -18,7 +18,7 @@ from hyperpod_twin import writes
 from . import calllog, mlflow_servers
 from .context import AwsContext
 from .model_check import check_request
-from .protocol import AwsError, AwsRequest, PassThrough, RawResponse, error_response, identify
+from .protocol import AwsError, AwsRequest, PassThrough, RawResponse, error_response, identify, service_model
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,16 @@ class TwinAwsApp:
         self.control = control
         self.moto: WsgiApp = DomainDispatcherApplication(create_backend_app)
         self.mlflow: mlflow_servers.MlflowServers | None = None  # set by the AWS side
+
+    def warm(self, backends: tuple[str, ...]) -> None:
+        """Build moto's per-service applications for `backends` now (moto builds each on the first request for
+        its service, under its dispatcher lock, instantiating a throw-away backend: seconds of CPU for IAM's
+        managed policies). Safe beside requests: it takes the same lock."""
+        dispatcher: Any = self.moto
+        with dispatcher.lock:
+            for backend in backends:
+                if backend not in dispatcher.app_instances:
+                    dispatcher.app_instances[backend] = dispatcher.create_app(backend)
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "") or "/"
@@ -162,6 +172,24 @@ def _regions() -> frozenset[str]:
     for partition in session.get_available_partitions():
         names.update(session.get_available_regions("ec2", partition_name=partition))
     return frozenset(names)
+
+
+# The services a cluster creation calls first: their models are parsed in the background when the twin starts
+# (a few seconds of CPU, EC2's model alone ~1.5 s) instead of inside the first request that names them.
+PRELOADED_SERVICES = ("ec2", "sts", "iam", "s3", "eks", "sagemaker", "service-quotas")
+
+
+def preload(app: TwinAwsApp, services: tuple[str, ...] = PRELOADED_SERVICES) -> None:
+    """Parse the Region list and the botocore models (the twin's and moto's copies) of `services` and build
+    moto's applications for them (blocking; each piece is cached or built under moto's lock, so a request
+    that needs one meanwhile at worst waits for it or parses it too)."""
+    from moto.core.utils import get_service_model as moto_model
+
+    _regions()
+    for service in services:
+        service_model(service)
+        moto_model(service)
+    app.warm(tuple(s.replace("-", "") for s in services))
 
 
 def known_region(region: str) -> bool:

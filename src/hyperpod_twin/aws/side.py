@@ -55,6 +55,9 @@ class AwsSide:
         # AWS-managed IAM policies (AmazonSageMakerClusterInstanceRolePolicy …) attach only when moto
         # loads them; moto reads this when an IAM backend is created.
         os.environ.setdefault("MOTO_IAM_LOAD_MANAGED_POLICIES", "true")
+        # moto's default AMI catalogue (~1 s of CPU per EC2 backend, i.e. per reset): nothing the twin serves
+        # launches EC2 instances from an AMI (HyperPod and Karpenter nodes are simulated).
+        os.environ.setdefault("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
         ec2_fixes.install()
         self.faults = FaultBook()
         self.ctx = AwsContext(

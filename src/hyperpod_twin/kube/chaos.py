@@ -1,5 +1,5 @@
-"""Control of the twin's Kubernetes API servers for tests: cut watches, hold write replies, compact history,
-expire Events.
+"""Control of the twin's Kubernetes API servers for tests: cut watches, block them or the whole API, hold write
+replies, compact history, expire Events.
 
 Reached through `POST /_twin/kube/{cluster}/{action}` (the AWS side's control endpoints publish
 `twin.kube.control`; this module answers it for the clusters the Kubernetes plugin runs).
@@ -14,7 +14,7 @@ from hyperpod_twin.kube.runtime import ClusterRuntime
 from hyperpod_twin.kube.store import NotFoundError
 
 EVENT_TTL_SECONDS = 3600.0  # kube-apiserver's default --event-ttl
-ACTIONS = ("watches/cut", "watches/block", "writes/hold", "history/compact", "events/expire")
+ACTIONS = ("watches/cut", "watches/block", "api/block", "writes/hold", "history/compact", "events/expire")
 
 
 def _stamp(event: dict[str, Any]) -> float:
@@ -71,6 +71,11 @@ def control(runtimes: dict[str, ClusterRuntime], cluster: str, action: str, body
             runtime.store.held_writes.clear()
             runtime.store.writes_released.set()
         return {"cluster": cluster, "held": sorted(runtime.store.held_writes)}
+    if action == "api/block":  # every resource request answers 503 and the open watches drop
+        runtime.store.api_blocked = bool(body.get("blocked", True))
+        if runtime.store.api_blocked:
+            runtime.store.cut_watches()
+        return {"cluster": cluster, "apiBlocked": runtime.store.api_blocked}
     if action == "history/compact":
         return {"cluster": cluster, "compactedBelow": runtime.store.compact()}
     if action == "events/expire":

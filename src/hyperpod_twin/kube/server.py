@@ -158,6 +158,8 @@ class KubeApiServer:
     # -- resources -----------------------------------------------------------------------------
     def _resource(self, request: Request, group: str, version: str, rest: list[str],
                   types: list[ResourceType]) -> Response:
+        if self.runtime.store.api_blocked:
+            raise ApiError(503, "API server unavailable (blocked through /_twin)", "ServiceUnavailable")
         watch = request.flag("watch")
         if rest[0] == "watch":
             watch, rest = True, rest[1:]

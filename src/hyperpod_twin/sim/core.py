@@ -340,6 +340,14 @@ class ClusterSim:
         result: list[Obj] = items
         return result
 
+    def view(self, key: TypeKey, namespace: str | None = None) -> builtins.list[Obj]:
+        """Objects of a type as stored, not copied: read them, never change them (see ObjectStore.view)."""
+        rtype = self.rtype(key)
+        if rtype is None:
+            return []
+        found: builtins.list[Obj] = self.store.view(rtype, namespace)
+        return found
+
     def create(self, key: TypeKey, obj: Obj) -> Obj | None:
         """Create an object; None when the type is absent or the name is taken."""
         rtype = self.rtype(key)
@@ -432,6 +440,16 @@ class ClusterSim:
         items, _ = self.store.list(rtype, owner["metadata"].get("namespace"), lambda o: kobj.is_owned_by(o, owner))
         result: builtins.list[Obj] = items
         return result
+
+    def view_owned(self, key: TypeKey, owner: Obj) -> builtins.list[Obj]:
+        """`owned` without copies: read them, never change them."""
+        rtype = self.rtype(key)
+        if rtype is None:
+            return []
+        found: builtins.list[Obj] = self.store.view(
+            rtype, owner["metadata"].get("namespace"), lambda o: kobj.is_owned_by(o, owner)
+        )
+        return found
 
     # -- time and events ---------------------------------------------------------------------------
     def now(self) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import logging
@@ -81,7 +82,7 @@ class Kubelet(Controller):
         return [("pod", md.get("namespace", "default"), md["name"])]
 
     def resync_keys(self) -> Iterable[Hashable]:
-        return [("pod", p["metadata"]["namespace"], p["metadata"]["name"]) for p in self.sim.list(PODS)]
+        return [("pod", p["metadata"]["namespace"], p["metadata"]["name"]) for p in self.sim.view(PODS)]
 
     def reconcile(self, key: Hashable) -> None:
         assert isinstance(key, tuple)
@@ -332,7 +333,7 @@ class Kubelet(Controller):
     # -- nodes ---------------------------------------------------------------------------------------
     def _node(self, node_name: str) -> None:
         node = self.sim.get(NODES, "", node_name)
-        pods = [p for p in self.sim.list(PODS) if p.get("spec", {}).get("nodeName") == node_name]
+        pods = [copy.deepcopy(p) for p in self.sim.view(PODS) if p.get("spec", {}).get("nodeName") == node_name]
         if node is None:
             for pod in pods:  # pod GC: pods of a vanished node are deleted; their controllers replace them
                 ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]

@@ -52,11 +52,12 @@ class Scheduler(Controller):
         return [ALL]
 
     def reconcile(self, key: Hashable) -> None:
-        pods = self.sim.list(PODS)
-        pending = [p for p in pods if needs_scheduling(p)]
+        # Read-only views of every pod and node (no copies); only the pods to place are copied.
+        pods = self.sim.view(PODS)
+        pending = [copy.deepcopy(p) for p in pods if needs_scheduling(p)]
         if not pending:
             return
-        nodes = self.sim.list(NODES)
+        nodes = self.sim.view(NODES)
         used: dict[str, Counter[str]] = {n["metadata"]["name"]: Counter() for n in nodes}
         counts: Counter[str] = Counter()
         placed: dict[str, list[Obj]] = {}  # node → pods on it (for inter-pod affinity)
@@ -66,6 +67,7 @@ class Scheduler(Controller):
                 used.setdefault(node, Counter()).update(kobj.pod_requests(pod))
                 counts[node] += 1
                 placed.setdefault(node, []).append(pod)
+        by_name: dict[str, Obj] = {}
         pending.sort(key=lambda p: (-int(p["spec"].get("priority") or 0), p["metadata"].get("creationTimestamp", "")))
         # Pods that preempted others hold the room on their nominated node against pods of no higher priority.
         nominated: dict[str, list[Obj]] = {}
@@ -84,7 +86,14 @@ class Scheduler(Controller):
             requests = kobj.pod_requests(pod)
             fits: list[tuple[float, str, Obj]] = []
             reasons: Counter[str] = Counter()
-            for node in nodes:
+            candidates = nodes
+            named = _named_nodes(pod)
+            if named is not None:  # kube-scheduler's NodeAffinity PreFilter: only the nodes named by matchFields
+                by_name = by_name or {n["metadata"]["name"]: n for n in nodes}
+                candidates = [by_name[n] for n in sorted(named) if n in by_name]
+                if len(nodes) > len(candidates):
+                    reasons["node(s) didn't match Pod's node affinity/selector"] += len(nodes) - len(candidates)
+            for node in candidates:
                 name = node["metadata"]["name"]
                 held = [p for p in nominated.get(name, []) if p is not pod and priority(p) >= priority(pod)]
                 taken = used[name].copy()
@@ -159,7 +168,7 @@ class Scheduler(Controller):
             if pvc is None:
                 return f'persistentvolumeclaim "{claim}" not found'
             if pvc.get("status", {}).get("phase") != "Bound":
-                total = len(self.sim.list(NODES))
+                total = len(self.sim.view(NODES))
                 return f"0/{total} nodes are available: pod has unbound immediate PersistentVolumeClaims."
         return ""
 
@@ -255,3 +264,25 @@ def _fit_error(total: int, reasons: Counter[str]) -> str:
         return "no nodes available to schedule pods"
     parts = sorted(f"{count} {reason}" for reason, count in reasons.items())
     return f"0/{total} nodes are available: {', '.join(parts)}."
+
+
+def _named_nodes(pod: Obj) -> set[str] | None:
+    """The node names a pod's required node affinity restricts it to through `matchFields` metadata.name In
+    (a DaemonSet pod's pin), when every term does; None when some term can match other nodes."""
+    required = (((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    terms = required.get("nodeSelectorTerms") or []
+    if not terms:
+        return None
+    names: set[str] = set()
+    for term in terms:
+        fields = [f for f in term.get("matchFields") or []
+                  if f.get("key") == "metadata.name" and f.get("operator") == "In"]
+        if not fields:
+            return None
+        allowed = set(fields[0].get("values") or [])
+        for more in fields[1:]:
+            allowed &= set(more.get("values") or [])
+        names |= allowed
+    return names

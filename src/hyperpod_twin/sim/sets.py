@@ -43,8 +43,9 @@ class DaemonSetController(OwnerController):
         template = ds.get("spec", {}).get("template") or {}
         tspec = template.get("spec") or {}
         tolerations = [*(tspec.get("tolerations") or []), *_DAEMON_TOLERATIONS]
-        eligible = [n for n in self.sim.list(NODES) if self._eligible(n, tspec, tolerations)]
-        pods = self.sim.owned(PODS, ds)
+        # Read-only views (no copies): this runs on every Node change, on thousands of nodes and pods.
+        eligible = [n for n in self.sim.view(NODES) if self._eligible(n, tspec, tolerations)]
+        pods = self.sim.view_owned(PODS, ds)
         by_node: dict[str, Obj] = {}
         eligible_names = {n["metadata"]["name"] for n in eligible}
         for pod in pods:

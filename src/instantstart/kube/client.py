@@ -16,6 +16,29 @@ from instantstart.aws.errors import translate
 from instantstart.errors import PreconditionFailed
 from instantstart.kube.token import EksToken, eks_token
 
+# The client's API classes the control plane uses: the client imports each module (with its models) on first
+# use, which costs seconds of CPU for CoreV1Api; `preload_apis` pays that off any critical path.
+API_CLASSES = ("CoreV1Api", "VersionApi", "AppsV1Api", "StorageV1Api", "CustomObjectsApi", "BatchV1Api",
+               "ApiextensionsV1Api")
+_preloaded = threading.Event()
+
+
+def preload_apis() -> None:
+    """Import the Kubernetes client's API modules the control plane uses (once per process; blocking: run it in
+    a thread while something else waits, e.g. while an EKS control plane is being created)."""
+    if _preloaded.is_set():
+        return
+    _preloaded.set()
+    for name in API_CLASSES:
+        getattr(k8s, name)
+    from kubernetes import dynamic  # noqa: F401 - the import is the point
+
+
+def preload_in_background() -> None:
+    """`preload_apis` in a daemon thread (returns at once; nothing when already done)."""
+    if not _preloaded.is_set():
+        threading.Thread(target=preload_apis, name="kube-preload", daemon=True).start()
+
 
 @dataclass
 class _Entry:

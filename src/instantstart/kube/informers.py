@@ -2,7 +2,10 @@
 
 An `Informer` lists a collection (paged), then watches it from the list's resourceVersion with
 bookmarks; a dropped connection resumes from the last resourceVersion seen, a 410 Expired relists
-and reports the difference as changes, failures back off exponentially. Objects are kept as the
+and reports the difference as changes, failures back off exponentially. A collection the server does not
+serve (404: a custom resource whose CRD is not installed, e.g. an operator add-on that is off) is not an
+error: the informer reports the state "absent", holds no items and checks again with backoff (at most
+`absent_retry_max` apart), so the watch starts by itself once the CRD appears. Objects are kept as the
 projection the caller supplies (only the fields the views need), never as typed client objects.
 `Informers` runs them by key, starts them on first read and stops them when nobody read them for a while.
 """
@@ -35,12 +38,16 @@ class Expired(Exception):
     """The server no longer has the history the watch or the list continuation asked for (HTTP 410)."""
 
 
+class Absent(Exception):
+    """The server does not serve the collection (HTTP 404): its CustomResourceDefinition is not installed."""
+
+
 @dataclass
 class WatchHealth:
     """How one watch is doing, as status tools report it."""
 
     kind: str
-    state: str = "starting"  # starting, synced, reconnecting, stopped
+    state: str = "starting"  # starting, synced, reconnecting, absent (the CRD is not installed), stopped
     connected: bool = False
     last_ok: float | None = None  # wall time the data was last known current
     last_error: str | None = None
@@ -74,6 +81,7 @@ class InformerOptions:
     read_timeout: float = 75.0
     backoff_min: float = 0.2
     backoff_max: float = 10.0
+    absent_retry_max: float = 5.0
 
 
 def _key(obj: Obj) -> str:
@@ -118,6 +126,7 @@ class Informer:
         self._rvs: dict[str, str] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._response: Any = None
         self._thread: threading.Thread | None = None
 
@@ -132,11 +141,25 @@ class Informer:
     def stop(self) -> None:
         """Stop watching (the thread ends at its next read or at once when blocked on the stream)."""
         self._stop.set()
+        self._wake.set()
         self.health.state, self.health.connected = "stopped", False
         response = self._response
         if response is not None:
             with contextlib.suppress(Exception):  # the connection may already be gone
                 response.shutdown()
+
+    def wake(self) -> None:
+        """Cut a backoff pause short (e.g. a reader saw that a CRD reported absent is there now)."""
+        self._wake.set()
+
+    def current(self, absent_window: float | None = None) -> bool:
+        """Whether the items are the server's current state: synced and connected, or the collection was
+        found absent (no items) within `absent_window` seconds (default twice `absent_retry_max`)."""
+        health = self.health
+        if health.state == "absent":
+            window = 2 * self.options.absent_retry_max if absent_window is None else absent_window
+            return health.last_ok is not None and time.time() - health.last_ok <= window
+        return self.synced.is_set() and health.connected and health.state == "synced"
 
     @property
     def stopped(self) -> bool:
@@ -165,6 +188,11 @@ class Informer:
             except Expired:
                 need_list = True
                 self.health.relists += 1
+            except Absent:
+                need_list = True
+                self._absent()
+                self._pause(delay)
+                delay = min(delay * 2, self.options.absent_retry_max)
             except Exception as exc:
                 if self._stop.is_set():
                     break
@@ -173,9 +201,29 @@ class Informer:
                 self.health.last_error = f"{type(exc).__name__}: {str(exc)[:200]}"
                 self.health.reconnects += 1
                 log.info("watch %s lost (%s); retrying in %.1fs", self.kind, self.health.last_error, delay)
-                self._stop.wait(delay * (0.5 + random.random()))  # noqa: S311 - jitter, not crypto
+                self._pause(delay)
                 delay = min(delay * 2, self.options.backoff_max)
         self.health.state, self.health.connected = "stopped", False
+
+    def _pause(self, delay: float) -> None:
+        """Wait `delay` seconds with jitter, or until stop() or wake()."""
+        self._wake.wait(delay * (0.5 + random.random()))  # noqa: S311 - jitter, not crypto
+        self._wake.clear()
+
+    def _absent(self) -> None:
+        """The collection is not served: no items (those held are reported deleted), state "absent"."""
+        with self._lock:
+            gone: list[tuple[str, str, Obj | None, Obj | None]] = [
+                ("DELETED", key, old, None) for key, old in self.items.items()
+            ]
+            if gone:
+                self.items, self._rvs = {}, {}
+                self.version += 1
+            self.resource_version = ""
+        health = self.health
+        health.state, health.connected, health.last_error = "absent", False, None
+        health.last_ok = time.time()
+        self._emit(gone)
 
     def _request(self, api: k8s.ApiClient, query: dict[str, Any], read_timeout: float) -> Any:
         config = api.configuration
@@ -204,6 +252,8 @@ class Informer:
             if response.status == 410:
                 token, fresh, rvs = "", {}, {}  # the continuation expired: list again from the start
                 continue
+            if response.status == 404:
+                raise Absent(self.path)
             if response.status != 200:
                 raise RuntimeError(f"list {self.path}: HTTP {response.status}: {data[:200]!r}")
             body = json.loads(data)
@@ -243,6 +293,8 @@ class Informer:
         try:
             if response.status == 410:
                 raise Expired(self.path)
+            if response.status == 404:
+                raise Absent(self.path)
             if response.status != 200:
                 raise RuntimeError(f"watch {self.path}: HTTP {response.status}: {response.data[:200]!r}")
             self._mark_ok()

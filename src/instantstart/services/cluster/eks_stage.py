@@ -15,6 +15,7 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import CallContext, StageContext
 from instantstart.errors import InvalidInput, ProviderError
+from instantstart.kube.client import preload_in_background
 from instantstart.manifests import iam_policies as pol
 from instantstart.manifests.network import AddressPlan, validate_plan
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
@@ -130,31 +131,33 @@ async def submit_pipeline(
     return await submit_for_cluster(ctx, kind, tag, params, status_tool=status_tool, poll_after_seconds=30)
 
 
-async def _roles(stage: StageContext, scope: pol.Scope, common: dict[str, Any]) -> tuple[str, str]:
-    """The EKS cluster role and the HyperPod execution role (S3 limited to the cluster's prefixes); their ARNs."""
-    app, tag = stage.app, common["cluster_tag"]
-    eks_role = await blocking(
+async def _eks_role(stage: StageContext, scope: pol.Scope, common: dict[str, Any]) -> str:
+    """The EKS cluster role (trusted by EKS for this cluster only); its ARN."""
+    return await blocking(
         iam_svc.ensure_role,
-        app.aws,
-        app.db,
-        name=f"instantstart-{tag}-eks",
+        stage.app.aws,
+        stage.app.db,
+        name=f"instantstart-{common['cluster_tag']}-eks",
         trust=pol.eks_cluster_trust(scope),
         managed=[iam_svc.EKS_CLUSTER_POLICY],
         description="EKS control plane of an InstantStart cluster",
         **common,
     )
-    exec_role = await blocking(
+
+
+async def _execution_role(stage: StageContext, scope: pol.Scope, common: dict[str, Any]) -> str:
+    """The HyperPod execution role (S3 limited to the cluster's prefixes); its ARN."""
+    return await blocking(
         iam_svc.ensure_role,
-        app.aws,
-        app.db,
-        name=f"instantstart-{tag}-hyperpod",
+        stage.app.aws,
+        stage.app.db,
+        name=f"instantstart-{common['cluster_tag']}-hyperpod",
         trust=pol.execution_trust(scope),
         managed=[iam_svc.HYPERPOD_INSTANCE_POLICY],
         inline=pol.execution_inline_policy(scope),
         description="HyperPod instance groups of an InstantStart cluster",
         **common,
     )
-    return eks_role, exec_role
 
 
 async def stage_eks(stage: StageContext) -> dict[str, Any]:
@@ -181,14 +184,19 @@ async def stage_eks(stage: StageContext) -> dict[str, Any]:
         await record_details(stage, tag, network=built)
         return built
 
-    # The network and the project bucket do not depend on each other: made side by side. The roles need both
-    # (their policies are scoped to the cluster's VPC and bucket).
-    network, bucket = await asyncio.gather(network_part(), blocking(project_bucket, stage, region, tag))
-    await stage.progress("IAM: EKS cluster role and HyperPod execution role")
     name = eks_svc.eks_cluster_name(tag)
-    account = await blocking(identity.account_id, app.aws, region)
+    async def eks_role_part() -> tuple[str, str]:
+        account = await blocking(identity.account_id, app.aws, region)
+        await stage.progress("IAM: EKS cluster role")
+        return account, await _eks_role(stage, pol.Scope(account, region, tag, name, ""), common)
+
+    # The network, the project bucket and the EKS cluster role do not depend on each other: made side by side.
+    # The execution role needs the VPC and the bucket (its policy is scoped to them) and is not needed before
+    # the HyperPod stage: it is made while the EKS control plane is created.
+    network, bucket, (account, eks_role) = await asyncio.gather(
+        network_part(), blocking(project_bucket, stage, region, tag), eks_role_part()
+    )
     scope = pol.Scope(account, region, tag, name, bucket, network["vpcId"])
-    eks_role, exec_role = await _roles(stage, scope, common)
     version = p.kubernetes_version or app.settings.kubernetes_version
     await stage.progress(f"EKS control plane {name} (Kubernetes {version}): creating")
     await blocking(
@@ -204,6 +212,9 @@ async def stage_eks(stage: StageContext) -> dict[str, Any]:
         **common,
     )
 
+    # What the later stages use, loaded while the control plane is created instead of on their critical path.
+    preload_in_background()
+
     async def active() -> tuple[bool, str]:
         cluster = await blocking(eks_api.describe_cluster, app.aws, region, name)
         status = (cluster or {}).get("status", "MISSING")
@@ -215,10 +226,14 @@ async def stage_eks(stage: StageContext) -> dict[str, Any]:
             )
         return status == "ACTIVE", f"EKS control plane {name}: {status}"
 
-    await wait_until(stage, active, limit_seconds=EKS_TIMEOUT, what=f"EKS cluster {name}")
-    await _wait_nat(stage, region, str(network["natGatewayId"]))
+    async def control_plane() -> None:
+        await wait_until(stage, active, limit_seconds=EKS_TIMEOUT, what=f"EKS cluster {name}")
+        await _wait_nat(stage, region, str(network["natGatewayId"]))
+
+    _, exec_role, principal = await asyncio.gather(
+        control_plane(), _execution_role(stage, scope, common), blocking(iam_svc.caller_principal, app.aws, region)
+    )
     cluster = await blocking(eks_api.describe_cluster, app.aws, region, name) or {}
-    principal = await blocking(iam_svc.caller_principal, app.aws, region)
     await stage.progress("access entry for the control plane and the cluster's OIDC provider")
     await blocking(eks_api.ensure_admin_access, app.aws, region, name=name, principal_arn=principal)
     issuer = cluster.get("identity", {}).get("oidc", {}).get("issuer")

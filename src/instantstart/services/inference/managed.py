@@ -17,10 +17,12 @@ from instantstart.manifests import inference_endpoint as iec
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
+from instantstart.services.cluster.status_model import WatchFreshness
 from instantstart.services.core.instance_types import catalog
 from instantstart.services.core.registry import submit_for_cluster
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.services.inference.services import cluster_row
+from instantstart.services.monitoring import custom
 from instantstart.validation import ClusterTag, KubeName
 
 READY_TIMEOUT = 3600
@@ -249,6 +251,10 @@ class ManagedEndpoints(WireModel):
     cluster_tag: str
     endpoints: list[ManagedEndpoint]
     count: int
+    source: str = Field(default="direct", description="watch: from the cluster's watches of the endpoint kinds; "
+                        "direct: read from the API server (a watch not synced or disconnected, `note` says which).")
+    watch: WatchFreshness | None = Field(default=None, description="How current the watched endpoints are.")
+    note: str | None = Field(default=None, description="Why the answer did not come from the watches, or is stale.")
 
 
 def _items(api: k8s.ApiClient, namespace: str | None) -> list[dict[str, Any]]:
@@ -290,12 +296,27 @@ def _list(app: AppContext, tag: str | None, namespace: str | None) -> ManagedEnd
                             count=len(out))
 
 
+def _watched(app: AppContext, tag: str | None, namespace: str | None) -> ManagedEndpoints:
+    """The endpoints from the cluster's watches when current, else read directly (said so), else stale."""
+    row = cluster_row(app, tag)
+
+    def build(items: dict[str, list[dict[str, Any]]]) -> ManagedEndpoints:
+        out = sorted((_endpoint(o) for kind in custom.ENDPOINT_KINDS for o in items[kind]),
+                     key=lambda e: (e.namespace, e.name))
+        return ManagedEndpoints(cluster_tag=row.tag, endpoints=out, count=len(out))
+
+    served = custom.serve(app, row, custom.ENDPOINT_KINDS, namespace, build,
+                          lambda: _list(app, row.tag, namespace), lambda found: bool(found.endpoints))
+    return served.value.model_copy(update={"source": served.source, "watch": served.watch, "note": served.note})
+
+
 @operation("inference_managed_list", method="GET", path="/inference/managed", example={})
 async def inference_managed_list(ctx: CallContext, req: ManagedListRequest) -> ManagedEndpoints:
     """The managed endpoints of the cluster (InferenceEndpointConfigs and JumpStartModels) with their state (from
     the conditions), model, instance type, replicas, KV cache, routing and registered SageMaker endpoint.
-    Read-only; empty when the inference operator is not installed."""
-    return await blocking(_list, ctx.app, req.cluster_tag, req.namespace)
+    Served from the cluster's watches (`source`, `watch`). Read-only; empty when the inference operator is
+    not installed."""
+    return await blocking(_watched, ctx.app, req.cluster_tag, req.namespace)
 
 
 class ManagedDeleteRequest(WireModel):

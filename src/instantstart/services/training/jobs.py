@@ -20,9 +20,11 @@ from instantstart.manifests import training as m
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
+from instantstart.services.cluster.status_model import WatchFreshness
 from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.services.diagnostics.logs import PodLogsRequest, read_log
+from instantstart.services.monitoring import custom
 from instantstart.services.training import ray_jobs
 from instantstart.services.training.models import JobPod, JobSummary
 from instantstart.store.models import ClusterRow
@@ -39,12 +41,20 @@ class JobsRequest(WireModel):
     cluster_tag: ClusterTag | None = None
 
 
+SOURCE_HELP = ("watch: from the cluster's watches of the job kinds; direct: read from the API server because a "
+               "watch is not synced or is disconnected (`note` says which); watch with watch.stale: the last "
+               "watched state, the API server being unreachable.")
+
+
 class JobList(WireModel):
     """Jobs, newest first."""
 
     cluster_tag: str
     jobs: list[JobSummary]
     count: int
+    source: str = Field(default="direct", description=SOURCE_HELP)
+    watch: WatchFreshness | None = Field(default=None, description="How current the watched jobs are.")
+    note: str | None = Field(default=None, description="Why the answer did not come from the watches, or is stale.")
 
 
 async def _row(app: AppContext, tag: str | None) -> ClusterRow:
@@ -97,12 +107,27 @@ def _custom(api: k8s.ApiClient, namespace: str | None) -> list[dict[str, Any]]:
     return list(out.get("items") or [])
 
 
-def list_training(app: AppContext, row: ClusterRow, namespace: str | None) -> list[JobSummary]:
-    """HyperPodPyTorchJobs and RayJobs (blocking)."""
-    api = kube_api(app.kube, row.eks_cluster_name, row.region)
-    jobs = [_summary(o, m.KIND) for o in _custom(api, namespace)]
-    jobs += [ray_jobs.ray_summary(o) for o in ray_jobs.list_ray(api, namespace)]
+def _summaries(pytorch: list[dict[str, Any]], ray: list[dict[str, Any]]) -> list[JobSummary]:
+    jobs = [_summary(o, m.KIND) for o in pytorch] + [ray_jobs.ray_summary(o) for o in ray]
     return sorted(jobs, key=lambda j: (j.created_at or "", j.name), reverse=True)
+
+
+def list_training(app: AppContext, row: ClusterRow, namespace: str | None) -> list[JobSummary]:
+    """HyperPodPyTorchJobs and RayJobs read directly from the API server (blocking)."""
+    api = kube_api(app.kube, row.eks_cluster_name, row.region)
+    return _summaries(_custom(api, namespace), ray_jobs.list_ray(api, namespace))
+
+
+def watched_training(app: AppContext, row: ClusterRow, namespace: str | None) -> JobList:
+    """HyperPodPyTorchJobs and RayJobs from the cluster's watches when they are current; otherwise read directly
+    (and said so), or, when that read fails too, the last watched state marked stale (blocking)."""
+    served = custom.serve(
+        app, row, custom.TRAINING_KINDS, namespace,
+        lambda items: _summaries(items["hyperpodpytorchjobs"], items["rayjobs"]),
+        lambda: list_training(app, row, namespace), bool,
+    )
+    return JobList(cluster_tag=row.tag, jobs=served.value, count=len(served.value), source=served.source,
+                   watch=served.watch, note=served.note)
 
 
 def list_batch(app: AppContext, row: ClusterRow) -> list[JobSummary]:
@@ -117,8 +142,7 @@ async def training_job_list(ctx: CallContext, req: JobsRequest) -> JobList:
     """Training jobs of both paths in one shape, newest first: HyperPodPyTorchJobs and KubeRay RayJobs, with
     state, nodes, instance type, restarts, recipe. Read-only; job_get_status has the detail."""
     row = await _row(ctx.app, req.cluster_tag)
-    jobs = await blocking(list_training, ctx.app, row, req.namespace)
-    return JobList(cluster_tag=row.tag, jobs=jobs, count=len(jobs))
+    return await blocking(watched_training, ctx.app, row, req.namespace)
 
 
 @operation("job_list_all", method="GET", path="/jobs", example={})
@@ -126,11 +150,11 @@ async def job_list_all(ctx: CallContext, req: JobsRequest) -> JobList:
     """Every job of the cluster in one shape: HyperPodPyTorchJobs, RayJobs and Kubernetes batch Jobs (model
     downloads and the like), newest first. Read-only."""
     row = await _row(ctx.app, req.cluster_tag)
-    jobs = await blocking(list_training, ctx.app, row, req.namespace)
+    found = await blocking(watched_training, ctx.app, row, req.namespace)
     batch = await blocking(list_batch, ctx.app, row)
-    jobs += [j for j in batch if req.namespace in (None, j.namespace)]
+    jobs = found.jobs + [j for j in batch if req.namespace in (None, j.namespace)]
     jobs.sort(key=lambda j: (j.created_at or "", j.name), reverse=True)
-    return JobList(cluster_tag=row.tag, jobs=jobs, count=len(jobs))
+    return found.model_copy(update={"jobs": jobs, "count": len(jobs)})
 
 
 class JobRef(WireModel):
@@ -161,10 +185,43 @@ class JobStatus(WireModel):
     pods: list[JobPod]
     image: str | None
     command: list[str]
+    source: str = Field(default="direct", description="watch: the job object came from the cluster's watch of "
+                        "its kind; direct: read from the API server (the watch not current, or the job not in it).")
+
+
+def _pods(api: k8s.ApiClient, name: str, namespace: str) -> list[JobPod]:
+    found: Any = kube_call("list the job's pods", k8s.CoreV1Api(api).list_namespaced_pod, namespace,
+                           label_selector=f"{m.POD_JOB_LABEL}={name}")
+    pods = [
+        JobPod(name=p.metadata.name, node=p.spec.node_name, phase=(p.status.phase if p.status else None) or "Pending",
+               restarts=sum(int(c.restart_count or 0) for c in (p.status.container_statuses or []))
+               if p.status else 0)
+        for p in found.items or []
+    ]
+    return sorted(pods, key=lambda p: p.name)
+
+
+def watched_job(app: AppContext, row: ClusterRow, name: str,
+                namespace: str) -> tuple[dict[str, Any], list[JobPod]] | None:
+    """The job (as its watch keeps it) and its pods, when the watches of the job kinds are current and hold it;
+    None otherwise (the caller reads directly: a job just submitted may not have reached the watch yet)."""
+    seen = custom.read(app, row, custom.TRAINING_KINDS, namespace)
+    if seen.items is None:
+        return None
+    key = (namespace, name)
+    for kind in custom.TRAINING_KINDS:
+        for obj in seen.items[kind]:
+            if (obj["metadata"]["namespace"], obj["metadata"]["name"]) == key:
+                api = kube_api(app.kube, row.eks_cluster_name, row.region)
+                if kind == "rayjobs":
+                    cluster = (obj.get("status") or {}).get("rayClusterName")
+                    return obj, ray_jobs.ray_pods(api, name, namespace, cluster)
+                return obj, _pods(api, name, namespace)
+    return None
 
 
 def read_job(app: AppContext, row: ClusterRow, name: str, namespace: str) -> tuple[dict[str, Any], list[JobPod]]:
-    """The job object and its pods (blocking); NotFound lists the jobs that exist."""
+    """The job object and its pods read directly (blocking); NotFound lists the jobs that exist."""
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
     objects = k8s.CustomObjectsApi(api)
     try:
@@ -178,15 +235,7 @@ def read_job(app: AppContext, row: ClusterRow, name: str, namespace: str) -> tup
                  for o in [*_custom(api, None), *ray_jobs.list_ray(api, None)]]
         raise NotFound(f"No training job {namespace}/{name}.",
                        hint=f"Jobs here: {', '.join(names) or 'none'} (training_job_list).") from None
-    found: Any = kube_call("list the job's pods", k8s.CoreV1Api(api).list_namespaced_pod, namespace,
-                           label_selector=f"{m.POD_JOB_LABEL}={name}")
-    pods = [
-        JobPod(name=p.metadata.name, node=p.spec.node_name, phase=(p.status.phase if p.status else None) or "Pending",
-               restarts=sum(int(c.restart_count or 0) for c in (p.status.container_statuses or []))
-               if p.status else 0)
-        for p in found.items or []
-    ]
-    return dict(obj), sorted(pods, key=lambda p: p.name)
+    return dict(obj), _pods(api, name, namespace)
 
 
 @operation("job_get_status", method="GET", path="/training/jobs/status", example={"jobName": "missing-job"})
@@ -194,9 +243,15 @@ async def job_get_status(ctx: CallContext, req: JobRef) -> JobStatus:
     """One HyperPodPyTorchJob: state, conditions, the recovery budget as submitted and the restarts used of it
     (in place and full), and its pods with node and phase. Read-only."""
     row = await _row(ctx.app, req.cluster_tag)
-    obj, pods = await blocking(read_job, ctx.app, row, req.job_name, req.namespace)
+    watched = await blocking(watched_job, ctx.app, row, req.job_name, req.namespace)
+    if watched is None:
+        watched = await blocking(read_job, ctx.app, row, req.job_name, req.namespace)
+        source = "direct"
+    else:
+        source = "watch"
+    obj, pods = watched
     if obj.get("kind") == ray_job.KIND:
-        return _ray_status(obj, pods)
+        return _ray_status(obj, pods).model_copy(update={"source": source})
     policy = (obj.get("spec") or {}).get("runPolicy") or {}
     status = obj.get("status") or {}
     restarts = int(status.get("restartCount") or 0)
@@ -210,6 +265,7 @@ async def job_get_status(ctx: CallContext, req: JobRef) -> JobStatus:
                          max_full_job_restarts=(policy.get("restartPolicy") or {}).get("maxFullJobRestarts"),
                          in_place_restarts=max(restarts - full, 0)),
         pods=pods, image=containers[0].get("image"), command=list(containers[0].get("command") or []),
+        source=source,
     )
 
 
