@@ -52,7 +52,8 @@ class MlflowProcess:
                 return
             exe = mlflow_executable()
             if exe is None:
-                self._error = "the mlflow package is not installed in the twin's environment (pip install -e '.[twin-mlflow]')"
+                self._error = ("the mlflow package is not installed in the twin's environment "
+                               "(pip install -e '.[twin-mlflow]')")
                 return
             self._dir = Path(tempfile.mkdtemp(prefix="twin-mlflow-"))
             port = _free_port()
