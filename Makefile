@@ -72,7 +72,7 @@ PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_XDIST)),-n 0,-n $(PYTEST_XDIST) --di
 
 pytest: setup postgres-bin chromium-bin image-tools $(AXE)
 	INSTANTSTART_REQUIRE_PG=1 INSTANTSTART_REQUIRE_IMAGE=1 $(BIN)/python scripts/with_postgres.py \
-	  $(BIN)/pytest -p no:cacheprovider $(PYTEST_PARALLEL)
+	  $(BIN)/pytest -p no:cacheprovider --durations=25 $(PYTEST_PARALLEL)
 
 test: lint typecheck pytest
 

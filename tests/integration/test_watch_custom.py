@@ -201,7 +201,10 @@ def test_job_and_endpoint_reads_come_from_the_watches_fall_back_while_down_and_s
             twin_kube(twin, "api/block", {"blocked": True}, OTHER)
             stale = job_list()
             assert stale["source"] == "watch" and stale["watch"]["stale"], stale
-            assert [j["name"] for j in stale["jobs"]] == ["watched-1"]
+            # The last state the informer held: its relists keep working while only watches are blocked, so it
+            # may already hold the job made during the outage; it never holds anything that does not exist.
+            held = {j["name"] for j in stale["jobs"]}
+            assert "watched-1" in held and held <= {"watched-1", "during-outage"}, held
             assert stale["watch"]["dataAgeSeconds"] is not None
             assert "stale" in stale["note"] and "ago" in stale["note"], stale["note"]
             assert endpoints()["watch"]["stale"]
