@@ -168,6 +168,11 @@ class ObjectStore:
                 raise NotFoundError(f'{rtype.plural}{"." + rtype.group if rtype.group else ""} "{name}" not found')
             return copy.deepcopy(obj)
 
+    def peek(self, rtype: ResourceType, namespace: str, name: str) -> Obj | None:
+        """One stored object itself, not copied, or None: for readers that never change it (see `view`)."""
+        with self._lock:
+            return self._objects.get(rtype.key, {}).get((namespace if rtype.namespaced else "", name))
+
     def list(
         self,
         rtype: ResourceType,
