@@ -223,6 +223,8 @@ class DaemonSetController(OwnerController):
                 kept = pod
         if eligible and kept is None:
             kept = self._create(ds, template, tolerations, node_name)
+            if kept is None:  # refused (admission, a name taken): retried, as the real controller backs off
+                self.sim.requeue(self, _NodeKey(ns, ds["metadata"]["name"], node_name), 1.0)
         for group, member in (
             (state.eligible, eligible),
             (state.scheduled, kept is not None),
