@@ -89,6 +89,10 @@ def crd_resource_type(crd: Obj) -> tuple[ResourceType, CrdInfo]:
     return rtype, info
 
 
+# A dependent in the garbage collector's graph: ((group, plural), namespace, name).
+DependentKey = tuple[tuple[str, str], str, str]
+
+
 class ControlPlane:
     """The controllers of one cluster's control plane that the API server relies on."""
 
@@ -97,14 +101,42 @@ class ControlPlane:
         self.crds: dict[tuple[str, str], CrdInfo] = {}
         self.terminating: set[str] = set()
         self.draining_kinds: set[tuple[str, str]] = set()  # CRDs deleted while instances were held
+        # The garbage collector's graph: owner uid → its dependents (type, namespace, name), and back; kept from
+        # the watch events, so a deletion finds its dependents without a pass over every object of every type.
+        self._dependents: dict[str, set[DependentKey]] = {}
+        self._owners: dict[DependentKey, set[str]] = {}
         store.add_listener(self._on_event)
+        for rtype in list(store.types.values()):
+            for obj in store.view(rtype):
+                self._index_owners(rtype, obj, deleted=False)
 
     def close(self) -> None:
         """Stop reacting to the store."""
         self.store.remove_listener(self._on_event)
 
     # -- dispatch ----------------------------------------------------------------------------
+    def _index_owners(self, rtype: ResourceType, obj: Obj, *, deleted: bool) -> None:
+        md = obj.get("metadata", {})
+        key = (rtype.key, md.get("namespace", "") if rtype.namespaced else "", md.get("name", ""))
+        uids = set() if deleted else {str(r["uid"]) for r in md.get("ownerReferences") or [] if r.get("uid")}
+        previous = self._owners.get(key, set())
+        if uids == previous:
+            return
+        for uid in previous - uids:
+            held = self._dependents.get(uid)
+            if held is not None:
+                held.discard(key)
+                if not held:
+                    del self._dependents[uid]
+        for uid in uids - previous:
+            self._dependents.setdefault(uid, set()).add(key)
+        if uids:
+            self._owners[key] = uids
+        else:
+            self._owners.pop(key, None)
+
     def _on_event(self, event: WatchEvent) -> None:
+        self._index_owners(event.rtype, event.object, deleted=event.type == "DELETED")
         try:
             if event.rtype.key == CRD_KEY:
                 self._on_crd(event)
@@ -194,17 +226,19 @@ class ControlPlane:
         """Objects whose ownerReferences name `owner` (same namespace, or any for a cluster-scoped owner)."""
         uid = owner.get("metadata", {}).get("uid")
         namespace = owner.get("metadata", {}).get("namespace") if owner_type.namespaced else None
-        found: list[tuple[ResourceType, Obj]] = []
-        for rtype in list(self.store.types.values()):
-            if namespace is not None and not rtype.namespaced:
+        order = {key: at for at, key in enumerate(self.store.types)}
+        found: list[tuple[int, str, str, ResourceType, Obj]] = []
+        for type_key, ns, name in sorted(self._dependents.get(str(uid), ())):
+            rtype = self.store.types.get(type_key)
+            if rtype is None or (namespace is not None and (not rtype.namespaced or ns != namespace)):
                 continue
-            items, _ = self.store.list(
-                rtype,
-                namespace,
-                lambda o: any(r.get("uid") == uid for r in o.get("metadata", {}).get("ownerReferences") or []),
-            )
-            found.extend((rtype, item) for item in items)
-        return found
+            try:
+                item = self.store.get(rtype, ns, name)
+            except NotFoundError:
+                continue
+            if any(r.get("uid") == uid for r in item.get("metadata", {}).get("ownerReferences") or []):
+                found.append((order[type_key], ns, name, rtype, item))
+        return [(rtype, item) for *_, rtype, item in sorted(found, key=lambda f: f[:3])]
 
     def collect_dependents(self, owner: Obj, owner_type: ResourceType) -> None:
         """The owner is gone: delete dependents it solely owned, drop its reference from the others."""

@@ -348,6 +348,14 @@ class ClusterSim:
         found: builtins.list[Obj] = self.store.view(rtype, namespace)
         return found
 
+    def peek(self, key: TypeKey, namespace: str, name: str) -> Obj | None:
+        """One object as stored, not copied, or None: read it, never change it (see ObjectStore.view)."""
+        rtype = self.rtype(key)
+        if rtype is None:
+            return None
+        found: Obj | None = self.store.peek(rtype, namespace, name)
+        return found
+
     def create(self, key: TypeKey, obj: Obj) -> Obj | None:
         """Create an object; None when the type is absent or the name is taken."""
         rtype = self.rtype(key)

@@ -6,6 +6,7 @@ import copy
 import functools
 import hashlib
 import logging
+import threading
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 
@@ -69,20 +70,47 @@ class Kubelet(Controller):
         super().__init__(sim)
         self._runs: dict[tuple[str, str], _Run] = {}
         self._stopping: dict[tuple[str, str], str] = {}  # pods in their grace period: uid@deadline
+        # The pods bound to each node, kept from the pod watch events.
+        self._index_lock = threading.Lock()
+        self._node_of: dict[tuple[str, str], str] = {}
+        self._on_node: dict[str, set[tuple[str, str]]] = {}
         self._lustre = LustreReachability(sim, fsx_mounts.RETRY_SECONDS)  # FSx mounts: the network path
 
     def stop(self) -> None:
         """Stop the Lustre reachability look-ups."""
         self._lustre.stop()
 
+    def _file(self, pod: Obj, deleted: bool, *, only_new: bool = False) -> None:
+        """Keep the pods-by-node index (a Node event reads its node's pods, not every pod) current."""
+        md = pod["metadata"]
+        key = (md.get("namespace", "default"), md["name"])
+        node = "" if deleted else str(pod.get("spec", {}).get("nodeName") or "")
+        with self._index_lock:
+            if only_new and key in self._node_of:
+                return
+            old = self._node_of.pop(key, "")
+            if old:
+                held = self._on_node.get(old)
+                if held is not None:
+                    held.discard(key)
+                    if not held:
+                        del self._on_node[old]
+            if node:
+                self._node_of[key] = node
+                self._on_node.setdefault(node, set()).add(key)
+
     def keys_for(self, event: WatchEvent) -> Iterable[Hashable]:
         md = event.object["metadata"]
         if event.rtype.key == NODES:
             return [("node", md["name"])]
+        self._file(event.object, event.type == "DELETED")
         return [("pod", md.get("namespace", "default"), md["name"])]
 
     def resync_keys(self) -> Iterable[Hashable]:
-        return [("pod", p["metadata"]["namespace"], p["metadata"]["name"]) for p in self.sim.view(PODS)]
+        pods = self.sim.view(PODS)
+        for pod in pods:
+            self._file(pod, False, only_new=True)
+        return [("pod", p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods]
 
     def reconcile(self, key: Hashable) -> None:
         assert isinstance(key, tuple)
@@ -333,7 +361,10 @@ class Kubelet(Controller):
     # -- nodes ---------------------------------------------------------------------------------------
     def _node(self, node_name: str) -> None:
         node = self.sim.get(NODES, "", node_name)
-        pods = [copy.deepcopy(p) for p in self.sim.view(PODS) if p.get("spec", {}).get("nodeName") == node_name]
+        with self._index_lock:
+            keys = sorted(self._on_node.get(node_name, ()))
+        found = (self.sim.peek(PODS, ns, name) for ns, name in keys)
+        pods = [copy.deepcopy(p) for p in found if p is not None and p.get("spec", {}).get("nodeName") == node_name]
         if node is None:
             for pod in pods:  # pod GC: pods of a vanished node are deleted; their controllers replace them
                 ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]

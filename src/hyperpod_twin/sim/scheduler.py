@@ -4,8 +4,10 @@ order, preempting lower-priority pods for a pod that fits nowhere (sim/preemptio
 from __future__ import annotations
 
 import copy
+import threading
 from collections import Counter
 from collections.abc import Hashable, Iterable
+from typing import TYPE_CHECKING
 
 from hyperpod_twin.kube.store import WatchEvent
 from hyperpod_twin.sim import kobj
@@ -13,8 +15,27 @@ from hyperpod_twin.sim.core import NODES, PODS, PVCS, Controller
 from hyperpod_twin.sim.kobj import Obj
 from hyperpod_twin.sim.preemption import preempt, priority
 
+if TYPE_CHECKING:
+    from hyperpod_twin.sim.core import ClusterSim
+
 ALL = "all"
 _IGNORED_RESOURCES = ("hugepages-1Gi", "hugepages-2Mi")
+
+
+PodKey = tuple[str, str]
+
+
+class _Usage(dict[str, Counter[str]]):
+    """Each node's summed requests, copied from the scheduler's index on first use (a reconcile reads the
+    few nodes its pending pods may go to, not all of them)."""
+
+    def __init__(self, index: dict[str, Counter[str]]) -> None:
+        super().__init__()
+        self._index = index
+
+    def __missing__(self, node: str) -> Counter[str]:
+        found = self[node] = Counter(self._index.get(node) or {})
+        return found
 
 
 def needs_scheduling(pod: Obj) -> bool:
@@ -40,33 +61,66 @@ class Scheduler(Controller):
 
     watches = (PODS, NODES, PVCS)
 
+    def __init__(self, sim: ClusterSim) -> None:
+        super().__init__(sim)
+        # What every node holds and which pods wait, kept from the pod watch events (a reconcile per event
+        # must not sum the requests of every pod of a 2,000-node cluster): pod → (node, requests); node →
+        # summed requests, pod count and pods; pending pods.
+        self._lock = threading.Lock()
+        self._bound: dict[PodKey, tuple[str, dict[str, float]]] = {}
+        self._used: dict[str, Counter[str]] = {}
+        self._count: Counter[str] = Counter()
+        self._placed: dict[str, dict[PodKey, Obj]] = {}
+        self._pending: dict[PodKey, Obj] = {}
+
+    def _index(self, pod: Obj, deleted: bool, *, only_new: bool = False) -> None:
+        md = pod["metadata"]
+        key = (md.get("namespace", "default"), md["name"])
+        with self._lock:
+            if only_new and (key in self._bound or key in self._pending):
+                return
+            old = self._bound.pop(key, None)
+            if old is not None:
+                self._used[old[0]].subtract(old[1])
+                self._count[old[0]] -= 1
+                self._placed[old[0]].pop(key, None)
+            self._pending.pop(key, None)
+            if deleted:
+                return
+            if _uses_node(pod):
+                node = pod["spec"]["nodeName"]
+                requests = kobj.pod_requests(pod)
+                self._bound[key] = (node, requests)
+                self._used.setdefault(node, Counter()).update(requests)
+                self._count[node] += 1
+                self._placed.setdefault(node, {})[key] = pod
+            elif needs_scheduling(pod):
+                self._pending[key] = pod
+
     def keys_for(self, event: WatchEvent) -> Iterable[Hashable]:
         if event.rtype.key == PODS:
             pod = event.object
+            self._index(pod, event.type == "DELETED")
             if event.type == "DELETED" or needs_scheduling(pod) or kobj.pod_is_terminal(pod):
                 return [ALL]
             return []
         return [ALL]
 
     def resync_keys(self) -> Iterable[Hashable]:
+        for pod in self.sim.view(PODS):
+            self._index(pod, False, only_new=True)
         return [ALL]
 
     def reconcile(self, key: Hashable) -> None:
-        # Read-only views of every pod and node (no copies); only the pods to place are copied.
-        pods = self.sim.view(PODS)
-        pending = [copy.deepcopy(p) for p in pods if needs_scheduling(p)]
-        if not pending:
-            return
+        # The pending pods (copied) and the nodes' usage from the index; nodes as stored (no copies).
+        with self._lock:
+            pending = [copy.deepcopy(pod) for _, pod in sorted(self._pending.items())]
+            if not pending:
+                return
+            used: dict[str, Counter[str]] = _Usage(self._used)
+            counts: Counter[str] = Counter(self._count)
+            placed: dict[str, list[Obj]] = {node: list(pods.values()) for node, pods in self._placed.items() if pods}
         nodes = self.sim.view(NODES)
-        used: dict[str, Counter[str]] = {n["metadata"]["name"]: Counter() for n in nodes}
-        counts: Counter[str] = Counter()
-        placed: dict[str, list[Obj]] = {}  # node → pods on it (for inter-pod affinity)
-        for pod in pods:
-            if _uses_node(pod):
-                node = pod["spec"]["nodeName"]
-                used.setdefault(node, Counter()).update(kobj.pod_requests(pod))
-                counts[node] += 1
-                placed.setdefault(node, []).append(pod)
         by_name: dict[str, Obj] = {}
         pending.sort(key=lambda p: (-int(p["spec"].get("priority") or 0), p["metadata"].get("creationTimestamp", "")))
         # Pods that preempted others hold the room on their nominated node against pods of no higher priority.

@@ -353,3 +353,64 @@ def test_training_job_deadline_and_ttl(cluster: SimCluster) -> None:
     assert cluster.list("", "pods", "default") == []
     cluster.advance(61)
     assert cluster.list("sagemaker.amazonaws.com", "hyperpodpytorchjobs", "default") == []
+
+
+def test_daemonset_reconciles_the_node_that_changed(cluster: SimCluster) -> None:
+    """Per-node reconciles (a Node or a daemon pod event) keep one pod per node and the status counts; a new
+    generation of the DaemonSet still reconciles it over every node."""
+    cluster.add_node("i-07777777777777771")
+    cluster.add_node("i-07777777777777772")
+    labels = {"app": "agent"}
+    cluster.create(
+        "apps",
+        "daemonsets",
+        {
+            "metadata": {"name": "agent", "namespace": "kube-system"},
+            "spec": {
+                "selector": {"matchLabels": labels},
+                "template": {"metadata": {"labels": labels}, "spec": pod_spec(0)},
+            },
+        },
+    )
+    cluster.advance(4)
+
+    def daemon_pods() -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {}
+        for pod in cluster.list("", "pods", "kube-system"):
+            if pod["metadata"]["name"].startswith("agent-") and not pod["metadata"].get("deletionTimestamp"):
+                found.setdefault(pod["spec"].get("nodeName", ""), []).append(pod["metadata"]["name"])
+        return found
+
+    first = daemon_pods()
+    assert sorted(first) == ["hyperpod-i-07777777777777771", "hyperpod-i-07777777777777772"]
+    assert all(len(names) == 1 for names in first.values())
+    # A daemon pod removed behind the controller's back is replaced on its node (a pod event, one node).
+    gone = first["hyperpod-i-07777777777777771"][0]
+    pods = cluster.store.find_type("", "pods")
+    assert pods is not None
+    cluster.store.delete(pods, "kube-system", gone)
+    cluster.advance(4)
+    again = daemon_pods()
+    assert len(again["hyperpod-i-07777777777777771"]) == 1 and again["hyperpod-i-07777777777777771"][0] != gone
+    assert again["hyperpod-i-07777777777777772"] == first["hyperpod-i-07777777777777772"]
+    ds = cluster.get("apps", "daemonsets", "agent", "kube-system")
+    assert ds["status"]["currentNumberScheduled"] == 2 and ds["status"]["numberReady"] == 2
+    # A third node gets its pod; a deleted node drops out of the counts (Node events, one node each).
+    cluster.add_node("i-07777777777777773")
+    cluster.advance(4)
+    assert len(daemon_pods()) == 3
+    assert cluster.get("apps", "daemonsets", "agent", "kube-system")["status"]["numberReady"] == 3
+    nodes = cluster.store.find_type("", "nodes")
+    assert nodes is not None
+    cluster.store.delete(nodes, "", "hyperpod-i-07777777777777772")
+    cluster.advance(4)
+    ds = cluster.get("apps", "daemonsets", "agent", "kube-system")
+    assert ds["status"]["desiredNumberScheduled"] == 2 and ds["status"]["currentNumberScheduled"] == 2
+    # A new generation (a node selector no node matches) reconciles every node: the pods go.
+    ds["spec"]["template"]["spec"]["nodeSelector"] = {"example.com/none": "true"}
+    ds["metadata"].pop("resourceVersion", None)
+    cluster.store.update(cluster.store.find_type("apps", "daemonsets"), ds)  # type: ignore[arg-type]
+    cluster.advance(4)
+    ds = cluster.get("apps", "daemonsets", "agent", "kube-system")
+    assert ds["status"]["observedGeneration"] == 2
+    assert ds["status"]["desiredNumberScheduled"] == 0 and ds["status"]["currentNumberScheduled"] == 0
