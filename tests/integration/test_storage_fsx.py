@@ -12,24 +12,13 @@ from typing import Any
 from kubernetes import client as k8s
 
 from instantstart.twin_process import TwinProcess
-from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait, tagged_leftovers
+from tests.support.flows import claim_pod, kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait, tagged_leftovers
 from tests.support.servers import Running
 from tests.support.twin import twin_client
 from tests.support.waits import wait_terminal
 
 TAG = "fsx1"
 
-
-def mounting_pod(name: str, claim: str) -> dict[str, Any]:
-    """A long-running pod that mounts `claim` at /fsx."""
-    return {
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-        "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["sleep", "infinity"],
-                                 "resources": {"requests": {"cpu": "10m"}},
-                                 "volumeMounts": [{"name": "d", "mountPath": "/fsx"}]}],
-                 "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": claim}}],
-                 "tolerations": [{"operator": "Exists"}]},
-    }
 
 
 def wait_phase(core: k8s.CoreV1Api, name: str, phase: str, timeout: float = 60.0) -> None:
@@ -117,7 +106,7 @@ def test_fsx_create_adopt_mount_delete(cp: Running, twin: TwinProcess, tmp_path:
     assert len(fsx.describe_file_systems()["FileSystems"]) == 1
 
     # A pod mounts it (the simulated CSI node plugin checks the file system behind the PV).
-    core.create_namespaced_pod("default", mounting_pod("reader", "train"))
+    core.create_namespaced_pod("default", claim_pod("reader", "train"))
     wait_phase(core, "reader", "Running")
 
     # An existing file system, made outside InstantStart, is adopted and never deleted by us.
@@ -143,7 +132,7 @@ def test_fsx_create_adopt_mount_delete(cp: Running, twin: TwinProcess, tmp_path:
         "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "ghost"},
         "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": "ghost-pv",
                  "resources": {"requests": {"storage": "1200Gi"}}}})
-    core.create_namespaced_pod("default", mounting_pod("stuck", "ghost"))
+    core.create_namespaced_pod("default", claim_pod("stuck", "ghost"))
     deadline = time.monotonic() + 30
     while not failed_mounts(core, "stuck"):
         assert time.monotonic() < deadline, "no FailedMount event"

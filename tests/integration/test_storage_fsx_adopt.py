@@ -12,23 +12,13 @@ from typing import Any
 from kubernetes import client as k8s
 
 from instantstart.twin_process import TwinProcess
-from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
+from tests.support.flows import claim_pod, kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
 from tests.support.servers import Running
 from tests.support.twin import twin_client
 from tests.support.waits import until
 
 TAG = "fsx2"
 
-
-def _pod(name: str, claim: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-        "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["sleep", "infinity"],
-                                 "resources": {"requests": {"cpu": "10m"}},
-                                 "volumeMounts": [{"name": "d", "mountPath": "/fsx"}]}],
-                 "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": claim}}],
-                 "tolerations": [{"operator": "Exists"}]},
-    }
 
 
 def _static_claim(core: k8s.CoreV1Api, name: str, fs: dict[str, Any]) -> None:
@@ -116,13 +106,13 @@ def test_adopting_checks_the_vpc_and_the_lustre_rules(cp: Running, twin: TwinPro
     assert out["created"] is False and out["lustreRulesAddedTo"] is None
     rules = ec2.describe_security_groups(GroupIds=[full])["SecurityGroups"][0]["IpPermissions"]
     assert len(rules) == 2, rules
-    core.create_namespaced_pod("default", _pod("reader", "good"))
+    core.create_namespaced_pod("default", claim_pod("reader", "good"))
     until(lambda: core.read_namespaced_pod("reader", "default").status.phase == "Running", "reader Running")
 
     # The twin's CSI node plugin: a hand-made claim on the gated file system cannot mount (the mount hangs on the
     # blocked ports): ContainerCreating with FailedMount, as kubelet reports it.
     _static_claim(core, "byhand", gated)
-    core.create_namespaced_pod("default", _pod("stuck", "byhand"))
+    core.create_namespaced_pod("default", claim_pod("stuck", "byhand"))
     message = until(lambda: _failed_mounts(core, "stuck"), "a FailedMount event")[0]
     assert "DeadlineExceeded" in message and "byhand-pv" in message, message
     stuck = core.read_namespaced_pod("stuck", "default").status
@@ -174,5 +164,5 @@ def test_an_intelligent_tiering_file_system_end_to_end(cp: Running, twin: TwinPr
     assert listed["tiered"]["fileSystem"]["throughputCapacity"] == 4000
     assert listed["tiered"]["fileSystem"]["storageType"] == "INTELLIGENT_TIERING"
     assert core.read_namespaced_persistent_volume_claim("tiered", "default").status.phase == "Bound"
-    core.create_namespaced_pod("default", _pod("tier-reader", "tiered"))
+    core.create_namespaced_pod("default", claim_pod("tier-reader", "tiered"))
     until(lambda: core.read_namespaced_pod("tier-reader", "default").status.phase == "Running", "reader Running")

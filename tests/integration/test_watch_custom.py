@@ -18,7 +18,7 @@ from instantstart.manifests import inference_endpoint as iec
 from instantstart.manifests import training as m
 from instantstart.services.monitoring.custom import CUSTOM_KINDS
 from instantstart.twin_process import TwinProcess
-from tests.support.flows import kube, make_eks
+from tests.support.flows import changes_per_key, kube, make_eks
 from tests.support.servers import Running
 from tests.support.waits import until
 
@@ -122,11 +122,7 @@ def test_a_custom_resource_watch_waits_for_its_crd_then_resumes_after_a_cut_and_
         twin_kube(twin, "watches/block", {"blocked": False})
     with lock:
         seen = list(changes)
-    assert len(seen) == len(set(seen)), seen
-    per_key: dict[str, list[str]] = {}
-    for kind, key, _ in seen:
-        per_key.setdefault(key, []).append(kind)
-    assert per_key == {
+    assert changes_per_key(seen) == {
         "default/j1": ["ADDED", "MODIFIED"],
         "default/j2": ["ADDED", "DELETED"],
         "default/j3": ["ADDED", "DELETED"],

@@ -16,7 +16,7 @@ from kubernetes import client as k8s
 
 from instantstart.kube.informers import Informer, InformerOptions
 from instantstart.twin_process import TwinProcess
-from tests.support.flows import kube, make_eks
+from tests.support.flows import changes_per_key, kube, make_eks
 from tests.support.servers import Running
 
 TAG = "ws1"
@@ -98,11 +98,7 @@ def test_a_watch_resumes_after_a_cut_and_relists_after_410_without_missing_or_du
     with lock:
         seen = list(changes)
     # Every change exactly once, in order per object; nothing for objects that did not change.
-    assert len(seen) == len(set(seen)), seen
-    per_key: dict[str, list[str]] = {}
-    for kind, key, _ in seen:
-        per_key.setdefault(key, []).append(kind)
-    assert per_key == {
+    assert changes_per_key(seen) == {
         "default/p1": ["ADDED", "MODIFIED"],
         "default/p2": ["ADDED", "DELETED"],
         "default/p3": ["ADDED", "DELETED"],

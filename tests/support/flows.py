@@ -149,3 +149,24 @@ def tagged_leftovers(twin: TwinProcess, tag: str) -> dict[str, list[str]]:
             if {"Key": TAG, "Value": tag} in fs.get("Tags", [])
         ],
     }
+
+
+def changes_per_key(seen: list[tuple[str, str, Any]]) -> dict[str, list[str]]:
+    """The watch event types an informer delivered, per object key, in order (after checking none repeats)."""
+    assert len(seen) == len(set(seen)), seen
+    per_key: dict[str, list[str]] = {}
+    for kind, key, _ in seen:
+        per_key.setdefault(key, []).append(kind)
+    return per_key
+
+
+def claim_pod(name: str, claim: str, mount_path: str = "/fsx") -> dict[str, Any]:
+    """A long-running pod that mounts the claim `claim` at `mount_path`."""
+    return {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["sleep", "infinity"],
+                                 "resources": {"requests": {"cpu": "10m"}},
+                                 "volumeMounts": [{"name": "d", "mountPath": mount_path}]}],
+                 "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": claim}}],
+                 "tolerations": [{"operator": "Exists"}]},
+    }
