@@ -18,7 +18,8 @@ DEPLOY = REPO / "deploy" / "iam" / "control-plane-policy.json"
 
 TAG = "instantstart:cluster-tag"
 ROLES = "arn:aws:iam::*:role/instantstart-*"
-PASSED_TO = ["eks.amazonaws.com", "pods.eks.amazonaws.com", "sagemaker.amazonaws.com"]
+# grafana.amazonaws.com: the observability feature's Grafana workspace role (issue 19 item 4).
+PASSED_TO = ["eks.amazonaws.com", "grafana.amazonaws.com", "pods.eks.amazonaws.com", "sagemaker.amazonaws.com"]
 EC2_TAGGED_CREATES = [
     "ec2:AllocateAddress",
     "ec2:CreateInternetGateway",
@@ -255,6 +256,16 @@ def policy() -> dict[str, Any]:
             # Monitoring (issue 19): the GPU-utilisation view reads the observability workspace's PromQL API
             # (/api/v1/query and query_range), monitoring_gpu_utilization.
             statement("MetricsQueries", ["aps:QueryMetrics"], ["arn:aws:aps:*:*:workspace/*"]),
+            # Observability Grafana (issue 19 item 4): the feature's optional Amazon Managed Grafana workspace, adopted
+            # by id (DescribeWorkspace) or created tagged with the cluster tag, found again by listing (ListWorkspaces
+            # cannot be scoped to a workspace), deleted when InstantStart created it.
+            statement(
+                "GrafanaWorkspaces",
+                ["grafana:CreateWorkspace", "grafana:DeleteWorkspace", "grafana:DescribeWorkspace",
+                 "grafana:TagResource"],
+                ["arn:aws:grafana:*:*:/workspaces/*"],
+            ),
+            statement("GrafanaWorkspacesListUnscoped", ["grafana:ListWorkspaces"], ["*"]),
             # MLflow (mlflow_configure, training_history): the cluster's SageMaker managed MLflow tracking server
             # (created or attached, tagged, deleted with the cluster) and its REST API for reading runs.
             statement(

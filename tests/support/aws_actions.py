@@ -38,6 +38,7 @@ IMPLIED = {
     "iam:CreateRole": ["iam:TagRole"],
     "iam:CreateOpenIDConnectProvider": ["iam:TagOpenIDConnectProvider"],
     "aps:CreateWorkspace": ["aps:TagResource"],
+    "grafana:CreateWorkspace": ["grafana:TagResource", "iam:PassRole"],
     "fsx:CreateFileSystem": ["fsx:TagResource", "iam:CreateServiceLinkedRole"],
 }
 

@@ -15,10 +15,11 @@ INSUFFICIENT_CAPACITY_MESSAGE = (
 )
 
 KINDS = ("throttle", "error", "server_error", "quota_exceeded", "insufficient_capacity", "addon_failure",
-         "eks_failure", "deep_health_check_failure", "nat_gateway_slow", "nat_gateway_failure", "page_size")
+         "eks_failure", "deep_health_check_failure", "nat_gateway_slow", "nat_gateway_failure", "page_size",
+         "grafana_failure")
 # Faults that shape a lifecycle or an answer rather than refuse a request.
 LIFECYCLE = ("insufficient_capacity", "addon_failure", "eks_failure", "deep_health_check_failure",
-             "nat_gateway_slow", "nat_gateway_failure", "page_size")
+             "nat_gateway_slow", "nat_gateway_failure", "page_size", "grafana_failure")
 # EC2's NatGateway.FailureCode values (botocore model).
 NAT_FAILURE_CODES = ("InsufficientFreeAddressesInSubnet", "Gateway.NotAttached", "InvalidAllocationID.NotFound",
                      "Resource.AlreadyAssociated", "InternalError", "InvalidSubnetID.NotFound")
@@ -89,7 +90,8 @@ class FaultBook:
         elif kind == "nat_gateway_slow":
             if not isinstance(spec.get("seconds"), int | float) or spec["seconds"] < 0:
                 raise ValueError("nat_gateway_slow needs seconds (twin seconds, >= 0)")
-        elif kind not in ("quota_exceeded", "eks_failure", "nat_gateway_failure") and spec.get("operation") is None:
+        elif kind not in ("quota_exceeded", "eks_failure", "nat_gateway_failure", "grafana_failure") \
+                and spec.get("operation") is None:
             raise ValueError(f"{kind} needs operation (or '*')")
         status = spec.get("status")
         if kind == "server_error" and status is not None and not (500 <= int(status) <= 599):

@@ -28,6 +28,7 @@ SIGNING_TO_SERVICE = {
     "elasticloadbalancing": "elbv2",
     "tagging": "resourcegroupstaggingapi",
     "aps": "amp",
+    "grafana": "grafana",
 }
 
 _RUNTIME_PATH = re.compile(r"^/endpoints/[^/]+/(invocations|async-invocations|invocations-response-stream)$")

@@ -19,6 +19,7 @@ from . import (
     eks_cluster_api,
     eks_clusters,
     fsx,
+    grafana,
     iam_ext,
     mlflow_servers,
     nat_gateways,
@@ -85,6 +86,8 @@ class AwsSide:
         eks_access.register(self.ctx, self.eks)
         eks_addon_api.register(self.ctx, self.eks)
         fsx.register(self.ctx, self.fsx)
+        self.grafana = grafana.GrafanaState()
+        grafana.register(self.ctx, self.grafana)
         iam_ext.register(self.ctx)
         sts_web_identity.register(self.ctx)
         s3_owner.register(self.ctx)

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from mypy_boto3_eks import EKSClient
     from mypy_boto3_elbv2 import ElasticLoadBalancingv2Client
     from mypy_boto3_fsx import FSxClient
+    from mypy_boto3_grafana import ManagedGrafanaClient
     from mypy_boto3_iam import IAMClient
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_sagemaker import SageMakerClient
@@ -103,3 +104,7 @@ class AwsClients:
     def fsx(self, region: str | None = None) -> FSxClient:
         """The Amazon FSx client (Lustre file systems)."""
         return cast("FSxClient", self.client("fsx", region))
+
+    def grafana(self, region: str | None = None) -> ManagedGrafanaClient:
+        """The Amazon Managed Grafana client (the observability feature's optional Grafana workspace)."""
+        return cast("ManagedGrafanaClient", self.client("grafana", region))

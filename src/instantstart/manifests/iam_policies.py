@@ -406,3 +406,23 @@ def mlflow_writer_policy(tracking_server_arn: str) -> dict[str, Any]:
             "Resource": [tracking_server_arn],
         },
     )
+
+
+def grafana_trust(amp_workspace_arn: str) -> dict[str, Any]:
+    """Trust of an Amazon Managed Grafana workspace's role: grafana.amazonaws.com, only for this account's
+    workspaces (account and Region read from the AMP workspace ARN the role reads)."""
+    partition, region, account = amp_workspace_arn.split(":")[1], amp_workspace_arn.split(":")[3], \
+        amp_workspace_arn.split(":")[4]
+    return service_trust("grafana.amazonaws.com", account, f"arn:{partition}:grafana:{region}:{account}:/workspaces/*")
+
+
+def grafana_query_policy(amp_workspace_arn: str) -> dict[str, Any]:
+    """What a Grafana workspace needs to use the cluster's AMP workspace as a Prometheus data source (the actions
+    of the AWS managed AmazonGrafanaPrometheusAccess policy): PromQL reads on exactly this workspace; listing and
+    describing workspaces, which IAM cannot scope."""
+    return _doc(
+        {"Sid": "PromQL", "Effect": "Allow", "Resource": [amp_workspace_arn],
+         "Action": ["aps:GetLabels", "aps:GetMetricMetadata", "aps:GetSeries", "aps:QueryMetrics"]},
+        {"Sid": "Workspaces", "Effect": "Allow", "Resource": ["*"],
+         "Action": ["aps:DescribeWorkspace", "aps:ListWorkspaces"]},
+    )

@@ -11,7 +11,7 @@ from typing import Any
 from anyio import to_thread
 from pydantic import Field
 
-from instantstart.aws import amp, ec2_network, eks, elbv2, hyperpod, iam, mlflow
+from instantstart.aws import amp, ec2_network, eks, elbv2, grafana, hyperpod, iam, mlflow
 from instantstart.aws.clients import AwsClients
 from instantstart.aws.errors import error_code, translate
 from instantstart.catalog import operation
@@ -43,6 +43,7 @@ ORDER = [
     "fsx:file-system",  # after the nodes that mount it; its claims go first (fsx_delete.delete_for_cluster)
     "eks:pod-identity-association",
     "eks:addon",
+    "grafana:workspace",  # the observability feature's, when InstantStart created it (adopted ones are not ledgered)
     "aps:workspace",
     "eks:cluster",
     "iam:oidc-provider",
@@ -294,6 +295,7 @@ DELETERS: dict[str, Deleter] = {
     "eks:pod-identity-association": _delete_pod_identity,
     "iam:role": _deleter(iam.delete_role, True),
     "aps:workspace": _deleter(amp.delete_workspace, True),
+    "grafana:workspace": _deleter(grafana.delete_workspace, True),
     "sagemaker:mlflow-tracking-server": _deleter(mlflow.delete_server, True),
     "iam:oidc-provider": delete_oidc_provider,
     "ec2:nat-gateway": _deleter(ec2_network.delete_nat_gateway, False),

@@ -23,6 +23,7 @@ from instantstart.services.capacity.karpenter.toggle import (
 )
 from instantstart.services.cluster.dependencies.stage import require_eks_ready
 from instantstart.services.core.registry import ClusterParams, get_cluster, resolve_tag, submit_for_cluster
+from instantstart.services.features.grafana import check_adoptable
 from instantstart.services.features.karpenter import KEY as KARPENTER
 from instantstart.services.features.orchestrate import (
     KIND,
@@ -70,7 +71,9 @@ class UpdateFeaturesRequest(WireModel):
     kuberay_operator: Toggle | None = Field(default=None, description="KubeRay operator (helm, pinned chart).")
     observability: ObservabilityToggle | None = Field(default=None, description="HyperPod observability add-on "
                                                       "(configured with the AMP workspace, metrics levels, logging) + "
-                                                      "AMP workspace + the collector's remote-write role.")
+                                                      "AMP workspace + the collector's remote-write role; optionally "
+                                                      "an Amazon Managed Grafana workspace (adopted by "
+                                                      "grafanaWorkspaceId, or created with grafana: true).")
 
 
 class AdvancedFeatures(WireModel):
@@ -100,13 +103,15 @@ async def hyperpod_update_advanced_features(ctx: CallContext, req: UpdateFeature
     """Reconcile advanced features as an explicit diff: only the keys present change, each is a no-op when the
     cluster already matches. Keys: trainingOperator, inferenceOperator {tlsCertificateBucket?}, tieredStorage
     {configMode default|custom, percentage 20..100}, kuberayOperator, certManager, fsxCsiDriver, observability
-    (each {enabled}), and karpenter {enabled, instanceGroups, consolidationPolicy, consolidateAfter, budgetNodes,
-    gpuLimit} (validated against the cluster first; alone it runs as karpenter_enable/karpenter_disable, with
-    other keys as the last stage of the same operation). Prerequisites come along and are recorded with who
-    installed them; disabling removes only what that feature installed and nobody else uses; disabling what an
-    enabled feature needs is refused (CONFLICT naming it). One operation, one stage per feature in dependency
-    order; a failed feature does not stop the independent ones, those that need it end BLOCKED naming it. The
-    result lists each feature's desired, actual, action and, on failure, code, message and hint."""
+    {logging, grafanaWorkspaceId (adopt an ACTIVE Amazon Managed Grafana workspace, checked now) | grafana true
+    (create one) / false (delete ours)} (each {enabled}), and karpenter {enabled, instanceGroups,
+    consolidationPolicy, consolidateAfter, budgetNodes, gpuLimit} (validated against the cluster first; alone it
+    runs as karpenter_enable/karpenter_disable, with other keys as the last stage of the same operation).
+    Prerequisites come along and are recorded with who installed them; disabling removes only what that feature
+    installed and nobody else uses; disabling what an enabled feature needs is refused (CONFLICT naming it). One
+    operation, one stage per feature in dependency order; a failed feature does not stop the independent ones,
+    those that need it end BLOCKED naming it. The result lists each feature's desired, actual, action and, on
+    failure, code, message and hint."""
     for kind in (KIND, "karpenter_enable", "karpenter_disable"):
         replayed = await ctx.app.runner.replay(kind, ctx.idempotency_key, status_tool=STATUS_TOOL)
         if replayed is not None:
@@ -125,6 +130,9 @@ async def hyperpod_update_advanced_features(ctx: CallContext, req: UpdateFeature
     validate_keys(wanted)
     require_eks_ready(row)
     await refuse_breaking_disables(ctx.app, row, wanted)
+    adopt = (wanted.get("observability") or {}).get("grafanaWorkspaceId")
+    if adopt:
+        await to_thread.run_sync(check_adoptable, ctx.app.aws, row.region, adopt)
     params = {"clusterTag": tag, "region": row.region, "features": wanted}
     return await submit_for_cluster(ctx, KIND, tag, params, status_tool=STATUS_TOOL, poll_after_seconds=10)
 
@@ -169,7 +177,8 @@ async def hyperpod_get_advanced_features(ctx: CallContext, req: ClusterOnly) -> 
     state, the add-on or release, CRDs served and controllers Ready, IAM roles and associations, owners of shared
     dependencies, the last request's result; tieredStorage lists each IRSA link (clusterConfig, oidcProvider,
     role, trust, policy, serviceAccount, annotation) ok or broken and why; observability the AMP workspace's
-    remote-write and query URLs; karpenter as karpenter_get_status."""
+    remote-write and query URLs and the Grafana workspace (id, status, https URL, whether InstantStart created
+    it); karpenter as karpenter_get_status."""
     status = await karpenter_get_status(ctx, req)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, status.cluster_tag)
     views = await asyncio.gather(*(feature_view(ctx.app, row, key) for key in ORDER))

@@ -46,6 +46,26 @@ class ObservabilityToggle(Toggle):
 
     logging: bool = Field(default=False, description="Also send container and pod logs to CloudWatch Logs "
                           "(log groups /aws/sagemaker/Clusters/*).")
+    grafana_workspace_id: str | None = Field(
+        default=None, pattern=r"^g-[0-9a-f]{10}$",
+        description="Adopt this existing Amazon Managed Grafana workspace (g-…, ACTIVE, in the cluster's Region) "
+        "as the place to look at the metrics; it is linked, never modified or deleted.",
+    )
+    grafana: bool | None = Field(
+        default=None, description="true: create an Amazon Managed Grafana workspace for the cluster (IAM Identity "
+        "Center sign-in, a role that reads the AMP workspace; found again by the cluster tag); false: delete the "
+        "one InstantStart created. Absent: the Grafana workspace stays as it is.",
+    )
+
+    @model_validator(mode="after")
+    def _grafana(self) -> ObservabilityToggle:
+        if self.grafana_workspace_id and self.grafana is not None:
+            raise ValueError("send either grafanaWorkspaceId (adopt an existing workspace) or grafana "
+                             "(true: create one, false: delete ours), not both")
+        if not self.enabled and (self.grafana_workspace_id or self.grafana):
+            raise ValueError("grafanaWorkspaceId and grafana: true need enabled: true (disabling observability "
+                             "deletes the Grafana workspace InstantStart created)")
+        return self
 
 
 class TieredToggle(Toggle):

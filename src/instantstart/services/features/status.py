@@ -16,8 +16,8 @@ from instantstart.services.cluster.dependencies.catalog import load_catalog
 from instantstart.services.cluster.dependencies.stage import live_look
 from instantstart.services.core.registry import hyperpod_cluster_name as hyperpod_name
 from instantstart.services.core.stages import blocking
+from instantstart.services.features import grafana, tiered
 from instantstart.services.features import observability as obs
-from instantstart.services.features import tiered
 from instantstart.services.features.identity import Where, identity_state
 from instantstart.services.features.specs import FEATURES, dependents, needs, owners
 from instantstart.services.features.verify import kube_checks
@@ -78,6 +78,10 @@ async def feature_view(app: AppContext, row: ClusterRow, key: str) -> FeatureVie
             if key == "observability":
                 workspace = await blocking(amp_api.find_workspace, app.aws, row.region, obs.alias(row.tag))
                 actual["workspace"] = obs.urls(workspace) if workspace else None
+                try:
+                    actual["grafana"] = await blocking(grafana.current, app.aws, row.region, row.tag, row.details)
+                except InstantStartError as exc:  # the metrics path is fine without it: not the feature's state
+                    actual["grafana"] = {"error": exc.message, "hint": exc.hint}
     except InstantStartError as exc:
         enabled, state = False, "UNKNOWN"
         actual = {**actual, "error": exc.message, "hint": exc.hint}

@@ -18,8 +18,8 @@ from instantstart.services.cluster.dependencies.stage import reconcile_dependenc
 from instantstart.services.core.registry import get_cluster, update_cluster
 from instantstart.services.core.registry import hyperpod_cluster_name as hyperpod_name
 from instantstart.services.core.stages import blocking
+from instantstart.services.features import grafana, tiered
 from instantstart.services.features import observability as obs
-from instantstart.services.features import tiered
 from instantstart.services.features.identity import Where, ensure_identity, remove_identity
 from instantstart.services.features.karpenter import KEY as KARPENTER
 from instantstart.services.features.karpenter import run_karpenter
@@ -163,9 +163,24 @@ async def enable(app: AppContext, stage: StageContext, row: ClusterRow, key: str
             retryable=True,
         )
     actual = await verify_feature(app, row, key)
+    if key == "observability":
+        actual["grafana"], written = await observability_grafana(app, stage, row, settings)
+        wrote += written
     changed = [r.name for r in results if r.action not in ("unchanged", "none")]
     action = "unchanged" if not changed and not wrote else ("enabled" if primary not in have else "updated")
     return action, {**actual, "roles": arns, "changed": changed + wrote}
+
+
+async def observability_grafana(app: AppContext, stage: StageContext, row: ClusterRow,
+                                settings: dict[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
+    """The observability feature's Grafana workspace as `settings` ask (adopted, created, removed or kept)."""
+    workspace = await blocking(amp_api.find_workspace, app.aws, row.region, obs.alias(row.tag))
+    if workspace is None:
+        raise DependencyFailed(f"observability: the AMP workspace {obs.alias(row.tag)} is missing.",
+                               hint="operation_retry creates it again.", retryable=True)
+    fresh = await blocking(get_cluster, app.db, row.tag)
+    return await grafana.reconcile(stage, where_of(app, row, stage.operation_id), settings, str(workspace["arn"]),
+                                   fresh.details)
 
 
 def tag_for_training(app: AppContext, row: ClusterRow) -> list[str]:
@@ -197,6 +212,9 @@ async def disable(app: AppContext, stage: StageContext, row: ClusterRow, key: st
     for other, spec in FEATURES.items():
         if spec.primary in orphaned and spec.identity is not None:
             removed += [f"{other}.{x}" for x in await blocking(remove_identity, where, spec.identity)]
+            if other == "observability":
+                removed += await blocking(grafana.remove_created, where)
+                await blocking(update_cluster, app.db, row.tag, details={grafana.DETAILS_KEY: None})
             if other == "observability" and await blocking(obs.remove_workspace, where):
                 removed.append("observability.workspace")
     kept = [n for n in closure(key) if n not in orphaned]

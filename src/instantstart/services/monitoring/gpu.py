@@ -14,8 +14,10 @@ from instantstart.aws import amp_query
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext
+from instantstart.errors import InstantStartError
 from instantstart.services.core.registry import get_cluster, resolve_tag
 from instantstart.services.core.stages import blocking
+from instantstart.services.features import grafana
 from instantstart.services.features.observability import alias
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag
@@ -24,6 +26,7 @@ METRIC = "DCGM_FI_DEV_GPU_UTIL"
 MAX_NODES = 50
 POINTS = 60
 WORKSPACE_CACHE_KEY = "amp-workspace"
+GRAFANA_CACHE_KEY = "grafana-workspace"
 
 
 class GpuUtilizationRequest(WireModel):
@@ -44,6 +47,17 @@ class ObservabilityLinks(WireModel):
     prometheus_console_url: str | None = Field(default=None, description="The workspace in the AMP console.")
     grafana_console_url: str | None = Field(
         default=None, description="Amazon Managed Grafana in the Region: add the workspace there as a data source."
+    )
+    grafana_workspace_id: str | None = Field(
+        default=None, description="The observability feature's Amazon Managed Grafana workspace (adopted or created), "
+        "when it has one."
+    )
+    grafana_workspace_url: str | None = Field(
+        default=None, description="That workspace's sign-in URL (https://<endpoint>), when it is ACTIVE."
+    )
+    grafana_url: str | None = Field(
+        default=None, description="Where to look at the metrics in Grafana: the workspace URL when known, else the "
+        "Amazon Managed Grafana console."
     )
 
 
@@ -78,18 +92,24 @@ class GpuUtilization(WireModel):
     nodes_total: int = 0
 
 
-def links(region: str, workspace: dict[str, Any] | None, off_reason: str | None) -> ObservabilityLinks:
-    """The links of a workspace (None or a reason: the feature is off)."""
+def links(region: str, workspace: dict[str, Any] | None, off_reason: str | None,
+          grafana_workspace: dict[str, Any] | None = None) -> ObservabilityLinks:
+    """The links of a workspace (None or a reason: the feature is off), with the Grafana workspace's URL when the
+    feature has one (its summary, see features.grafana.summary) and it is ACTIVE."""
     if workspace is None or off_reason:
         return ObservabilityLinks(enabled=False, reason=off_reason or "The observability feature is off.")
     wid = str(workspace["workspaceId"])
     endpoint = str(workspace.get("prometheusEndpoint") or "")
     console = f"https://{region}.console.aws.amazon.com"
+    grafana_console = f"{console}/grafana/home?region={region}#/workspaces"
+    grafana_ws = grafana_workspace or {}
+    grafana_url = grafana_ws.get("url") if grafana_ws.get("status") == "ACTIVE" else None
     return ObservabilityLinks(
         enabled=True, workspace_id=wid, workspace_arn=workspace.get("arn"),
         query_url=f"{endpoint.rstrip('/')}/api/v1/query" if endpoint else None,
         prometheus_console_url=f"{console}/prometheus/home?region={region}#/workspaces/workspace/{wid}",
-        grafana_console_url=f"{console}/grafana/home?region={region}#/workspaces",
+        grafana_console_url=grafana_console, grafana_workspace_id=grafana_ws.get("workspaceId"),
+        grafana_workspace_url=grafana_url, grafana_url=grafana_url or grafana_console,
     )
 
 
@@ -111,6 +131,20 @@ async def observability_workspace(app: AppContext, row: ClusterRow) -> tuple[dic
     if status != "ACTIVE":
         return None, f"The AMP workspace {alias(row.tag)} is {status}. {turn_on}"
     return found, None
+
+
+async def grafana_workspace(app: AppContext, row: ClusterRow) -> dict[str, Any] | None:
+    """The observability feature's Grafana workspace (summary), one lookup per cache interval; None when it has
+    none or it cannot be read (the console link stands in)."""
+
+    async def fetch() -> dict[str, Any] | None:
+        try:
+            return await blocking(grafana.current, app.aws, row.region, row.tag, row.details)
+        except InstantStartError:
+            return None
+
+    found: dict[str, Any] | None = await app.cache.get(f"{GRAFANA_CACHE_KEY}:{row.region}:{row.tag}", fetch)
+    return found
 
 
 def _vector(data: dict[str, Any]) -> list[tuple[dict[str, str], float]]:
@@ -155,13 +189,14 @@ async def monitoring_gpu_utilization(ctx: CallContext, req: GpuUtilizationReques
     """Read-only, bounded: GPU utilisation of a cluster (default: the active one) from the observability
     add-on's Amazon Managed Prometheus workspace (PromQL over DCGM_FI_DEV_GPU_UTIL): the mean now, per
     instance type, per node (busiest first, at most 50), and the mean over the last rangeMinutes (≤ 60
-    points). Also the links to the workspace in the AMP console and to Amazon Managed Grafana. When the
+    points). Also the links to the workspace in the AMP console and to Grafana: the feature's Amazon Managed
+    Grafana workspace (https://<endpoint>) when it has an ACTIVE one, else the Amazon Managed Grafana console. When the
     observability feature is off, `observability.reason` says so and how to turn it on."""
     app = ctx.app
     tag = await to_thread.run_sync(resolve_tag, app.db, req.cluster_tag)
     row = await to_thread.run_sync(get_cluster, app.db, tag)
     workspace, off = await observability_workspace(app, row)
-    found = links(row.region, workspace, off)
+    found = links(row.region, workspace, off, await grafana_workspace(app, row) if workspace is not None else None)
     if workspace is None:
         return GpuUtilization(cluster_tag=tag, observability=found)
     got = await blocking(_read, app, row, workspace, req.range_minutes)

@@ -1,0 +1,161 @@
+"""The observability feature's optional Amazon Managed Grafana workspace: an existing one adopted by id, or one
+created for the cluster (tagged, with a role that reads its AMP workspace), deleted only if InstantStart made it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from instantstart.aws import grafana as grafana_api
+from instantstart.aws.clients import AwsClients
+from instantstart.context import StageContext
+from instantstart.errors import DependencyFailed, InvalidInput, PreconditionFailed
+from instantstart.manifests import iam_policies as pol
+from instantstart.services.core.installation import installation_id
+from instantstart.services.core.ledger import TAG_CLUSTER, mark_gone, record, tag_map
+from instantstart.services.core.registry import update_cluster
+from instantstart.services.core.stages import blocking, wait_until
+from instantstart.services.features.identity import Where, ensure_role, remove_role
+
+ID_FIELD = "observability.grafanaWorkspaceId"
+CREATE_FIELD = "observability.grafana"
+ROLE = "grafana"
+RESOURCE_TYPE = "grafana:workspace"
+WAIT_SECONDS = 1200  # a new workspace takes minutes to become ACTIVE
+BUSY = ("CREATING", "UPDATING", "UPGRADING", "VERSION_UPDATING")
+DETAILS_KEY = "grafana"
+
+
+def name_of(tag: str) -> str:
+    """The name InstantStart gives the cluster's workspace."""
+    return f"instantstart-{tag}"
+
+
+def url_of(workspace: dict[str, Any]) -> str | None:
+    """The workspace's sign-in URL (`https://<endpoint>`)."""
+    endpoint = str(workspace.get("endpoint") or "")
+    return f"https://{endpoint}" if endpoint else None
+
+
+def summary(workspace: dict[str, Any] | None, created: bool) -> dict[str, Any] | None:
+    """A workspace as the feature status and the monitoring links show it."""
+    if workspace is None:
+        return None
+    return {"workspaceId": workspace.get("id"), "status": workspace.get("status"), "url": url_of(workspace),
+            "name": workspace.get("name"), "createdByInstantStart": created}
+
+
+def check_adoptable(aws: AwsClients, region: str, workspace_id: str) -> dict[str, Any]:
+    """The workspace to adopt, which must exist in the cluster's Region and be ACTIVE (InvalidInput / PreconditionFailed
+    naming observability.grafanaWorkspaceId otherwise)."""
+    found = grafana_api.describe_workspace(aws, region, workspace_id)
+    if found is None:
+        raise InvalidInput(
+            f"{ID_FIELD}: no Amazon Managed Grafana workspace {workspace_id} in {region}.",
+            hint=f"Pass the id (g-…) of a workspace in {region} (Amazon Managed Grafana console, or "
+            "`aws grafana list-workspaces`), or send observability.grafana: true to have one created.",
+            details={"fields": [{"field": ID_FIELD, "message": f"workspace {workspace_id} not found in {region}"}]},
+        )
+    status = str(found.get("status"))
+    if status != "ACTIVE":
+        when = "wait until it is ACTIVE, then send the request again" if status in BUSY else \
+            "repair or replace it in the Amazon Managed Grafana console, or send observability.grafana: true instead"
+        raise PreconditionFailed(
+            f"{ID_FIELD}: the Amazon Managed Grafana workspace {workspace_id} is {status}, not ACTIVE.",
+            hint=f"Adopt only an ACTIVE workspace: {when}.",
+            details={"fields": [{"field": ID_FIELD, "message": f"workspace status {status}, must be ACTIVE"}]},
+        )
+    return found
+
+
+def find_created(where: Where) -> dict[str, Any] | None:
+    """The workspace InstantStart created for the cluster (found by the cluster tag), if any."""
+    return grafana_api.find_tagged(where.aws, where.region, TAG_CLUSTER, where.tag)
+
+
+def ensure_created(where: Where, amp_workspace_arn: str) -> tuple[dict[str, Any], list[str]]:
+    """The cluster's own workspace and its data-source role: found by the cluster tag, else created (ledgered,
+    tagged); the role is brought to exactly its trust and query policy. (workspace, what was written)."""
+    role_arn, wrote = ensure_role(where, where.role_name(ROLE), pol.grafana_trust(amp_workspace_arn), (),
+                                  pol.grafana_query_policy(amp_workspace_arn))
+    wrote = [f"grafana.{w}" for w in wrote]
+    found = find_created(where)
+    if found is None:
+        tags = tag_map(where.tag, where.operation_id, installation_id(where.db))
+        found = grafana_api.create_workspace(
+            where.aws, where.region, name=name_of(where.tag), role_arn=role_arn, tags=tags,
+            description=f"InstantStart: HyperPod cluster {where.tag} (AMP data source {amp_workspace_arn})",
+            client_token=f"{where.operation_id}-grafana"[:64],
+        )
+        record(where.db, cluster_tag=where.tag, operation_id=where.operation_id, resource_type=RESOURCE_TYPE,
+               resource_id=str(found["id"]), region=where.region)
+        wrote.append("grafana.workspace")
+    return found, wrote
+
+
+def remove_created(where: Where) -> list[str]:
+    """Delete the workspace InstantStart created for the cluster and its role (adopted workspaces are never
+    touched); what went."""
+    removed: list[str] = []
+    found = find_created(where)
+    if found is not None:
+        grafana_api.delete_workspace(where.aws, where.region, str(found["id"]))
+        mark_gone(where.db, resource_type=RESOURCE_TYPE, resource_id=str(found["id"]), region=where.region)
+        removed.append("observability.grafanaWorkspace")
+    if remove_role(where, where.role_name(ROLE)):
+        removed.append("observability.grafanaRole")
+    return removed
+
+
+async def wait_active(stage: StageContext, where: Where, workspace_id: str) -> dict[str, Any]:
+    """Wait (with progress) until the workspace is ACTIVE; DependencyFailed when it ends otherwise."""
+    last: dict[str, Any] = {}
+
+    async def check() -> tuple[bool, str]:
+        found = await blocking(grafana_api.describe_workspace, where.aws, where.region, workspace_id)
+        status = str((found or {}).get("status") or "gone")
+        if found is None or status not in ("ACTIVE", *BUSY):
+            raise DependencyFailed(
+                f"observability: the Amazon Managed Grafana workspace {workspace_id} is {status}.",
+                hint="Check the workspace in the Amazon Managed Grafana console (IAM Identity Center must be enabled "
+                "for AWS_SSO sign-in); send observability.grafana: false to remove it, then true to create it again.",
+            )
+        last.update(found)
+        return status == "ACTIVE", f"observability: Grafana workspace {workspace_id} is {status}"
+
+    await wait_until(stage, check, limit_seconds=WAIT_SECONDS, what=f"Grafana workspace {workspace_id}")
+    return last
+
+
+async def reconcile(stage: StageContext, where: Where, settings: dict[str, Any], amp_workspace_arn: str,
+                    details: dict[str, Any] | None) -> tuple[dict[str, Any] | None, list[str]]:
+    """Bring the Grafana workspace to what `settings` ask (grafanaWorkspaceId: adopt; grafana true: ours; grafana
+    false: none; neither: as it was); (its summary, what changed). Remembered on the cluster row."""
+    adopt = settings.get("grafanaWorkspaceId")
+    create = settings.get("grafana")
+    changed: list[str] = []
+    if adopt:
+        workspace = await blocking(check_adoptable, where.aws, where.region, str(adopt))
+        changed += await blocking(remove_created, where)  # one of ours is replaced by the adopted one
+        await blocking(update_cluster, where.db, where.tag, details={DETAILS_KEY: {"workspaceId": adopt,
+                                                                                   "created": False}})
+        return summary(workspace, False), changed
+    if create is False:
+        changed += await blocking(remove_created, where)
+        await blocking(update_cluster, where.db, where.tag, details={DETAILS_KEY: None})
+        return None, changed
+    if create is True:
+        found, wrote = await blocking(ensure_created, where, amp_workspace_arn)
+        await stage.progress(f"observability: Grafana workspace {found['id']} is {found.get('status')}")
+        found = await wait_active(stage, where, str(found["id"]))
+        await blocking(update_cluster, where.db, where.tag, details={DETAILS_KEY: {"workspaceId": found["id"],
+                                                                                   "created": True}})
+        return summary(found, True), changed + wrote
+    return await blocking(current, where.aws, where.region, where.tag, details), changed
+
+
+def current(aws: AwsClients, region: str, tag: str, details: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The cluster's Grafana workspace now (adopted per the cluster row's details, else ours by tag), or None."""
+    known = (details or {}).get(DETAILS_KEY) or {}
+    if known.get("workspaceId") and not known.get("created"):
+        return summary(grafana_api.describe_workspace(aws, region, str(known["workspaceId"])), False)
+    return summary(grafana_api.find_tagged(aws, region, TAG_CLUSTER, tag), True)
