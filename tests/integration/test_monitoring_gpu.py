@@ -144,3 +144,105 @@ def test_the_query_adapter_translates_the_workspace_api_errors(
     with pytest.raises(InvalidInput, match="refused the query") as bad:
         amp_query.query(aws, "us-west-2", base, "query", {"query": "rate(DCGM_FI_DEV_GPU_UTIL[5m])"})
     assert "bad_data" not in bad.value.message and "the twin evaluates" in bad.value.message
+
+
+def features(client: httpx.Client, observability: dict[str, Any]) -> dict[str, Any]:
+    """hyperpod_update_advanced_features {observability} through REST, to the observability feature's result."""
+    ref = client.post("/api/v1/capacity/advanced-features", json={"observability": observability})
+    assert ref.status_code == 202, ref.text
+    done = wait_terminal(client, ref.json()["operationId"], timeout=240)
+    assert done["status"] == "SUCCEEDED", done
+    [result] = done["result"]["features"]
+    return dict(result)
+
+
+def foreign_workspace(twin: TwinProcess) -> dict[str, Any]:
+    """A workspace somebody else made (not tagged by InstantStart), with its own role."""
+    iam = twin_client(twin, "iam")
+    trust = {"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Principal": {"Service": "grafana.amazonaws.com"}, "Action": "sts:AssumeRole"}]}
+    try:
+        role = iam.create_role(RoleName="team-grafana", AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
+    except iam.exceptions.EntityAlreadyExistsException:
+        role = iam.get_role(RoleName="team-grafana")["Role"]["Arn"]
+    created: dict[str, Any] = twin_client(twin, "grafana").create_workspace(
+        accountAccessType="CURRENT_ACCOUNT", permissionType="CUSTOMER_MANAGED", authenticationProviders=["SAML"],
+        workspaceRoleArn=role, workspaceName="team-dashboards", tags={"team": "ml"})["workspace"]
+    return created
+
+
+def links_when(client: httpx.Client, wanted: str | None) -> dict[str, Any]:
+    """The observability links once the Grafana workspace URL is `wanted` (the view caches its look-ups)."""
+    def seen() -> dict[str, Any] | None:
+        found: dict[str, Any] = gpu(client, rangeMinutes=5)["observability"]
+        return found if found.get("grafanaWorkspaceUrl") == wanted else None
+
+    return until(seen, f"the Grafana link {wanted}", timeout=30, every=0.5)
+
+
+def test_grafana_workspace_is_adopted_created_linked_and_only_ours_deleted(shared: tuple[Running, TwinProcess]) -> None:
+    cp, twin = shared
+    grafana: Any = twin_client(twin, "grafana")
+    theirs = foreign_workspace(twin)
+    until(lambda: grafana.describe_workspace(workspaceId=theirs["id"])["workspace"]["status"] == "ACTIVE",
+          "the foreign workspace ACTIVE", timeout=30, every=0.2)
+    httpx.post(twin.endpoint_url + "/_twin/faults", json={"kind": "grafana_failure", "count": 1}).raise_for_status()
+    broken = foreign_workspace(twin)
+    until(lambda: grafana.describe_workspace(workspaceId=broken["id"])["workspace"]["status"] == "CREATION_FAILED",
+          "the broken workspace CREATION_FAILED", timeout=30, every=0.2)
+    field = "observability.grafanaWorkspaceId"
+    with cp.client() as client:
+        before = gpu(client)["observability"]
+        assert before["grafanaWorkspaceId"] is None and before["grafanaWorkspaceUrl"] is None
+        assert before["grafanaUrl"] == before["grafanaConsoleUrl"]  # no workspace known: the console
+        # Refusals, before any operation: unknown id, a workspace that is not ACTIVE, a malformed id, both options.
+        post = "/api/v1/capacity/advanced-features"
+        missing = client.post(post, json={"observability": {"enabled": True, "grafanaWorkspaceId": "g-0123456789"}})
+        assert missing.status_code == 422, missing.text
+        error = missing.json()["error"]
+        assert field in error["message"] and "grafana: true" in error["hint"]
+        assert error["details"]["fields"][0]["field"] == field
+        failed = client.post(post, json={"observability": {"enabled": True, "grafanaWorkspaceId": broken["id"]}})
+        assert failed.status_code == 412 and "CREATION_FAILED" in failed.text and field in failed.text, failed.text
+        for body in ({"enabled": True, "grafanaWorkspaceId": "grafana-1"},
+                     {"enabled": True, "grafanaWorkspaceId": theirs["id"], "grafana": True},
+                     {"enabled": False, "grafana": True}):
+            bad = client.post(post, json={"observability": body})
+            assert bad.status_code == 422 and "grafana" in bad.text, (body, bad.text)
+        # Adopt: linked by its URL, never tagged or touched.
+        adopted = features(client, {"enabled": True, "grafanaWorkspaceId": theirs["id"]})
+        assert adopted["actual"]["grafana"]["workspaceId"] == theirs["id"]
+        assert adopted["actual"]["grafana"]["createdByInstantStart"] is False
+        url = f"https://{theirs['endpoint']}"
+        assert url == f"https://{theirs['id']}.grafana-workspace.us-west-2.amazonaws.com"
+        links = links_when(client, url)
+        assert links["grafanaWorkspaceId"] == theirs["id"] and links["grafanaUrl"] == url
+        # Create ours: tagged with the cluster tag, ACTIVE before the operation ends, linked instead.
+        made = features(client, {"enabled": True, "grafana": True})
+        ours = made["actual"]["grafana"]
+        assert ours["createdByInstantStart"] and ours["status"] == "ACTIVE" and ours["workspaceId"] != theirs["id"]
+        described = grafana.describe_workspace(workspaceId=ours["workspaceId"])["workspace"]
+        assert described["tags"]["instantstart:cluster-tag"] == TAG
+        assert described["permissionType"] == "CUSTOMER_MANAGED" and described["accountAccessType"] == "CURRENT_ACCOUNT"
+        assert described["authentication"]["providers"] == ["AWS_SSO"]
+        assert described["workspaceRoleArn"].endswith(f":role/instantstart-{TAG}-grafana")
+        assert links_when(client, f"https://{described['endpoint']}")["grafanaWorkspaceId"] == ours["workspaceId"]
+        # Idempotent: the same request finds it by tag and creates nothing.
+        again = features(client, {"enabled": True, "grafana": True})
+        assert again["action"] == "unchanged" and again["actual"]["grafana"]["workspaceId"] == ours["workspaceId"]
+        tagged = [w for w in grafana.list_workspaces()["workspaces"]
+                  if w.get("tags", {}).get("instantstart:cluster-tag") == TAG]
+        assert [w["id"] for w in tagged] == [ours["workspaceId"]]
+        state = client.get("/api/v1/capacity/advanced-features").json()["observability"]["actual"]["grafana"]
+        assert state["workspaceId"] == ours["workspaceId"] and state["url"] == f"https://{described['endpoint']}"
+        # Disabling observability deletes ours (and its role), never the adopted one.
+        off = features(client, {"enabled": False})
+        assert "observability.grafanaWorkspace" in off["actual"]["removed"], off
+        assert "observability.grafanaRole" in off["actual"]["removed"], off
+    remaining = {w["id"]: w["status"] for w in grafana.list_workspaces()["workspaces"]}
+    assert remaining.get(ours["workspaceId"], "DELETING") == "DELETING", remaining  # deleting, or gone already
+    roles = [r["RoleName"] for r in twin_client(twin, "iam").list_roles()["Roles"]]
+    assert f"instantstart-{TAG}-grafana" not in roles
+    assert grafana.describe_workspace(workspaceId=theirs["id"])["workspace"]["status"] == "ACTIVE"
+    assert "team" in grafana.list_tags_for_resource(resourceArn=f"arn:aws:grafana:us-west-2:111122223333:/workspaces/"
+                                                                f"{theirs['id']}")["tags"]

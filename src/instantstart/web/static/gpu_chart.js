@@ -6,6 +6,17 @@ import { errorBox, h, replace, table } from "./dom.js";
 const SVG = "http://www.w3.org/2000/svg";
 const W = 640, HT = 180, PAD = { l: 40, r: 10, t: 10, b: 24 };
 
+// The feature's Grafana workspace when it has an ACTIVE one, else the Amazon Managed Grafana console.
+function grafanaLink(o) {
+  if (o.grafanaWorkspaceUrl) {
+    return [h("a", { href: o.grafanaWorkspaceUrl, target: "_blank", rel: "noopener", id: "grafana-link" },
+      `Amazon Managed Grafana workspace ${o.grafanaWorkspaceId}`)];
+  }
+  return [h("a", { href: o.grafanaUrl ?? o.grafanaConsoleUrl, target: "_blank", rel: "noopener", id: "grafana-link" },
+    "Amazon Managed Grafana"),
+    h("span", { class: "muted small" }, " (add the workspace as a Prometheus data source)")];
+}
+
 function s(tag, attrs = {}, ...children) {
   const el = document.createElementNS(SVG, tag);
   for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
@@ -63,8 +74,7 @@ export function observabilityCard() {
       h("p", { class: "links", id: "observability-links" },
         h("a", { href: o.prometheusConsoleUrl, target: "_blank", rel: "noopener", id: "amp-link" }, `Amazon Managed Prometheus workspace ${o.workspaceId}`),
         " · ",
-        h("a", { href: o.grafanaConsoleUrl, target: "_blank", rel: "noopener", id: "grafana-link" }, "Amazon Managed Grafana"),
-        h("span", { class: "muted small" }, " (add the workspace as a Prometheus data source)")),
+        ...grafanaLink(o)),
       h("h3", { id: "gpu-chart-title" }, "Mean GPU utilisation (DCGM_FI_DEV_GPU_UTIL)"),
       lineChart(u.series, "gpu-chart-title", "gpu-summary"),
       h("p", { id: "gpu-summary" }, summary),
