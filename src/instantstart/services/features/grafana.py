@@ -11,7 +11,7 @@ from instantstart.context import StageContext
 from instantstart.errors import DependencyFailed, InvalidInput, PreconditionFailed
 from instantstart.manifests import iam_policies as pol
 from instantstart.services.core.installation import installation_id
-from instantstart.services.core.ledger import TAG_CLUSTER, mark_gone, record, tag_map
+from instantstart.services.core.ledger import TAG_CLUSTER, mark_gone, record, resources_of, tag_map
 from instantstart.services.core.registry import update_cluster
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.services.features.identity import Where, ensure_role, remove_role
@@ -92,10 +92,21 @@ def ensure_created(where: Where, amp_workspace_arn: str) -> tuple[dict[str, Any]
     return found, wrote
 
 
+def ours_recorded(where: Where) -> bool:
+    """Whether the ledger holds a Grafana workspace (or its role) InstantStart created for the cluster: only
+    then does disabling look for one (so a control plane without Grafana permissions can still turn observability
+    off when it never asked for Grafana)."""
+    role = where.role_name(ROLE)
+    return any(r.resource_type == RESOURCE_TYPE or (r.resource_type == "iam:role" and r.resource_id == role)
+               for r in resources_of(where.db, where.tag))
+
+
 def remove_created(where: Where) -> list[str]:
     """Delete the workspace InstantStart created for the cluster and its role (adopted workspaces are never
-    touched); what went."""
+    touched); what went. Nothing is looked up unless the ledger records one."""
     removed: list[str] = []
+    if not ours_recorded(where):
+        return removed
     found = find_created(where)
     if found is not None:
         grafana_api.delete_workspace(where.aws, where.region, str(found["id"]))
@@ -154,8 +165,11 @@ async def reconcile(stage: StageContext, where: Where, settings: dict[str, Any],
 
 
 def current(aws: AwsClients, region: str, tag: str, details: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The cluster's Grafana workspace now (adopted per the cluster row's details, else ours by tag), or None."""
+    """The cluster's Grafana workspace now, as the cluster row's details name it (adopted: described by id; ours:
+    found again by the cluster tag); None, without an AWS call, when the feature has none."""
     known = (details or {}).get(DETAILS_KEY) or {}
-    if known.get("workspaceId") and not known.get("created"):
+    if not known.get("workspaceId"):
+        return None
+    if not known.get("created"):
         return summary(grafana_api.describe_workspace(aws, region, str(known["workspaceId"])), False)
     return summary(grafana_api.find_tagged(aws, region, TAG_CLUSTER, tag), True)
