@@ -1,6 +1,7 @@
 """The Monitoring page and the object pages in a real browser against `instantstart serve --twin`: filters over
 nodes, pods, jobs and endpoints; training jobs and inference endpoints with their state; the observability
-card (AMP and Grafana links, the GPU-utilisation chart and its text alternative, busy once a job holds the GPU);
+card (AMP and Grafana workspace links, the GPU-utilisation chart and its text alternative, busy once a job holds
+the GPU);
 the persistent timeline, paginated, on the cluster, node, job and endpoint pages. axe-core finds no WCAG
 2.0/2.1 A or AA violation on any of them."""
 
@@ -27,7 +28,8 @@ def test_setup_a_cluster_with_observability_a_job_and_a_model(page: Any, served:
     with served.api() as api:
         make_hyperpod(api, "webmon", acceleratedInstanceCount=2)  # two nodes of 1 GPU each
         ref = api.post("/api/v1/capacity/advanced-features",
-                       json={"trainingOperator": {"enabled": True}, "observability": {"enabled": True}}).json()
+                       json={"trainingOperator": {"enabled": True},
+                             "observability": {"enabled": True, "grafana": True}}).json()
         assert wait_terminal(api, ref["operationId"], timeout=240)["status"] == "SUCCEEDED"
         job = api.post("/api/v1/training/jobs", json={
             "jobName": JOB, "image": "example/train:1", "command": "train.py", "instanceType": TYPE,
@@ -52,10 +54,15 @@ def test_monitoring_shows_jobs_endpoints_and_gpu_utilisation_from_the_workspace(
     expect(endpoint).to_contain_text("self-managed")
     expect(endpoint).to_contain_text("ready")
     with served.api() as api:
-        workspace = api.get("/api/v1/monitoring/gpu-utilization").json()["observability"]["workspaceId"]
+        links = api.get("/api/v1/monitoring/gpu-utilization").json()["observability"]
+    workspace = links["workspaceId"]
     card = page.locator("#observability")
     expect(card.locator("#amp-link")).to_have_attribute("href", re.compile(f"/prometheus/home.*{workspace}$"))
-    expect(card.locator("#grafana-link")).to_have_attribute("href", re.compile(r"/grafana/home\?region="))
+    # The Grafana workspace the feature created: its own sign-in URL, not the console.
+    grafana = re.compile(r"^https://g-[0-9a-f]{10}\.grafana-workspace\.[a-z0-9-]+\.amazonaws\.com$")
+    assert grafana.match(links["grafanaWorkspaceUrl"] or ""), links
+    expect(card.locator("#grafana-link")).to_have_attribute("href", links["grafanaWorkspaceUrl"])
+    expect(card.locator("#grafana-link")).to_contain_text(links["grafanaWorkspaceId"])
     # Both GPUs are held (the job's worker and the model server): the mean is busy, said in words beside the chart.
     expect(card.locator("#gpu-summary")).to_contain_text("over 2 GPUs", timeout=60_000)
     expect(card.locator("#gpu-summary")).to_contain_text(re.compile(r"now: (8[5-9]|9\d)(\.\d)?%"), timeout=60_000)
