@@ -1,9 +1,8 @@
 """The Monitoring page and the object pages in a real browser against `instantstart serve --twin`: filters over
 nodes, pods, jobs and endpoints; training jobs and inference endpoints with their state; the observability
 card (AMP and Grafana workspace links, the GPU-utilisation chart and its text alternative, busy once a job holds
-the GPU);
-the persistent timeline, paginated, on the cluster, node, job and endpoint pages. axe-core finds no WCAG
-2.0/2.1 A or AA violation on any of them."""
+the GPU); the persistent timeline, paginated, on the cluster, node, job and endpoint pages. axe-core finds no
+WCAG 2.0/2.1 A or AA violation on any of them."""
 
 from __future__ import annotations
 
