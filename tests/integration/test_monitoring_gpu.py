@@ -235,11 +235,28 @@ def test_grafana_workspace_is_adopted_created_linked_and_only_ours_deleted(share
         assert [w["id"] for w in tagged] == [ours["workspaceId"]]
         state = client.get("/api/v1/capacity/advanced-features").json()["observability"]["actual"]["grafana"]
         assert state["workspaceId"] == ours["workspaceId"] and state["url"] == f"https://{described['endpoint']}"
-        # Disabling observability deletes ours (and its role), never the adopted one.
+        # grafana: false deletes ours; the link falls back to the console.
+        dropped = features(client, {"enabled": True, "grafana": False})
+        assert "observability.grafanaWorkspace" in dropped["actual"]["changed"], dropped
+        assert dropped["actual"]["grafana"] is None and dropped["action"] == "updated"
+        fallback = links_when(client, None)
+        assert fallback["grafanaUrl"] == fallback["grafanaConsoleUrl"]
+        assert "/grafana/home?region=" in fallback["grafanaUrl"]
+        # A creation that ends CREATION_FAILED fails the feature, naming the workspace and the way out.
+        httpx.post(twin.endpoint_url + "/_twin/faults", json={"kind": "grafana_failure", "count": 1}).raise_for_status()
+        ref = client.post(post, json={"observability": {"enabled": True, "grafana": True}})
+        assert ref.status_code == 202, ref.text
+        failed_op = wait_terminal(client, ref.json()["operationId"], timeout=240)
+        assert failed_op["status"] == "FAILED", failed_op
+        [result] = failed_op["result"]["features"]
+        assert result["status"] == "FAILED" and result["code"] == "DEPENDENCY_FAILED", result
+        assert "CREATION_FAILED" in result["message"] and "grafana: false" in result["hint"], result
+        # Disabling observability deletes ours (the failed one, and its role), never the adopted one.
         off = features(client, {"enabled": False})
         assert "observability.grafanaWorkspace" in off["actual"]["removed"], off
         assert "observability.grafanaRole" in off["actual"]["removed"], off
     remaining = {w["id"]: w["status"] for w in grafana.list_workspaces()["workspaces"]}
+    assert not [w for w, status in remaining.items() if w not in (theirs["id"], broken["id"]) and status != "DELETING"]
     assert remaining.get(ours["workspaceId"], "DELETING") == "DELETING", remaining  # deleting, or gone already
     roles = [r["RoleName"] for r in twin_client(twin, "iam").list_roles()["Roles"]]
     assert f"instantstart-{TAG}-grafana" not in roles
