@@ -19,7 +19,7 @@ from hyperpod_twin.iam_eval import evaluate
 from instantstart.manifests import iam_policies as pol
 from instantstart.manifests import karpenter
 from instantstart.services.cluster.dependencies.catalog import load_catalog
-from instantstart.services.features import tiered
+from instantstart.services.features import grafana, tiered
 from instantstart.services.features.specs import FEATURES, Identity
 from instantstart.services.training import mlflow
 from tests.support.iam_documents import SCOPE
@@ -61,6 +61,7 @@ def test_the_role_names_are_the_ones_the_control_plane_gives() -> None:
         "fsx-csi": (FEATURES["fsxCsiDriver"].identity or Identity("", "", "")).role,
         "mlflow-server": mlflow.SERVER_ROLE,
         "mlflow-writer": mlflow.WRITER_ROLE,
+        "grafana": grafana.ROLE,
     }
     assert suffixes == {suffix: suffix for suffix in ROLE_BUILDERS}
     assert Use("instantstart-my-team-hp-autoscaling", "a", "r", "Allow").builder == "autoscaling_policy"

@@ -31,4 +31,6 @@ def every_generated_document() -> dict[str, dict[str, Any]]:
         "fsx_csi_policy": pol.fsx_csi_policy(),
         "mlflow_server_policy": pol.mlflow_server_policy(SCOPE.bucket, pol.mlflow_prefix(SCOPE.cluster_tag)),
         "mlflow_writer_policy": pol.mlflow_writer_policy(TRACKING_SERVER),
+        "grafana_trust": pol.grafana_trust(WORKSPACE_ARN),
+        "grafana_query_policy": pol.grafana_query_policy(WORKSPACE_ARN),
     }

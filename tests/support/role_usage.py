@@ -30,6 +30,7 @@ ROLE_BUILDERS = {
     "fsx-csi": "fsx_csi_policy",
     "mlflow-server": "mlflow_server_policy",
     "mlflow-writer": "mlflow_writer_policy",
+    "grafana": "grafana_query_policy",
 }
 _ROLE_NAME = re.compile(r"^instantstart-.+-(" + "|".join(sorted(map(re.escape, ROLE_BUILDERS), key=len,
                                                                     reverse=True)) + r")$")
@@ -121,6 +122,15 @@ NOT_SIMULATED: dict[str, tuple[NotSimulated, ...]] = {
             "SageMaker's managed MLflow tracking server assumes this role to read and write run artifacts in its "
             "artifact store (the cluster's mlflow/ prefix); the twin's mlflow server keeps artifacts on local disk",
             "https://docs.aws.amazon.com/sagemaker/latest/dg/mlflow-create-tracking-server-iam.html",
+        ),
+    ),
+    "grafana_query_policy": (
+        NotSimulated(
+            ("aps:QueryMetrics", "aps:GetSeries", "aps:GetLabels", "aps:GetMetricMetadata", "aps:ListWorkspaces",
+             "aps:DescribeWorkspace"),
+            "Amazon Managed Grafana assumes the workspace role to discover AMP workspaces and run the Prometheus data "
+            "source's queries; the twin serves the Grafana API but runs no Grafana server",
+            "https://docs.aws.amazon.com/grafana/latest/userguide/AMG-manage-permissions.html",
         ),
     ),
 }

@@ -417,9 +417,9 @@ def grafana_trust(amp_workspace_arn: str) -> dict[str, Any]:
 
 
 def grafana_query_policy(amp_workspace_arn: str) -> dict[str, Any]:
-    """What a Grafana workspace needs to use the cluster's AMP workspace as a Prometheus data source (the actions
-    of the AWS managed AmazonGrafanaPrometheusAccess policy): PromQL reads on exactly this workspace; listing and
-    describing workspaces, which IAM cannot scope."""
+    """What a Grafana workspace needs to use the cluster's AMP workspace as a Prometheus data source: the query
+    actions of the AWS managed AmazonPrometheusQueryAccess policy on exactly this workspace, and listing and
+    describing workspaces (Grafana's data-source discovery, which IAM cannot scope to one workspace)."""
     return _doc(
         {"Sid": "PromQL", "Effect": "Allow", "Resource": [amp_workspace_arn],
          "Action": ["aps:GetLabels", "aps:GetMetricMetadata", "aps:GetSeries", "aps:QueryMetrics"]},
