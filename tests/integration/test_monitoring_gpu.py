@@ -235,6 +235,10 @@ def test_grafana_workspace_is_adopted_created_linked_and_only_ours_deleted(share
         assert [w["id"] for w in tagged] == [ours["workspaceId"]]
         state = client.get("/api/v1/capacity/advanced-features").json()["observability"]["actual"]["grafana"]
         assert state["workspaceId"] == ours["workspaceId"] and state["url"] == f"https://{described['endpoint']}"
+        # Naming our own workspace as the one to adopt keeps it ours (not deleted, still deleted with the feature).
+        same = features(client, {"enabled": True, "grafanaWorkspaceId": ours["workspaceId"]})
+        assert same["actual"]["grafana"]["createdByInstantStart"] is True, same
+        assert grafana.describe_workspace(workspaceId=ours["workspaceId"])["workspace"]["status"] == "ACTIVE"
         # grafana: false deletes ours; the link falls back to the console.
         dropped = features(client, {"enabled": True, "grafana": False})
         assert "observability.grafanaWorkspace" in dropped["actual"]["changed"], dropped

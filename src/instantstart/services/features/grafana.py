@@ -101,13 +101,15 @@ def ours_recorded(where: Where) -> bool:
                for r in resources_of(where.db, where.tag))
 
 
-def remove_created(where: Where) -> list[str]:
+def remove_created(where: Where, keep: str | None = None) -> list[str]:
     """Delete the workspace InstantStart created for the cluster and its role (adopted workspaces are never
-    touched); what went. Nothing is looked up unless the ledger records one."""
+    touched, nor ours when it is `keep`); what went. Nothing is looked up unless the ledger records one."""
     removed: list[str] = []
     if not ours_recorded(where):
         return removed
     found = find_created(where)
+    if found is not None and found["id"] == keep:
+        return removed
     if found is not None:
         grafana_api.delete_workspace(where.aws, where.region, str(found["id"]))
         mark_gone(where.db, resource_type=RESOURCE_TYPE, resource_id=str(found["id"]), region=where.region)
@@ -146,10 +148,12 @@ async def reconcile(stage: StageContext, where: Where, settings: dict[str, Any],
     changed: list[str] = []
     if adopt:
         workspace = await blocking(check_adoptable, where.aws, where.region, str(adopt))
-        changed += await blocking(remove_created, where)  # one of ours is replaced by the adopted one
+        # One of ours is replaced by the adopted one; "adopting" our own workspace keeps it ours.
+        changed += await blocking(remove_created, where, str(adopt))
+        ours = (workspace.get("tags") or {}).get(TAG_CLUSTER) == where.tag and await blocking(ours_recorded, where)
         await blocking(update_cluster, where.db, where.tag, details={DETAILS_KEY: {"workspaceId": adopt,
-                                                                                   "created": False}})
-        return summary(workspace, False), changed
+                                                                                   "created": ours}})
+        return summary(workspace, ours), changed
     if create is False:
         changed += await blocking(remove_created, where)
         await blocking(update_cluster, where.db, where.tag, details={DETAILS_KEY: None})
