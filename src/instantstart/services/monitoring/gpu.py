@@ -190,8 +190,8 @@ async def monitoring_gpu_utilization(ctx: CallContext, req: GpuUtilizationReques
     add-on's Amazon Managed Prometheus workspace (PromQL over DCGM_FI_DEV_GPU_UTIL): the mean now, per
     instance type, per node (busiest first, at most 50), and the mean over the last rangeMinutes (≤ 60
     points). Also the links to the workspace in the AMP console and to Grafana: the feature's Amazon Managed
-    Grafana workspace (https://<endpoint>) when it has an ACTIVE one, else the Amazon Managed Grafana console. When the
-    observability feature is off, `observability.reason` says so and how to turn it on."""
+    Grafana workspace (https://<endpoint>) when it has an ACTIVE one, else the Amazon Managed Grafana console.
+    When the observability feature is off, `observability.reason` says so and how to turn it on."""
     app = ctx.app
     tag = await to_thread.run_sync(resolve_tag, app.db, req.cluster_tag)
     row = await to_thread.run_sync(get_cluster, app.db, tag)
