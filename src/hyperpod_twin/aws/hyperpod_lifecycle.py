@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -40,6 +41,9 @@ class Lifecycle:
         self.ctx = ctx
         self.clusters: dict[tuple[str, str], Cluster] = {}
         self.on_release: list[Callable[[Cluster], None]] = []
+        # Node events are emitted under the state lock but published after it is released, so threads can
+        # deliver them out of order: each carries a sequence number, and consumers drop older ones.
+        self._sequence = itertools.count(1)
 
     # lookups ----------------------------------------------------------------------------------
     def find_node(self, instance_id: str) -> tuple[Cluster, Node] | None:
@@ -59,6 +63,7 @@ class Lifecycle:
             eks_cluster_arn=cluster.eks_arn,
             node=node_details(cluster, node),
             instance_group=spec_for_event(cluster.groups.get(node.group)),
+            sequence=next(self._sequence),
         )
 
     def _set(self, cluster: Cluster, node: Node, status: str, message: str = "") -> None:
@@ -313,7 +318,12 @@ class Lifecycle:
     def _drop(self, cluster: Cluster, node: Node) -> None:
         """The instance is gone: forget it and publish `hyperpod.node.removed`."""
         cluster.nodes.pop(node.instance_id, None)
-        self.ctx.emit("hyperpod.node.removed", **self.payload(cluster), instance_id=node.instance_id)
+        self.ctx.emit(
+            "hyperpod.node.removed",
+            **self.payload(cluster),
+            instance_id=node.instance_id,
+            sequence=next(self._sequence),
+        )
 
     def reboot(self, cluster: Cluster, node: Node) -> None:
         """Soft reboot: Pending ("Rebooting") then Running again."""
