@@ -45,6 +45,10 @@ class Lifecycle:
         # deliver them out of order: each carries a sequence number, and consumers drop older ones.
         self._sequence = itertools.count(1)
 
+    def next_sequence(self) -> int:
+        """The number of the next node or cluster event (increasing in emission order, under the state lock)."""
+        return next(self._sequence)
+
     # lookups ----------------------------------------------------------------------------------
     def find_node(self, instance_id: str) -> tuple[Cluster, Node] | None:
         """The cluster and node that own an instance id."""
@@ -63,7 +67,7 @@ class Lifecycle:
             eks_cluster_arn=cluster.eks_arn,
             node=node_details(cluster, node),
             instance_group=spec_for_event(cluster.groups.get(node.group)),
-            sequence=next(self._sequence),
+            sequence=self.next_sequence(),
         )
 
     def _set(self, cluster: Cluster, node: Node, status: str, message: str = "") -> None:
@@ -322,7 +326,7 @@ class Lifecycle:
             "hyperpod.node.removed",
             **self.payload(cluster),
             instance_id=node.instance_id,
-            sequence=next(self._sequence),
+            sequence=self.next_sequence(),
         )
 
     def reboot(self, cluster: Cluster, node: Node) -> None:

@@ -220,20 +220,27 @@ class SimPlugin:
         if sim is not None:
             sim.extra.pop("hyperpod_cluster", None)
 
-    def on_hyperpod_changed(self, cluster_name: str, eks_cluster_arn: str, cluster: Obj, **_: Any) -> None:
-        """The HyperPod cluster's DescribeCluster view changed (groups, counts): Karpenter reads it."""
+    def on_hyperpod_changed(
+        self, cluster_name: str, eks_cluster_arn: str, cluster: Obj, sequence: int | None = None, **_: Any
+    ) -> None:
+        """The HyperPod cluster's DescribeCluster view changed (groups, counts): Karpenter reads it. A view older
+        than the one kept (by `sequence`, delivered late by another thread) is dropped."""
         with self._lock:
-            self._clusters[eks_cluster_arn] = cluster
+            if _older(sequence, self._clusters.get(eks_cluster_arn)):
+                return
+            self._clusters[eks_cluster_arn] = dict(cluster, **{_SEQUENCE: sequence})
             sim = self.sims.get(eks_cluster_arn)
         if sim is not None:
-            sim.run(lambda: self._set_cluster(sim, cluster_name, cluster))
+            sim.run(lambda: self._set_cluster(sim, cluster_name, cluster, sequence))
 
     @staticmethod
-    def _set_cluster(sim: ClusterSim, cluster_name: str, cluster: Obj) -> None:
+    def _set_cluster(sim: ClusterSim, cluster_name: str, cluster: Obj, sequence: int | None = None) -> None:
         from hyperpod_twin.sim.karpenter import ALL, KarpenterController
 
+        if _older(sequence, sim.extra.get("hyperpod_cluster")):
+            return
         sim.extra["hyperpod_cluster_name"] = cluster_name
-        sim.extra["hyperpod_cluster"] = cluster
+        sim.extra["hyperpod_cluster"] = dict(cluster, **{_SEQUENCE: sequence})
         sim.enqueue(sim.controller(KarpenterController), ALL)
 
     # -- add-ons --------------------------------------------------------------------------------
@@ -333,3 +340,13 @@ def attach(twin: Any) -> None:
 def plugin_of(twin: Any) -> SimPlugin:
     """The simulator plugin attached to `twin` (tests use it to reach a cluster's simulator)."""
     return _PLUGINS[twin]
+
+
+_SEQUENCE = "_sequence"  # key under which a kept DescribeCluster view records its event's sequence
+
+
+def _older(sequence: int | None, kept: Obj | None) -> bool:
+    """Whether an event numbered `sequence` is older than (or the same as) the one `kept` came from."""
+    if sequence is None or not kept or kept.get(_SEQUENCE) is None:
+        return False
+    return sequence <= int(kept[_SEQUENCE])

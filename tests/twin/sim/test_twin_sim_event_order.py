@@ -17,7 +17,15 @@ from typing import Any
 import pytest
 
 from hyperpod_twin.aws.hyperpod_lifecycle import NODE_BOOT
+from hyperpod_twin.clock import TwinClock
+from hyperpod_twin.events import EventBus
+from hyperpod_twin.kube.controllers import ControlPlane
+from hyperpod_twin.kube.runtime import ClusterRuntime
+from hyperpod_twin.kube.store import ObjectStore
+from hyperpod_twin.kube.types import bootstrap
+from hyperpod_twin.sim.plugin import SimPlugin
 from hyperpod_twin.twin import Twin, TwinConfig
+from tests.support.sim import ARN
 from tests.support.twin_aws import Net, build_eks, build_network, group
 
 EKS = "order-eks"
@@ -92,3 +100,69 @@ def test_pending_published_after_running_leaves_the_node_ready(env: tuple[Twin, 
     # The EKS add-on view counts both instances as running too (its "no nodes" health follows the same events).
     running: set[str] = twin.aws.addons.nodes[eks_arn]
     assert running == set(statuses)
+
+
+@pytest.fixture
+def bus_env() -> Iterator[tuple[SimPlugin, EventBus, ClusterRuntime]]:
+    bus = EventBus()
+    plugin = SimPlugin(TwinClock(scale=0.0), bus)
+    plugin.subscribe()
+    store = ObjectStore()
+    bootstrap(store)
+    control = ControlPlane(store)
+    yield plugin, bus, ClusterRuntime("sim-test", ARN, store)
+    bus.publish("twin.reset")
+    control.close()
+
+
+def _changed(bus: EventBus, instance_id: str, status: str, sequence: int) -> None:
+    node = {"InstanceId": instance_id, "InstanceGroupName": "gpu", "InstanceType": "ml.g5.12xlarge",
+            "InstanceStatus": {"Status": status}, "Placement": {"AvailabilityZone": "us-west-2a"}}
+    bus.publish("hyperpod.node.changed", cluster_name="hp", cluster_arn="arn:hp", eks_cluster_arn=ARN, node=node,
+                sequence=sequence)
+
+
+def test_stale_node_events_are_dropped_before_and_after_the_api_server_starts(
+    bus_env: tuple[SimPlugin, EventBus, ClusterRuntime],
+) -> None:
+    plugin, bus, runtime = bus_env
+    # Before the API server is up the plugin keeps the newest event per instance (a late Pending does not win).
+    _changed(bus, "i-0early", "Running", 2)
+    _changed(bus, "i-0early", "Pending", 1)
+    bus.publish("kube.cluster.started", runtime=runtime)
+    nodes = runtime.store.find_type("", "nodes")
+    assert _ready(runtime.store.get(nodes, "", "hyperpod-i-0early")) == "True"
+    # Running (3) delivered before Pending (2): still Ready. A newer Pending (4, a reboot) is applied.
+    _changed(bus, "i-0late", "Running", 3)
+    _changed(bus, "i-0late", "Pending", 2)
+    assert _ready(runtime.store.get(nodes, "", "hyperpod-i-0late")) == "True"
+    _changed(bus, "i-0late", "Pending", 4)
+    assert _ready(runtime.store.get(nodes, "", "hyperpod-i-0late")) == "False"
+    # Removed (6), then a Running (5) delivered late: the Node does not come back.
+    bus.publish("hyperpod.node.removed", cluster_name="hp", cluster_arn="arn:hp", eks_cluster_arn=ARN,
+                instance_id="i-0late", sequence=6)
+    _changed(bus, "i-0late", "Running", 5)
+    assert [n["metadata"]["name"] for n in runtime.store.list(nodes)[0]] == ["hyperpod-i-0early"]
+    assert plugin.sim_for(ARN) is not None
+
+
+def test_a_stale_cluster_view_does_not_replace_a_newer_one(bus_env: tuple[SimPlugin, EventBus, ClusterRuntime]) -> None:
+    plugin, bus, runtime = bus_env
+
+    def view(target: int, sequence: int) -> None:
+        cluster = {"ClusterName": "hp", "InstanceGroups": [{"InstanceGroupName": "auto", "TargetCount": target}]}
+        bus.publish("hyperpod.cluster.changed", cluster_name="hp", cluster_arn="arn:hp", eks_cluster_arn=ARN,
+                    cluster=cluster, sequence=sequence)
+
+    def target() -> int:
+        sim = plugin.sim_for(ARN)
+        assert sim is not None
+        return int(sim.extra["hyperpod_cluster"]["InstanceGroups"][0]["TargetCount"])
+
+    view(2, 8)
+    view(1, 7)  # older, delivered late: kept for the simulator's start only if newer
+    bus.publish("kube.cluster.started", runtime=runtime)
+    assert target() == 2
+    view(3, 10)
+    view(0, 9)
+    assert target() == 3
