@@ -54,7 +54,8 @@ class EventBus:
       with NodeRecovery=Automatic the AWS side replaces (PendingReplacement) or reboots
       (PendingReboot) the node 60 twin seconds later.
     - ``hyperpod.cluster.changed`` cluster_name, cluster_arn, eks_cluster_arn, cluster (the
-      DescribeCluster dict) on create and update (tiered storage, autoscaling, node recovery …)
+      DescribeCluster dict) on create and update (tiered storage, autoscaling, node recovery …), sequence (as
+      for node events: a view older than the one kept is dropped)
     - ``hyperpod.autoscaling.active`` cluster_name, cluster_arn, eks_cluster_arn: AutoScaling
       (Karpenter) reached InService with Mode Enable
     - ``hyperpod.cluster.deleted`` cluster_name, cluster_arn, eks_cluster_arn
