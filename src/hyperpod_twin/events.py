@@ -42,7 +42,11 @@ class EventBus:
       status change and when a group's specification (labels, taints) is updated.
       Reboot: Pending ("Rebooting instance") then Running. Replace: the old instance goes
       ShuttingDown then ``hyperpod.node.removed``; a new instance id appears Pending then Running.
-    - ``hyperpod.node.removed`` cluster_name, cluster_arn, eks_cluster_arn, instance_id
+      ``sequence`` (int, increasing in emission order): events are published after the AWS side's
+      state lock is released, so two threads can deliver them out of order; a consumer drops an
+      event older than the last one it applied for the same instance.
+    - ``hyperpod.node.removed`` cluster_name, cluster_arn, eks_cluster_arn, instance_id, sequence (as above;
+      an instance id never comes back, so a changed event older than the removal is dropped)
     - ``hyperpod.node.health`` cluster_name, cluster_arn, eks_cluster_arn, instance_id,
       health_status (Schedulable|Unschedulable|UnschedulablePendingReplacement|
       UnschedulablePendingReboot), reason, and fault_type / deep_health_check_status when the
@@ -50,7 +54,8 @@ class EventBus:
       with NodeRecovery=Automatic the AWS side replaces (PendingReplacement) or reboots
       (PendingReboot) the node 60 twin seconds later.
     - ``hyperpod.cluster.changed`` cluster_name, cluster_arn, eks_cluster_arn, cluster (the
-      DescribeCluster dict) on create and update (tiered storage, autoscaling, node recovery …)
+      DescribeCluster dict) on create and update (tiered storage, autoscaling, node recovery …), sequence (as
+      for node events: a view older than the one kept is dropped)
     - ``hyperpod.autoscaling.active`` cluster_name, cluster_arn, eks_cluster_arn: AutoScaling
       (Karpenter) reached InService with Mode Enable
     - ``hyperpod.cluster.deleted`` cluster_name, cluster_arn, eks_cluster_arn

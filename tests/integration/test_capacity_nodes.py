@@ -3,7 +3,6 @@ Kubernetes Node follows; delete lowers the group; software update; EKS managed n
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ from instantstart.twin_process import TwinProcess
 from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_wait
 from tests.support.servers import Running
 from tests.support.twin import twin_client
-from tests.support.waits import wait_terminal
+from tests.support.waits import until, wait_terminal
 
 
 def ready_since(core: k8s.CoreV1Api, name: str) -> Any:
@@ -131,31 +130,38 @@ def test_node_health_as_kubernetes_sees_it_then_automatic_recovery(
         make_hyperpod(client, "nh1")
     [node] = sm.list_cluster_nodes(ClusterName="hp-cluster-nh1")["ClusterNodeSummaries"]
     sick = node["InstanceId"]
-    # Slow the twin clock so the finding stays visible before NodeRecovery acts (60 twin seconds later).
-    httpx.post(twin.endpoint_url + "/_twin/clock", json={"scale": 2}).raise_for_status()
+    # Hold the twin clock (60 twin seconds take ~17 hours at this scale) so the finding stays visible however
+    # loaded the machine: NodeRecovery acts 60 twin seconds after it. At scale 2 the replacement could start
+    # while a slow MCP session was still opening.
+    httpx.post(twin.endpoint_url + "/_twin/clock", json={"scale": 0.001}).raise_for_status()
     try:
         httpx.post(twin.endpoint_url + f"/_twin/nodes/{sick}/health",
                    json={"status": "UnschedulablePendingReplacement", "reason": "NvidiaGpuXidError"}).raise_for_status()
         core = kube(twin, tmp_path, "nh1")
-        until_label = time.monotonic() + 10
-        while time.monotonic() < until_label:
-            labels = core.read_node(f"hyperpod-{sick}").metadata.labels
-            if labels.get("sagemaker.amazonaws.com/node-health-status") == "UnschedulablePendingReplacement":
-                break
-            time.sleep(0.1)
-        time.sleep(1.1)  # past the status cache interval
-        [status] = mcp_calls(cp, [("cluster_get_status", {})])
-        view = next(n for n in status["nodes"] if n["name"] == f"hyperpod-{sick}")
+        labels = core.read_node(f"hyperpod-{sick}").metadata.labels
+        assert labels["sagemaker.amazonaws.com/node-health-status"] == "UnschedulablePendingReplacement", labels
+        seen: dict[str, Any] = {}
+
+        def status_shows_the_finding() -> bool:
+            # cluster_get_status serves the Kubernetes side from the control plane's watches (and memoizes it):
+            # that view converges after the API server's, so wait on it, not on the label read above.
+            [status] = mcp_calls(cp, [("cluster_get_status", {})])
+            seen.clear()
+            seen.update(next((n for n in status["nodes"] if n["name"] == f"hyperpod-{sick}"), {}))
+            return bool(seen.get("healthStatus") == "UnschedulablePendingReplacement" and seen.get("faultReasons"))
+
+        until(status_shows_the_finding, "cluster_get_status to show the health finding", timeout=120, every=0.5)
+        view = seen
         assert view["healthStatus"] == "UnschedulablePendingReplacement" and view["schedulable"] is False, view
         assert view["faultReasons"] and "Xid" in view["faultReasons"], view
         assert "sagemaker.amazonaws.com/node-health-status=Unschedulable:NoSchedule" in view["taints"], view
     finally:
         httpx.post(twin.endpoint_url + "/_twin/clock", json={"scale": 500}).raise_for_status()
     # NodeRecovery stays Automatic: HyperPod replaces the node and the group is whole again.
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        nodes = sm.list_cluster_nodes(ClusterName="hp-cluster-nh1")["ClusterNodeSummaries"]
-        if [(n["InstanceId"] != sick, n["InstanceStatus"]["Status"]) for n in nodes] == [(True, "Running")]:
-            break
-        time.sleep(0.2)
+    def replaced() -> list[dict[str, Any]] | None:
+        listed: list[dict[str, Any]] = sm.list_cluster_nodes(ClusterName="hp-cluster-nh1")["ClusterNodeSummaries"]
+        done = [(n["InstanceId"] != sick, n["InstanceStatus"]["Status"]) for n in listed] == [(True, "Running")]
+        return listed if done else None
+
+    nodes = until(replaced, "HyperPod to replace the sick node", timeout=120, every=0.2)
     assert sick not in {n["InstanceId"] for n in nodes} and len(nodes) == 1, nodes

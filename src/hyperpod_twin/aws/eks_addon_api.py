@@ -32,6 +32,7 @@ class AddonApi:
         self.state = state
         self.nodes: dict[str, set[str]] = {}  # EKS cluster ARN -> Running HyperPod instance ids
         self.sticky: set[tuple[str, str, str]] = set()  # (region, cluster, add-on) DEGRADED by a fault
+        self.applied: dict[str, int] = {}  # instance id -> sequence of the last node event applied
 
     # -- events ------------------------------------------------------------------------------
     def publish(self, cluster: Any, addon: dict[str, Any], topic: str = "eks.addon.changed") -> None:
@@ -49,17 +50,25 @@ class AddonApi:
         )
 
     def on_node(self, eks_cluster_arn: str = "", node: dict[str, Any] | None = None, instance_id: str = "",
-                **_: Any) -> None:
-        """A HyperPod node changed or went: keep the Running set and re-evaluate the cluster's add-ons."""
+                sequence: int | None = None, **_: Any) -> None:
+        """A HyperPod node changed or went: keep the Running set and re-evaluate the cluster's add-ons.
+
+        An event older than the last one applied for the instance (delivered late by another thread) is dropped.
+        """
         if not eks_cluster_arn:
             return
         with self.ctx.locked():
+            key = str((node or {}).get("InstanceId") or instance_id)
+            if sequence is not None:
+                if sequence <= self.applied.get(key, 0):
+                    return
+                self.applied[key] = sequence
             running = self.nodes.setdefault(eks_cluster_arn, set())
             before = bool(running)
             if node is not None and (node.get("InstanceStatus") or {}).get("Status") == "Running":
-                running.add(str(node.get("InstanceId")))
+                running.add(key)
             else:
-                running.discard(str((node or {}).get("InstanceId") or instance_id))
+                running.discard(key)
             if before != bool(running):
                 region, name = eks_cluster_arn.split(":")[3], eks_cluster_arn.rsplit("/", 1)[-1]
                 self.reevaluate(region, name)
@@ -68,6 +77,7 @@ class AddonApi:
         """Forget nodes and fault-made states."""
         self.nodes.clear()
         self.sticky.clear()
+        self.applied.clear()
 
     # -- health ------------------------------------------------------------------------------
     def settle(self, region: str, cluster: Any, addon: dict[str, Any]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -40,6 +41,13 @@ class Lifecycle:
         self.ctx = ctx
         self.clusters: dict[tuple[str, str], Cluster] = {}
         self.on_release: list[Callable[[Cluster], None]] = []
+        # Node events are emitted under the state lock but published after it is released, so threads can
+        # deliver them out of order: each carries a sequence number, and consumers drop older ones.
+        self._sequence = itertools.count(1)
+
+    def next_sequence(self) -> int:
+        """The number of the next node or cluster event (increasing in emission order, under the state lock)."""
+        return next(self._sequence)
 
     # lookups ----------------------------------------------------------------------------------
     def find_node(self, instance_id: str) -> tuple[Cluster, Node] | None:
@@ -59,6 +67,7 @@ class Lifecycle:
             eks_cluster_arn=cluster.eks_arn,
             node=node_details(cluster, node),
             instance_group=spec_for_event(cluster.groups.get(node.group)),
+            sequence=self.next_sequence(),
         )
 
     def _set(self, cluster: Cluster, node: Node, status: str, message: str = "") -> None:
@@ -313,7 +322,12 @@ class Lifecycle:
     def _drop(self, cluster: Cluster, node: Node) -> None:
         """The instance is gone: forget it and publish `hyperpod.node.removed`."""
         cluster.nodes.pop(node.instance_id, None)
-        self.ctx.emit("hyperpod.node.removed", **self.payload(cluster), instance_id=node.instance_id)
+        self.ctx.emit(
+            "hyperpod.node.removed",
+            **self.payload(cluster),
+            instance_id=node.instance_id,
+            sequence=self.next_sequence(),
+        )
 
     def reboot(self, cluster: Cluster, node: Node) -> None:
         """Soft reboot: Pending ("Rebooting") then Running again."""

@@ -188,7 +188,8 @@ class HyperPod:
 
     def publish_cluster(self, cluster: Cluster) -> None:
         """`hyperpod.cluster.changed` with the DescribeCluster view."""
-        self.ctx.emit("hyperpod.cluster.changed", **self.life.payload(cluster), cluster=self.describe(cluster))
+        self.ctx.emit("hyperpod.cluster.changed", **self.life.payload(cluster), cluster=self.describe(cluster),
+                      sequence=self.life.next_sequence())
 
     # operations ---------------------------------------------------------------------------------
     def create(self, req: AwsRequest) -> RawResponse:

@@ -84,7 +84,7 @@ class AwsSide:
         mlflow_servers.register(self.ctx, self.mlflow)  # after HyperPod's AddTags/ListTags, which it chains
         eks_cluster_api.register(self.ctx, self.eks)
         eks_access.register(self.ctx, self.eks)
-        eks_addon_api.register(self.ctx, self.eks)
+        self.addons = eks_addon_api.register(self.ctx, self.eks)
         fsx.register(self.ctx, self.fsx)
         self.grafana = grafana.GrafanaState()
         grafana.register(self.ctx, self.grafana)

@@ -110,6 +110,8 @@ class NodeController(Controller):
         self._instances: dict[str, Obj] = {}  # instance id -> last HyperPod node dict
         self._health_set: dict[str, str] = {}  # node name -> health label value we wrote
         self._group_cfg: dict[str, tuple[dict[str, str], list[Obj]]] = {}  # node -> group labels/taints applied
+        # instance id -> sequence of the last HyperPod event applied (kept after removal: ids never come back)
+        self._applied: dict[str, int] = {}
 
     def keys_for(self, event: WatchEvent) -> Iterable[Hashable]:
         if event.type == "DELETED":
@@ -120,14 +122,27 @@ class NodeController(Controller):
         return []
 
     # -- inputs from the AWS side --------------------------------------------------------------
-    def instance_changed(self, cluster_name: str, node: Obj, instance_group: Obj | None = None) -> None:
+    def stale(self, instance_id: str, sequence: int | None) -> bool:
+        """Whether a HyperPod event numbered `sequence` is older than one already applied (then drop it);
+        records it as the latest otherwise. Events without a number are always applied."""
+        if sequence is None:
+            return False
+        if sequence <= self._applied.get(instance_id, 0):
+            return True
+        self._applied[instance_id] = sequence
+        return False
+
+    def instance_changed(
+        self, cluster_name: str, node: Obj, instance_group: Obj | None = None, sequence: int | None = None
+    ) -> None:
         """A HyperPod node changed state: create/refresh its Node, or mark it NotReady when not up.
 
         `instance_group` is the group's specification (KubernetesConfig labels/taints, deep health
-        checks) as the AWS side publishes it.
+        checks) as the AWS side publishes it; an event whose `sequence` is older than the last one applied
+        for the instance (delivered late by another thread) is dropped.
         """
         instance_id = node.get("InstanceId", "")
-        if not instance_id:
+        if not instance_id or self.stale(instance_id, sequence):
             return
         node = dict(node)
         if instance_group:
@@ -185,8 +200,11 @@ class NodeController(Controller):
         result: Obj = self.sim.update(NODES, updated)
         return result
 
-    def instance_removed(self, instance_id: str) -> None:
-        """The instance is gone (deleted, replaced, scaled in): remove its Node."""
+    def instance_removed(self, instance_id: str, sequence: int | None = None) -> None:
+        """The instance is gone (deleted, replaced, scaled in): remove its Node (a later-delivered older
+        change of the instance is then dropped)."""
+        if self.stale(instance_id, sequence):
+            return
         self._instances.pop(instance_id, None)
         name = node_name(instance_id)
         self._health_set.pop(name, None)

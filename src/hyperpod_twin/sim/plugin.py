@@ -75,8 +75,11 @@ class SimPlugin:
     boto3_client: Callable[[str], Any] | None = None
     config: SimConfig = field(default_factory=SimConfig)
     sims: dict[str, ClusterSim] = field(default_factory=dict)
-    # HyperPod events that arrived before the cluster's API server was up (replayed on start).
-    _pending_nodes: dict[str, dict[str, tuple[str, Obj, Obj | None]]] = field(default_factory=dict)
+    # HyperPod events that arrived before the cluster's API server was up (replayed on start): per instance
+    # the latest by sequence, a removal as node None (so an older change delivered later stays dropped).
+    _pending_nodes: dict[str, dict[str, tuple[str, Obj | None, Obj | None, int | None]]] = field(
+        default_factory=dict
+    )
     _pending_bundles: dict[str, set[str]] = field(default_factory=dict)
     _pending_addons: dict[str, dict[str, tuple[str, str | None]]] = field(default_factory=dict)
     _clusters: dict[str, Obj] = field(default_factory=dict)  # eks arn → latest HyperPod DescribeCluster view
@@ -119,8 +122,12 @@ class SimPlugin:
             cluster = self._clusters.get(runtime.arn)
             if cluster is not None:
                 sim.extra["hyperpod_cluster"] = cluster
-            for cluster_name, node, group in self._pending_nodes.pop(runtime.arn, {}).values():
-                self._node_controller(sim).instance_changed(cluster_name, node, group)
+            held = self._pending_nodes.pop(runtime.arn, {})
+            for instance_id, (cluster_name, node, group, sequence) in held.items():
+                if node is None:
+                    self._node_controller(sim).instance_removed(instance_id, sequence)
+                else:
+                    self._node_controller(sim).instance_changed(cluster_name, node, group, sequence)
             sim.kick()
 
     def on_cluster_stopped(self, name: str = "", arn: str = "", **_: Any) -> None:
@@ -151,28 +158,34 @@ class SimPlugin:
         eks_cluster_arn: str,
         node: Obj,
         instance_group: Obj | None = None,
+        sequence: int | None = None,
         **_: Any,
     ) -> None:
-        """A HyperPod instance changed state."""
+        """A HyperPod instance changed state (the node controller drops it if older than one applied)."""
         with self._lock:
             sim = self.sims.get(eks_cluster_arn)
             if sim is None:
-                self._pending_nodes.setdefault(eks_cluster_arn, {})[node.get("InstanceId", "")] = (
-                    cluster_name,
-                    node,
-                    instance_group,
-                )
+                self._hold(eks_cluster_arn, node.get("InstanceId", ""), (cluster_name, node, instance_group, sequence))
                 return
         sim.extra["hyperpod_cluster_name"] = cluster_name
-        sim.run(lambda: self._node_controller(sim).instance_changed(cluster_name, node, instance_group))
+        sim.run(lambda: self._node_controller(sim).instance_changed(cluster_name, node, instance_group, sequence))
 
-    def on_node_removed(self, eks_cluster_arn: str, instance_id: str, **_: Any) -> None:
+    def on_node_removed(self, eks_cluster_arn: str, instance_id: str, sequence: int | None = None, **_: Any) -> None:
         """A HyperPod instance is gone."""
         with self._lock:
-            self._pending_nodes.get(eks_cluster_arn, {}).pop(instance_id, None)
             sim = self.sims.get(eks_cluster_arn)
-        if sim is not None:
-            sim.run(lambda: self._node_controller(sim).instance_removed(instance_id))
+            if sim is None:
+                self._hold(eks_cluster_arn, instance_id, ("", None, None, sequence))
+                return
+        sim.run(lambda: self._node_controller(sim).instance_removed(instance_id, sequence))
+
+    def _hold(self, arn: str, instance_id: str, event: tuple[str, Obj | None, Obj | None, int | None]) -> None:
+        """Keep an event for a cluster whose API server is not up yet, unless a newer one is kept."""
+        held = self._pending_nodes.setdefault(arn, {})
+        kept = held.get(instance_id)
+        if kept is not None and kept[3] is not None and event[3] is not None and event[3] <= kept[3]:
+            return
+        held[instance_id] = event
 
     def on_node_health(
         self,
@@ -207,20 +220,27 @@ class SimPlugin:
         if sim is not None:
             sim.extra.pop("hyperpod_cluster", None)
 
-    def on_hyperpod_changed(self, cluster_name: str, eks_cluster_arn: str, cluster: Obj, **_: Any) -> None:
-        """The HyperPod cluster's DescribeCluster view changed (groups, counts): Karpenter reads it."""
+    def on_hyperpod_changed(
+        self, cluster_name: str, eks_cluster_arn: str, cluster: Obj, sequence: int | None = None, **_: Any
+    ) -> None:
+        """The HyperPod cluster's DescribeCluster view changed (groups, counts): Karpenter reads it. A view older
+        than the one kept (by `sequence`, delivered late by another thread) is dropped."""
         with self._lock:
-            self._clusters[eks_cluster_arn] = cluster
+            if _older(sequence, self._clusters.get(eks_cluster_arn)):
+                return
+            self._clusters[eks_cluster_arn] = dict(cluster, **{_SEQUENCE: sequence})
             sim = self.sims.get(eks_cluster_arn)
         if sim is not None:
-            sim.run(lambda: self._set_cluster(sim, cluster_name, cluster))
+            sim.run(lambda: self._set_cluster(sim, cluster_name, cluster, sequence))
 
     @staticmethod
-    def _set_cluster(sim: ClusterSim, cluster_name: str, cluster: Obj) -> None:
+    def _set_cluster(sim: ClusterSim, cluster_name: str, cluster: Obj, sequence: int | None = None) -> None:
         from hyperpod_twin.sim.karpenter import ALL, KarpenterController
 
+        if _older(sequence, sim.extra.get("hyperpod_cluster")):
+            return
         sim.extra["hyperpod_cluster_name"] = cluster_name
-        sim.extra["hyperpod_cluster"] = cluster
+        sim.extra["hyperpod_cluster"] = dict(cluster, **{_SEQUENCE: sequence})
         sim.enqueue(sim.controller(KarpenterController), ALL)
 
     # -- add-ons --------------------------------------------------------------------------------
@@ -320,3 +340,13 @@ def attach(twin: Any) -> None:
 def plugin_of(twin: Any) -> SimPlugin:
     """The simulator plugin attached to `twin` (tests use it to reach a cluster's simulator)."""
     return _PLUGINS[twin]
+
+
+_SEQUENCE = "_sequence"  # key under which a kept DescribeCluster view records its event's sequence
+
+
+def _older(sequence: int | None, kept: Obj | None) -> bool:
+    """Whether an event numbered `sequence` is older than (or the same as) the one `kept` came from."""
+    if sequence is None or not kept or kept.get(_SEQUENCE) is None:
+        return False
+    return sequence <= int(kept[_SEQUENCE])
