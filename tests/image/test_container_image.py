@@ -31,6 +31,7 @@ from mcp.client.streamable_http import streamable_http_client
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 import image  # noqa: E402  (scripts/image.py: the same build and podman options as `make image`)
+from tests.support.servers import SSL_CONTEXT  # noqa: E402
 from tests.support.waits import wait_terminal  # noqa: E402
 
 TOOLS = ("buildah", "podman", "mmdebstrap", "runc")
@@ -84,7 +85,7 @@ def wait_healthy(name: str, port: int) -> httpx.Response:
     last = "no answer"
     while time.monotonic() < deadline:
         try:
-            response = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=3)
+            response = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=3, verify=SSL_CONTEXT)
             if response.status_code == 200:
                 return response
             last = f"{response.status_code} {response.text[:200]}"
@@ -166,7 +167,7 @@ def test_wheel_in_a_fresh_venv_creates_a_cluster_without_the_makefile(built: str
         while time.monotonic() < deadline:
             assert server.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
             try:
-                if httpx.get(url + "/healthz", timeout=3).status_code == 200:
+                if httpx.get(url + "/healthz", timeout=3, verify=SSL_CONTEXT).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
