@@ -31,6 +31,7 @@ from mcp.client.streamable_http import streamable_http_client
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 import image  # noqa: E402  (scripts/image.py: the same build and podman options as `make image`)
+from tests.support.servers import SSL_CONTEXT  # noqa: E402
 from tests.support.waits import wait_terminal  # noqa: E402
 
 TOOLS = ("buildah", "podman", "mmdebstrap", "runc")
@@ -84,7 +85,7 @@ def wait_healthy(name: str, port: int) -> httpx.Response:
     last = "no answer"
     while time.monotonic() < deadline:
         try:
-            response = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=3)
+            response = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=3, verify=SSL_CONTEXT)
             if response.status_code == 200:
                 return response
             last = f"{response.status_code} {response.text[:200]}"
@@ -145,16 +146,19 @@ def test_wheel_in_a_fresh_venv_creates_a_cluster_without_the_makefile(built: str
     assert project, f"no project wheel in {wheels}"
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    # --no-compile as the image's install does: byte-compiling every module of every dependency (the AWS CDK
+    # libraries that carry helm are most of it) took ~70 of the ~95 s; the server compiles what it imports.
     install = subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-index", "--find-links", str(wheels),
-         f"{project[-1]}[twin]"],
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-compile", "--no-index",
+         "--find-links", str(wheels), f"{project[-1]}[twin]"],
         capture_output=True, text=True, timeout=900,
     )
     assert install.returncode == 0, install.stderr[-3000:]
     data_dir, port = tmp_path / "data", free_port()
     log = (tmp_path / "serve.log").open("w")
+    # The twin at the scale the other tests use (its own option; the default 40 made creation ~40 s of waiting).
     server = subprocess.Popen(
-        [str(venv / "bin" / "instantstart"), "serve", "--twin"], cwd=tmp_path,
+        [str(venv / "bin" / "instantstart"), "serve", "--twin", "--twin-clock-scale", "500"], cwd=tmp_path,
         env=fresh_env(venv, data_dir, port), stdout=log, stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
@@ -163,7 +167,7 @@ def test_wheel_in_a_fresh_venv_creates_a_cluster_without_the_makefile(built: str
         while time.monotonic() < deadline:
             assert server.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
             try:
-                if httpx.get(url + "/healthz", timeout=3).status_code == 200:
+                if httpx.get(url + "/healthz", timeout=3, verify=SSL_CONTEXT).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass

@@ -6,13 +6,23 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 from kubernetes import client as k8s
 
 from instantstart.twin_process import TwinProcess
 from tests.support.faces import mcp_http
-from tests.support.flows import add_group, kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait, tool_payload
+from tests.support.flows import (
+    MCP_POLL_SECONDS,
+    add_group,
+    kube,
+    make_hyperpod,
+    mcp_calls,
+    mcp_raw,
+    mcp_wait,
+    tool_payload,
+)
 from tests.support.servers import Running
 from tests.support.twin import twin_client
 from tests.support.waits import until
@@ -33,18 +43,19 @@ DEFAULT_POLICY = {"jobMaxRetryCount": 5, "cleanPodPolicy": "All", "restartPolicy
     "numRestartBeforeFullJobRestart": 3, "evalPeriodSeconds": 21600, "maxFullJobRestarts": 1}}
 
 
-def status_until(cp: Running, name: str, predicate: Any, limit: int = 120) -> dict[str, Any]:
-    """Poll job_get_status over MCP (wait_seconds in between) until `predicate(status)` holds."""
+def status_until(cp: Running, name: str, predicate: Any, limit: float = 120) -> dict[str, Any]:
+    """Poll job_get_status over MCP until `predicate(status)` holds (within `limit` seconds)."""
 
     async def run() -> dict[str, Any]:
+        deadline = time.monotonic() + limit
         async with mcp_http(cp) as session:
-            status: dict[str, Any] = {}
-            for _ in range(limit):
+            while True:
                 status = tool_payload(await session.call_tool("job_get_status", {"jobName": name}))
                 if predicate(status):
                     return status
-                await session.call_tool("wait_seconds", {"seconds": 1})
-        raise AssertionError(f"{name} never reached the state: {status}")
+                if time.monotonic() >= deadline:
+                    raise AssertionError(f"{name} never reached the state: {status}")
+                await asyncio.sleep(MCP_POLL_SECONDS)
 
     return asyncio.run(run())
 

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.servers import REPO, free_port, wait_healthy
+from tests.support.servers import REPO, SSL_CONTEXT, free_port, wait_healthy
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -44,7 +44,8 @@ class Served:
 
     def api(self) -> httpx.Client:
         """A bearer-authenticated client (the test's independent view of the API)."""
-        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.token}"}, timeout=30)
+        headers = {"Authorization": f"Bearer {self.token}"}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30, verify=SSL_CONTEXT)
 
 
 def _twin_endpoint(log: Path, deadline: float) -> str:
@@ -86,7 +87,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         url = f"http://127.0.0.1:{port}"
         wait_healthy(url, timeout=90, proc=proc)  # type: ignore[arg-type]
         twin_url = _twin_endpoint(log, time.monotonic() + 10)
-        httpx.post(twin_url + "/_twin/clock", json={"scale": CLOCK_SCALE}, timeout=10).raise_for_status()
+        scaled = httpx.post(twin_url + "/_twin/clock", json={"scale": CLOCK_SCALE}, timeout=10, verify=SSL_CONTEXT)
+        scaled.raise_for_status()
         yield Served(url=url, token=(data / "api-token").read_text().strip(), twin_url=twin_url)
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from instantstart.twin_process import TwinProcess
-from tests.support.servers import Running, process_server
+from tests.support.servers import SSL_CONTEXT, Running, process_server
 from tests.support.twin import control_plane_env
 
 
@@ -26,7 +26,8 @@ def running_stage(client: httpx.Client, operation_id: str) -> str | None:
 
 def twin_writes(twin: TwinProcess) -> dict[str, int]:
     """The twin's counts of mutating calls since the last reset."""
-    writes: dict[str, int] = httpx.get(twin.endpoint_url + "/_twin/writes", timeout=10).json()["writes"]
+    response = httpx.get(twin.endpoint_url + "/_twin/writes", timeout=10, verify=SSL_CONTEXT)
+    writes: dict[str, int] = response.json()["writes"]
     return writes
 
 

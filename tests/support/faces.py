@@ -19,7 +19,7 @@ from instantstart.catalog.registry import OperationSpec
 from instantstart.cli.commands import kebab
 from instantstart.cli.main import build_app
 from instantstart.settings import Settings
-from tests.support.servers import REPO, Running
+from tests.support.servers import REPO, SSL_CONTEXT, Running
 
 
 def strip_volatile(payload: dict[str, Any]) -> dict[str, Any]:
@@ -94,7 +94,7 @@ async def mcp_http_raw(running: Running) -> AsyncIterator[ClientSession]:
     headers = {"Authorization": f"Bearer {running.token}"}
     timeout = httpx2.Timeout(30, read=300)
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
+        httpx2.AsyncClient(headers=headers, timeout=timeout, verify=SSL_CONTEXT) as http,
         streamable_http_client(running.url + "/mcp", http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):
@@ -131,7 +131,7 @@ async def mcp_client_http(running: Running) -> AsyncIterator[Client]:
     """The SDK's high-level client over streamable HTTP at /mcp, negotiating as it does by default."""
     headers = {"Authorization": f"Bearer {running.token}"}
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300), verify=SSL_CONTEXT) as http,
         Client(streamable_http_client(running.url + "/mcp", http_client=http)) as client,
     ):
         yield client
@@ -146,4 +146,4 @@ async def mcp_client_stdio(running: Running) -> AsyncIterator[Client]:
 
 def unauthenticated(running: Running) -> httpx.Client:
     """A client without the token."""
-    return httpx.Client(base_url=running.url, timeout=30)
+    return httpx.Client(base_url=running.url, timeout=30, verify=SSL_CONTEXT)

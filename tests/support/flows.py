@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -82,17 +83,24 @@ def mcp_calls(cp: Running, calls: list[tuple[str, dict[str, Any]]]) -> list[dict
     return asyncio.run(run())
 
 
-def mcp_wait(cp: Running, operation_id: str, limit: int = 240) -> dict[str, Any]:
-    """Poll operation_get over MCP (wait_seconds in between, as an agent does) until terminal."""
+# Between MCP status polls: an agent calls wait_seconds (whole seconds, >= 1; test_agent_path and the skill replays
+# exercise that), but a test only needs the condition, and a 1 s step added ~0.5 s of idle time to every wait.
+MCP_POLL_SECONDS = 0.1
+
+
+def mcp_wait(cp: Running, operation_id: str, limit: float = 240) -> dict[str, Any]:
+    """Poll operation_get over MCP until the operation is terminal (within `limit` seconds)."""
 
     async def run() -> dict[str, Any]:
+        deadline = time.monotonic() + limit
         async with mcp_http(cp) as session:
-            for _ in range(limit):
+            while True:
                 view = tool_payload(await session.call_tool("operation_get", {"operationId": operation_id}))
                 if view["status"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
                     return view
-                await session.call_tool("wait_seconds", {"seconds": 1})
-        raise AssertionError(f"{operation_id} never finished")
+                if time.monotonic() >= deadline:
+                    raise AssertionError(f"{operation_id} never finished: {view}")
+                await asyncio.sleep(MCP_POLL_SECONDS)
 
     return asyncio.run(run())
 

@@ -6,6 +6,7 @@ import contextlib
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -22,6 +23,11 @@ from instantstart.api.app import create_app
 from instantstart.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
+
+# Every httpx client builds an SSL context (the CA bundle parsed: ~50 ms of CPU) unless it is handed one, even for
+# the plain-HTTP loopback servers of the tests; polling loops that made a client per request kept a core busy while
+# a server started. Clients in tests/support take this one, built once per process.
+SSL_CONTEXT = ssl.create_default_context()
 
 
 def free_port() -> int:
@@ -42,7 +48,8 @@ class Running:
 
     def client(self, **kwargs: object) -> httpx.Client:
         """An authenticated client."""
-        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.token}"}, timeout=60, **kwargs)  # type: ignore[arg-type]
+        headers = {"Authorization": f"Bearer {self.token}"}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=60, verify=SSL_CONTEXT, **kwargs)  # type: ignore[arg-type]
 
     def env(self) -> dict[str, str]:
         """Environment for a CLI or stdio-proxy subprocess talking to this server."""
@@ -64,7 +71,7 @@ def wait_healthy(url: str, timeout: float = 30.0, proc: subprocess.Popen[bytes] 
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"server exited with {proc.returncode}")
         try:
-            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+            if httpx.get(url + "/healthz", timeout=1, verify=SSL_CONTEXT).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
@@ -185,7 +192,7 @@ def serve_twin_process(data_dir: Path, clock_scale: float = 500.0, timeout: floa
     endpoint = f"http://127.0.0.1:{twin_port}"
     try:
         wait_healthy(url, timeout=timeout, proc=proc)
-        info: dict[str, object] = httpx.get(endpoint + "/_twin/health", timeout=10).json()
+        info: dict[str, object] = httpx.get(endpoint + "/_twin/health", timeout=10, verify=SSL_CONTEXT).json()
         if info.get("clock_scale") != clock_scale:  # the server's own twin, started with the options it was given
             raise RuntimeError(f"the twin at {endpoint} is not the one serve --twin started: {info}")
         twin_env = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": ACCESS_KEY_ID,

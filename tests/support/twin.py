@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from instantstart.twin_process import TwinProcess, start_twin
-from tests.support.servers import Running, thread_server
+from tests.support.servers import SSL_CONTEXT, Running, thread_server
 
 # Twin seconds per real second: EKS (600 twin s) comes up in about a second.
 TWIN_CLOCK_SCALE = 500.0
@@ -30,7 +30,7 @@ def twin_process() -> Iterator[TwinProcess]:
 
 def reset_twin(twin: TwinProcess) -> TwinProcess:
     """Empty the twin's account (every cluster, bucket, role and fault gone)."""
-    response = httpx.post(twin.endpoint_url + "/_twin/reset", timeout=60)
+    response = httpx.post(twin.endpoint_url + "/_twin/reset", timeout=60, verify=SSL_CONTEXT)
     response.raise_for_status()
     return twin
 
