@@ -23,7 +23,7 @@ from instantstart.manifests import inference_endpoint as iec
 from instantstart.manifests import ray_job as r
 from instantstart.manifests import training as m
 from instantstart.services.cluster.status_model import WatchFreshness
-from instantstart.services.monitoring.state import KINDS, informer
+from instantstart.services.monitoring.state import informer, register_kinds
 from instantstart.store.models import ClusterRow
 
 Obj = dict[str, Any]
@@ -140,9 +140,14 @@ CUSTOM_KINDS = {
     "inferenceendpointconfigs": (f"/apis/{iec.GROUP}/{iec.VERSION}/{iec.PLURAL}", endpoint_config_view),
     "jumpstartmodels": (f"/apis/{iec.GROUP}/{iec.VERSION}/{iec.JUMPSTART_PLURAL}", jumpstart_view),
 }
-KINDS.update(CUSTOM_KINDS)
 TRAINING_KINDS = ("hyperpodpytorchjobs", "rayjobs")
 ENDPOINT_KINDS = ("inferenceendpointconfigs", "jumpstartmodels")
+
+
+def register() -> None:
+    """Register the custom resource kinds with the watch-fed state (live: the WebSocket pushes their changes).
+    Called by services.load_all at start-up, so the import order of modules cannot change what is watched."""
+    register_kinds(CUSTOM_KINDS, live=True)
 
 
 @dataclass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import shlex
+from functools import partial
 from typing import Any
 
 from anyio import to_thread
@@ -24,8 +25,8 @@ from instantstart.services.cluster.status_model import WatchFreshness
 from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.services.diagnostics.logs import PodLogsRequest, read_log
-from instantstart.services.monitoring import custom
-from instantstart.services.training import ray_jobs
+from instantstart.services.monitoring import custom, watched
+from instantstart.services.training import job_watch, ray_jobs
 from instantstart.services.training.models import JobPod, JobSummary
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag, KubeName
@@ -185,8 +186,9 @@ class JobStatus(WireModel):
     pods: list[JobPod]
     image: str | None
     command: list[str]
-    source: str = Field(default="direct", description="watch: the job object came from the cluster's watch of "
-                        "its kind; direct: read from the API server (the watch not current, or the job not in it).")
+    source: str = Field(default="direct", description=watched.SOURCE_HELP)
+    watch: WatchFreshness | None = Field(default=None, description="How current the watched job and pods are.")
+    note: str | None = Field(default=None, description="Why the answer was read directly, or how stale it is.")
 
 
 def _pods(api: k8s.ApiClient, name: str, namespace: str) -> list[JobPod]:
@@ -199,25 +201,6 @@ def _pods(api: k8s.ApiClient, name: str, namespace: str) -> list[JobPod]:
         for p in found.items or []
     ]
     return sorted(pods, key=lambda p: p.name)
-
-
-def watched_job(app: AppContext, row: ClusterRow, name: str,
-                namespace: str) -> tuple[dict[str, Any], list[JobPod]] | None:
-    """The job (as its watch keeps it) and its pods, when the watches of the job kinds are current and hold it;
-    None otherwise (the caller reads directly: a job just submitted may not have reached the watch yet)."""
-    seen = custom.read(app, row, custom.TRAINING_KINDS, namespace)
-    if seen.items is None:
-        return None
-    key = (namespace, name)
-    for kind in custom.TRAINING_KINDS:
-        for obj in seen.items[kind]:
-            if (obj["metadata"]["namespace"], obj["metadata"]["name"]) == key:
-                api = kube_api(app.kube, row.eks_cluster_name, row.region)
-                if kind == "rayjobs":
-                    cluster = (obj.get("status") or {}).get("rayClusterName")
-                    return obj, ray_jobs.ray_pods(api, name, namespace, cluster)
-                return obj, _pods(api, name, namespace)
-    return None
 
 
 def read_job(app: AppContext, row: ClusterRow, name: str, namespace: str) -> tuple[dict[str, Any], list[JobPod]]:
@@ -240,18 +223,17 @@ def read_job(app: AppContext, row: ClusterRow, name: str, namespace: str) -> tup
 
 @operation("job_get_status", method="GET", path="/training/jobs/status", example={"jobName": "missing-job"})
 async def job_get_status(ctx: CallContext, req: JobRef) -> JobStatus:
-    """One HyperPodPyTorchJob: state, conditions, the recovery budget as submitted and the restarts used of it
-    (in place and full), and its pods with node and phase. Read-only."""
+    """One training job (HyperPodPyTorchJob or RayJob): state, conditions, the recovery budget as submitted and
+    the restarts used of it (in place and full), and its pods with node and phase. Read-only; served from the
+    cluster's watches (`watch` says how fresh; stale with its age while a watch is down)."""
     row = await _row(ctx.app, req.cluster_tag)
-    watched = await blocking(watched_job, ctx.app, row, req.job_name, req.namespace)
-    if watched is None:
-        watched = await blocking(read_job, ctx.app, row, req.job_name, req.namespace)
-        source = "direct"
-    else:
-        source = "watch"
-    obj, pods = watched
+    got = await watched.from_watches(
+        ctx.app, row, job_watch.JOB_STATUS_KINDS, partial(job_watch.job_in_watches, req.job_name, req.namespace),
+        partial(read_job, ctx.app, row, req.job_name, req.namespace),
+        missing=f"{req.namespace}/{req.job_name} is not in the watches (yet)")
+    obj, pods = got.value
     if obj.get("kind") == ray_job.KIND:
-        return _ray_status(obj, pods).model_copy(update={"source": source})
+        return _ray_status(obj, pods).model_copy(update={"source": got.source, "watch": got.watch, "note": got.note})
     policy = (obj.get("spec") or {}).get("runPolicy") or {}
     status = obj.get("status") or {}
     restarts = int(status.get("restartCount") or 0)
@@ -265,7 +247,7 @@ async def job_get_status(ctx: CallContext, req: JobRef) -> JobStatus:
                          max_full_job_restarts=(policy.get("restartPolicy") or {}).get("maxFullJobRestarts"),
                          in_place_restarts=max(restarts - full, 0)),
         pods=pods, image=containers[0].get("image"), command=list(containers[0].get("command") or []),
-        source=source,
+        source=got.source, watch=got.watch, note=got.note,
     )
 
 
