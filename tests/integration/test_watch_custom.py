@@ -9,10 +9,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import httpx
 from kubernetes import client as k8s
 
-from hyperpod_twin.sim.crds import crd_manifests
 from instantstart.kube.informers import Informer, InformerOptions
 from instantstart.manifests import inference_endpoint as iec
 from instantstart.manifests import training as m
@@ -21,29 +19,16 @@ from instantstart.twin_process import TwinProcess
 from tests.support.flows import changes_per_key, kube, make_eks
 from tests.support.servers import Running
 from tests.support.waits import until
+from tests.support.watches import install, pytorch_job
+from tests.support.watches import twin_kube as twin_kube_of
 
 TAG = "wc1"
 OTHER = f"{TAG}b"
 
 
 def twin_kube(twin: TwinProcess, action: str, body: dict[str, Any] | None = None, tag: str = TAG) -> dict[str, Any]:
-    """POST /_twin/kube/{cluster}/{action}."""
-    response = httpx.post(f"{twin.endpoint_url}/_twin/kube/eks-cluster-{tag}/{action}", json=body or {}, timeout=30)
-    response.raise_for_status()
-    result: dict[str, Any] = response.json()
-    return result
-
-
-def install(api: k8s.ApiClient, bundle: str) -> None:
-    """The bundle's CRDs, as the operator add-on or chart installs them."""
-    for definition in crd_manifests(bundle):
-        k8s.ApiextensionsV1Api(api).create_custom_resource_definition(definition)
-
-
-def pytorch_job(name: str, instance_type: str = "ml.g6.4xlarge") -> dict[str, Any]:
-    """A HyperPodPyTorchJob as training_job_submit builds it."""
-    return m.job(m.JobSpec(name=name, namespace="default", image="example/train:1", entry=["train.py"], nodes=2,
-                           nproc_per_node="1", gpus_per_node=1, instance_type=instance_type, recipe="demo"))
+    """The twin's watch controls for this module's clusters."""
+    return twin_kube_of(twin, tag, action, body)
 
 
 def jobs(objects: k8s.CustomObjectsApi) -> dict[str, str]:
