@@ -1,7 +1,8 @@
 """Watch-fed custom resources against the twin: an informer on a CRD that is not installed waits ("absent") and
 starts by itself once the CRD appears; a cut watch and a 410 resume without missing or duplicating a change;
-training_job_list, job_get_status and inference_managed_list answer from the watches, read directly while a
-watch is down (and say so), and serve the last watched state marked stale when the API server is unreachable."""
+training_job_list and inference_managed_list answer from the watches, read directly while a watch is down (and
+say so), and serve the last watched state marked stale when the API server is unreachable; job_get_status answers
+from the watches (its outage behaviour, the status tools', is in test_watch_status_reads)."""
 
 from __future__ import annotations
 
