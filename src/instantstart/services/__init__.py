@@ -50,9 +50,11 @@ def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:
     from instantstart.services.storage import fsx, fsx_delete, fsx_inventory, inventory, models, s3_tools  # noqa: F401
     from instantstart.services.training import history, jobs, mlflow, ray_jobs, recipes, submit  # noqa: F401
 
-    # Watch-fed state: the custom resource kinds (training jobs, endpoints) are registered here, at start-up,
-    # not as an effect of importing a module (so import order cannot change what is watched).
+    # Watch-fed state: the custom resource kinds (training jobs, endpoints) and the timeline's events listener are
+    # registered here, at start-up, not as an effect of importing a module (so import order cannot change what is
+    # watched or recorded).
     custom.register()
+    timeline.register()
 
     for name in plugins:
         importlib.import_module(name)

@@ -41,8 +41,10 @@ KINDS: dict[str, tuple[str, Projection]] = {
 }
 STATUS_KINDS = ("nodes", "pods", "pvcs")
 
-# Extra listeners per kind (the timeline registers one for events); called with (app, tag) → listener.
-LISTENER_FACTORIES: dict[str, list[Callable[[AppContext, str], ChangeListener]]] = {}
+# Extra listeners per kind (the timeline's for events, registered at start-up by services.load_all through
+# register_listener); each is called with (app, tag) → listener when an informer of that kind starts.
+ListenerFactory = Callable[[AppContext, str], ChangeListener]
+LISTENER_FACTORIES: dict[str, list[ListenerFactory]] = {}
 # Called (app, cluster tag, kind) from the watch's thread after any change of what the live views show
 # (the WebSocket hub registers one to push a snapshot at once instead of at its next interval).
 CHANGE_HOOKS: list[Callable[[AppContext, str, str], None]] = []
@@ -55,6 +57,14 @@ def register_kinds(kinds: Mapping[str, tuple[str, Projection]], *, live: bool = 
     KINDS.update(kinds)
     if live:
         LIVE_KINDS.update(kinds)
+
+
+def register_listener(kind: str, make: ListenerFactory) -> None:
+    """Give every informer of `kind` started from now on the listener `make(app, cluster tag)` (once, however
+    often registered). Called at start-up (services.load_all), never on import."""
+    found = LISTENER_FACTORIES.setdefault(kind, [])
+    if make not in found:
+        found.append(make)
 
 
 class Allocations:
