@@ -1,6 +1,7 @@
 """job_get_status and inference_list_services against the twin: served from the cluster's watches (the job from its
 kind's watch, its pods through the pod-label index, model servers from the deployments and services watches), and,
-during a watch outage, the last watched state marked stale with its age, like cluster_get_status."""
+during a watch outage, the last watched state marked stale with its age, like cluster_get_status, also with the
+whole API server unreachable and a job kind whose CRD was found absent."""
 
 from __future__ import annotations
 
@@ -25,6 +26,11 @@ def server(name: str) -> mi.ServerSpec:
     return mi.ServerSpec(name=name, namespace="default", engine="vllm", command=["vllm", "serve", "org/m"],
                          image="vllm/vllm-openai:v0.11.0", gpu_count=1, replicas=2, instance_types=["ml.g6.4xlarge"],
                          port=8000, service_type="ClusterIP", model="org/m", token_secret=None, s3_claim=None)
+
+
+def watch_states(answer: dict[str, Any]) -> dict[str, str]:
+    """{kind: state} of the watches behind a watch-fed answer (none for an error body)."""
+    return {w["kind"]: w["state"] for w in (answer.get("watch") or {}).get("watches") or []}
 
 
 def test_job_status_and_model_servers_come_from_the_watches_and_say_stale_during_an_outage(
@@ -104,7 +110,20 @@ def test_job_status_and_model_servers_come_from_the_watches_and_say_stale_during
             problems = cluster.get("problems")
             assert problems is not None, cluster
             assert any(p.startswith(stale["note"].split(";")[0]) for p in problems), problems
+            # The whole API server unreachable too: the rayjobs watch, which had found KubeRay's CRD absent, now
+            # fails its checks. Its last state (no RayJobs) still counts: the job and the job list are still the
+            # last watched state, stale, not a direct read that fails.
+            twin_kube(twin, TAG, "api/block", {"blocked": True})
+            until(lambda: watch_states(status()).get("rayjobs") == "reconnecting",
+                  "the rayjobs watch to lose the API server")
+            blocked = status()
+            assert blocked["source"] == "watch" and blocked["watch"]["stale"], blocked
+            assert blocked["job"]["name"] == "wj" and "stale" in blocked["note"], blocked
+            jobs = client.get("/api/v1/training/jobs", params=params).json()
+            assert jobs["source"] == "watch" and jobs["watch"]["stale"], jobs
+            assert [j["name"] for j in jobs["jobs"]] == ["wj"] and "stale" in jobs["note"], jobs
         finally:
+            twin_kube(twin, TAG, "api/block", {"blocked": False})
             twin_kube(twin, TAG, "watches/block", {"blocked": False})
         until(lambda: not status()["watch"]["stale"] and not servers()["watch"]["stale"], "the recovered watches")
         assert status()["note"] is None

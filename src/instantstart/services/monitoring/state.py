@@ -204,13 +204,14 @@ class Freshness:
 
 def freshness(informers: list[Informer]) -> Freshness:
     """Freshness of the data the given informers hold. A custom resource whose CRD is not installed ("absent":
-    no such objects) is current, not stale."""
+    no such objects) is current, not stale; one that found it absent and then lost the API server holds that
+    last state (nothing), stale like any other watch that is down, not "never synced"."""
     now = time.time()
     watches = [i.health.as_dict(now) for i in informers]
     ages = [w["dataAgeSeconds"] for w in watches if w["dataAgeSeconds"] is not None]
     stale = any(not w["connected"] and w["state"] != "absent" for w in watches)
     return Freshness(
-        synced=all(i.synced.is_set() or i.health.state == "absent" for i in informers),
+        synced=all(i.settled.is_set() for i in informers),  # listed once, or found its collection absent
         stale=stale,
         age_seconds=max(ages) if ages and stale else (0.0 if ages else None),
         watches=watches,
