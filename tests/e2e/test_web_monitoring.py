@@ -165,3 +165,43 @@ def test_endpoint_page_and_the_cluster_timeline_page_by_page(page: Any, served: 
     shot(page, "34-cluster-timeline")
     audit(page, "Cluster page with its timeline")
     assert not page.page_errors, page.page_errors
+
+
+def test_a_training_job_appears_and_goes_live_without_a_reload_or_a_poll(page: Any, served: Served,
+                                                                         tmp_path: Any) -> None:
+    from kubernetes import client as k8s
+
+    from hyperpod_twin.twin import ACCESS_KEY_ID, SECRET_ACCESS_KEY
+    from instantstart.aws.clients import AwsClients
+    from instantstart.kube.client import KubeClients
+    from instantstart.manifests import training as m
+    from instantstart.settings import Settings
+    from tests.support.watches import pytorch_job
+
+    page.goto(served.url + "/#/monitoring")
+    expect(page.locator(f"#jobs tr[data-job={JOB}]")).to_have_count(1)
+    expect(page.locator("#live")).to_have_text("live")
+    table_reads: list[str] = []  # HTTP reads of the job and endpoint tables from now on (there must be none)
+    page.on("request", lambda r: table_reads.append(r.url) if re.search(
+        r"/api/v1/(training/jobs|inference/(services|managed))(\?|$)", r.url) else None)
+    with served.api() as api:
+        active = next(c for c in api.get("/api/v1/clusters").json()["clusters"] if c["active"])
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY_ID)
+        env.setenv("AWS_SECRET_ACCESS_KEY", SECRET_ACCESS_KEY)
+        settings = Settings(data_dir=tmp_path, aws_endpoint_url=served.twin_url, aws_region=active["region"])
+        api_client = KubeClients(AwsClients(settings)).api_client(active["eksClusterName"], active["region"])
+        objects = k8s.CustomObjectsApi(api_client)
+        objects.create_namespaced_custom_object(m.GROUP, m.VERSION, "default", m.PLURAL,
+                                                pytorch_job("live-job", TYPE))
+        # No reload, no navigation, no poll: the job's watch sees it and the WebSocket pushes the new state.
+        row = page.locator("#jobs tr[data-job=live-job]")
+        expect(row).to_contain_text("HyperPodPyTorchJob", timeout=15_000)
+        expect(row).to_contain_text(TYPE)
+        shot(page, "35-monitoring-live-job")
+        audit(page, "Monitoring with a job pushed live")
+        objects.delete_namespaced_custom_object(m.GROUP, m.VERSION, "default", m.PLURAL, "live-job")
+    expect(row).to_have_count(0, timeout=15_000)
+    expect(page.locator(f"#jobs tr[data-job={JOB}]")).to_have_count(1)
+    assert table_reads == [], table_reads
+    assert not page.page_errors, page.page_errors

@@ -316,6 +316,7 @@ def test_recipe_job_on_two_nodes_recovers_in_place_and_the_refusals(
     assert ran["command"][:3] == ["python3", "-m", "verl.trainer.main_ppo"]
     assert "trainer.total_epochs=2" in ran["command"] and "trainer.n_gpus_per_node=1" in ran["command"]
     assert any("-head-" in p["name"] for p in ran["pods"]) and any("worker" in p["name"] for p in ran["pods"])
+    assert ran["source"] == "watch", ran["note"]  # the RayJob from its watch, its pods by the Ray cluster's label
     listed = mcp_calls(cp, [("training_job_list", {})])[0]
     assert ("rl", "RayJob") in {(j["name"], j["kind"]) for j in listed["jobs"]}
     done = status_until(cp, "rl", lambda s: s["job"]["state"] in ("Completed", "Failed"))

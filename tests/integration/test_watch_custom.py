@@ -1,49 +1,37 @@
 """Watch-fed custom resources against the twin: an informer on a CRD that is not installed waits ("absent") and
 starts by itself once the CRD appears; a cut watch and a 410 resume without missing or duplicating a change;
-training_job_list, job_get_status and inference_managed_list answer from the watches, read directly while a
-watch is down (and say so), and serve the last watched state marked stale when the API server is unreachable."""
+training_job_list, inference_managed_list and job_get_status answer from the watches and, during a watch outage
+(the API server reachable or not), serve the last watched state marked stale with its age, in the status tools'
+sentence (job_get_status's outage is in test_watch_status_reads)."""
 
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 from kubernetes import client as k8s
 
-from hyperpod_twin.sim.crds import crd_manifests
 from instantstart.kube.informers import Informer, InformerOptions
 from instantstart.manifests import inference_endpoint as iec
 from instantstart.manifests import training as m
 from instantstart.services.monitoring.custom import CUSTOM_KINDS
+from instantstart.services.monitoring.state import Freshness
 from instantstart.twin_process import TwinProcess
 from tests.support.flows import changes_per_key, kube, make_eks
 from tests.support.servers import Running
 from tests.support.waits import until
+from tests.support.watches import install, pytorch_job
+from tests.support.watches import twin_kube as twin_kube_of
 
 TAG = "wc1"
 OTHER = f"{TAG}b"
 
 
 def twin_kube(twin: TwinProcess, action: str, body: dict[str, Any] | None = None, tag: str = TAG) -> dict[str, Any]:
-    """POST /_twin/kube/{cluster}/{action}."""
-    response = httpx.post(f"{twin.endpoint_url}/_twin/kube/eks-cluster-{tag}/{action}", json=body or {}, timeout=30)
-    response.raise_for_status()
-    result: dict[str, Any] = response.json()
-    return result
-
-
-def install(api: k8s.ApiClient, bundle: str) -> None:
-    """The bundle's CRDs, as the operator add-on or chart installs them."""
-    for definition in crd_manifests(bundle):
-        k8s.ApiextensionsV1Api(api).create_custom_resource_definition(definition)
-
-
-def pytorch_job(name: str, instance_type: str = "ml.g6.4xlarge") -> dict[str, Any]:
-    """A HyperPodPyTorchJob as training_job_submit builds it."""
-    return m.job(m.JobSpec(name=name, namespace="default", image="example/train:1", entry=["train.py"], nodes=2,
-                           nproc_per_node="1", gpus_per_node=1, instance_type=instance_type, recipe="demo"))
+    """The twin's watch controls for this module's clusters."""
+    return twin_kube_of(twin, tag, action, body)
 
 
 def jobs(objects: k8s.CustomObjectsApi) -> dict[str, str]:
@@ -51,6 +39,21 @@ def jobs(objects: k8s.CustomObjectsApi) -> dict[str, str]:
     found = objects.list_cluster_custom_object(m.GROUP, m.VERSION, m.PLURAL)
     return {f"{o['metadata']['namespace']}/{o['metadata']['name']}": o["metadata"]["resourceVersion"]
             for o in found["items"]}
+
+
+def all_down(answer: dict[str, Any]) -> bool:
+    """Whether every watch behind a watch-fed answer is disconnected (a CRD found absent has no watch to lose)."""
+    return not any(w["connected"] for w in answer["watch"]["watches"])
+
+
+def stale_age(answer: dict[str, Any]) -> float:
+    """The age of a stale answer's data, checked against its watches and its note (the shared stale sentence)."""
+    age: float = answer["watch"]["dataAgeSeconds"]
+    assert age is not None and age >= 0, answer
+    assert age == max(w["dataAgeSeconds"] for w in answer["watch"]["watches"]), answer
+    sentence = Freshness(synced=True, stale=True, age_seconds=age).stale_note(f"eks-cluster-{OTHER}")
+    assert answer["note"] == sentence and f"{age:.0f}s ago" in answer["note"], answer["note"]
+    return age
 
 
 def test_a_custom_resource_watch_waits_for_its_crd_then_resumes_after_a_cut_and_a_410(
@@ -131,7 +134,7 @@ def test_a_custom_resource_watch_waits_for_its_crd_then_resumes_after_a_cut_and_
     }, seen
 
 
-def test_job_and_endpoint_reads_come_from_the_watches_fall_back_while_down_and_say_stale(
+def test_job_and_endpoint_reads_come_from_the_watches_and_serve_the_last_state_stale_while_down(
     cp: Running, twin: TwinProcess, tmp_path: Path
 ) -> None:
     with cp.client() as client:
@@ -184,27 +187,39 @@ def test_job_and_endpoint_reads_come_from_the_watches_fall_back_while_down_and_s
         assert (endpoint["name"], endpoint["kind"], endpoint["instanceType"]) == (
             "js-1", iec.JUMPSTART_KIND, "ml.g6.4xlarge")
 
-        # A watch outage: answers come from a direct read, and say why.
+        # A watch outage: both lists are the last watched state, marked stale with its age, in the status tools'
+        # sentence (no direct read, as job_get_status and inference_list_services). Each kind's watch notices
+        # the outage by itself, so wait until every watch in each answer is down before asserting on it.
         twin_kube(twin, "watches/block", {"blocked": True}, OTHER)
         try:
-            until(lambda: job_list()["source"] == "direct", "the direct read during the outage")
+            until(lambda: all_down(job_list()), "every job watch to notice the outage")
             objects.create_namespaced_custom_object(m.GROUP, m.VERSION, "default", m.PLURAL,
                                                     pytorch_job("during-outage"))
-            direct = job_list()
-            assert direct["count"] == 2 and not direct["watch"]["synced"] and not direct["watch"]["stale"]
-            assert "read directly" in direct["note"] and "reconnecting" in direct["note"], direct["note"]
-            # The whole API server unreachable: the last watched state, marked stale with its age.
-            twin_kube(twin, "api/block", {"blocked": True}, OTHER)
+            began = time.time()
             stale = job_list()
-            assert stale["source"] == "watch" and stale["watch"]["stale"], stale
-            # The last state the informer held: its relists keep working while only watches are blocked, so it
-            # may already hold the job made during the outage; it never holds anything that does not exist.
-            held = {j["name"] for j in stale["jobs"]}
-            assert "watched-1" in held and held <= {"watched-1", "during-outage"}, held
-            assert stale["watch"]["dataAgeSeconds"] is not None
-            assert "stale" in stale["note"] and "ago" in stale["note"], stale["note"]
+            ended = time.time()
+            assert stale["source"] == "watch" and stale["watch"]["synced"] and stale["watch"]["stale"], stale
+            # The state the watches held when they dropped: not the job made since (a direct read would show it).
+            assert [j["name"] for j in stale["jobs"]] == ["watched-1"] and stale["count"] == 1, stale
+            age = stale_age(stale)
+            until(lambda: all_down(endpoints()), "every endpoint watch to notice the outage")
+            held = endpoints()
+            assert held["source"] == "watch" and held["watch"]["stale"] and held["count"] == 1, held
+            assert held["endpoints"][0]["name"] == "js-1"
+            stale_age(held)
+            # The whole API server unreachable too: still the last watched state, no error, and older now: its
+            # age grew by the time that passed between the two reads (it is the age of the data, not of the read).
+            twin_kube(twin, "api/block", {"blocked": True}, OTHER)
+            later_began = time.time()
+            later = job_list()
+            later_ended = time.time()
+            assert later["source"] == "watch" and later["watch"]["stale"], later
+            assert [j["name"] for j in later["jobs"]] == ["watched-1"], later
+            grew = stale_age(later) - age
+            assert later_began - ended - 0.1 <= grew <= later_ended - began + 0.1, (age, grew)
             assert endpoints()["watch"]["stale"]
         finally:
             twin_kube(twin, "api/block", {"blocked": False}, OTHER)
             twin_kube(twin, "watches/block", {"blocked": False}, OTHER)
-        until(lambda: (found := job_list())["source"] == "watch" and found["count"] == 2, "the recovered watch")
+        until(lambda: (found := job_list())["source"] == "watch" and found["count"] == 2
+              and not found["watch"]["stale"] and found["note"] is None, "the recovered watch")

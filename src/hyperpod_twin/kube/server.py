@@ -148,6 +148,8 @@ class KubeApiServer:
             group, version, rest = segments[1], segments[2], segments[3:]
         else:
             raise ApiError(404, "the server could not find the requested resource", "NotFound")
+        if rest and self.runtime.store.api_blocked:  # the outage reaches collections it does not serve too
+            raise ApiError(503, "API server unavailable (blocked through /_twin)", "ServiceUnavailable")
         types = gv.get(group, {}).get(version)
         if types is None:
             raise ApiError(404, "the server could not find the requested resource", "NotFound")

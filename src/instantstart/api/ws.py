@@ -27,6 +27,10 @@ SNAPSHOT_TOOLS = (
     ("clusters", "cluster_list_all"),
     ("status", "cluster_get_status"),
     ("workloads", "cluster_list_workloads"),
+    # The custom resources' tools (watch-fed): a training job or endpoint change pushes a snapshot at once.
+    ("jobs", "training_job_list"),
+    ("servers", "inference_list_services"),
+    ("managed", "inference_managed_list"),
 )
 
 
@@ -126,8 +130,9 @@ class EventHub:
 def add_ws_route(app: FastAPI, hub: EventHub) -> None:
     """GET /api/v1/ws (WebSocket). The Gate has authenticated it (bearer token, or the session cookie
     from this server's own origin). Messages are JSON: {"type": "hello"}, {"type": "operation",
-    "operation": OperationView}, {"type": "resources", "clusters", "status", "workloads"}; the client may
-    send {"type": "refresh"} to get a snapshot at once."""
+    "operation": OperationView}, {"type": "resources", "clusters", "status", "workloads", "jobs", "servers",
+    "managed"} (each the answer of its tool in SNAPSHOT_TOOLS, or {"error": ...}); the client may send
+    {"type": "refresh"} to get a snapshot at once."""
 
     @app.websocket(API_PREFIX + "/ws")
     async def events(socket: WebSocket) -> None:

@@ -119,6 +119,7 @@ class Informer:
         self.resource_version = ""
         self.health = WatchHealth(kind)
         self.synced = threading.Event()
+        self.settled = threading.Event()  # the first answer came: synced, or the collection is absent
         self.last_used = time.monotonic()
         self.idle_seconds: float | None = None  # stop by itself after this long unread (set by Informers)
         self.derived: Any = None  # state a listener derives from the items (e.g. totals), owned by the caller
@@ -170,6 +171,11 @@ class Informer:
         """(version, a shallow copy of the items) taken atomically."""
         with self._lock:
             return self.version, dict(self.items)
+
+    def pick(self, keys: list[str]) -> list[Obj]:
+        """The items under `keys` ("namespace/name"), those held, in that order (O(len(keys)), no copy of the rest)."""
+        with self._lock:
+            return [self.items[k] for k in keys if k in self.items]
 
     # -- the loop ----------------------------------------------------------------------------------
     def _run(self) -> None:
@@ -223,6 +229,7 @@ class Informer:
         health = self.health
         health.state, health.connected, health.last_error = "absent", False, None
         health.last_ok = time.time()
+        self.settled.set()
         self._emit(gone)
 
     def _request(self, api: k8s.ApiClient, query: dict[str, Any], read_timeout: float) -> Any:
@@ -279,6 +286,7 @@ class Informer:
         self._mark_ok()
         self.health.state = "synced"
         self.synced.set()
+        self.settled.set()
         self._emit(changes)
 
     def _watch(self, api: k8s.ApiClient) -> None:

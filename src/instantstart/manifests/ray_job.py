@@ -15,6 +15,7 @@ KIND = "RayJob"
 PLURAL = "rayjobs"
 CRD = f"{PLURAL}.{GROUP}"
 CLUSTER_LABEL = "ray.io/cluster"  # KubeRay's label on every pod of a RayCluster
+SUBMITTER_LABEL = "batch.kubernetes.io/job-name"  # the submitter Job's pods (K8sJobMode)
 WORKER_GROUP = "gpu-workers"
 HEAD_CONTAINER = "ray-head"
 WORKER_CONTAINER = "ray-worker"

@@ -43,12 +43,18 @@ def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:
         services,
         undeploy,
     )
+    from instantstart.services.monitoring import custom, timeline, timeline_read  # noqa: F401
     from instantstart.services.monitoring import gpu as monitoring_gpu  # noqa: F401
     from instantstart.services.monitoring import nodes as monitoring_nodes  # noqa: F401
-    from instantstart.services.monitoring import timeline, timeline_read  # noqa: F401
     from instantstart.services.operation_tools import operations, wait  # noqa: F401
     from instantstart.services.storage import fsx, fsx_delete, fsx_inventory, inventory, models, s3_tools  # noqa: F401
     from instantstart.services.training import history, jobs, mlflow, ray_jobs, recipes, submit  # noqa: F401
+
+    # Watch-fed state: the custom resource kinds (training jobs, endpoints) and the timeline's events listener are
+    # registered here, at start-up, not as an effect of importing a module (so import order cannot change what is
+    # watched or recorded).
+    custom.register()
+    timeline.register()
 
     for name in plugins:
         importlib.import_module(name)

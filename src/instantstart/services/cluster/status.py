@@ -177,11 +177,9 @@ async def collect_status(
     hp, nodes, pvcs, fresh, unreachable = await _reads(app, row, hp_name, ttl)
     if unreachable is not None:
         problems.append(f"Kubernetes API of {row.eks_cluster_name} not reachable: {unreachable}")
-    if fresh is not None and fresh.stale:
-        problems.append(
-            f"Kubernetes data is stale: a watch of {row.eks_cluster_name} is disconnected; showing the state of "
-            f"{fresh.age_seconds or 0:.0f}s ago."
-        )
+    stale = None if fresh is None else fresh.stale_note(row.eks_cluster_name)
+    if stale is not None:
+        problems.append(stale)
     groups = _groups(hp, hp_name, nodes, problems)
     problems.extend(nodes.problems)
     storage = _storage(pvcs, claims, unreachable is None, problems)

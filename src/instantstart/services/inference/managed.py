@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Literal
 
+from anyio import to_thread
 from kubernetes import client as k8s
 from pydantic import Field
 
@@ -13,6 +15,7 @@ from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import InvalidInput, PreconditionFailed, ProviderError
 from instantstart.kube.apply import apply_object, delete_object, read_object
 from instantstart.kube.calls import kube_api, kube_call
+from instantstart.kube.informers import Informer
 from instantstart.manifests import inference_endpoint as iec
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
@@ -22,7 +25,9 @@ from instantstart.services.core.instance_types import catalog
 from instantstart.services.core.registry import submit_for_cluster
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.services.inference.services import cluster_row
-from instantstart.services.monitoring import custom
+from instantstart.services.monitoring import custom, watched
+from instantstart.services.monitoring.state import memoised
+from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag, KubeName
 
 READY_TIMEOUT = 3600
@@ -251,10 +256,9 @@ class ManagedEndpoints(WireModel):
     cluster_tag: str
     endpoints: list[ManagedEndpoint]
     count: int
-    source: str = Field(default="direct", description="watch: from the cluster's watches of the endpoint kinds; "
-                        "direct: read from the API server (a watch not synced or disconnected, `note` says which).")
+    source: str = Field(default="direct", description=watched.SOURCE_HELP)
     watch: WatchFreshness | None = Field(default=None, description="How current the watched endpoints are.")
-    note: str | None = Field(default=None, description="Why the answer did not come from the watches, or is stale.")
+    note: str | None = Field(default=None, description="Why the answer was read directly, or how stale it is.")
 
 
 def _items(api: k8s.ApiClient, namespace: str | None) -> list[dict[str, Any]]:
@@ -288,35 +292,42 @@ def _endpoint(item: dict[str, Any]) -> ManagedEndpoint:
         endpoint_name=iec.endpoint_name_of(item), endpoint_state=registered.get("state"))
 
 
-def _list(app: AppContext, tag: str | None, namespace: str | None) -> ManagedEndpoints:
-    row = cluster_row(app, tag)
+def _direct(app: AppContext, row: ClusterRow, namespace: str | None) -> list[ManagedEndpoint]:
+    """The endpoints read directly from the API server (blocking)."""
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
-    out = [_endpoint(item) for item in _items(api, namespace)]
-    return ManagedEndpoints(cluster_tag=row.tag, endpoints=sorted(out, key=lambda e: (e.namespace, e.name)),
-                            count=len(out))
+    return sorted((_endpoint(item) for item in _items(api, namespace)), key=lambda e: (e.namespace, e.name))
 
 
-def _watched(app: AppContext, tag: str | None, namespace: str | None) -> ManagedEndpoints:
-    """The endpoints from the cluster's watches when current, else read directly (said so), else stale."""
-    row = cluster_row(app, tag)
+def _from_watches(namespace: str | None, infs: list[Informer]) -> list[ManagedEndpoint]:
+    """The endpoints the watches hold (informers in ENDPOINT_KINDS order), rebuilt once per change of either."""
+    configs, models = infs
 
-    def build(items: dict[str, list[dict[str, Any]]]) -> ManagedEndpoints:
-        out = sorted((_endpoint(o) for kind in custom.ENDPOINT_KINDS for o in items[kind]),
-                     key=lambda e: (e.namespace, e.name))
-        return ManagedEndpoints(cluster_tag=row.tag, endpoints=out, count=len(out))
+    def compute() -> list[ManagedEndpoint]:
+        out = [_endpoint(o) for inf in (configs, models) for o in inf.snapshot()[1].values()]
+        return sorted(out, key=lambda e: (e.namespace, e.name))
 
-    served = custom.serve(app, row, custom.ENDPOINT_KINDS, namespace, build,
-                          lambda: _list(app, row.tag, namespace), lambda found: bool(found.endpoints))
-    return served.value.model_copy(update={"source": served.source, "watch": served.watch, "note": served.note})
+    every: list[ManagedEndpoint] = memoised(configs, "managed-endpoints",
+                                            (id(models), configs.version, models.version), compute)
+    return [e for e in every if namespace in (None, e.namespace)]
+
+
+async def _watched(app: AppContext, tag: str | None, namespace: str | None) -> ManagedEndpoints:
+    """The endpoints by the status tools' rule (monitoring/watched.py): from the watches, stale with its age while
+    one is down; read directly only when they have not synced."""
+    row = await to_thread.run_sync(cluster_row, app, tag)
+    got = await watched.from_watches(app, row, custom.ENDPOINT_KINDS, partial(_from_watches, namespace),
+                                     partial(_direct, app, row, namespace))
+    return ManagedEndpoints(cluster_tag=row.tag, endpoints=got.value, count=len(got.value), source=got.source,
+                            watch=got.watch, note=got.note)
 
 
 @operation("inference_managed_list", method="GET", path="/inference/managed", example={})
 async def inference_managed_list(ctx: CallContext, req: ManagedListRequest) -> ManagedEndpoints:
     """The managed endpoints of the cluster (InferenceEndpointConfigs and JumpStartModels) with their state (from
     the conditions), model, instance type, replicas, KV cache, routing and registered SageMaker endpoint.
-    Served from the cluster's watches (`source`, `watch`). Read-only; empty when the inference operator is
-    not installed."""
-    return await blocking(_watched, ctx.app, req.cluster_tag, req.namespace)
+    Served from the cluster's watches (`watch` says how fresh; stale with its age while a watch is down).
+    Read-only; empty when the inference operator is not installed."""
+    return await _watched(ctx.app, req.cluster_tag, req.namespace)
 
 
 class ManagedDeleteRequest(WireModel):
@@ -328,13 +339,13 @@ class ManagedDeleteRequest(WireModel):
 
 
 def _check_delete(app: AppContext, req: ManagedDeleteRequest) -> ManagedParams:
-    listed = _list(app, req.cluster_tag, req.namespace)
-    kinds = {e.name: e.kind for e in listed.endpoints}
+    row = cluster_row(app, req.cluster_tag)
+    listed = _direct(app, row, req.namespace)
+    kinds = {e.name: e.kind for e in listed}
     if req.name not in kinds:
         raise InvalidInput(f"Invalid input: name: no InferenceEndpointConfig {req.namespace}/{req.name}",
-                           hint=f"Here: {', '.join(e.name for e in listed.endpoints) or 'none'}.",
+                           hint=f"Here: {', '.join(e.name for e in listed) or 'none'}.",
                            details={"fields": [{"field": "name", "message": "not deployed"}]})
-    row = cluster_row(app, listed.cluster_tag)
     return ManagedParams(cluster_tag=row.tag, region=row.region, eks_cluster=row.eks_cluster_name, name=req.name,
                          namespace=req.namespace, manifest={"kind": kinds[req.name]})
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from anyio import to_thread
@@ -12,9 +13,12 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext
 from instantstart.kube.calls import kube_api, kube_call
+from instantstart.kube.informers import Informer
 from instantstart.manifests import inference as m
+from instantstart.services.cluster.status_model import WatchFreshness
 from instantstart.services.core.registry import get_cluster, resolve_tag
-from instantstart.services.core.stages import blocking
+from instantstart.services.monitoring import watched
+from instantstart.services.monitoring.state import memoised
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag, KubeName
 
@@ -47,6 +51,9 @@ class ModelServices(WireModel):
     cluster_tag: str
     services: list[ModelService]
     count: int
+    source: str = Field(default="direct", description=watched.SOURCE_HELP)
+    watch: WatchFreshness | None = Field(default=None, description="How current the watched servers are.")
+    note: str | None = Field(default=None, description="Why the answer was read directly, or how stale it is.")
 
 
 def _model_service(dep: Any, svc: Any) -> ModelService:
@@ -55,10 +62,9 @@ def _model_service(dep: Any, svc: Any) -> ModelService:
     url = None
     if svc is not None:
         port = svc.spec.ports[0].port if svc.spec.ports else notes.get(m.ANNOTATION_PORT)
-        url = f"http://{svc.metadata.name}.{meta.namespace}.svc.cluster.local:{port}"
         ingress = (svc.status.load_balancer.ingress if svc.status and svc.status.load_balancer else None) or []
-        if svc.spec.type == "LoadBalancer" and ingress:
-            url = f"http://{ingress[0].hostname or ingress[0].ip}:{port}"
+        external = (ingress[0].hostname or ingress[0].ip) if ingress else None
+        url = _url(svc.metadata.name, meta.namespace, port, svc.spec.type, external)
     return ModelService(
         name=str(meta.name), namespace=str(meta.namespace),
         engine=(meta.labels or {}).get(m.LABEL_ENGINE, "other"), model=notes.get(m.ANNOTATION_MODEL),
@@ -90,6 +96,51 @@ def _services(app: AppContext, row: ClusterRow, namespace: str | None) -> list[M
     return sorted(out, key=lambda s: (s.namespace, s.name))
 
 
+def _url(name: str, namespace: str, port: Any, service_type: str | None, external: str | None) -> str:
+    if service_type == "LoadBalancer" and external:
+        return f"http://{external}:{port}"
+    return f"http://{name}.{namespace}.svc.cluster.local:{port}"
+
+
+def _watched_service(dep: dict[str, Any], svc: dict[str, Any] | None) -> ModelService:
+    """ModelService from the watched projections (monitoring.projections), as _model_service from typed objects."""
+    notes = dep["annotations"]
+    url = None
+    if svc is not None:
+        port = svc["port"] if svc["port"] is not None else notes.get(m.ANNOTATION_PORT)
+        url = _url(svc["name"], dep["namespace"], port, svc["type"], svc["external"])
+    return ModelService(
+        name=dep["name"], namespace=dep["namespace"], engine=dep["labels"].get(m.LABEL_ENGINE, "other"),
+        model=notes.get(m.ANNOTATION_MODEL), service=svc["name"] if svc is not None else None,
+        service_type=svc["type"] if svc is not None else None, replicas_ready=dep["ready"],
+        replicas_desired=dep["desired"], gpus_per_replica=int(notes.get(m.ANNOTATION_GPUS, "0") or 0), url=url,
+    )
+
+
+def _from_watches(infs: list[Informer]) -> list[ModelService]:
+    """Every model server in the watched deployments and services, recomputed only when either changed."""
+    deps, svcs = infs
+
+    def compute() -> list[ModelService]:
+        managed = [d for d in deps.snapshot()[1].values()
+                   if d["labels"].get(m.LABEL_MANAGED) == m.MANAGED_BY and m.LABEL_ENGINE in d["labels"]]
+        by_name = {(s["namespace"], s["name"]): s for s in svcs.snapshot()[1].values() if s["managed"]}
+        out = [_watched_service(d, by_name.get((d["namespace"], m.service_name(d["name"])))) for d in managed]
+        return sorted(out, key=lambda x: (x.namespace, x.name))
+
+    found: list[ModelService] = memoised(deps, "model-services", (deps.version, svcs.version), compute)
+    return found
+
+
+async def _listed(ctx: CallContext, req: ListRequest) -> ModelServices:
+    row = await _cluster(ctx, req.cluster_tag)
+    got = await watched.from_watches(ctx.app, row, ("deployments", "services"), _from_watches,
+                                     partial(_services, ctx.app, row, None))
+    items = [s for s in got.value if req.namespace in (None, s.namespace)]
+    return ModelServices(cluster_tag=row.tag, services=items, count=len(items), source=got.source,
+                         watch=got.watch, note=got.note)
+
+
 def cluster_row(app: AppContext, tag: str | None) -> ClusterRow:
     """The cluster a call acts on (the documented default when no tag is given). Blocking."""
     return get_cluster(app.db, resolve_tag(app.db, tag))
@@ -102,16 +153,15 @@ async def _cluster(ctx: CallContext, tag: str | None) -> ClusterRow:
 @operation("inference_list_services", method="GET", path="/inference/services", example={})
 async def inference_list_services(ctx: CallContext, req: ListRequest) -> ModelServices:
     """The model servers deployed by inference_deploy_container: engine, served model, replicas ready of
-    desired, GPUs per replica, Service and URL. Read-only."""
-    row = await _cluster(ctx, req.cluster_tag)
-    items = await blocking(_services, ctx.app, row, req.namespace)
-    return ModelServices(cluster_tag=row.tag, services=items, count=len(items))
+    desired, GPUs per replica, Service and URL. Read-only; served from the cluster's watches of deployments and
+    services (`watch` says how fresh; stale with its age while a watch is down)."""
+    return await _listed(ctx, req)
 
 
 @operation("inference_list_public_services", method="GET", path="/inference/public-services", example={})
 async def inference_list_public_services(ctx: CallContext, req: ListRequest) -> ModelServices:
     """Only the model servers exposed outside the cluster (LoadBalancer Services), with their URLs.
-    Read-only."""
-    row = await _cluster(ctx, req.cluster_tag)
-    items = [s for s in await blocking(_services, ctx.app, row, req.namespace) if s.service_type == "LoadBalancer"]
-    return ModelServices(cluster_tag=row.tag, services=items, count=len(items))
+    Read-only; from the watches like inference_list_services."""
+    listed = await _listed(ctx, req)
+    items = [s for s in listed.services if s.service_type == "LoadBalancer"]
+    return listed.model_copy(update={"services": items, "count": len(items)})

@@ -4,10 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from instantstart.manifests import inference as inf
+from instantstart.manifests import ray_job as r
+from instantstart.manifests import training as m
 from instantstart.manifests.storage import DEFAULT_NAMESPACE
 from instantstart.services.cluster.status_reads import GPU, NEURON, _node_summary, pod_request
 
 Obj = dict[str, Any]
+# The labels that tie a pod to its training job (the operator's job label, a Ray cluster's, a Ray submitter's):
+# the only labels a pod's projection keeps, and what state.PodLabels indexes.
+JOB_POD_LABELS = (m.POD_JOB_LABEL, r.CLUSTER_LABEL, r.SUBMITTER_LABEL)
+_SERVER_LABELS = (inf.LABEL_MANAGED, inf.LABEL_ENGINE)
+_SERVER_ANNOTATIONS = (inf.ANNOTATION_MODEL, inf.ANNOTATION_PORT, inf.ANNOTATION_GPUS)
+
+
+def _kept(source: Obj | None, keys: tuple[str, ...]) -> dict[str, str]:
+    return {k: str(v) for k, v in (source or {}).items() if k in keys}
 
 
 def node_view(node: Obj) -> Obj:
@@ -31,6 +43,7 @@ def pod_view(pod: Obj) -> Obj:
         "neuron": pod_request(spec, NEURON),
         "owner": f"{owners[0].get('kind')}/{owners[0].get('name')}" if owners else None,
         "created": md.get("creationTimestamp"),
+        "labels": _kept(md.get("labels"), JOB_POD_LABELS),
     }
 
 
@@ -60,6 +73,8 @@ def service_view(service: Obj) -> Obj:
         "clusterIP": spec.get("clusterIP"),
         "ports": [f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in spec.get("ports") or []],
         "external": (ingress[0].get("hostname") or ingress[0].get("ip")) if ingress else None,
+        "port": (spec.get("ports") or [{}])[0].get("port"),
+        "managed": inf.LABEL_MANAGED in (md.get("labels") or {}),
     }
 
 
@@ -72,6 +87,9 @@ def deployment_view(deployment: Obj) -> Obj:
         "replicas": int(spec["replicas"]) if spec.get("replicas") is not None else 1,
         "ready": int(status.get("readyReplicas") or 0),
         "available": int(status.get("availableReplicas") or 0),
+        "desired": int(spec.get("replicas") or 0),
+        "labels": _kept(md.get("labels"), _SERVER_LABELS),
+        "annotations": _kept(md.get("annotations"), _SERVER_ANNOTATIONS),
     }
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,12 +41,30 @@ KINDS: dict[str, tuple[str, Projection]] = {
 }
 STATUS_KINDS = ("nodes", "pods", "pvcs")
 
-# Extra listeners per kind (the timeline registers one for events); called with (app, tag) → listener.
-LISTENER_FACTORIES: dict[str, list[Callable[[AppContext, str], ChangeListener]]] = {}
+# Extra listeners per kind (the timeline's for events, registered at start-up by services.load_all through
+# register_listener); each is called with (app, tag) → listener when an informer of that kind starts.
+ListenerFactory = Callable[[AppContext, str], ChangeListener]
+LISTENER_FACTORIES: dict[str, list[ListenerFactory]] = {}
 # Called (app, cluster tag, kind) from the watch's thread after any change of what the live views show
 # (the WebSocket hub registers one to push a snapshot at once instead of at its next interval).
 CHANGE_HOOKS: list[Callable[[AppContext, str, str], None]] = []
-LIVE_KINDS = ("nodes", "pods", "services", "deployments")
+LIVE_KINDS: set[str] = {"nodes", "pods", "services", "deployments"}
+
+
+def register_kinds(kinds: Mapping[str, tuple[str, Projection]], *, live: bool = False) -> None:
+    """Watch `kinds` too ({kind: (collection path, projection)}), e.g. a domain's custom resources; `live`: their
+    changes reach CHANGE_HOOKS (the WebSocket). Called at start-up (services.load_all), never on import."""
+    KINDS.update(kinds)
+    if live:
+        LIVE_KINDS.update(kinds)
+
+
+def register_listener(kind: str, make: ListenerFactory) -> None:
+    """Give every informer of `kind` started from now on the listener `make(app, cluster tag)` (once, however
+    often registered). Called at start-up (services.load_all), never on import."""
+    found = LISTENER_FACTORIES.setdefault(kind, [])
+    if make not in found:
+        found.append(make)
 
 
 class Allocations:
@@ -85,16 +103,63 @@ class Allocations:
             return self.version, {k: dict(v) for k, v in self.by_node.items()}
 
 
+class PodLabels:
+    """Pod keys per (namespace, label, value) for the labels that tie a pod to its job (projections.JOB_POD_LABELS),
+    kept up to date from pod changes (O(change)): a job's pods are found without scanning every pod."""
+
+    def __init__(self) -> None:
+        self.keys: dict[tuple[str, str, str], set[str]] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _entries(pod: Obj | None) -> set[tuple[str, str, str]]:
+        if pod is None:
+            return set()
+        return {(pod["namespace"], label, value) for label, value in (pod.get("labels") or {}).items()}
+
+    def on_change(self, _type: str, key: str, old: Obj | None, new: Obj | None) -> None:
+        """Informer listener: move the pod's key from its old labels to its new ones."""
+        before, after = self._entries(old), self._entries(new)
+        if before == after:
+            return
+        with self._lock:
+            for entry in before - after:
+                held = self.keys.get(entry)
+                if held is not None:
+                    held.discard(key)
+                    if not held:
+                        del self.keys[entry]
+            for entry in after - before:
+                self.keys.setdefault(entry, set()).add(key)
+
+    def pods(self, namespace: str, label: str, value: str) -> list[str]:
+        """Keys of the pods in `namespace` labelled `label`=`value`, sorted."""
+        with self._lock:
+            return sorted(self.keys.get((namespace, label, value), ()))
+
+
+@dataclass
+class PodState:
+    """What the pods informer derives: accelerator requests per node and pods by job label."""
+
+    allocations: Allocations = field(default_factory=Allocations)
+    labels: PodLabels = field(default_factory=PodLabels)
+
+
 def informer(app: AppContext, tag: str, region: str, eks_cluster: str, kind: str) -> Informer:
     """The running informer of `kind` for the cluster, started when absent (marks it read)."""
+
+    if kind not in KINDS:
+        raise KeyError(f"no watch is registered for {kind!r} (registered: {', '.join(sorted(KINDS))}); "
+                       "services.load_all registers the custom resource kinds at start-up")
 
     def factory() -> Informer:
         path, project = KINDS[kind]
         listeners: list[ChangeListener] = [make(app, tag) for make in LISTENER_FACTORIES.get(kind, [])]
         derived = None
         if kind == "pods":
-            derived = Allocations()
-            listeners.insert(0, derived.on_change)
+            derived = PodState()
+            listeners[:0] = [derived.allocations.on_change, derived.labels.on_change]
         if kind in LIVE_KINDS:
 
             def changed(*_: Any) -> None:
@@ -129,15 +194,24 @@ class Freshness:
             "watches": self.watches,
         }
 
+    def stale_note(self, eks_cluster: str) -> str | None:
+        """The sentence every watch-fed read gives while a watch is down (None while the data is current)."""
+        if not self.stale:
+            return None
+        return (f"Kubernetes data is stale: a watch of {eks_cluster} is disconnected; showing the state of "
+                f"{self.age_seconds or 0:.0f}s ago.")
+
 
 def freshness(informers: list[Informer]) -> Freshness:
-    """Freshness of the data the given informers hold."""
+    """Freshness of the data the given informers hold. A custom resource whose CRD is not installed ("absent":
+    no such objects) is current, not stale; one that found it absent and then lost the API server holds that
+    last state (nothing), stale like any other watch that is down, not "never synced"."""
     now = time.time()
     watches = [i.health.as_dict(now) for i in informers]
     ages = [w["dataAgeSeconds"] for w in watches if w["dataAgeSeconds"] is not None]
-    stale = any(not w["connected"] for w in watches)
+    stale = any(not w["connected"] and w["state"] != "absent" for w in watches)
     return Freshness(
-        synced=all(i.synced.is_set() for i in informers),
+        synced=all(i.settled.is_set() for i in informers),  # listed once, or found its collection absent
         stale=stale,
         age_seconds=max(ages) if ages and stale else (0.0 if ages else None),
         watches=watches,
@@ -146,15 +220,16 @@ def freshness(informers: list[Informer]) -> Freshness:
 
 async def watched(app: AppContext, tag: str, region: str, eks_cluster: str, kinds: tuple[str, ...]) -> list[Informer]:
     """The cluster's informers of `kinds`, started if needed; the first read of a cluster waits (bounded)
-    for the initial list, every later read returns at once with whatever the watches hold."""
+    for the initial list (or for a custom resource's CRD to be found absent), every later read returns at once
+    with whatever the watches hold."""
     found = [informer(app, tag, region, eks_cluster, kind) for kind in kinds]
-    pending = [i for i in found if not i.synced.is_set()]
+    pending = [i for i in found if not i.settled.is_set()]
     if pending:
         deadline = time.monotonic() + FIRST_SYNC_SECONDS
 
         def wait_all() -> None:
             for i in pending:
-                i.synced.wait(max(deadline - time.monotonic(), 0.0))
+                i.settled.wait(max(deadline - time.monotonic(), 0.0))
 
         await to_thread.run_sync(wait_all)
     return found

@@ -16,7 +16,7 @@ from anyio import to_thread
 from instantstart.aws import hyperpod as hp_api
 from instantstart.context import AppContext
 from instantstart.kube.informers import ChangeListener
-from instantstart.services.monitoring.state import LISTENER_FACTORIES, db_cache
+from instantstart.services.monitoring.state import db_cache, register_listener
 from instantstart.store import timeline as store
 from instantstart.store.models import utcnow
 
@@ -106,7 +106,10 @@ def kubernetes_events(app: AppContext, tag: str) -> ChangeListener:
     return on_change
 
 
-LISTENER_FACTORIES.setdefault("events", []).append(kubernetes_events)
+def register() -> None:
+    """Record every cluster's Kubernetes events in the timeline (the events watch's listener). Called by
+    services.load_all at start-up, so importing this module changes nothing."""
+    register_listener("events", kubernetes_events)
 
 
 def on_operation(app: AppContext, view: Any) -> None:

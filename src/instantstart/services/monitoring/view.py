@@ -34,7 +34,7 @@ async def node_state(app: AppContext, row: ClusterRow) -> tuple[NodeDigest, list
             f"the watches of {row.eks_cluster_name} have not synced yet{': ' + errors if errors else ''}",
             retryable=True,
         )
-    alloc: Allocations = pods.derived
+    alloc: Allocations = pods.derived.allocations
 
     def compute() -> NodeDigest:
         _, items = nodes.snapshot()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import shlex
+from functools import partial
 from typing import Any
 
 from anyio import to_thread
@@ -15,6 +16,7 @@ from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import NotFound
 from instantstart.kube.calls import as_dict, kube_api, kube_call
+from instantstart.kube.informers import Informer
 from instantstart.manifests import ray_job
 from instantstart.manifests import training as m
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
@@ -24,8 +26,9 @@ from instantstart.services.cluster.status_model import WatchFreshness
 from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.services.diagnostics.logs import PodLogsRequest, read_log
-from instantstart.services.monitoring import custom
-from instantstart.services.training import ray_jobs
+from instantstart.services.monitoring import custom, watched
+from instantstart.services.monitoring.state import memoised
+from instantstart.services.training import job_watch, ray_jobs
 from instantstart.services.training.models import JobPod, JobSummary
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag, KubeName
@@ -41,20 +44,15 @@ class JobsRequest(WireModel):
     cluster_tag: ClusterTag | None = None
 
 
-SOURCE_HELP = ("watch: from the cluster's watches of the job kinds; direct: read from the API server because a "
-               "watch is not synced or is disconnected (`note` says which); watch with watch.stale: the last "
-               "watched state, the API server being unreachable.")
-
-
 class JobList(WireModel):
     """Jobs, newest first."""
 
     cluster_tag: str
     jobs: list[JobSummary]
     count: int
-    source: str = Field(default="direct", description=SOURCE_HELP)
+    source: str = Field(default="direct", description=watched.SOURCE_HELP)
     watch: WatchFreshness | None = Field(default=None, description="How current the watched jobs are.")
-    note: str | None = Field(default=None, description="Why the answer did not come from the watches, or is stale.")
+    note: str | None = Field(default=None, description="Why the answer was read directly, or how stale it is.")
 
 
 async def _row(app: AppContext, tag: str | None) -> ClusterRow:
@@ -118,16 +116,25 @@ def list_training(app: AppContext, row: ClusterRow, namespace: str | None) -> li
     return _summaries(_custom(api, namespace), ray_jobs.list_ray(api, namespace))
 
 
-def watched_training(app: AppContext, row: ClusterRow, namespace: str | None) -> JobList:
-    """HyperPodPyTorchJobs and RayJobs from the cluster's watches when they are current; otherwise read directly
-    (and said so), or, when that read fails too, the last watched state marked stale (blocking)."""
-    served = custom.serve(
-        app, row, custom.TRAINING_KINDS, namespace,
-        lambda items: _summaries(items["hyperpodpytorchjobs"], items["rayjobs"]),
-        lambda: list_training(app, row, namespace), bool,
-    )
-    return JobList(cluster_tag=row.tag, jobs=served.value, count=len(served.value), source=served.source,
-                   watch=served.watch, note=served.note)
+def _from_watches(namespace: str | None, infs: list[Informer]) -> list[JobSummary]:
+    """The jobs the watches hold (informers in TRAINING_KINDS order), summarised once per change of either kind."""
+    pytorch, ray = infs
+
+    def compute() -> list[JobSummary]:
+        return _summaries(list(pytorch.snapshot()[1].values()), list(ray.snapshot()[1].values()))
+
+    every: list[JobSummary] = memoised(pytorch, "training-jobs", (id(ray), pytorch.version, ray.version), compute)
+    return [j for j in every if namespace in (None, j.namespace)]
+
+
+async def watched_training(app: AppContext, row: ClusterRow, namespace: str | None) -> JobList:
+    """HyperPodPyTorchJobs and RayJobs by the status tools' rule (monitoring/watched.py): from the cluster's
+    watches, the last watched state marked stale with its age while a watch is down; read directly only when the
+    watches have not synced (a job kind whose CRD is not installed counts as synced with no jobs)."""
+    got = await watched.from_watches(app, row, custom.TRAINING_KINDS, partial(_from_watches, namespace),
+                                     partial(list_training, app, row, namespace))
+    return JobList(cluster_tag=row.tag, jobs=got.value, count=len(got.value), source=got.source,
+                   watch=got.watch, note=got.note)
 
 
 def list_batch(app: AppContext, row: ClusterRow) -> list[JobSummary]:
@@ -140,9 +147,10 @@ def list_batch(app: AppContext, row: ClusterRow) -> list[JobSummary]:
 @operation("training_job_list", method="GET", path="/training/jobs", example={})
 async def training_job_list(ctx: CallContext, req: JobsRequest) -> JobList:
     """Training jobs of both paths in one shape, newest first: HyperPodPyTorchJobs and KubeRay RayJobs, with
-    state, nodes, instance type, restarts, recipe. Read-only; job_get_status has the detail."""
+    state, nodes, instance type, restarts, recipe. Read-only; served from the cluster's watches (`watch` says how
+    fresh; stale with its age while a watch is down); job_get_status has the detail."""
     row = await _row(ctx.app, req.cluster_tag)
-    return await blocking(watched_training, ctx.app, row, req.namespace)
+    return await watched_training(ctx.app, row, req.namespace)
 
 
 @operation("job_list_all", method="GET", path="/jobs", example={})
@@ -150,7 +158,7 @@ async def job_list_all(ctx: CallContext, req: JobsRequest) -> JobList:
     """Every job of the cluster in one shape: HyperPodPyTorchJobs, RayJobs and Kubernetes batch Jobs (model
     downloads and the like), newest first. Read-only."""
     row = await _row(ctx.app, req.cluster_tag)
-    found = await blocking(watched_training, ctx.app, row, req.namespace)
+    found = await watched_training(ctx.app, row, req.namespace)
     batch = await blocking(list_batch, ctx.app, row)
     jobs = found.jobs + [j for j in batch if req.namespace in (None, j.namespace)]
     jobs.sort(key=lambda j: (j.created_at or "", j.name), reverse=True)
@@ -185,8 +193,9 @@ class JobStatus(WireModel):
     pods: list[JobPod]
     image: str | None
     command: list[str]
-    source: str = Field(default="direct", description="watch: the job object came from the cluster's watch of "
-                        "its kind; direct: read from the API server (the watch not current, or the job not in it).")
+    source: str = Field(default="direct", description=watched.SOURCE_HELP)
+    watch: WatchFreshness | None = Field(default=None, description="How current the watched job and pods are.")
+    note: str | None = Field(default=None, description="Why the answer was read directly, or how stale it is.")
 
 
 def _pods(api: k8s.ApiClient, name: str, namespace: str) -> list[JobPod]:
@@ -199,25 +208,6 @@ def _pods(api: k8s.ApiClient, name: str, namespace: str) -> list[JobPod]:
         for p in found.items or []
     ]
     return sorted(pods, key=lambda p: p.name)
-
-
-def watched_job(app: AppContext, row: ClusterRow, name: str,
-                namespace: str) -> tuple[dict[str, Any], list[JobPod]] | None:
-    """The job (as its watch keeps it) and its pods, when the watches of the job kinds are current and hold it;
-    None otherwise (the caller reads directly: a job just submitted may not have reached the watch yet)."""
-    seen = custom.read(app, row, custom.TRAINING_KINDS, namespace)
-    if seen.items is None:
-        return None
-    key = (namespace, name)
-    for kind in custom.TRAINING_KINDS:
-        for obj in seen.items[kind]:
-            if (obj["metadata"]["namespace"], obj["metadata"]["name"]) == key:
-                api = kube_api(app.kube, row.eks_cluster_name, row.region)
-                if kind == "rayjobs":
-                    cluster = (obj.get("status") or {}).get("rayClusterName")
-                    return obj, ray_jobs.ray_pods(api, name, namespace, cluster)
-                return obj, _pods(api, name, namespace)
-    return None
 
 
 def read_job(app: AppContext, row: ClusterRow, name: str, namespace: str) -> tuple[dict[str, Any], list[JobPod]]:
@@ -240,18 +230,17 @@ def read_job(app: AppContext, row: ClusterRow, name: str, namespace: str) -> tup
 
 @operation("job_get_status", method="GET", path="/training/jobs/status", example={"jobName": "missing-job"})
 async def job_get_status(ctx: CallContext, req: JobRef) -> JobStatus:
-    """One HyperPodPyTorchJob: state, conditions, the recovery budget as submitted and the restarts used of it
-    (in place and full), and its pods with node and phase. Read-only."""
+    """One training job (HyperPodPyTorchJob or RayJob): state, conditions, the recovery budget as submitted and
+    the restarts used of it (in place and full), and its pods with node and phase. Read-only; served from the
+    cluster's watches (`watch` says how fresh; stale with its age while a watch is down)."""
     row = await _row(ctx.app, req.cluster_tag)
-    watched = await blocking(watched_job, ctx.app, row, req.job_name, req.namespace)
-    if watched is None:
-        watched = await blocking(read_job, ctx.app, row, req.job_name, req.namespace)
-        source = "direct"
-    else:
-        source = "watch"
-    obj, pods = watched
+    got = await watched.from_watches(
+        ctx.app, row, job_watch.JOB_STATUS_KINDS, partial(job_watch.job_in_watches, req.job_name, req.namespace),
+        partial(read_job, ctx.app, row, req.job_name, req.namespace),
+        missing=f"{req.namespace}/{req.job_name} is not in the watches (yet)")
+    obj, pods = got.value
     if obj.get("kind") == ray_job.KIND:
-        return _ray_status(obj, pods).model_copy(update={"source": source})
+        return _ray_status(obj, pods).model_copy(update={"source": got.source, "watch": got.watch, "note": got.note})
     policy = (obj.get("spec") or {}).get("runPolicy") or {}
     status = obj.get("status") or {}
     restarts = int(status.get("restartCount") or 0)
@@ -265,7 +254,7 @@ async def job_get_status(ctx: CallContext, req: JobRef) -> JobStatus:
                          max_full_job_restarts=(policy.get("restartPolicy") or {}).get("maxFullJobRestarts"),
                          in_place_restarts=max(restarts - full, 0)),
         pods=pods, image=containers[0].get("image"), command=list(containers[0].get("command") or []),
-        source=source,
+        source=got.source, watch=got.watch, note=got.note,
     )
 
 

@@ -28,7 +28,7 @@ from instantstart.validation import ClusterTag, KubeName
 
 KIND = "ray_job_submit"
 SHELL_OPERATORS = (";", "&&", "||", "|", ">", "<", "`", "$(")
-SUBMITTER_LABEL = "batch.kubernetes.io/job-name"  # the submitter Job's pods (K8sJobMode)
+SUBMITTER_LABEL = r.SUBMITTER_LABEL
 
 
 class RayJobRequest(WireModel):

@@ -183,14 +183,18 @@ export async function render(view, arg, shell) {
     drawStatus(s); drawWork(w);
     if (!s.error) await Promise.all([drawNodes(), timeline.refresh(), loadWorkloads(), observability.refresh()]);
   }
+  // Pushed over the WebSocket: a snapshot at once when the cluster's watches see a change (pods, deployments,
+  // training jobs, endpoints), else every few seconds; no poll of the job and endpoint tables.
   const onResources = (e) => {
-    if (e.detail.status) drawStatus(e.detail.status);
-    if (e.detail.workloads) drawWork(e.detail.workloads);
-    if (e.detail.status && !e.detail.status.error) { drawNodes(); timeline.refresh(); }
+    const d = e.detail;
+    if (d.status) drawStatus(d.status);
+    if (d.workloads) drawWork(d.workloads);
+    if (d.jobs) { lastJobs = d.jobs; drawJobs(); }
+    if (d.servers && d.managed) { lastEndpoints = { own: d.servers, managed: d.managed }; drawEndpoints(); }
+    if (d.status && !d.status.error) { drawNodes(); timeline.refresh(); }
   };
   events.addEventListener("resources", onResources);
-  const timer = setInterval(() => loadWorkloads(), 10000);
   const gpuTimer = setInterval(() => observability.refresh(), 15000);  // the workspace scrapes every 30 s
   await refresh();
-  return { refresh, dispose: () => { events.removeEventListener("resources", onResources); clearInterval(timer); clearInterval(gpuTimer); } };
+  return { refresh, dispose: () => { events.removeEventListener("resources", onResources); clearInterval(gpuTimer); } };
 }
