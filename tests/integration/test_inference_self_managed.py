@@ -10,6 +10,7 @@ from kubernetes import client as k8s
 from instantstart.twin_process import TwinProcess
 from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
 from tests.support.servers import Running
+from tests.support.waits import until
 
 COMMAND = "vllm serve Qwen/Qwen3-0.6B --max-model-len 1280 --tensor-parallel-size 1"
 
@@ -42,6 +43,10 @@ def test_deploy_vllm_poll_list_call_and_the_guardrails(cp: Running, twin: TwinPr
     assert pod.spec.containers[0].resources.requests["nvidia.com/gpu"] == "1"
     assert pod.spec.node_name.startswith("hyperpod-i-")
 
+    # The list is served from the cluster's watches, which see the Deployment's ready replica a moment after the
+    # operation does: wait for it there, as an agent polling the list would.
+    until(lambda: [s["replicasReady"] for s in mcp_calls(cp, [("inference_list_services", {})])[0]["services"]]
+          == [1], "the model server listed from the watches with its replica ready")
     listed, answer, public = mcp_calls(cp, [
         ("inference_list_services", {}),
         ("inference_call_model", {"service_name": "qwen", "prompt": "Say hello", "max_tokens": 32}),
@@ -61,4 +66,5 @@ def test_deploy_vllm_poll_list_call_and_the_guardrails(cp: Running, twin: TwinPr
 
     [gone] = mcp_calls(cp, [("inference_undeploy", {"deploymentName": "qwen"})])
     assert mcp_wait(cp, gone["operationId"])["status"] == "SUCCEEDED"
-    assert mcp_calls(cp, [("inference_list_services", {})])[0]["count"] == 0
+    until(lambda: mcp_calls(cp, [("inference_list_services", {})])[0]["count"] == 0,
+          "the model server gone from the watched list")

@@ -311,7 +311,10 @@ def test_recipe_job_on_two_nodes_recovers_in_place_and_the_refusals(
     [rl] = mcp_calls(cp, [("training_recipe_submit", verl)])
     assert rl["statusTool"] == "job_get_status"
     assert mcp_wait(cp, rl["operationId"])["status"] == "SUCCEEDED"
-    ran = status_until(cp, "rl", lambda s: s["job"]["state"] in ("Running", "Completed", "Failed") and s["pods"])
+    # From the watch: a RayJob just created may be read directly once, until the rayjobs watch (its CRD came with
+    # the operator) has it; the wait is for the watched answer, not for luck with the first read.
+    ran = status_until(cp, "rl", lambda s: s["job"]["state"] in ("Running", "Completed", "Failed") and s["pods"]
+                       and s["source"] == "watch")
     assert ran["job"]["kind"] == "RayJob" and ran["job"]["recipe"] == "verl" and ran["job"]["nodes"] == 1
     assert ran["command"][:3] == ["python3", "-m", "verl.trainer.main_ppo"]
     assert "trainer.total_epochs=2" in ran["command"] and "trainer.n_gpus_per_node=1" in ran["command"]

@@ -171,8 +171,16 @@ def test_job_and_endpoint_reads_come_from_the_watches_and_serve_the_last_state_s
         assert (job["name"], job["kind"], job["nodes"], job["instanceType"], job["recipe"]) == (
             "watched-1", m.KIND, 2, "ml.g6.4xlarge", "demo")
         assert listed["watch"]["synced"] and not listed["watch"]["stale"] and listed["note"] is None
-        status = client.get("/api/v1/training/jobs/status", params={**params, "jobName": "watched-1"}).json()
-        assert status["source"] == "watch" and status["job"]["name"] == "watched-1", status
+        # job_get_status also needs the pods watch, which its first read starts and waits for a bounded time
+        # (then reads directly): wait for the watched answer rather than bet on that bound under load.
+        status: dict[str, Any] = {}
+
+        def watched_status() -> bool:
+            status.update(client.get("/api/v1/training/jobs/status", params={**params, "jobName": "watched-1"}).json())
+            return status.get("source") == "watch"
+
+        until(watched_status, "job_get_status from the watches")
+        assert status["job"]["name"] == "watched-1", status
         assert status["image"] == "example/train:1" and status["runPolicy"]["jobMaxRetryCount"] >= 0
         missing = client.get("/api/v1/training/jobs/status", params={**params, "jobName": "nope"})
         assert missing.status_code == 404 and "watched-1" in missing.json()["error"]["hint"]
