@@ -54,7 +54,7 @@ def _eks_then_switch(client: httpx.Client, tag: str) -> None:
     assert wait_terminal(client, ref.json()["operationId"], timeout=120)["status"] == "SUCCEEDED"
     switch = client.post(f"/api/v1/clusters/{tag}/switch", json={})
     assert switch.status_code == 202, switch.text
-    assert wait_terminal(client, switch.json()["operationId"], timeout=30)["status"] == "SUCCEEDED"
+    assert wait_terminal(client, switch.json()["operationId"])["status"] == "SUCCEEDED"
 
 
 def _configure(client: httpx.Client, timeout: float = 120) -> dict[str, Any]:
