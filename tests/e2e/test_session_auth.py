@@ -94,25 +94,25 @@ def test_websocket_auth_and_live_operation_events(server: Running, tmp_path: Pat
     ws_url = server.url.replace("http://", "ws://") + "/api/v1/ws"
     for headers, origin in (({}, None), ({"Cookie": "instantstart_session=nope"}, server.url)):
         with pytest.raises(InvalidStatus):
-            connect(ws_url, additional_headers=headers, origin=origin, open_timeout=10)
+            connect(ws_url, additional_headers=headers, origin=origin, open_timeout=60)
     client, _csrf = sign_in(server)
     cookie = f"instantstart_session={client.cookies['instantstart_session']}"
     with pytest.raises(InvalidStatus):  # the cookie from another origin (cross-site WebSocket hijacking)
-        connect(ws_url, additional_headers={"Cookie": cookie}, origin="http://evil.test", open_timeout=10)
+        connect(ws_url, additional_headers={"Cookie": cookie}, origin="http://evil.test", open_timeout=60)
     with pytest.raises(InvalidStatus):  # no Origin at all: not a browser page of this server
-        connect(ws_url, additional_headers={"Cookie": cookie}, open_timeout=10)
-    with connect(ws_url, additional_headers={"Cookie": cookie}, origin=server.url, open_timeout=10) as socket:
-        assert json.loads(socket.recv(timeout=10))["type"] == "hello"
+        connect(ws_url, additional_headers={"Cookie": cookie}, open_timeout=60)
+    with connect(ws_url, additional_headers={"Cookie": cookie}, origin=server.url, open_timeout=60) as socket:
+        assert json.loads(socket.recv(timeout=60))["type"] == "hello"
         socket.send(json.dumps({"type": "refresh"}))
-        snapshot = json.loads(socket.recv(timeout=10))
+        snapshot = json.loads(socket.recv(timeout=60))
         assert snapshot["type"] == "resources" and snapshot["clusters"]["count"] == 0
-    with connect(ws_url, additional_headers={"Authorization": f"Bearer {server.token}"}, open_timeout=10) as socket:
-        assert json.loads(socket.recv(timeout=10))["type"] == "hello"
+    with connect(ws_url, additional_headers={"Authorization": f"Bearer {server.token}"}, open_timeout=60) as socket:
+        assert json.loads(socket.recv(timeout=60))["type"] == "hello"
         with server.client() as api:
             ref = api.post("/api/v1/test/probe", json={"journalDir": str(tmp_path / "j"), "stageSeconds": 0}).json()
         seen: list[str] = []
         while "SUCCEEDED" not in seen:
-            event = json.loads(socket.recv(timeout=20))
+            event = json.loads(socket.recv(timeout=60))
             if event["type"] == "operation" and event["operation"]["operationId"] == ref["operationId"]:
                 seen.append(event["operation"]["status"])
         assert seen[-1] == "SUCCEEDED"  # changes are coalesced per id, so intermediate states may be skipped

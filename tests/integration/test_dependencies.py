@@ -32,7 +32,8 @@ from instantstart.store.db import Database
 from instantstart.twin_process import TwinProcess
 from tests.support.faces import mcp_http
 from tests.support.servers import Running, free_port, thread_server
-from tests.support.twin import twin_client
+from tests.support.twin import TWIN_CLOCK_SCALE, twin_client
+from tests.support.twin_aws import ProcessTwinView, control
 from tests.support.waits import until, wait_terminal
 
 DEFAULT_ADDONS = ("eks-pod-identity-agent", "aws-mountpoint-s3-csi-driver", "metrics-server")
@@ -53,7 +54,7 @@ def _eks_then_switch(client: httpx.Client, tag: str) -> None:
     assert wait_terminal(client, ref.json()["operationId"], timeout=120)["status"] == "SUCCEEDED"
     switch = client.post(f"/api/v1/clusters/{tag}/switch", json={})
     assert switch.status_code == 202, switch.text
-    assert wait_terminal(client, switch.json()["operationId"], timeout=30)["status"] == "SUCCEEDED"
+    assert wait_terminal(client, switch.json()["operationId"])["status"] == "SUCCEEDED"
 
 
 def _configure(client: httpx.Client, timeout: float = 120) -> dict[str, Any]:
@@ -89,7 +90,27 @@ def test_configure_dependencies_reconciles_and_rerun_is_a_noop(cp: Running, twin
         refused = client.post("/api/v1/clusters/dependencies", json={})
         assert refused.status_code == 412, refused.text
         _eks_then_switch(client, "deps")
-        view = _configure(client)
+        eks: Any = twin_client(twin, "eks")
+
+        def addons() -> list[str]:
+            return list(eks.list_addons(clusterName="eks-cluster-deps")["addons"])
+
+        # Hold twin time (an add-on leaves CREATING after a twin minute: ~17 wall hours at this scale): the agent
+        # cannot settle, so the CSI driver, which depends on it, cannot start; metrics-server, which depends on
+        # nothing, must be created meanwhile. That is the product's ordering guarantee, seen without a race.
+        control(ProcessTwinView(twin), "clock", {"scale": 0.001})
+        try:
+            ref = client.post("/api/v1/clusters/dependencies", json={})
+            assert ref.status_code == 202, ref.text
+            assert ref.json()["statusTool"] == "cluster_get_dependency_status"
+            until(lambda: {"eks-pod-identity-agent", "metrics-server"} <= set(addons()),
+                  "the agent and metrics-server created while twin time is held")
+            assert "aws-mountpoint-s3-csi-driver" not in addons()
+            assert eks.describe_addon(clusterName="eks-cluster-deps", addonName="eks-pod-identity-agent")[
+                "addon"]["status"] == "CREATING"
+        finally:
+            control(ProcessTwinView(twin), "clock", {"scale": TWIN_CLOCK_SCALE})
+        view = wait_terminal(client, ref.json()["operationId"], timeout=120)
         assert view["status"] == "SUCCEEDED", view
         outputs = view["stages"][0]["outputs"]["dependencies"]
         assert [view["stages"][0]["name"]] == ["dependencies"]
@@ -121,14 +142,13 @@ def test_configure_dependencies_reconciles_and_rerun_is_a_noop(cp: Running, twin
         assert listing["stages"]["dependencies"] == "SUCCEEDED"
 
         # The twin holds what the status says.
-        eks: Any = twin_client(twin, "eks")
         versions = eks.describe_addon_versions(addonName="metrics-server", kubernetesVersion="1.32")["addons"][0]
         default = next(v["addonVersion"] for v in versions["addonVersions"]
                        if any(c["defaultVersion"] for c in v["compatibilities"]))
         created = {a: eks.describe_addon(clusterName="eks-cluster-deps", addonName=a)["addon"]["createdAt"]
                    for a in DEFAULT_ADDONS}
-        # Independent add-ons are created together; the CSI driver waits for the agent it depends on (in
-        # catalog order alone, metrics-server would come after the CSI driver).
+        # The CSI driver waited for the agent it depends on; metrics-server did not wait for either (in catalog
+        # order alone it would come after the CSI driver).
         assert created["metrics-server"] < created["aws-mountpoint-s3-csi-driver"], created
         assert created["eks-pod-identity-agent"] < created["aws-mountpoint-s3-csi-driver"], created
         for addon in DEFAULT_ADDONS:

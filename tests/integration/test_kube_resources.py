@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from instantstart.twin_process import TwinProcess
 from tests.support.faces import mcp_http
 from tests.support.servers import Running
-from tests.support.waits import wait_terminal
+from tests.support.waits import until, wait_terminal
 
 
 async def test_workloads_of_the_active_cluster_over_rest_and_mcp(cp: Running, twin: TwinProcess) -> None:
@@ -21,7 +22,16 @@ async def test_workloads_of_the_active_cluster_over_rest_and_mcp(cp: Running, tw
         )
         assert ref.status_code == 202, ref.text
         assert wait_terminal(client, ref.json()["operationId"], timeout=300)["status"] == "SUCCEEDED"
-        result = client.get("/api/v1/clusters/workloads").json()
+
+        def metrics_server_ready() -> dict[str, Any] | None:
+            # Verification covers nodes, GPUs, the storage claim and the dependencies stage's record, not the
+            # add-on's replicas, which start on the nodes that joined just before: wait for them, do not race them.
+            listing: dict[str, Any] = client.get("/api/v1/clusters/workloads").json()
+            by_name = {(d["namespace"], d["name"]): d for d in listing["deployments"]}
+            found = by_name.get(("kube-system", "metrics-server"))
+            return listing if found and found["replicas"] >= 1 and found["readyReplicas"] == found["replicas"] else None
+
+        result = until(metrics_server_ready, "metrics-server's replicas Ready in cluster_list_workloads")
         status = client.get("/api/v1/clusters/status").json()
         only = client.get("/api/v1/clusters/workloads", params={"namespace": "kube-system"}).json()
         bad = client.get("/api/v1/clusters/workloads", params={"namespace": "Not_A_Namespace"})

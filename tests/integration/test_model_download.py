@@ -74,7 +74,7 @@ def test_model_download_cpu_only_token_never_kept(
         core.list_namespaced_pod("default", label_selector=f"job-name={job_name}").items[0].metadata.name, "default")
     assert "401" in logs and "restricted" in logs
     batch.delete_namespaced_job(job_name, "default", propagation_policy="Foreground", _preload_content=False)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while batch.list_namespaced_job("default").items:
         assert time.monotonic() < deadline
         time.sleep(0.2)

@@ -110,14 +110,14 @@ def test_closing_the_log_of_a_quiet_container_leaves_the_server_answering(shared
 
     cp, _ = shared
     url = cp.url.replace("http://", "ws://") + "/api/v1/ws/logs?pod=gpu-burner&container=c"
-    with connect(url, additional_headers={"Authorization": f"Bearer {cp.token}"}, open_timeout=30) as socket:
-        first = json.loads(socket.recv(timeout=30))
+    with connect(url, additional_headers={"Authorization": f"Bearer {cp.token}"}, open_timeout=60) as socket:
+        first = json.loads(socket.recv(timeout=60))
         assert first["type"] == "line", first
     with cp.client() as client:
         for _ in range(3):  # the loop is free: REST reads and a new follow of the same pod answer at once
-            assert client.get("/api/v1/clusters", timeout=10).status_code == 200
-        with connect(url, additional_headers={"Authorization": f"Bearer {cp.token}"}, open_timeout=10) as socket:
-            assert json.loads(socket.recv(timeout=10))["type"] == "line"
+            assert client.get("/api/v1/clusters", timeout=60).status_code == 200
+        with connect(url, additional_headers={"Authorization": f"Bearer {cp.token}"}, open_timeout=60) as socket:
+            assert json.loads(socket.recv(timeout=60))["type"] == "line"
 
 
 def test_the_query_adapter_translates_the_workspace_api_errors(

@@ -62,4 +62,4 @@ def test_failed_scale_up_of_a_classic_cluster_shows_rolling_back_with_its_hint(c
             status = client.get("/api/v1/clusters/status").json()
             return status["hyperpodStatus"] == "InService" and not [p for p in status["problems"] if "RollingBack" in p]
 
-        until(recovered, "cluster_get_status no longer RollingBack", timeout=30)
+        until(recovered, "cluster_get_status no longer RollingBack")

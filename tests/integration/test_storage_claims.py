@@ -33,7 +33,7 @@ def writer_pod(name: str, claim: str, files: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def wait_listing(cp: Running, args: dict[str, Any], count: int, timeout: float = 30.0) -> dict[str, Any]:
+def wait_listing(cp: Running, args: dict[str, Any], count: int, timeout: float = 60.0) -> dict[str, Any]:
     """s3_storage_list_contents until it shows `count` objects (the twin uploads off its loop)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -104,7 +104,7 @@ def test_second_claim_with_prefix_listing_and_delete(cp: Running, twin: TwinProc
     assert "default/writer" in refused["payload"]["error"]["message"]
     assert core.read_namespaced_persistent_volume_claim("team-a", "default").status.phase == "Bound"
     core.delete_namespaced_pod("writer", "default", grace_period_seconds=0)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while any(p.metadata.name == "writer" for p in core.list_namespaced_pod("default").items):
         assert time.monotonic() < deadline, "the pod never went"
         time.sleep(0.2)

@@ -133,7 +133,7 @@ def test_fsx_create_adopt_mount_delete(cp: Running, twin: TwinProcess, tmp_path:
         "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": "ghost-pv",
                  "resources": {"requests": {"storage": "1200Gi"}}}})
     core.create_namespaced_pod("default", claim_pod("stuck", "ghost"))
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while not failed_mounts(core, "stuck"):
         assert time.monotonic() < deadline, "no FailedMount event"
         time.sleep(0.2)
@@ -161,7 +161,7 @@ def test_fsx_create_adopt_mount_delete(cp: Running, twin: TwinProcess, tmp_path:
     assert busy["isError"] and "default/reader" in busy["payload"]["error"]["message"]
     core.delete_namespaced_pod("reader", "default", grace_period_seconds=0, _preload_content=False)
     core.delete_namespaced_pod("stuck", "default", grace_period_seconds=0, _preload_content=False)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while core.list_namespaced_pod("default").items:
         assert time.monotonic() < deadline, "pods never went"
         time.sleep(0.2)
@@ -177,7 +177,7 @@ def test_fsx_create_adopt_mount_delete(cp: Running, twin: TwinProcess, tmp_path:
 
     # The user's own file system sits in our compute subnet: it has to go before the cluster can.
     fsx.delete_file_system(FileSystemId=made["FileSystemId"])
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while fsx.describe_file_systems()["FileSystems"]:
         assert time.monotonic() < deadline, "the adopted file system never went"
         time.sleep(0.2)

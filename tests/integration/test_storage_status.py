@@ -57,7 +57,7 @@ def make_cluster(client: httpx.Client, tag: str, **hyperpod: Any) -> None:
     assert view["status"] == "SUCCEEDED", view
 
 
-def wait_status(client: httpx.Client, predicate: Any, timeout: float = 30.0) -> dict[str, Any]:
+def wait_status(client: httpx.Client, predicate: Any, timeout: float = 60.0) -> dict[str, Any]:
     """Poll cluster_get_status until `predicate(status)` holds."""
     deadline = time.monotonic() + timeout
     while True:

@@ -4,20 +4,22 @@ and filters; the status summary stays small however many nodes there are."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
 
 from instantstart.kube.informers import Informer, InformerOptions
 from instantstart.twin_process import TwinProcess
 from tests.support.flows import changes_per_key, kube, make_eks
 from tests.support.servers import Running
+from tests.support.waits import until
 
 TAG = "ws1"
 EKS = f"eks-cluster-{TAG}"
@@ -29,14 +31,6 @@ def twin_kube(twin: TwinProcess, action: str, body: dict[str, Any] | None = None
     response.raise_for_status()
     result: dict[str, Any] = response.json()
     return result
-
-
-def eventually(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    """Wait (polling) until `check()` holds."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def pod(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
@@ -72,26 +66,26 @@ def test_a_watch_resumes_after_a_cut_and_relists_after_410_without_missing_or_du
         return {k: v["rv"] for k, v in informer.snapshot()[1].items()} == server_state()
 
     try:
-        assert informer.synced.wait(30)
+        assert informer.synced.wait(60)
         for name in ("p1", "p2", "p3"):
             core.create_namespaced_pod("default", pod(name))
-        eventually(in_sync, "the three pods")
+        until(in_sync, "the three pods")
         # 1. The connection drops; changes made meanwhile arrive once the watch resumes from its version.
         twin_kube(twin, "watches/cut")
         core.create_namespaced_pod("default", pod("p4"))
         core.patch_namespaced_pod("p1", "default", {"metadata": {"labels": {"v": "2"}}})
         core.delete_namespaced_pod("p2", "default")
-        eventually(lambda: informer.health.reconnects >= 1 and in_sync(), "the resumed watch")
+        until(lambda: informer.health.reconnects >= 1 and in_sync(), "the resumed watch")
         assert informer.health.relists == 0
         # 2. An outage long enough for the history to be compacted: the watch gets 410 and relists.
         twin_kube(twin, "watches/block", {"blocked": True})
-        eventually(lambda: not informer.health.connected, "the outage to be noticed")
+        until(lambda: not informer.health.connected, "the outage to be noticed")
         core.create_namespaced_pod("default", pod("p5"))
         core.patch_namespaced_pod("p4", "default", {"metadata": {"labels": {"v": "2"}}})
         core.delete_namespaced_pod("p3", "default")
         twin_kube(twin, "history/compact")
         twin_kube(twin, "watches/block", {"blocked": False})
-        eventually(lambda: informer.health.relists >= 1 and in_sync(), "the relist after 410")
+        until(lambda: informer.health.relists >= 1 and in_sync(), "the relist after 410")
         assert informer.health.connected and informer.health.state == "synced"
     finally:
         informer.stop()
@@ -132,7 +126,7 @@ def test_status_is_a_bounded_summary_node_list_pages_and_an_outage_is_reported_s
             body: dict[str, Any] = client.get("/api/v1/clusters/status").json()
             return body
 
-        eventually(lambda: status()["nodeCount"] == 120, "120 nodes in the status")
+        until(lambda: status()["nodeCount"] == 120, "120 nodes in the status")
         raw = client.get("/api/v1/clusters/status").content
         summary = json.loads(raw)
         assert len(raw) <= 8192, len(raw)
@@ -170,18 +164,31 @@ def test_status_is_a_bounded_summary_node_list_pages_and_an_outage_is_reported_s
         sick = client.get("/api/v1/clusters/nodes", params={"unhealthyOnly": "true", "instanceGroup": "p5"}).json()
         assert sick["total"] == 12 and {n["instanceGroup"] for n in sick["nodes"]} == {"p5"}
 
-        # A watch outage: the last state is served at once, marked stale with its age.
+        # A watch outage: the last state is served, marked stale with its age.
         twin_kube(twin, "watches/block", {"blocked": True})
-        eventually(lambda: status()["watch"]["stale"], "the status to say the data is stale")
-        time.sleep(1.2)  # let the served state age measurably
-        started = time.monotonic()
-        stale = status()
-        assert time.monotonic() - started < 2.0  # served from memory, not waiting for the watch
-        assert stale["nodeCount"] == 120 and stale["watch"]["dataAgeSeconds"] >= 1.0
+        until(lambda: status()["watch"]["stale"], "the status to say the data is stale")
+        # Then the whole API server is down (every request answers 503): a status built now cannot have listed,
+        # read or waited for a watch to come back, so its nodes come from the control plane's memory.
+        twin_kube(twin, "api/block", {"blocked": True})
+        blocked_at = dt.datetime.now(dt.UTC)
+
+        def built_during_the_outage() -> dict[str, Any] | None:
+            body = status()
+            built = dt.datetime.fromisoformat(body["checkedAt"].replace("Z", "+00:00"))
+            # A build from after the block (not one memoised before it) whose served state has aged.
+            return body if built > blocked_at and body["watch"]["dataAgeSeconds"] >= 1.0 else None
+
+        stale = until(built_during_the_outage, "a status built during the API outage, its data aged 1 s")
+        with pytest.raises(ApiException) as refused:  # the outage held for the whole read
+            core.list_node()
+        assert refused.value.status == 503
+        assert stale["nodeCount"] == 120 and stale["watch"]["stale"]
+        assert len(stale["nodes"]) == 10 and stale["nodesUnhealthy"] == 12
         assert any("stale" in p and "ago" in p for p in stale["problems"]), stale["problems"]
+        twin_kube(twin, "api/block", {"blocked": False})
         twin_kube(twin, "watches/block", {"blocked": False})
         core.delete_node("hyperpod-i-00001")
-        eventually(lambda: (s := status())["nodeCount"] == 119 and not s["watch"]["stale"], "the watch to recover")
+        until(lambda: (s := status())["nodeCount"] == 119 and not s["watch"]["stale"], "the watch to recover")
 
 
 def test_the_timeline_keeps_a_kubernetes_event_after_the_twin_expired_it(
@@ -203,13 +210,22 @@ def test_the_timeline_keeps_a_kubernetes_event_after_the_twin_expired_it(
             page = client.get("/api/v1/clusters/timeline", params={"objectName": "trainer-0"}).json()
             return [e for e in page["entries"] if e["reason"] == "OOMKilled"]
 
-        eventually(lambda: len(oom_entries()) == 1, "the event in the timeline")
+        until(lambda: len(oom_entries()) == 1, "the event in the timeline")
         # The same event repeated: one entry, its count updated (deduplicated, not appended).
         core.patch_namespaced_event("trainer-0.oom", "default", {"count": 3, "lastTimestamp": "2026-12-03T08:05:00Z"})
-        eventually(lambda: [e["count"] for e in oom_entries()] == [3], "the repeated event's count")
+        until(lambda: [e["count"] for e in oom_entries()] == [3], "the repeated event's count")
         expired = twin_kube(twin, "events/expire", {"olderThanSeconds": 0})["expired"]
         assert "default/trainer-0.oom" in expired
         assert not [e for e in core.list_namespaced_event("default").items if e.reason == "OOMKilled"]
+        # Wait until the control plane has seen the deletion: a watch delivers changes in resourceVersion order
+        # (a relist applies them all before it reports any), so once an event created after the expiry is on
+        # the timeline, the events watch has applied the deletion before it.
+        barrier = {**event, "metadata": {"name": "expiry-barrier.seen", "namespace": "default"},
+                   "involvedObject": {"kind": "Pod", "name": "expiry-barrier", "namespace": "default"},
+                   "reason": "Scheduled", "message": "created after the expiry", "type": "Normal"}
+        core.create_namespaced_event("default", barrier)
+        until(lambda: client.get("/api/v1/clusters/timeline", params={"objectName": "expiry-barrier"}).json()[
+            "entries"], "the event created after the expiry on the timeline")
         kept = oom_entries()
         assert len(kept) == 1 and kept[0]["type"] == "Warning" and kept[0]["source"] == "kubernetes"
         assert kept[0]["message"] == "container trainer ran out of memory" and kept[0]["objectKind"] == "Pod"

@@ -133,7 +133,7 @@ def test_cancel_running_and_pending(server: Running, tmp_path: Path) -> None:
         wait_for(client, str(ref["operationId"]), lambda v: v["stages"][0]["status"] == "RUNNING")
         cancel = client.post(f"/api/v1/operations/{ref['operationId']}/cancel")
         assert cancel.status_code == 202
-        view = wait_terminal(client, str(ref["operationId"]), timeout=20)
+        view = wait_terminal(client, str(ref["operationId"]))
         assert view["status"] == "CANCELLED"
         assert view["stages"][0]["status"] == "CANCELLED"
         assert view["error"]["code"] == "CANCELLED"
@@ -144,7 +144,7 @@ def test_cancel_running_and_pending(server: Running, tmp_path: Path) -> None:
         # Cancelling again while it runs the long stage, then the target is free for others.
         wait_for(client, str(ref["operationId"]), lambda v: v["status"] == "RUNNING")
         client.post(f"/api/v1/operations/{ref['operationId']}/cancel")
-        assert wait_terminal(client, str(ref["operationId"]), timeout=20)["status"] == "CANCELLED"
+        assert wait_terminal(client, str(ref["operationId"]))["status"] == "CANCELLED"
         assert _probe(client, tmp_path / "k", target="t1")["status"] == "PENDING"
 
 

@@ -64,7 +64,7 @@ class Running:
         }
 
 
-def wait_healthy(url: str, timeout: float = 30.0, proc: subprocess.Popen[bytes] | None = None) -> None:
+def wait_healthy(url: str, timeout: float = 60.0, proc: subprocess.Popen[bytes] | None = None) -> None:
     """Block until /healthz answers."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

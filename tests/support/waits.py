@@ -22,7 +22,7 @@ def wait_terminal(client: httpx.Client, operation_id: str, timeout: float = 60.0
     raise TimeoutError(f"{operation_id} did not finish: {view}")
 
 
-def wait_for(client: httpx.Client, operation_id: str, predicate: Any, timeout: float = 30.0) -> dict[str, Any]:
+def wait_for(client: httpx.Client, operation_id: str, predicate: Any, timeout: float = 60.0) -> dict[str, Any]:
     """Poll until `predicate(view)` holds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -230,7 +230,7 @@ def test_watch_from_resource_version_and_gone(cluster: Cluster, ns: str) -> None
         w = kubernetes.watch.Watch()
         ready.set()
         for event in w.stream(core.list_namespaced_config_map, ns, resource_version=start_rv,
-                              label_selector="watched=yes", timeout_seconds=10):
+                              label_selector="watched=yes", timeout_seconds=60):
             obj = event["object"]
             seen.append((event["type"], obj.metadata.name, (obj.data or {}).get("k", "")))
             if event["type"] == "DELETED":
@@ -238,12 +238,12 @@ def test_watch_from_resource_version_and_gone(cluster: Cluster, ns: str) -> None
 
     thread = threading.Thread(target=watch)
     thread.start()
-    ready.wait(5)
+    assert ready.wait(60)
     core.create_namespaced_config_map(ns, {"metadata": {"name": "w", "labels": {"watched": "yes"}}, "data": {"k": "1"}})
     core.create_namespaced_config_map(ns, {"metadata": {"name": "ignored"}})
     core.patch_namespaced_config_map("w", ns, {"data": {"k": "2"}})
     core.delete_namespaced_config_map("w", ns)
-    thread.join(15)
+    thread.join(60)
     assert seen == [("ADDED", "w", "1"), ("MODIFIED", "w", "2"), ("DELETED", "w", "2")]
     # Far too old a resourceVersion: the watch reports 410 Expired, which clients handle by relisting.
     cluster.runtime.store.history_limit = 5

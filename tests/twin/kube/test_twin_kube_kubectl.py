@@ -148,14 +148,14 @@ def test_status_subresource_wait_and_logs(cluster: Cluster, ns: str) -> None:
     cluster.kubectl("run", "-n", ns, "worker", "--image=busybox", "--restart=Never", "--", "sleep", "3600")
     before = cluster.runtime.store.listeners()
     waiter = subprocess.Popen(
-        [KUBECTL, "wait", "-n", ns, "--for=condition=Ready", "pod/worker", "--timeout=30s"],
+        [KUBECTL, "wait", "-n", ns, "--for=condition=Ready", "pod/worker", "--timeout=60s"],
         env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     until(watching(cluster, before), what="kubectl wait watching pod/worker")
     assert waiter.poll() is None  # the pod is not Ready yet: kubectl waits on its watch
     cluster.kubectl("patch", "-n", ns, "pod", "worker", "--subresource=status", "--type=merge", "-p",
                     '{"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}]}}')
-    out, err = waiter.communicate(timeout=30)
+    out, err = waiter.communicate(timeout=60)
     assert waiter.returncode == 0, err
     assert "condition met" in out
     assert cluster.kubectl("get", "-n", ns, "pod", "worker").stdout.splitlines()[1].split()[2] == "Running"
@@ -169,14 +169,14 @@ def test_status_subresource_wait_and_logs(cluster: Cluster, ns: str) -> None:
     assert follower.stdout.readline() == "step 1\n"
     logs.append(ns, "worker", "worker", "done")
     logs.close(ns, "worker", "worker")
-    rest, _ = follower.communicate(timeout=20)
+    rest, _ = follower.communicate(timeout=60)
     assert rest == "done\n" and follower.returncode == 0
 
 
 def test_watch_with_kubectl(cluster: Cluster, ns: str) -> None:
     before = cluster.runtime.store.listeners()
     watcher = subprocess.Popen(
-        [KUBECTL, "get", "configmaps", "-n", ns, "--watch-only", "-o", "name", "--request-timeout=20s"],
+        [KUBECTL, "get", "configmaps", "-n", ns, "--watch-only", "-o", "name", "--request-timeout=60s"],
         env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     assert watcher.stdout is not None
@@ -191,7 +191,7 @@ def test_watch_with_kubectl(cluster: Cluster, ns: str) -> None:
 
 def test_crd_and_custom_resource(cluster: Cluster, ns: str) -> None:
     cluster.kubectl("apply", "-f", "-", stdin=CRD)
-    cluster.kubectl("wait", "--for=condition=Established", "crd/widgets.example.com", "--timeout=10s")
+    cluster.kubectl("wait", "--for=condition=Established", "crd/widgets.example.com", "--timeout=60s")
     widget = "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1}\nspec: {size: %d}\n"
     assert "created" in cluster.kubectl("apply", "-n", ns, "-f", "-", stdin=widget % 3).stdout
     updated = cluster.kubectl("apply", "-n", ns, "-f", "-", stdin=widget % 5)

@@ -79,7 +79,7 @@ def test_pending_published_after_running_leaves_the_node_ready(env: tuple[Twin, 
     request = threading.Thread(target=create)
     request.start()
     try:
-        assert held.wait(30), "CreateCluster never published a Pending node event"
+        assert held.wait(60), "CreateCluster never published a Pending node event"
         twin.clock.advance(NODE_BOOT + 1)  # the clock boots both nodes in this thread: Running overtakes Pending
         assert seen.count("Running") == 2
         assert sorted(_ready(n) for n in _nodes(twin)) == ["True", "True"]

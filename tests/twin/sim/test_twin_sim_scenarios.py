@@ -41,7 +41,7 @@ class Env:
             self.twin.clock.advance(min(step, remaining))
             remaining -= step
 
-    def wait(self, what: str, check: Callable[[], Any], timeout: float = 15.0) -> Any:
+    def wait(self, what: str, check: Callable[[], Any], timeout: float = 60.0) -> Any:
         """Poll `check` until truthy: reactions run on server and clock threads, not in the test."""
         deadline = time.monotonic() + timeout
         while True:
