@@ -230,8 +230,8 @@ async def stage_eks(stage: StageContext) -> dict[str, Any]:
         return status == "ACTIVE", f"EKS control plane {name}: {status}"
 
     async def egress() -> None:
-        # Internet and NAT gateways, routes, the S3 endpoint: not needed by CreateCluster, so made meanwhile.
-        await stage.progress("network: internet and NAT gateways, routes, S3 endpoint")
+        # Internet and NAT gateways, routes, the S3 endpoint: not needed by CreateCluster, so made meanwhile (no
+        # progress message: the stage keeps saying what it waits for, the EKS control plane).
         network.update(await blocking(net.ensure_egress, n, network))
         await record_details(stage, tag, network=network)
 
