@@ -281,11 +281,16 @@ async def stage_hyperpod(stage: StageContext) -> dict[str, Any]:
     row = await blocking(get_cluster, app.db, tag)
     details = _eks_details(row)
     bucket = details["bucket"]
-    await stage.progress(f"lifecycle script: s3://{bucket}/{lifecycle_key(tag)} (uploaded, checksum verified)")
-    await blocking(ensure_lifecycle, app.aws, region, bucket, tag)
-    subnet = await _compute_subnet(stage, p, details)
     name = hyperpod_cluster_name(row)
-    existing = await blocking(hp_api.describe_cluster, app.aws, region, name)
+
+    async def lifecycle() -> None:
+        await blocking(ensure_lifecycle, app.aws, region, bucket, tag)
+        await stage.progress(f"lifecycle script: s3://{bucket}/{lifecycle_key(tag)} (uploaded, checksum verified)")
+
+    # Independent of each other: made side by side (CreateCluster verifies the script once more just before).
+    _, subnet, existing = await asyncio.gather(
+        lifecycle(), _compute_subnet(stage, p, details), blocking(hp_api.describe_cluster, app.aws, region, name)
+    )
     seen = {e.get("EventId") for e in await blocking(capacity_events, app.aws, region, name)} if existing else set()
     if existing is None:
         await _create_cluster(stage, p, name, details, subnet["subnetId"])
