@@ -18,6 +18,7 @@ the end of that wait). Asserts no timing.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -100,7 +101,9 @@ def main(scale: float, profile: str | None = None, spy: str | None = None) -> No
     twin = start_twin(clock_scale=scale)
     os.environ.update(twin.env)
     tmp = Path(tempfile.mkdtemp(prefix="bench-create-"))
-    port = 32000 + os.getpid() % 20000
+    with socket.socket() as probe:  # a free port (a fixed pick could be an outgoing connection's ephemeral port)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
     env = {**os.environ, **twin.env, "INSTANTSTART_DATA_DIR": str(tmp), "INSTANTSTART_PORT": str(port),
            "INSTANTSTART_AWS_ENDPOINT_URL": twin.endpoint_url, "INSTANTSTART_LOG_LEVEL": "WARNING",
            "INSTANTSTART_HELM_REPOSITORY_URL": str(twin.info.get("chart_repo_url") or ""),
