@@ -10,15 +10,19 @@ plane and the twin spent meanwhile (the machine is shared: CPU seconds move less
 `--profile FILE` the control plane runs under cProfile (its main thread only) and writes its profile to FILE;
 with `--py-spy FILE` (py-spy installed beside Python) py-spy samples every thread of the control plane and
 of the twin during the run and writes collapsed stacks to FILE and FILE.twin; BENCH_TRACE=1 prints each stage
-message as the bench saw it appear (polling every 0.2 s). Asserts no timing.
+message as the bench saw it appear (polling every 0.2 s) and, from a thread reading the twin every 0.1 s, when
+each simulated wait really ended on the twin beside when the control plane's stage reported it (the poll lag at
+the end of that wait). Asserts no timing.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -50,11 +54,56 @@ def cpu_seconds(pid: int) -> float:
     return sum(int(fields[i]) for i in (11, 12, 13, 14)) / ticks
 
 
+class TwinWatcher:
+    """Reads the twin every 0.1 s (BENCH_TRACE only): when the EKS cluster, each add-on and the HyperPod cluster
+    first reached each status, in seconds since `started`."""
+
+    def __init__(self, endpoint: str, region: str, started: float) -> None:
+        import boto3
+
+        self.eks = boto3.client("eks", endpoint_url=endpoint, region_name=region)
+        self.sm = boto3.client("sagemaker", endpoint_url=endpoint, region_name=region)
+        self.started = started
+        self.seen: dict[tuple[str, str], float] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _note(self, what: str, status: str) -> None:
+        self.seen.setdefault((what, status), time.monotonic() - self.started)
+
+    def _run(self) -> None:
+        while not self.stop.wait(0.1):
+            try:
+                self._note("eks", self.eks.describe_cluster(name="eks-cluster-p1")["cluster"]["status"])
+                for addon in self.eks.list_addons(clusterName="eks-cluster-p1")["addons"]:
+                    got = self.eks.describe_addon(clusterName="eks-cluster-p1", addonName=addon)["addon"]
+                    self._note(f"addon {addon}", got["status"])
+                self._note("hyperpod", self.sm.describe_cluster(ClusterName="hp-cluster-p1")["ClusterStatus"])
+            except Exception:  # not created yet
+                continue
+
+    def report(self, trace: list[tuple[float, str, str]]) -> None:
+        """Each wait's end on the twin beside the first stage message after it."""
+        def first_after(at: float, stage: str) -> float | None:
+            return next((t for t, name, _ in trace if name == stage and t >= at), None)
+
+        ends = [(what, status, at) for (what, status), at in sorted(self.seen.items(), key=lambda kv: kv[1])
+                if status in ("ACTIVE", "DEGRADED", "InService")]
+        for what, status, at in ends:
+            stage = {"eks": "eks", "hyperpod": "hyperpod"}.get(what, "dependencies")
+            saw = first_after(at, stage)
+            lag = f"control plane moved on {saw - at:5.2f} s later" if saw is not None else "-"
+            print(f"   twin: {what:<40} {status:<9} at +{at:6.2f} s; {lag}")
+
+
 def main(scale: float, profile: str | None = None, spy: str | None = None) -> None:
     twin = start_twin(clock_scale=scale)
     os.environ.update(twin.env)
     tmp = Path(tempfile.mkdtemp(prefix="bench-create-"))
-    port = 32000 + os.getpid() % 20000
+    with socket.socket() as probe:  # a free port (a fixed pick could be an outgoing connection's ephemeral port)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
     env = {**os.environ, **twin.env, "INSTANTSTART_DATA_DIR": str(tmp), "INSTANTSTART_PORT": str(port),
            "INSTANTSTART_AWS_ENDPOINT_URL": twin.endpoint_url, "INSTANTSTART_LOG_LEVEL": "WARNING",
            "INSTANTSTART_HELM_REPOSITORY_URL": str(twin.info.get("chart_repo_url") or ""),
@@ -85,6 +134,8 @@ def main(scale: float, profile: str | None = None, spy: str | None = None) -> No
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             for pid, out in ((cp.pid, spy), (twin.process.pid, f"{spy}.twin")) if spy
         ]
+        watcher = TwinWatcher(twin.endpoint_url, twin.env["AWS_REGION"], started) if os.environ.get(
+            "BENCH_TRACE") else None
         ref = client.post("/api/v1/clusters", json=body)
         assert ref.status_code == 202, ref.text
         trace.append((time.monotonic() - started, "(submission)", "202 Accepted: the preflight passed"))
@@ -100,6 +151,8 @@ def main(scale: float, profile: str | None = None, spy: str | None = None) -> No
             assert time.monotonic() - started < DEADLINE, view
             time.sleep(0.2)
         wall = time.monotonic() - started
+        if watcher is not None:
+            watcher.stop.set()
         cp_cpu = cpu_seconds(cp.pid) - cpu_before[0]
         for sampler in samplers:
             sampler.send_signal(2)
@@ -124,6 +177,8 @@ def main(scale: float, profile: str | None = None, spy: str | None = None) -> No
         if os.environ.get("BENCH_TRACE"):
             for at, stage_name, message in trace:
                 print(f"   +{at:6.2f} s  {stage_name:<13} {message[:100]}")
+            if watcher is not None:
+                watcher.report(trace)
         print(f"P1 CPU during the run: control plane {cp_cpu:.2f} s (with helm/kubectl children), twin "
               f"{twin_cpu:.2f} s; load average {os.getloadavg()[0]:.1f}")
         print(f"P1 {len(addons)} add-ons; stages without simulated waits (activate, storage, verification) are "

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubernetes import client as k8s
-from kubernetes import dynamic
+from instantstart.kube import k8s
 
 FIELD_MANAGER = "instantstart"
 
 
+def _dynamic() -> Any:
+    """`kubernetes.dynamic`, imported on first use (as the client itself, see `kube.k8s`)."""
+    from kubernetes import dynamic
+
+    return dynamic
+
+
 def _client(api: k8s.ApiClient) -> Any:
     # The dynamic client is untyped; everything it returns is treated as Any and converted at the edge.
-    return dynamic.DynamicClient(api)  # type: ignore[no-untyped-call]
+    return _dynamic().DynamicClient(api)
 
 
 def _resource(api: k8s.ApiClient, body: dict[str, Any]) -> Any:
@@ -26,7 +32,7 @@ def read_object(api: k8s.ApiClient, body: dict[str, Any]) -> dict[str, Any] | No
     meta = body["metadata"]
     try:
         found = client.get(resource, name=meta["name"], namespace=meta.get("namespace"))
-    except dynamic.exceptions.NotFoundError:
+    except _dynamic().exceptions.NotFoundError:
         return None
     value: dict[str, Any] = found.to_dict()
     return value
@@ -54,7 +60,7 @@ def delete_object(api: k8s.ApiClient, body: dict[str, Any]) -> bool:
     meta = body["metadata"]
     try:
         client.delete(_resource(api, body), name=meta["name"], namespace=meta.get("namespace"))
-    except dynamic.exceptions.NotFoundError:
+    except _dynamic().exceptions.NotFoundError:
         return False
     return True
 

@@ -5,9 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
-
 from instantstart.aws.errors import translate
 from instantstart.errors import (
     Conflict,
@@ -18,6 +15,7 @@ from instantstart.errors import (
     ProviderError,
     Throttled,
 )
+from instantstart.kube import k8s
 from instantstart.kube.client import KubeClients
 
 T = TypeVar("T")
@@ -27,7 +25,7 @@ def kube_error(exc: Exception, action: str) -> InstantStartError:
     """The domain error for a failed Kubernetes call (API status → code; transport failures retryable)."""
     if isinstance(exc, InstantStartError):
         return exc
-    if isinstance(exc, ApiException):
+    if isinstance(exc, k8s.ApiException):
         status = int(exc.status or 0)
         text = f"{action}: HTTP {status}: {exc.reason}"
         if status == 404:

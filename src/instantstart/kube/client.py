@@ -9,11 +9,10 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes import client as k8s
-
 from instantstart.aws.clients import AwsClients
 from instantstart.aws.errors import translate
 from instantstart.errors import PreconditionFailed
+from instantstart.kube import k8s
 from instantstart.kube.token import EksToken, eks_token
 
 # The client's API classes the control plane uses: the client imports each module (with its models) on first

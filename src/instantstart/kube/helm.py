@@ -84,6 +84,25 @@ def kubeconfig(conn: Connection) -> Iterator[str]:
             os.unlink(path)
 
 
+def list_entry(release: dict[str, Any]) -> dict[str, Any] | None:
+    """A release as `helm upgrade -o json` prints it (name, namespace, version, info.status, chart.metadata), in
+    the form of a `helm list -o json` entry (revision, status, chart "<name>-<version>", app_version); None when a
+    field is missing (then ask `helm list`)."""
+    info = release.get("info") or {}
+    meta = (release.get("chart") or {}).get("metadata") or {}
+    if not (release.get("name") and release.get("version") and info.get("status") and meta.get("name")
+            and meta.get("version")):
+        return None
+    return {
+        "name": release["name"],
+        "namespace": release.get("namespace"),
+        "revision": str(release["version"]),
+        "status": info["status"],
+        "chart": f"{meta['name']}-{meta['version']}",
+        "app_version": meta.get("appVersion", ""),
+    }
+
+
 class Helm:
     """Runs helm with an argument list against one cluster connection (blocking; call from a worker thread)."""
 

@@ -24,7 +24,8 @@ from typing import Any
 from urllib.parse import urlencode
 
 import urllib3
-from kubernetes import client as k8s
+
+from instantstart.kube import k8s
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from kubernetes import client as k8s
-
+from instantstart.kube import k8s
 from instantstart.kube.calls import kube_call
 
 LINE_CHARS = 2000  # one streamed line at most (longer lines are cut, as pod_logs does)

@@ -6,10 +6,8 @@ import json
 from typing import Any
 from urllib.parse import quote
 
-from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
-
 from instantstart.errors import NotFound, ProviderError, Timeout
+from instantstart.kube import k8s
 
 
 def service_request(
@@ -41,7 +39,7 @@ def service_request(
         )
         response = api.call_api(*serialized, _request_timeout=timeout)
         response.read()  # type: ignore[no-untyped-call]
-    except ApiException as exc:
+    except k8s.ApiException as exc:
         raise ProviderError(f"calling {namespace}/{service}: HTTP {exc.status}: {exc.reason}") from None
     except Exception as exc:
         if "timed out" in str(exc).lower() or "timeout" in type(exc).__name__.lower():

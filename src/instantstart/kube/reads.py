@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from kubernetes import client as k8s
+from instantstart.kube import k8s
 
 
 def cluster_version(api: k8s.ApiClient) -> tuple[str, int]:

@@ -161,7 +161,8 @@ async def _execution_role(stage: StageContext, scope: pol.Scope, common: dict[st
 
 
 async def stage_eks(stage: StageContext) -> dict[str, Any]:
-    """Network → IAM → EKS control plane (waited for) → access entry and OIDC provider."""
+    """Network (VPC, subnets, security group) and IAM → EKS control plane, waited for while the routes out of
+    the subnets, the execution role and the caller are made → NAT gateway available → access entry and OIDC."""
     p = stage.params_as(EksParams)
     tag, region = p.cluster_tag, p.region
     app = stage.app
@@ -179,8 +180,10 @@ async def stage_eks(stage: StageContext) -> dict[str, Any]:
     common = {"cluster_tag": tag, "operation_id": stage.operation_id, "region": region}
 
     async def network_part() -> dict[str, Any]:
-        await stage.progress("network: VPC, subnets, internet and NAT gateways, routes, S3 endpoint, security group")
-        built: dict[str, Any] = await blocking(net.ensure_network, n, vpc_id=p.vpc_id, plan=plan, vpc_cidr=p.vpc_cidr)
+        await stage.progress("network: VPC, subnets, security group")
+        built: dict[str, Any] = await blocking(
+            net.ensure_eks_network, n, vpc_id=p.vpc_id, plan=plan, vpc_cidr=p.vpc_cidr
+        )
         await record_details(stage, tag, network=built)
         return built
 
@@ -226,13 +229,19 @@ async def stage_eks(stage: StageContext) -> dict[str, Any]:
             )
         return status == "ACTIVE", f"EKS control plane {name}: {status}"
 
-    async def control_plane() -> None:
-        await wait_until(stage, active, limit_seconds=EKS_TIMEOUT, what=f"EKS cluster {name}")
-        await _wait_nat(stage, region, str(network["natGatewayId"]))
+    async def egress() -> None:
+        # Internet and NAT gateways, routes, the S3 endpoint: not needed by CreateCluster, so made meanwhile (no
+        # progress message: the stage keeps saying what it waits for, the EKS control plane).
+        network.update(await blocking(net.ensure_egress, n, network))
+        await record_details(stage, tag, network=network)
 
-    _, exec_role, principal = await asyncio.gather(
-        control_plane(), _execution_role(stage, scope, common), blocking(iam_svc.caller_principal, app.aws, region)
+    _, _, exec_role, principal = await asyncio.gather(
+        wait_until(stage, active, limit_seconds=EKS_TIMEOUT, what=f"EKS cluster {name}"),
+        egress(),
+        _execution_role(stage, scope, common),
+        blocking(iam_svc.caller_principal, app.aws, region),
     )
+    await _wait_nat(stage, region, str(network["natGatewayId"]))
     cluster = await blocking(eks_api.describe_cluster, app.aws, region, name) or {}
     await stage.progress("access entry for the control plane and the cluster's OIDC provider")
     await blocking(eks_api.ensure_admin_access, app.aws, region, name=name, principal_arn=principal)

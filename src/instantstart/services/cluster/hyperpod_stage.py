@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from anyio import to_thread
@@ -235,15 +236,24 @@ async def _wait_in_service(stage: StageContext, p: HyperPodParams, name: str, se
     app, hp, region = stage.app, p.hyperpod, p.region
 
     async def in_service() -> tuple[bool, str]:
-        cluster = await blocking(hp_api.describe_cluster, app.aws, region, name)
+        # Both reads at once: a check (and so the end of the wait) costs one round trip, not two.
+        cluster, events = await asyncio.gather(
+            blocking(hp_api.describe_cluster, app.aws, region, name),
+            blocking(capacity_events, app.aws, region, name),
+            return_exceptions=True,
+        )
+        if isinstance(cluster, BaseException):
+            raise cluster
         if cluster is None:
             raise ProviderError(f"HyperPod cluster {name} disappeared.", retryable=False)
+        if isinstance(events, BaseException):
+            raise events
         status = cluster["ClusterStatus"]
         groups = cluster.get("InstanceGroups", [])
         counts = ", ".join(
             f"{g['InstanceGroupName']} {g.get('CurrentCount', 0)}/{g.get('TargetCount', 0)}" for g in groups
         )
-        fresh = [e for e in await blocking(capacity_events, app.aws, region, name) if e.get("EventId") not in seen]
+        fresh = [e for e in events if e.get("EventId") not in seen]
         failure = cluster.get("FailureMessage") or ""
         if fresh or (status in ("Failed", "RollingBack") and any(w in failure.lower() for w in CAPACITY_WORDS)):
             reason = fresh[0]["Description"] if fresh else failure
@@ -271,11 +281,16 @@ async def stage_hyperpod(stage: StageContext) -> dict[str, Any]:
     row = await blocking(get_cluster, app.db, tag)
     details = _eks_details(row)
     bucket = details["bucket"]
-    await stage.progress(f"lifecycle script: s3://{bucket}/{lifecycle_key(tag)} (uploaded, checksum verified)")
-    await blocking(ensure_lifecycle, app.aws, region, bucket, tag)
-    subnet = await _compute_subnet(stage, p, details)
     name = hyperpod_cluster_name(row)
-    existing = await blocking(hp_api.describe_cluster, app.aws, region, name)
+
+    async def lifecycle() -> None:
+        await blocking(ensure_lifecycle, app.aws, region, bucket, tag)
+        await stage.progress(f"lifecycle script: s3://{bucket}/{lifecycle_key(tag)} (uploaded, checksum verified)")
+
+    # Independent of each other: made side by side (CreateCluster verifies the script once more just before).
+    _, subnet, existing = await asyncio.gather(
+        lifecycle(), _compute_subnet(stage, p, details), blocking(hp_api.describe_cluster, app.aws, region, name)
+    )
     seen = {e.get("EventId") for e in await blocking(capacity_events, app.aws, region, name)} if existing else set()
     if existing is None:
         await _create_cluster(stage, p, name, details, subnet["subnetId"])

@@ -304,8 +304,10 @@ def ensure_compute_subnet(
     return {"subnetId": new_id, "created": True, "cidr": cidr, "az": az, "usableAddresses": usable_addresses(cidr)}
 
 
-def ensure_network(n: NetCtx, *, vpc_id: str | None, plan: AddressPlan | None, vpc_cidr: str | None) -> dict[str, Any]:
-    """Everything the EKS stage needs from the network; returns the ids (stage outputs)."""
+def ensure_eks_network(
+    n: NetCtx, *, vpc_id: str | None, plan: AddressPlan | None, vpc_cidr: str | None
+) -> dict[str, Any]:
+    """What CreateCluster needs: the VPC, the public and EKS private subnets in two AZs, the security group."""
     vpc = ensure_vpc(n, vpc_id=vpc_id, vpc_cidr=plan.vpc if plan else vpc_cidr)
     the_plan = plan or _plan_inside(n, vpc["vpcId"], vpc["vpcCidr"])
     zones = ec2_network.availability_zones(n.aws, n.region)
@@ -320,26 +322,33 @@ def ensure_network(n: NetCtx, *, vpc_id: str | None, plan: AddressPlan | None, v
         ensure_subnet(n, vpc_id=vpc["vpcId"], role=f"eks-private-{i + 1}", cidr=c, az=az, public=False)
         for i, (c, az) in enumerate(zip(the_plan.eks_private, (az1, az2), strict=True))
     ]
-    igw = ensure_internet_gateway(n, vpc["vpcId"])
-    nat = ensure_nat_gateway(n, vpc["vpcId"], public[0])
-    public_rt = ensure_route_table(n, vpc_id=vpc["vpcId"], role="rt-public", subnet_ids=public, gateway_id=igw)
-    private_rt = ensure_route_table(
-        n, vpc_id=vpc["vpcId"], role="rt-eks-private", subnet_ids=private, nat_gateway_id=nat
-    )
-    s3 = ensure_s3_endpoint(n, vpc["vpcId"], [private_rt])
     sg = ensure_security_group(n, vpc["vpcId"])
     return {
         **vpc,
         "publicSubnetIds": public,
         "eksSubnetIds": private,
+        "securityGroupId": sg,
+        "computeSubnetCidr": the_plan.compute,
+        "availabilityZones": [az1, az2],
+    }
+
+
+def ensure_egress(n: NetCtx, core: dict[str, Any]) -> dict[str, Any]:
+    """The routes out of the subnets of `core` (from `ensure_eks_network`): internet and NAT gateways, the
+    public and EKS private route tables, the S3 gateway endpoint. EKS does not need them to create its
+    control plane, so the EKS stage makes them while it waits for it."""
+    vpc_id, public, private = core["vpcId"], core["publicSubnetIds"], core["eksSubnetIds"]
+    igw = ensure_internet_gateway(n, vpc_id)
+    nat = ensure_nat_gateway(n, vpc_id, public[0])
+    public_rt = ensure_route_table(n, vpc_id=vpc_id, role="rt-public", subnet_ids=public, gateway_id=igw)
+    private_rt = ensure_route_table(n, vpc_id=vpc_id, role="rt-eks-private", subnet_ids=private, nat_gateway_id=nat)
+    s3 = ensure_s3_endpoint(n, vpc_id, [private_rt])
+    return {
         "internetGatewayId": igw,
         "natGatewayId": nat,
         "publicRouteTableId": public_rt,
         "privateRouteTableId": private_rt,
         "s3EndpointId": s3,
-        "securityGroupId": sg,
-        "computeSubnetCidr": the_plan.compute,
-        "availabilityZones": [az1, az2],
     }
 
 

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from anyio import to_thread
-from kubernetes import client as k8s
 from pydantic import Field
 
 from instantstart.catalog import operation
@@ -17,6 +16,7 @@ from instantstart.context import AppContext, CallContext
 from instantstart.errors import (
     InstantStartError,
 )
+from instantstart.kube import k8s
 from instantstart.kube.calls import kube_api
 from instantstart.manifests.storage import DEFAULT_CLAIM, DEFAULT_NAMESPACE
 from instantstart.services.cluster import hyperpod_stage as hyperpod

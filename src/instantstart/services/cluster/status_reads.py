@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubernetes import client as k8s
-
+from instantstart.kube import k8s
 from instantstart.kube.calls import as_dict, kube_call
 from instantstart.manifests.storage import DEFAULT_NAMESPACE
 

@@ -23,13 +23,13 @@ async def blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return await to_thread.run_sync(functools.partial(fn, *args, **kwargs))
 
 
-POLL_FRACTION = 0.07  # a wait is polled again after 7 % more of it elapsed …
+POLL_FRACTION = 0.03  # a wait is polled again after 3 % more of it elapsed …
 POLL_FLOOR_SECONDS = 0.25  # … but not sooner than this …
 
 
 def next_poll(elapsed: float, poll_seconds: float) -> float:
     """How long to sleep before the next check of a wait that has run `elapsed` seconds: a fraction of the
-    time waited so far (so the check lands at most ~7 % after the wait really ended, whatever its length),
+    time waited so far (so the check lands at most ~3 % after the wait really ended, whatever its length),
     never sooner than a quarter second nor later than the configured poll interval."""
     return min(max(elapsed * POLL_FRACTION, min(POLL_FLOOR_SECONDS, poll_seconds)), poll_seconds)
 

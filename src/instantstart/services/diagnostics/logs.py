@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from anyio import to_thread
-from kubernetes import client as k8s
 from pydantic import Field
 
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext
+from instantstart.kube import k8s
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.services.core.registry import get_cluster, resolve_tag
 from instantstart.services.core.stages import blocking

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from anyio import to_thread
-from kubernetes import client as k8s
 from pydantic import Field
 
 from instantstart.aws.hyperpod import describe_node
@@ -13,6 +12,7 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext
 from instantstart.errors import NotFound
+from instantstart.kube import k8s
 from instantstart.kube.calls import as_dict, kube_api, kube_call
 from instantstart.services.capacity.nodes import NODE_ID, instance_id
 from instantstart.services.cluster.status_reads import GPU, HEALTH_LABEL, pod_request

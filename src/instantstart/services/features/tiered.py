@@ -6,13 +6,11 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
-
 from instantstart.aws import eks as eks_api
 from instantstart.aws import hyperpod as hp_api
 from instantstart.aws import iam as iam_api
 from instantstart.errors import DependencyFailed, PreconditionFailed
+from instantstart.kube import k8s
 from instantstart.kube.calls import kube_call
 from instantstart.manifests import iam_policies as pol
 from instantstart.services.capacity.group_allowlist import resubmit_spec
@@ -119,7 +117,7 @@ def read_sa(core: k8s.CoreV1Api, who: Subject) -> Any:
     """The checkpointing ServiceAccount, or None."""
     try:
         return core.read_namespaced_service_account(who.service_account, who.namespace)
-    except ApiException as exc:
+    except k8s.ApiException as exc:
         if exc.status == 404:
             return None
         raise
@@ -129,7 +127,7 @@ def namespace_exists(core: k8s.CoreV1Api, namespace: str) -> bool:
     """Whether the namespace exists."""
     try:
         core.read_namespace(namespace)
-    except ApiException as exc:
+    except k8s.ApiException as exc:
         if exc.status == 404:
             return False
         raise

@@ -6,12 +6,10 @@ import asyncio
 import time
 from typing import Any
 
-from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
-
 from instantstart.aws import eks as eks_api
 from instantstart.context import AppContext
 from instantstart.errors import DependencyFailed
+from instantstart.kube import k8s
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.services.core.stages import blocking
 from instantstart.store.models import ClusterRow
@@ -38,7 +36,7 @@ CHECKS: dict[str, tuple[tuple[str, ...], tuple[tuple[str, str], ...]]] = {
 def _crd_served(api: k8s.ApiClient, name: str) -> tuple[bool, str]:
     try:
         crd = k8s.ApiextensionsV1Api(api).read_custom_resource_definition(name)
-    except ApiException as exc:
+    except k8s.ApiException as exc:
         if exc.status == 404:
             return False, "not installed"
         raise
@@ -51,7 +49,7 @@ def _crd_served(api: k8s.ApiClient, name: str) -> tuple[bool, str]:
 def _deployment_ready(api: k8s.ApiClient, namespace: str, name: str) -> tuple[bool, str]:
     try:
         dep = k8s.AppsV1Api(api).read_namespaced_deployment(name, namespace)
-    except ApiException as exc:
+    except k8s.ApiException as exc:
         if exc.status == 404:
             return False, "not found"
         raise

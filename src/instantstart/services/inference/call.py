@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from kubernetes import client as k8s
 from pydantic import Field
 
 from instantstart.aws.sagemaker_runtime import invoke_endpoint
@@ -17,6 +16,7 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext
 from instantstart.errors import NotFound, PreconditionFailed, ProviderError
+from instantstart.kube import k8s
 from instantstart.kube.apply import read_object
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.proxy import service_request

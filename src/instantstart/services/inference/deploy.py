@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from anyio import to_thread
-from kubernetes import client as k8s
 from pydantic import Field
 
 from instantstart.catalog import operation
@@ -13,6 +12,7 @@ from instantstart.catalog.base import WireModel
 from instantstart.catalog.secret import Secret
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import InvalidInput, NotFound, PreconditionFailed, ProviderError
+from instantstart.kube import k8s
 from instantstart.kube.apply import apply_object, read_object
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.logs import register_secret

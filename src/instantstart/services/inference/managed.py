@@ -6,13 +6,13 @@ from functools import partial
 from typing import Any, Literal
 
 from anyio import to_thread
-from kubernetes import client as k8s
 from pydantic import Field
 
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import InvalidInput, PreconditionFailed, ProviderError
+from instantstart.kube import k8s
 from instantstart.kube.apply import apply_object, delete_object, read_object
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.informers import Informer

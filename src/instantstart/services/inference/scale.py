@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubernetes import client as k8s
 from pydantic import Field
 
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import InvalidInput, NotFound, PreconditionFailed
+from instantstart.kube import k8s
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.manifests import inference as m
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec

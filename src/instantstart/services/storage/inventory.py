@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubernetes import client as k8s
 from pydantic import Field
 
 from instantstart.catalog import operation
 from instantstart.catalog.base import NoInput, WireModel
 from instantstart.context import AppContext, CallContext
 from instantstart.errors import Conflict, NotFound
+from instantstart.kube import k8s
 from instantstart.kube.calls import as_dict, kube_api, kube_call
 from instantstart.manifests import storage as m
 from instantstart.manifests.fsx import FSX_CSI_DRIVER

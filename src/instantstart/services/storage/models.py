@@ -7,12 +7,11 @@ import json
 import secrets
 from typing import Any
 
-from kubernetes import client as k8s
-
 from instantstart.aws import identity, s3
 from instantstart.catalog import operation
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import InvalidInput, ProviderError
+from instantstart.kube import k8s
 from instantstart.kube.apply import apply_object, delete_object, read_object
 from instantstart.kube.calls import as_dict, kube_api, kube_call
 from instantstart.manifests import model_download as md

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from anyio import to_thread
-from kubernetes import client as k8s
 
 from instantstart.aws import identity, s3
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import Conflict, InvalidInput, NotFound
+from instantstart.kube import k8s
 from instantstart.kube.calls import as_dict, kube_api, kube_call
 from instantstart.manifests import fsx as fsx_m
 from instantstart.manifests import iam_policies as pol

@@ -6,10 +6,9 @@ import re
 import shlex
 from typing import Any
 
-from kubernetes import client as k8s
-
 from instantstart.context import AppContext
 from instantstart.errors import Conflict, InvalidInput, NotFound, PreconditionFailed
+from instantstart.kube import k8s
 from instantstart.kube.apply import read_object
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.manifests import training as m

@@ -8,13 +8,13 @@ from functools import partial
 from typing import Any
 
 from anyio import to_thread
-from kubernetes import client as k8s
 from pydantic import Field
 
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import NotFound
+from instantstart.kube import k8s
 from instantstart.kube.calls import as_dict, kube_api, kube_call
 from instantstart.kube.informers import Informer
 from instantstart.manifests import ray_job

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from kubernetes import client as k8s
 from pydantic import Field
 
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext
 from instantstart.errors import NotFound, PreconditionFailed
+from instantstart.kube import k8s
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.manifests import training as m
 from instantstart.services.training.checks import field_error

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubernetes import client as k8s
-
 from instantstart.context import StageContext
+from instantstart.kube import k8s
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.reads import crds_served, delete_cluster_object, ensure_cluster_object, read_cluster_object
 from instantstart.manifests import karpenter as m

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from instantstart.context import AppContext
-from instantstart.kube.helm import Connection, Helm
+from instantstart.kube.helm import Connection, Helm, list_entry
 from instantstart.kube.helm_binary import resolve_helm
 from instantstart.services.cluster.dependencies.catalog import Dependency
 from instantstart.services.cluster.dependencies.readiness import wait_ready
@@ -53,7 +53,7 @@ class HelmSteps:
             result.action = "unchanged"
         else:
             await self.progress(f"{dep.name}: helm upgrade --install {dep.release} {wanted_chart}")
-            await blocking(
+            installed = await blocking(
                 helm.upgrade_install,
                 release=dep.release,
                 chart=dep.chart,
@@ -65,7 +65,8 @@ class HelmSteps:
                 wait=False,
             )
             result.action = "installed" if current is None else "upgraded"
-        current = await blocking(helm.release, dep.release, dep.namespace)
+            # The release helm just printed (one helm run less on the dependencies stage's critical path).
+            current = list_entry(installed) or await blocking(helm.release, dep.release, dep.namespace)
         if current is None or current.get("status") != "deployed":
             raise DependencyFailed(
                 f"helm release {dep.release} is {current.get('status') if current else 'missing'}.",

@@ -6,10 +6,8 @@ import asyncio
 import time
 from typing import Any
 
-from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
-
 from instantstart.context import AppContext
+from instantstart.kube import k8s
 from instantstart.services.cluster.dependencies.catalog import Dependency, WorkloadRef
 from instantstart.services.cluster.dependencies.results import DependencyFailed, DepResult, Target
 from instantstart.services.core.stages import blocking, next_poll
@@ -65,7 +63,7 @@ def workload_states(app: AppContext, target: Target, refs: list[tuple[str, Workl
                 ready = (dep.status.ready_replicas or 0) if dep.status else 0
                 if dep.status is None or dep.status.observed_generation is None:
                     desired = None
-        except ApiException as exc:
+        except k8s.ApiException as exc:
             if exc.status != 404:
                 raise
             state.update(exists=False, ready=False, desired=None, readyCount=0, message="not found")

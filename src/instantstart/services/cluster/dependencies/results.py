@@ -7,10 +7,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
 from instantstart.aws.errors import translate
 from instantstart.errors import InstantStartError
+from instantstart.kube import k8s
 from instantstart.kube.helm import HelmError
 
 Progress = Callable[[str], Awaitable[None]]
@@ -74,7 +73,7 @@ def failure_of(exc: BaseException) -> DependencyFailed:
         return DependencyFailed(exc.message, exc.hint if exc.hint != exc.default_hint else _helm_hint(exc.stderr))
     if isinstance(exc, InstantStartError):
         return DependencyFailed(exc.message, exc.hint, retryable=exc.retryable)
-    if isinstance(exc, ApiException):
+    if isinstance(exc, k8s.ApiException):
         return DependencyFailed(
             f"Kubernetes API: {exc.status} {exc.reason}", "Check the cluster's API server.", retryable=True
         )

@@ -1,0 +1,43 @@
+"""An idle control plane stays light: the Kubernetes client loads on first use, Region names come from data."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import boto3
+from kubernetes import client as kubernetes_client
+
+from instantstart.kube import k8s
+from instantstart.validation import known_regions
+
+IDLE_IMPORTS = """
+import sys
+import instantstart.api.app as app
+import instantstart.cli.main
+import instantstart.server
+from instantstart.settings import Settings
+app.load_all(Settings().plugins)
+print(",".join(sorted(name for name in sys.modules if name.split(".")[0] in ("kubernetes", "google", "oauthlib"))))
+"""
+
+
+def test_serving_imports_no_kubernetes_client_until_a_cluster_is_used() -> None:
+    # A fresh interpreter: this test process has long imported the client.
+    out = subprocess.run([sys.executable, "-c", IDLE_IMPORTS], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.strip() == ""
+
+
+def test_the_lazy_client_module_is_the_kubernetes_client() -> None:
+    assert k8s.CoreV1Api is kubernetes_client.CoreV1Api
+    assert k8s.ApiException is kubernetes_client.ApiException
+    assert k8s.V1ObjectMeta(name="a").name == "a"
+
+
+def test_known_regions_are_the_ones_a_boto3_session_lists_for_ec2() -> None:
+    session = boto3.session.Session()
+    expected: set[str] = set()
+    for partition in ("aws", "aws-cn", "aws-us-gov"):
+        expected.update(session.get_available_regions("ec2", partition_name=partition))
+    assert known_regions() == frozenset(expected)
+    assert "us-west-2" in known_regions() and "cn-north-1" in known_regions()
