@@ -171,11 +171,7 @@ def test_a_training_job_appears_and_goes_live_without_a_reload_or_a_poll(page: A
                                                                          tmp_path: Any) -> None:
     from kubernetes import client as k8s
 
-    from hyperpod_twin.twin import ACCESS_KEY_ID, SECRET_ACCESS_KEY
-    from instantstart.aws.clients import AwsClients
-    from instantstart.kube.client import KubeClients
     from instantstart.manifests import training as m
-    from instantstart.settings import Settings
     from tests.support.watches import pytorch_job
 
     page.goto(served.url + "/#/monitoring")
@@ -184,13 +180,7 @@ def test_a_training_job_appears_and_goes_live_without_a_reload_or_a_poll(page: A
     table_reads: list[str] = []  # HTTP reads of the job and endpoint tables from now on (there must be none)
     page.on("request", lambda r: table_reads.append(r.url) if re.search(
         r"/api/v1/(training/jobs|inference/(services|managed))(\?|$)", r.url) else None)
-    with served.api() as api:
-        active = next(c for c in api.get("/api/v1/clusters").json()["clusters"] if c["active"])
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY_ID)
-        env.setenv("AWS_SECRET_ACCESS_KEY", SECRET_ACCESS_KEY)
-        settings = Settings(data_dir=tmp_path, aws_endpoint_url=served.twin_url, aws_region=active["region"])
-        api_client = KubeClients(AwsClients(settings)).api_client(active["eksClusterName"], active["region"])
+    with served.kube_api(tmp_path) as api_client:
         objects = k8s.CustomObjectsApi(api_client)
         objects.create_namespaced_custom_object(m.GROUP, m.VERSION, "default", m.PLURAL,
                                                 pytorch_job("live-job", TYPE))

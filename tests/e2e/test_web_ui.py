@@ -294,21 +294,11 @@ def test_monitoring_shows_gpu_totals_and_workloads(page: Any, served: Served) ->
 def test_monitoring_shows_a_pod_appearing_live_without_a_refresh(page: Any, served: Served, tmp_path: Any) -> None:
     from kubernetes import client as k8s
 
-    from hyperpod_twin.twin import ACCESS_KEY_ID, SECRET_ACCESS_KEY
-    from instantstart.aws.clients import AwsClients
-    from instantstart.kube.client import KubeClients
-    from instantstart.settings import Settings
-
     page.goto(served.url + "/#/monitoring")
     expect(page.locator("#workloads")).to_contain_text("Pods (")
     expect(page.locator("#timeline")).to_contain_text("Timeline")
-    with served.api() as api:
-        active = next(c for c in api.get("/api/v1/clusters").json()["clusters"] if c["active"])
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY_ID)
-        env.setenv("AWS_SECRET_ACCESS_KEY", SECRET_ACCESS_KEY)
-        settings = Settings(data_dir=tmp_path, aws_endpoint_url=served.twin_url, aws_region=active["region"])
-        core = k8s.CoreV1Api(KubeClients(AwsClients(settings)).api_client(active["eksClusterName"], active["region"]))
+    with served.kube_api(tmp_path) as api_client:
+        core = k8s.CoreV1Api(api_client)
         core.create_namespaced_pod("default", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "live-probe"},
                                                "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
     # No reload, no navigation: the watch sees the pod and the WebSocket pushes the new state.

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,23 @@ class Served:
         """A bearer-authenticated client (the test's independent view of the API)."""
         headers = {"Authorization": f"Bearer {self.token}"}
         return httpx.Client(base_url=self.url, headers=headers, timeout=30, verify=SSL_CONTEXT)
+
+    @contextmanager
+    def kube_api(self, data_dir: Path) -> Iterator[Any]:
+        """A Kubernetes ApiClient for the active cluster, made the way the control plane makes it (EKS token from
+        the twin's credentials, set only for the block); `data_dir` is the test's scratch directory."""
+        from hyperpod_twin.twin import ACCESS_KEY_ID, SECRET_ACCESS_KEY
+        from instantstart.aws.clients import AwsClients
+        from instantstart.kube.client import KubeClients
+        from instantstart.settings import Settings
+
+        with self.api() as api:
+            active = next(c for c in api.get("/api/v1/clusters").json()["clusters"] if c["active"])
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY_ID)
+            env.setenv("AWS_SECRET_ACCESS_KEY", SECRET_ACCESS_KEY)
+            settings = Settings(data_dir=data_dir, aws_endpoint_url=self.twin_url, aws_region=active["region"])
+            yield KubeClients(AwsClients(settings)).api_client(active["eksClusterName"], active["region"])
 
 
 def _twin_endpoint(log: Path, deadline: float) -> str:

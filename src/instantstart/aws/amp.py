@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from instantstart.aws.clients import AwsClients
-from instantstart.aws.errors import call, error_code, translate
+from instantstart.aws.errors import call, call_or_none, error_code, translate
 from instantstart.aws.paging import collect
 
 
@@ -21,13 +21,8 @@ def find_workspace(aws: AwsClients, region: str, alias: str) -> dict[str, Any] |
 
 def describe_workspace(aws: AwsClients, region: str, workspace_id: str) -> dict[str, Any] | None:
     """DescribeWorkspace's `workspace`, or None when it does not exist."""
-    try:
-        answer = aws.amp(region).describe_workspace(workspaceId=workspace_id)
-    except Exception as exc:
-        if error_code(exc) == "ResourceNotFoundException":
-            return None
-        raise translate(exc, f"describe AMP workspace {workspace_id}") from exc
-    return cast("dict[str, Any]", answer["workspace"])
+    return call_or_none(f"describe AMP workspace {workspace_id}", aws.amp(region).describe_workspace, "workspace",
+                        workspaceId=workspace_id)
 
 
 def create_workspace(aws: AwsClients, region: str, alias: str, tags: dict[str, str]) -> str:

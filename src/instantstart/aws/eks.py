@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from instantstart.aws.clients import AwsClients
-from instantstart.aws.errors import call, error_code, translate
+from instantstart.aws.errors import call, call_or_none, error_code, translate
 from instantstart.aws.paging import collect
 from instantstart.errors import CapacityUnavailable
 
@@ -14,12 +14,7 @@ ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPoli
 
 def describe_cluster(aws: AwsClients, region: str, name: str) -> dict[str, Any] | None:
     """DescribeCluster's `cluster`, or None when it does not exist."""
-    try:
-        return cast("dict[str, Any]", aws.eks(region).describe_cluster(name=name)["cluster"])
-    except Exception as exc:
-        if error_code(exc) == "ResourceNotFoundException":
-            return None
-        raise translate(exc, f"describe EKS cluster {name}") from exc
+    return call_or_none(f"describe EKS cluster {name}", aws.eks(region).describe_cluster, "cluster", name=name)
 
 
 def create_cluster(aws: AwsClients, region: str, request: dict[str, Any]) -> dict[str, Any]:
@@ -77,12 +72,8 @@ def list_addons(aws: AwsClients, region: str, cluster: str) -> list[str]:
 
 def describe_addon(aws: AwsClients, region: str, cluster: str, name: str) -> dict[str, Any] | None:
     """DescribeAddon's `addon`, or None when it is not installed."""
-    try:
-        return cast("dict[str, Any]", aws.eks(region).describe_addon(clusterName=cluster, addonName=name)["addon"])
-    except Exception as exc:
-        if error_code(exc) == "ResourceNotFoundException":
-            return None
-        raise translate(exc, f"describe add-on {name}") from exc
+    return call_or_none(f"describe add-on {name}", aws.eks(region).describe_addon, "addon", clusterName=cluster,
+                        addonName=name)
 
 
 def addon_versions(aws: AwsClients, region: str, name: str, kubernetes_version: str) -> list[dict[str, Any]]:
@@ -191,13 +182,8 @@ def list_nodegroups(aws: AwsClients, region: str, cluster: str) -> list[str]:
 
 def describe_nodegroup(aws: AwsClients, region: str, cluster: str, name: str) -> dict[str, Any] | None:
     """DescribeNodegroup's `nodegroup`, or None when it does not exist."""
-    try:
-        answer = aws.eks(region).describe_nodegroup(clusterName=cluster, nodegroupName=name)
-        return cast("dict[str, Any]", answer["nodegroup"])
-    except Exception as exc:
-        if error_code(exc) == "ResourceNotFoundException":
-            return None
-        raise translate(exc, f"describe node group {name}") from exc
+    return call_or_none(f"describe node group {name}", aws.eks(region).describe_nodegroup, "nodegroup",
+                        clusterName=cluster, nodegroupName=name)
 
 
 def scale_nodegroup(aws: AwsClients, region: str, cluster: str, name: str, scaling: dict[str, int]) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
@@ -105,4 +105,15 @@ def call(action: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     try:
         return fn(*args, **kwargs)
     except Exception as exc:
+        raise translate(exc, action) from exc
+
+
+def call_or_none(action: str, fn: Callable[..., Any], key: str, **kwargs: Any) -> dict[str, Any] | None:
+    """Make one Describe call and return its `key` member, or None when the resource does not exist
+    (ResourceNotFoundException); any other failure is translated as `call` does."""
+    try:
+        return cast("dict[str, Any]", fn(**kwargs)[key])
+    except Exception as exc:
+        if error_code(exc) == "ResourceNotFoundException":
+            return None
         raise translate(exc, action) from exc

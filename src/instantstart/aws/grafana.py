@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from instantstart.aws.clients import AwsClients
-from instantstart.aws.errors import call, error_code, translate
+from instantstart.aws.errors import call, call_or_none, error_code, translate
 from instantstart.aws.paging import collect
 
 GONE = ("DELETING",)
@@ -13,13 +13,8 @@ GONE = ("DELETING",)
 
 def describe_workspace(aws: AwsClients, region: str, workspace_id: str) -> dict[str, Any] | None:
     """DescribeWorkspace's `workspace`, or None when it does not exist."""
-    try:
-        answer = aws.grafana(region).describe_workspace(workspaceId=workspace_id)
-    except Exception as exc:
-        if error_code(exc) == "ResourceNotFoundException":
-            return None
-        raise translate(exc, f"describe Amazon Managed Grafana workspace {workspace_id}") from exc
-    return cast("dict[str, Any]", answer["workspace"])
+    return call_or_none(f"describe Amazon Managed Grafana workspace {workspace_id}",
+                        aws.grafana(region).describe_workspace, "workspace", workspaceId=workspace_id)
 
 
 def find_tagged(aws: AwsClients, region: str, key: str, value: str) -> dict[str, Any] | None:
