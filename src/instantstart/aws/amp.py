@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from instantstart.aws.clients import AwsClients
-from instantstart.aws.errors import call, call_or_none, error_code, translate
+from instantstart.aws.errors import call, call_gone_ok, call_or_none
 from instantstart.aws.paging import collect
 
 
@@ -33,8 +33,4 @@ def create_workspace(aws: AwsClients, region: str, alias: str, tags: dict[str, s
 
 def delete_workspace(aws: AwsClients, region: str, workspace_id: str) -> None:
     """DeleteWorkspace (a workspace already gone is success)."""
-    try:
-        aws.amp(region).delete_workspace(workspaceId=workspace_id)
-    except Exception as exc:
-        if error_code(exc) != "ResourceNotFoundException":
-            raise translate(exc, f"delete AMP workspace {workspace_id}") from exc
+    call_gone_ok(f"delete AMP workspace {workspace_id}", aws.amp(region).delete_workspace, workspaceId=workspace_id)

@@ -117,3 +117,12 @@ def call_or_none(action: str, fn: Callable[..., Any], key: str, **kwargs: Any) -
         if error_code(exc) == "ResourceNotFoundException":
             return None
         raise translate(exc, action) from exc
+
+
+def call_gone_ok(action: str, fn: Callable[..., Any], **kwargs: Any) -> None:
+    """Make one Delete call; a resource already gone (ResourceNotFoundException) is success."""
+    try:
+        fn(**kwargs)
+    except Exception as exc:
+        if error_code(exc) != "ResourceNotFoundException":
+            raise translate(exc, action) from exc

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from instantstart.aws.clients import AwsClients
-from instantstart.aws.errors import call, call_or_none, error_code, translate
+from instantstart.aws.errors import call, call_gone_ok, call_or_none
 from instantstart.aws.paging import collect
 
 GONE = ("DELETING",)
@@ -43,8 +43,5 @@ def create_workspace(aws: AwsClients, region: str, *, name: str, description: st
 
 def delete_workspace(aws: AwsClients, region: str, workspace_id: str) -> None:
     """DeleteWorkspace (a workspace already gone is success)."""
-    try:
-        aws.grafana(region).delete_workspace(workspaceId=workspace_id)
-    except Exception as exc:
-        if error_code(exc) != "ResourceNotFoundException":
-            raise translate(exc, f"delete Amazon Managed Grafana workspace {workspace_id}") from exc
+    call_gone_ok(f"delete Amazon Managed Grafana workspace {workspace_id}", aws.grafana(region).delete_workspace,
+                 workspaceId=workspace_id)
