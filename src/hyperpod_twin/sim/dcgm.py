@@ -22,22 +22,12 @@ from hyperpod_twin.aws.protocol import AwsError, AwsRequest, RawResponse
 from hyperpod_twin.sim import kobj
 from hyperpod_twin.sim.core import NODES, PODS, ClusterSim
 from hyperpod_twin.sim.kobj import Obj
-from hyperpod_twin.sim.promql import _LABEL, _matches
+from hyperpod_twin.sim.promql import QueryError, Series, vector
 
-Series = tuple[str, dict[str, str], float]
 GPU = "nvidia.com/gpu"
 MAX_POINTS = 11000  # Prometheus' limit of points per series in a range query
 OBSERVABILITY_ADDON = "amazon-sagemaker-hyperpod-observability"
-_QUERY = re.compile(
-    r"^\s*(?:(sum|avg|max|min|count)\s*(?:by\s*\(([^)]*)\))?\s*\(\s*(.*?)\s*\)\s*(?:by\s*\(([^)]*)\))?|(.*?))\s*$",
-    re.S,
-)
-_SELECTOR = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(?:\{(.*)\})?$", re.S)
 QUERY_PATH = re.compile(r"^/workspaces/([^/]+)/api/v1/(query|query_range)$")
-
-
-class BadQuery(ValueError):
-    """A query or parameter outside what the twin evaluates (Prometheus' `bad_data`)."""
 
 
 def _utilisation(uuid: str, t: float) -> float:
@@ -77,38 +67,11 @@ def series_at(sim: ClusterSim, t: float) -> list[Series]:
     return out
 
 
-def evaluate(query: str, series: list[Series]) -> list[tuple[dict[str, str], float]]:
-    """The query's result vector over `series`: (labels, value) per output series."""
-    found = _QUERY.match(query)
-    if found is None:
-        raise BadQuery(f"cannot parse {query!r}")
-    aggregate, by_before, inner, by_after, bare = found.groups()
-    selector = _SELECTOR.match((inner if aggregate else bare) or "")
-    if selector is None:
-        raise BadQuery(f"the twin evaluates `metric{{labels}}` or sum/avg/max/min/count [by (…)] of it, not {query!r}")
-    body = selector.group(2) or ""
-    matchers = [(k, op, v) for k, op, v in _LABEL.findall(body)]
-    if _LABEL.sub("", body).strip():
-        raise BadQuery(f"cannot parse the label matchers of {query!r}")
-    picked = [(labels, v) for name, labels, v in series if name == selector.group(1) and _matches(labels, matchers)]
-    if aggregate is None:
-        return [({"__name__": selector.group(1), **labels}, v) for labels, v in picked]
-    by = [b.strip() for b in (by_before or by_after or "").split(",") if b.strip()]
-    groups: dict[tuple[str, ...], list[float]] = {}
-    for labels, v in picked:
-        groups.setdefault(tuple(labels.get(b, "") for b in by), []).append(v)
-    ops: dict[str, Callable[[list[float]], float]] = {
-        "sum": sum, "avg": lambda vs: sum(vs) / len(vs), "max": max, "min": min, "count": lambda vs: float(len(vs)),
-    }
-    out = sorted(groups.items())
-    return [({b: k for b, k in zip(by, key, strict=True) if k}, ops[aggregate](vs)) for key, vs in out]
-
-
 def _number(params: dict[str, str], name: str, default: float | None = None) -> float:
     raw = params.get(name)
     if raw is None or raw == "":
         if default is None:
-            raise BadQuery(f"missing parameter {name!r}")
+            raise QueryError(f"missing parameter {name!r}")
         return default
     try:
         return float(raw)
@@ -117,7 +80,7 @@ def _number(params: dict[str, str], name: str, default: float | None = None) -> 
     try:
         return datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
     except ValueError as exc:
-        raise BadQuery(f'invalid parameter "{name}": cannot parse "{raw}" to a valid timestamp') from exc
+        raise QueryError(f'invalid parameter "{name}": cannot parse "{raw}" to a valid timestamp') from exc
 
 
 def _value(v: float) -> str:
@@ -128,10 +91,10 @@ def answer(kind: str, params: dict[str, str], sims: list[ClusterSim], now: float
     """The Prometheus HTTP API answer of an instant (`query`) or range (`query_range`) query."""
     query = params.get("query") or ""
     if not query:
-        raise BadQuery("missing parameter 'query'")
+        raise QueryError("missing parameter 'query'")
 
     def at(t: float) -> list[tuple[dict[str, str], float]]:
-        return evaluate(query, [s for sim in sims for s in series_at(sim, t)])
+        return vector(query, [s for sim in sims for s in series_at(sim, t)])
 
     if kind == "query":
         t = _number(params, "time", now)
@@ -139,11 +102,11 @@ def answer(kind: str, params: dict[str, str], sims: list[ClusterSim], now: float
                 "result": [{"metric": labels, "value": [t, _value(v)]} for labels, v in at(t)]}
     start, end, step = _number(params, "start"), _number(params, "end"), _number(params, "step")
     if step <= 0:
-        raise BadQuery("zero or negative query resolution step widths are not accepted. Try a positive integer")
+        raise QueryError("zero or negative query resolution step widths are not accepted. Try a positive integer")
     if end < start:
-        raise BadQuery("end timestamp must not be before start time")
+        raise QueryError("end timestamp must not be before start time")
     if (end - start) / step > MAX_POINTS:
-        raise BadQuery("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query "
+        raise QueryError("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query "
                        "resolution (?step=XX)")
     matrix: dict[tuple[tuple[str, str], ...], list[list[Any]]] = {}
     t = start
@@ -175,7 +138,7 @@ def handle(req: AwsRequest, sims_of: Callable[[str], list[ClusterSim]], now: flo
         params |= {k: v[0] for k, v in parse_qs(req.body.decode("utf-8", "replace")).items()}
     try:
         data = answer(found.group(2), params, sims_of(found.group(1)), now)
-    except BadQuery as exc:
+    except QueryError as exc:
         body = {"status": "error", "errorType": "bad_data", "error": str(exc)}
         return RawResponse(400, json.dumps(body).encode(), {"Content-Type": "application/json"})
     return RawResponse(200, json.dumps({"status": "success", "data": data}).encode(),

@@ -2,8 +2,8 @@
 
 Series are scraped from every Ready pod of a namespace that answers HTTP (model servers, routers), labelled as
 Prometheus' Kubernetes pod discovery would (`namespace`, `pod`, and each pod label with `.`, `/`, `-` as `_`).
-Queries: `selector`, or `sum|avg|max|min|count(selector)`, where a selector is `name{label op "value", …}` with
-op `=`, `!=`, `=~`, `!~`."""
+Queries: `selector`, or `sum|avg|max|min|count [by (l, …)] (selector)`, where a selector is
+`name{label op "value", …}` with op `=`, `!=`, `=~`, `!~`."""
 
 from __future__ import annotations
 
@@ -18,12 +18,20 @@ Series = tuple[str, dict[str, str], float]
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)")
 _LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*,?')
-_QUERY = re.compile(r"^\s*(?:(sum|avg|max|min|count)\s*\(\s*(.*?)\s*\)|(.*?))\s*$", re.S)
+_QUERY = re.compile(
+    r"^\s*(?:(sum|avg|max|min|count)\s*(?:by\s*\(([^)]*)\))?\s*\(\s*(.*?)\s*\)\s*(?:by\s*\(([^)]*)\))?|(.*?))\s*$",
+    re.S,
+)
 _SELECTOR = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(?:\{(.*)\})?$", re.S)
 
 
+_AGGREGATES: dict[str, Callable[[list[float]], float]] = {
+    "sum": sum, "avg": lambda vs: sum(vs) / len(vs), "max": max, "min": min, "count": lambda vs: float(len(vs)),
+}
+
+
 class QueryError(ValueError):
-    """The query is outside the subset the twin evaluates."""
+    """The query or a parameter is outside what the twin evaluates (Prometheus' `bad_data`)."""
 
 
 def parse_exposition(text: str) -> list[Series]:
@@ -79,26 +87,37 @@ def _matches(labels: dict[str, str], matchers: list[tuple[str, str, str]]) -> bo
     return True
 
 
-def evaluate(query: str, series: list[Series]) -> float | None:
-    """The query's single value over `series` (None: no sample matched, as an empty Prometheus result)."""
+def vector(query: str, series: list[Series]) -> list[tuple[dict[str, str], float]]:
+    """The query's result vector over `series`: (labels, value) per output series, as Prometheus answers an
+    instant query (a bare selector keeps each series' labels with `__name__`; an aggregate keeps its `by` labels)."""
     found = _QUERY.match(query)
     if found is None:
         raise QueryError(f"cannot parse {query!r}")
-    aggregate, inner = found.group(1), found.group(2) if found.group(1) else found.group(3)
-    selector = _SELECTOR.match(inner or "")
+    aggregate, by_before, inner, by_after, bare = found.groups()
+    selector = _SELECTOR.match((inner if aggregate else bare) or "")
     if selector is None:
-        raise QueryError(f"the twin evaluates `metric{{labels}}` or sum/avg/max/min/count of it, not {query!r}")
+        raise QueryError(
+            f"the twin evaluates `metric{{labels}}` or sum/avg/max/min/count [by (…)] of it, not {query!r}")
     body = selector.group(2) or ""
     matchers = [(k, op, v) for k, op, v in _LABEL.findall(body)]
     if _LABEL.sub("", body).strip():
         raise QueryError(f"cannot parse the label matchers of {query!r}")
-    values = [v for name, labels, v in series if name == selector.group(1) and _matches(labels, matchers)]
-    if aggregate == "count":
-        return float(len(values))
-    if not values:
-        return None
+    picked = [(labels, v) for name, labels, v in series if name == selector.group(1) and _matches(labels, matchers)]
     if aggregate is None:
-        if len(values) > 1:
-            raise QueryError(f"{query!r} returns {len(values)} series; KEDA needs a single value (wrap it in sum)")
-        return values[0]
-    return {"sum": sum(values), "avg": sum(values) / len(values), "max": max(values), "min": min(values)}[aggregate]
+        return [({"__name__": selector.group(1), **labels}, v) for labels, v in picked]
+    by = [b.strip() for b in (by_before or by_after or "").split(",") if b.strip()]
+    groups: dict[tuple[str, ...], list[float]] = {}
+    for labels, v in picked:
+        groups.setdefault(tuple(labels.get(b, "") for b in by), []).append(v)
+    if not groups and aggregate == "count" and not by:
+        groups[()] = []  # count of nothing is 0 (KEDA reads it as a value)
+    return [({b: k for b, k in zip(by, key, strict=True) if k}, _AGGREGATES[aggregate](vs))
+            for key, vs in sorted(groups.items())]
+
+
+def evaluate(query: str, series: list[Series]) -> float | None:
+    """The query's single value over `series` (None: no sample matched, as an empty Prometheus result)."""
+    result = vector(query, series)
+    if len(result) > 1:
+        raise QueryError(f"{query!r} returns {len(result)} series; KEDA needs a single value (wrap it in sum)")
+    return result[0][1] if result else None

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from hyperpod_twin.aws.protocol import AwsRequest
-from hyperpod_twin.sim import dcgm, kobj
+from hyperpod_twin.sim import dcgm, kobj, promql
 from tests.support.sim import SimCluster, pod_spec
 
 NODE = "hyperpod-i-0aaaaaaaaaaaaaaa1"
@@ -51,11 +51,11 @@ def test_aggregations_by_label_and_range_queries(cluster: SimCluster) -> None:
     _ready(cluster)
     _busy_pod(cluster, 4)
     now = cluster.clock.wall()
-    [(labels, mean)] = dcgm.evaluate("avg by (Hostname) (DCGM_FI_DEV_GPU_UTIL)", dcgm.series_at(cluster.sim, now))
+    [(labels, mean)] = promql.vector("avg by (Hostname) (DCGM_FI_DEV_GPU_UTIL)", dcgm.series_at(cluster.sim, now))
     assert labels == {"Hostname": NODE} and 85 <= mean <= 99
-    [(_, count)] = dcgm.evaluate('count(DCGM_FI_DEV_GPU_UTIL{pod="trainer"})', dcgm.series_at(cluster.sim, now))
+    [(_, count)] = promql.vector('count(DCGM_FI_DEV_GPU_UTIL{pod="trainer"})', dcgm.series_at(cluster.sim, now))
     assert count == 4
-    assert dcgm.evaluate('DCGM_FI_DEV_GPU_UTIL{pod="nobody"}', dcgm.series_at(cluster.sim, now)) == []
+    assert promql.vector('DCGM_FI_DEV_GPU_UTIL{pod="nobody"}', dcgm.series_at(cluster.sim, now)) == []
     answer = dcgm.answer("query_range", {"query": "avg(DCGM_FI_DEV_GPU_UTIL)", "start": str(now - 600),
                                          "end": str(now), "step": "60"}, [cluster.sim], now)
     assert answer["resultType"] == "matrix"

@@ -16,7 +16,8 @@ from instantstart.services.core.installation import installation_id
 from instantstart.services.core.ledger import TAG_INSTALLATION, aws_tags, record
 from instantstart.settings import Settings
 from instantstart.store.db import Database
-from instantstart.store.models import ResourceRow, StateRow, utcnow
+from instantstart.store.models import ResourceRow
+from instantstart.store.state import read_state, write_state
 
 SHARE = "s3:prefix"  # ledger type: one cluster's prefixes of the project bucket
 
@@ -26,19 +27,13 @@ def _remembered_key(region: str) -> str:
 
 
 def _remember(db: Database, region: str, name: str) -> None:
-    with db.session() as session:
-        row = session.get(StateRow, _remembered_key(region))
-        if row is None:
-            session.add(StateRow(key=_remembered_key(region), value=name, updated_at=utcnow()))
-        else:
-            row.value, row.updated_at = name, utcnow()
+    write_state(db, _remembered_key(region), name)
 
 
 def remembered_bucket(db: Database, region: str) -> str | None:
     """The project bucket this installation made in `region`, if any."""
-    with db.session() as session:
-        row = session.get(StateRow, _remembered_key(region))
-        return str(row.value) if row is not None and row.value else None
+    value = read_state(db, _remembered_key(region))
+    return str(value) if value else None
 
 
 def refuse(name: str, why: str, configured: bool) -> Conflict:

@@ -21,6 +21,7 @@ from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow, OperationRow, StateRow, utcnow
+from instantstart.store.state import read_state, write_state
 from instantstart.validation import ClusterTag, Region
 
 ACTIVE_CLUSTER_KEY = "active_cluster"
@@ -81,9 +82,8 @@ def _summary(row: ClusterRow, active: str | None) -> ClusterSummary:
 
 def active_cluster_tag(db: Database) -> str | None:
     """The tag of the active cluster, if one is set."""
-    with db.read_session() as session:
-        row = session.get(StateRow, ACTIVE_CLUSTER_KEY)
-        return str(row.value) if row and row.value else None
+    value = read_state(db, ACTIVE_CLUSTER_KEY)
+    return str(value) if value else None
 
 
 def list_clusters(db: Database) -> ClusterListResult:
@@ -259,13 +259,7 @@ def scope_region(db: Database, scope: RegionScope, server_region: str) -> str:
 
 def set_active_cluster(db: Database, tag: str) -> None:
     """Record `tag` as the active cluster."""
-    with db.session() as session:
-        row = session.get(StateRow, ACTIVE_CLUSTER_KEY)
-        if row is None:
-            session.add(StateRow(key=ACTIVE_CLUSTER_KEY, value=tag, updated_at=utcnow()))
-        else:
-            row.value = tag
-            row.updated_at = utcnow()
+    write_state(db, ACTIVE_CLUSTER_KEY, tag)
 
 
 @operation("cluster_list_all", method="GET", path="/clusters")

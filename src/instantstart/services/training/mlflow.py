@@ -28,7 +28,7 @@ from instantstart.services.core.stages import blocking, project_bucket, wait_unt
 from instantstart.services.features.identity import Where, ensure_association, ensure_role
 from instantstart.services.features.specs import Identity
 from instantstart.store.db import Database
-from instantstart.store.models import StateRow, utcnow
+from instantstart.store.state import read_state, write_state
 from instantstart.validation import ClusterTag, KubeName
 
 KIND = "mlflow_configure"
@@ -46,18 +46,12 @@ def config_key(tag: str) -> str:
 def mlflow_config(db: Database, tag: str) -> dict[str, Any] | None:
     """The cluster's MLflow configuration (trackingServerArn, trackingServerName, trackingServerUrl, namespace,
     serviceAccount, roleArn), or None when mlflow_configure has not finished for it."""
-    with db.session() as session:
-        row = session.get(StateRow, config_key(tag))
-        return dict(row.value) if row is not None and row.value else None
+    value = read_state(db, config_key(tag))
+    return dict(value) if value else None
 
 
 def _save_config(db: Database, tag: str, value: dict[str, Any]) -> None:
-    with db.session() as session:
-        row = session.get(StateRow, config_key(tag))
-        if row is None:
-            session.add(StateRow(key=config_key(tag), value=value, updated_at=utcnow()))
-        else:
-            row.value, row.updated_at = value, utcnow()
+    write_state(db, config_key(tag), value)
 
 
 class MlflowRequest(WireModel):
