@@ -291,22 +291,29 @@ def irsa_trust(
 
 
 
-def checkpoint_policy(bucket: str, prefix: str) -> dict[str, Any]:
-    """Managed tiered checkpointing: S3 read/write on the checkpoint prefix only, plus CloudWatch metrics."""
-    return _doc(
+def _prefix_statements(sid: str, bucket: str, prefix: str, list_actions: list[str]) -> list[dict[str, Any]]:
+    """Read/write/delete of the objects under `prefix` (`<sid>Objects`) and listing only that prefix (`<sid>List`)."""
+    return [
         {
-            "Sid": "CheckpointObjects",
+            "Sid": f"{sid}Objects",
             "Effect": "Allow",
             "Action": ["s3:PutObject", "s3:GetObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
             "Resource": [f"arn:aws:s3:::{bucket}/{prefix}*"],
         },
         {
-            "Sid": "CheckpointList",
+            "Sid": f"{sid}List",
             "Effect": "Allow",
-            "Action": ["s3:ListBucket"],
+            "Action": list_actions,
             "Resource": [f"arn:aws:s3:::{bucket}"],
             "Condition": {"StringLike": {"s3:prefix": [f"{prefix}*"]}},
         },
+    ]
+
+
+def checkpoint_policy(bucket: str, prefix: str) -> dict[str, Any]:
+    """Managed tiered checkpointing: S3 read/write on the checkpoint prefix only, plus CloudWatch metrics."""
+    return _doc(
+        *_prefix_statements("Checkpoint", bucket, prefix, ["s3:ListBucket"]),
         {"Sid": "CheckpointMetrics", "Effect": "Allow", "Action": ["cloudwatch:PutMetricData"], "Resource": "*"},
     )
 
@@ -373,21 +380,7 @@ def mlflow_prefix(cluster_tag: str) -> str:
 
 def mlflow_server_policy(bucket: str, prefix: str) -> dict[str, Any]:
     """The role SageMaker's MLflow tracking server assumes: its artifact store (the prefix) only."""
-    return _doc(
-        {
-            "Sid": "ArtifactObjects",
-            "Effect": "Allow",
-            "Action": ["s3:PutObject", "s3:GetObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
-            "Resource": [f"arn:aws:s3:::{bucket}/{prefix}*"],
-        },
-        {
-            "Sid": "ArtifactList",
-            "Effect": "Allow",
-            "Action": ["s3:ListBucket", "s3:GetBucketLocation"],
-            "Resource": [f"arn:aws:s3:::{bucket}"],
-            "Condition": {"StringLike": {"s3:prefix": [f"{prefix}*"]}},
-        },
-    )
+    return _doc(*_prefix_statements("Artifact", bucket, prefix, ["s3:ListBucket", "s3:GetBucketLocation"]))
 
 
 def mlflow_writer_policy(tracking_server_arn: str) -> dict[str, Any]:
