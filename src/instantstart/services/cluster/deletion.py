@@ -29,6 +29,7 @@ from instantstart.services.core.project_bucket import delete_share
 from instantstart.services.core.registry import ACTIVE_CLUSTER_KEY, get_cluster, submit_for_cluster
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.services.storage import fsx_delete
+from instantstart.services.training.mlflow import config_key as mlflow_config_key
 from instantstart.store.models import ClusterRow, ResourceRow, StateRow
 
 log = logging.getLogger(__name__)
@@ -387,7 +388,7 @@ def _forget(app: AppContext, tag: str) -> None:
         active = session.get(StateRow, ACTIVE_CLUSTER_KEY)
         if active is not None and active.value == tag:
             session.delete(active)
-        mlflow_config = session.get(StateRow, f"mlflow:{tag}")  # services.training.mlflow.config_key
+        mlflow_config = session.get(StateRow, mlflow_config_key(tag))
         if mlflow_config is not None:
             session.delete(mlflow_config)
 
