@@ -23,15 +23,18 @@ async def blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return await to_thread.run_sync(functools.partial(fn, *args, **kwargs))
 
 
-POLL_FRACTION = 0.03  # a wait is polled again after 3 % more of it elapsed …
-POLL_FLOOR_SECONDS = 0.25  # … but not sooner than this …
+POLL_FRACTION = 0.02  # a wait is polled again after 2 % more of it elapsed …
+POLL_FLOOR_SECONDS = 0.2  # … but not sooner than this once it has run that long …
+POLL_START_SECONDS = 0.05  # … and its first checks come quickly (0.05, 0.05, 0.1, 0.2 s): many waits are short
 
 
 def next_poll(elapsed: float, poll_seconds: float) -> float:
     """How long to sleep before the next check of a wait that has run `elapsed` seconds: a fraction of the
-    time waited so far (so the check lands at most ~3 % after the wait really ended, whatever its length),
-    never sooner than a quarter second nor later than the configured poll interval."""
-    return min(max(elapsed * POLL_FRACTION, min(POLL_FLOOR_SECONDS, poll_seconds)), poll_seconds)
+    time waited so far (so the check lands at most ~2 % after the wait really ended, whatever its length),
+    at least the floor (reached by doubling from a short first sleep, so a wait that ends at once is seen at
+    once), never later than the configured poll interval."""
+    floor = min(max(elapsed, POLL_START_SECONDS), POLL_FLOOR_SECONDS)
+    return min(max(elapsed * POLL_FRACTION, floor), poll_seconds)
 
 
 async def wait_until(
