@@ -3,11 +3,27 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import signal
 import threading
 
 from hyperpod_twin.twin import DEFAULT_CLOCK_SCALE, Twin, TwinConfig
+
+# Generation-0 collections once per 50,000 net allocations instead of 700: the twin allocates briskly (each AWS
+# request, each simulated Kubernetes object) and few of those objects form cycles, so the default threshold spent
+# CPU on collections that found little (a cluster_create: 3.0-3.5 CPU-s instead of 4.4-4.6).
+GC_THRESHOLDS = (50_000, 10, 10)
+
+
+def _quiet_collector(twin: Twin) -> None:
+    """Once the models are parsed, move everything alive out of the collector's reach and space collections out
+    (a served twin only: tests that embed a Twin keep Python's defaults)."""
+    if twin.preloading is not None:
+        twin.preloading.join()
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
             host=args.host, port=args.port, clock_scale=args.clock_scale, account_id=args.account_id, region=args.region
         )
     ).start()
+    threading.Thread(target=_quiet_collector, args=(twin,), name="twin-gc", daemon=True).start()
     lines = [
         f"hyperpod_twin: AWS account {twin.account_id} in {twin.region} at {twin.endpoint_url}",
         f"  twin clock: {twin.clock.scale:g} twin seconds per second; control at {twin.endpoint_url}/_twin/health",

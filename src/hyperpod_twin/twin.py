@@ -90,6 +90,7 @@ class Twin:
         self._server: TwinHttpServer | None = None
         self._reset_lock = threading.Lock()
         self.plugins: list[Any] = []
+        self.preloading: threading.Thread | None = None  # parsing the botocore models in the background
 
     @property
     def endpoint_url(self) -> str:
@@ -138,7 +139,8 @@ class Twin:
         # moto's state is process-wide: a twin started after another one begins as a clean account.
         self.aws.reset()
         self._server.start()
-        threading.Thread(target=preload, args=(app,), name="twin-preload", daemon=True).start()
+        self.preloading = threading.Thread(target=preload, args=(app,), name="twin-preload", daemon=True)
+        self.preloading.start()
         self.clock.start()
         for dotted in self.PLUGINS:
             try:

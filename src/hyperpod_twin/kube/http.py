@@ -12,6 +12,7 @@ import logging
 import select
 import socket
 import ssl
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -194,6 +195,15 @@ class _Server(ThreadingHTTPServer):
         finally:
             # wrap_socket detached the raw socket, so the TLS socket is the one to close.
             tls_socket.close()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that drops or garbles its TLS connection mid-request (a watch closed while its read was
+        pending) is the client's business: a debug line, not socketserver's traceback on stderr."""
+        error = sys.exc_info()[1]
+        if isinstance(error, (ssl.SSLError, ConnectionError)):
+            log.debug("connection from %s ended: %s", client_address, error)
+            return
+        super().handle_error(request, client_address)
 
 
 class HttpServer:
