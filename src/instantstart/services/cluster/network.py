@@ -7,6 +7,7 @@ the blocking `aws.vpc` adapter: stages call them through a worker thread.
 from __future__ import annotations
 
 import ipaddress
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -314,15 +315,22 @@ def ensure_eks_network(
     if len(zones) < 2:
         raise PreconditionFailed(f"{n.region} has fewer than two available AZs; EKS needs two.")
     az1, az2 = zones[0]["name"], zones[1]["name"]
-    public = [
-        ensure_subnet(n, vpc_id=vpc["vpcId"], role=f"public-{i + 1}", cidr=c, az=az, public=True)
-        for i, (c, az) in enumerate(zip(the_plan.public, (az1, az2), strict=True))
-    ]
-    private = [
-        ensure_subnet(n, vpc_id=vpc["vpcId"], role=f"eks-private-{i + 1}", cidr=c, az=az, public=False)
-        for i, (c, az) in enumerate(zip(the_plan.eks_private, (az1, az2), strict=True))
-    ]
-    sg = ensure_security_group(n, vpc["vpcId"])
+    vpc_id = vpc["vpcId"]
+    # The four subnets and the security group are independent: made together (each is its own ensure step,
+    # so a retry after a partial failure adopts what exists). Each one is a few AWS calls' round trips.
+    with ThreadPoolExecutor(max_workers=5, thread_name_prefix="eks-network") as pool:
+        public_made = [
+            pool.submit(ensure_subnet, n, vpc_id=vpc_id, role=f"public-{i + 1}", cidr=c, az=az, public=True)
+            for i, (c, az) in enumerate(zip(the_plan.public, (az1, az2), strict=True))
+        ]
+        private_made = [
+            pool.submit(ensure_subnet, n, vpc_id=vpc_id, role=f"eks-private-{i + 1}", cidr=c, az=az, public=False)
+            for i, (c, az) in enumerate(zip(the_plan.eks_private, (az1, az2), strict=True))
+        ]
+        sg_made = pool.submit(ensure_security_group, n, vpc_id)
+        public = [made.result() for made in public_made]
+        private = [made.result() for made in private_made]
+        sg = sg_made.result()
     return {
         **vpc,
         "publicSubnetIds": public,
