@@ -111,6 +111,88 @@ def test_independent_stages_continue_after_a_failure_and_retry_reruns_only_it(
     assert [line.split()[0] for line in lines if line] == ["alpha", "beta", "gamma", "delta", "beta"]
 
 
+def _statuses(view: dict[str, object]) -> list[str]:
+    return [str(s["status"]) for s in view["stages"]]  # type: ignore[attr-defined, index]
+
+
+def test_a_stage_alongside_starts_once_the_one_before_waits(server_any_db: Running, tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    with server_any_db.client() as client:
+        ref = _probe(client, tmp_path / "j", alongside=True, behaviour={"beta": {"holdUntilFileExists": str(gate)}})
+        # beta holds in its wait; gamma, declared alongside it, runs to the end meanwhile; delta waits for both.
+        view = wait_for(client, str(ref["operationId"]), lambda v: v["stages"][2]["status"] == "SUCCEEDED")
+        assert _statuses(view) == ["SUCCEEDED", "RUNNING", "SUCCEEDED", "PENDING"] and view["status"] == "RUNNING"
+        gate.touch()
+        view = wait_terminal(client, str(ref["operationId"]))
+    assert view["status"] == "SUCCEEDED" and _statuses(view) == ["SUCCEEDED"] * 4
+    assert view["result"]["gamma"] == {"effect": "effect-gamma"}
+    lines = (tmp_path / "j" / "executions.log").read_text().split("\n")
+    assert [line.split()[0] for line in lines if line] == ["alpha", "beta", "gamma", "delta"]
+
+
+def test_a_stage_busy_without_waiting_keeps_the_one_alongside_it_pending(server: Running, tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    with server.client() as client:
+        ref = _probe(client, tmp_path / "j", alongside=True, behaviour={"beta": {"workUntilFileExists": str(gate)}})
+        wait_for(client, str(ref["operationId"]), lambda v: v["stages"][1]["status"] == "RUNNING")
+        gate.touch()
+        view = wait_terminal(client, str(ref["operationId"]))
+    assert view["status"] == "SUCCEEDED"
+    beta, gamma = view["stages"][1], view["stages"][2]
+    assert gamma["startedAt"] >= beta["finishedAt"]  # started when beta succeeded, not before
+
+
+def test_a_failure_alongside_does_not_stop_the_other_and_retry_reruns_only_it(
+    server_any_db: Running, tmp_path: Path
+) -> None:
+    gate, flag = tmp_path / "gate", tmp_path / "refuse"
+    flag.write_text("x")
+    behaviour = {"beta": {"holdUntilFileExists": str(gate)}, "gamma": {"failIfFileExists": str(flag)}}
+    with server_any_db.client() as client:
+        ref = _probe(client, tmp_path / "j", alongside=True, behaviour=behaviour)
+        view = wait_for(client, str(ref["operationId"]), lambda v: v["stages"][2]["status"] == "FAILED")
+        assert view["status"] == "RUNNING" and _statuses(view)[1] == "RUNNING"  # beta goes on
+        gate.touch()
+        view = wait_terminal(client, str(ref["operationId"]))
+        assert view["status"] == "FAILED" and _statuses(view) == ["SUCCEEDED", "SUCCEEDED", "FAILED", "PENDING"]
+        assert view["error"]["code"] == "PRECONDITION_FAILED"
+        assert view["error"]["details"]["stage"] == "gamma"
+        flag.unlink()
+        assert client.post(f"/api/v1/operations/{ref['operationId']}/retry").status_code == 202
+        view = wait_terminal(client, str(ref["operationId"]))
+    assert view["status"] == "SUCCEEDED" and view["error"] is None
+    lines = (tmp_path / "j" / "executions.log").read_text().split("\n")
+    assert [line.split()[0] for line in lines if line] == ["alpha", "beta", "gamma", "gamma", "delta"]
+
+
+def test_a_stage_that_fails_before_it_waits_leaves_the_one_alongside_pending(server: Running, tmp_path: Path) -> None:
+    flag = tmp_path / "refuse"
+    flag.write_text("x")
+    with server.client() as client:
+        ref = _probe(client, tmp_path / "j", alongside=True, behaviour={"beta": {"failIfFileExists": str(flag)}})
+        view = wait_terminal(client, str(ref["operationId"]))
+        assert view["status"] == "FAILED" and _statuses(view) == ["SUCCEEDED", "FAILED", "PENDING", "PENDING"]
+        assert view["error"]["details"]["stage"] == "beta"
+        flag.unlink()
+        client.post(f"/api/v1/operations/{ref['operationId']}/retry")
+        view = wait_terminal(client, str(ref["operationId"]))
+    assert view["status"] == "SUCCEEDED"
+    lines = (tmp_path / "j" / "executions.log").read_text().split("\n")
+    assert [line.split()[0] for line in lines if line] == ["alpha", "beta", "beta", "gamma", "delta"]
+
+
+def test_cancel_stops_the_stages_running_together(server: Running, tmp_path: Path) -> None:
+    never = str(tmp_path / "never")
+    behaviour = {"beta": {"holdUntilFileExists": never}, "gamma": {"holdUntilFileExists": never}}
+    with server.client() as client:
+        ref = _probe(client, tmp_path / "j", alongside=True, behaviour=behaviour)
+        wait_for(client, str(ref["operationId"]), lambda v: _statuses(v)[1:3] == ["RUNNING", "RUNNING"])
+        assert client.post(f"/api/v1/operations/{ref['operationId']}/cancel").status_code == 202
+        view = wait_terminal(client, str(ref["operationId"]))
+    assert view["status"] == "CANCELLED" and view["error"]["code"] == "CANCELLED"
+    assert _statuses(view) == ["SUCCEEDED", "CANCELLED", "CANCELLED", "CANCELLED"]
+
+
 def test_one_active_operation_per_target(server_any_db: Running, tmp_path: Path) -> None:
     with server_any_db.client() as client:
         first = _probe(client, tmp_path / "a", stageSeconds=0.5, target="busy")

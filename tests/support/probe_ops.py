@@ -8,6 +8,7 @@ kill -9 test counts both: executions show where work was retried; effects must e
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -41,8 +42,16 @@ def _make_stage(name: str) -> StageSpec:
             handle.write(f"{name} {ctx.attempt} {os.getpid()}\n")
         behaviour = _behaviour(ctx)
         await ctx.progress(f"{name} working (attempt {ctx.attempt})")
+        touch = behaviour.get("touchFile")
+        if touch:  # a side effect another stage (or the test) waits for
+            Path(touch).touch()
         gate = behaviour.get("holdUntilFileExists")
+        if gate and not Path(gate).exists():
+            ctx.waiting()  # held in a wait: stages alongside this one start
         while gate and not Path(gate).exists():  # held mid-stage until the test opens the gate (a kill point)
+            await asyncio.sleep(0.02)
+        work = behaviour.get("workUntilFileExists")
+        while work and not Path(work).exists():  # busy without saying it waits: nothing starts beside it
             await asyncio.sleep(0.02)
         await asyncio.sleep(ctx.params_as(ProbeParams).stage_seconds)
         fail_until = int(behaviour.get("temporaryFailures", 0))
@@ -71,6 +80,9 @@ class ProbeParams(ParamsModel):
 
 
 KINDS.register(OperationKind(name="probe", stages=tuple(_make_stage(s) for s in STAGES), params=ProbeParams))
+# gamma runs beside beta (it starts once beta waits or succeeds).
+KINDS.register(OperationKind(name="probe_alongside", params=ProbeParams, stages=tuple(
+    dataclasses.replace(_make_stage(s), alongside_previous=s == "gamma") for s in STAGES)))
 KINDS.register(OperationKind(name="probe_independent", stages=tuple(_make_stage(s) for s in STAGES),
                              params=ProbeParams, continue_after_failure=True))
 
@@ -84,6 +96,7 @@ class ProbeRequest(WireModel):
     behaviour: dict[str, dict[str, Any]] = Field(default_factory=dict)
     independent: bool = Field(default=False, description="Stages are independent: a failed one does not stop "
                               "the later ones (kind probe_independent).")
+    alongside: bool = Field(default=False, description="gamma runs beside beta (kind probe_alongside).")
 
 
 @operation(
@@ -99,8 +112,8 @@ async def probe_run(ctx: CallContext, req: ProbeRequest) -> OperationRef:
     """Test-only: run the four probe stages, recording executions and side effects in journalDir."""
     Path(req.journal_dir).mkdir(parents=True, exist_ok=True)
     return await ctx.app.runner.submit(
-        "probe_independent" if req.independent else "probe",
-        req.model_dump(by_alias=True, exclude={"independent"}),
+        "probe_independent" if req.independent else "probe_alongside" if req.alongside else "probe",
+        req.model_dump(by_alias=True, exclude={"independent", "alongside"}),
         target=req.target,
         idempotency_key=ctx.idempotency_key,
         status_tool="operation_get",

@@ -33,6 +33,12 @@ class StageSpec:
     timeout_seconds: float = 1800.0
     backoff_seconds: float = 2.0
     backoff_max_seconds: float = 60.0
+    alongside_previous: bool = False
+    """Runs beside the stage before it instead of after it: it starts once that stage calls
+    `StageContext.waiting()` (its own work done, only a wait left) or succeeds, so the two waits overlap. Neither
+    may read the other's outputs. A failure in one never interrupts the other: the operation ends when both
+    have, FAILED with the first failure in stage order (or CANCELLED), and operation_retry reruns only the
+    stages that did not succeed. If the earlier stage fails before it waits, this one stays PENDING."""
 
     def backoff(self, attempt: int) -> float:
         """Seconds to wait before attempt number `attempt + 1` (exponential, capped)."""
@@ -53,6 +59,21 @@ class OperationKind:
     """Stages are independent units (one per feature, say): a failed stage is recorded and the later stages
     still run (each sees the failed ones in StageContext.failed); the operation then ends FAILED with the
     first failure, and operation_retry reruns only the stages that did not succeed."""
+
+    def __post_init__(self) -> None:
+        if self.stages and self.stages[0].alongside_previous:
+            raise ValueError(f"operation kind {self.name}: its first stage {self.stages[0].name} has no stage to "
+                             "run alongside")
+        if self.continue_after_failure and any(s.alongside_previous for s in self.stages):
+            raise ValueError(f"operation kind {self.name}: stages alongside others are not supported in a kind "
+                             "that continues after a failure")
+
+    def together(self, index: int) -> list[int]:
+        """The stage at `index` and the stages declared alongside it (consecutive), as indexes."""
+        group = [index]
+        while group[-1] + 1 < len(self.stages) and self.stages[group[-1] + 1].alongside_previous:
+            group.append(group[-1] + 1)
+        return group
 
 
 @dataclass

@@ -8,31 +8,26 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Awaitable, Callable
 from typing import Any, Generic
 
 from anyio import to_thread
 
-from instantstart.errors import Cancelled, InstantStartError, InternalError, Timeout, UnknownKind
+from instantstart.errors import UnknownKind
 from instantstart.logs import operation_id_var
-from instantstart.operations.kinds import KindRegistry, OperationKind, StageSpec
-from instantstart.operations.models import TERMINAL, OperationRef, OpStatus
-from instantstart.operations.params import params_for_load, params_for_submit
-from instantstart.operations.stage import AppT, StageContext
-from instantstart.operations.store import OperationStore, finished_values
+from instantstart.operations.kinds import KindRegistry
+from instantstart.operations.models import OperationRef
+from instantstart.operations.params import params_for_submit
+from instantstart.operations.stage import AppT
+from instantstart.operations.stage_runs import LeaseLost, Listener, StageRuns
+from instantstart.operations.store import OperationStore
 from instantstart.settings import Settings
-from instantstart.store.models import utcnow
 
 log = logging.getLogger(__name__)
 
-Listener = Callable[[str], Awaitable[None] | None]
+__all__ = ["LeaseLost", "Listener", "Runner"]
 
 
-class LeaseLost(Exception):
-    """Another worker took the operation over; this one stops touching it."""
-
-
-class Runner(Generic[AppT]):
+class Runner(StageRuns, Generic[AppT]):
     """Drives persisted operations. Several runners (processes) may share one database safely.
 
     Generic over the application object handed to stage functions (`start(app)`), so the engine imports
@@ -48,6 +43,7 @@ class Runner(Generic[AppT]):
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
         self._listeners: list[Listener] = []
+        self._save_locks: dict[str, asyncio.Lock] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self, app: AppT) -> None:
@@ -76,15 +72,6 @@ class Runner(Generic[AppT]):
     def add_listener(self, listener: Listener) -> None:
         """Call `listener(operation_id)` whenever an operation changes (live views)."""
         self._listeners.append(listener)
-
-    async def _notify(self, operation_id: str) -> None:
-        for listener in list(self._listeners):
-            try:
-                result = listener(operation_id)
-                if asyncio.iscoroutine(result):
-                    await result
-            except Exception:
-                log.exception("operation listener failed")
 
     # -- submission --------------------------------------------------------------------------
     async def submit(
@@ -179,6 +166,7 @@ class Runner(Generic[AppT]):
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
             await self._notify(operation_id)
+            self._save_locks.pop(operation_id, None)
 
     async def _heartbeat(self, operation_id: str, token: str, driver: asyncio.Task[Any] | None) -> None:
         interval = max(self.settings.lease_seconds / 3, 0.2)
@@ -192,222 +180,4 @@ class Runner(Generic[AppT]):
             if driver is not None and await to_thread.run_sync(self.store.cancel_requested, operation_id):
                 driver.cancel(msg="cancel requested")
                 return
-
-    async def _save(self, operation_id: str, token: str, **values: Any) -> None:
-        if not await to_thread.run_sync(lambda: self.store.save_leased(operation_id, token, **values)):
-            raise LeaseLost(operation_id)
-        await self._notify(operation_id)
-
-    async def _run_stages(self, operation_id: str, token: str) -> None:
-        row = await to_thread.run_sync(self.store.load_leased, operation_id, token)
-        if row is None or row.status in TERMINAL:
-            return
-        kind = self.kinds.get(row.kind)
-        if kind is None:
-            error = UnknownKind(f"No handler for operation kind {row.kind}.").to_dict()
-            await self._finish(operation_id, token, row.stages, OpStatus.FAILED, error)
-            return
-        try:
-            params = params_for_load(kind.params, kind.name, operation_id, row.params)
-        except InstantStartError as exc:
-            await self._finish(operation_id, token, row.stages, OpStatus.FAILED, exc.to_dict())
-            return
-        stages = [dict(s) for s in row.stages]
-        if row.status != OpStatus.RUNNING.value or row.started_at is None:
-            await self._save(operation_id, token, status=OpStatus.RUNNING.value, started_at=row.started_at or utcnow())
-        outputs = {s["name"]: dict(s.get("outputs") or {}) for s in stages if s["status"] == "SUCCEEDED"}
-        failed: dict[str, dict[str, Any]] = {}
-        for index, spec in enumerate(kind.stages):
-            stage = stages[index]
-            if stage["status"] == OpStatus.SUCCEEDED.value:
-                continue  # a stage that succeeded is never rerun
-            if stage["status"] == OpStatus.FAILED.value and kind.continue_after_failure:
-                failed[spec.name] = dict((stage.get("outputs") or {}).get("error") or {})  # before a restart
-                continue
-            result = await self._run_stage(
-                operation_id, token, row, params, kind, spec, stages, index, outputs, failed
-            )
-            if result is None:
-                if kind.continue_after_failure and stage["status"] == OpStatus.FAILED.value:
-                    failed[spec.name] = stage["outputs"]["error"]
-                    continue
-                return
-            outputs[spec.name] = result
-        everything = {**outputs, **{name: {"error": error} for name, error in failed.items()}}
-        final = kind.result_from(everything) if kind.result_from else {k: v for k, v in everything.items() if v}
-        if failed:
-            first = next(iter(failed.values()))
-            error = {**first, "details": {**(first.get("details") or {}), "failedStages": list(failed)}}
-            await self._finish(operation_id, token, stages, OpStatus.FAILED, error, result=final)
-            return
-        await self._finish(operation_id, token, stages, OpStatus.SUCCEEDED, None, result=final)
-
-    async def _run_stage(
-        self,
-        operation_id: str,
-        token: str,
-        row: Any,
-        params: Any,
-        kind: OperationKind,
-        spec: StageSpec,
-        stages: list[dict[str, Any]],
-        index: int,
-        outputs: dict[str, dict[str, Any]],
-        failed: dict[str, dict[str, Any]],
-    ) -> dict[str, Any] | None:
-        """Run one stage with retries. Returns its outputs, or None when the stage failed (the operation
-        ended, unless its kind continues after a failure) or the operation was cancelled."""
-        stage = stages[index]
-        while True:
-            if await to_thread.run_sync(self.store.cancel_requested, operation_id):
-                await self._cancel(operation_id, token, stages, index)
-                return None
-            stage.update(
-                status=OpStatus.RUNNING.value,
-                attempts=int(stage["attempts"]) + 1,
-                startedAt=stage.get("startedAt") or utcnow().isoformat(),
-                finishedAt=None,
-            )
-            # The stage's RUNNING state and attempt count are committed before its side effects.
-            await self._save(operation_id, token, stages=stages)
-
-            async def progress(message: str, _stage: dict[str, Any] = stage) -> None:
-                _stage["message"] = message
-                await self._save(operation_id, token, stages=stages)
-
-            assert self.app is not None
-            ctx = StageContext(
-                operation_id=operation_id,
-                kind=kind.name,
-                target=row.target,
-                params=params,
-                raw_params=row.params,
-                outputs=outputs,
-                stage=spec.name,
-                attempt=int(stage["attempts"]),
-                app=self.app,
-                _progress=progress,
-                failed=dict(failed),
-            )
-            try:
-                produced = await asyncio.wait_for(spec.fn(ctx), timeout=spec.timeout_seconds)
-            except TimeoutError:
-                error = Timeout(
-                    f"Stage {spec.name} did not finish within {spec.timeout_seconds:.0f}s.", retryable=True
-                )
-                if not await self._retry_or_fail(operation_id, token, kind, spec, stages, index, error):
-                    return None
-                continue
-            except InstantStartError as exc:
-                if exc.retryable:
-                    if not await self._retry_or_fail(operation_id, token, kind, spec, stages, index, exc):
-                        return None
-                    continue
-                await self._fail(operation_id, token, kind, stages, index, exc.to_dict())
-                return None
-            except asyncio.CancelledError:
-                if await to_thread.run_sync(self.store.cancel_requested, operation_id):
-                    await self._cancel(operation_id, token, stages, index)
-                    return None
-                raise
-            except Exception as exc:
-                log.exception("stage %s crashed", spec.name, extra={"operation_id": operation_id})
-                crash = InternalError(
-                    f"Stage {spec.name} failed unexpectedly: {type(exc).__name__}.",
-                    hint="This is a bug; the server log has the traceback.",
-                )
-                await self._fail(operation_id, token, kind, stages, index, crash.to_dict())
-                return None
-            result = dict(produced or {})
-            stage.update(
-                status=OpStatus.SUCCEEDED.value,
-                finishedAt=utcnow().isoformat(),
-                outputs=result,
-                message=stage.get("message") or "done",
-            )
-            await self._save(operation_id, token, stages=stages)
-            return result
-
-    async def _retry_or_fail(
-        self,
-        operation_id: str,
-        token: str,
-        kind: OperationKind,
-        spec: StageSpec,
-        stages: list[dict[str, Any]],
-        index: int,
-        exc: InstantStartError,
-    ) -> bool:
-        stage = stages[index]
-        attempts = int(stage["attempts"])
-        if attempts >= spec.max_attempts:
-            await self._fail(
-                operation_id,
-                token,
-                kind,
-                stages,
-                index,
-                {
-                    "code": exc.code.value,
-                    "message": f"{exc.message} (gave up after {attempts} attempts)",
-                    "hint": exc.hint,
-                    "details": {**exc.details, "stage": spec.name, "attempts": attempts},
-                },
-            )
-            return False
-        delay = spec.backoff(attempts)
-        stage["message"] = f"attempt {attempts} failed: {exc.message}; retrying in {delay:.0f}s"
-        await self._save(operation_id, token, stages=stages)
-        waited = 0.0
-        while waited < delay:  # wake early for a cancel request
-            step = min(0.5, delay - waited)
-            await asyncio.sleep(step)
-            waited += step
-            if await to_thread.run_sync(self.store.cancel_requested, operation_id):
-                break
-        return True
-
-    async def _fail(
-        self,
-        operation_id: str,
-        token: str,
-        kind: OperationKind,
-        stages: list[dict[str, Any]],
-        index: int,
-        error: dict[str, Any],
-    ) -> None:
-        stages[index].update(status=OpStatus.FAILED.value, finishedAt=utcnow().isoformat(), message=error["message"])
-        error.setdefault("details", {})
-        error["details"] = {**error["details"], "stage": stages[index]["name"]}
-        if kind.continue_after_failure:  # recorded on the stage; the later stages still run
-            stages[index]["outputs"] = {"error": error}
-            await self._save(operation_id, token, stages=stages)
-            return
-        await self._finish(operation_id, token, stages, OpStatus.FAILED, error)
-
-    async def _cancel(self, operation_id: str, token: str, stages: list[dict[str, Any]], index: int) -> None:
-        for stage in stages[index:]:
-            if stage["status"] not in TERMINAL:
-                stage["status"] = OpStatus.CANCELLED.value
-        await self._finish(
-            operation_id,
-            token,
-            stages,
-            OpStatus.CANCELLED,
-            Cancelled("Cancelled on request.", hint="operation_retry resumes from the cancelled stage.").to_dict(),
-        )
-
-    async def _finish(
-        self,
-        operation_id: str,
-        token: str,
-        stages: list[dict[str, Any]],
-        status: OpStatus,
-        error: dict[str, Any] | None,
-        result: dict[str, Any] | None = None,
-    ) -> None:
-        values = finished_values(status, error, utcnow())
-        values.update(stages=stages, result=result)
-        await self._save(operation_id, token, **values)
-        log.info("operation finished", extra={"operation_id": operation_id, "status": status.value})
 

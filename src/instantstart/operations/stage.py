@@ -30,6 +30,7 @@ class StageContext(Generic[AppT]):
     app: AppT
     _progress: Callable[[str], Awaitable[None]] = field(repr=False)
     failed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _waiting: Callable[[], None] | None = field(default=None, repr=False)
 
     def params_as(self, model: type[P]) -> P:
         """The params as the kind's declared model (typed access for the stage function)."""
@@ -41,3 +42,9 @@ class StageContext(Generic[AppT]):
     async def progress(self, message: str) -> None:
         """Record a human-readable progress message on the running stage (shown by every face)."""
         await self._progress(message)
+
+    def waiting(self) -> None:
+        """Say that this stage's own work is done and only a wait is left: the stages declared to run alongside
+        it (StageSpec.alongside_previous) start now. Cheap and idempotent; a no-op when none are."""
+        if self._waiting is not None:
+            self._waiting()

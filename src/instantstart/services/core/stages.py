@@ -41,7 +41,8 @@ async def wait_until(
     stage: StageContext, check: Callable[[], Awaitable[tuple[bool, str]]], *, limit_seconds: float, what: str
 ) -> None:
     """Poll `check` until it reports done, recording its message as progress. Checks follow the wait:
-    frequent at first, then spaced out up to the poll interval (see `next_poll`)."""
+    frequent at first, then spaced out up to the poll interval (see `next_poll`). Once a check says not yet,
+    the stage is waiting (`StageContext.waiting`), which starts the stages declared alongside it."""
     started = time.monotonic()
     deadline = started + limit_seconds
     last = ""
@@ -52,6 +53,7 @@ async def wait_until(
             last = message
         if done:
             return
+        stage.waiting()  # only the wait is left: stages declared alongside this one may start
         if time.monotonic() > deadline:
             raise Timeout(
                 f"{what} did not finish within {limit_seconds:.0f}s (last: {message}).", retryable=True

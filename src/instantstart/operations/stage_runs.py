@@ -1,0 +1,357 @@
+"""Running an operation's stages: in order, with retries, a stage and those declared alongside it together,
+saving every change under the operation's lease (the runner's claiming and heartbeat live in runner.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from anyio import to_thread
+
+from instantstart.errors import Cancelled, InstantStartError, InternalError, Timeout, UnknownKind
+from instantstart.operations.kinds import KindRegistry, OperationKind, StageSpec
+from instantstart.operations.models import TERMINAL, OpStatus
+from instantstart.operations.params import params_for_load
+from instantstart.operations.stage import StageContext
+from instantstart.operations.store import OperationStore, finished_values
+from instantstart.store.models import utcnow
+
+log = logging.getLogger(__name__)
+
+Listener = Callable[[str], Awaitable[None] | None]
+
+
+class LeaseLost(Exception):
+    """Another worker took the operation over; this one stops touching it."""
+
+
+class StageRuns:
+    """The stage-running half of the runner (mixed into `Runner`)."""
+
+    store: OperationStore
+    kinds: KindRegistry
+    app: Any
+    _listeners: list[Listener]
+    _save_locks: dict[str, asyncio.Lock]
+
+    async def _notify(self, operation_id: str) -> None:
+        for listener in list(self._listeners):
+            try:
+                result = listener(operation_id)
+                if asyncio.iscoroutine(result):
+                    await result
+            except Exception:
+                log.exception("operation listener failed")
+
+    async def _save(self, operation_id: str, token: str, **values: Any) -> None:
+        # One save at a time per operation, each writing the stages as they are when its turn comes: stages
+        # running together save concurrently, and an older picture must never land after a newer one.
+        lock = self._save_locks.setdefault(operation_id, asyncio.Lock())
+        async with lock:
+            if "stages" in values:
+                values["stages"] = [dict(s) for s in values["stages"]]
+            if not await to_thread.run_sync(lambda: self.store.save_leased(operation_id, token, **values)):
+                raise LeaseLost(operation_id)
+        await self._notify(operation_id)
+
+    async def _run_stages(self, operation_id: str, token: str) -> None:
+        row = await to_thread.run_sync(self.store.load_leased, operation_id, token)
+        if row is None or row.status in TERMINAL:
+            return
+        kind = self.kinds.get(row.kind)
+        if kind is None:
+            error = UnknownKind(f"No handler for operation kind {row.kind}.").to_dict()
+            await self._finish(operation_id, token, row.stages, OpStatus.FAILED, error)
+            return
+        try:
+            params = params_for_load(kind.params, kind.name, operation_id, row.params)
+        except InstantStartError as exc:
+            await self._finish(operation_id, token, row.stages, OpStatus.FAILED, exc.to_dict())
+            return
+        stages = [dict(s) for s in row.stages]
+        if row.status != OpStatus.RUNNING.value or row.started_at is None:
+            await self._save(operation_id, token, status=OpStatus.RUNNING.value, started_at=row.started_at or utcnow())
+        outputs = {s["name"]: dict(s.get("outputs") or {}) for s in stages if s["status"] == "SUCCEEDED"}
+        failed: dict[str, dict[str, Any]] = {}
+        index = 0
+        while index < len(kind.stages):
+            group = kind.together(index)
+            spec, stage = kind.stages[index], stages[index]
+            index = group[-1] + 1
+            if len(group) > 1:
+                if not await self._run_together(operation_id, token, row, params, kind, stages, group, outputs):
+                    return
+                continue
+            if stage["status"] == OpStatus.SUCCEEDED.value:
+                continue  # a stage that succeeded is never rerun
+            if stage["status"] == OpStatus.FAILED.value and kind.continue_after_failure:
+                failed[spec.name] = dict((stage.get("outputs") or {}).get("error") or {})  # before a restart
+                continue
+            result = await self._run_stage(operation_id, token, row, params, kind, spec, stages, group[0], outputs,
+                                           failed)
+            if result is None:
+                if kind.continue_after_failure and stage["status"] == OpStatus.FAILED.value:
+                    failed[spec.name] = stage["outputs"]["error"]
+                    continue
+                return
+            outputs[spec.name] = result
+        everything = {**outputs, **{name: {"error": error} for name, error in failed.items()}}
+        final = kind.result_from(everything) if kind.result_from else {k: v for k, v in everything.items() if v}
+        if failed:
+            first = next(iter(failed.values()))
+            error = {**first, "details": {**(first.get("details") or {}), "failedStages": list(failed)}}
+            await self._finish(operation_id, token, stages, OpStatus.FAILED, error, result=final)
+            return
+        await self._finish(operation_id, token, stages, OpStatus.SUCCEEDED, None, result=final)
+
+    async def _run_together(
+        self,
+        operation_id: str,
+        token: str,
+        row: Any,
+        params: Any,
+        kind: OperationKind,
+        stages: list[dict[str, Any]],
+        group: list[int],
+        outputs: dict[str, dict[str, Any]],
+    ) -> bool:
+        """Run the stage at group[0] and, once it waits or succeeds, the stages alongside it. True when every
+        one succeeded; otherwise the operation has ended (FAILED with the first failure in stage order, or
+        CANCELLED) once all the started ones did."""
+        leader, partners = group[0], group[1:]
+        before = dict(outputs)  # what every stage of the group may read: the stages before it
+        tasks: dict[int, asyncio.Task[dict[str, Any] | None]] = {}
+
+        def start(index: int, on_waiting: Callable[[], None] | None = None) -> None:
+            if index in tasks or stages[index]["status"] == OpStatus.SUCCEEDED.value:
+                return
+            run = self._run_stage(operation_id, token, row, params, kind, kind.stages[index], stages, index,
+                                  dict(before), {}, together=True, on_waiting=on_waiting)
+            tasks[index] = asyncio.create_task(run, name=f"{operation_id}:{kind.stages[index].name}")
+
+        def start_partners() -> None:
+            for index in partners:
+                start(index)
+
+        if stages[leader]["status"] == OpStatus.SUCCEEDED.value:
+            start_partners()
+        start(leader, on_waiting=start_partners)
+        try:
+            while running := [t for t in tasks.values() if not t.done()]:
+                await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                broken = next((t for t in tasks.values() if t.done() and not t.cancelled() and t.exception()), None)
+                if broken is not None:  # a lost lease or a crash of the engine itself: stop the others
+                    for task in tasks.values():
+                        task.cancel()
+                    await asyncio.gather(*tasks.values(), return_exceptions=True)
+                    raise broken.exception()  # type: ignore[misc]
+                lead = tasks.get(leader)
+                if lead is not None and lead.done() and lead.result() is not None:
+                    start_partners()  # the leader succeeded without waiting
+        except asyncio.CancelledError:
+            # A cancel request or shutdown: each stage records its own ending, then the group's is decided.
+            for task in tasks.values():
+                task.cancel()
+            ended = await asyncio.gather(*tasks.values(), return_exceptions=True)
+            if any(isinstance(e, BaseException) for e in ended):
+                raise
+        for index, task in tasks.items():
+            if task.result() is not None:
+                outputs[kind.stages[index].name] = task.result() or {}
+        statuses = [stages[i]["status"] for i in group]
+        if all(s == OpStatus.SUCCEEDED.value for s in statuses):
+            return True
+        if OpStatus.CANCELLED.value in statuses:
+            await self._cancel(operation_id, token, stages, leader)
+            return False
+        first = next(i for i in group if stages[i]["status"] == OpStatus.FAILED.value)
+        await self._finish(operation_id, token, stages, OpStatus.FAILED, dict(stages[first]["outputs"]["error"]))
+        return False
+    async def _run_stage(
+        self,
+        operation_id: str,
+        token: str,
+        row: Any,
+        params: Any,
+        kind: OperationKind,
+        spec: StageSpec,
+        stages: list[dict[str, Any]],
+        index: int,
+        outputs: dict[str, dict[str, Any]],
+        failed: dict[str, dict[str, Any]],
+        *,
+        together: bool = False,
+        on_waiting: Callable[[], None] | None = None,
+    ) -> dict[str, Any] | None:
+        """Run one stage with retries. Returns its outputs, or None when the stage failed (the operation
+        ended, unless its kind continues after a failure) or the operation was cancelled. A stage run
+        `together` with others records its own failure or cancellation and leaves the operation's ending to
+        `_run_together`."""
+        stage = stages[index]
+        while True:
+            if await to_thread.run_sync(self.store.cancel_requested, operation_id):
+                await self._cancel(operation_id, token, stages, index, only_this=together)
+                return None
+            stage.update(
+                status=OpStatus.RUNNING.value,
+                attempts=int(stage["attempts"]) + 1,
+                startedAt=stage.get("startedAt") or utcnow().isoformat(),
+                finishedAt=None,
+            )
+            # The stage's RUNNING state and attempt count are committed before its side effects.
+            await self._save(operation_id, token, stages=stages)
+
+            async def progress(message: str, _stage: dict[str, Any] = stage) -> None:
+                _stage["message"] = message
+                await self._save(operation_id, token, stages=stages)
+
+            assert self.app is not None
+            ctx = StageContext(
+                operation_id=operation_id,
+                kind=kind.name,
+                target=row.target,
+                params=params,
+                raw_params=row.params,
+                outputs=outputs,
+                stage=spec.name,
+                attempt=int(stage["attempts"]),
+                app=self.app,
+                _progress=progress,
+                failed=dict(failed),
+                _waiting=on_waiting,
+            )
+            try:
+                produced = await asyncio.wait_for(spec.fn(ctx), timeout=spec.timeout_seconds)
+            except TimeoutError:
+                error = Timeout(
+                    f"Stage {spec.name} did not finish within {spec.timeout_seconds:.0f}s.", retryable=True
+                )
+                if not await self._retry_or_fail(operation_id, token, kind, spec, stages, index, error, together):
+                    return None
+                continue
+            except InstantStartError as exc:
+                if exc.retryable:
+                    if not await self._retry_or_fail(operation_id, token, kind, spec, stages, index, exc, together):
+                        return None
+                    continue
+                await self._fail(operation_id, token, kind, stages, index, exc.to_dict(), together)
+                return None
+            except asyncio.CancelledError:
+                if await to_thread.run_sync(self.store.cancel_requested, operation_id):
+                    await self._cancel(operation_id, token, stages, index, only_this=together)
+                    return None
+                raise
+            except Exception as exc:
+                log.exception("stage %s crashed", spec.name, extra={"operation_id": operation_id})
+                crash = InternalError(
+                    f"Stage {spec.name} failed unexpectedly: {type(exc).__name__}.",
+                    hint="This is a bug; the server log has the traceback.",
+                )
+                await self._fail(operation_id, token, kind, stages, index, crash.to_dict(), together)
+                return None
+            result = dict(produced or {})
+            stage.update(
+                status=OpStatus.SUCCEEDED.value,
+                finishedAt=utcnow().isoformat(),
+                outputs=result,
+                message=stage.get("message") or "done",
+            )
+            await self._save(operation_id, token, stages=stages)
+            return result
+
+    async def _retry_or_fail(
+        self,
+        operation_id: str,
+        token: str,
+        kind: OperationKind,
+        spec: StageSpec,
+        stages: list[dict[str, Any]],
+        index: int,
+        exc: InstantStartError,
+        together: bool = False,
+    ) -> bool:
+        stage = stages[index]
+        attempts = int(stage["attempts"])
+        if attempts >= spec.max_attempts:
+            await self._fail(
+                operation_id,
+                token,
+                kind,
+                stages,
+                index,
+                {
+                    "code": exc.code.value,
+                    "message": f"{exc.message} (gave up after {attempts} attempts)",
+                    "hint": exc.hint,
+                    "details": {**exc.details, "stage": spec.name, "attempts": attempts},
+                },
+                together,
+            )
+            return False
+        delay = spec.backoff(attempts)
+        stage["message"] = f"attempt {attempts} failed: {exc.message}; retrying in {delay:.0f}s"
+        await self._save(operation_id, token, stages=stages)
+        waited = 0.0
+        while waited < delay:  # wake early for a cancel request
+            step = min(0.5, delay - waited)
+            await asyncio.sleep(step)
+            waited += step
+            if await to_thread.run_sync(self.store.cancel_requested, operation_id):
+                break
+        return True
+
+    async def _fail(
+        self,
+        operation_id: str,
+        token: str,
+        kind: OperationKind,
+        stages: list[dict[str, Any]],
+        index: int,
+        error: dict[str, Any],
+        together: bool = False,
+    ) -> None:
+        stages[index].update(status=OpStatus.FAILED.value, finishedAt=utcnow().isoformat(), message=error["message"])
+        error.setdefault("details", {})
+        error["details"] = {**error["details"], "stage": stages[index]["name"]}
+        if kind.continue_after_failure or together:  # recorded on the stage; the later stages still run
+            stages[index]["outputs"] = {"error": error}
+            await self._save(operation_id, token, stages=stages)
+            return
+        await self._finish(operation_id, token, stages, OpStatus.FAILED, error)
+
+    async def _cancel(
+        self, operation_id: str, token: str, stages: list[dict[str, Any]], index: int, *, only_this: bool = False
+    ) -> None:
+        """Mark the stages from `index` on CANCELLED and end the operation so; `only_this` marks that stage
+        alone and leaves the operation's ending to whoever runs it together with others."""
+        for stage in stages[index : index + 1] if only_this else stages[index:]:
+            if stage["status"] not in TERMINAL:
+                stage["status"] = OpStatus.CANCELLED.value
+        if only_this:
+            stages[index]["finishedAt"] = utcnow().isoformat()
+            await self._save(operation_id, token, stages=stages)
+            return
+        await self._finish(
+            operation_id,
+            token,
+            stages,
+            OpStatus.CANCELLED,
+            Cancelled("Cancelled on request.", hint="operation_retry resumes from the cancelled stage.").to_dict(),
+        )
+
+    async def _finish(
+        self,
+        operation_id: str,
+        token: str,
+        stages: list[dict[str, Any]],
+        status: OpStatus,
+        error: dict[str, Any] | None,
+        result: dict[str, Any] | None = None,
+    ) -> None:
+        values = finished_values(status, error, utcnow())
+        values.update(stages=stages, result=result)
+        await self._save(operation_id, token, **values)
+        log.info("operation finished", extra={"operation_id": operation_id, "status": status.value})
+
