@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from anyio import to_thread
@@ -58,11 +59,21 @@ async def stage_activate(stage: StageContext) -> dict[str, Any]:
 ACTIVATE_STAGE = StageSpec(
     "activate", stage_activate, max_attempts=6, timeout_seconds=300, backoff_seconds=2, backoff_max_seconds=20
 )
+# The claim on the bucket needs the EKS cluster and the CSI driver, not the HyperPod nodes: it is made while
+# HyperPod creates them (once CreateCluster is accepted), so it is off the critical path.
+STORAGE_ALONGSIDE_HYPERPOD = dataclasses.replace(STORAGE_STAGE, alongside_previous=True)
 KINDS.register(
     OperationKind(
         name="cluster_create",
         params=CreateParams,
-        stages=(EKS_STAGE, ACTIVATE_STAGE, DEPENDENCIES_STAGE, HYPERPOD_STAGE, STORAGE_STAGE, VERIFICATION_STAGE),
+        stages=(
+            EKS_STAGE,
+            ACTIVATE_STAGE,
+            DEPENDENCIES_STAGE,
+            HYPERPOD_STAGE,
+            STORAGE_ALONGSIDE_HYPERPOD,
+            VERIFICATION_STAGE,
+        ),
         mirror=mirror_pipeline_stages,
     )
 )

@@ -204,7 +204,7 @@ function createForm(zones, instances, shell) {
     }
   } },
     h("div", { class: "card-head" }, h("h2", {}, "Create a cluster")),
-    h("p", { class: "muted small" }, "Six stages in one operation: EKS → activate → dependencies → HyperPod (automatic node recovery) → S3 storage → verification."),
+    h("p", { class: "muted small" }, "Six stages in one operation: EKS → activate → dependencies → HyperPod (automatic node recovery), with the S3 storage claim made while its nodes come up → verification."),
     h("div", { class: "row" }, field("Cluster tag", tag, "1-32 lowercase letters, digits, hyphens"), field("Region", regionIn, `AZ and instance choices below are for ${region || "the server's Region"}`)),
     h("label", {}, "Network"),
     h("div", {}, h("label", { class: "radio", for: "net-new" }, netNew, "New VPC"), h("label", { class: "radio", for: "net-reuse" }, netReuse, "Reuse a VPC")),
