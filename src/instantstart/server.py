@@ -49,7 +49,7 @@ def run_server(
         log.info("digital twin started", extra={"endpoint": child.endpoint_url})
     try:
         # Uvicorn re-raises SIGTERM after its graceful shutdown, so the twin is stopped from the lifespan.
-        app = create_app(settings, on_shutdown=(child.stop,) if child is not None else ())
+        app = create_app(settings, on_shutdown=(child.stop,) if child is not None else (), warm_aws=True)
         uvicorn.run(
             app,
             host=settings.host,

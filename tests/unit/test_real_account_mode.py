@@ -50,3 +50,15 @@ def test_clients_use_aws_endpoints_and_adaptive_retries(
     assert sagemaker.meta.config.retries["mode"] == "adaptive"
     assert aws.client("eks", "us-east-1").meta.endpoint_url == "https://eks.us-east-1.amazonaws.com"
     assert aws.client("sagemaker") is sagemaker
+
+
+def test_warming_builds_the_default_regions_clients_the_requests_then_reuse(
+    real_account_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    aws = AwsClients(Settings())
+    aws.warm(("ec2", "service-quotas"))
+    built = dict(aws._clients)
+    assert set(built) == {("ec2", "eu-west-1"), ("service-quotas", "eu-west-1")}
+    assert aws.ec2() is built[("ec2", "eu-west-1")] and aws.quotas() is built[("service-quotas", "eu-west-1")]
+    assert aws.ec2().meta.endpoint_url == "https://ec2.eu-west-1.amazonaws.com"

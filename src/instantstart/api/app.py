@@ -299,9 +299,14 @@ def _cors(settings: Settings, inner: ASGIApp) -> ASGIApp | None:
 
 
 def create_app(
-    settings: Settings | None = None, catalog: Catalog = CATALOG, on_shutdown: tuple[Callable[[], None], ...] = ()
+    settings: Settings | None = None,
+    catalog: Catalog = CATALOG,
+    on_shutdown: tuple[Callable[[], None], ...] = (),
+    *,
+    warm_aws: bool = False,
 ) -> ASGIApp:
-    """Build the whole server application for `settings`; `on_shutdown` runs after the server stops."""
+    """Build the whole server application for `settings`; `on_shutdown` runs after the server stops; with
+    `warm_aws` (`instantstart serve`) the AWS clients a cluster's creation uses are built before it is ready."""
     settings = settings or Settings()
     load_all(settings.plugins)
     token = _token(settings)
@@ -320,6 +325,8 @@ def create_app(
         # Botocore's endpoint data behind Region validation: ~0.8 s to load, once, never on the event loop (the
         # first request naming a region used to stall every other request that long).
         await to_thread.run_sync(known_regions)
+        if warm_aws:
+            await to_thread.run_sync(context.aws.warm)
         async with mcp_manager.run():
             freeze_startup_heap()
             lag_watch = asyncio.create_task(metrics.watch_loop())

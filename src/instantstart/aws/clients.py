@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from mypy_boto3_service_quotas import ServiceQuotasClient
     from mypy_boto3_sts import STSClient
 
+# The clients a cluster's creation and status reads use, in the order a first cluster_create needs them.
+WARM_SERVICES = ("ec2", "service-quotas", "sagemaker", "sts", "iam", "eks", "s3")
+
 
 class AwsClients:
     """boto3 clients for the control plane's account.
@@ -64,6 +67,13 @@ class AwsClients:
                 )
                 self._clients[key] = client
             return client
+
+    def warm(self, services: tuple[str, ...] = WARM_SERVICES) -> None:
+        """Build the default Region's clients of `services` now (blocking): each costs 0.05-0.3 s of model
+        loading, which a served control plane pays at startup instead of in the first request that needs it
+        (a first cluster_create's preflight took 0.7 s instead of 0.1 s)."""
+        for service in services:
+            self.client(service)
 
     def sagemaker(self, region: str | None = None) -> SageMakerClient:
         """The SageMaker client (HyperPod clusters, nodes, training plans)."""
