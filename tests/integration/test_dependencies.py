@@ -24,7 +24,8 @@ from instantstart.errors import DependencyFailed, InvalidInput
 from instantstart.kube.client import KubeClients
 from instantstart.kube.token import eks_token
 from instantstart.operations.kinds import KINDS, OpenParams
-from instantstart.operations.runner import Runner, StageContext
+from instantstart.operations.runner import Runner
+from instantstart.operations.stage import StageContext
 from instantstart.operations.store import OperationStore
 from instantstart.services.cluster.dependencies.stage import reconcile_dependencies, remove_dependencies
 from instantstart.settings import Settings

@@ -24,7 +24,8 @@ from instantstart.describe_cache import DescribeCache
 from instantstart.errors import VerificationFailed
 from instantstart.kube.client import KubeClients
 from instantstart.operations.kinds import KINDS
-from instantstart.operations.runner import Runner, StageContext
+from instantstart.operations.runner import Runner
+from instantstart.operations.stage import StageContext
 from instantstart.operations.store import OperationStore
 from instantstart.services.cluster.params import VerificationParams
 from instantstart.services.cluster.verification import stage_verification
