@@ -67,6 +67,7 @@ class AddonSteps:
         self.overrides = values or {}
         self._k8s_version: str | None = None
         self._k8s_lock = asyncio.Lock()  # add-ons reconcile concurrently: one DescribeCluster between them
+        self._prepared: dict[str, asyncio.Task[tuple[str, str | None]]] = {}
 
     def values_of(self, dep: Dependency) -> dict[str, Any]:
         """The dependency's values: the catalog's, with this reconcile's overrides (a feature's computed
@@ -115,6 +116,26 @@ class AddonSteps:
             "Pin a version in the dependency catalog or upgrade the cluster's Kubernetes version.",
         )
 
+    def prepare(self, dep: Dependency) -> None:
+        """Start what the add-on needs before CreateAddon and what does not depend on the add-ons it waits for:
+        its version, and its Pod Identity role and association (EKS accepts an association before the agent
+        runs). `ensure` then uses the result instead of doing it after its prerequisites settle."""
+        if dep.addon is not None and dep.name not in self._prepared:
+            self._prepared[dep.name] = asyncio.ensure_future(self._version_and_role(dep))
+
+    def cancel_prepared(self) -> None:
+        """Stop preparations nobody used (a prerequisite failed); a finished one's error is consumed."""
+        for task in self._prepared.values():
+            if not task.done():
+                task.cancel()
+            elif not task.cancelled():
+                task.exception()
+        self._prepared.clear()
+
+    async def _version_and_role(self, dep: Dependency) -> tuple[str, str | None]:
+        version = await self.version(dep)
+        return version, (await self._pod_identity(dep) if dep.pod_identity else None)
+
     def describe(self, name: str) -> dict[str, Any] | None:
         """The add-on, or None when it is not installed (blocking)."""
         return eks_api.describe_addon(self.app.aws, self.target.region, self.target.eks_cluster_name, name)
@@ -122,9 +143,9 @@ class AddonSteps:
     async def ensure(self, dep: Dependency, result: DepResult) -> None:
         """Create, update or keep the add-on, wait until it settles, then until its workloads are ready."""
         assert dep.addon is not None
-        version = await self.version(dep)
+        prepared = self._prepared.pop(dep.name, None)
+        version, role_arn = await (prepared if prepared is not None else self._version_and_role(dep))
         result.desired["version"] = version
-        role_arn = await self._pod_identity(dep) if dep.pod_identity else None
         current = await self._settled_current(dep)
         if current is None:
             await self._create(dep, version)

@@ -68,6 +68,8 @@ class Reconciler:
         helm_lock = asyncio.Lock()
 
         async def run(dep: Dependency) -> DepResult:
+            if dep.depends_on and dep.source == "addon":
+                self.addons.prepare(dep)  # its version and identity while its prerequisites settle
             for parent in dep.depends_on:
                 await asyncio.shield(tasks[parent])
             if dep.source == "helm":
@@ -82,6 +84,7 @@ class Reconciler:
         finally:
             for task in tasks.values():
                 task.cancel()
+            self.addons.cancel_prepared()
         return [results[dep.name] for dep in ordered]
 
     async def _reconcile_one(self, dep: Dependency, results: dict[str, DepResult]) -> DepResult:
