@@ -325,7 +325,9 @@ def test_training_page_submits_a_recipe_and_follows_a_job_log_live(page: Any, se
     form.locator("[name='fields.epochs']").fill("2")
     form.locator("button[type=submit]").click()
     expect(page.locator("#banner")).to_contain_text("Submitted ui-ddp", timeout=60_000)
-    expect(page.locator("#jobs tr[data-job=ui-ddp]")).to_contain_text("HyperPodPyTorchJob")
+    # The list is served from the cluster's watch: the new job is in it once the watch delivered its ADDED event,
+    # at the latest on the page's next 5 s refresh (a full suite's load made that longer than expect's 5 s).
+    expect(page.locator("#jobs tr[data-job=ui-ddp]")).to_contain_text("HyperPodPyTorchJob", timeout=20_000)
     shot(page, "06-training")
     audit(page, "Training")
 

@@ -18,6 +18,11 @@ def _probe(client: httpx.Client, journal: Path, **extra: object) -> dict[str, ob
     return body
 
 
+def _executed(journal: Path) -> list[str]:
+    """The stages the probe ran, one entry per execution, in the order they started."""
+    return [line.split()[0] for line in (journal / "executions.log").read_text().splitlines() if line]
+
+
 def test_stages_run_in_order_and_record_everything(server_any_db: Running, tmp_path: Path) -> None:
     with server_any_db.client() as client:
         ref = _probe(client, tmp_path / "j")
@@ -83,8 +88,7 @@ def test_permanent_error_then_retry_completes(server_any_db: Running, tmp_path: 
         client.post(f"/api/v1/operations/{ref['operationId']}/retry")
         view = wait_terminal(client, str(ref["operationId"]))
     assert view["status"] == "SUCCEEDED"
-    lines = (tmp_path / "j" / "executions.log").read_text().split("\n")
-    assert [line.split()[0] for line in lines if line] == ["alpha", "beta", "beta", "gamma", "delta"]
+    assert _executed(tmp_path / "j") == ["alpha", "beta", "beta", "gamma", "delta"]
 
 
 def test_independent_stages_continue_after_a_failure_and_retry_reruns_only_it(
@@ -107,8 +111,7 @@ def test_independent_stages_continue_after_a_failure_and_retry_reruns_only_it(
         client.post(f"/api/v1/operations/{ref['operationId']}/retry")
         view = wait_terminal(client, str(ref["operationId"]))
     assert view["status"] == "SUCCEEDED" and view["error"] is None
-    lines = (tmp_path / "j" / "executions.log").read_text().split("\n")
-    assert [line.split()[0] for line in lines if line] == ["alpha", "beta", "gamma", "delta", "beta"]
+    assert _executed(tmp_path / "j") == ["alpha", "beta", "gamma", "delta", "beta"]
 
 
 def _statuses(view: dict[str, object]) -> list[str]:
@@ -126,8 +129,7 @@ def test_a_stage_alongside_starts_once_the_one_before_waits(server_any_db: Runni
         view = wait_terminal(client, str(ref["operationId"]))
     assert view["status"] == "SUCCEEDED" and _statuses(view) == ["SUCCEEDED"] * 4
     assert view["result"]["gamma"] == {"effect": "effect-gamma"}
-    lines = (tmp_path / "j" / "executions.log").read_text().split("\n")
-    assert [line.split()[0] for line in lines if line] == ["alpha", "beta", "gamma", "delta"]
+    assert _executed(tmp_path / "j") == ["alpha", "beta", "gamma", "delta"]
 
 
 def test_a_stage_busy_without_waiting_keeps_the_one_alongside_it_pending(server: Running, tmp_path: Path) -> None:
@@ -161,8 +163,7 @@ def test_a_failure_alongside_does_not_stop_the_other_and_retry_reruns_only_it(
         assert client.post(f"/api/v1/operations/{ref['operationId']}/retry").status_code == 202
         view = wait_terminal(client, str(ref["operationId"]))
     assert view["status"] == "SUCCEEDED" and view["error"] is None
-    lines = (tmp_path / "j" / "executions.log").read_text().split("\n")
-    assert [line.split()[0] for line in lines if line] == ["alpha", "beta", "gamma", "gamma", "delta"]
+    assert _executed(tmp_path / "j") == ["alpha", "beta", "gamma", "gamma", "delta"]
 
 
 def test_a_stage_that_fails_before_it_waits_leaves_the_one_alongside_pending(server: Running, tmp_path: Path) -> None:
@@ -177,8 +178,7 @@ def test_a_stage_that_fails_before_it_waits_leaves_the_one_alongside_pending(ser
         client.post(f"/api/v1/operations/{ref['operationId']}/retry")
         view = wait_terminal(client, str(ref["operationId"]))
     assert view["status"] == "SUCCEEDED"
-    lines = (tmp_path / "j" / "executions.log").read_text().split("\n")
-    assert [line.split()[0] for line in lines if line] == ["alpha", "beta", "beta", "gamma", "delta"]
+    assert _executed(tmp_path / "j") == ["alpha", "beta", "beta", "gamma", "delta"]
 
 
 def test_cancel_stops_the_stages_running_together(server: Running, tmp_path: Path) -> None:
