@@ -12,7 +12,7 @@ from hyperpod_twin.twin import DEFAULT_CLOCK_SCALE, Twin, TwinConfig
 
 # Generation-0 collections once per 50,000 net allocations instead of 700: the twin allocates briskly (each AWS
 # request, each simulated Kubernetes object) and few of those objects form cycles, so the default threshold spent
-# CPU on collections that found little (a cluster_create: 3.0-3.5 CPU-s instead of 4.4-4.6).
+# CPU on collections that found little.
 GC_THRESHOLDS = (50_000, 10, 10)
 
 
