@@ -252,7 +252,7 @@ def _add_error_handlers(app: FastAPI) -> None:
 
 # Generation-0 collections once per 50,000 net allocations instead of 700: request handling and the watches
 # allocate many short-lived objects and few cycles, so the default threshold ran the collector on the event loop
-# often for little (no full-collection pause over 10 ms was seen during a cluster_create on the twin after this).
+# often for little.
 GC_THRESHOLDS = (50_000, 10, 10)
 
 
