@@ -6,12 +6,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from anyio import to_thread
 
 from instantstart.errors import Cancelled, InstantStartError, InternalError, Timeout, UnknownKind
-from instantstart.operations.kinds import KindRegistry, OperationKind, StageSpec
+from instantstart.operations.kinds import KindRegistry, OperationKind
 from instantstart.operations.models import TERMINAL, OpStatus
 from instantstart.operations.params import params_for_load
 from instantstart.operations.stage import StageContext
@@ -25,6 +26,18 @@ Listener = Callable[[str], Awaitable[None] | None]
 
 class LeaseLost(Exception):
     """Another worker took the operation over; this one stops touching it."""
+
+
+@dataclass
+class _Run:
+    """One drive of one operation: what every step of it needs."""
+
+    operation_id: str
+    token: str
+    row: Any
+    params: Any
+    kind: OperationKind
+    stages: list[dict[str, Any]]
 
 
 class StageRuns:
@@ -75,13 +88,14 @@ class StageRuns:
             await self._save(operation_id, token, status=OpStatus.RUNNING.value, started_at=row.started_at or utcnow())
         outputs = {s["name"]: dict(s.get("outputs") or {}) for s in stages if s["status"] == "SUCCEEDED"}
         failed: dict[str, dict[str, Any]] = {}
+        run = _Run(operation_id, token, row, params, kind, stages)
         index = 0
         while index < len(kind.stages):
             group = kind.together(index)
             spec, stage = kind.stages[index], stages[index]
             index = group[-1] + 1
             if len(group) > 1:
-                if not await self._run_together(operation_id, token, row, params, kind, stages, group, outputs):
+                if not await self._run_together(run, group, outputs):
                     return
                 continue
             if stage["status"] == OpStatus.SUCCEEDED.value:
@@ -89,8 +103,7 @@ class StageRuns:
             if stage["status"] == OpStatus.FAILED.value and kind.continue_after_failure:
                 failed[spec.name] = dict((stage.get("outputs") or {}).get("error") or {})  # before a restart
                 continue
-            result = await self._run_stage(operation_id, token, row, params, kind, spec, stages, group[0], outputs,
-                                           failed)
+            result = await self._run_stage(run, group[0], outputs, failed)
             if result is None:
                 if kind.continue_after_failure and stage["status"] == OpStatus.FAILED.value:
                     failed[spec.name] = stage["outputs"]["error"]
@@ -106,20 +119,11 @@ class StageRuns:
             return
         await self._finish(operation_id, token, stages, OpStatus.SUCCEEDED, None, result=final)
 
-    async def _run_together(
-        self,
-        operation_id: str,
-        token: str,
-        row: Any,
-        params: Any,
-        kind: OperationKind,
-        stages: list[dict[str, Any]],
-        group: list[int],
-        outputs: dict[str, dict[str, Any]],
-    ) -> bool:
+    async def _run_together(self, run: _Run, group: list[int], outputs: dict[str, dict[str, Any]]) -> bool:
         """Run the stage at group[0] and, once it waits or succeeds, the stages alongside it. True when every
         one succeeded; otherwise the operation has ended (FAILED with the first failure in stage order, or
         CANCELLED) once all the started ones did."""
+        kind, stages = run.kind, run.stages
         leader, partners = group[0], group[1:]
         before = dict(outputs)  # what every stage of the group may read: the stages before it
         tasks: dict[int, asyncio.Task[dict[str, Any] | None]] = {}
@@ -127,9 +131,8 @@ class StageRuns:
         def start(index: int, on_waiting: Callable[[], None] | None = None) -> None:
             if index in tasks or stages[index]["status"] == OpStatus.SUCCEEDED.value:
                 return
-            run = self._run_stage(operation_id, token, row, params, kind, kind.stages[index], stages, index,
-                                  dict(before), {}, together=True, on_waiting=on_waiting)
-            tasks[index] = asyncio.create_task(run, name=f"{operation_id}:{kind.stages[index].name}")
+            stage_run = self._run_stage(run, index, dict(before), {}, together=True, on_waiting=on_waiting)
+            tasks[index] = asyncio.create_task(stage_run, name=f"{run.operation_id}:{kind.stages[index].name}")
 
         def start_partners() -> None:
             for index in partners:
@@ -164,20 +167,16 @@ class StageRuns:
         if all(s == OpStatus.SUCCEEDED.value for s in statuses):
             return True
         if OpStatus.CANCELLED.value in statuses:
-            await self._cancel(operation_id, token, stages, leader)
+            await self._cancel(run, leader)
             return False
         first = next(i for i in group if stages[i]["status"] == OpStatus.FAILED.value)
-        await self._finish(operation_id, token, stages, OpStatus.FAILED, dict(stages[first]["outputs"]["error"]))
+        error = dict(stages[first]["outputs"]["error"])
+        await self._finish(run.operation_id, run.token, stages, OpStatus.FAILED, error)
         return False
+
     async def _run_stage(
         self,
-        operation_id: str,
-        token: str,
-        row: Any,
-        params: Any,
-        kind: OperationKind,
-        spec: StageSpec,
-        stages: list[dict[str, Any]],
+        run: _Run,
         index: int,
         outputs: dict[str, dict[str, Any]],
         failed: dict[str, dict[str, Any]],
@@ -189,10 +188,11 @@ class StageRuns:
         ended, unless its kind continues after a failure) or the operation was cancelled. A stage run
         `together` with others records its own failure or cancellation and leaves the operation's ending to
         `_run_together`."""
+        operation_id, token, stages, spec = run.operation_id, run.token, run.stages, run.kind.stages[index]
         stage = stages[index]
         while True:
             if await to_thread.run_sync(self.store.cancel_requested, operation_id):
-                await self._cancel(operation_id, token, stages, index, only_this=together)
+                await self._cancel(run, index, only_this=together)
                 return None
             stage.update(
                 status=OpStatus.RUNNING.value,
@@ -210,10 +210,10 @@ class StageRuns:
             assert self.app is not None
             ctx = StageContext(
                 operation_id=operation_id,
-                kind=kind.name,
-                target=row.target,
-                params=params,
-                raw_params=row.params,
+                kind=run.kind.name,
+                target=run.row.target,
+                params=run.params,
+                raw_params=run.row.params,
                 outputs=outputs,
                 stage=spec.name,
                 attempt=int(stage["attempts"]),
@@ -228,19 +228,19 @@ class StageRuns:
                 error = Timeout(
                     f"Stage {spec.name} did not finish within {spec.timeout_seconds:.0f}s.", retryable=True
                 )
-                if not await self._retry_or_fail(operation_id, token, kind, spec, stages, index, error, together):
+                if not await self._retry_or_fail(run, index, error, together):
                     return None
                 continue
             except InstantStartError as exc:
                 if exc.retryable:
-                    if not await self._retry_or_fail(operation_id, token, kind, spec, stages, index, exc, together):
+                    if not await self._retry_or_fail(run, index, exc, together):
                         return None
                     continue
-                await self._fail(operation_id, token, kind, stages, index, exc.to_dict(), together)
+                await self._fail(run, index, exc.to_dict(), together)
                 return None
             except asyncio.CancelledError:
                 if await to_thread.run_sync(self.store.cancel_requested, operation_id):
-                    await self._cancel(operation_id, token, stages, index, only_this=together)
+                    await self._cancel(run, index, only_this=together)
                     return None
                 raise
             except Exception as exc:
@@ -249,7 +249,7 @@ class StageRuns:
                     f"Stage {spec.name} failed unexpectedly: {type(exc).__name__}.",
                     hint="This is a bug; the server log has the traceback.",
                 )
-                await self._fail(operation_id, token, kind, stages, index, crash.to_dict(), together)
+                await self._fail(run, index, crash.to_dict(), together)
                 return None
             result = dict(produced or {})
             stage.update(
@@ -261,25 +261,12 @@ class StageRuns:
             await self._save(operation_id, token, stages=stages)
             return result
 
-    async def _retry_or_fail(
-        self,
-        operation_id: str,
-        token: str,
-        kind: OperationKind,
-        spec: StageSpec,
-        stages: list[dict[str, Any]],
-        index: int,
-        exc: InstantStartError,
-        together: bool = False,
-    ) -> bool:
-        stage = stages[index]
+    async def _retry_or_fail(self, run: _Run, index: int, exc: InstantStartError, together: bool = False) -> bool:
+        spec, stage = run.kind.stages[index], run.stages[index]
         attempts = int(stage["attempts"])
         if attempts >= spec.max_attempts:
             await self._fail(
-                operation_id,
-                token,
-                kind,
-                stages,
+                run,
                 index,
                 {
                     "code": exc.code.value,
@@ -292,50 +279,41 @@ class StageRuns:
             return False
         delay = spec.backoff(attempts)
         stage["message"] = f"attempt {attempts} failed: {exc.message}; retrying in {delay:.0f}s"
-        await self._save(operation_id, token, stages=stages)
+        await self._save(run.operation_id, run.token, stages=run.stages)
         waited = 0.0
         while waited < delay:  # wake early for a cancel request
             step = min(0.5, delay - waited)
             await asyncio.sleep(step)
             waited += step
-            if await to_thread.run_sync(self.store.cancel_requested, operation_id):
+            if await to_thread.run_sync(self.store.cancel_requested, run.operation_id):
                 break
         return True
 
-    async def _fail(
-        self,
-        operation_id: str,
-        token: str,
-        kind: OperationKind,
-        stages: list[dict[str, Any]],
-        index: int,
-        error: dict[str, Any],
-        together: bool = False,
-    ) -> None:
+    async def _fail(self, run: _Run, index: int, error: dict[str, Any], together: bool = False) -> None:
+        stages = run.stages
         stages[index].update(status=OpStatus.FAILED.value, finishedAt=utcnow().isoformat(), message=error["message"])
         error.setdefault("details", {})
         error["details"] = {**error["details"], "stage": stages[index]["name"]}
-        if kind.continue_after_failure or together:  # recorded on the stage; the later stages still run
+        if run.kind.continue_after_failure or together:  # recorded on the stage; the later stages still run
             stages[index]["outputs"] = {"error": error}
-            await self._save(operation_id, token, stages=stages)
+            await self._save(run.operation_id, run.token, stages=stages)
             return
-        await self._finish(operation_id, token, stages, OpStatus.FAILED, error)
+        await self._finish(run.operation_id, run.token, stages, OpStatus.FAILED, error)
 
-    async def _cancel(
-        self, operation_id: str, token: str, stages: list[dict[str, Any]], index: int, *, only_this: bool = False
-    ) -> None:
+    async def _cancel(self, run: _Run, index: int, *, only_this: bool = False) -> None:
         """Mark the stages from `index` on CANCELLED and end the operation so; `only_this` marks that stage
         alone and leaves the operation's ending to whoever runs it together with others."""
+        stages = run.stages
         for stage in stages[index : index + 1] if only_this else stages[index:]:
             if stage["status"] not in TERMINAL:
                 stage["status"] = OpStatus.CANCELLED.value
         if only_this:
             stages[index]["finishedAt"] = utcnow().isoformat()
-            await self._save(operation_id, token, stages=stages)
+            await self._save(run.operation_id, run.token, stages=stages)
             return
         await self._finish(
-            operation_id,
-            token,
+            run.operation_id,
+            run.token,
             stages,
             OpStatus.CANCELLED,
             Cancelled("Cancelled on request.", hint="operation_retry resumes from the cancelled stage.").to_dict(),
