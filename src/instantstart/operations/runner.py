@@ -24,8 +24,6 @@ from instantstart.settings import Settings
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LeaseLost", "Listener", "Runner"]
-
 
 class Runner(StageRuns, Generic[AppT]):
     """Drives persisted operations. Several runners (processes) may share one database safely.

@@ -150,9 +150,8 @@ class StageRuns:
                         task.cancel()
                     await asyncio.gather(*tasks.values(), return_exceptions=True)
                     raise broken.exception()  # type: ignore[misc]
-                lead = tasks.get(leader)
-                if lead is not None and lead.done() and lead.result() is not None:
-                    start_partners()  # the leader succeeded without waiting
+                if stages[leader]["status"] == OpStatus.SUCCEEDED.value:
+                    start_partners()  # the leader succeeded without waiting (a no-op for those started)
         except asyncio.CancelledError:
             # A cancel request or shutdown: each stage records its own ending, then the group's is decided.
             for task in tasks.values():
@@ -160,9 +159,9 @@ class StageRuns:
             ended = await asyncio.gather(*tasks.values(), return_exceptions=True)
             if any(isinstance(e, BaseException) for e in ended):
                 raise
-        for index, task in tasks.items():
-            if task.result() is not None:
-                outputs[kind.stages[index].name] = task.result() or {}
+        for index in group:
+            if stages[index]["status"] == OpStatus.SUCCEEDED.value:
+                outputs[kind.stages[index].name] = dict(stages[index].get("outputs") or {})
         statuses = [stages[i]["status"] for i in group]
         if all(s == OpStatus.SUCCEEDED.value for s in statuses):
             return True
