@@ -34,6 +34,34 @@ def test_the_lazy_client_module_is_the_kubernetes_client() -> None:
     assert k8s.V1ObjectMeta(name="a").name == "a"
 
 
+# A resumed operation's concurrent steps: the first reads of the client, its API classes and the dynamic client,
+# from several threads at once in a fresh interpreter (the package's modules import each other in a cycle).
+CONCURRENT_FIRST_USE = """
+import threading
+from instantstart.kube import apply, k8s
+errors = []
+def read(what):
+    try:
+        what()
+    except BaseException as exc:
+        errors.append(repr(exc))
+reads = [apply._dynamic, lambda: k8s.ApiClient, lambda: k8s.CoreV1Api, apply._dynamic, lambda: k8s.ApiClient]
+threads = [threading.Thread(target=read, args=(r,)) for r in reads]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(errors)
+"""
+
+
+def test_the_client_loads_whole_when_threads_first_use_it_at_once() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", CONCURRENT_FIRST_USE], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "[]", out.stdout
+
+
 def test_known_regions_are_the_ones_a_boto3_session_lists_for_ec2() -> None:
     session = boto3.session.Session()
     expected: set[str] = set()

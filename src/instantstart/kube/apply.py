@@ -11,9 +11,7 @@ FIELD_MANAGER = "instantstart"
 
 def _dynamic() -> Any:
     """`kubernetes.dynamic`, imported on first use (as the client itself, see `kube.k8s`)."""
-    from kubernetes import dynamic
-
-    return dynamic
+    return k8s.load("kubernetes.dynamic")
 
 
 def _client(api: k8s.ApiClient) -> Any:

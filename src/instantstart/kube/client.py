@@ -30,7 +30,7 @@ def preload_apis() -> None:
     _preloaded.set()
     for name in API_CLASSES:
         getattr(k8s, name)
-    from kubernetes import dynamic  # noqa: F401 - the import is the point
+    k8s.load("kubernetes.dynamic")
 
 
 def preload_in_background() -> None:
