@@ -38,14 +38,16 @@ def test_the_lazy_client_module_is_the_kubernetes_client() -> None:
 # from several threads at once in a fresh interpreter (the package's modules import each other in a cycle).
 CONCURRENT_FIRST_USE = """
 import threading
-from instantstart.kube import apply, k8s
+from instantstart.kube import k8s
 errors = []
 def read(what):
     try:
         what()
     except BaseException as exc:
         errors.append(repr(exc))
-reads = [apply._dynamic, lambda: k8s.ApiClient, lambda: k8s.CoreV1Api, apply._dynamic, lambda: k8s.ApiClient]
+def dynamic():
+    return k8s.load("kubernetes.dynamic")
+reads = [dynamic, lambda: k8s.ApiClient, lambda: k8s.CoreV1Api, dynamic, lambda: k8s.ApiClient]
 threads = [threading.Thread(target=read, args=(r,)) for r in reads]
 for t in threads:
     t.start()

@@ -17,7 +17,7 @@ import threading
 from types import ModuleType
 from typing import Any
 
-_import_lock = threading.RLock()
+_import_lock = threading.Lock()
 
 
 def load(module: str) -> ModuleType:
@@ -32,6 +32,6 @@ def __getattr__(name: str) -> Any:
     if name.startswith("__"):
         raise AttributeError(name)
     with _import_lock:
-        value = getattr(load("kubernetes.client"), name)
+        value = getattr(importlib.import_module("kubernetes.client"), name)
     globals()[name] = value
     return value
