@@ -1,4 +1,4 @@
-"""Writes the control plane's IAM policy (data/iam + deploy/iam) and embeds it in the management template.
+"""Writes the control plane's IAM policy and the permissions boundary of its roles (data/iam + deploy/iam).
 
 The statements are written here once, readable, and rendered to JSON; `--check` fails when a rendered file
 differs (make test runs the policy tests, which compare the files too).
@@ -15,9 +15,31 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 PACKAGED = REPO / "src" / "instantstart" / "data" / "iam" / "control-plane-policy.json"
 DEPLOY = REPO / "deploy" / "iam" / "control-plane-policy.json"
+BOUNDARY_PACKAGED = PACKAGED.with_name("permissions-boundary.json")
+BOUNDARY_DEPLOY = DEPLOY.with_name("permissions-boundary.json")
 
 TAG = "instantstart:cluster-tag"
+INSTALLATION_TAG = "instantstart:installation"
 ROLES = "arn:aws:iam::*:role/instantstart-*"
+# The permissions boundary every role the control plane creates or changes must carry (instantstart.aws.iam).
+BOUNDARY_NAME = "InstantStartPermissionsBoundary"
+BOUNDARY = f"arn:aws:iam::*:policy/{BOUNDARY_NAME}"
+WITH_BOUNDARY = {"ArnLike": {"iam:PermissionsBoundary": BOUNDARY}}
+OURS = {"StringLike": {f"aws:ResourceTag/{INSTALLATION_TAG}": "?*"}}
+# The AWS managed policies the code attaches (services/cluster/iam.py, services/features/specs.py); a test keeps
+# this list equal to the code's.
+MANAGED_POLICIES = [
+    "arn:aws:iam::aws:policy/AmazonEKSClusterPolicy",
+    "arn:aws:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy",
+    "arn:aws:iam::aws:policy/AmazonSageMakerHyperPodInferenceAccess",
+    "arn:aws:iam::aws:policy/AmazonSageMakerHyperPodTrainingOperatorAccess",
+]
+# What a role the control plane makes may ever do (the boundary): the services its roles' builders and the
+# managed policies above use. IAM writes, Organizations and account settings are never inside it.
+BOUNDARY_SERVICES = [
+    "acm", "aps", "autoscaling", "cloudwatch", "ec2", "ecr", "eks", "eks-auth", "elasticloadbalancing", "fsx",
+    "kms", "logs", "s3", "sagemaker", "sagemaker-mlflow", "ssmmessages",
+]
 # grafana.amazonaws.com: the observability feature's Grafana workspace role (issue 19 item 4).
 PASSED_TO = ["eks.amazonaws.com", "grafana.amazonaws.com", "pods.eks.amazonaws.com", "sagemaker.amazonaws.com"]
 EC2_TAGGED_CREATES = [
@@ -40,6 +62,29 @@ def statement(
     if condition:
         out["Condition"] = condition
     return out
+
+
+def deny(sid: str, actions: list[str], resources: list[str]) -> dict[str, Any]:
+    """One Deny statement (wins over any Allow, this policy's or another one the operator attaches)."""
+    return {"Sid": sid, "Effect": "Deny", "Action": sorted(actions), "Resource": resources}
+
+
+def boundary() -> dict[str, Any]:
+    """The permissions boundary policy: the most any role the control plane creates can ever be allowed."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            statement("WorkloadServices", [f"{service}:*" for service in BOUNDARY_SERVICES], ["*"]),
+            # Reading IAM, passing roles and AWS's own service-linked roles (HyperPod inference, FSx) stay inside.
+            statement("IamReadAndServiceLinkedRoles",
+                      ["iam:CreateServiceLinkedRole", "iam:Get*", "iam:List*", "iam:PassRole"], ["*"]),
+            # Never inside the boundary, whatever a role's own policies say: changing IAM or assuming other roles.
+            deny("NoEscalation", ["account:*", "iam:Add*", "iam:Attach*", "iam:CreateAccessKey", "iam:CreateLoginProfile",
+                                  "iam:CreatePolicy*", "iam:CreateRole", "iam:CreateUser", "iam:Delete*",
+                                  "iam:Detach*", "iam:Put*", "iam:Set*", "iam:Tag*", "iam:Untag*", "iam:Update*",
+                                  "organizations:*", "sts:*"], ["*"]),
+        ],
+    }
 
 
 def policy() -> dict[str, Any]:
@@ -83,15 +128,23 @@ def policy() -> dict[str, Any]:
                 ["*"],
                 {"StringEquals": {"ec2:CreateAction": [a.split(":")[1] for a in EC2_TAGGED_CREATES]}},
             ),
-            # Routes, associations, attributes and ingress rules carry no tags, and apply to reused networks too.
+            # Routes go only into route tables, public addresses only onto subnets, that the control plane made
+            # (it finds and creates them by the cluster tag, in new and reused VPCs alike).
+            statement(
+                "NetworkWireTagged",
+                ["ec2:CreateRoute", "ec2:ModifySubnetAttribute"],
+                ["arn:aws:ec2:*:*:route-table/*", "arn:aws:ec2:*:*:subnet/*"],
+                {"StringLike": {f"aws:ResourceTag/{TAG}": "?*"}},
+            ),
+            # Associations, attachments and VPC attributes name the reused network's own resources; ingress rules go
+            # onto an adopted FSx file system's security group (fsx_adopt, opt-in) and route tables onto a reused
+            # VPC's existing S3 endpoint: those resources are the operator's and carry no tag of ours.
             statement(
                 "NetworkWireUnscoped",
                 [
                     "ec2:AssociateRouteTable",
                     "ec2:AttachInternetGateway",
                     "ec2:AuthorizeSecurityGroupIngress",
-                    "ec2:CreateRoute",
-                    "ec2:ModifySubnetAttribute",
                     "ec2:ModifyVpcAttribute",
                     "ec2:ModifyVpcEndpoint",
                 ],
@@ -121,7 +174,6 @@ def policy() -> dict[str, Any]:
                     "eks:CreateCluster",
                     "eks:CreatePodIdentityAssociation",
                     "eks:DeleteAddon",
-                    "eks:DeleteCluster",
                     "eks:DeleteNodegroup",
                     "eks:DeletePodIdentityAssociation",
                     "eks:DescribeAddon",
@@ -145,15 +197,21 @@ def policy() -> dict[str, Any]:
                     "arn:aws:eks:*:*:access-entry/*/*/*/*/*",
                 ],
             ),
+            # Destructive calls only on clusters this control plane made (issue 26 item 4): an imported cluster (no
+            # installation tag) is never deleted, nor its nodes deleted or replaced.
+            statement("EksDeleteTagged", ["eks:DeleteCluster"], ["arn:aws:eks:*:*:cluster/*"], OURS),
+            statement(
+                "HyperPodDestructiveTagged",
+                ["sagemaker:BatchDeleteClusterNodes", "sagemaker:BatchReplaceClusterNodes", "sagemaker:DeleteCluster"],
+                ["arn:aws:sagemaker:*:*:cluster/*"],
+                OURS,
+            ),
             statement(
                 "HyperPodClusters",
                 [
                     "sagemaker:AddTags",
-                    "sagemaker:BatchDeleteClusterNodes",
                     "sagemaker:BatchRebootClusterNodes",
-                    "sagemaker:BatchReplaceClusterNodes",
                     "sagemaker:CreateCluster",
-                    "sagemaker:DeleteCluster",
                     "sagemaker:DescribeCluster",
                     "sagemaker:DescribeClusterNode",
                     "sagemaker:ListClusterEvents",
@@ -167,27 +225,38 @@ def policy() -> dict[str, Any]:
             statement("TrainingPlans", ["sagemaker:DescribeTrainingPlan"], ["arn:aws:sagemaker:*:*:training-plan/*"]),
             statement("InvokeInferenceEndpoints", ["sagemaker:InvokeEndpoint"], ["arn:aws:sagemaker:*:*:endpoint/*"]),
             statement(
-                "OwnRoles",
-                [
-                    "iam:CreateRole",
-                    "iam:DeleteRole",
-                    "iam:DeleteRolePolicy",
-                    "iam:GetRole",
-                    "iam:GetRolePolicy",
-                    "iam:ListAttachedRolePolicies",
-                    "iam:ListRolePolicies",
-                    "iam:PutRolePolicy",
-                    "iam:TagRole",
-                    "iam:UpdateAssumeRolePolicy",
-                ],
+                "OwnRolesRead",
+                ["iam:GetRole", "iam:GetRolePolicy", "iam:ListAttachedRolePolicies", "iam:ListRolePolicies"],
                 [ROLES],
             ),
-            # Only AWS-managed policies are attached (EKS cluster, HyperPod instance, CSI drivers).
+            # Removing permissions never makes anything more powerful; DeleteRole needs its policies gone first.
+            statement(
+                "OwnRolesShrink",
+                ["iam:DeleteRole", "iam:DeleteRolePolicy", "iam:DetachRolePolicy", "iam:TagRole"],
+                [ROLES],
+            ),
+            # Creating a role or adding to its permissions only with the boundary on it (issue 26 item 3): a role
+            # the control plane makes can never do more than the boundary allows.
+            statement("OwnRolesBounded", ["iam:CreateRole", "iam:PutRolePolicy"], [ROLES], WITH_BOUNDARY),
+            # Only the AWS managed policies the code attaches (EKS cluster, HyperPod instance, operator add-ons).
             statement(
                 "OwnRolesManagedPolicies",
-                ["iam:AttachRolePolicy", "iam:DetachRolePolicy"],
+                ["iam:AttachRolePolicy"],
                 [ROLES],
-                {"ArnLike": {"iam:PolicyARN": "arn:aws:iam::aws:policy/*"}},
+                {**WITH_BOUNDARY, "ArnEquals": {"iam:PolicyARN": MANAGED_POLICIES}},
+            ),
+            # A trust policy changes only on a role this control plane made (it carries the installation tag).
+            statement("OwnRolesTrust", ["iam:UpdateAssumeRolePolicy"], [ROLES], OURS),
+            deny(
+                "NoBoundaryChanges",
+                ["iam:DeleteRolePermissionsBoundary", "iam:PutRolePermissionsBoundary"],
+                ["arn:aws:iam::*:role/*"],
+            ),
+            deny(
+                "NoBoundaryPolicyChanges",
+                ["iam:CreatePolicyVersion", "iam:DeletePolicy", "iam:DeletePolicyVersion",
+                 "iam:SetDefaultPolicyVersion"],
+                [BOUNDARY],
             ),
             statement(
                 "PassOwnRoles",
@@ -292,18 +361,25 @@ def rendered() -> str:
     return json.dumps(policy(), indent=2) + "\n"
 
 
+def rendered_files() -> dict[Path, str]:
+    """Every file this script writes, with its text."""
+    boundary_text = json.dumps(boundary(), indent=2) + "\n"
+    text = rendered()
+    return {PACKAGED: text, DEPLOY: text, BOUNDARY_PACKAGED: boundary_text, BOUNDARY_DEPLOY: boundary_text}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Write (or with --check, compare) the policy files."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--check", action="store_true", help="fail when a file differs instead of writing it")
     args = parser.parse_args(argv)
-    text = rendered()
-    stale = [p for p in (PACKAGED, DEPLOY) if not p.exists() or p.read_text() != text]
+    files = rendered_files()
+    stale = [p for p, text in files.items() if not p.exists() or p.read_text() != text]
     if args.check:
         for path in stale:
             print(f"{path.relative_to(REPO)} is out of date: run python scripts/policy_source.py", file=sys.stderr)
         return 1 if stale else 0
-    for path in (PACKAGED, DEPLOY):
+    for path, text in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     return 0

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import logging
 import signal
 import threading
+from pathlib import Path
 
+from hyperpod_twin.aws.caller_policy import OperatorSetup
 from hyperpod_twin.twin import DEFAULT_CLOCK_SCALE, Twin, TwinConfig
 
 # Generation-0 collections once per 50,000 net allocations instead of 700: the twin allocates briskly (each AWS
@@ -40,11 +43,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--account-id", default=TwinConfig.account_id, help="the twin account (default %(default)s)")
     parser.add_argument("--region", default=TwinConfig.region, help="the default Region (default %(default)s)")
     parser.add_argument("--log-level", default="WARNING", help="Python log level (default %(default)s)")
+    parser.add_argument("--caller-policy", type=Path, help="a JSON IAM policy given to the twin's caller: the "
+                        "control plane's guarded calls are then judged by it")
+    parser.add_argument("--account-policy", action="append", default=[], metavar="NAME=FILE",
+                        help="a customer managed policy the account holds (e.g. the permissions boundary)")
     args = parser.parse_args(argv)
+    setup = OperatorSetup(
+        caller_policy=json.loads(args.caller_policy.read_text()) if args.caller_policy else None,
+        account_policies={name: json.loads(Path(path).read_text())
+                          for name, _, path in (item.partition("=") for item in args.account_policy)},
+    )
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     twin = Twin(
         TwinConfig(
-            host=args.host, port=args.port, clock_scale=args.clock_scale, account_id=args.account_id, region=args.region
+            host=args.host, port=args.port, clock_scale=args.clock_scale, account_id=args.account_id,
+            region=args.region, setup=setup,
         )
     ).start()
     threading.Thread(target=_quiet_collector, args=(twin,), name="twin-gc", daemon=True).start()

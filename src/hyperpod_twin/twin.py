@@ -13,6 +13,7 @@ import boto3
 from botocore.config import Config
 
 from hyperpod_twin import oidc, writes
+from hyperpod_twin.aws.caller_policy import OperatorSetup
 from hyperpod_twin.aws.control import make_control
 from hyperpod_twin.aws.faults import FaultBook
 from hyperpod_twin.aws.server import TwinHttpServer, preload
@@ -31,7 +32,8 @@ SECRET_ACCESS_KEY = "twinTwinTwinTwinTwinTwinTwinTwinTwin0001"
 CALLER_USER = "instantstart-twin"
 # With caller="assumed-role" the same credentials answer as a session of this role (as SSO and CI
 # credentials do), so the control plane's assumed-role → role handling is exercised.
-CALLER_ROLE = "instantstart-twin-admin"
+# Outside instantstart-*, the pattern of the roles the control plane may create and change.
+CALLER_ROLE = "InstantStartTwinOperator"
 CALLER_SESSION = "instantstart"
 CALLERS = ("user", "assumed-role")
 # Twin seconds per real second: EKS ACTIVE (600 s) in 15 s, HyperPod InService (~480 s) in 12 s.
@@ -50,6 +52,9 @@ class TwinConfig:
     # Who the twin's credentials are: the IAM user, or an assumed-role session (test profile:
     # HYPERPOD_TWIN_CALLER=assumed-role).
     caller: str = field(default_factory=lambda: os.environ.get("HYPERPOD_TWIN_CALLER", "user"))
+    # The caller's IAM policy and the account's customer managed policies (the permissions boundary), restored on
+    # every reset: with a caller policy, the control plane's guarded calls are judged by it (aws/caller_policy).
+    setup: OperatorSetup = field(default_factory=OperatorSetup)
 
 
 class Twin:
@@ -85,6 +90,7 @@ class Twin:
             access_key_id=self.access_key_id,
             caller_arn=self.caller_arn,
             project_bucket=self.project_bucket,
+            setup=self.config.setup,
         )
         self.faults: FaultBook = self.aws.faults
         self._server: TwinHttpServer | None = None

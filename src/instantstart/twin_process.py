@@ -17,7 +17,9 @@ from typing import Any
 
 import httpx
 
+from instantstart.aws.iam import BOUNDARY_POLICY
 from instantstart.errors import PreconditionFailed
+from instantstart.services.account.policy import BOUNDARY_RESOURCE, POLICY_RESOURCE, resource_path
 
 READY_MARKER = "Project bucket:"
 EXPORTED = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "AWS_REGION")
@@ -47,8 +49,12 @@ class TwinProcess:
 
 
 def start_twin(port: int = 0, clock_scale: float | None = None, timeout: float = 60.0) -> TwinProcess:
-    """Start `python -m hyperpod_twin` and wait until it says how to reach it."""
+    """Start `python -m hyperpod_twin` and wait until it says how to reach it. The twin account is set up as the
+    management environment stack sets up a real one: the permissions boundary exists and the caller holds the
+    control-plane policy, which the twin then enforces on the control plane's guarded calls."""
     args = [sys.executable, "-m", "hyperpod_twin", "--port", str(port)]
+    args += ["--caller-policy", str(resource_path(POLICY_RESOURCE)),
+             "--account-policy", f"{BOUNDARY_POLICY}={resource_path(BOUNDARY_RESOURCE)}"]
     if clock_scale is not None:
         args += ["--clock-scale", str(clock_scale)]
     try:

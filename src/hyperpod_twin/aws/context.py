@@ -48,6 +48,8 @@ class AwsContext:
         self.handlers: dict[tuple[str, str], Handler] = {}
         # Checks that run before moto answers (e.g. quota enforcement); they raise AwsError to refuse.
         self.guards: dict[tuple[str, str], Callable[[AwsRequest], None]] = {}
+        # IAM's decision on the caller's own request (caller_policy): an AwsError refuses it.
+        self.authorizer: Callable[[AwsRequest], AwsError | None] = lambda req: None
         self.reset_hooks: list[Callable[[], None]] = []
         self._lock = threading.RLock()
         self._local = threading.local()

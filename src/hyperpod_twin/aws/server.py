@@ -85,6 +85,8 @@ class TwinAwsApp:
             err = self.ctx.faults.check_request(req)
             if err is None:
                 err = _model_refusal(req)
+            if err is None:
+                err = self.ctx.authorizer(req)
             if err is not None:
                 return _send(error_response(req, err), environ, start_response)
             size = self.ctx.faults.page_size(req)

@@ -12,6 +12,7 @@ from hyperpod_twin.clock import TwinClock
 from hyperpod_twin.events import EventBus
 
 from . import (
+    caller_policy,
     dependencies,
     ec2_fixes,
     eks_access,
@@ -52,6 +53,7 @@ class AwsSide:
         access_key_id: str,
         caller_arn: str,
         project_bucket: str,
+        setup: caller_policy.OperatorSetup | None = None,
     ) -> None:
         # AWS-managed IAM policies (AmazonSageMakerClusterInstanceRolePolicy …) attach only when moto
         # loads them; moto reads this when an IAM backend is created.
@@ -71,6 +73,7 @@ class AwsSide:
             access_key_id=access_key_id,
         )
         self.project_bucket = project_bucket
+        self.setup = setup or caller_policy.OperatorSetup()
         self.quotas = quotas.Quotas(self.ctx)
         self.plans = training_plans.TrainingPlans(self.ctx)
         self.life = Lifecycle(self.ctx)
@@ -89,6 +92,7 @@ class AwsSide:
         self.grafana = grafana.GrafanaState()
         grafana.register(self.ctx, self.grafana)
         iam_ext.register(self.ctx)
+        caller_policy.register(self.ctx, self.hyperpod)
         sts_web_identity.register(self.ctx)
         s3_owner.register(self.ctx)
         dependencies.register(self)
@@ -163,12 +167,13 @@ class AwsSide:
         self.baseline()
 
     def baseline(self) -> None:
-        """What a fresh twin account has besides moto's defaults: the project bucket and the caller's
-        IAM principal (the user, or the role whose session the caller is)."""
+        """What a fresh twin account has besides moto's defaults: the project bucket, the caller's IAM principal
+        (the user, or the role whose session the caller is) and what the operator set up (caller_policy)."""
         from moto.s3.models import s3_backends
 
         tagging.register(self)
         self._caller_principal()
+        caller_policy.apply_setup(self.ctx, self.setup)
         s3 = s3_backends[self.ctx.account_id]["aws"]
         try:
             s3.create_bucket(self.project_bucket, self.ctx.region)

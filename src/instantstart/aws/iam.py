@@ -7,10 +7,21 @@ from typing import Any, cast
 
 from instantstart.aws.clients import AwsClients
 from instantstart.aws.errors import call, error_code, translate
+from instantstart.aws.identity import account_id
 from instantstart.aws.paging import collect
 from instantstart.errors import NotFound
 
 INLINE_POLICY = "instantstart"
+# The customer managed policy every role the control plane creates carries as its permissions boundary
+# (deploy/iam/permissions-boundary.json, created by the operator: the management environment stack or one
+# `aws iam create-policy`, docs/AWS.md). The control plane's own policy allows CreateRole, PutRolePolicy and
+# AttachRolePolicy only on roles with it, and cannot change it.
+BOUNDARY_POLICY = "InstantStartPermissionsBoundary"
+
+
+def boundary_arn(aws: AwsClients, region: str) -> str:
+    """The ARN of the permissions boundary in the control plane's account (the one place that names it)."""
+    return f"arn:aws:iam::{account_id(aws, region)}:policy/{BOUNDARY_POLICY}"
 
 
 def role_arn(aws: AwsClients, region: str, name: str) -> str | None:
@@ -26,13 +37,14 @@ def role_arn(aws: AwsClients, region: str, name: str) -> str | None:
 def create_role(
     aws: AwsClients, region: str, *, name: str, trust_policy: str, description: str, tags: list[dict[str, str]]
 ) -> str:
-    """CreateRole with its trust policy; the ARN."""
+    """CreateRole with its trust policy and the permissions boundary (BOUNDARY_POLICY); the ARN."""
     role = call(
         f"create IAM role {name}",
         aws.iam(region).create_role,
         RoleName=name,
         AssumeRolePolicyDocument=trust_policy,
         Description=description,
+        PermissionsBoundary=boundary_arn(aws, region),
         Tags=cast(Any, tags),
     )["Role"]
     return str(role["Arn"])
