@@ -17,6 +17,10 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 TEMPLATE = REPO / "deploy" / "management-environment.yaml"
 POLICY = REPO / "deploy" / "iam" / "control-plane-policy.json"
+BOUNDARY = REPO / "deploy" / "iam" / "permissions-boundary.json"
+# instantstart.aws.iam.BOUNDARY_POLICY: the control-plane policy allows role writes only with it as the boundary.
+BOUNDARY_NAME = "InstantStartPermissionsBoundary"
+NEW_BOUNDARY = "CreateBoundary"
 PORT = 3099
 NEW_NETWORK = "CreateNetwork"
 NEW_BUCKET = "CreateBucket"
@@ -127,7 +131,16 @@ def template(policy: dict[str, Any]) -> dict[str, Any]:
         "ControlPlanePolicy": {"Type": "AWS::IAM::ManagedPolicy", "Properties": {
             "Description": "InstantStart control plane (deploy/iam/control-plane-policy.json)",
             "PolicyDocument": policy}},
+        # One per account (IAM is global): a second stack (another Region) sets CreatePermissionsBoundary=false.
+        "PermissionsBoundary": {"Type": "AWS::IAM::ManagedPolicy", "Condition": NEW_BOUNDARY, "Properties": {
+            "ManagedPolicyName": BOUNDARY_NAME,
+            "Description": "InstantStart: the most any role the control plane creates may do "
+            "(deploy/iam/permissions-boundary.json)",
+            "PolicyDocument": json.loads(BOUNDARY.read_text())}},
+        # Named outside instantstart-*, the pattern of roles the control plane may create and change, whatever the
+        # stack is called.
         "InstanceRole": {"Type": "AWS::IAM::Role", "Properties": {
+            "RoleName": sub("InstantStartControlPlane-${AWS::Region}"),
             "AssumeRolePolicyDocument": {"Version": "2012-10-17", "Statement": [{
                 "Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]},
             "ManagedPolicyArns": [
@@ -177,10 +190,14 @@ def template(policy: dict[str, Any]) -> dict[str, Any]:
                                         "internet or to SSM, S3 and STS endpoints."},
             "ExistingBucketName": {"Type": "String", "Default": "", "Description": "Reuse this project bucket; "
                                    "empty: create instantstart-<account>-<region>."},
+            "CreatePermissionsBoundary": {"Type": "String", "Default": "true", "AllowedValues": ["true", "false"],
+                                          "Description": f"Create the {BOUNDARY_NAME} policy; false when it exists "
+                                          "already in the account (a stack in another Region made it)."},
         },
         "Conditions": {
             NEW_NETWORK: {"Fn::Equals": [ref("ExistingVpcId"), ""]},
             NEW_BUCKET: {"Fn::Equals": [ref("ExistingBucketName"), ""]},
+            NEW_BOUNDARY: {"Fn::Equals": [ref("CreatePermissionsBoundary"), "true"]},
         },
         "Rules": {
             "ReusedNetworkIsComplete": {
@@ -198,6 +215,8 @@ def template(policy: dict[str, Any]) -> dict[str, Any]:
             "ProjectBucketName": {"Value": bucket_name},
             "InstanceRoleArn": {"Value": {"Fn::GetAtt": ["InstanceRole", "Arn"]}},
             "ControlPlanePolicyArn": {"Value": ref("ControlPlanePolicy")},
+            "PermissionsBoundaryArn": {"Value": sub(f"arn:${{AWS::Partition}}:iam::${{AWS::AccountId}}:policy/"
+                                                    f"{BOUNDARY_NAME}")},
         },
     }
 

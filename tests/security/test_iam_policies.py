@@ -26,10 +26,6 @@ READ_ONLY = re.compile(r"^[a-z0-9-]+:(Describe|List|Get|BatchGet|BatchCheck|Head
 # Every cluster role (nodes, S3 CSI, Karpenter, trusts) is scoped; only these feature roles keep "*":
 WILDCARD_EXCEPTIONS: dict[str, str] = {
     "cloudwatch:PutMetricData": "supports no resource-level permissions; it only appends metric data points",
-    "fsx:CreateFileSystem": "FSx CSI dynamic provisioning creates file systems named at run time",
-    "fsx:DeleteFileSystem": "FSx CSI deletes the file systems it provisioned (ids unknown in advance)",
-    "fsx:UpdateFileSystem": "FSx CSI resizes the file systems it provisioned (ids unknown in advance)",
-    "fsx:TagResource": "FSx CSI tags the file systems it creates",
 }
 
 def listed(value: Any) -> list[Any]:

@@ -98,12 +98,9 @@ NOT_SIMULATED: dict[str, tuple[NotSimulated, ...]] = {
     ),
     "fsx_csi_policy": (
         NotSimulated(
-            ("fsx:CreateFileSystem", "fsx:DeleteFileSystem", "fsx:DescribeFileSystems", "fsx:TagResource",
-             "fsx:UpdateFileSystem", "s3:ListBucket", "iam:CreateServiceLinkedRole", "iam:AttachRolePolicy",
-             "iam:PutRolePolicy"),
-            "the FSx for Lustre CSI controller calls FSx only to provision, resize and delete volumes dynamically "
-            "from a StorageClass; InstantStart makes static PVs for file systems it creates itself, so the role "
-            "serves only a StorageClass a user adds by hand (a candidate for removal, see docs/AWS.md)",
+            ("fsx:DescribeFileSystems",),
+            "the FSx for Lustre CSI controller describes the file system a static PV names when it publishes the "
+            "volume; the twin's CSI stand-in mounts static PVs without calling FSx",
             "https://github.com/kubernetes-sigs/aws-fsx-csi-driver/blob/master/docs/install.md",
         ),
     ),

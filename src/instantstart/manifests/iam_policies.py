@@ -342,34 +342,13 @@ def remote_write_policy(workspace_arn: str) -> dict[str, Any]:
 
 
 def fsx_csi_policy() -> dict[str, Any]:
-    """What the FSx for Lustre CSI driver's controller needs, as its installation guide lists it (a narrower
-    alternative to the AmazonFSxFullAccess managed policy the EKS guide attaches): create, describe, update,
-    tag and delete file systems; s3:ListBucket for S3-linked file systems; create the FSx service-linked role
-    (condition on the service name) and manage the S3 data-repository service-linked role."""
+    """What the FSx for Lustre CSI driver's controller needs for the static volumes InstantStart makes (a PV naming
+    an existing file system): describe only. Dynamic provisioning (create, update, delete from a StorageClass) is
+    not offered, so the role cannot delete or change any file system in the account (issue 26 item 4)."""
     return {
         "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Sid": "FsxDataRepositoryServiceLinkedRole",
-                "Effect": "Allow",
-                "Action": ["iam:CreateServiceLinkedRole", "iam:AttachRolePolicy", "iam:PutRolePolicy"],
-                "Resource": "arn:aws:iam::*:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/*",
-            },
-            {
-                "Sid": "FsxServiceLinkedRole",
-                "Effect": "Allow",
-                "Action": "iam:CreateServiceLinkedRole",
-                "Resource": "*",
-                "Condition": {"StringLike": {"iam:AWSServiceName": ["fsx.amazonaws.com"]}},
-            },
-            {
-                "Sid": "FsxFileSystems",
-                "Effect": "Allow",
-                "Action": ["s3:ListBucket", "fsx:CreateFileSystem", "fsx:DeleteFileSystem", "fsx:DescribeFileSystems",
-                           "fsx:TagResource", "fsx:UpdateFileSystem"],
-                "Resource": ["*"],
-            },
-        ],
+        "Statement": [{"Sid": "FsxDescribe", "Effect": "Allow", "Action": ["fsx:DescribeFileSystems"],
+                       "Resource": ["*"]}],
     }
 
 

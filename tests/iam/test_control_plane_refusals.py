@@ -1,0 +1,137 @@
+"""With the control plane's own policy (deploy/iam/control-plane-policy.json, given to the twin's caller as the
+management environment stack gives it to the instance role), the twin refuses what AWS refuses: a role without the
+permissions boundary, AdministratorAccess, removing a boundary, deleting an EKS or HyperPod cluster (or its nodes)
+that lacks the installation tag. Calls carry the control plane's User-Agent, as instantstart's clients do."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from instantstart.aws.iam import BOUNDARY_POLICY
+from instantstart.services.account.policy import boundary_policy
+from instantstart.services.core.ledger import TAG_INSTALLATION
+from instantstart.twin_process import TwinProcess
+from tests.support.twin_aws import ProcessTwinView, build_eks, build_network, group
+
+TRUST = json.dumps({"Version": "2012-10-17", "Statement": [
+    {"Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}, "Action": "sts:AssumeRole"}]})
+OURS = [{"Key": TAG_INSTALLATION, "Value": "is-test"}]
+
+
+def client(twin: TwinProcess, service: str, *, control_plane: bool = True) -> Any:
+    """A boto3 client on the twin; with `control_plane`, its User-Agent is the control plane's."""
+    env = twin.env
+    config = Config(user_agent_extra="instantstart/0.0.0" if control_plane else "", retries={"max_attempts": 1})
+    return boto3.client(service, endpoint_url=twin.endpoint_url, region_name=env["AWS_REGION"], config=config,
+                        aws_access_key_id=env["AWS_ACCESS_KEY_ID"], aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"])
+
+
+def boundary(twin: TwinProcess) -> str:
+    return f"arn:aws:iam::{twin.info['account_id']}:policy/{BOUNDARY_POLICY}"
+
+
+def refused(call: Any, **kwargs: Any) -> str:
+    with pytest.raises(ClientError) as err:
+        call(**kwargs)
+    code = str(err.value.response["Error"]["Code"])
+    assert code in ("AccessDenied", "AccessDeniedException", "UnauthorizedOperation"), err.value
+    return str(err.value.response["Error"]["Message"])
+
+
+def test_the_twin_account_holds_the_shipped_boundary(twin: TwinProcess) -> None:
+    iam = client(twin, "iam", control_plane=False)
+    version = iam.get_policy(PolicyArn=boundary(twin))["Policy"]["DefaultVersionId"]
+    document = iam.get_policy_version(PolicyArn=boundary(twin), VersionId=version)["PolicyVersion"]["Document"]
+    assert document == boundary_policy()
+
+
+def test_creating_a_role_without_the_boundary_is_refused(twin: TwinProcess) -> None:
+    iam = client(twin, "iam")
+    message = refused(iam.create_role, RoleName="instantstart-t-hyperpod", AssumeRolePolicyDocument=TRUST)
+    assert "iam:CreateRole" in message
+    other = f"arn:aws:iam::{twin.info['account_id']}:policy/SomethingWider"
+    refused(iam.create_role, RoleName="instantstart-t-hyperpod", AssumeRolePolicyDocument=TRUST,
+            PermissionsBoundary=other)
+    role = iam.create_role(RoleName="instantstart-t-hyperpod", AssumeRolePolicyDocument=TRUST,
+                           PermissionsBoundary=boundary(twin))["Role"]
+    assert role["PermissionsBoundary"]["PermissionsBoundaryArn"] == boundary(twin)
+
+
+def test_attaching_administrator_access_is_refused(twin: TwinProcess) -> None:
+    iam = client(twin, "iam")
+    iam.create_role(RoleName="instantstart-t-hyperpod", AssumeRolePolicyDocument=TRUST,
+                    PermissionsBoundary=boundary(twin))
+    message = refused(iam.attach_role_policy, RoleName="instantstart-t-hyperpod",
+                      PolicyArn="arn:aws:iam::aws:policy/AdministratorAccess")
+    assert "iam:AttachRolePolicy" in message
+    iam.attach_role_policy(RoleName="instantstart-t-hyperpod",
+                           PolicyArn="arn:aws:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy")
+
+
+def test_a_role_without_the_boundary_gets_no_policy_and_no_boundary_is_removed(twin: TwinProcess) -> None:
+    """A same-pattern role someone else made (no boundary) cannot be given permissions; ours keeps its boundary."""
+    client(twin, "iam", control_plane=False).create_role(RoleName="instantstart-t-other", AssumeRolePolicyDocument=TRUST)
+    iam = client(twin, "iam")
+    document = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]})
+    refused(iam.put_role_policy, RoleName="instantstart-t-other", PolicyName="p", PolicyDocument=document)
+    refused(iam.attach_role_policy, RoleName="instantstart-t-other",
+            PolicyArn="arn:aws:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy")
+    iam.create_role(RoleName="instantstart-t-hyperpod", AssumeRolePolicyDocument=TRUST,
+                    PermissionsBoundary=boundary(twin))
+    message = refused(iam.delete_role_permissions_boundary, RoleName="instantstart-t-hyperpod")
+    assert "explicit deny" in message
+    refused(iam.put_role_permissions_boundary, RoleName="instantstart-t-hyperpod",
+            PermissionsBoundary="arn:aws:iam::aws:policy/AdministratorAccess")
+
+
+def test_deleting_an_eks_cluster_without_the_installation_tag_is_refused(twin: TwinProcess) -> None:
+    view = ProcessTwinView(twin)
+    net = build_network(view)  # type: ignore[arg-type]
+    build_eks(view, net, "theirs")  # type: ignore[arg-type]
+    eks = client(twin, "eks")
+    assert "eks:DeleteCluster" in refused(eks.delete_cluster, name="theirs")
+    assert client(twin, "eks", control_plane=False).describe_cluster(name="theirs")["cluster"]["status"] == "ACTIVE"
+    client(twin, "eks", control_plane=False).tag_resource(
+        resourceArn=eks.describe_cluster(name="theirs")["cluster"]["arn"], tags={TAG_INSTALLATION: "is-test"})
+    eks.delete_cluster(name="theirs")
+
+
+def test_deleting_a_hyperpod_cluster_or_its_nodes_without_the_installation_tag_is_refused(twin: TwinProcess) -> None:
+    view = ProcessTwinView(twin)
+    net = build_network(view)  # type: ignore[arg-type]
+    eks_arn = build_eks(view, net, "eks-hp")  # type: ignore[arg-type]
+    admin = client(twin, "sagemaker", control_plane=False)
+    spec = {"Orchestrator": {"Eks": {"ClusterArn": eks_arn}},
+            "VpcConfig": {"Subnets": [net.compute["us-west-2a"]], "SecurityGroupIds": [net.sg]},
+            "InstanceGroups": [group("workers", "ml.t3.medium", 1)]}
+    theirs = admin.create_cluster(ClusterName="theirs", **spec)["ClusterArn"]
+    ours = admin.create_cluster(ClusterName="ours", Tags=OURS, **spec)["ClusterArn"]
+    sm = client(twin, "sagemaker")
+    assert "sagemaker:DeleteCluster" in refused(sm.delete_cluster, ClusterName="theirs")
+    refused(sm.delete_cluster, ClusterName=theirs)
+    refused(sm.batch_delete_cluster_nodes, ClusterName="theirs", NodeIds=["i-0123456789abcdef0"])
+    refused(sm.batch_replace_cluster_nodes, ClusterName="theirs", NodeIds=["i-0123456789abcdef0"])
+    assert admin.describe_cluster(ClusterName="theirs")["ClusterArn"] == theirs
+    sm.delete_cluster(ClusterName=ours)
+
+
+def test_routes_and_public_addresses_only_on_tagged_network(twin: TwinProcess) -> None:
+    ec2 = client(twin, "ec2", control_plane=False)
+    vpc = ec2.create_vpc(CidrBlock="10.61.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.61.1.0/24")["Subnet"]["SubnetId"]
+    table = ec2.create_route_table(VpcId=vpc)["RouteTable"]["RouteTableId"]
+    igw = ec2.create_internet_gateway()["InternetGateway"]["InternetGatewayId"]
+    ec2.attach_internet_gateway(InternetGatewayId=igw, VpcId=vpc)
+    cp = client(twin, "ec2")
+    refused(cp.modify_subnet_attribute, SubnetId=subnet, MapPublicIpOnLaunch={"Value": True})
+    refused(cp.create_route, RouteTableId=table, DestinationCidrBlock="0.0.0.0/0", GatewayId=igw)
+    tag = [{"Key": "instantstart:cluster-tag", "Value": "t"}]
+    ec2.create_tags(Resources=[subnet, table], Tags=tag)
+    cp.modify_subnet_attribute(SubnetId=subnet, MapPublicIpOnLaunch={"Value": True})
+    cp.create_route(RouteTableId=table, DestinationCidrBlock="0.0.0.0/0", GatewayId=igw)
