@@ -16,6 +16,7 @@ from tests.support.twin import twin_client
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "deploy" / "management-environment.yaml"
 POLICY = REPO / "deploy" / "iam" / "control-plane-policy.json"
+BOUNDARY = REPO / "deploy" / "iam" / "permissions-boundary.json"
 
 
 def test_template_and_policy_files_are_fresh_renders() -> None:
@@ -60,14 +61,17 @@ def stack_resources(cfn: Any, stack: str) -> dict[str, dict[str, Any]]:
 
 def test_the_stack_deploys_on_the_twin(twin: TwinProcess) -> None:
     account, region = twin.info["account_id"], twin.env["AWS_REGION"]
-    # A fresh account: the twin starts with the project bucket, which the stack is to create.
+    # A fresh account: the twin starts with the project bucket and the permissions boundary, which the stack is to
+    # create.
     twin_client(twin, "s3").delete_bucket(Bucket=f"instantstart-{account}-{region}")
+    boundary_arn = f"arn:aws:iam::{account}:policy/InstantStartPermissionsBoundary"
+    twin_client(twin, "iam").delete_policy(PolicyArn=boundary_arn)
     cfn = twin_client(twin, "cloudformation")
     cfn.create_stack(
         StackName="instantstart-mgmt",
         TemplateBody=TEMPLATE.read_text(),
         Parameters=[{"ParameterKey": "ContainerImage", "ParameterValue": "example.invalid/instantstart:0.1.0"}],
-        Capabilities=["CAPABILITY_IAM"],
+        Capabilities=["CAPABILITY_NAMED_IAM"],
     )
     stack = cfn.describe_stacks(StackName="instantstart-mgmt")["Stacks"][0]
     assert stack["StackStatus"] == "CREATE_COMPLETE", stack.get("StackStatusReason")
@@ -84,6 +88,12 @@ def test_the_stack_deploys_on_the_twin(twin: TwinProcess) -> None:
 
     iam = twin_client(twin, "iam")
     role = found["InstanceRole"]["PhysicalResourceId"]
+    # Outside instantstart-*, though the stack's name is inside it: the control plane cannot change its own role.
+    assert role == f"InstantStartControlPlane-{region}"
+    assert outputs["PermissionsBoundaryArn"] == boundary_arn
+    version = iam.get_policy(PolicyArn=boundary_arn)["Policy"]["DefaultVersionId"]
+    kept = iam.get_policy_version(PolicyArn=boundary_arn, VersionId=version)["PolicyVersion"]["Document"]
+    assert kept == json.loads(BOUNDARY.read_text())
     trust = iam.get_role(RoleName=role)["Role"]["AssumeRolePolicyDocument"]
     assert trust["Statement"][0]["Principal"] == {"Service": "ec2.amazonaws.com"}
     profile = iam.get_instance_profile(InstanceProfileName=found["InstanceProfile"]["PhysicalResourceId"])
@@ -122,13 +132,14 @@ def test_an_existing_network_and_bucket_are_reused(twin: TwinProcess) -> None:
             {"ParameterKey": "ExistingVpcId", "ParameterValue": vpc},
             {"ParameterKey": "ExistingPrivateSubnetId", "ParameterValue": subnet},
             {"ParameterKey": "ExistingBucketName", "ParameterValue": f"instantstart-{twin.info['account_id']}-x"},
+            {"ParameterKey": "CreatePermissionsBoundary", "ParameterValue": "false"},
         ],
-        Capabilities=["CAPABILITY_IAM"],
+        Capabilities=["CAPABILITY_NAMED_IAM"],
     )
     stack = cfn.describe_stacks(StackName="instantstart-reuse")["Stacks"][0]
     assert stack["StackStatus"] == "CREATE_COMPLETE"
     found = stack_resources(cfn, "instantstart-reuse")
-    assert not {"Vpc", "NatGateway", "PrivateSubnet", "ProjectBucket"} & set(found)
+    assert not {"Vpc", "NatGateway", "PrivateSubnet", "ProjectBucket", "PermissionsBoundary"} & set(found)
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
     instance = ec2.describe_instances(InstanceIds=[outputs["InstanceId"]])["Reservations"][0]["Instances"][0]
     assert instance["SubnetId"] == subnet
