@@ -79,8 +79,9 @@ def boundary() -> dict[str, Any]:
             statement("IamReadAndServiceLinkedRoles",
                       ["iam:CreateServiceLinkedRole", "iam:Get*", "iam:List*", "iam:PassRole"], ["*"]),
             # Never inside the boundary, whatever a role's own policies say: changing IAM or assuming other roles.
-            deny("NoEscalation", ["account:*", "iam:Add*", "iam:Attach*", "iam:CreateAccessKey", "iam:CreateLoginProfile",
-                                  "iam:CreatePolicy*", "iam:CreateRole", "iam:CreateUser", "iam:Delete*",
+            deny("NoEscalation", ["account:*", "iam:Add*", "iam:Attach*", "iam:CreateAccessKey",
+                                  "iam:CreateLoginProfile", "iam:CreatePolicy*", "iam:CreateRole", "iam:CreateUser",
+                                  "iam:Delete*",
                                   "iam:Detach*", "iam:Put*", "iam:Set*", "iam:Tag*", "iam:Untag*", "iam:Update*",
                                   "organizations:*", "sts:*"], ["*"]),
         ],

@@ -76,9 +76,11 @@ def test_attaching_administrator_access_is_refused(twin: TwinProcess) -> None:
 
 def test_a_role_without_the_boundary_gets_no_policy_and_no_boundary_is_removed(twin: TwinProcess) -> None:
     """A same-pattern role someone else made (no boundary) cannot be given permissions; ours keeps its boundary."""
-    client(twin, "iam", control_plane=False).create_role(RoleName="instantstart-t-other", AssumeRolePolicyDocument=TRUST)
+    admin = client(twin, "iam", control_plane=False)
+    admin.create_role(RoleName="instantstart-t-other", AssumeRolePolicyDocument=TRUST)
     iam = client(twin, "iam")
-    document = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]})
+    everything = [{"Effect": "Allow", "Action": "*", "Resource": "*"}]
+    document = json.dumps({"Version": "2012-10-17", "Statement": everything})
     refused(iam.put_role_policy, RoleName="instantstart-t-other", PolicyName="p", PolicyDocument=document)
     refused(iam.attach_role_policy, RoleName="instantstart-t-other",
             PolicyArn="arn:aws:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy")

@@ -157,7 +157,8 @@ def _ec2_action(operation: str, id_param: str, kind: str) -> Resolver:
 
 def resolvers(hyperpod: HyperPod) -> dict[tuple[str, str], Resolver]:
     """Which calls are judged, and how each one's action, resource and condition context are found."""
-    table: dict[tuple[str, str], Resolver] = {("iam", "CreateRole"): _create_role, ("eks", "DeleteCluster"): _eks_delete}
+    table: dict[tuple[str, str], Resolver] = {("iam", "CreateRole"): _create_role,
+                                              ("eks", "DeleteCluster"): _eks_delete}
     table.update({("iam", op): _role_action(op) for op in ROLE_ACTIONS})
     table.update({("sagemaker", op): _hyperpod_action(hyperpod, op) for op in HYPERPOD_ACTIONS})
     table[("ec2", "CreateRoute")] = _ec2_action("CreateRoute", "RouteTableId", "route-table")

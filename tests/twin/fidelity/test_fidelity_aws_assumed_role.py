@@ -12,7 +12,7 @@ from hyperpod_twin.twin import Twin, TwinConfig
 from tests.support.eks_token import eks_token
 from tests.support.twin_aws import advance, build_network
 
-ROLE_ARN = "arn:aws:iam::111122223333:role/instantstart-twin-admin"
+ROLE_ARN = "arn:aws:iam::111122223333:role/InstantStartTwinOperator"
 
 
 @pytest.fixture(scope="module")
@@ -27,10 +27,10 @@ def role_twin() -> Iterator[Twin]:
 
 def test_caller_is_an_assumed_role_session(role_twin: Twin) -> None:
     who = role_twin.boto3_client("sts").get_caller_identity()
-    assert who["Arn"] == "arn:aws:sts::111122223333:assumed-role/instantstart-twin-admin/instantstart"
+    assert who["Arn"] == "arn:aws:sts::111122223333:assumed-role/InstantStartTwinOperator/instantstart"
     assert who["UserId"].startswith("AROA") and who["UserId"].endswith(":instantstart")
     # The role the session belongs to exists in the account.
-    assert role_twin.boto3_client("iam").get_role(RoleName="instantstart-twin-admin")["Role"]["Arn"] == ROLE_ARN
+    assert role_twin.boto3_client("iam").get_role(RoleName="InstantStartTwinOperator")["Role"]["Arn"] == ROLE_ARN
 
 
 def test_creator_entry_is_the_role_and_the_session_is_refused(role_twin: Twin, tmp_path: object) -> None:
