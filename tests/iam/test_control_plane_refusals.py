@@ -1,7 +1,9 @@
 """With the control plane's own policy (deploy/iam/control-plane-policy.json, given to the twin's caller as the
 management environment stack gives it to the instance role), the twin refuses what AWS refuses: a role without the
 permissions boundary, AdministratorAccess, removing a boundary, deleting an EKS or HyperPod cluster (or its nodes)
-that lacks the installation tag. Calls carry the control plane's User-Agent, as instantstart's clients do."""
+that lacks the installation tag. Calls carry the control plane's product token in their User-Agent, as
+instantstart's clients do, followed by `policy-probe`: the call log (tests/support/aws_actions.py) counts only
+agents that end in the token, so these deliberate refusals are not taken for actions the control plane needs."""
 
 from __future__ import annotations
 
@@ -27,7 +29,8 @@ OURS = [{"Key": TAG_INSTALLATION, "Value": "is-test"}]
 def client(twin: TwinProcess, service: str, *, control_plane: bool = True) -> Any:
     """A boto3 client on the twin; with `control_plane`, its User-Agent is the control plane's."""
     env = twin.env
-    config = Config(user_agent_extra="instantstart/0.0.0" if control_plane else "", retries={"max_attempts": 1})
+    agent = "instantstart/0.0.0 policy-probe" if control_plane else ""
+    config = Config(user_agent_extra=agent, retries={"max_attempts": 1})
     return boto3.client(service, endpoint_url=twin.endpoint_url, region_name=env["AWS_REGION"], config=config,
                         aws_access_key_id=env["AWS_ACCESS_KEY_ID"], aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"])
 

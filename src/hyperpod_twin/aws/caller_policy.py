@@ -64,10 +64,9 @@ def apply_setup(ctx: AwsContext, setup: OperatorSetup) -> None:
 
 
 def is_control_plane(req: AwsRequest) -> bool:
-    """Whether the request comes from the control plane (its botocore User-Agent names it last)."""
+    """Whether the request comes from the control plane (its botocore User-Agent carries its product token)."""
     agent = next((v for k, v in req.headers.items() if k.lower() == "user-agent"), "")
-    parts = agent.split()
-    return bool(parts) and parts[-1].startswith(CONTROL_PLANE_AGENT)
+    return any(part.startswith(CONTROL_PLANE_AGENT) for part in agent.split())
 
 
 def _tag_context(tags: dict[str, str], prefix: str = "aws:ResourceTag") -> dict[str, Any]:
