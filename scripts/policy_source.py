@@ -248,6 +248,8 @@ def policy() -> dict[str, Any]:
             ),
             # A trust policy changes only on a role this control plane made (it carries the installation tag).
             statement("OwnRolesTrust", ["iam:UpdateAssumeRolePolicy"], [ROLES], OURS),
+            # instantstart doctor checks that the operator created the boundary.
+            statement("BoundaryRead", ["iam:GetPolicy"], [BOUNDARY]),
             deny(
                 "NoBoundaryChanges",
                 ["iam:DeleteRolePermissionsBoundary", "iam:PutRolePermissionsBoundary"],

@@ -54,6 +54,9 @@ def test_prepared_twin_account_is_all_ok(
     assert "long-term credentials" in found["identity"]["message"]
     assert found["region"]["message"] == twin.env["AWS_REGION"]
     assert found["service-linked role"]["message"].endswith("/AWSServiceRoleForSageMakerHyperPod")
+    boundary = f"arn:aws:iam::{twin.info['account_id']}:policy/InstantStartPermissionsBoundary"
+    assert found["permissions boundary"] == {"name": "permissions boundary", "status": "ok", "message": boundary,
+                                             "hint": None}
     assert found["quota ml.g5.8xlarge"]["status"] == "ok"
     assert found["VPC quota"]["status"] == "ok"
     assert found["project bucket"]["message"].endswith(f"is owned by {twin.info['account_id']}.")
@@ -87,6 +90,9 @@ def test_a_quota_too_low_fails_that_check_with_its_hint(
 def test_missing_role_unmigrated_database_and_full_vpc_quota_are_problems(
     twin: TwinProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # An account whose operator never created the permissions boundary.
+    iam = twin_client(twin, "iam")
+    iam.delete_policy(PolicyArn=f"arn:aws:iam::{twin.info['account_id']}:policy/InstantStartPermissionsBoundary")
     httpx.post(
         twin.endpoint_url + "/_twin/quotas", json={"service_code": "vpc", "quota_name": "VPCs per Region", "value": 1}
     ).raise_for_status()
@@ -100,6 +106,9 @@ def test_missing_role_unmigrated_database_and_full_vpc_quota_are_problems(
     assert found["database"]["status"] == "problem"
     assert "migrates the database" in found["database"]["hint"]
     assert found["VPC quota"]["status"] == "problem"
+    assert found["permissions boundary"]["status"] == "problem"
+    assert "can create no IAM role" in found["permissions boundary"]["message"]
+    assert "file://deploy/iam/permissions-boundary.json" in found["permissions boundary"]["hint"]
     assert not any(name.startswith("quota ") for name in found)
 
 

@@ -24,6 +24,17 @@ def boundary_arn(aws: AwsClients, region: str) -> str:
     return f"arn:aws:iam::{account_id(aws, region)}:policy/{BOUNDARY_POLICY}"
 
 
+def managed_policy_exists(aws: AwsClients, region: str, arn: str) -> bool:
+    """Whether the customer managed policy `arn` exists (GetPolicy)."""
+    try:
+        aws.iam(region).get_policy(PolicyArn=arn)
+    except Exception as exc:
+        if error_code(exc) == "NoSuchEntity":
+            return False
+        raise translate(exc, f"look up IAM policy {arn}") from exc
+    return True
+
+
 def role_arn(aws: AwsClients, region: str, name: str) -> str | None:
     """The ARN of role `name`, or None when it does not exist."""
     try:

@@ -9,6 +9,7 @@ from typing import Any, Literal
 import botocore.session
 
 from instantstart.aws import account as acct
+from instantstart.aws import iam as iam_api
 from instantstart.aws.clients import AwsClients
 from instantstart.aws.errors import error_code
 from instantstart.kube.helm_binary import helm_version, resolve_helm
@@ -56,6 +57,7 @@ class Doctor:
             ("identity", self.check_identity),
             ("region", self.check_region),
             ("service-linked role", self.check_service_linked_role),
+            ("permissions boundary", self.check_boundary),
             ("cluster quotas", self.check_instance_quotas),
             ("VPC quota", self.check_vpc_quota),
             ("project bucket", self.check_bucket),
@@ -105,6 +107,21 @@ class Doctor:
                 "(or allow iam:CreateServiceLinkedRole for that service to the control plane).",
             )
         return Check("service-linked role", "ok", arn)
+
+    def check_boundary(self) -> Check:
+        """The permissions boundary every role the control plane creates must carry exists (the operator makes it:
+        the control plane may not)."""
+        arn = iam_api.boundary_arn(self.aws, self.region)
+        if not iam_api.managed_policy_exists(self.aws, self.region, arn):
+            return Check(
+                "permissions boundary",
+                "problem",
+                f"{arn} does not exist: the control plane can create no IAM role (its policy requires this "
+                "boundary on every role).",
+                "Deploy deploy/management-environment.yaml, or run once per account: aws iam create-policy "
+                f"--policy-name {iam_api.BOUNDARY_POLICY} --policy-document file://deploy/iam/permissions-boundary.json",
+            )
+        return Check("permissions boundary", "ok", arn)
 
     def check_instance_quotas(self) -> list[Check]:
         """The SageMaker '<type> for cluster usage' quota of every type the user named covers the count."""
