@@ -7,6 +7,7 @@ from typing import Any
 from instantstart.twin_process import TwinProcess
 from tests.support.servers import Running
 from tests.support.twin import twin_client
+from tests.support.twin_aws import ProcessTwinView, advance, build_eks, build_network, group
 from tests.support.waits import wait_terminal
 
 
@@ -37,3 +38,34 @@ def test_import_detects_and_deletion_leaves_it_alone(cp: Running, twin: TwinProc
         assert client.get("/api/v1/clusters").json()["count"] == 0
     assert eks.describe_cluster(name="theirs")["cluster"]["name"] == "theirs"
     assert ec2.describe_vpcs(VpcIds=[vpc])["Vpcs"]
+
+
+def test_nodes_of_an_imported_hyperpod_cluster_are_not_deleted_or_replaced(cp: Running, twin: TwinProcess) -> None:
+    """The control-plane policy lets it delete or replace nodes only on a HyperPod cluster carrying the installation
+    tag: an imported one is refused up front (PRECONDITION_FAILED, saying how to allow it), not by IAM midway.
+    Once the operator tags it, the replacement goes through the twin's IAM check of the control plane's call."""
+    view: Any = ProcessTwinView(twin)
+    net = build_network(view)
+    eks_arn = build_eks(view, net, "their-eks")
+    sm: Any = twin_client(twin, "sagemaker")
+    arn = sm.create_cluster(
+        ClusterName="their-hp",
+        Orchestrator={"Eks": {"ClusterArn": eks_arn}},
+        VpcConfig={"Subnets": [net.compute["us-west-2a"]], "SecurityGroupIds": [net.sg]},
+        InstanceGroups=[group("workers", "ml.t3.medium", 1)],
+    )["ClusterArn"]
+    advance(view, 1200)
+    node = sm.list_cluster_nodes(ClusterName="their-hp")["ClusterNodeSummaries"][0]["InstanceId"]
+    with cp.client() as client:
+        ref = client.post("/api/v1/clusters/import", json={"eksClusterName": "their-eks", "clusterTag": "theirs"})
+        assert wait_terminal(client, ref.json()["operationId"], timeout=60)["status"] == "SUCCEEDED"
+        for action in ("replace", "delete"):
+            refused = client.post(f"/api/v1/capacity/nodes/{action}", json={"nodeId": node, "clusterTag": "theirs"})
+            assert refused.status_code == 412, refused.text
+            body = refused.json()["error"]
+            assert "instantstart:installation" in body["message"] and "sagemaker add-tags" in body["hint"], body
+        sm.add_tags(ResourceArn=arn, Tags=[{"Key": "instantstart:installation", "Value": "operator"}])
+        ref = client.post("/api/v1/capacity/nodes/replace", json={"nodeId": node, "clusterTag": "theirs"})
+        assert ref.status_code == 202, ref.text
+        assert wait_terminal(client, ref.json()["operationId"], timeout=120)["status"] == "SUCCEEDED"
+    assert sm.describe_cluster(ClusterName="their-hp")["ClusterArn"] == arn

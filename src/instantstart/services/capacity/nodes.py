@@ -8,6 +8,7 @@ from anyio import to_thread
 from pydantic import Field
 from sqlalchemy import select
 
+from instantstart.aws import hyperpod as hp
 from instantstart.aws.hyperpod import HyperPod
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
@@ -25,6 +26,7 @@ from instantstart.services.core.registry import (
     resolve_tag,
     submit_for_cluster,
 )
+from instantstart.services.core.ledger import TAG_INSTALLATION
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow
@@ -83,6 +85,8 @@ async def submit_node_op(ctx: CallContext, req: NodeRequest, action: NodeAction)
             hint="cluster_get_status lists the nodes (Kubernetes names hyperpod-i-…).",
             details={"fields": [{"field": "nodeId", "message": "no such node"}]},
         )
+    if action in ("replace", "delete"):
+        await blocking(refuse_unowned, ctx.app, row.region, cluster, action)
     return await submit_for_cluster(
         ctx,
         f"node_{action}",
@@ -90,6 +94,22 @@ async def submit_node_op(ctx: CallContext, req: NodeRequest, action: NodeAction)
         NodeActionParams(cluster_tag=tag, region=row.region, node_id=node, action=action),
         status_tool="operation_get",
         poll_after_seconds=15,
+    )
+
+
+def refuse_unowned(app: AppContext, region: str, cluster: str, action: str) -> None:
+    """Deleting or replacing nodes is allowed by the control-plane policy only on a HyperPod cluster carrying the
+    installation tag (one InstantStart created): an imported cluster without it is refused here, saying why,
+    rather than by IAM halfway through an operation (blocking)."""
+    found = hp.describe_cluster(app.aws, region, cluster)
+    if found is None or TAG_INSTALLATION in hp.cluster_tags(app.aws, region, str(found["ClusterArn"])):
+        return
+    raise PreconditionFailed(
+        f"HyperPod cluster {cluster} carries no {TAG_INSTALLATION} tag: InstantStart did not create it, and its IAM "
+        f"policy lets it {action} nodes only on clusters it created.",
+        hint=f"Reboot works on any cluster. To let InstantStart {action} nodes here, tag the cluster "
+        f"{TAG_INSTALLATION}=<any value> (sagemaker add-tags), or {action} the node in the SageMaker console.",
+        details={"cluster": cluster, "missingTag": TAG_INSTALLATION},
     )
 
 
