@@ -8,6 +8,7 @@ agents that end in the token, so these deliberate refusals are not taken for act
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -15,9 +16,13 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from instantstart.aws import iam as iam_api
+from instantstart.aws.clients import AwsClients
 from instantstart.aws.iam import BOUNDARY_POLICY
+from instantstart.errors import PreconditionFailed
 from instantstart.services.account.policy import boundary_policy
 from instantstart.services.core.ledger import TAG_INSTALLATION
+from instantstart.settings import Settings
 from instantstart.twin_process import TwinProcess
 from tests.support.twin_aws import ProcessTwinView, build_eks, build_network, group
 
@@ -140,3 +145,27 @@ def test_routes_and_public_addresses_only_on_tagged_network(twin: TwinProcess) -
     ec2.create_tags(Resources=[subnet, table], Tags=tag)
     cp.modify_subnet_attribute(SubnetId=subnet, MapPublicIpOnLaunch={"Value": True})
     cp.create_route(RouteTableId=table, DestinationCidrBlock="0.0.0.0/0", GatewayId=igw)
+
+
+def test_the_control_plane_names_the_fix_for_a_role_without_the_boundary(
+    twin: TwinProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A role made before roles carried the boundary (or someone else's) cannot be changed: the adapter's error says
+    which boundary to add; once the operator adds it, the same write succeeds. New roles get it on creation."""
+    for key, value in twin.env.items():
+        monkeypatch.setenv(key, value)
+    aws = AwsClients(Settings(data_dir=tmp_path, aws_endpoint_url=twin.endpoint_url, aws_region="us-west-2"))
+    admin = client(twin, "iam", control_plane=False)
+    admin.create_role(RoleName="instantstart-old-hyperpod", AssumeRolePolicyDocument=TRUST)
+    document = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:GetObject",
+                                                        "Resource": "arn:aws:s3:::instantstart-x/*"}]}
+    with pytest.raises(PreconditionFailed) as err:
+        iam_api.put_inline_policy(aws, "us-west-2", "instantstart-old-hyperpod", document)
+    assert BOUNDARY_POLICY in err.value.message
+    assert f"--permissions-boundary {boundary(twin)}" in (err.value.hint or "")
+    admin.put_role_permissions_boundary(RoleName="instantstart-old-hyperpod", PermissionsBoundary=boundary(twin))
+    iam_api.put_inline_policy(aws, "us-west-2", "instantstart-old-hyperpod", document)
+    arn = iam_api.create_role(aws, "us-west-2", name="instantstart-new-hyperpod", trust_policy=TRUST,
+                              description="", tags=OURS)
+    role = admin.get_role(RoleName=arn.rsplit("/", 1)[-1])["Role"]
+    assert role["PermissionsBoundary"]["PermissionsBoundaryArn"] == boundary(twin)

@@ -9,7 +9,7 @@ from instantstart.aws.clients import AwsClients
 from instantstart.aws.errors import call, error_code, translate
 from instantstart.aws.identity import account_id
 from instantstart.aws.paging import collect
-from instantstart.errors import NotFound
+from instantstart.errors import NotFound, PreconditionFailed
 
 INLINE_POLICY = "instantstart"
 # The customer managed policy every role the control plane creates carries as its permissions boundary
@@ -22,6 +22,26 @@ BOUNDARY_POLICY = "InstantStartPermissionsBoundary"
 def boundary_arn(aws: AwsClients, region: str) -> str:
     """The ARN of the permissions boundary in the control plane's account (the one place that names it)."""
     return f"arn:aws:iam::{account_id(aws, region)}:policy/{BOUNDARY_POLICY}"
+
+
+def _role_write(aws: AwsClients, region: str, action: str, name: str, fn: Any, **kwargs: Any) -> None:
+    """One write to role `name`; IAM's refusal names the likely cause (a role made before roles carried the
+    permissions boundary, or someone else's role) and the fix."""
+    try:
+        fn(RoleName=name, **kwargs)
+    except Exception as exc:
+        if error_code(exc) != "AccessDenied":
+            raise translate(exc, action) from exc
+        boundary = boundary_arn(aws, region)
+        raise PreconditionFailed(
+            f"IAM refused to {action}: the control plane changes only roles that carry the permissions boundary "
+            f"{BOUNDARY_POLICY} (and, for a trust policy, its installation tag).",
+            hint=f"If {name} is InstantStart's from an older version: aws iam put-role-permissions-boundary "
+            f"--role-name {name} --permissions-boundary {boundary} (for a trust policy also tag it "
+            "instantstart:installation with the value the cluster's other resources carry), then operation_retry. "
+            "If it is someone else's, choose another clusterTag.",
+            details={"role": name, "permissionsBoundary": boundary},
+        ) from exc
 
 
 def managed_policy_exists(aws: AwsClients, region: str, arn: str) -> bool:
@@ -70,12 +90,8 @@ def attached_policies(aws: AwsClients, region: str, name: str) -> set[str]:
 
 def attach_policy(aws: AwsClients, region: str, name: str, policy_arn: str) -> None:
     """AttachRolePolicy."""
-    call(
-        f"attach {policy_arn} to IAM role {name}",
-        aws.iam(region).attach_role_policy,
-        RoleName=name,
-        PolicyArn=policy_arn,
-    )
+    _role_write(aws, region, f"attach {policy_arn} to IAM role {name}", name, aws.iam(region).attach_role_policy,
+                PolicyArn=policy_arn)
 
 
 def inline_policy(aws: AwsClients, region: str, name: str) -> dict[str, Any] | None:
@@ -91,13 +107,8 @@ def inline_policy(aws: AwsClients, region: str, name: str) -> dict[str, Any] | N
 
 def put_inline_policy(aws: AwsClients, region: str, name: str, document: dict[str, Any]) -> None:
     """PutRolePolicy `instantstart`."""
-    call(
-        f"set the policy of IAM role {name}",
-        aws.iam(region).put_role_policy,
-        RoleName=name,
-        PolicyName=INLINE_POLICY,
-        PolicyDocument=json.dumps(document),
-    )
+    _role_write(aws, region, f"set the policy of IAM role {name}", name, aws.iam(region).put_role_policy,
+                PolicyName=INLINE_POLICY, PolicyDocument=json.dumps(document))
 
 
 def delete_role(aws: AwsClients, region: str, name: str) -> None:
@@ -164,12 +175,8 @@ def get_role(aws: AwsClients, region: str, name: str) -> dict[str, Any] | None:
 
 def update_trust_policy(aws: AwsClients, region: str, name: str, document: dict[str, Any]) -> None:
     """UpdateAssumeRolePolicy of role `name`."""
-    call(
-        f"write the trust policy of IAM role {name}",
-        aws.iam(region).update_assume_role_policy,
-        RoleName=name,
-        PolicyDocument=json.dumps(document),
-    )
+    _role_write(aws, region, f"write the trust policy of IAM role {name}", name,
+                aws.iam(region).update_assume_role_policy, PolicyDocument=json.dumps(document))
 
 
 def delete_role_if_present(aws: AwsClients, region: str, name: str) -> bool:

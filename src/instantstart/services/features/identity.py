@@ -60,8 +60,8 @@ def ensure_role(where: Where, name: str, trust: dict[str, Any], managed: tuple[s
             except InstantStartError as exc:
                 raise DependencyFailed(
                     f"The trust policy of IAM role {name} could not be written: {exc.message}",
-                    hint="Allow iam:UpdateAssumeRolePolicy on instantstart-* roles for the control plane's "
-                    "identity, then operation_retry.",
+                    hint=exc.hint or "Allow iam:UpdateAssumeRolePolicy on instantstart-* roles for the control "
+                    "plane's identity, then operation_retry.",
                     retryable=exc.retryable,
                 ) from exc
             wrote.append("trust")
