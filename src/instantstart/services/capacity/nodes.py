@@ -19,6 +19,7 @@ from instantstart.kube.reads import read_node
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.services.capacity.groups import described
+from instantstart.services.core.ledger import TAG_INSTALLATION
 from instantstart.services.core.registry import (
     ClusterParams,
     get_cluster,
@@ -26,7 +27,6 @@ from instantstart.services.core.registry import (
     resolve_tag,
     submit_for_cluster,
 )
-from instantstart.services.core.ledger import TAG_INSTALLATION
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow
