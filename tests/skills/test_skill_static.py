@@ -1,5 +1,6 @@
-"""Skill evals without a server: tools named exist, example calls validate, scenarios hold the policies,
-agent configurations auto-approve read-only tools only (nothing side-effecting, mutating or destructive), and the catalog carries its annotations."""
+"""Skill evals without a server: tools named exist, example calls validate, scenarios hold the policies, agent
+configurations auto-approve read-only tools only (nothing side-effecting, mutating or destructive), and the catalog
+carries its annotations."""
 
 from __future__ import annotations
 
