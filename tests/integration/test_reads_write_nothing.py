@@ -4,7 +4,6 @@ cluster registry started the cluster's events feed when the cluster became known
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -18,6 +17,7 @@ from instantstart.catalog import CATALOG
 from instantstart.catalog.registry import READ_ONLY, OperationSpec
 from instantstart.catalog.routes import API_PREFIX
 from instantstart.logs import request_id_var
+from instantstart.readonly import WRITE_SQL
 from instantstart.services import load_all
 from instantstart.services.monitoring.state import informer_key
 from instantstart.twin_process import TwinProcess
@@ -26,7 +26,6 @@ from tests.support.servers import Running
 
 load_all()
 TAG = "ro1"
-WRITE = re.compile(r"^\s*(INSERT|UPDATE|DELETE|REPLACE|CREATE|DROP|ALTER)\b", re.IGNORECASE)
 MUST_ANSWER = ("cluster_timeline", "cluster_events", "cluster_get_status", "node_list", "cluster_list_all")
 
 
@@ -37,7 +36,7 @@ def db_writes() -> Iterator[list[tuple[str | None, str]]]:
     lock = threading.Lock()
 
     def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        if WRITE.match(statement):
+        if WRITE_SQL.match(statement):
             with lock:
                 seen.append((request_id_var.get(None), statement.split("\n", 1)[0][:120]))
 

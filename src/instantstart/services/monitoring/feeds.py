@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 from dataclasses import dataclass, field
 
@@ -90,7 +91,9 @@ def ensure(app: AppContext, row: ClusterRow) -> None:
         if running is not None and running.task is not None:
             running.task.cancel()  # the cluster's HyperPod name was recorded since: poll that one
         poll = feeds.hyperpod = HyperPodPoll(name)
-        poll.task = asyncio.get_running_loop().create_task(_poll_hyperpod(app, row, poll))
+        # A fresh context: the poll outlives the call that started it and must not log under its request id.
+        loop = asyncio.get_running_loop()
+        poll.task = loop.create_task(_poll_hyperpod(app, row, poll), context=contextvars.Context())
 
 
 async def stop(app: AppContext, tag: str) -> None:
