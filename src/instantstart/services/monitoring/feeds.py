@@ -21,6 +21,7 @@ from instantstart.store.models import ClusterRow
 
 log = logging.getLogger(__name__)
 _TARGET = "cluster:"
+MAX_POLL_SECONDS = 300.0  # the HyperPod events poll's longest pause while the cluster cannot be read
 
 
 def events_attachable(row: ClusterRow) -> bool:
@@ -39,6 +40,7 @@ class HyperPodPoll:
 
     name: str
     first: asyncio.Event = field(default_factory=asyncio.Event)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)  # cut a back-off short (the cluster changed)
     error: str | None = None
     task: asyncio.Task[None] | None = None
 
@@ -62,19 +64,22 @@ def _feeds(app: AppContext) -> dict[str, ClusterFeeds]:
 
 
 async def _poll_hyperpod(app: AppContext, row: ClusterRow, poll: HyperPodPoll) -> None:
-    """Pull the HyperPod cluster's latest events into the timeline every poll_seconds (until cancelled)."""
-    name = poll.name
+    """Pull the HyperPod cluster's latest events into the timeline every poll_seconds (until cancelled), backing
+    off while it cannot be read (not created yet, or gone)."""
+    name, delay = poll.name, app.settings.poll_seconds
     while True:
         try:
             await record_hyperpod_events(app, row.tag, row.region, name)
-            poll.error = None
-        except InstantStartError as exc:
-            poll.error = exc.message
+            poll.error, delay = None, app.settings.poll_seconds
         except Exception as exc:  # one bad answer never ends the feed
-            log.exception("HyperPod events poll of %s failed", name)
-            poll.error = f"{type(exc).__name__}: {str(exc)[:200]}"
+            if not isinstance(exc, InstantStartError):
+                log.exception("HyperPod events poll of %s failed", name)
+            poll.error = exc.message if isinstance(exc, InstantStartError) else f"{type(exc).__name__}: {exc}"[:300]
+            delay = min(delay * 2, MAX_POLL_SECONDS)
         poll.first.set()
-        await asyncio.sleep(app.settings.poll_seconds)
+        with anyio.move_on_after(delay):
+            await poll.wake.wait()
+        poll.wake.clear()
 
 
 def ensure(app: AppContext, row: ClusterRow) -> None:
@@ -86,6 +91,8 @@ def ensure(app: AppContext, row: ClusterRow) -> None:
             informer(app, row.tag, row.region, row.eks_cluster_name, "events", pinned=True)
             feeds.events_key = key
     running = feeds.hyperpod
+    if running is not None and running.error is not None:
+        running.wake.set()  # an operation changed the cluster: its HyperPod cluster may be readable now
     name = hyperpod_cluster_name(row)
     if has_hyperpod(row) and (running is None or running.task is None or running.task.done() or running.name != name):
         if running is not None and running.task is not None:
