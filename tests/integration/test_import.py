@@ -7,9 +7,10 @@ from typing import Any
 
 from instantstart.services.monitoring.state import informer_key
 from instantstart.twin_process import TwinProcess
+from tests.support import waits
 from tests.support.servers import Running
 from tests.support.twin import twin_client
-from tests.support.waits import until, wait_terminal
+from tests.support.waits import wait_terminal
 
 
 def test_import_detects_and_deletion_leaves_it_alone(cp: Running, twin: TwinProcess) -> None:
@@ -34,7 +35,7 @@ def test_import_detects_and_deletion_leaves_it_alone(cp: Running, twin: TwinProc
         assert clusters[0]["clusterTag"] == "theirs" and clusters[0]["imported"] is True
         # Imported: the registry started its events feed, pinned (no read keeps it alive or started it).
         key = informer_key(clusters[0]["region"], "theirs", "events")
-        feed = until(lambda: cp.context.informers.peek(key), "the events feed of the imported cluster")
+        feed = waits.until(lambda: cp.context.informers.peek(key), "the events feed of the imported cluster")
         assert feed.idle_seconds is None
         page = client.get("/api/v1/clusters/timeline", params={"clusterTag": "theirs", "source": "kubernetes"})
         assert page.status_code == 200 and page.json()["unavailable"] == [], page.text
@@ -43,6 +44,6 @@ def test_import_detects_and_deletion_leaves_it_alone(cp: Running, twin: TwinProc
         go = client.post("/api/v1/clusters/theirs/delete", json={"planDigest": plan["planDigest"]}).json()
         assert wait_terminal(client, go["operationId"], timeout=60)["status"] == "SUCCEEDED"
         assert client.get("/api/v1/clusters").json()["count"] == 0
-        until(lambda: cp.context.informers.peek(key) is None, "the feed stopped with the cluster's deletion")
+        waits.until(lambda: cp.context.informers.peek(key) is None, "the feed stopped with the cluster's deletion")
     assert eks.describe_cluster(name="theirs")["cluster"]["name"] == "theirs"
     assert ec2.describe_vpcs(VpcIds=[vpc])["Vpcs"]
