@@ -1,10 +1,13 @@
-"""Importing an EKS cluster made elsewhere: detection, switching to it, and a deletion that owns nothing."""
+"""Importing an EKS cluster made elsewhere: detection, switching to it, the timeline's events feed started by the
+registry (and stopped when the cluster leaves it), and a deletion that owns nothing."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from instantstart.services.monitoring.state import informer_key
 from instantstart.twin_process import TwinProcess
+from tests.support import waits
 from tests.support.servers import Running
 from tests.support.twin import twin_client
 from tests.support.twin_aws import ProcessTwinView, advance, build_eks, build_network, group
@@ -31,11 +34,18 @@ def test_import_detects_and_deletion_leaves_it_alone(cp: Running, twin: TwinProc
         assert wait_terminal(client, ref["operationId"], timeout=60)["status"] == "SUCCEEDED"
         clusters = client.get("/api/v1/clusters").json()["clusters"]
         assert clusters[0]["clusterTag"] == "theirs" and clusters[0]["imported"] is True
+        # Imported: the registry started its events feed, pinned (no read keeps it alive or started it).
+        key = informer_key(clusters[0]["region"], "theirs", "events")
+        feed = waits.until(lambda: cp.context.informers.peek(key), "the events feed of the imported cluster")
+        assert feed.idle_seconds is None
+        page = client.get("/api/v1/clusters/timeline", params={"clusterTag": "theirs", "source": "kubernetes"})
+        assert page.status_code == 200 and page.json()["unavailable"] == [], page.text
         plan = client.get("/api/v1/clusters/theirs/deletion-plan").json()
         assert plan["imported"] is True and plan["resources"] == []
         go = client.post("/api/v1/clusters/theirs/delete", json={"planDigest": plan["planDigest"]}).json()
         assert wait_terminal(client, go["operationId"], timeout=60)["status"] == "SUCCEEDED"
         assert client.get("/api/v1/clusters").json()["count"] == 0
+        waits.until(lambda: cp.context.informers.peek(key) is None, "the feed stopped with the cluster's deletion")
     assert eks.describe_cluster(name="theirs")["cluster"]["name"] == "theirs"
     assert ec2.describe_vpcs(VpcIds=[vpc])["Vpcs"]
 

@@ -1,5 +1,6 @@
 """cluster_timeline and its compatibility name cluster_events: one code path and one answer; a control plane
-that never watched the cluster refreshes live on its first read; node, source and warning filters."""
+that never watched the cluster starts its feeds at start-up (from the registry) and its first read waits for their
+first pass; node, source and warning filters."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from tests.support.servers import Running, thread_server
 TAG = "tl1"
 
 
-def test_events_and_timeline_agree_and_a_first_read_is_refreshed_live(
+def test_events_and_timeline_agree_and_a_first_read_sees_what_the_feeds_recorded(
     cp: Running, twin: TwinProcess, tmp_path: Path
 ) -> None:
     with cp.client() as client:
@@ -28,8 +29,8 @@ def test_events_and_timeline_agree_and_a_first_read_is_refreshed_live(
         "message": "GPU 0: Xid 79, fell off the bus", "count": 1, "source": {"component": "nvidia-dcgm"},
         "firstTimestamp": "2026-12-03T08:00:00Z", "lastTimestamp": "2026-12-03T08:00:00Z",
     })
-    # A second control plane on the same database has attached no watch to this cluster: its first read
-    # refreshes live, so the event is there at once (no waiting on a watch).
+    # A second control plane on the same database: its registry starts the cluster's feeds at start-up, and its
+    # first read waits (bounded) for their first pass, so the event is there at once (the read itself starts none).
     with thread_server(
         tmp_path / "second", cp.database_url, aws_endpoint_url=twin.endpoint_url,
         aws_region=twin.env["AWS_REGION"], poll_seconds=0.2, status_cache_seconds=1.0,

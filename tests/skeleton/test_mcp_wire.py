@@ -49,8 +49,13 @@ def test_an_earlier_protocol_client_sees_camel_case_tools_and_results(server: Ru
             "readOnlyHint": spec.read_only,
             "destructiveHint": spec.destructive,
             "idempotentHint": spec.idempotent,
-            "openWorldHint": spec.mutating,
+            "openWorldHint": spec.open_world,
         }, spec.name
+    # Calling a model sends the prompt out of the control plane (maybe to a billed endpoint): not read-only.
+    assert tools["inference_call_model"]["annotations"]["readOnlyHint"] is False
+    assert tools["inference_call_model"]["annotations"]["openWorldHint"] is True
+    assert tools["inference_call_model"]["annotations"]["destructiveHint"] is False
+    assert tools["cluster_timeline"]["annotations"]["readOnlyHint"] is True
 
     called = rpc(server, "tools/call", {"name": "no_such_tool", "arguments": {}})
     assert called.status_code == 200, called.text

@@ -1,5 +1,6 @@
-"""Skill evals without a server: tools named exist, example calls validate, scenarios hold the policies,
-agent configurations auto-approve nothing destructive, and the catalog carries its annotations."""
+"""Skill evals without a server: tools named exist, example calls validate, scenarios hold the policies, agent
+configurations auto-approve read-only tools only (nothing side-effecting, mutating or destructive), and the catalog
+carries its annotations."""
 
 from __future__ import annotations
 
@@ -87,7 +88,7 @@ def test_a_state_change_before_approval_fails_a_diagnostic_scenario() -> None:
 
 
 @pytest.mark.parametrize("target", ["kiro", "claude-code", "mcp-json"])
-def test_agent_config_lists_the_server_and_skills_and_auto_approves_nothing_destructive(
+def test_agent_config_lists_the_server_and_skills_and_auto_approves_read_only_tools_only(
     target: str, tmp_path: Path
 ) -> None:
     result = CliRunner().invoke(
@@ -112,7 +113,11 @@ def test_agent_config_lists_the_server_and_skills_and_auto_approves_nothing_dest
         assert {p.name for p in (tmp_path / ".claude/skills").iterdir()} >= REQUIRED
     for name in approved:
         spec = CATALOG.get(name)
-        assert spec is not None and spec.read_only and not spec.destructive, name
+        assert spec is not None and spec.behaviour == "read-only" and not spec.destructive, name
+    if target != "mcp-json":
+        assert "cluster_get_status" in approved and "inference_call_model" not in approved, approved
+        side_effecting = {s.name for s in CATALOG if s.behaviour == "side-effecting"}
+        assert side_effecting and not side_effecting & set(approved), side_effecting & set(approved)
     assert not any(CATALOG.get(n).destructive for n in auto_approved(CATALOG))  # type: ignore[union-attr]
 
 
@@ -125,7 +130,8 @@ def test_every_tool_carries_annotations_and_hyperpod_create_lists_its_aliases() 
     for spec in CATALOG:
         annotations = tool_for(spec).annotations
         assert annotations is not None
-        assert annotations.read_only_hint is (not spec.mutating), spec.name
+        assert annotations.read_only_hint is spec.read_only, spec.name
+        assert annotations.open_world_hint is (spec.behaviour != "read-only"), spec.name
         assert annotations.destructive_hint is spec.destructive and annotations.idempotent_hint is spec.idempotent
     for name in ("cluster_delete", "hyperpod_node_replace", "hyperpod_node_delete", "hyperpod_delete_instance_group"):
         assert CATALOG.get(name).destructive, name  # type: ignore[union-attr]
@@ -150,7 +156,7 @@ def test_every_tool_carries_annotations_and_hyperpod_create_lists_its_aliases() 
 def test_cli_short_help_is_the_first_sentence_and_groups_have_descriptions() -> None:
     for spec in CATALOG:
         assert spec.summary.endswith((".", "!", "?")), (spec.name, spec.summary)
-        if not spec.mutating:  # read-only said exactly once, so the description fits an agent's context
+        if spec.read_only:  # read-only said exactly once, so the description fits an agent's context
             assert spec.tool_description.lower().count("read-only") == 1, (spec.name, spec.tool_description)
         assert spec.tool_description.startswith(spec.summary.split(" ")[0]), spec.name
         if spec.handler.__module__.startswith("instantstart."):  # plugins (test probes) bring their own groups
@@ -203,8 +209,10 @@ def test_the_openapi_document_marks_every_operation_as_the_mcp_annotations_do() 
     assert set(operations) == {spec.name for spec in CATALOG}
     for spec in CATALOG:
         assert operations[spec.name]["x-instantstart-behaviour"] == {
-            "readOnly": spec.read_only, "destructive": spec.destructive, "idempotent": spec.idempotent,
+            "class": spec.behaviour, "readOnly": spec.read_only, "openWorld": spec.open_world,
+            "destructive": spec.destructive, "idempotent": spec.idempotent,
         }, spec.name
+    assert operations["inference_call_model"]["x-instantstart-behaviour"]["class"] == "side-effecting"
     events, timeline = operations["cluster_events"], operations["cluster_timeline"]
     # The compatibility name answers with the same model as the timeline it aliases.
     assert events["responses"]["200"] == timeline["responses"]["200"]

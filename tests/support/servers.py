@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import uvicorn
@@ -45,6 +46,7 @@ class Running:
     token: str
     data_dir: Path
     database_url: str
+    context: Any = None  # the application's AppContext when served in this process (thread_server)
 
     def client(self, **kwargs: object) -> httpx.Client:
         """An authenticated client."""
@@ -100,7 +102,7 @@ def thread_server(data_dir: Path, database_url: str, **settings: object) -> Iter
     wait_healthy(url)
     token = (data_dir / "api-token").read_text().strip()
     try:
-        yield Running(url, token, data_dir, database_url)
+        yield Running(url, token, data_dir, database_url, app.fastapi.state.context)  # type: ignore[attr-defined]
     finally:
         server.should_exit = True
         thread.join(timeout=15)

@@ -81,7 +81,10 @@ class TwinAwsApp:
             scope = AwsError(code, f"Credential should be scoped to a valid region, not '{req.region}'.", 403)
             return _send(error_response(req, scope), environ, start_response)
         if req is not None:
-            writes.aws(req.service, req.operation or "")
+            # An S3 REST request names no operation: name it from its method and path (a listing is no write).
+            query = environ.get("QUERY_STRING", "")
+            s3_op = calllog.s3_operation(req.method, req.path, query) if req.service == "s3" else ""
+            writes.aws(req.service, req.operation or s3_op)
             err = self.ctx.faults.check_request(req)
             if err is None:
                 err = _model_refusal(req)

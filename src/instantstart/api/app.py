@@ -40,6 +40,7 @@ from instantstart.operations.kinds import KINDS
 from instantstart.operations.runner import Runner
 from instantstart.operations.store import OperationStore
 from instantstart.services import load_all
+from instantstart.services.monitoring import feeds
 from instantstart.services.monitoring.timeline import attach as attach_timeline
 from instantstart.settings import Settings
 from instantstart.store.db import Database
@@ -315,12 +316,14 @@ def create_app(
     hub = EventHub(context, catalog)
     context.runner.add_listener(hub.on_operation)
     attach_timeline(context)
+    feeds.attach(context)  # the timeline's feeds follow the cluster registry, never a read
     sessions = SessionStore()
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         await to_thread.run_sync(context.db.migrate)
         context.runner.start(context)
+        await feeds.start_known(context)
         hub.start()
         # Botocore's endpoint data behind Region validation: ~0.8 s to load, once, never on the event loop (the
         # first request naming a region used to stall every other request that long).
@@ -335,6 +338,7 @@ def create_app(
             lag_watch.cancel()
         await hub.stop()
         await context.runner.stop()
+        await feeds.stop_all(context)
         context.informers.stop()
         context.db.dispose()
         for hook in on_shutdown:

@@ -86,7 +86,9 @@ def build_openapi(catalog: Catalog) -> dict[str, Any]:
             "tags": [spec.cli_group],
             # The same behaviour the MCP tool annotations carry, for REST clients and gateways.
             "x-instantstart-behaviour": {
+                "class": spec.behaviour,
                 "readOnly": spec.read_only,
+                "openWorld": spec.open_world,
                 "destructive": spec.destructive,
                 "idempotent": spec.idempotent,
             },

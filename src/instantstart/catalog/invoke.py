@@ -16,6 +16,7 @@ from instantstart.catalog.secret import secret_values
 from instantstart.context import CallContext
 from instantstart.errors import InstantStartError, InternalError, InvalidInput, NotFound
 from instantstart.logs import register_secret
+from instantstart.readonly import read_only_call
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +140,7 @@ async def invoke_model(spec: OperationSpec, raw: dict[str, Any], ctx: CallContex
     if key is not None and spec.mutating:
         store = ctx.app.runner.store
         bound = await to_thread.run_sync(store.bind_idempotency_key, spec.name, key, request_digest(spec, request))
+    guard = read_only_call.set(spec.name) if spec.read_only else None  # the store and feeds refuse its writes
     try:
         result = await spec.handler(ctx, request)
     except InstantStartError as exc:
@@ -149,6 +151,9 @@ async def invoke_model(spec: OperationSpec, raw: dict[str, Any], ctx: CallContex
     except Exception as exc:
         log.exception("operation %s failed unexpectedly", spec.name)
         raise InternalError(f"{spec.name} failed unexpectedly ({type(exc).__name__}).") from exc
+    finally:
+        if guard is not None:
+            read_only_call.reset(guard)
     shaped: BaseModel = (
         result if isinstance(result, spec.output_model) else spec.output_model.model_validate(result)
     )

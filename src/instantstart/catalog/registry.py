@@ -28,6 +28,12 @@ def first_sentence(text: str) -> str:
     return flat[: match.end()] if match else flat
 
 _PATH_PARAM = re.compile(r"{([A-Za-z][A-Za-z0-9]*)}")
+# The three behaviour classes, from safest: what an agent may call unasked, what reaches outside, what changes.
+READ_ONLY, SIDE_EFFECTING, MUTATING = "read-only", "side-effecting", "mutating"
+SIDE_EFFECT_NOTE = (
+    "\n\nSide-effecting: it reaches outside the control plane's own state (see above) and may cost money, but"
+    " changes no managed resource; it is not read-only, so an agent asks before calling it."
+)
 
 
 @dataclass(frozen=True)
@@ -48,11 +54,24 @@ class OperationSpec:
     cli_command: str = ""
     destructive: bool = False
     idempotent: bool = True
+    side_effecting: bool = False
+
+    @property
+    def behaviour(self) -> str:
+        """read-only, side-effecting (acts outside the control plane, changes no managed resource) or mutating."""
+        if self.mutating:
+            return MUTATING
+        return SIDE_EFFECTING if self.side_effecting else READ_ONLY
 
     @property
     def read_only(self) -> bool:
-        """True when the operation changes nothing (MCP `readOnlyHint`)."""
-        return not self.mutating
+        """True when the operation only reads and acts on nothing (MCP `readOnlyHint`); only these are auto-approved."""
+        return self.behaviour == READ_ONLY
+
+    @property
+    def open_world(self) -> bool:
+        """True when the call acts outside the control plane's own state (MCP `openWorldHint`)."""
+        return not self.read_only
 
     @property
     def summary(self) -> str:
@@ -74,6 +93,8 @@ class OperationSpec:
                 f" the background. Completion is decided by `{self.completion or 'operation_get'}`."
                 " Pass the same `clientToken` to retry safely: it returns the same operation."
             )
+        elif self.side_effecting:
+            text += SIDE_EFFECT_NOTE
         elif "read-only" not in text.lower():  # said once, where the docstring does not say it already
             text += "\n\nRead-only."
         return text
@@ -115,6 +136,7 @@ def operation(
     path: str,
     completion: str | None = None,
     mutating: bool | None = None,
+    side_effecting: bool = False,
     example: dict[str, Any] | None = None,
     cli: tuple[str, str] | None = None,
     destructive: bool | None = None,
@@ -124,13 +146,18 @@ def operation(
     """Declare an operation once: `async def handler(ctx: CallContext, req: InputModel) -> OutputModel`.
 
     The input and output models come from the handler's annotations; the description is its
-    docstring. `mutating` defaults to method != GET. `example` is a valid input used by the test that
-    proves the faces agree. `cli` overrides the (group, command) derived from the name.
+    docstring. `mutating` defaults to method != GET (False for a side-effecting one). `example` is a
+    valid input used by the test that proves the faces agree. `cli` overrides the (group, command)
+    derived from the name.
 
-    Behaviour (the MCP annotations `readOnlyHint`, `destructiveHint`, `idempotentHint`, and the OpenAPI
-    `x-instantstart-behaviour`): a read is read-only, not destructive and idempotent. A mutating
-    operation must declare both `destructive` (it deletes, interrupts or replaces something) and
-    `idempotent` (repeating the call with the same arguments has no further effect).
+    Behaviour (the MCP annotations `readOnlyHint`, `destructiveHint`, `idempotentHint`, `openWorldHint`, and the
+    OpenAPI `x-instantstart-behaviour`), one of three classes: a read is read-only, not destructive and
+    idempotent. `side_effecting=True`: the call reaches outside the control plane's own state with an effect (it
+    sends data to a model server, invokes a billed endpoint, runs something) but changes no managed resource;
+    not destructive, not idempotent unless declared. A mutating operation must declare both `destructive` (it
+    deletes, interrupts or replaces something) and `idempotent` (repeating the call with the same arguments has
+    no further effect). A GET is always read-only: the decorator refuses a GET declared side-effecting or
+    mutating, and a docstring that calls a side-effecting or mutating operation read-only.
     """
 
     def decorate(handler: Handler) -> Handler:
@@ -146,7 +173,17 @@ def operation(
             raise TypeError(f"{name}: input must be a WireModel subclass")
         if not (isinstance(output_model, type) and issubclass(output_model, BaseModel)):
             raise TypeError(f"{name}: output must be a pydantic model")
-        is_mutating = method.upper() != "GET" if mutating is None else mutating
+        if side_effecting and mutating:
+            raise ValueError(f"{name}: an operation is side-effecting or mutating, not both")
+        is_mutating = False if side_effecting else (method.upper() != "GET" if mutating is None else mutating)
+        if method.upper() == "GET" and (is_mutating or side_effecting):
+            raise ValueError(
+                f"{name}: a GET is read-only (caches, proxies and link prefetchers replay GETs); declare it"
+                " method='POST' to be side-effecting or mutating"
+            )
+        description = inspect.getdoc(handler) or name
+        if (is_mutating or side_effecting) and "read-only" in description.lower():
+            raise ValueError(f"{name}: the docstring says read-only, but the operation is not (an agent reads it)")
         secrets = secret_fields(input_model)
         if secrets and method.upper() == "GET":
             raise ValueError(f"{name}: Secret fields {secrets} never travel in a query string (it gets logged)")
@@ -157,7 +194,9 @@ def operation(
             raise ValueError(f"{name}: a mutating operation names the status tool that decides completion")
         if is_mutating and (destructive is None or idempotent is None):
             raise ValueError(f"{name}: a mutating operation declares destructive= and idempotent=")
-        if not is_mutating and (destructive or idempotent is False):
+        if side_effecting and destructive:
+            raise ValueError(f"{name}: a side-effecting operation changes no managed resource (not destructive)")
+        if not is_mutating and not side_effecting and (destructive or idempotent is False):
             raise ValueError(f"{name}: a read-only operation is neither destructive nor non-idempotent")
         for param in _PATH_PARAM.findall(path):
             if param not in {f.alias or n for n, f in input_model.model_fields.items()}:
@@ -172,14 +211,15 @@ def operation(
             path=path,
             mutating=is_mutating,
             completion=completion,
-            description=inspect.getdoc(handler) or name,
+            description=description,
             example=example or {},
             cli_group=cli[0] if cli else group,
             cli_command=cli[1] if cli else command.replace("_", "-"),
             destructive=bool(destructive),
-            idempotent=True if idempotent is None else idempotent,
+            idempotent=(not side_effecting) if idempotent is None else idempotent,
+            side_effecting=side_effecting,
         )
-        (catalog or CATALOG).add(spec)
+        (CATALOG if catalog is None else catalog).add(spec)  # an empty Catalog is falsy
         return handler
 
     return decorate

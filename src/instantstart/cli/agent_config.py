@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from instantstart.catalog.registry import Catalog
+from instantstart.catalog.registry import READ_ONLY, Catalog
 from instantstart.mcp.tools import SERVER_NAME
 from instantstart.skills import all_skills
 
@@ -27,8 +27,9 @@ def server_entry(command: str) -> dict[str, Any]:
 
 
 def auto_approved(catalog: Catalog) -> list[str]:
-    """Tools an agent may call without asking: read-only ones only, never a destructive or mutating one."""
-    return [spec.name for spec in catalog if spec.read_only and not spec.destructive]
+    """Tools an agent may call without asking: read-only ones only, never a side-effecting (it calls a model, a
+    billed endpoint: the prompt leaves the control plane), destructive or mutating one."""
+    return [spec.name for spec in catalog if spec.behaviour == READ_ONLY and not spec.destructive]
 
 
 def _write(path: Path, data: Any) -> Path:

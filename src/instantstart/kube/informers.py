@@ -26,6 +26,7 @@ from urllib.parse import urlencode
 import urllib3
 
 from instantstart.kube import k8s
+from instantstart.readonly import refuse_write
 
 log = logging.getLogger(__name__)
 
@@ -385,29 +386,42 @@ def _lines(response: Any) -> Iterator[bytes]:
 
 @dataclass
 class Informers:
-    """The running informers by key; each started on first use, stopped after `idle_seconds` unread."""
+    """The running informers by key; each started on first use, stopped after `idle_seconds` unread, except a
+    pinned one (a feed whose listener records what it sees, started and stopped by its owner, not by reads)."""
 
     idle_seconds: float = 300.0
     running: dict[str, Informer] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def get(self, key: str, factory: Callable[[], Informer]) -> Informer:
-        """The informer under `key`, started by `factory()` when absent or stopped; marks it used."""
+    def get(self, key: str, factory: Callable[[], Informer], *, pinned: bool = False) -> Informer:
+        """The informer under `key`, started by `factory()` when absent or stopped; marks it used. `pinned`: it
+        never stops for being unread (only `stop` ends it)."""
         self.reap()
         with self._lock:
             informer = self.running.get(key)
             if informer is None or informer.stopped:
+                if pinned:
+                    refuse_write(f"start the feed {key}")  # a feed records what it sees: its owner starts it
                 informer = factory()
-                informer.idle_seconds = self.idle_seconds
+                informer.idle_seconds = None if pinned else self.idle_seconds
                 self.running[key] = informer.start()
+            elif pinned:
+                informer.idle_seconds = None
             informer.last_used = time.monotonic()
             return informer
 
+    def peek(self, key: str) -> Informer | None:
+        """The running informer under `key`, if any; starts nothing."""
+        with self._lock:
+            informer = self.running.get(key)
+            return None if informer is None or informer.stopped else informer
+
     def reap(self) -> list[str]:
-        """Stop the informers nobody read for `idle_seconds`; returns their keys."""
+        """Stop the informers nobody read for `idle_seconds` (never a pinned one); returns their keys."""
         now = time.monotonic()
         with self._lock:
-            idle = [k for k, i in self.running.items() if now - i.last_used > self.idle_seconds]
+            idle = [k for k, i in self.running.items()
+                    if i.idle_seconds is not None and now - i.last_used > self.idle_seconds]
             stopped = [self.running.pop(k) for k in idle]
         for informer in stopped:
             informer.stop()

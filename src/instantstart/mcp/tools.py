@@ -40,7 +40,7 @@ def tool_for(spec: OperationSpec) -> types.Tool:
             read_only_hint=spec.read_only,
             destructive_hint=spec.destructive,
             idempotent_hint=spec.idempotent,
-            open_world_hint=spec.mutating,
+            open_world_hint=spec.open_world,
         ),
     )
 

@@ -15,6 +15,8 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
+from instantstart.readonly import refuse_write_sql
+
 MIGRATIONS = Path(__file__).parent / "migrations"
 READ_ONLY_OPTION = "instantstart_read_only"
 
@@ -43,6 +45,7 @@ class Database:
             # sessions (`read_session`) begin DEFERRED: in WAL mode they never wait for a writer or
             # for each other.
             event.listen(self.engine, "begin", _sqlite_begin)
+        event.listen(self.engine, "before_cursor_execute", _refuse_in_reads)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self._read_sessions = sessionmaker(
             self.engine.execution_options(**{READ_ONLY_OPTION: True}), expire_on_commit=False
@@ -119,6 +122,10 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
+
+
+def _refuse_in_reads(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+    refuse_write_sql(statement)  # a read-only operation's context: no row may change
 
 
 def _sqlite_begin(connection: Any) -> None:

@@ -163,13 +163,13 @@ def _call(app: AppContext, row: ClusterRow, req: CallRequest) -> CallResult:
     "inference_call_model",
     method="POST",
     path="/inference/call",
-    mutating=False,
+    side_effecting=True,
     example={"service_name": "vllm-model", "prompt": "Hello"},
 )
 async def inference_call_model(ctx: CallContext, req: CallRequest) -> CallResult:
     """Send one OpenAI-style chat completion to a deployed model and return the text and token usage (within
     120 s). Self-managed models and routers answer through the Kubernetes API server's service proxy (no public
     endpoint needed); a managed endpoint (inference_managed_deploy, inference_jumpstart_deploy) through the
-    SageMaker runtime endpoint the operator registered (InvokeEndpoint), else through its Service. Read-only."""
+    SageMaker runtime endpoint the operator registered (InvokeEndpoint), else through its Service."""
     row = await blocking(cluster_row, ctx.app, req.cluster_tag)
     return await blocking(_call, ctx.app, row, req)

@@ -1,4 +1,5 @@
-"""Watch-fed state of a managed cluster: its informers (started on read, stopped when idle) and what is derived.
+"""Watch-fed state of a managed cluster: its informers (cache-only ones started on read and stopped when idle; the
+events feed, whose listener writes the timeline, started by monitoring.feeds) and what is derived.
 
 Reads never wait for a refresh: after the first sync, a read serves the last state the watches hold,
 with how fresh it is; totals are derived incrementally (accelerator requests per node) or memoised by
@@ -146,8 +147,14 @@ class PodState:
     labels: PodLabels = field(default_factory=PodLabels)
 
 
-def informer(app: AppContext, tag: str, region: str, eks_cluster: str, kind: str) -> Informer:
-    """The running informer of `kind` for the cluster, started when absent (marks it read)."""
+def informer_key(region: str, eks_cluster: str, kind: str) -> str:
+    """The key of a cluster's informer of `kind` in the application's informers."""
+    return f"{region}:{eks_cluster}:{kind}"
+
+
+def informer(app: AppContext, tag: str, region: str, eks_cluster: str, kind: str, *, pinned: bool = False) -> Informer:
+    """The running informer of `kind` for the cluster, started when absent (marks it read); `pinned`: never
+    stopped for being unread (a feed the cluster registry starts, see monitoring.feeds)."""
 
     if kind not in KINDS:
         raise KeyError(f"no watch is registered for {kind!r} (registered: {', '.join(sorted(KINDS))}); "
@@ -173,7 +180,7 @@ def informer(app: AppContext, tag: str, region: str, eks_cluster: str, kind: str
         created.derived = derived
         return created
 
-    return app.informers.get(f"{region}:{eks_cluster}:{kind}", factory)
+    return app.informers.get(informer_key(region, eks_cluster, kind), factory, pinned=pinned)
 
 
 @dataclass

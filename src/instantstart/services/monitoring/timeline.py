@@ -16,6 +16,7 @@ from anyio import to_thread
 from instantstart.aws import hyperpod as hp_api
 from instantstart.context import AppContext
 from instantstart.kube.informers import ChangeListener
+from instantstart.readonly import refuse_write
 from instantstart.services.monitoring.state import db_cache, register_listener
 from instantstart.store import timeline as store
 from instantstart.store.models import utcnow
@@ -48,7 +49,8 @@ class TimelineWriter:
         self._thread.start()
 
     def put(self, entry: store.Entry) -> None:
-        """Queue an entry."""
+        """Queue an entry (refused inside a read-only operation: the feeds record, reads only read)."""
+        refuse_write("record a timeline entry")
         self._idle.clear()
         self.pending.put(entry)
 

@@ -1,5 +1,5 @@
-"""`cluster_timeline` (compatibility name `cluster_events`): a cluster's timeline read with filters, bounded, after
-a live refresh of what is not attached yet (the events watch's first list, the latest HyperPod events)."""
+"""`cluster_timeline` (compatibility name `cluster_events`): a cluster's timeline read with filters, bounded; a pure
+read of what the cluster's feeds (events watch, HyperPod events poll; monitoring.feeds) recorded."""
 
 from __future__ import annotations
 
@@ -12,10 +12,9 @@ from pydantic import Field
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import CallContext
-from instantstart.errors import InstantStartError
-from instantstart.services.core.registry import get_cluster, hyperpod_cluster_name, resolve_tag
-from instantstart.services.monitoring.state import watched
-from instantstart.services.monitoring.timeline import record_hyperpod_events, writer
+from instantstart.services.core.registry import get_cluster, resolve_tag
+from instantstart.services.monitoring import feeds
+from instantstart.services.monitoring.timeline import writer
 from instantstart.store import timeline as store
 from instantstart.store.models import ClusterRow, utcnow
 from instantstart.validation import ClusterTag
@@ -84,30 +83,23 @@ class TimelineResult(WireModel):
     )
 
 
-async def _refresh(ctx: CallContext, tag: str, row: ClusterRow, req: TimelineRequest) -> list[str]:
-    """Bring the stored timeline up to date for this read; the sources that could not be read, with why."""
+async def _refresh(ctx: CallContext, row: ClusterRow, req: TimelineRequest) -> list[str]:
+    """Wait (bounded) for the cluster's feeds to be current; the sources that are not, with why. Reads nothing
+    live and writes nothing: the feeds (monitoring.feeds), started by the cluster registry, record the timeline."""
     app, unavailable = ctx.app, []
-    node = req.node_id.removeprefix("hyperpod-") if req.node_id else None
     if req.source in ("all", "kubernetes"):
-        if row.eks_cluster_name and (row.imported or (row.stages or {}).get("eks") == "SUCCEEDED"):
-            # Attached: the watch keeps the timeline current. Not yet: its first list is the live refresh (bounded).
-            [events] = await watched(app, tag, row.region, row.eks_cluster_name, ("events",))
-            if not events.synced.is_set() or not events.health.connected:
-                why = events.health.last_error or "starting"
-                unavailable.append(f"kubernetes: the events watch is not current ({why})")
+        if feeds.events_attachable(row):
+            if why := await feeds.events_unavailable(app, row):
+                unavailable.append(f"kubernetes: {why}")
         elif req.source == "kubernetes":
             unavailable.append("kubernetes: the cluster's EKS stage has not succeeded yet")
     if req.source in ("all", "hyperpod"):
-        if row.hyperpod_cluster_name or (row.stages or {}).get("hyperpod"):
-            try:
-                await record_hyperpod_events(
-                    app, tag, row.region, hyperpod_cluster_name(row), node, req.instance_group_name
-                )
-            except InstantStartError as exc:
-                unavailable.append(f"hyperpod: {exc.message}")
+        if feeds.has_hyperpod(row):
+            if why := await feeds.hyperpod_unavailable(app, row.tag):
+                unavailable.append(f"hyperpod: {why}")
         elif req.source == "hyperpod":
             unavailable.append("hyperpod: the cluster has no HyperPod cluster yet")
-    await to_thread.run_sync(writer(app).flush)
+    await to_thread.run_sync(writer(app).flush)  # what the feeds queued before this read is in the store
     return unavailable
 
 
@@ -118,7 +110,7 @@ async def read_timeline(ctx: CallContext, req: TimelineRequest) -> TimelineResul
     row = await to_thread.run_sync(get_cluster, app.db, tag)
     if req.instance_group_name and req.source == "all":
         req = req.model_copy(update={"source": "hyperpod"})  # instance groups are HyperPod's
-    unavailable = await _refresh(ctx, tag, row, req)
+    unavailable = await _refresh(ctx, row, req)
     node = req.node_id.removeprefix("hyperpod-") if req.node_id else None
     since = utcnow() - timedelta(minutes=req.since_minutes) if req.since_minutes else None
     rows = await to_thread.run_sync(lambda: store.query(
@@ -153,7 +145,7 @@ async def cluster_timeline(ctx: CallContext, req: TimelineRequest) -> TimelineRe
     server expires them), HyperPod cluster and node events, and the control plane's operations and stage
     transitions. Filter by source, objectKind/objectName/objectPrefix/namespace, nodeId (its HyperPod and Kubernetes
     events), instanceGroupName, sinceMinutes, warningsOnly or type; page with `before`. A cluster read for
-    the first time is refreshed live first; a source that cannot be read is listed in `unavailable`."""
+    the first time waits (bounded) for its feeds' first pass; a source not current is listed in `unavailable`."""
     return await read_timeline(ctx, req)
 
 

@@ -12,7 +12,6 @@ from instantstart.services.monitoring.state import (
     Allocations,
     Freshness,
     freshness,
-    informer,
     memoised,
     watched,
 )
@@ -25,7 +24,6 @@ async def node_state(app: AppContext, row: ClusterRow) -> tuple[NodeDigest, list
     """(node digest, storage claims, freshness) of the cluster from its watches. The first read of a
     cluster waits for the initial lists (bounded); every later read is served from memory at once."""
     infs = await watched(app, row.tag, row.region, row.eks_cluster_name, STATUS_KINDS)
-    informer(app, row.tag, row.region, row.eks_cluster_name, "events")  # feeds the timeline; not waited for
     nodes, pods, pvcs = infs
     fresh = freshness(infs)
     if not fresh.synced:
