@@ -11,7 +11,7 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 
 from hyperpod_twin.kube.store import WatchEvent
-from hyperpod_twin.sim import fsx_mounts, kobj, mlflow_runs, model_server
+from hyperpod_twin.sim import fsx_mounts, kobj, mlflow_runs, model_server, nccl_tests
 from hyperpod_twin.sim.core import NODES, PODS, ClusterSim, Controller
 from hyperpod_twin.sim.kobj import Obj
 from hyperpod_twin.sim.lustre_network import PENDING, LustreReachability
@@ -439,7 +439,8 @@ class Kubelet(Controller):
             return
         main = containers[0]["name"]
         scripted = kobj.annotation(pod, kobj.LOG_LINES)
-        lines = scripted.splitlines() if scripted else _default_lines(pod, containers[0])
+        lines = scripted.splitlines() if scripted else nccl_tests.output(self.sim, pod, containers[0]) or [
+            *nccl_tests.training_lines(self.sim, pod, containers[0]), *_default_lines(pod, containers[0])]
         for i, line in enumerate(lines):
             at = run_for * (i + 1) / (len(lines) + 1)
             self.sim.after(at, functools.partial(self._log, ns, name, uid, main, line))
