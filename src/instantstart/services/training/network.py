@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from typing import Any, Literal
 
@@ -17,9 +18,11 @@ from instantstart.services.diagnostics.hardware_output import Transport, nccl_tr
 from instantstart.services.training.models import JobPod
 from instantstart.store.models import ClusterRow
 
-HEAD_BYTES = 512 * 1024  # NCCL prints its network choice at communicator init, near the start of the log
+HEAD_BYTES = 256 * 1024  # NCCL prints its network choice at communicator init, near the start of the log
+UNKNOWN_SECONDS = 30.0  # a pod with no NCCL line yet is read again after this, not on every status call
 _SEEN_LIMIT = 4096
-_seen: OrderedDict[tuple[str, str, str, str, int], Transport] = OrderedDict()  # a pod's choice never changes
+# A pod's choice never changes once logged; "unknown" is kept for UNKNOWN_SECONDS (NCCL_DEBUG may be off).
+_seen: OrderedDict[tuple[str, str, str, str, int], tuple[Transport, float]] = OrderedDict()
 _seen_lock = threading.Lock()
 
 
@@ -41,18 +44,19 @@ def _read_head(api: k8s.ApiClient, namespace: str, pod: str) -> str:
 
 def _pod_transport(api: k8s.ApiClient, cluster: str, namespace: str, pod: JobPod) -> Transport:
     key = (cluster, namespace, pod.name, pod.node or "", pod.restarts)
+    now = time.monotonic()
     with _seen_lock:
-        if key in _seen:
-            return _seen[key]
+        kept = _seen.get(key)
+        if kept is not None and (kept[0] != "unknown" or now - kept[1] < UNKNOWN_SECONDS):
+            return kept[0]
     try:
         found = nccl_transport(_read_head(api, namespace, pod.name))
     except InstantStartError:  # the container has not started, or its log is gone: not known (yet)
         return "unknown"
-    if found != "unknown":
-        with _seen_lock:
-            _seen[key] = found
-            while len(_seen) > _SEEN_LIMIT:
-                _seen.popitem(last=False)
+    with _seen_lock:
+        _seen[key] = (found, now)
+        while len(_seen) > _SEEN_LIMIT:
+            _seen.popitem(last=False)
     return found
 
 

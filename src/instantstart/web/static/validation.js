@@ -2,7 +2,7 @@
 // per node pair and across all nodes), follow its stages, then the per-node verdicts with each problem's next step
 // and the per-pair bus bandwidth. The newest validation of the active cluster is shown on load.
 import { get, newKey, post } from "./api.js";
-import { badge, errorBox, h, replace, table } from "./dom.js";
+import { badge, confirmDialog, errorBox, h, replace, table } from "./dom.js";
 import { events, fresher } from "./live.js";
 import { isActive, progressPanel } from "./operations.js";
 
@@ -24,6 +24,10 @@ export function validationCard(shell) {
     panel, results);
 
   async function run() {
+    const go = await confirmDialog("Validate the GPU nodes?",
+      "Each check takes every GPU (and EFA device) of its node while it runs; jobs that need them wait, and the " +
+      "check waits for busy nodes. No node is changed.", "Validate nodes", false);
+    if (!go) return;
     button.disabled = true;
     try {
       const ref = await post("/capacity/validate", {}, { idempotencyKey: newKey() });
