@@ -14,6 +14,9 @@ GPU = "nvidia.com/gpu"
 ALL_REDUCE = "/opt/nccl-tests/build/all_reduce_perf -b 8 -e 2G -f 2 -g 1 -c 1 -n 100"
 TOLERATE_ALL = [{"operator": "Exists"}]  # a check must run on a node whatever taints its health agent set
 LD_LIBRARY_PATH = "/opt/amazon/openmpi/lib:/opt/nccl/build/lib:/opt/amazon/efa/lib:/opt/aws-ofi-nccl/install/lib"
+# Deadlines in the objects themselves: a validation cancelled mid-wait never leaves pods holding GPUs for long.
+CHECK_DEADLINE_SECONDS = 1500
+NCCL_DEADLINE_SECONDS = 2100
 
 
 def _pinned(node: str) -> dict[str, Any]:
@@ -26,16 +29,21 @@ def check_pod(run: str, check: str, node: str, index: int, gpus: int, efa: int) 
     the node's EFA devices mounted). The exit code is not the verdict: the parsed output is."""
     if check == "dcgm":
         image, script, limits = DCGM_IMAGE, "nv-hostengine && dcgmi diag -r 2; exit 0", {GPU: str(gpus)}
+        # DCGM's containerised diagnostic needs SYS_ADMIN (NVIDIA's DCGM container documentation).
+        security: dict[str, Any] = {"capabilities": {"add": ["SYS_ADMIN"]}}
     else:
         image, script = NCCL_IMAGE, "/opt/amazon/efa/bin/fi_info -p efa; exit 0"
         limits = {EFA: str(efa)} if efa else {}
+        security = {}
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": f"{run}-{check}-{index}", "namespace": NAMESPACE,
                      "labels": {RUN_LABEL: run, CHECK_LABEL: check}},
         "spec": {"restartPolicy": "Never", "affinity": _pinned(node), "tolerations": TOLERATE_ALL,
+                 "activeDeadlineSeconds": CHECK_DEADLINE_SECONDS,
                  "containers": [{"name": check, "image": image, "command": ["/bin/sh", "-c", script],
-                                 "resources": {"limits": limits, "requests": dict(limits)}}]},
+                                 "resources": {"limits": limits, "requests": dict(limits)},
+                                 **({"securityContext": security} if security else {})}]},
     }
 
 
@@ -58,7 +66,8 @@ def nccl_mpijob(run: str, name: str, nodes: list[str], gpus: int, efa: int) -> d
         "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels},
         "spec": {
             "slotsPerWorker": max(gpus, 1),
-            "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 2},
+            "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 2,
+                          "activeDeadlineSeconds": NCCL_DEADLINE_SECONDS, "ttlSecondsAfterFinished": 3600},
             "mpiReplicaSpecs": {
                 "Launcher": {"replicas": 1, "template": {"metadata": {"labels": labels}, "spec": {
                     "restartPolicy": "OnFailure", "tolerations": TOLERATE_ALL,

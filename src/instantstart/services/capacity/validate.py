@@ -283,5 +283,5 @@ async def stage_nccl(stage: StageContext) -> dict[str, Any]:
 KINDS.register(OperationKind(
     name=KIND, params=ValidateParams, result_from=report,
     stages=(StageSpec("checks", stage_checks, max_attempts=2, timeout_seconds=CHECK_SECONDS + 300),
-            StageSpec("nccl", stage_nccl, max_attempts=2, timeout_seconds=4 * NCCL_SECONDS)),
+            StageSpec("nccl", stage_nccl, max_attempts=2, timeout_seconds=5 * NCCL_SECONDS)),
 ))
