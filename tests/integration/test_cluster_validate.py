@@ -94,6 +94,16 @@ def test_validation_names_the_straggler_and_the_node_without_efa(cp: Running, tw
                                                                                "mpijobs")
     assert jobs["items"] == []
 
+    # Two chosen nodes, one with a GPU failing DCGM's memory test: replace it; one pair, no all-node run.
+    hardware(twin, healthy_b, gpu="fail")
+    two = validate(cp, nodes=[healthy_b, healthy_a])["result"]
+    assert [n["node"] for n in two["nodes"]] == [healthy_a, healthy_b] and len(two["pairs"]) == 1
+    assert two["allNodes"] is None and two["failedNodes"] == [healthy_b]
+    [gpu_problem] = {n["node"]: n for n in two["nodes"]}[healthy_b]["problems"]
+    assert gpu_problem["check"] == "dcgm" and gpu_problem["problem"] == "DCGM diagnostic failed: GPU Memory"
+    assert gpu_problem["nextStep"] == {"tool": "hyperpod_node_replace", "arguments": {"nodeId": healthy_b},
+                                       "why": gpu_problem["nextStep"]["why"]}
+
     # A node that is not in the cluster is refused before anything is recorded, naming the field and the nodes.
     [refused, description] = mcp_raw(cp, [("cluster_validate", {"nodes": ["hyperpod-i-0123456789abcdef0"]})])
     assert refused["isError"] and refused["payload"]["error"]["code"] == "NOT_FOUND"
