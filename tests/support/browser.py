@@ -83,7 +83,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     port = free_port()
     env = {
         **os.environ,
-        "PYTHONPATH": str(REPO),
+        # The sources of this checkout first (a worktree beside an editable install of another checkout).
+        "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)]),
         "INSTANTSTART_DATA_DIR": str(data),
         "INSTANTSTART_DATABASE_URL": f"sqlite:///{data / 'state.db'}",
         "INSTANTSTART_POLL_SECONDS": "0.2",

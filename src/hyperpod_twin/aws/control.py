@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from .side import AwsSide
 
 _NODE_HEALTH = re.compile(r"^/_twin/nodes/(i-[0-9a-f]+)/health$")
+_NODE_HARDWARE = re.compile(r"^/_twin/nodes/(i-[0-9a-f]+)/hardware$")
 _KUBE = re.compile(r"^/_twin/kube/([A-Za-z0-9_-]+)/([a-z]+/[a-z]+)$")
 HEALTH_STATUSES = (
     "Schedulable",
@@ -134,6 +135,12 @@ def make_control(
             m = _NODE_HEALTH.match(path)
             if m and request.method == "POST":
                 return node_health(request, m.group(1))
+            m = _NODE_HARDWARE.match(path)
+            if m and request.method == "POST":  # the simulator's hardware faults (sim/nccl_tests.py)
+                answers = ctx.bus.publish("twin.node.hardware", instance_id=m.group(1), body=body(request))
+                if not answers:
+                    return _error("the twin's simulator is not running", 404)
+                return _error(answers[0]["error"]) if "error" in answers[0] else _json(answers[0])
             m = _KUBE.match(path)
             if m and request.method == "POST":
                 args = {"cluster": m.group(1), "action": m.group(2), "body": body(request)}

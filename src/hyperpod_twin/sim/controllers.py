@@ -13,6 +13,7 @@ from hyperpod_twin.sim.keda import KedaOperator
 from hyperpod_twin.sim.kubelet import Kubelet
 from hyperpod_twin.sim.metrics import MetricsServer
 from hyperpod_twin.sim.model_download import ModelDownloadContainer
+from hyperpod_twin.sim.mpijob import MPIJobController
 from hyperpod_twin.sim.nodes import NodeController
 from hyperpod_twin.sim.pytorchjob import PyTorchJobController
 from hyperpod_twin.sim.ray import RayClusterController, RayJobController
@@ -38,6 +39,7 @@ def all_controllers() -> list[type[Controller]]:
         VolumeBinder,
         TrainingOperator,
         PyTorchJobController,
+        MPIJobController,
         InferenceOperator,
         JumpStartOperator,
         RayClusterController,

@@ -11,7 +11,7 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 
 from hyperpod_twin.kube.store import WatchEvent
-from hyperpod_twin.sim import fsx_mounts, kobj, mlflow_runs, model_server
+from hyperpod_twin.sim import fsx_mounts, kobj, mlflow_runs, model_server, nccl_tests
 from hyperpod_twin.sim.core import NODES, PODS, ClusterSim, Controller
 from hyperpod_twin.sim.kobj import Obj
 from hyperpod_twin.sim.lustre_network import PENDING, LustreReachability
@@ -428,7 +428,9 @@ class Kubelet(Controller):
             self.sim.runtime.logs.append(
                 ns, name, container["name"], f"[twin] started {container.get('image', '')} {command}".rstrip()
             )
-            for line in model_server.startup_lines(pod, container):
+            # NCCL's network lines come at communicator init, right after start (sim/nccl_tests.py).
+            for line in [*model_server.startup_lines(pod, container),
+                         *nccl_tests.training_lines(self.sim, pod, container)]:
                 self.sim.runtime.logs.append(ns, name, container["name"], line)
 
     def _schedule_log_lines(self, pod: Obj, run_for: float) -> None:
@@ -439,7 +441,8 @@ class Kubelet(Controller):
             return
         main = containers[0]["name"]
         scripted = kobj.annotation(pod, kobj.LOG_LINES)
-        lines = scripted.splitlines() if scripted else _default_lines(pod, containers[0])
+        lines = scripted.splitlines() if scripted else (
+            nccl_tests.output(self.sim, pod, containers[0]) or _default_lines(pod, containers[0]))
         for i, line in enumerate(lines):
             at = run_for * (i + 1) / (len(lines) + 1)
             self.sim.after(at, functools.partial(self._log, ns, name, uid, main, line))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from hyperpod_twin.aws.protocol import AwsRequest, RawResponse
 from hyperpod_twin.clock import TwinClock
 from hyperpod_twin.kube.runtime import ClusterRuntime
-from hyperpod_twin.sim import addons, crds, dcgm, fsx_mounts, jumpstart
+from hyperpod_twin.sim import addons, crds, dcgm, fsx_mounts, jumpstart, nccl_tests
 from hyperpod_twin.sim.core import CRDS, ClusterSim, SimConfig
 from hyperpod_twin.sim.kobj import Obj
 from hyperpod_twin.sim.nodes import NodeController
@@ -323,6 +323,7 @@ def attach(twin: Any) -> None:
     """Twin plugin entry point: subscribe the simulator to the twin's bus."""
     plugin = SimPlugin(twin.clock, twin.bus, boto3_client=getattr(twin, "boto3_client", None))
     plugin.subscribe()
+    nccl_tests.install(twin)  # /_twin/nodes/{i-…}/hardware: slow network, missing EFA, GPU fault
     _PLUGINS[twin] = plugin
     aws = getattr(twin, "aws", None)
     if aws is not None:  # SageMaker runtime InvokeEndpoint reaches the endpoints the inference operator registers

@@ -15,6 +15,7 @@ def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:
         karpenter,
         node_groups,
         nodes,
+        validate,
     )
     from instantstart.services.cluster import (  # noqa: F401
         create,

@@ -30,6 +30,7 @@ from instantstart.services.monitoring import custom, watched
 from instantstart.services.monitoring.state import memoised
 from instantstart.services.training import job_watch, ray_jobs
 from instantstart.services.training.models import JobPod, JobSummary
+from instantstart.services.training.network import NetworkUse, network_use
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag, KubeName
 
@@ -196,6 +197,7 @@ class JobStatus(WireModel):
     source: str = Field(default="direct", description=watched.SOURCE_HELP)
     watch: WatchFreshness | None = Field(default=None, description="How current the watched job and pods are.")
     note: str | None = Field(default=None, description="Why the answer was read directly, or how stale it is.")
+    network: NetworkUse | None = Field(default=None, description="Multi-node jobs: does NCCL use EFA? (pod logs)")
 
 
 def _pods(api: k8s.ApiClient, name: str, namespace: str) -> list[JobPod]:
@@ -232,7 +234,9 @@ def read_job(app: AppContext, row: ClusterRow, name: str, namespace: str) -> tup
 async def job_get_status(ctx: CallContext, req: JobRef) -> JobStatus:
     """One training job (HyperPodPyTorchJob or RayJob): state, conditions, the recovery budget as submitted and
     the restarts used of it (in place and full), and its pods with node and phase. Read-only; served from the
-    cluster's watches (`watch` says how fresh; stale with its age while a watch is down)."""
+    cluster's watches (`watch` says how fresh; stale with its age while a watch is down). For a multi-node job,
+    `network` says whether NCCL chose EFA (NET/OFI) or TCP sockets (NET/Socket) in its pods' logs, with a
+    warning when it runs without EFA."""
     row = await _row(ctx.app, req.cluster_tag)
     got = await watched.from_watches(
         ctx.app, row, job_watch.JOB_STATUS_KINDS, partial(job_watch.job_in_watches, req.job_name, req.namespace),
@@ -255,6 +259,7 @@ async def job_get_status(ctx: CallContext, req: JobRef) -> JobStatus:
                          in_place_restarts=max(restarts - full, 0)),
         pods=pods, image=containers[0].get("image"), command=list(containers[0].get("command") or []),
         source=got.source, watch=got.watch, note=got.note,
+        network=await blocking(network_use, ctx.app, row, obj, pods, req.namespace),
     )
 
 

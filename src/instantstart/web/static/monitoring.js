@@ -8,6 +8,7 @@ import { nodeTable } from "./capacity.js";
 import { observabilityCard } from "./gpu_chart.js";
 import { renderNode } from "./monitoring_node.js";
 import { timelineCard } from "./timeline.js";
+import { validationCard } from "./validation.js";
 
 const HEALTH = ["Schedulable", "Unschedulable", "UnschedulablePendingReplacement", "UnschedulablePendingReboot"];
 
@@ -22,7 +23,8 @@ export async function render(view, arg, shell) {
   const endpointsCard = h("section", { class: "card", id: "endpoints" });
   const observability = observabilityCard();
   const timeline = timelineCard("timeline", "Timeline", {});
-  replace(view, h("div", { class: "stack" }, summary, gpus, observability.card, filters, nodes, work, jobsCard, endpointsCard, timeline.card));
+  const validation = validationCard(shell);
+  replace(view, h("div", { class: "stack" }, summary, gpus, observability.card, filters, nodes, validation.card, work, jobsCard, endpointsCard, timeline.card));
 
   // The filters: text (names), instance type, instance group, node health, namespace (where each applies).
   const f = { text: "", instanceType: "", instanceGroup: "", health: "", namespace: "" };
@@ -69,6 +71,7 @@ export async function render(view, arg, shell) {
     }
     options(type, s.accelerators.map((a) => a.instanceType).concat(s.instanceGroups.map((g) => g.instanceType).filter(Boolean)));
     options(group, s.instanceGroups.map((g) => g.name));
+    validation.refresh(s.clusterTag);
     replace(summary,
       h("div", { class: "card-head" }, h("h1", {}, "Monitoring ", h("span", { class: "muted" }, s.clusterTag)),
         badge(s.ready ? "ready" : "not ready", s.ready ? "ok" : "bad"), h("span", { class: "spacer" }),
@@ -196,5 +199,5 @@ export async function render(view, arg, shell) {
   events.addEventListener("resources", onResources);
   const gpuTimer = setInterval(() => observability.refresh(), 15000);  // the workspace scrapes every 30 s
   await refresh();
-  return { refresh, dispose: () => { events.removeEventListener("resources", onResources); clearInterval(gpuTimer); } };
+  return { refresh, dispose: () => { events.removeEventListener("resources", onResources); clearInterval(gpuTimer); validation.dispose(); } };
 }
