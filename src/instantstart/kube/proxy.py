@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 from urllib.parse import quote
 
 from instantstart.errors import InvalidInput, NotFound, ProviderError, Timeout
 from instantstart.kube import k8s
 from instantstart.validation import DNS1123_LABEL_RE, INVOCATION_PATH_RULE, invocation_path
+
+_PORT_NAME = re.compile(r"^(?=.*[a-z])[a-z0-9]([-a-z0-9]{0,13}[a-z0-9])?$")  # a Kubernetes port name: 1-15, a letter
 
 
 def proxy_resource(namespace: str, service: str, port: int | str, path: str) -> str:
@@ -23,8 +26,9 @@ def proxy_resource(namespace: str, service: str, port: int | str, path: str) -> 
         if not DNS1123_LABEL_RE.match(value):
             raise _refused(what, value, "a DNS-1123 label (lower-case letters, digits, '-'; at most 63)")
     port_text = str(port)
-    if not (port_text.isdigit() and 0 < int(port_text) < 65536) and not DNS1123_LABEL_RE.match(port_text):
-        raise _refused("port", port_text, "1-65535 or a port name")
+    numeric = port_text.isdigit()
+    if (numeric and not 0 < int(port_text) < 65536) or (not numeric and not _PORT_NAME.match(port_text)):
+        raise _refused("port", port_text, "1-65535 or a port name (IANA_SVC_NAME)")
     try:
         segments = invocation_path(path).split("/")
     except ValueError:

@@ -138,10 +138,15 @@ def _managed_target(api: k8s.ApiClient, obj: dict[str, Any]) -> Target:
     except ValueError:
         raise _refuse_field(obj, "invocationEndpoint", given, INVOCATION_PATH_RULE) from None
     endpoint = iec.endpoint_name_of(obj)
-    registered = ((status.get("endpoints") or {}).get("sagemaker") or {}).get("state") == REGISTERED
-    if endpoint and registered:
+    sagemaker = (status.get("endpoints") or {}).get("sagemaker") or {}
+    if endpoint and sagemaker.get("state") == REGISTERED:
         if not SAGEMAKER_ENDPOINT.match(endpoint):
             raise _refuse_field(obj, "endpointName", endpoint, "a SageMaker endpoint name (1-63 letters, digits, '-')")
+        # The operator records the endpoint it registered in the status (a subresource a tenant who may edit the
+        # spec need not be able to write): a spec naming another endpoint of the account is not followed.
+        if str(sagemaker.get("endpointArn") or "").rsplit(":endpoint/", 1)[-1] != endpoint.lower():
+            raise _refuse_field(obj, "endpointName", endpoint, "the endpoint the operator registered for it "
+                                f"(status.endpoints.sagemaker.endpointArn {str(sagemaker.get('endpointArn'))[:120]})")
         return Target(label=f"SageMaker endpoint {endpoint}", namespace=meta["namespace"], path=path, model=model,
                       endpoint=endpoint)
     svc = _owned_service(api, obj)
