@@ -199,4 +199,5 @@ def test_a_public_model_server_is_ranged_and_keyed_and_its_key_stays_in_the_secr
     assert KEY not in json.dumps(keyed)
     assert proxied(twin) == before
     [public] = mcp_calls(cp, [("inference_list_public_services", {})])
-    assert {s["name"] for s in public["services"]} == {"qwen", "pub"}
+    assert {(s["name"], s["loadBalancer"], tuple(s["sourceRanges"])) for s in public["services"]} == {
+        ("qwen", "internal", ("10.0.0.0/16",)), ("pub", "internet-facing", ("203.0.113.0/24",))}

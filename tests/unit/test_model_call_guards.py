@@ -162,6 +162,11 @@ def test_an_external_service_is_internal_by_default_and_ranged() -> None:
     assert m.LB_INTERNAL_LEGACY not in m.service(public, load_balancer_controller=False)["metadata"]["annotations"]
     assert m.exposure(public)["reach"] == "public" and m.exposure(public)["apiKeySecret"] == "pub-api-key"
     assert m.exposure(_spec(service_type="clusterip"))["reach"] == "cluster"
+    for svc, scheme in ((with_lbc, "internal"), (in_tree, "internal"),
+                        (m.service(public, load_balancer_controller=True), "internet-facing"),
+                        (m.service(public, load_balancer_controller=False), None),
+                        (m.service(_spec(service_type="clusterip"), load_balancer_controller=True), None)):
+        assert m.load_balancer_scheme(svc["spec"]["type"], svc["metadata"]["annotations"]) == scheme
 
 
 def test_the_api_key_reaches_the_server_only_by_secret_reference() -> None:

@@ -309,6 +309,17 @@ def service(spec: ServerSpec, *, load_balancer_controller: bool) -> dict[str, An
     return {"apiVersion": "v1", "kind": "Service", "metadata": metadata, "spec": body}
 
 
+def load_balancer_scheme(service_type: str | None, annotations: dict[str, str] | None) -> str | None:
+    """What a LoadBalancer Service's annotations say about its scheme: internal or internet-facing (None: not a
+    LoadBalancer, or no annotation, so the controller's default applies)."""
+    notes = annotations or {}
+    if service_type != "LoadBalancer":
+        return None
+    if notes.get(LB_SCHEME) in ("internal", "internet-facing"):
+        return notes[LB_SCHEME]
+    return "internal" if notes.get(LB_INTERNAL_LEGACY) == "true" else None
+
+
 def exposure(spec: ServerSpec) -> dict[str, Any]:
     """Who can reach the server, as the deploy answer states it: in-cluster only, or an internal or
     internet-facing load balancer with its source ranges and the Secret holding its API key."""
