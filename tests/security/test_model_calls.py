@@ -179,8 +179,8 @@ def test_a_public_model_server_is_ranged_and_keyed_and_its_key_stays_in_the_secr
     assert internal.spec.load_balancer_source_ranges == ["10.0.0.0/16"]
     dep = k8s.AppsV1Api(core.api_client).read_namespaced_deployment("pub", "default")
     container = dep.spec.template.spec.containers[0]
-    assert container.command[-2:] == ["--api-key", "$(INSTANTSTART_API_KEY)"]
-    [env] = [e for e in container.env if e.name == "INSTANTSTART_API_KEY"]
+    assert container.command[-2:] == ["--api-key", "$(MODEL_SERVER_API_KEY)"]
+    [env] = [e for e in container.env if e.name == "MODEL_SERVER_API_KEY"]
     assert env.value is None and env.value_from.secret_key_ref.name == "pub-api-key"
     assert KEY not in json.dumps(core.api_client.sanitize_for_serialization(dep))
     assert KEY not in json.dumps(view)

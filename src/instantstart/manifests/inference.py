@@ -28,7 +28,7 @@ POOL_SERVICE = "pool-service"
 TOKEN_KEY = "token"
 S3_MOUNT = "/s3"
 API_KEY_KEY = "api-key"
-API_KEY_ENV = "INSTANTSTART_API_KEY"
+API_KEY_ENV = "MODEL_SERVER_API_KEY"
 LB_SCHEME = "service.beta.kubernetes.io/aws-load-balancer-scheme"
 LB_INTERNAL_LEGACY = "service.beta.kubernetes.io/aws-load-balancer-internal"
 
@@ -219,7 +219,7 @@ def _container(spec: ServerSpec) -> dict[str, Any]:
         env += [{"name": "HF_TOKEN", "valueFrom": ref}, {"name": "HUGGING_FACE_HUB_TOKEN", "valueFrom": ref}]
     command = list(spec.command)
     if spec.api_key_secret:
-        # The key reaches the server by a Secret reference only: the pod spec holds `$(INSTANTSTART_API_KEY)`,
+        # The key reaches the server by a Secret reference only: the pod spec holds `$(MODEL_SERVER_API_KEY)`,
         # which the kubelet expands from the env var when it starts the container.
         env.append({"name": API_KEY_ENV, "valueFrom": {"secretKeyRef": {"name": spec.api_key_secret,
                                                                         "key": API_KEY_KEY}}})
