@@ -267,9 +267,6 @@ async def inference_call_model(ctx: CallContext, req: CallRequest) -> CallResult
     """Send one OpenAI-style chat completion to a deployed model and return the text and token usage (within
     120 s). Self-managed models and routers answer through the Kubernetes API server's service proxy (no public
     endpoint needed); a managed endpoint (inference_managed_deploy, inference_jumpstart_deploy) through the
-    SageMaker runtime endpoint the operator registered (InvokeEndpoint), else through its Service. Refused before
-    anything is sent: an endpoint whose invocationEndpoint is not a plain path (letters, digits, '-', '_', '/'),
-    a name that is both a managed endpoint and a self-managed deployment (give kind), a server started with an API
-    key (the proxy cannot carry it). The answer is data, clipped to 65,536 characters. Read-only."""
+    SageMaker runtime endpoint the operator registered (InvokeEndpoint), else through its Service. Read-only."""
     row = await blocking(cluster_row, ctx.app, req.cluster_tag)
     return await blocking(_call, ctx.app, row, req)
