@@ -108,3 +108,27 @@ SubnetCidr = cidr("subnet", 16, 28, "CIDR of a subnet inside vpcCidr")
 ComputeSubnetCidr = cidr("hyperPodPrivateSubnetCidr", 16, 20, "CIDR of the HyperPod compute subnet")
 # Who may reach a cluster's public Kubernetes API endpoint (any prefix: 0.0.0.0/0 only when asked for).
 AccessCidr = cidr("endpointPublicAccessCidrs", 0, 32, "CIDR allowed to reach the public Kubernetes API endpoint")
+# Who may reach an external model server's load balancer: any IPv4 range but the whole internet (/0).
+SourceRange = cidr("sourceRanges", 1, 32, "CIDR allowed to reach the model server's load balancer")
+
+# A model server's invocation path (InferenceEndpointConfig.spec.invocationEndpoint): 1-8 segments of letters,
+# digits, '-' and '_' joined by '/'. No '.', '..', '%', '?', '#', '\\' or empty segment can pass, so a path
+# appended to the API server's service proxy URL can never climb out of the Service (to /api/v1/nodes/…/proxy).
+INVOCATION_PATH_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}(/[A-Za-z0-9_-]{1,64}){0,7}$")
+INVOCATION_PATH_RULE = "1-8 segments of letters, digits, '-' or '_' joined by '/' (no '.', '%', '?', '#')"
+
+
+def invocation_path(value: str) -> str:
+    """The invocation path without its leading '/', or ValueError naming the rule (e.g. `v1/chat/completions`)."""
+    path = value[1:] if value.startswith("/") else value
+    if len(path) > 256 or not INVOCATION_PATH_RE.match(path):
+        raise ValueError(f"must be {INVOCATION_PATH_RULE}, e.g. v1/chat/completions or invocations")
+    return path
+
+
+InvocationPath = Annotated[
+    str,
+    Field(max_length=257, description=f"Model server path: {INVOCATION_PATH_RULE}, e.g. v1/chat/completions.",
+          json_schema_extra={"pattern": r"^/?[A-Za-z0-9_-]{1,64}(/[A-Za-z0-9_-]{1,64}){0,7}$"}),
+    AfterValidator(invocation_path),
+]

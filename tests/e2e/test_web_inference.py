@@ -38,6 +38,11 @@ def test_deploy_from_the_form_then_test_the_model(page: Any, served: Served) -> 
     audit(page, "Inference deploy form with an error")
 
     form.locator("[name=engine]").select_option("vllm")  # back to the template: TP 1
+    # A load balancer without source ranges is refused, beside the field that asks for them.
+    form.locator("[name=serviceType]").select_option("external")
+    page.get_by_role("button", name="Deploy", exact=True).click()
+    expect(page.locator('.field-error[data-for="sourceRanges"]')).to_contain_text("required with serviceType external")
+    form.locator("[name=serviceType]").select_option("clusterip")
     form.locator("[name=deploymentName]").fill("qwen-web")
     page.get_by_role("button", name="Deploy", exact=True).click()
     expect(page.locator("#deploy-progress")).to_contain_text("qwen-web is ready", timeout=120_000)

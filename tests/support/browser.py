@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.servers import REPO, SSL_CONTEXT, free_port, wait_healthy
+from tests.support.servers import CHILD_PYTHONPATH, REPO, SSL_CONTEXT, free_port, wait_healthy
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -83,8 +83,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     port = free_port()
     env = {
         **os.environ,
-        # The sources of this checkout first (a worktree beside an editable install of another checkout).
-        "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)]),
+        "PYTHONPATH": CHILD_PYTHONPATH,
         "INSTANTSTART_DATA_DIR": str(data),
         "INSTANTSTART_DATABASE_URL": f"sqlite:///{data / 'state.db'}",
         "INSTANTSTART_POLL_SECONDS": "0.2",

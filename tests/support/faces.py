@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -20,7 +19,7 @@ from instantstart.catalog.registry import OperationSpec
 from instantstart.cli.commands import kebab
 from instantstart.cli.main import build_app
 from instantstart.settings import Settings
-from tests.support.servers import REPO, SSL_CONTEXT, Running
+from tests.support.servers import CHILD_PYTHONPATH, REPO, SSL_CONTEXT, Running
 
 
 def strip_volatile(payload: dict[str, Any]) -> dict[str, Any]:
@@ -113,7 +112,7 @@ async def mcp_http(running: Running) -> AsyncIterator[ClientSession]:
 def stdio_params(running: Running) -> StdioServerParameters:
     """How to launch `instantstart mcp` against the running server."""
     env = running.env()
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), str(REPO)])  # this checkout first
+    env["PYTHONPATH"] = CHILD_PYTHONPATH
     return StdioServerParameters(
         command=sys.executable, args=["-m", "instantstart.cli.main", "mcp"], env=env, cwd=str(REPO)
     )

@@ -24,6 +24,9 @@ from instantstart.api.app import create_app
 from instantstart.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
+# Child processes import this checkout's sources first (in a git worktree the venv's editable install points at
+# another checkout), then the repository root for tests.support.
+CHILD_PYTHONPATH = os.pathsep.join([str(REPO / "src"), str(REPO)])
 
 # Every httpx client builds an SSL context (the CA bundle parsed: ~50 ms of CPU) unless it is handed one, even for
 # the plain-HTTP loopback servers of the tests; polling loops that made a client per request kept a core busy while
@@ -128,7 +131,7 @@ def process_server(
         "INSTANTSTART_LEASE_SECONDS": "2",
         "INSTANTSTART_WORKER_POLL_SECONDS": "0.1",
         "INSTANTSTART_PLUGINS": '["tests.support.probe_ops"]',
-        "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)]),  # this checkout first
+        "PYTHONPATH": CHILD_PYTHONPATH,
         **(extra_env or {}),
     }
     log = open(log_path or (data_dir / f"server-{port}.log"), "ab")  # noqa: SIM115
@@ -181,7 +184,7 @@ def serve_twin_process(data_dir: Path, clock_scale: float = 500.0, timeout: floa
         "INSTANTSTART_WORKER_POLL_SECONDS": "0.1",
         "INSTANTSTART_POLL_SECONDS": "0.2",
         "INSTANTSTART_STATUS_CACHE_SECONDS": "1.0",
-        "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)]),  # this checkout first
+        "PYTHONPATH": CHILD_PYTHONPATH,
     }
     env.pop("INSTANTSTART_PLUGINS", None)
     log = open(data_dir / "serve.log", "ab")  # noqa: SIM115

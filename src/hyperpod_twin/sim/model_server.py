@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import re
 import threading
 import uuid
 from collections.abc import Callable
@@ -95,6 +96,18 @@ def startup_lines(pod: Obj, container: Obj) -> list[str]:
     ]
 
 
+def api_key(sim: ClusterSim, ns: str, container: Obj) -> str | None:
+    """The server's --api-key, with a `$(VAR)` reference expanded from the container's env (a secretKeyRef read
+    from the namespace's Secret), as the kubelet expands it in command and args."""
+    from hyperpod_twin.sim.model_download import env_of
+
+    value = _arg(_words(container), "--api-key")
+    if value is None:
+        return None
+    ref = re.fullmatch(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", value)
+    return env_of(sim, ns, container).get(ref.group(1), value) if ref else value
+
+
 def register(sim: ClusterSim, pod: Obj) -> None:
     """Make a Ready model-server pod answer HTTP on its ports through runtime.pod_http."""
     ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
@@ -111,6 +124,7 @@ def register(sim: ClusterSim, pod: Obj) -> None:
                 model_id(container),
                 sim.clock.wall,
                 functools.partial(sim.runtime.logs.append, ns, name, container["name"]),
+                api_key(sim, ns, container),
             )
         for port in ports_of(container, kind):
             sim.runtime.pod_http.register(ns, name, port, handler)
@@ -124,10 +138,16 @@ class ModelServer:
     """One simulated OpenAI-compatible server (vLLM or SGLang flavour)."""
 
     def __init__(
-        self, kind: str, model: str, wall: Callable[[], float], log: Callable[[str], None] | None = None
+        self,
+        kind: str,
+        model: str,
+        wall: Callable[[], float],
+        log: Callable[[str], None] | None = None,
+        key: str | None = None,
     ) -> None:
         self.kind = kind
         self.model = model
+        self._key = key
         self._wall = wall
         self._log = log
         self._lock = threading.Lock()
@@ -135,15 +155,29 @@ class ModelServer:
         self._tokens = {"prompt": 0, "generation": 0}
 
     def __call__(self, method: str, path: str, query: str, headers: dict[str, str], body: bytes) -> ProxyResponse:
-        response = self._answer(method, "/" + path.lstrip("/"), body)
+        route = "/" + path.lstrip("/")
+        if self._locked(route, headers):
+            response = _json(401, {"error": "Unauthorized"})
+        else:
+            response = self._answer(method, route, body)
         if self._log is not None:  # an access log line, as uvicorn writes it
-            reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}.get(
+            reason = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
+                      405: "Method Not Allowed"}.get(
                 response.status, ""
             )
             self._log(
                 f'INFO:     127.0.0.1:0 - "{method} /{path.lstrip("/")} HTTP/1.1" {response.status} {reason}'.rstrip()
             )
         return response
+
+    def _locked(self, route: str, headers: dict[str, str]) -> bool:
+        """--api-key as the engines enforce it: vLLM guards the /v1 routes, SGLang every route but /health* and
+        /metrics; a request passes with `Authorization: Bearer <key>`."""
+        if self._key is None:
+            return False
+        guarded = route.startswith("/v1") if self.kind == "vllm" else not route.startswith(("/health", "/metrics"))
+        given = next((v for k, v in headers.items() if k.lower() == "authorization"), None)
+        return guarded and given != f"Bearer {self._key}"
 
     def _answer(self, method: str, route: str, body: bytes) -> ProxyResponse:
         with self._lock:

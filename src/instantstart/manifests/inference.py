@@ -27,6 +27,10 @@ BOUND_DELETION_COST = "1000"
 POOL_SERVICE = "pool-service"
 TOKEN_KEY = "token"
 S3_MOUNT = "/s3"
+API_KEY_KEY = "api-key"
+API_KEY_ENV = "MODEL_SERVER_API_KEY"
+LB_SCHEME = "service.beta.kubernetes.io/aws-load-balancer-scheme"
+LB_INTERNAL_LEGACY = "service.beta.kubernetes.io/aws-load-balancer-internal"
 
 
 EngineName = Literal["vllm", "sglang", "other"]
@@ -160,6 +164,11 @@ def token_secret_name(name: str) -> str:
     return f"{name}-hf-token"
 
 
+def api_key_secret_name(name: str) -> str:
+    """The Secret that holds the API key a deployment's server demands (`--api-key`)."""
+    return f"{name}-api-key"
+
+
 class ServerSpec(BaseModel):
     """Everything a self-managed model server's objects are built from (the deploy operation's params extend it,
     so a new field is declared here once)."""
@@ -179,6 +188,9 @@ class ServerSpec(BaseModel):
     model: str | None
     token_secret: str | None
     s3_claim: str | None
+    load_balancer_scheme: Literal["internal", "internet-facing"] = "internal"
+    source_ranges: list[str] = []
+    api_key_secret: str | None = None
 
     @property
     def engine_spec(self) -> Engine:
@@ -205,11 +217,18 @@ def _container(spec: ServerSpec) -> dict[str, Any]:
     if spec.token_secret:
         ref = {"secretKeyRef": {"name": spec.token_secret, "key": TOKEN_KEY}}
         env += [{"name": "HF_TOKEN", "valueFrom": ref}, {"name": "HUGGING_FACE_HUB_TOKEN", "valueFrom": ref}]
+    command = list(spec.command)
+    if spec.api_key_secret:
+        # The key reaches the server by a Secret reference only: the pod spec holds `$(MODEL_SERVER_API_KEY)`,
+        # which the kubelet expands from the env var when it starts the container.
+        env.append({"name": API_KEY_ENV, "valueFrom": {"secretKeyRef": {"name": spec.api_key_secret,
+                                                                        "key": API_KEY_KEY}}})
+        command += ["--api-key", f"$({API_KEY_ENV})"]
     probe = {"httpGet": {"path": spec.engine_spec.health_path, "port": spec.port}, "periodSeconds": 10}
     container: dict[str, Any] = {
         "name": "server",
         "image": spec.image,
-        "command": spec.command,
+        "command": command,
         "ports": [{"name": "http", "containerPort": spec.port}],
         "env": env,
         "resources": {"requests": {GPU: str(spec.gpu_count)}, "limits": {GPU: str(spec.gpu_count)}},
@@ -265,42 +284,70 @@ def deployment(spec: ServerSpec) -> dict[str, Any]:
 
 
 def service(spec: ServerSpec, *, load_balancer_controller: bool) -> dict[str, Any]:
-    """The Service: ClusterIP (clusterip, modelpool) or LoadBalancer (external; NLB through the AWS Load Balancer
-    Controller when it is installed). A model pool's Service selects only workers assigned to it."""
+    """The Service: ClusterIP (clusterip, modelpool) or LoadBalancer (external: an NLB through the AWS Load Balancer
+    Controller when it is installed, else the in-tree controller's). An external Service is internal unless the
+    spec says internet-facing, and only its source ranges may reach it (`spec.loadBalancerSourceRanges`, which
+    both controllers turn into security group rules). A model pool's Service selects only workers assigned to it."""
     selector = {LABEL_APP: spec.name}
     if spec.service_type == "modelpool":
         selector = {LABEL_BUSINESS: spec.name}
     metadata: dict[str, Any] = {"name": service_name(spec.name), "namespace": spec.namespace,
                                 "labels": {LABEL_APP: spec.name, LABEL_MANAGED: MANAGED_BY},
                                 "annotations": _annotations(spec)}
-    kind = "ClusterIP"
+    body: dict[str, Any] = {"type": "ClusterIP", "selector": selector,
+                            "ports": [{"name": "http", "port": spec.port, "targetPort": spec.port, "protocol": "TCP"}]}
     if spec.service_type == "external":
-        kind = "LoadBalancer"
+        body.update(type="LoadBalancer", loadBalancerSourceRanges=list(spec.source_ranges))
         if load_balancer_controller:
             metadata["annotations"].update({
                 "service.beta.kubernetes.io/aws-load-balancer-type": "external",
                 "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type": "ip",
-                "service.beta.kubernetes.io/aws-load-balancer-scheme": "internet-facing",
+                LB_SCHEME: spec.load_balancer_scheme,
             })
+        elif spec.load_balancer_scheme == "internal":
+            metadata["annotations"][LB_INTERNAL_LEGACY] = "true"  # the in-tree controller is internet-facing else
+    return {"apiVersion": "v1", "kind": "Service", "metadata": metadata, "spec": body}
+
+
+def load_balancer_scheme(service_type: str | None, annotations: dict[str, str] | None) -> str | None:
+    """What a LoadBalancer Service's annotations say about its scheme: internal or internet-facing (None: not a
+    LoadBalancer, or no annotation, so the controller's default applies)."""
+    notes = annotations or {}
+    if service_type != "LoadBalancer":
+        return None
+    if notes.get(LB_SCHEME) in ("internal", "internet-facing"):
+        return notes[LB_SCHEME]
+    return "internal" if notes.get(LB_INTERNAL_LEGACY) == "true" else None
+
+
+def exposure(spec: ServerSpec) -> dict[str, Any]:
+    """Who can reach the server, as the deploy answer states it: in-cluster only, or an internal or
+    internet-facing load balancer with its source ranges and the Secret holding its API key."""
+    if spec.service_type != "external":
+        return {"reach": "cluster", "loadBalancer": None, "sourceRanges": [], "apiKeySecret": spec.api_key_secret}
+    return {"reach": "public" if spec.load_balancer_scheme == "internet-facing" else "internal",
+            "loadBalancer": spec.load_balancer_scheme, "sourceRanges": list(spec.source_ranges),
+            "apiKeySecret": spec.api_key_secret}
+
+
+def _secret(secret: str, name: str, namespace: str, key: str, value: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": metadata,
-        "spec": {"type": kind, "selector": selector,
-                 "ports": [{"name": "http", "port": spec.port, "targetPort": spec.port, "protocol": "TCP"}]},
+        "kind": "Secret",
+        "metadata": {"name": secret, "namespace": namespace, "labels": {LABEL_APP: name, LABEL_MANAGED: MANAGED_BY}},
+        "type": "Opaque",
+        "stringData": {key: value},
     }
 
 
 def token_secret(name: str, namespace: str, token: str) -> dict[str, Any]:
     """The Secret holding a Hugging Face token (the only place it is ever written)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": token_secret_name(name), "namespace": namespace,
-                     "labels": {LABEL_APP: name, LABEL_MANAGED: MANAGED_BY}},
-        "type": "Opaque",
-        "stringData": {TOKEN_KEY: token},
-    }
+    return _secret(token_secret_name(name), name, namespace, TOKEN_KEY, token)
+
+
+def api_key_secret(name: str, namespace: str, key: str) -> dict[str, Any]:
+    """The Secret holding a server's API key (the only place it is ever written)."""
+    return _secret(api_key_secret_name(name), name, namespace, API_KEY_KEY, key)
 
 
 def pool_service(service: str, namespace: str, pool: str, port: int, notes: dict[str, str]) -> dict[str, Any]:

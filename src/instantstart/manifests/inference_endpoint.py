@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from instantstart.manifests import inference as m
+from instantstart.validation import INVOCATION_PATH_RULE, invocation_path
 
 GROUP = "inference.sagemaker.aws.amazon.com"
 VERSION = "v1"
@@ -113,6 +114,11 @@ def _source(spec: EndpointSpec) -> list[Finding]:
                            "Use the model's Hugging Face id, e.g. Qwen/Qwen3-0.6B."))
     if spec.tls_output_s3_uri and not spec.tls_output_s3_uri.startswith("s3://"):
         out.append(Finding("IEC009", "tlsOutputS3Uri", "must be an s3:// URI", "Use s3://<bucket>/<prefix>."))
+    try:
+        invocation_path(spec.invocation_endpoint)
+    except ValueError:
+        out.append(Finding("IEC010", "invocationEndpoint", f"{spec.invocation_endpoint[:100]!r} must be "
+                           f"{INVOCATION_PATH_RULE}", "Use the server's path, e.g. v1/chat/completions."))
     return out
 
 

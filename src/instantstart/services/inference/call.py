@@ -6,6 +6,7 @@ runtime endpoint the operator registered when it has one, else through the Servi
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -15,7 +16,7 @@ from instantstart.aws.sagemaker_runtime import invoke_endpoint
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext
-from instantstart.errors import NotFound, PreconditionFailed, ProviderError
+from instantstart.errors import Conflict, NotFound, PreconditionFailed, ProviderError
 from instantstart.kube import k8s
 from instantstart.kube.apply import read_object
 from instantstart.kube.calls import kube_api, kube_call
@@ -25,33 +26,42 @@ from instantstart.manifests import inference_endpoint as iec
 from instantstart.services.core.stages import blocking
 from instantstart.services.inference.services import cluster_row
 from instantstart.store.models import ClusterRow
-from instantstart.validation import ClusterTag, KubeName
+from instantstart.validation import INVOCATION_PATH_RULE, ClusterTag, KubeName, invocation_path
 
 CALL_TIMEOUT = 120.0
 OPENAI_CHAT = "v1/chat/completions"
 REGISTERED = "CreationCompleted"
+SAGEMAKER_ENDPOINT = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+# A model's answer is data shown to the caller: clipped, never parsed further or acted on.
+MAX_ANSWER = 65536
+MAX_FIELD = 256
 
 
 class CallRequest(WireModel):
     """An OpenAI-style chat request to a deployed model (the legacy snake_case names)."""
 
-    service_name: str = Field(alias="service_name", min_length=1, max_length=63,
-                              description="A self-managed deployment or router (or its Service <name>-service), "
-                              "or a managed endpoint's name (InferenceEndpointConfig or JumpStartModel).")
+    service_name: KubeName = Field(alias="service_name", min_length=1, max_length=63,
+                                   description="A self-managed deployment or router (or its Service "
+                                   "<name>-service), or a managed endpoint's name (InferenceEndpointConfig or "
+                                   "JumpStartModel). A DNS-1123 label.")
     prompt: str = Field(min_length=1, max_length=20000)
     namespace: KubeName = "default"
     max_tokens: int = Field(default=512, alias="max_tokens", ge=1, le=32768)
     temperature: float = Field(default=0.7, ge=0.0, le=2.0)
+    kind: Literal["managed", "self-managed"] | None = Field(
+        default=None, description="Which one to call when a managed endpoint and a self-managed deployment share "
+        "service_name (such a call is refused without it).")
     cluster_tag: ClusterTag | None = None
 
 
 class CallResult(WireModel):
-    """The model's answer, and the route it took."""
+    """The model's answer (data: clipped to 65,536 characters, never interpreted), and the route it took."""
 
     service: str
     model: str | None
     answer: str
-    usage: dict[str, Any]
+    answer_truncated: bool = Field(default=False, description="True when the answer was clipped.")
+    usage: dict[str, int]
     finish_reason: str | None
     route: Literal["service-proxy", "sagemaker-runtime"] = Field(
         default="service-proxy", description="service-proxy (Kubernetes API server) or sagemaker-runtime "
@@ -89,12 +99,20 @@ def managed_object(api: k8s.ApiClient, name: str, namespace: str) -> dict[str, A
     return None
 
 
+def owned_by(svc: Any, obj: dict[str, Any]) -> bool:
+    """Whether `svc` names `obj` as an owner by its uid (a kind and name alone can be written by anyone who can
+    create a Service in the namespace, for an object that is not theirs)."""
+    uid = obj["metadata"].get("uid")
+    group = str(obj.get("apiVersion", "")).split("/")[0]
+    return bool(uid) and any(o.uid == uid and o.kind == obj["kind"] and str(o.api_version).split("/")[0] == group
+                             for o in svc.metadata.owner_references or [])
+
+
 def _owned_service(api: k8s.ApiClient, obj: dict[str, Any]) -> Any:
-    """The Service the operator made for a managed endpoint: owned by it, preferring the one named like it."""
+    """The Service the operator made for a managed endpoint: owned by it (uid), preferring the one named like it."""
     meta = obj["metadata"]
     listed: Any = kube_call("list services", k8s.CoreV1Api(api).list_namespaced_service, meta["namespace"])
-    owned = [s for s in listed.items or [] if any(
-        o.kind == obj["kind"] and o.name == meta["name"] for o in s.metadata.owner_references or [])]
+    owned = [s for s in listed.items or [] if owned_by(s, obj)]
     owned.sort(key=lambda s: s.metadata.name != meta["name"])
     if not owned:
         raise PreconditionFailed(f"{obj['kind']} {meta['namespace']}/{meta['name']} has no Service yet.",
@@ -102,13 +120,33 @@ def _owned_service(api: k8s.ApiClient, obj: dict[str, Any]) -> Any:
     return owned[0]
 
 
+def _refuse_field(obj: dict[str, Any], field: str, value: Any, rule: str) -> PreconditionFailed:
+    meta = obj["metadata"]
+    return PreconditionFailed(
+        f"{obj['kind']} {meta['namespace']}/{meta['name']}: spec.{field} {str(value)[:100]!r} is not {rule}; "
+        "the control plane follows no such path or name from a cluster object. Nothing was sent.",
+        hint=f"Set spec.{field} to {rule} (redeploy with inference_managed_deploy), or ask the namespace's owner.",
+        details={"object": f"{meta['namespace']}/{meta['name']}", "field": f"spec.{field}"})
+
+
 def _managed_target(api: k8s.ApiClient, obj: dict[str, Any]) -> Target:
     meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
     model = iec.served_model_of(obj)
-    path = str(spec.get("invocationEndpoint") or (OPENAI_CHAT if obj["kind"] == iec.KIND else "invocations"))
+    given = spec.get("invocationEndpoint") if obj["kind"] == iec.KIND else None
+    try:
+        path = invocation_path(str(given)) if given else (OPENAI_CHAT if obj["kind"] == iec.KIND else "invocations")
+    except ValueError:
+        raise _refuse_field(obj, "invocationEndpoint", given, INVOCATION_PATH_RULE) from None
     endpoint = iec.endpoint_name_of(obj)
-    registered = ((status.get("endpoints") or {}).get("sagemaker") or {}).get("state") == REGISTERED
-    if endpoint and registered:
+    sagemaker = (status.get("endpoints") or {}).get("sagemaker") or {}
+    if endpoint and sagemaker.get("state") == REGISTERED:
+        if not SAGEMAKER_ENDPOINT.match(endpoint):
+            raise _refuse_field(obj, "endpointName", endpoint, "a SageMaker endpoint name (1-63 letters, digits, '-')")
+        # The operator records the endpoint it registered in the status (a subresource a tenant who may edit the
+        # spec need not be able to write): a spec naming another endpoint of the account is not followed.
+        if str(sagemaker.get("endpointArn") or "").rsplit(":endpoint/", 1)[-1] != endpoint.lower():
+            raise _refuse_field(obj, "endpointName", endpoint, "the endpoint the operator registered for it "
+                                f"(status.endpoints.sagemaker.endpointArn {str(sagemaker.get('endpointArn'))[:120]})")
         return Target(label=f"SageMaker endpoint {endpoint}", namespace=meta["namespace"], path=path, model=model,
                       endpoint=endpoint)
     svc = _owned_service(api, obj)
@@ -116,32 +154,96 @@ def _managed_target(api: k8s.ApiClient, obj: dict[str, Any]) -> Target:
                   model=model, service=svc.metadata.name, port=svc.spec.ports[0].port)
 
 
-def resolve(api: k8s.ApiClient, name: str, namespace: str) -> Target:
-    """The route for `name`: `<x>-service` is a self-managed Service; a managed endpoint by its name; else the
-    self-managed deployment or router `<name>` through `<name>-service`."""
-    if not name.endswith("-service"):
-        obj = managed_object(api, name, namespace)
-        if obj is not None:
-            return _managed_target(api, obj)
-    service = name if name.endswith("-service") else m.service_name(name)
-    svc: Any
+def _read_service(api: k8s.ApiClient, name: str, namespace: str) -> Any:
     try:
-        svc = kube_call("read the Service", k8s.CoreV1Api(api).read_namespaced_service, service, namespace)
+        return kube_call("read the Service", k8s.CoreV1Api(api).read_namespaced_service, name, namespace)
     except NotFound:
+        return None
+
+
+def _ambiguous(obj: dict[str, Any], service: str, namespace: str) -> Conflict:
+    name = obj["metadata"]["name"]
+    return Conflict(f"{name!r} names both the {obj['kind']} {namespace}/{name} (managed) and the self-managed "
+                    f"Service {namespace}/{service}; nothing was sent.",
+                    hint='Say which with kind: "managed" or kind: "self-managed" (or call service_name '
+                    f"{service} for the self-managed one).",
+                    details={"managed": f"{obj['kind']} {namespace}/{name}",
+                             "selfManaged": f"Service {namespace}/{service}"})
+
+
+def resolve(api: k8s.ApiClient, name: str, namespace: str, kind: str | None = None) -> Target:
+    """The route for `name`: `<x>-service` is a self-managed Service; a managed endpoint by its name; else the
+    self-managed deployment or router `<name>` through `<name>-service`. A name that is both a managed endpoint and
+    a self-managed deployment is refused unless `kind` says which."""
+    obj = None
+    if kind == "managed" or (kind is None and not name.endswith("-service")):
+        obj = managed_object(api, name, namespace)
+        if obj is None and kind == "managed":
+            raise NotFound(f"No managed endpoint {namespace}/{name} (InferenceEndpointConfig or JumpStartModel).",
+                           hint="inference_managed_list lists the managed endpoints.")
+    service = name if name.endswith("-service") and obj is None else m.service_name(name)
+    svc = None if kind == "managed" else _read_service(api, service, namespace)
+    if obj is not None:
+        if svc is not None and not owned_by(svc, obj):
+            raise _ambiguous(obj, service, namespace)
+        return _managed_target(api, obj)
+    if svc is None:
         raise NotFound(f"No model Service {namespace}/{service} and no managed endpoint {namespace}/{name}.",
-                       hint="inference_list_services and inference_managed_list list what is deployed.") from None
+                       hint="inference_list_services and inference_managed_list list what is deployed.")
+    _refuse_keyed(api, service.removesuffix("-service"), namespace)
     return Target(label=f"{namespace}/{service}", namespace=namespace, path=OPENAI_CHAT,
                   model=(svc.metadata.annotations or {}).get(m.ANNOTATION_MODEL), service=service,
                   port=svc.spec.ports[0].port)
 
 
+def _refuse_keyed(api: k8s.ApiClient, deployment: str, namespace: str) -> None:
+    """A server started with an API key cannot be called through the API server's proxy: the API server consumes
+    the Authorization header (it authenticates the control plane) and never forwards it, so the key could not
+    reach the server. The Secret's name comes from the deployment's name, never from a cluster object's field."""
+    secret = m.api_key_secret_name(deployment)
+    found = read_object(api, {"apiVersion": "v1", "kind": "Secret",
+                              "metadata": {"name": secret, "namespace": namespace}})
+    if found is not None:
+        raise PreconditionFailed(
+            f"{namespace}/{deployment} demands an API key (Secret {namespace}/{secret}); the Kubernetes API "
+            "server's service proxy does not forward an Authorization header, so inference_call_model cannot call "
+            "it. Nothing was sent.",
+            hint=f"Call its load balancer (inference_list_public_services) from an address in its sourceRanges with "
+            f"`Authorization: Bearer <the key in Secret {secret}>`.",
+            details={"apiKeySecret": f"{namespace}/{secret}"})
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _clip(value: Any, limit: int = MAX_FIELD) -> str | None:
+    return None if value is None else str(value)[:limit]
+
+
+def _result(target: Target, name: str, answer: dict[str, Any]) -> CallResult:
+    """The answer as data: text clipped, model and finish reason clipped, usage only whole numbers."""
+    choices = answer.get("choices")
+    choice: dict[str, Any] = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) \
+        else {}
+    message = _mapping(choice.get("message"))
+    text = str(message.get("content") or choice.get("text") or answer.get("generated_text") or "")
+    usage = _mapping(answer.get("usage"))
+    counts = {str(k)[:64]: v for k, v in list(usage.items())[:16] if isinstance(v, int) and not isinstance(v, bool)}
+    return CallResult(service=target.endpoint or target.service or name,
+                      model=_clip(answer.get("model") or target.model), answer=text[:MAX_ANSWER],
+                      answer_truncated=len(text) > MAX_ANSWER, usage=counts,
+                      finish_reason=_clip(choice.get("finish_reason"), 64),
+                      route="sagemaker-runtime" if target.endpoint else "service-proxy")
+
+
 def _call(app: AppContext, row: ClusterRow, req: CallRequest) -> CallResult:
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
-    target = resolve(api, req.service_name, req.namespace)
+    target = resolve(api, req.service_name, req.namespace, req.kind)
     body: dict[str, Any] = {"messages": [{"role": "user", "content": req.prompt}],
                             "max_tokens": req.max_tokens, "temperature": req.temperature}
     if target.model:
-        body["model"] = target.model
+        body["model"] = target.model[:MAX_FIELD]
     if target.endpoint is not None:
         status, answer = 200, invoke_endpoint(app.aws, row.region, target.endpoint, body)
     else:
@@ -149,14 +251,9 @@ def _call(app: AppContext, row: ClusterRow, req: CallRequest) -> CallResult:
         status, answer = service_request(api, target.namespace, target.service, target.port, target.path, body=body,
                                          timeout=CALL_TIMEOUT)
     if status != 200 or not isinstance(answer, dict):
-        raise ProviderError(f"{target.label} answered HTTP {status}: {str(answer)[:300]}",
+        raise ProviderError(f"{target.label} answered HTTP {status}: {str(answer)[:300]!r}",
                             hint="Check the served model name and the server's log (pod_logs).", retryable=False)
-    choice = (answer.get("choices") or [{}])[0]
-    text = ((choice.get("message") or {}).get("content")) or choice.get("text") or answer.get("generated_text") or ""
-    return CallResult(service=target.endpoint or target.service or req.service_name,
-                      model=answer.get("model") or target.model, answer=str(text), usage=answer.get("usage") or {},
-                      finish_reason=choice.get("finish_reason"),
-                      route="sagemaker-runtime" if target.endpoint else "service-proxy")
+    return _result(target, req.service_name, answer)
 
 
 @operation(

@@ -25,7 +25,7 @@ from instantstart.services.core.registry import get_cluster, resolve_tag, submit
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.services.inference.placement import check_types, place
 from instantstart.store.models import ClusterRow, utcnow
-from instantstart.validation import ClusterTag, KubeName
+from instantstart.validation import ClusterTag, KubeName, SourceRange
 
 KIND = "inference_deploy"
 READY_TIMEOUT = 3600
@@ -53,8 +53,18 @@ class DeployRequest(WireModel):
                                              description="GPU instance types to pin to (default: every GPU "
                                              "type in the cluster with enough GPUs per node).")
     service_type: Literal["clusterip", "external", "modelpool"] = Field(
-        default="clusterip", description="clusterip (in-cluster), external (LoadBalancer), modelpool (warm "
-        "workers labelled business=unassigned until inference_pool_assign).")
+        default="clusterip", description="clusterip (in-cluster), external (a LoadBalancer: needs sourceRanges; "
+        "internal unless loadBalancerScheme is internet-facing), modelpool (warm workers labelled "
+        "business=unassigned until inference_pool_assign).")
+    load_balancer_scheme: Literal["internal", "internet-facing"] = Field(
+        default="internal", description="external only: internal (reachable from the VPC) or internet-facing "
+        "(public: needs apiKey, vLLM and SGLang serve without authentication otherwise).")
+    source_ranges: list[SourceRange] | None = Field(
+        default=None, min_length=1, max_length=16, description="external only, required: the CIDRs that may "
+        "reach the load balancer (spec.loadBalancerSourceRanges), e.g. [\"10.0.0.0/16\"].")
+    api_key: Secret | None = Field(default=None, description="external only, required when internet-facing: the "
+                                   "key clients must send as `Authorization: Bearer`. Kept in a Kubernetes Secret "
+                                   "and given to the server's --api-key from it; never stored or echoed.")
     port: int = Field(default=8000, ge=1, le=65535, description="Used when the command sets no --port "
                       "(vLLM and SGLang get an explicit --port).")
     namespace: KubeName = "default"
@@ -94,7 +104,34 @@ def _command(req: DeployRequest) -> tuple[m.Engine, list[str], int, str | None]:
     if engine.name == "other" and not req.docker_image:
         raise _field_error("dockerImage", "required when the command is neither vLLM nor SGLang",
                            "Name the serving container's image.")
+    _exposure(req, engine, words)
     return engine, m.with_port(words, engine, port), port, m.served_model(words)
+
+
+def _exposure(req: DeployRequest, engine: m.Engine, words: list[str]) -> None:
+    """A load balancer is never public by accident: external needs source ranges; internet-facing needs an API
+    key, which only reaches the server from a Secret (never the command line)."""
+    if m.flag(words, "--api-key") is not None:
+        raise _field_error("deploymentCommand", "--api-key in the command would keep the key in plain text in the "
+                           "Deployment", "Drop --api-key from the command and give apiKey (kept in a Secret).")
+    if req.service_type != "external":
+        extras = [f for f, given in (("sourceRanges", req.source_ranges), ("apiKey", req.api_key),
+                                     ("loadBalancerScheme", req.load_balancer_scheme != "internal")) if given]
+        if extras:
+            raise _field_error(extras[0], "only used with serviceType external",
+                               f"Drop {extras[0]}, or set serviceType external.")
+        return
+    if not req.source_ranges:
+        raise _field_error("sourceRanges", "required with serviceType external: a load balancer without source "
+                           "ranges takes requests from anywhere it is reachable", 'Give the CIDRs of your clients, '
+                           'e.g. "sourceRanges": ["10.0.0.0/16"]; or use serviceType clusterip and '
+                           "inference_call_model.")
+    if req.api_key is not None and engine.name == "other":
+        raise _field_error("apiKey", "works with vLLM and SGLang (their --api-key); this command is neither",
+                           "Drop apiKey and configure the image's own authentication, or serve with vLLM/SGLang.")
+    if req.load_balancer_scheme == "internet-facing" and req.api_key is None:
+        raise _field_error("apiKey", "required with loadBalancerScheme internet-facing: vLLM and SGLang answer "
+                           "anyone otherwise", "Give apiKey (8-4096 characters), or use the internal scheme.")
 
 
 def _plan(app: AppContext, row: ClusterRow, req: DeployRequest, name: str, words: list[str]) -> str | None:
@@ -134,7 +171,9 @@ async def inference_deploy_container(ctx: CallContext, req: DeployRequest) -> Op
     replica is Ready. gpuCount is required and is never inferred from --tensor-parallel-size: tensor x pipeline
     parallel above gpuCount is refused. Replicas request their GPUs and are pinned to GPU instance types, never
     CPU-only nodes; refused when no node has that many GPUs free (the message says where GPUs are free). The
-    Hugging Face token is kept only in a Kubernetes Secret. Call the model with inference_call_model."""
+    Hugging Face token is kept only in a Kubernetes Secret. serviceType external needs sourceRanges and is an
+    internal load balancer unless loadBalancerScheme is internet-facing, which needs apiKey (given to the server's
+    --api-key from a Secret); the result's `exposure` says which. Call the model with inference_call_model."""
     replayed = await ctx.app.runner.replay(KIND, ctx.idempotency_key, status_tool="operation_get")
     if replayed is not None:
         return replayed
@@ -154,11 +193,20 @@ async def inference_deploy_container(ctx: CallContext, req: DeployRequest) -> Op
         body = m.token_secret(name, req.namespace, token)
         await blocking(kube_call, "write the token Secret", apply_object, api, body)
         secret = m.token_secret_name(name)
+    key_secret = None
+    if req.api_key is not None:
+        key = req.api_key.get_secret_value()
+        register_secret(key)
+        api = await blocking(kube_api, ctx.app.kube, row.eks_cluster_name, row.region)
+        await blocking(kube_call, "write the API key Secret", apply_object, api, m.api_key_secret(name, req.namespace,
+                                                                                                  key))
+        key_secret = m.api_key_secret_name(name)
     params = DeployParams(
         cluster_tag=tag, region=row.region, eks_cluster=row.eks_cluster_name, name=name, namespace=req.namespace,
         engine=engine.name, command=words, image=req.docker_image or engine.image, gpu_count=req.gpu_count,
         replicas=req.replicas, instance_types=placement.instance_types, port=port, service_type=req.service_type,
-        model=model, token_secret=secret, s3_claim=claim,
+        model=model, token_secret=secret, s3_claim=claim, load_balancer_scheme=req.load_balancer_scheme,
+        source_ranges=list(req.source_ranges or []), api_key_secret=key_secret,
     )
     return await submit_for_cluster(ctx, KIND, tag, params.model_dump(mode="json", by_alias=True),
                                     status_tool="operation_get", poll_after_seconds=15)
@@ -178,7 +226,8 @@ async def stage_apply(stage: StageContext) -> dict[str, Any]:
     await stage.progress(f"applying Deployment {p.namespace}/{p.name} ({p.replicas} replica(s) x {p.gpu_count} GPU)")
     await blocking(kube_call, "apply the Deployment", apply_object, api, m.deployment(p))
     await blocking(kube_call, "apply the Service", apply_object, api, m.service(p, load_balancer_controller=lbc))
-    return {"deployment": p.name, "service": m.service_name(p.name), "loadBalancerController": lbc}
+    return {"deployment": p.name, "service": m.service_name(p.name), "loadBalancerController": lbc,
+            "exposure": m.exposure(p)}
 
 
 def _rollout(api: k8s.ApiClient, p: DeployParams) -> tuple[bool, str]:
@@ -215,7 +264,7 @@ async def stage_ready(stage: StageContext) -> dict[str, Any]:
     return {
         "name": p.name, "namespace": p.namespace, "service": service, "engine": p.engine, "model": p.model,
         "replicas": p.replicas, "gpuCount": p.gpu_count,
-        "url": f"http://{service}.{p.namespace}.svc.cluster.local:{p.port}",
+        "url": f"http://{service}.{p.namespace}.svc.cluster.local:{p.port}", "exposure": m.exposure(p),
     }
 
 

@@ -28,7 +28,7 @@ from instantstart.services.inference.services import cluster_row
 from instantstart.services.monitoring import custom, watched
 from instantstart.services.monitoring.state import memoised
 from instantstart.store.models import ClusterRow
-from instantstart.validation import ClusterTag, KubeName
+from instantstart.validation import ClusterTag, InvocationPath, KubeName
 
 READY_TIMEOUT = 3600
 CRD = f"{iec.PLURAL}.{iec.GROUP}"
@@ -75,6 +75,9 @@ class ManagedRequest(WireModel):
     kv_cache: KvCache | None = None
     routing_strategy: Literal["prefixaware", "kvaware", "session", "roundrobin"] | None = None
     tls_output_s3_uri: str | None = Field(default=None, max_length=1024)
+    invocation_endpoint: InvocationPath | None = Field(
+        default=None, description="The server's path for requests (default v1/chat/completions): letters, digits, "
+        "'-', '_' and '/' only; inference_call_model refuses any other path an endpoint carries.")
     namespace: KubeName = "default"
     cluster_tag: ClusterTag | None = None
 
@@ -92,6 +95,7 @@ def spec_of(req: ManagedRequest) -> iec.EndpointSpec:
         hugging_face_model_id=src.hugging_face_model_id, kv_l1=bool(kv and kv.enable_l1),
         kv_l2=bool(kv and kv.enable_l2), l2_backend=kv.l2_backend if kv else None, l2_url=kv.l2_url if kv else None,
         routing_strategy=req.routing_strategy, tls_output_s3_uri=req.tls_output_s3_uri,
+        **({"invocation_endpoint": req.invocation_endpoint} if req.invocation_endpoint else {}),
     )
 
 
@@ -132,7 +136,8 @@ async def inference_managed_lint(ctx: CallContext, req: ManagedRequest) -> LintR
     """Check a managed endpoint before deploying it: each finding has a code and a fix (IEC001 port vs the
     engine's listening port, IEC002 served model name, IEC003 name lengths, IEC004 KV cache engine, IEC005 L2
     backend fields, IEC006 routing requirements, IEC007 GPUs vs instance type, IEC008 model source fields,
-    IEC009 TLS location). Returns the rendered InferenceEndpointConfig. Read-only; needs no cluster."""
+    IEC009 TLS location, IEC010 invocation path). Returns the rendered InferenceEndpointConfig. Read-only; needs no
+    cluster."""
     return lint_request(req)
 
 

@@ -43,6 +43,9 @@ class ModelService(WireModel):
     replicas_desired: int
     gpus_per_replica: int
     url: str | None = Field(description="In-cluster URL, or the load balancer's when external.")
+    load_balancer: str | None = Field(default=None, description="internal or internet-facing (a LoadBalancer "
+                                      "Service's scheme annotation); None for an in-cluster Service.")
+    source_ranges: list[str] = Field(default_factory=list, description="The CIDRs the load balancer admits.")
 
 
 class ModelServices(WireModel):
@@ -73,6 +76,8 @@ def _model_service(dep: Any, svc: Any) -> ModelService:
         replicas_ready=int((dep.status.ready_replicas if dep.status else 0) or 0),
         replicas_desired=int((dep.spec.replicas if dep.spec else 0) or 0),
         gpus_per_replica=int(notes.get(m.ANNOTATION_GPUS, "0") or 0), url=url,
+        load_balancer=m.load_balancer_scheme(svc.spec.type, svc.metadata.annotations) if svc is not None else None,
+        source_ranges=list((svc.spec.load_balancer_source_ranges if svc is not None else None) or []),
     )
 
 
@@ -114,6 +119,8 @@ def _watched_service(dep: dict[str, Any], svc: dict[str, Any] | None) -> ModelSe
         model=notes.get(m.ANNOTATION_MODEL), service=svc["name"] if svc is not None else None,
         service_type=svc["type"] if svc is not None else None, replicas_ready=dep["ready"],
         replicas_desired=dep["desired"], gpus_per_replica=int(notes.get(m.ANNOTATION_GPUS, "0") or 0), url=url,
+        load_balancer=svc.get("loadBalancer") if svc is not None else None,
+        source_ranges=list(svc.get("sourceRanges") or []) if svc is not None else [],
     )
 
 
@@ -160,8 +167,8 @@ async def inference_list_services(ctx: CallContext, req: ListRequest) -> ModelSe
 
 @operation("inference_list_public_services", method="GET", path="/inference/public-services", example={})
 async def inference_list_public_services(ctx: CallContext, req: ListRequest) -> ModelServices:
-    """Only the model servers exposed outside the cluster (LoadBalancer Services), with their URLs.
-    Read-only; from the watches like inference_list_services."""
+    """Only the model servers exposed outside the cluster (LoadBalancer Services), with their URLs, scheme
+    (internal or internet-facing) and source ranges. Read-only; from the watches like inference_list_services."""
     listed = await _listed(ctx, req)
     items = [s for s in listed.services if s.service_type == "LoadBalancer"]
     return listed.model_copy(update={"services": items, "count": len(items)})

@@ -106,7 +106,7 @@ def plan(api: k8s.ApiClient, req: UndeployRequest) -> tuple[list[dict[str, str]]
     objects = [*scalers, *[o for router in routers for o in router_objects(router)],
                *_pool_services(api, name, req.namespace),
                _ref("apps/v1", "Deployment", name), _ref("v1", "Service", m.service_name(name)),
-               _ref("v1", "Secret", m.token_secret_name(name))]
+               _ref("v1", "Secret", m.token_secret_name(name)), _ref("v1", "Secret", m.api_key_secret_name(name))]
     return objects, [name, *routers]
 
 

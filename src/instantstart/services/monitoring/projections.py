@@ -75,6 +75,8 @@ def service_view(service: Obj) -> Obj:
         "external": (ingress[0].get("hostname") or ingress[0].get("ip")) if ingress else None,
         "port": (spec.get("ports") or [{}])[0].get("port"),
         "managed": inf.LABEL_MANAGED in (md.get("labels") or {}),
+        "loadBalancer": inf.load_balancer_scheme(spec.get("type"), md.get("annotations")),
+        "sourceRanges": list(spec.get("loadBalancerSourceRanges") or []),
     }
 
 

@@ -80,6 +80,10 @@ export async function render(view, arg, shell) {
     field("Service type", h("select", { name: "serviceType", id: "deploy-service-type" },
       h("option", { value: "clusterip" }, "clusterip (in-cluster)"), h("option", { value: "external" }, "external (load balancer)"),
       h("option", { value: "modelpool" }, "modelpool (warm workers)"))),
+    field("Source ranges", h("input", { type: "text", name: "sourceRanges", id: "deploy-source-ranges" }), "External only, required: client CIDRs, comma-separated (e.g. 10.0.0.0/16)."),
+    field("Load balancer", h("select", { name: "loadBalancerScheme", id: "deploy-lb-scheme" },
+      h("option", { value: "internal" }, "internal (VPC only)"), h("option", { value: "internet-facing" }, "internet-facing (needs an API key)"))),
+    field("API key", h("input", { type: "password", name: "apiKey", id: "deploy-api-key", autocomplete: "off" }), "External only; required when internet-facing. Kept in a Kubernetes Secret."),
     field("Image", h("input", { type: "text", name: "dockerImage", id: "deploy-image" }), "Default: the engine's image; required for another engine."),
     h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Deploy"), h("span", { class: "muted small", id: "deploy-progress", role: "status" })));
   form.addEventListener("submit", async (e) => {
@@ -90,6 +94,12 @@ export async function render(view, arg, shell) {
     if (data.get("gpuCount") !== "") body.gpuCount = Number(data.get("gpuCount"));
     if (data.get("replicas")) body.replicas = Number(data.get("replicas"));
     for (const key of ["deploymentName", "dockerImage"]) if (data.get(key)) body[key] = data.get(key);
+    if (body.serviceType === "external") {
+      const ranges = String(data.get("sourceRanges") || "").split(",").map((r) => r.trim()).filter(Boolean);
+      if (ranges.length) body.sourceRanges = ranges;
+      body.loadBalancerScheme = data.get("loadBalancerScheme");
+      if (data.get("apiKey")) body.apiKey = data.get("apiKey");
+    }
     const progress = form.querySelector("#deploy-progress");
     const button = form.querySelector("button[type=submit]");
     button.disabled = true;
