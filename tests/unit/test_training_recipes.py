@@ -8,6 +8,7 @@ import pytest
 
 from instantstart.errors import InvalidInput
 from instantstart.manifests import training as m
+from instantstart.manifests.resources import PodResources
 from instantstart.services.training import checks
 from instantstart.services.training.recipes import recipes, render, uses_s3
 from instantstart.services.training.submit import entry_words
@@ -17,8 +18,8 @@ def _job(recipe: str, fields: dict[str, Any], **extra: Any) -> dict[str, Any]:
     r = recipes()[recipe]
     words, env, _ = render(r, fields)
     spec = m.JobSpec(name="ft", namespace="team-a", image=r.image, entry=words, nodes=2, nproc_per_node="auto",
-                     gpus_per_node=1, instance_type="ml.g6.4xlarge", env=env, s3_claim="s3-claim", recipe=r.name,
-                     **extra)
+                     resources=PodResources(gpus=1), instance_type="ml.g6.4xlarge", env=env, s3_claim="s3-claim",
+                     recipe=r.name, **extra)
     return m.job(spec)
 
 
@@ -41,7 +42,7 @@ def test_llama_factory_renders_field_by_field() -> None:
     assert body["metadata"]["labels"][m.LABEL_RECIPE] == "llama-factory"
     spec = body["spec"]
     assert spec["nprocPerNode"] == "auto"
-    assert spec["runPolicy"] == {"jobMaxRetryCount": 5, "cleanPodPolicy": "All", "restartPolicy": {
+    assert spec["runPolicy"] == {"jobMaxRetryCount": 5, "cleanPodPolicy": "None", "restartPolicy": {
         "numRestartBeforeFullJobRestart": 3, "evalPeriodSeconds": 21600, "maxFullJobRestarts": 1}}
     [replica] = spec["replicaSpecs"]
     assert replica["name"] == "pod" and replica["replicas"] == 2
@@ -61,7 +62,7 @@ def test_llama_factory_renders_field_by_field() -> None:
     }
     assert {e["name"]: e["value"] for e in c["env"]} == {"NNODES": "2", "NPROC_PER_NODE": "auto",
                                                          "HF_HOME": "/s3/hf-cache"}
-    assert c["resources"] == {"requests": {"nvidia.com/gpu": 1}, "limits": {"nvidia.com/gpu": 1}}
+    assert c["resources"] == {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}
     assert c["ports"] == [{"containerPort": 8080}]
     assert {"name": "s3", "mountPath": "/s3"} in c["volumeMounts"]
     assert {"name": "s3", "persistentVolumeClaim": {"claimName": "s3-claim"}} in pod["volumes"]
@@ -166,7 +167,7 @@ def test_a_tracked_job_runs_as_the_mlflow_writer_service_account_on_both_paths()
 
     env = {"MLFLOW_TRACKING_URI": "arn:aws:sagemaker:us-west-2:123456789012:mlflow-tracking-server/t"}
     job = m.job(m.JobSpec(name="j", namespace="default", image="i", entry=["train.py"], nodes=1, nproc_per_node="auto",
-                          gpus_per_node=1, instance_type="ml.g6.4xlarge", env=env,
+                          resources=PodResources(gpus=1), instance_type="ml.g6.4xlarge", env=env,
                           service_account="instantstart-training"))
     pod = job["spec"]["replicaSpecs"][0]["template"]["spec"]
     assert pod["serviceAccountName"] == "instantstart-training"
@@ -178,5 +179,5 @@ def test_a_tracked_job_runs_as_the_mlflow_writer_service_account_on_both_paths()
     templates = [cluster["headGroupSpec"]["template"], *(g["template"] for g in cluster["workerGroupSpecs"])]
     assert [t["spec"]["serviceAccountName"] for t in templates] == ["instantstart-training"] * 2
     untracked = m.job(m.JobSpec(name="j", namespace="default", image="i", entry=["train.py"], nodes=1,
-                                nproc_per_node="auto", gpus_per_node=1, instance_type="ml.g6.4xlarge"))
+                                nproc_per_node="auto", resources=PodResources(gpus=1), instance_type="ml.g6.4xlarge"))
     assert "serviceAccountName" not in untracked["spec"]["replicaSpecs"][0]["template"]["spec"]
