@@ -152,3 +152,27 @@ def test_every_type_sizes_a_whole_node_pod_like_the_template(name: str) -> None:
     theirs = _numbers(_container(official(name, 2))["resources"]["requests"])
     assert res.cpu_milli / 1000 == pytest.approx(theirs["cpu"], abs=1e-3)
     assert res.memory_mib * 2**20 == pytest.approx(theirs["memory"], abs=2**20)
+
+
+def test_model_servers_and_endpoints_are_sized_from_the_same_table() -> None:
+    from instantstart.manifests import inference as mi
+    from instantstart.services.inference.managed import ManagedRequest, lint_request
+    from instantstart.services.inference.placement import server_resources
+
+    # A replica that may land on either type gets what the smaller share gives: 1 of 4 GPUs of a g6.12xlarge
+    # (12 cores, 48 GiB) rather than all of a g6.4xlarge (14 cores, 51 GiB); one node, so no EFA.
+    sized = server_resources(["ml.g6.4xlarge", "ml.g6.12xlarge"], 1)
+    assert (sized.gpus, sized.efa, sized.cpu_milli, sized.memory_mib) == (1, 0, 12000, 48 * 1024)
+    spec = mi.ServerSpec(name="s", namespace="default", engine="vllm", command=["vllm", "serve", "m"], image="i",
+                         gpu_count=1, replicas=1, instance_types=["ml.g6.4xlarge", "ml.g6.12xlarge"], port=8000,
+                         service_type="ClusterIP", model="m", token_secret=None, s3_claim=None,
+                         cpu_milli=sized.cpu_milli, memory_mib=sized.memory_mib)
+    container = mi.deployment(spec)["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"] == {"requests": {"nvidia.com/gpu": "1", "cpu": "12", "memory": "49152Mi"},
+                                      "limits": {"nvidia.com/gpu": "1", "memory": "49152Mi"}}
+    body = {"name": "q", "modelName": "q", "image": "vllm/vllm-openai:v0.11.0", "instanceType": "ml.g6.12xlarge",
+            "gpuCount": 2, "modelSource": {"type": "huggingface", "huggingFaceModelId": "Qwen/Qwen3-0.6B"}}
+    worker = lint_request(ManagedRequest.model_validate(body)).manifest["spec"]["worker"]
+    assert worker["resources"]["requests"] == {"nvidia.com/gpu": "2", "cpu": "24", "memory": f"{96 * 1024}Mi"}
+    mine = lint_request(ManagedRequest.model_validate({**body, "cpu": "8", "memory": "32Gi"})).manifest
+    assert mine["spec"]["worker"]["resources"]["requests"] == {"nvidia.com/gpu": "2", "cpu": "8", "memory": "32Gi"}

@@ -55,7 +55,8 @@ def accelerators(t: InstanceType, asked: int | None, field: str = "gpusPerNode")
 
 
 def pod_resources(t: InstanceType, *, accelerators_per_pod: int, nodes: int, efa: bool | None = None,
-                  vcpu: float | None = None, memory_gib: float | None = None) -> PodResources:
+                  vcpu: float | None = None, memory_gib: float | None = None,
+                  beside: tuple[float, float] = (0.0, 0.0)) -> PodResources:
     """One pod's requests on a node of type `t`.
 
     cpu and memory default to the pod's share of the node (its share of the accelerators; all of the node for a
@@ -63,10 +64,12 @@ def pod_resources(t: InstanceType, *, accelerators_per_pod: int, nodes: int, efa
     pods after reservations; an explicit `vcpu`/`memory_gib` above that cap is refused naming both numbers.
     EFA: multi-node pods on an EFA type get the node's interfaces (a partial-node pod its proportional share, at
     least one), single-node pods none (their collectives never leave the node, and the interfaces stay free for a
-    neighbour); `efa=False` turns it off, `efa=True` on a type without EFA is refused."""
+    neighbour); `efa=False` turns it off, `efa=True` on a type without EFA is refused. `beside` (cores, GiB) is
+    kept free for another pod that must fit on the same node (a Ray head)."""
     total = t.accelerators
     share = (accelerators_per_pod / total if accelerators_per_pod else 1 / total) if total else 1.0
-    cpu_cap, mem_cap = pod_cpu_limit(t), pod_memory_limit_gib(t)
+    cpu_cap = max(int(pod_cpu_limit(t) - beside[0]), 0)
+    mem_cap = max(int(pod_memory_limit_gib(t) - beside[1]), 0)
     if vcpu is not None and vcpu > cpu_cap:
         raise _refuse("vcpu", f"{vcpu:g} vCPUs per pod, but a {t.name} node gives pods at most {cpu_cap} of its "
                       f"{t.vcpus} (the rest is reserved for the kubelet and system daemons)",

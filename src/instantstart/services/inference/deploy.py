@@ -23,7 +23,7 @@ from instantstart.operations.params import ParamsModel
 from instantstart.services.cluster.status import collect_status
 from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.core.stages import blocking, wait_until
-from instantstart.services.inference.placement import check_types, place
+from instantstart.services.inference.placement import check_types, place, server_resources
 from instantstart.store.models import ClusterRow, utcnow
 from instantstart.validation import ClusterTag, KubeName
 
@@ -144,6 +144,7 @@ async def inference_deploy_container(ctx: CallContext, req: DeployRequest) -> Op
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
     status = await collect_status(ctx.app, tag, ())
     placement = place(status, types, req.gpu_count, req.replicas)
+    sized = server_resources(placement.instance_types, req.gpu_count)
     name = req.deployment_name or m.default_name(engine, utcnow())
     claim = await blocking(_plan, ctx.app, row, req, name, words)
     secret = None
@@ -158,7 +159,7 @@ async def inference_deploy_container(ctx: CallContext, req: DeployRequest) -> Op
         cluster_tag=tag, region=row.region, eks_cluster=row.eks_cluster_name, name=name, namespace=req.namespace,
         engine=engine.name, command=words, image=req.docker_image or engine.image, gpu_count=req.gpu_count,
         replicas=req.replicas, instance_types=placement.instance_types, port=port, service_type=req.service_type,
-        model=model, token_secret=secret, s3_claim=claim,
+        model=model, token_secret=secret, s3_claim=claim, cpu_milli=sized.cpu_milli, memory_mib=sized.memory_mib,
     )
     return await submit_for_cluster(ctx, KIND, tag, params.model_dump(mode="json", by_alias=True),
                                     status_tool="operation_get", poll_after_seconds=15)

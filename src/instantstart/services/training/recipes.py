@@ -179,7 +179,7 @@ async def _submit_on_kuberay(ctx: CallContext, recipe: Recipe, req: RecipeReques
     words, env, _values = render(recipe, req.fields, {"nodes": str(req.nodes), "gpusPerNode": str(gpus)})
     ray = RayJobRequest(
         job_name=req.job_name, image=req.image or recipe.image, entrypoint=shlex.join(words),
-        instance_type=req.instance_type, nodes=req.nodes, gpus_per_node=gpus, env={**env, **req.env},
+        instance_type=req.instance_type, nodes=req.nodes, gpus_per_node=gpus, efa=req.efa, env={**env, **req.env},
         retries=min(req.recovery.job_max_retry_count, 10), s3_claim=req.s3_claim,
         pod_annotations=dict(req.pod_annotations), namespace=req.namespace, cluster_tag=req.cluster_tag,
         mlflow=req.mlflow,
