@@ -35,3 +35,17 @@ def test_a_ray_worker_and_its_head_fit_one_node_of_every_type() -> None:
     p5 = sizing.pod_resources(catalog()["ml.p5.48xlarge"], accelerators_per_pod=8, nodes=2,
                               beside=(r.HEAD_CPU, r.HEAD_MEMORY_GIB))
     assert (p5.gpus, p5.efa, p5.cpu_milli, p5.memory_mib) == (8, 32, 177000, 1882 * 1024)
+
+
+def test_the_download_job_avoids_trainium_nodes_as_well_as_gpu_nodes() -> None:
+    from hyperpod_twin.sim.nodes import capacity_of as twin_capacity
+    from instantstart.services.storage.models import accelerated_types
+
+    def node(itype: str, capacity: dict[str, str] | None = None) -> dict[str, object]:
+        return {"metadata": {"labels": {"node.kubernetes.io/instance-type": itype}},
+                "status": {"capacity": twin_capacity(itype) if capacity is None else capacity}}
+
+    nodes = [node("ml.g6.4xlarge"), node("ml.trn1.32xlarge"), node("ml.m5.xlarge"),
+             node("ml.trn2.48xlarge", {"cpu": "192"}),  # devices not advertised yet: the catalog knows
+             node("ml.custom.unknown", {"aws.amazon.com/neurondevice": "2"})]
+    assert accelerated_types(nodes) == ["ml.custom.unknown", "ml.g6.4xlarge", "ml.trn1.32xlarge", "ml.trn2.48xlarge"]
