@@ -119,8 +119,10 @@ async def submit_ray(ctx: CallContext, req: RayJobRequest, entry: list[str], *, 
              "instanceType": "ml.g6.4xlarge"},
 )
 async def ray_job_submit(ctx: CallContext, req: RayJobRequest) -> OperationRef:
-    """Submit a KubeRay RayJob: its own Ray cluster (a CPU head and `nodes` GPU workers on `instanceType`, the
-    cluster's S3 claim at /s3), the `entrypoint` run by the submitter, the cluster removed when the job ends.
+    """Submit a KubeRay RayJob: its own Ray cluster (a CPU head and `nodes` GPU workers on `instanceType`, each
+    worker sized from the instance-type catalog with room left for the head, EFA and its libfabric env when there
+    are several workers on an EFA type, unless `efa` is false; the cluster's S3 claim at /s3), the `entrypoint` run
+    by the submitter, the cluster removed when the job ends.
     Refused before submitting: KubeRay not enabled (hint: the feature key), a name that is not a DNS label, more
     GPUs than the type has, a type with no nodes, shell operators in the entrypoint. job_get_status,
     training_job_logs and training_job_delete take its name like any training job."""
