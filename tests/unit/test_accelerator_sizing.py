@@ -176,3 +176,14 @@ def test_model_servers_and_endpoints_are_sized_from_the_same_table() -> None:
     assert worker["resources"]["requests"] == {"nvidia.com/gpu": "2", "cpu": "24", "memory": f"{96 * 1024}Mi"}
     mine = lint_request(ManagedRequest.model_validate({**body, "cpu": "8", "memory": "32Gi"})).manifest
     assert mine["spec"]["worker"]["resources"]["requests"] == {"nvidia.com/gpu": "2", "cpu": "8", "memory": "32Gi"}
+
+
+def test_the_kuberay_recipe_path_refuses_pod_sizes_it_cannot_honour() -> None:
+    import asyncio
+
+    from instantstart.services.training import recipes as rc
+
+    for extra, field in (({"vcpu": 8}, "vcpu"), ({"memoryGiB": 32}, "memoryGiB")):
+        req = rc.RecipeRequest(recipe="verl", job_name="rl", instance_type="ml.g6.4xlarge", **extra)
+        with pytest.raises(InvalidInput, match=rf"{field}: is not supported on the KubeRay path"):
+            asyncio.run(rc._submit_on_kuberay(None, rc.recipes()["verl"], req))  # type: ignore[arg-type]

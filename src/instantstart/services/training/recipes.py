@@ -171,7 +171,8 @@ async def training_recipe_submit(ctx: CallContext, req: RecipeRequest) -> Operat
 async def _submit_on_kuberay(ctx: CallContext, recipe: Recipe, req: RecipeRequest) -> OperationRef:
     """A KubeRay recipe: the job's shape becomes a RayJob (recovery.jobMaxRetryCount → backoffLimit)."""
     for name, value in (("elastic", req.elastic), ("hangDetection", req.hang_detection),
-                        ("queueName", req.queue_name), ("priority", req.priority), ("topology", req.topology)):
+                        ("queueName", req.queue_name), ("priority", req.priority), ("topology", req.topology),
+                        ("vcpu", req.vcpu), ("memoryGiB", req.memory_gib)):
         if value:
             raise checks.field_error(name, f"is not supported on the KubeRay path (recipe {recipe.name})",
                                      f"Leave {name} out; it applies to HyperPodPyTorchJob recipes.")
