@@ -39,8 +39,9 @@ def as_submitted(actual: Any, submitted: Any) -> Any:
     return actual
 
 
-DEFAULT_POLICY = {"jobMaxRetryCount": 5, "cleanPodPolicy": "All", "restartPolicy": {
-    "numRestartBeforeFullJobRestart": 3, "evalPeriodSeconds": 21600, "maxFullJobRestarts": 1}}
+DEFAULT_POLICY = {"jobMaxRetryCount": 5, "cleanPodPolicy": "None", "ttlSecondsAfterFinished": 604800,
+                  "restartPolicy": {"numRestartBeforeFullJobRestart": 3, "evalPeriodSeconds": 21600,
+                                    "maxFullJobRestarts": 1}}
 
 
 def status_until(cp: Running, name: str, predicate: Any, limit: float = 120) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import pytest
 
 from instantstart.errors import InvalidInput
 from instantstart.manifests import training as m
+from instantstart.manifests.resources import PodResources
 from instantstart.services.training import checks
 from instantstart.services.training.recipes import recipes, render, uses_s3
 from instantstart.services.training.submit import entry_words
@@ -17,8 +18,8 @@ def _job(recipe: str, fields: dict[str, Any], **extra: Any) -> dict[str, Any]:
     r = recipes()[recipe]
     words, env, _ = render(r, fields)
     spec = m.JobSpec(name="ft", namespace="team-a", image=r.image, entry=words, nodes=2, nproc_per_node="auto",
-                     gpus_per_node=1, instance_type="ml.g6.4xlarge", env=env, s3_claim="s3-claim", recipe=r.name,
-                     **extra)
+                     resources=PodResources(gpus=1), instance_type="ml.g6.4xlarge", env=env, s3_claim="s3-claim",
+                     recipe=r.name, **extra)
     return m.job(spec)
 
 
@@ -41,7 +42,7 @@ def test_llama_factory_renders_field_by_field() -> None:
     assert body["metadata"]["labels"][m.LABEL_RECIPE] == "llama-factory"
     spec = body["spec"]
     assert spec["nprocPerNode"] == "auto"
-    assert spec["runPolicy"] == {"jobMaxRetryCount": 5, "cleanPodPolicy": "All", "restartPolicy": {
+    assert spec["runPolicy"] == {"jobMaxRetryCount": 5, "cleanPodPolicy": "None", "restartPolicy": {
         "numRestartBeforeFullJobRestart": 3, "evalPeriodSeconds": 21600, "maxFullJobRestarts": 1}}
     [replica] = spec["replicaSpecs"]
     assert replica["name"] == "pod" and replica["replicas"] == 2
@@ -61,7 +62,7 @@ def test_llama_factory_renders_field_by_field() -> None:
     }
     assert {e["name"]: e["value"] for e in c["env"]} == {"NNODES": "2", "NPROC_PER_NODE": "auto",
                                                          "HF_HOME": "/s3/hf-cache"}
-    assert c["resources"] == {"requests": {"nvidia.com/gpu": 1}, "limits": {"nvidia.com/gpu": 1}}
+    assert c["resources"] == {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}
     assert c["ports"] == [{"containerPort": 8080}]
     assert {"name": "s3", "mountPath": "/s3"} in c["volumeMounts"]
     assert {"name": "s3", "persistentVolumeClaim": {"claimName": "s3-claim"}} in pod["volumes"]
@@ -128,8 +129,9 @@ def test_verl_renders_into_a_rayjob_field_by_field() -> None:
     words, env, _ = render(recipe, {"model": "/s3/models/qwen", "algorithm": "gae", "epochs": 3,
                                     "args": "actor_rollout_ref.rollout.n=5"}, {"nodes": "2", "gpusPerNode": "8"})
     body = r.ray_job(r.RayJobSpec(name="rl", namespace="team-a", image=recipe.image, entrypoint=words, workers=2,
-                                  gpus_per_worker=8, instance_type="ml.p5.48xlarge", env=env, s3_claim="s3-claim",
-                                  recipe="verl", backoff_limit=2))
+                                  worker=PodResources(gpus=8, efa=32, cpu_milli=177000, memory_mib=1882 * 1024,
+                                                      efa_rdma=True), instance_type="ml.p5.48xlarge", env=env,
+                                  s3_claim="s3-claim", recipe="verl", backoff_limit=2))
     assert body["apiVersion"] == "ray.io/v1" and body["kind"] == "RayJob"
     assert body["metadata"]["labels"][m.LABEL_RECIPE] == "verl"
     spec = body["spec"]
@@ -149,16 +151,21 @@ def test_verl_renders_into_a_rayjob_field_by_field() -> None:
     }
     cluster = spec["rayClusterSpec"]
     head = cluster["headGroupSpec"]["template"]["spec"]
-    assert head["containers"][0]["resources"]["limits"] == {"cpu": "2", "memory": "8Gi", "nvidia.com/gpu": 0}
+    assert head["containers"][0]["resources"]["limits"] == {"cpu": "2", "memory": "8Gi"}  # no GPU, not even 0
     [workers] = cluster["workerGroupSpecs"]
     assert (workers["replicas"], workers["minReplicas"], workers["maxReplicas"]) == (2, 2, 2)
     pod = workers["template"]["spec"]
     assert pod["nodeSelector"] == {"node.kubernetes.io/instance-type": "ml.p5.48xlarge"}
     [c] = pod["containers"]
-    assert c["image"] == recipe.image and c["resources"]["limits"] == {"nvidia.com/gpu": 8}
+    assert c["image"] == recipe.image and c["resources"]["limits"] == {
+        "nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "32", "memory": f"{1882 * 1024}Mi"}
+    assert c["resources"]["requests"]["cpu"] == "177"
+    assert not any(e["name"] == "FI_PROVIDER" for e in head["containers"][0]["env"])
     assert {v["mountPath"] for v in c["volumeMounts"]} == {"/dev/shm", "/s3"}
     assert {"name": "s3", "persistentVolumeClaim": {"claimName": "s3-claim"}} in pod["volumes"]
-    assert {e["name"]: e["value"] for e in c["env"]} == {"HF_HOME": "/s3/hf-cache"}
+    assert {e["name"]: e["value"] for e in c["env"]} == {  # the workers' EFA env, then the recipe's
+        "FI_PROVIDER": "efa", "FI_EFA_FORK_SAFE": "1", "NCCL_SOCKET_IFNAME": "^lo,docker",
+        "FI_EFA_USE_DEVICE_RDMA": "1", "HF_HOME": "/s3/hf-cache"}
 
 
 def test_a_tracked_job_runs_as_the_mlflow_writer_service_account_on_both_paths() -> None:
@@ -166,17 +173,17 @@ def test_a_tracked_job_runs_as_the_mlflow_writer_service_account_on_both_paths()
 
     env = {"MLFLOW_TRACKING_URI": "arn:aws:sagemaker:us-west-2:123456789012:mlflow-tracking-server/t"}
     job = m.job(m.JobSpec(name="j", namespace="default", image="i", entry=["train.py"], nodes=1, nproc_per_node="auto",
-                          gpus_per_node=1, instance_type="ml.g6.4xlarge", env=env,
+                          resources=PodResources(gpus=1), instance_type="ml.g6.4xlarge", env=env,
                           service_account="instantstart-training"))
     pod = job["spec"]["replicaSpecs"][0]["template"]["spec"]
     assert pod["serviceAccountName"] == "instantstart-training"
     assert {"name": "MLFLOW_TRACKING_URI", "value": env["MLFLOW_TRACKING_URI"]} in pod["containers"][0]["env"]
     ray = r.ray_job(r.RayJobSpec(name="rl", namespace="default", image="i", entrypoint=["python3", "a.py"], workers=1,
-                                 gpus_per_worker=1, instance_type="ml.g6.4xlarge", env=env,
+                                 worker=PodResources(gpus=1), instance_type="ml.g6.4xlarge", env=env,
                                  service_account="instantstart-training"))
     cluster = ray["spec"]["rayClusterSpec"]
     templates = [cluster["headGroupSpec"]["template"], *(g["template"] for g in cluster["workerGroupSpecs"])]
     assert [t["spec"]["serviceAccountName"] for t in templates] == ["instantstart-training"] * 2
     untracked = m.job(m.JobSpec(name="j", namespace="default", image="i", entry=["train.py"], nodes=1,
-                                nproc_per_node="auto", gpus_per_node=1, instance_type="ml.g6.4xlarge"))
+                                nproc_per_node="auto", resources=PodResources(gpus=1), instance_type="ml.g6.4xlarge"))
     assert "serviceAccountName" not in untracked["spec"]["replicaSpecs"][0]["template"]["spec"]

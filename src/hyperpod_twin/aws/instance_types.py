@@ -189,6 +189,8 @@ for _family, _mem_per, _smt, _sizes in _CPU_FAMILIES:
         if _size == "medium" and not _smt:
             _v = 1  # Graviton medium sizes have one vCPU
         _add(InstanceType(f"ml.{_family}.{_size}", _v, _v * _mem_per, smt=_smt))
+# Burstable t3.medium has 2 vCPUs but 4 GiB (t3.large is the 8 GiB one; EC2 and the HyperPod CLI's table).
+_add(InstanceType("ml.t3.medium", 2, 4))
 
 # GPU types added with the same enum. gr6 are L4 types with 8 GiB per vCPU; g7e carry RTX PRO 6000
 # Blackwell (96 GB); g7 and p6e-gb200 follow the published sizes as far as known (docs/TWIN.md: derived).

@@ -14,6 +14,7 @@ from hyperpod_twin.kube.store import WatchEvent
 from hyperpod_twin.sim import fsx_mounts, kobj, mlflow_runs, model_server, nccl_tests
 from hyperpod_twin.sim.core import NODES, PODS, ClusterSim, Controller
 from hyperpod_twin.sim.kobj import Obj
+from hyperpod_twin.sim.log_shipping import LogShipper
 from hyperpod_twin.sim.lustre_network import PENDING, LustreReachability
 from hyperpod_twin.sim.nodes import is_ready
 
@@ -75,10 +76,12 @@ class Kubelet(Controller):
         self._node_of: dict[tuple[str, str], str] = {}
         self._on_node: dict[str, set[tuple[str, str]]] = {}
         self._lustre = LustreReachability(sim, fsx_mounts.RETRY_SECONDS)  # FSx mounts: the network path
+        self._shipper = LogShipper(sim)  # with observability logging on, lines reach CloudWatch before they go
 
     def stop(self) -> None:
-        """Stop the Lustre reachability look-ups."""
+        """Stop the Lustre reachability look-ups and the log shipping."""
         self._lustre.stop()
+        self._shipper.stop()
 
     def _file(self, pod: Obj, deleted: bool, *, only_new: bool = False) -> None:
         """Keep the pods-by-node index (a Node event reads its node's pods, not every pod) current."""
@@ -456,6 +459,7 @@ class Kubelet(Controller):
         self._runs.pop((ns, name), None)
         self._stopping.pop((ns, name), None)
         self.sim.runtime.pod_http.unregister_pod(ns, name)
+        self._shipper.ship(ns, name)
         self.sim.runtime.logs.forget(ns, name)
 
 

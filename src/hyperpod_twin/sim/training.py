@@ -20,7 +20,7 @@ _TERMINAL = ("Completed", "Failed")
 def _gpus(container: Obj) -> int:
     res = container.get("resources") or {}
     for source in (res.get("limits") or {}, res.get("requests") or {}):
-        for key in ("nvidia.com/gpu", "aws.amazon.com/neuroncore"):
+        for key in ("nvidia.com/gpu", "aws.amazon.com/neuroncore", "aws.amazon.com/neurondevice"):
             if key in source:
                 return int(kobj.quantity(source[key]))
     return 0

@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from instantstart.manifests.resources import PodResources
+
 MANAGED_BY = "instantstart"
 LABEL_APP = "app.kubernetes.io/name"
 LABEL_MANAGED = "app.kubernetes.io/managed-by"
@@ -191,6 +193,9 @@ class ServerSpec(BaseModel):
     load_balancer_scheme: Literal["internal", "internet-facing"] = "internal"
     source_ranges: list[str] = []
     api_key_secret: str | None = None
+    # cpu/memory per replica, sized from the instance-type catalog (0: not requested, as before sizing existed).
+    cpu_milli: int = 0
+    memory_mib: int = 0
 
     @property
     def engine_spec(self) -> Engine:
@@ -231,7 +236,8 @@ def _container(spec: ServerSpec) -> dict[str, Any]:
         "command": command,
         "ports": [{"name": "http", "containerPort": spec.port}],
         "env": env,
-        "resources": {"requests": {GPU: str(spec.gpu_count)}, "limits": {GPU: str(spec.gpu_count)}},
+        "resources": PodResources(gpus=spec.gpu_count, cpu_milli=spec.cpu_milli,
+                                  memory_mib=spec.memory_mib).render(),
         "readinessProbe": {**probe, "failureThreshold": 3},
         "startupProbe": {**probe, "failureThreshold": 180},
         "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}],  # noqa: S108 (a memory volume for NCCL)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from instantstart.manifests import training as m
+from instantstart.manifests.resources import PodResources, efa_env
 
 GROUP = "ray.io"
 VERSION = "v1"
@@ -19,8 +20,8 @@ SUBMITTER_LABEL = "batch.kubernetes.io/job-name"  # the submitter Job's pods (K8
 WORKER_GROUP = "gpu-workers"
 HEAD_CONTAINER = "ray-head"
 WORKER_CONTAINER = "ray-worker"
-HEAD_CPU = "2"
-HEAD_MEMORY = "8Gi"
+HEAD_CPU = 2
+HEAD_MEMORY_GIB = 8
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class RayJobSpec:
     image: str
     entrypoint: list[str]
     workers: int
-    gpus_per_worker: int
+    worker: PodResources  # each worker's requests, sized from the instance-type catalog
     instance_type: str
     env: dict[str, str] = field(default_factory=dict)
     s3_claim: str | None = None
@@ -53,7 +54,8 @@ def _volumes(spec: RayJobSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any
     return volumes, mounts
 
 
-def _template(spec: RayJobSpec, container: str, resources: dict[str, Any]) -> dict[str, Any]:
+def _template(spec: RayJobSpec, container: str, resources: dict[str, Any],
+              env: dict[str, str]) -> dict[str, Any]:
     volumes, mounts = _volumes(spec)
     labels = {m.LABEL_MANAGED: m.MANAGED_BY}
     if spec.recipe:
@@ -65,8 +67,8 @@ def _template(spec: RayJobSpec, container: str, resources: dict[str, Any]) -> di
             "containers": [{
                 "name": container,
                 "image": spec.image,
-                "env": [{"name": k, "value": v} for k, v in spec.env.items()],
-                "resources": {"requests": dict(resources), "limits": dict(resources)},
+                "env": [{"name": k, "value": v} for k, v in env.items()],
+                "resources": resources,
                 "volumeMounts": mounts,
             }],
             "volumes": volumes,
@@ -80,8 +82,10 @@ def _template(spec: RayJobSpec, container: str, resources: dict[str, Any]) -> di
 
 
 def ray_job(spec: RayJobSpec) -> dict[str, Any]:
-    """The RayJob: its own RayCluster (a CPU head, `workers` GPU workers), deleted when the job finishes."""
-    gpus = {m.GPU: spec.gpus_per_worker}
+    """The RayJob: its own RayCluster (a CPU head, `workers` GPU workers), deleted when the job finishes. The head
+    asks for no accelerator at all (no `nvidia.com/gpu: 0`, meaningless on a Trainium node); workers get their
+    accelerators, EFA and the libfabric env (the user's env wins)."""
+    head = {"cpu": str(HEAD_CPU), "memory": f"{HEAD_MEMORY_GIB}Gi"}
     labels = {m.LABEL_MANAGED: m.MANAGED_BY}
     if spec.recipe:
         labels[m.LABEL_RECIPE] = spec.recipe
@@ -98,7 +102,8 @@ def ray_job(spec: RayJobSpec) -> dict[str, Any]:
             "rayClusterSpec": {
                 "headGroupSpec": {
                     "rayStartParams": {"dashboard-host": "0.0.0.0", "num-gpus": "0"},
-                    "template": _template(spec, HEAD_CONTAINER, {"cpu": HEAD_CPU, "memory": HEAD_MEMORY, m.GPU: 0}),
+                    "template": _template(spec, HEAD_CONTAINER, {"requests": dict(head), "limits": dict(head)},
+                                          spec.env),
                 },
                 "workerGroupSpecs": [{
                     "groupName": WORKER_GROUP,
@@ -106,7 +111,8 @@ def ray_job(spec: RayJobSpec) -> dict[str, Any]:
                     "minReplicas": spec.workers,
                     "maxReplicas": spec.workers,
                     "rayStartParams": {},
-                    "template": _template(spec, WORKER_CONTAINER, gpus),
+                    "template": _template(spec, WORKER_CONTAINER, spec.worker.render(),
+                                          {**efa_env(spec.worker), **spec.env}),
                 }],
             },
         },

@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from instantstart.manifests.resources import GPU as GPU
+from instantstart.manifests.resources import PodResources, efa_env
+
 GROUP = "sagemaker.amazonaws.com"
 VERSION = "v1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -20,7 +23,6 @@ REPLICA = "pod"
 LAUNCHER = "hyperpodrun"
 AGENT_PORT = 8080  # the elastic agent's server port (FACTS §6.1)
 S3_MOUNT = "/s3"
-GPU = "nvidia.com/gpu"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 
@@ -71,8 +73,11 @@ class RunPolicy:
     num_restart_before_full_job_restart: int = 3
     eval_period_seconds: int = 21600
     max_full_job_restarts: int = 1
-    clean_pod_policy: str = "All"
+    # Keep finished pods (the HyperPod template's choice) so their logs stay readable; the job and its pods go
+    # `ttl_seconds_after_finished` after it finishes (0: kept until deleted).
+    clean_pod_policy: str = "None"
     log_monitoring: tuple[LogMonitor, ...] = ()
+    ttl_seconds_after_finished: int = 0
 
     def render(self) -> dict[str, Any]:
         """runPolicy as the operator reads it."""
@@ -85,6 +90,8 @@ class RunPolicy:
             },
             "cleanPodPolicy": self.clean_pod_policy,
         }
+        if self.ttl_seconds_after_finished:
+            out["ttlSecondsAfterFinished"] = self.ttl_seconds_after_finished
         if self.log_monitoring:
             out["logMonitoringConfiguration"] = [monitor.render() for monitor in self.log_monitoring]
         return out
@@ -100,7 +107,7 @@ class JobSpec:
     entry: list[str]
     nodes: int
     nproc_per_node: str
-    gpus_per_node: int
+    resources: PodResources
     instance_type: str
     env: dict[str, str] = field(default_factory=dict)
     s3_claim: str | None = None
@@ -119,15 +126,15 @@ def command(spec: JobSpec) -> list[str]:
 
 
 def _container(spec: JobSpec) -> dict[str, Any]:
-    resources = {GPU: spec.gpus_per_node}
-    env = {"NNODES": str(spec.nodes), "NPROC_PER_NODE": spec.nproc_per_node, **spec.env}
+    # EFA settings first so a user's own value for one of them wins.
+    env = {**efa_env(spec.resources), "NNODES": str(spec.nodes), "NPROC_PER_NODE": spec.nproc_per_node, **spec.env}
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": spec.image,
         "command": command(spec),
         "env": [{"name": k, "value": v} for k, v in env.items()],
         "ports": [{"containerPort": AGENT_PORT}],
-        "resources": {"requests": dict(resources), "limits": dict(resources)},
+        "resources": spec.resources.render(),
         "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}],  # noqa: S108 (a memory volume for NCCL)
     }
     if spec.s3_claim:

@@ -28,11 +28,22 @@ class InstanceType(BaseModel):
     efa: int = 0
     efa_only_eligible: bool = Field(default=False, alias="efaOnlyEligible")
     threads_per_core: int = Field(default=1, alias="threadsPerCore")
+    efa_rdma: bool = Field(default=False, alias="efaRdma")
 
     @property
     def accelerated(self) -> bool:
         """Whether the type has GPUs or Trainium devices."""
         return self.gpus > 0 or self.neuron > 0
+
+    @property
+    def accelerators(self) -> int:
+        """GPUs or Trainium devices per node (a type has one kind or none)."""
+        return self.gpus or self.neuron
+
+    @property
+    def accelerator_word(self) -> str:
+        """How messages name the type's accelerators."""
+        return "Neuron devices" if self.neuron else "GPUs"
 
     @property
     def ec2_name(self) -> str:

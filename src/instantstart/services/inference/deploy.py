@@ -23,7 +23,7 @@ from instantstart.operations.params import ParamsModel
 from instantstart.services.cluster.status import collect_status
 from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.core.stages import blocking, wait_until
-from instantstart.services.inference.placement import check_types, place
+from instantstart.services.inference.placement import check_types, place, server_resources
 from instantstart.store.models import ClusterRow, utcnow
 from instantstart.validation import ClusterTag, KubeName, SourceRange
 
@@ -183,6 +183,7 @@ async def inference_deploy_container(ctx: CallContext, req: DeployRequest) -> Op
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
     status = await collect_status(ctx.app, tag, ())
     placement = place(status, types, req.gpu_count, req.replicas)
+    sized = server_resources(placement.instance_types, req.gpu_count)
     name = req.deployment_name or m.default_name(engine, utcnow())
     claim = await blocking(_plan, ctx.app, row, req, name, words)
     secret = None
@@ -206,7 +207,8 @@ async def inference_deploy_container(ctx: CallContext, req: DeployRequest) -> Op
         engine=engine.name, command=words, image=req.docker_image or engine.image, gpu_count=req.gpu_count,
         replicas=req.replicas, instance_types=placement.instance_types, port=port, service_type=req.service_type,
         model=model, token_secret=secret, s3_claim=claim, load_balancer_scheme=req.load_balancer_scheme,
-        source_ranges=list(req.source_ranges or []), api_key_secret=key_secret,
+        source_ranges=list(req.source_ranges or []), api_key_secret=key_secret, cpu_milli=sized.cpu_milli,
+        memory_mib=sized.memory_mib,
     )
     return await submit_for_cluster(ctx, KIND, tag, params.model_dump(mode="json", by_alias=True),
                                     status_tool="operation_get", poll_after_seconds=15)

@@ -24,6 +24,7 @@ from instantstart.services.cluster.status_model import WatchFreshness
 from instantstart.services.core.instance_types import catalog
 from instantstart.services.core.registry import submit_for_cluster
 from instantstart.services.core.stages import blocking, wait_until
+from instantstart.services.inference.placement import endpoint_cpu_memory
 from instantstart.services.inference.services import cluster_row
 from instantstart.services.monitoring import custom, watched
 from instantstart.services.monitoring.state import memoised
@@ -70,8 +71,8 @@ class ManagedRequest(WireModel):
     served_model_name: str | None = Field(default=None, max_length=253)
     endpoint_name: str | None = Field(default=None, max_length=253, description="SageMaker endpoint to register.")
     replicas: int = Field(default=1, ge=1, le=64)
-    cpu: str | None = Field(default=None, max_length=16)
-    memory: str | None = Field(default=None, max_length=16)
+    cpu: str | None = Field(default=None, max_length=16, description="Default: the GPUs' share of the node.")
+    memory: str | None = Field(default=None, max_length=16, description="Default: the GPUs' share of the node.")
     kv_cache: KvCache | None = None
     routing_strategy: Literal["prefixaware", "kvaware", "session", "roundrobin"] | None = None
     tls_output_s3_uri: str | None = Field(default=None, max_length=1024)
@@ -85,11 +86,12 @@ class ManagedRequest(WireModel):
 def spec_of(req: ManagedRequest) -> iec.EndpointSpec:
     """The builder input of a request."""
     src, kv = req.model_source, req.kv_cache
+    cpu, memory = endpoint_cpu_memory(req.instance_type, req.gpu_count, req.cpu, req.memory)
     return iec.EndpointSpec(
         name=req.name, namespace=req.namespace, model_name=req.model_name, image=req.image,
         instance_type=req.instance_type, gpu_count=req.gpu_count, source_type=src.type,
         invocation_port=req.invocation_port, args=list(req.args), served_model_name=req.served_model_name,
-        endpoint_name=req.endpoint_name, replicas=req.replicas, cpu=req.cpu, memory=req.memory,
+        endpoint_name=req.endpoint_name, replicas=req.replicas, cpu=cpu, memory=memory,
         model_location=src.model_location, s3_bucket=src.s3_bucket, s3_region=src.s3_region,
         fsx_file_system_id=src.fsx_file_system_id, fsx_dns_name=src.fsx_dns_name, fsx_mount_name=src.fsx_mount_name,
         hugging_face_model_id=src.hugging_face_model_id, kv_l1=bool(kv and kv.enable_l1),

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from instantstart.errors import InvalidInput, PreconditionFailed
+from instantstart.manifests.resources import PodResources
 from instantstart.services.cluster.status_model import ClusterStatus
+from instantstart.services.core import sizing
 from instantstart.services.core.instance_types import catalog
 
 
@@ -39,6 +41,29 @@ def check_types(requested: list[str] | None, gpu_count: int) -> list[str] | None
             details={"fields": [{"field": "instanceTypes", "message": "; ".join(problems)}]},
         )
     return list(dict.fromkeys(requested))
+
+
+def server_resources(types: list[str], gpu_count: int) -> PodResources:
+    """A model-server replica's requests: its GPUs, and the cpu/memory its share of the GPUs gives on the smallest
+    of the types it may land on (so it fits any of them); one node, so no EFA."""
+    known = catalog()
+    sized = [sizing.pod_resources(known[t], accelerators_per_pod=gpu_count, nodes=1) for t in types if t in known]
+    if not sized:
+        return PodResources(gpus=gpu_count)
+    return PodResources(gpus=gpu_count, cpu_milli=min(s.cpu_milli for s in sized),
+                        memory_mib=min(s.memory_mib for s in sized))
+
+
+def endpoint_cpu_memory(instance_type: str, gpu_count: int, cpu: str | None,
+                        memory: str | None) -> tuple[str | None, str | None]:
+    """An InferenceEndpointConfig worker's cpu/memory requests: the caller's, else its GPUs' share of the node after
+    reservations (as training pods and model servers are sized); left unset when the type is unknown or too small
+    (lint names that)."""
+    facts = catalog().get(instance_type)
+    if facts is None or not facts.gpus or gpu_count > facts.gpus:
+        return cpu, memory
+    sized = sizing.pod_resources(facts, accelerators_per_pod=gpu_count, nodes=1).requests()
+    return cpu or sized.get("cpu"), memory or sized.get("memory")
 
 
 def free_gpus_text(status: ClusterStatus) -> str:

@@ -15,8 +15,10 @@ from instantstart.kube import k8s
 from instantstart.kube.apply import apply_object, delete_object, read_object
 from instantstart.kube.calls import as_dict, kube_api, kube_call
 from instantstart.manifests import model_download as md
+from instantstart.manifests.resources import GPU, NEURON
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
+from instantstart.services.core.instance_types import catalog
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.services.storage.model_params import (
     DEFAULT_HUB,
@@ -48,14 +50,22 @@ def read_manifest(app: AppContext, bucket: str, region: str, key: str) -> dict[s
 
 
 def gpu_instance_types(api: k8s.ApiClient) -> list[str]:
-    """Instance types of the cluster's nodes that have GPUs (the Job prefers other nodes)."""
+    """Instance types of the cluster's nodes that have accelerators, GPUs or Neuron devices, by the catalog or the
+    node's advertised devices (the Job prefers other nodes, so it never sits on an accelerator's cpu/memory)."""
     nodes = as_dict(api, kube_call("list nodes", k8s.CoreV1Api(api).list_node)).get("items") or []
+    return accelerated_types(nodes)
+
+
+def accelerated_types(nodes: list[dict[str, Any]]) -> list[str]:
+    """The instance types among `nodes` with GPUs or Neuron devices (catalog facts, or the node's capacity)."""
+    known = catalog()
     found = set()
     for node in nodes:
-        if int(((node.get("status") or {}).get("capacity") or {}).get("nvidia.com/gpu") or 0) > 0:
-            itype = (node["metadata"].get("labels") or {}).get("node.kubernetes.io/instance-type")
-            if itype:
-                found.add(itype)
+        itype = (node["metadata"].get("labels") or {}).get("node.kubernetes.io/instance-type")
+        capacity = (node.get("status") or {}).get("capacity") or {}
+        devices = any(int(capacity.get(key) or 0) > 0 for key in (GPU, NEURON))
+        if itype and (devices or (itype in known and known[itype].accelerated)):
+            found.add(itype)
     return sorted(found)
 
 

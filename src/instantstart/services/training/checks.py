@@ -12,8 +12,10 @@ from instantstart.kube import k8s
 from instantstart.kube.apply import read_object
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.manifests import training as m
+from instantstart.manifests.resources import PodResources
 from instantstart.services.capacity.groups import capacity_type, described
-from instantstart.services.core.instance_types import catalog
+from instantstart.services.core import sizing
+from instantstart.services.core.instance_types import InstanceType, catalog
 from instantstart.store.models import ClusterRow
 
 DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -41,20 +43,31 @@ def check_nproc(value: str) -> None:
                           "Leave it at auto (one process per accelerator) or give a number.")
 
 
-def gpus_per_node(instance_type: str, asked: int | None) -> int:
-    """The GPUs each pod requests: asked (at most what the type has) or all of the type's GPUs."""
+def facts_of(instance_type: str) -> InstanceType:
+    """The catalog's facts of `instance_type`; an error naming instanceType when unknown."""
     known = catalog()
     facts = known.get(instance_type)
     if facts is None:
         gpu_types = sorted(n for n, f in known.items() if f.gpus > 0)
         raise field_error("instanceType", f"{instance_type} is not a known instance type",
                           f"Use an ml.* type of the cluster, e.g. {', '.join(gpu_types[:6])}.")
-    if asked is None:
-        return facts.gpus
-    if asked > facts.gpus:
-        raise field_error("gpusPerNode", f"{asked} GPUs per node, but {instance_type} has {facts.gpus}",
-                          f"Set gpusPerNode to at most {facts.gpus}, or pick an instance type with more GPUs.")
-    return asked
+    return facts
+
+
+def gpus_per_node(instance_type: str, asked: int | None) -> int:
+    """The accelerators (GPUs, or Neuron devices on trn) each pod requests: asked (at most what the type has) or all
+    of the type's."""
+    return sizing.accelerators(facts_of(instance_type), asked)
+
+
+def pod_resources(shape: Any) -> PodResources:
+    """A training pod's requests from the catalog: accelerators, EFA (multi-node, unless efa is false), cpu/memory
+    (its share of the node, or the vcpu/memoryGiB asked); what cannot fit a node is refused naming the numbers."""
+    facts = facts_of(shape.instance_type)
+    count = sizing.accelerators(facts, shape.gpus_per_node)
+    nodes = max(shape.nodes, shape.elastic.max_replicas if shape.elastic else 1)
+    return sizing.pod_resources(facts, accelerators_per_pod=count, nodes=nodes, efa=shape.efa,
+                                vcpu=shape.vcpu, memory_gib=shape.memory_gib)
 
 
 def _groups_text(groups: list[dict[str, Any]]) -> str:

@@ -28,7 +28,7 @@ from instantstart.services.core.stages import blocking, wait_until
 from instantstart.services.diagnostics.logs import PodLogsRequest, read_log
 from instantstart.services.monitoring import custom, watched
 from instantstart.services.monitoring.state import memoised
-from instantstart.services.training import job_watch, ray_jobs
+from instantstart.services.training import job_logs, job_watch, ray_jobs
 from instantstart.services.training.models import JobPod, JobSummary
 from instantstart.services.training.network import NetworkUse, network_use
 from instantstart.store.models import ClusterRow
@@ -290,31 +290,52 @@ class LogsRequest(JobRef):
 
 
 class JobLogs(WireModel):
-    """A bounded tail of one pod's training container."""
+    """A bounded tail of one pod's training container, from the pod or, once it is gone, from CloudWatch."""
 
     job_name: str
     pod: str
     pods: list[str]
     lines: list[str]
     truncated: bool
+    source: str = Field(default="pods", description="Where the lines came from: pods (the live or finished pod's "
+                        "log) or cloudwatch (the observability add-on's copy, after the pod was deleted).")
+    log_group: str | None = Field(default=None, description="The CloudWatch log group read (source cloudwatch).")
 
 
 @operation("training_job_logs", method="GET", path="/training/jobs/logs", example={"jobName": "missing-job"})
 async def training_job_logs(ctx: CallContext, req: LogsRequest) -> JobLogs:
     """The last `tail` (≤500) lines, at most 64 KiB, of one pod of a training job (default its first pod);
-    `pods` names the others. Read-only."""
+    `pods` names the others. Once the pods are gone (cleanPodPolicy All, deleted, or the job's TTL passed) and
+    observability logging is on, the lines come from the cluster's CloudWatch log group (`source` says which).
+    Read-only."""
     row = await _row(ctx.app, req.cluster_tag)
-    _obj, pods = await blocking(read_job, ctx.app, row, req.job_name, req.namespace)
+    missing: NotFound | None = None
+    obj: dict[str, Any] = {}
+    pods: list[JobPod] = []
+    try:
+        obj, pods = await blocking(read_job, ctx.app, row, req.job_name, req.namespace)
+    except NotFound as gone:  # the job itself may be gone (its TTL): CloudWatch may still have its lines
+        missing = gone
     names = [p.name for p in pods]
-    if not names:
-        raise NotFound(f"Training job {req.namespace}/{req.job_name} has no pods now.",
-                       hint="job_get_status shows its state (pods are removed when it finishes with cleanPodPolicy "
-                       "All).")
-    pod = req.pod or names[0]
-    if pod not in names:
+    pod = req.pod or (names[0] if names else None)
+    if pod is None or pod not in names:
+        container = m.CONTAINER if obj.get("kind", m.KIND) == m.KIND else ray_job.HEAD_CONTAINER
+        found = await blocking(job_logs.shipped, ctx.app, row, req.job_name, req.namespace, container, req.pod,
+                               req.tail)
+        if found is not None:
+            return JobLogs(job_name=req.job_name, pod=found.pod, pods=found.pods, lines=found.lines,
+                           truncated=found.truncated, source="cloudwatch", log_group=found.group)
+        if missing is not None:
+            raise missing
+        if not names:
+            raise NotFound(f"Training job {req.namespace}/{req.job_name} has no pods now, and no copy of their logs "
+                           "in CloudWatch.",
+                           hint="job_get_status shows its state. Jobs keep their pods by default (cleanPodPolicy "
+                           "None); with observability logging on (hyperpod_update_advanced_features "
+                           '{"observability": {"enabled": true, "logging": true}}) the lines outlive the pods.')
         raise NotFound(f"{pod} is not a pod of {req.job_name}.", hint=f"Its pods: {', '.join(names)}.")
-    container = m.CONTAINER if _obj.get("kind") == m.KIND else None  # a Ray pod has one container
-    logs = PodLogsRequest(cluster_tag=row.tag, namespace=req.namespace, pod_name=pod, container=container,
+    container_name = m.CONTAINER if obj.get("kind") == m.KIND else None  # a Ray pod has one container
+    logs = PodLogsRequest(cluster_tag=row.tag, namespace=req.namespace, pod_name=pod, container=container_name,
                           tail_lines=req.tail, since_seconds=req.since_seconds)
     lines, truncated = await blocking(read_log, ctx.app, row, logs)
     return JobLogs(job_name=req.job_name, pod=pod, pods=names, lines=lines, truncated=truncated)

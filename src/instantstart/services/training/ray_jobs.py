@@ -18,6 +18,7 @@ from instantstart.manifests import ray_job as r
 from instantstart.manifests import training as m
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
+from instantstart.services.core import sizing
 from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.core.stages import blocking
 from instantstart.services.training import checks
@@ -43,7 +44,10 @@ class RayJobRequest(WireModel):
     instance_type: str = Field(min_length=3, max_length=64, description="Workers' instance type (it must have nodes).")
     nodes: int = Field(default=1, ge=1, le=256, description="GPU worker pods, one per node.")
     gpus_per_node: int | None = Field(default=None, ge=0, le=64,
-                                      description="GPUs each worker requests (default: all of the type's GPUs).")
+                                      description="GPUs (Neuron devices on trn) each worker requests (default: all "
+                                      "of the type's).")
+    efa: bool | None = Field(default=None, description="Workers' EFA interfaces and libfabric env: default on for "
+                             "several workers on an EFA type; false turns it off explicitly.")
     env: dict[str, str] = Field(default_factory=dict, max_length=64)
     mlflow: MlflowUse | None = Field(default=None, description="Track the job in MLflow (mlflow_configure first): "
                                      "the head and workers get MLFLOW_TRACKING_URI (the tracking server ARN), "
@@ -79,7 +83,10 @@ async def submit_ray(ctx: CallContext, req: RayJobRequest, entry: list[str], *, 
                      needs_claim: bool = False) -> OperationRef:
     """Refuse what cannot run, render the RayJob, record the submission."""
     checks.check_name(req.job_name)
-    gpus = checks.gpus_per_node(req.instance_type, req.gpus_per_node)
+    facts = checks.facts_of(req.instance_type)
+    # Workers leave room for the head, which runs on the same instance type and may share a node with one.
+    worker = sizing.pod_resources(facts, accelerators_per_pod=sizing.accelerators(facts, req.gpus_per_node),
+                                  nodes=req.nodes, efa=req.efa, beside=(r.HEAD_CPU, r.HEAD_MEMORY_GIB))
     needs_claim = needs_claim or any(w == m.S3_MOUNT or w.startswith(m.S3_MOUNT + "/") or f"={m.S3_MOUNT}/" in w
                                      for w in entry)
     tag = await blocking(resolve_tag, ctx.app.db, req.cluster_tag)
@@ -92,7 +99,7 @@ async def submit_ray(ctx: CallContext, req: RayJobRequest, entry: list[str], *, 
     claim = await blocking(check_ray_cluster, ctx.app, row, req.job_name, req.namespace, req.s3_claim, needs_claim)
     spec = r.RayJobSpec(
         name=req.job_name, namespace=req.namespace, image=req.image, entrypoint=entry, workers=req.nodes,
-        gpus_per_worker=gpus, instance_type=req.instance_type, env=env, s3_claim=claim, recipe=recipe,
+        worker=worker, instance_type=req.instance_type, env=env, s3_claim=claim, recipe=recipe,
         pod_annotations=dict(req.pod_annotations), backoff_limit=req.retries,
         active_deadline_seconds=req.active_deadline_seconds, service_account=service_account,
     )
@@ -112,8 +119,10 @@ async def submit_ray(ctx: CallContext, req: RayJobRequest, entry: list[str], *, 
              "instanceType": "ml.g6.4xlarge"},
 )
 async def ray_job_submit(ctx: CallContext, req: RayJobRequest) -> OperationRef:
-    """Submit a KubeRay RayJob: its own Ray cluster (a CPU head and `nodes` GPU workers on `instanceType`, the
-    cluster's S3 claim at /s3), the `entrypoint` run by the submitter, the cluster removed when the job ends.
+    """Submit a KubeRay RayJob: its own Ray cluster (a CPU head and `nodes` GPU workers on `instanceType`, each
+    worker sized from the instance-type catalog with room left for the head, EFA and its libfabric env when there
+    are several workers on an EFA type, unless `efa` is false; the cluster's S3 claim at /s3), the `entrypoint` run
+    by the submitter, the cluster removed when the job ends.
     Refused before submitting: KubeRay not enabled (hint: the feature key), a name that is not a DNS label, more
     GPUs than the type has, a type with no nodes, shell operators in the entrypoint. job_get_status,
     training_job_logs and training_job_delete take its name like any training job."""

@@ -171,7 +171,8 @@ async def training_recipe_submit(ctx: CallContext, req: RecipeRequest) -> Operat
 async def _submit_on_kuberay(ctx: CallContext, recipe: Recipe, req: RecipeRequest) -> OperationRef:
     """A KubeRay recipe: the job's shape becomes a RayJob (recovery.jobMaxRetryCount → backoffLimit)."""
     for name, value in (("elastic", req.elastic), ("hangDetection", req.hang_detection),
-                        ("queueName", req.queue_name), ("priority", req.priority), ("topology", req.topology)):
+                        ("queueName", req.queue_name), ("priority", req.priority), ("topology", req.topology),
+                        ("vcpu", req.vcpu), ("memoryGiB", req.memory_gib)):
         if value:
             raise checks.field_error(name, f"is not supported on the KubeRay path (recipe {recipe.name})",
                                      f"Leave {name} out; it applies to HyperPodPyTorchJob recipes.")
@@ -179,7 +180,7 @@ async def _submit_on_kuberay(ctx: CallContext, recipe: Recipe, req: RecipeReques
     words, env, _values = render(recipe, req.fields, {"nodes": str(req.nodes), "gpusPerNode": str(gpus)})
     ray = RayJobRequest(
         job_name=req.job_name, image=req.image or recipe.image, entrypoint=shlex.join(words),
-        instance_type=req.instance_type, nodes=req.nodes, gpus_per_node=gpus, env={**env, **req.env},
+        instance_type=req.instance_type, nodes=req.nodes, gpus_per_node=gpus, efa=req.efa, env={**env, **req.env},
         retries=min(req.recovery.job_max_retry_count, 10), s3_claim=req.s3_claim,
         pod_annotations=dict(req.pod_annotations), namespace=req.namespace, cluster_tag=req.cluster_tag,
         mlflow=req.mlflow,

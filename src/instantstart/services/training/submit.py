@@ -25,6 +25,7 @@ from instantstart.store.db import Database
 from instantstart.validation import ClusterTag, KubeName
 
 KIND = "training_job_submit"
+TTL_SECONDS = 7 * 86400
 LAUNCHERS = ("torchrun", "hyperpodrun", "python -m torch.distributed.run")
 
 
@@ -37,7 +38,12 @@ class RecoveryBudget(WireModel):
     eval_period_seconds: int = Field(default=21600, ge=60, le=7 * 86400,
                                      description="The window restarts are counted in.")
     max_full_job_restarts: int = Field(default=1, ge=0, le=100)
-    clean_pod_policy: Literal["All", "Running", "None"] = "All"
+    clean_pod_policy: Literal["All", "Running", "None"] = Field(
+        default="None", description="Which pods are deleted when the job finishes. None (default, as the HyperPod "
+        "templates) keeps them so training_job_logs can still read them; All deletes them and their logs.")
+    ttl_seconds_after_finished: int = Field(
+        default=TTL_SECONDS, ge=60, le=90 * 86400, description="The finished job and its pods are deleted this "
+        "long after it ends (default 7 days); with observability logging on, the lines stay in CloudWatch.")
 
 
 class HangMonitor(WireModel):
@@ -78,7 +84,15 @@ class JobShape(WireModel):
     instance_type: str = Field(min_length=3, max_length=64, description="An instance type with nodes in the cluster.")
     nodes: int = Field(default=1, ge=1, le=256, description="Pods, one per node.")
     gpus_per_node: int | None = Field(default=None, ge=0, le=64,
-                                      description="GPUs each pod requests (default: all of the type's GPUs).")
+                                      description="GPUs (Neuron devices on trn types) each pod requests "
+                                      "(default: all of the type's).")
+    efa: bool | None = Field(default=None, description="EFA interfaces and the libfabric/NCCL env: default on for "
+                             "multi-node jobs on EFA types, off for one node; false turns it off explicitly.")
+    vcpu: float | None = Field(default=None, gt=0, le=512, description="vCPUs each pod requests (default: its "
+                               "share of the node after system reservations).")
+    memory_gib: float | None = Field(default=None, gt=0, le=8192, alias="memoryGiB",
+                                     description="Memory (GiB) each pod requests (default: its share of the node "
+                                     "after system reservations).")
     nproc_per_node: str = Field(default="auto", max_length=8, description="auto, cpu, gpu or a number.")
     env: dict[str, str] = Field(default_factory=dict, max_length=64)
     recovery: RecoveryBudget = Field(default_factory=RecoveryBudget)
@@ -146,7 +160,7 @@ async def submit_job(ctx: CallContext, shape: JobShape, image: str, entry: list[
     """Refuse what cannot run, render the job, record the submission."""
     checks.check_name(shape.job_name)
     checks.check_nproc(shape.nproc_per_node)
-    gpus = checks.gpus_per_node(shape.instance_type, shape.gpus_per_node)
+    resources = checks.pod_resources(shape)
     if shape.elastic and shape.elastic.min_replicas > shape.elastic.max_replicas:
         raise checks.field_error("elastic", "minReplicas is above maxReplicas", "Set minReplicas <= maxReplicas.")
     needs_claim = needs_claim or any(w == m.S3_MOUNT or w.startswith(m.S3_MOUNT + "/") for w in entry)
@@ -165,11 +179,11 @@ async def submit_job(ctx: CallContext, shape: JobShape, image: str, entry: list[
     monitors = checks.hang_monitors(shape.hang_detection)
     spec = m.JobSpec(
         name=shape.job_name, namespace=shape.namespace, image=image, entry=entry, nodes=shape.nodes,
-        nproc_per_node=shape.nproc_per_node, gpus_per_node=gpus, instance_type=shape.instance_type,
+        nproc_per_node=shape.nproc_per_node, resources=resources, instance_type=shape.instance_type,
         env=env, s3_claim=claim, recipe=recipe, pod_annotations=dict(shape.pod_annotations),
         scheduling=sched, service_account=service_account,
         run_policy=m.RunPolicy(r.job_max_retry_count, r.num_restart_before_full_job_restart, r.eval_period_seconds,
-                               r.max_full_job_restarts, r.clean_pod_policy, monitors),
+                               r.max_full_job_restarts, r.clean_pod_policy, monitors, r.ttl_seconds_after_finished),
         elastic=(shape.elastic.min_replicas, shape.elastic.max_replicas) if shape.elastic else None,
     )
     params = JobParams(cluster_tag=tag, region=row.region, eks_cluster=row.eks_cluster_name, name=spec.name,
@@ -204,12 +218,15 @@ def mlflow_env(db: Database, tag: str, use: MlflowUse, job_name: str, namespace:
     example={"jobName": "demo", "image": "example/train:1", "command": "train.py", "instanceType": "ml.g6.4xlarge"},
 )
 async def training_job_submit(ctx: CallContext, req: JobRequest) -> OperationRef:
-    """Submit a HyperPodPyTorchJob: `nodes` pods on `instanceType`, each requesting gpusPerNode GPUs (default all),
-    the entry `command` launched through hyperpodrun (never torchrun), the cluster's S3 claim mounted at /s3.
-    The recovery budget is explicit (default jobMaxRetryCount 5, numRestartBeforeFullJobRestart 3,
-    evalPeriodSeconds 21600, maxFullJobRestarts 1, cleanPodPolicy All); job_get_status shows it back with the
-    restarts used. Refused before submitting: a name that is not a DNS label, more GPUs than the type has, a type
-    with no nodes (the message lists the groups), the training operator not enabled, elastic on Spot."""
+    """Submit a HyperPodPyTorchJob: `nodes` pods on `instanceType`, each requesting gpusPerNode GPUs (Neuron devices
+    on trn; default all), cpu/memory sized to its share of the node, and on multi-node EFA types every EFA
+    interface plus the libfabric env (`efa: false` turns that off); the entry `command` launched through hyperpodrun
+    (never torchrun), the cluster's S3 claim mounted at /s3. The recovery budget is explicit (default
+    jobMaxRetryCount 5, numRestartBeforeFullJobRestart 3, evalPeriodSeconds 21600, maxFullJobRestarts 1,
+    cleanPodPolicy None so finished pods and their logs stay, ttlSecondsAfterFinished 7 days); job_get_status shows
+    it back with the restarts used. Refused before submitting: a name that is not a DNS label, more accelerators,
+    vCPUs or memory than a node gives, a type with no nodes (the message lists the groups), the training operator
+    not enabled, elastic on Spot."""
     words = entry_words(req.command)
     return await submit_job(ctx, req, req.image, words)
 
