@@ -8,6 +8,7 @@ from anyio import to_thread
 from pydantic import Field
 from sqlalchemy import select
 
+from instantstart.aws.clients import AwsClients
 from instantstart.aws.hyperpod import HyperPod
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
@@ -18,6 +19,7 @@ from instantstart.kube.reads import read_node
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.services.capacity.groups import described
+from instantstart.services.cluster.lifecycle import verify_groups
 from instantstart.services.core.registry import (
     ClusterParams,
     get_cluster,
@@ -77,12 +79,15 @@ async def submit_node_op(ctx: CallContext, req: NodeRequest, action: NodeAction)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
     node = instance_id(req.node_id)
     cluster = hyperpod_cluster_name(row)
-    if await blocking(HyperPod(ctx.app.aws, row.region).describe_node, cluster, node) is None:
+    found = await blocking(HyperPod(ctx.app.aws, row.region).describe_node, cluster, node)
+    if found is None:
         raise NotFound(
             f"Invalid input: nodeId: node {node} is not in {cluster}",
             hint="cluster_get_status lists the nodes (Kubernetes names hyperpod-i-…).",
             details={"fields": [{"field": "nodeId", "message": "no such node"}]},
         )
+    if action == "replace":  # refused at once (the stage checks again just before the call)
+        await blocking(verify_node_script, ctx.app.aws, row.region, cluster, found)
     return await submit_for_cluster(
         ctx,
         f"node_{action}",
@@ -91,6 +96,15 @@ async def submit_node_op(ctx: CallContext, req: NodeRequest, action: NodeAction)
         status_tool="operation_get",
         poll_after_seconds=15,
     )
+
+
+def verify_node_script(aws: AwsClients, region: str, cluster: str, node: dict[str, Any]) -> None:
+    """Verify the lifecycle script a replacement of `node` runs as root (its instance group's); Conflict with
+    the fix when it changed (blocking)."""
+    described = HyperPod(aws, region).describe_cluster(cluster) or {}
+    group = node.get("InstanceGroupName")
+    groups = described.get("InstanceGroups") or []
+    verify_groups(aws, region, [g for g in groups if g.get("InstanceGroupName") == group])
 
 
 def batch(sm: HyperPod, cluster: str, node: str, action: str) -> None:
@@ -129,6 +143,8 @@ async def stage_request(stage: StageContext) -> dict[str, Any]:
         # Asked before a restart: the replacement may exist already, so only what ran before the old node counts.
         mates = [n for n in mates if _stamp(n.get("LaunchTime")) <= launched]
     if not already:
+        if p.action == "replace":
+            await blocking(verify_node_script, stage.app.aws, p.region, cluster, node)
         await stage.progress(f"{p.action} {p.node_id} ({group}, {status})")
         await blocking(batch, sm, cluster, p.node_id, p.action)
     # A node still provisioning has no InstanceId yet (listed only with IncludeNodeLogicalIds, which we do

@@ -20,6 +20,7 @@ from instantstart.kube import k8s
 from instantstart.kube.calls import kube_api
 from instantstart.manifests.storage import DEFAULT_CLAIM, DEFAULT_NAMESPACE
 from instantstart.services.cluster import hyperpod_stage as hyperpod
+from instantstart.services.cluster.lifecycle import lifecycle_problems
 from instantstart.services.cluster.status_model import (
     AcceleratorTotals,
     ClaimStatus,
@@ -116,6 +117,22 @@ def _groups(hp: dict[str, Any] | None, hp_name: str, nodes: NodeDigest, problems
     return groups
 
 
+async def _lifecycle(app: AppContext, row: ClusterRow, hp: dict[str, Any] | None, ttl: float) -> list[str]:
+    """A lifecycle script changed behind our back (auto-recovery and Karpenter would run it as root), with the
+    fix; checked once per describe interval like HyperPod's state."""
+    groups = list((hp or {}).get("InstanceGroups") or [])
+    bucket = (row.details or {}).get("bucket")
+
+    async def fetch() -> list[str]:
+        return await to_thread.run_sync(lifecycle_problems, app.aws, row.region, bucket, row.tag, groups)
+
+    try:
+        found: list[str] = await app.cache.get(f"s3:{row.region}:lifecycle:{row.tag}", fetch, ttl)
+    except InstantStartError as exc:
+        return [f"lifecycle scripts of {row.tag} could not be verified: {exc.message}"]
+    return found
+
+
 def _accelerators(nodes: NodeDigest) -> list[AcceleratorTotals]:
     """Accelerator totals per instance type, from the digest."""
     return [
@@ -181,6 +198,7 @@ async def collect_status(
     if stale is not None:
         problems.append(stale)
     groups = _groups(hp, hp_name, nodes, problems)
+    problems.extend(await _lifecycle(app, row, hp, ttl))
     problems.extend(nodes.problems)
     storage = _storage(pvcs, claims, unreachable is None, problems)
     recorded, deps = dependency_health(row.details or {})
