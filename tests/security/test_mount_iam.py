@@ -101,7 +101,7 @@ def test_the_evaluator_follows_iam_rules() -> None:
     scope = pol.Scope("123456789012", "us-west-2", "a", "eks-a", "bkt", "vpc-1")
     policy = pol.csi_data_policy(scope)
     assert evaluate([policy], "s3:PutObject", f"arn:aws:s3:::bkt/{pol.data_prefix('a')}x") == "Allow"
-    assert evaluate([policy], "s3:PutObject", f"arn:aws:s3:::bkt/{pol.lifecycle_prefix('a')}x") == "ImplicitDeny"
+    assert evaluate([policy], "s3:PutObject", f"arn:aws:s3:::bkt/{pol.lifecycle_prefix('a')}x") == "ExplicitDeny"
     assert evaluate([policy], "S3:putobject", f"arn:aws:s3:::bkt/{pol.data_prefix('a')}x") == "Allow"
     deny = {"Statement": [{"Effect": "Deny", "Action": "s3:*", "Resource": "arn:aws:s3:::bkt/clusters/a/data/secret*"}]}
     assert evaluate([policy, deny], "s3:PutObject", "arn:aws:s3:::bkt/clusters/a/data/secret.txt") == "ExplicitDeny"

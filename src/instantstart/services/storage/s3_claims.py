@@ -58,8 +58,8 @@ def storage_spec(app: AppContext, row: ClusterRow, given: dict[str, Any], *, fie
     own = (row.details or {}).get("bucket") or default_bucket(app, row)
     if not given.get("bucketName") or bucket == own:
         # The shared project bucket: only this cluster's data prefix (the CSI role may write nowhere else).
-        own = pol.data_prefix(row.tag)
-        prefix = own if not prefix else prefix if prefix.startswith(own) else f"{own}{prefix}"
+        data = pol.data_prefix(row.tag)
+        prefix = data if not prefix else prefix if prefix.startswith(data) else f"{data}{prefix}"
     where = bucket_region(app, bucket, given.get("region") or row.region)
     if where is None:
         raise NotFound(
