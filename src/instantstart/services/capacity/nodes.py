@@ -254,8 +254,9 @@ async def hyperpod_node_reboot(ctx: CallContext, req: NodeRequest) -> OperationR
 async def hyperpod_node_replace(ctx: CallContext, req: NodeRequest) -> OperationRef:
     """WARNING: instance volumes (root, EBS secondary, NVMe) of the node are lost. Replace one
     HyperPod node (i-… or hyperpod-i-…) with new hardware of the same group configuration; it must be
-    Running. Finished when the old instance is gone and the replacement (newNodeId in the result) is
-    Running with a Ready Kubernetes Node."""
+    Running; its group's lifecycle script must be InstantStart's (SHA-256; CONFLICT with the fix otherwise).
+    Finished when the old instance is gone and the replacement (newNodeId in the result) is Running with a
+    Ready Kubernetes Node."""
     return await submit_node_op(ctx, req, "replace")
 
 
