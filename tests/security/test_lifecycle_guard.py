@@ -116,6 +116,12 @@ def test_a_changed_script_is_shown_and_stops_a_replacement(shared: tuple[Running
     assert refused["isError"] and error["code"] == "CONFLICT", refused
     assert "was modified" in error["message"] and SCRIPT_KEY in error["hint"], error
     assert [n["InstanceId"] for n in sm.list_cluster_nodes(ClusterName=HP)["ClusterNodeSummaries"]] == [node]
+    # A software update re-runs the scripts on every node: refused before UpdateClusterSoftware too.
+    [update] = mcp_calls(cp, [("hyperpod_update_software", {})])
+    failed = mcp_wait(cp, update["operationId"])
+    assert failed["status"] == "FAILED" and "was modified" in json.dumps(failed), failed
+    groups = sm.describe_cluster(ClusterName=HP)["InstanceGroups"]
+    assert all(g.get("SoftwareUpdateStatus") in (None, "Succeeded") for g in groups), groups
 
     # The fix as the hint says: delete the object; the replacement uploads InstantStart's script and goes ahead.
     s3.delete_object(Bucket=bucket, Key=SCRIPT_KEY)

@@ -343,6 +343,8 @@ async def stage_software(stage: StageContext) -> dict[str, Any]:
     cluster = await blocking(describe_hyperpod_or_fail, sm, name)
     running = {"Pending", "InProgress", "RollbackInProgress"}
     if not any(g.get("SoftwareUpdateStatus") in running for g in cluster.get("InstanceGroups", [])):
+        # UpdateClusterSoftware re-runs the lifecycle scripts on every instance of every group (HyperPod docs).
+        await blocking(verify_groups, stage.app.aws, p.region, list(cluster.get("InstanceGroups") or []))
         await stage.progress(f"UpdateClusterSoftware {name}")
         await blocking(sm.update_cluster_software, name)
 

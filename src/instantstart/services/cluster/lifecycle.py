@@ -1,6 +1,6 @@
 """The lifecycle script nodes run as root: uploaded under the cluster's lifecycle prefix (every role InstantStart
 writes denies `lifecycle/` writes) and its SHA-256 verified by one function before every CreateCluster, every
-UpdateCluster that launches nodes, every BatchReplaceClusterNodes, and on every read of cluster status."""
+UpdateCluster that launches nodes, UpdateClusterSoftware and BatchReplaceClusterNodes, and on every status read."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from instantstart.manifests.hyperpod import LIFECYCLE_SCRIPT
 
 ON_CREATE = "on_create.sh"
 EXPECTED_SHA256 = hashlib.sha256(LIFECYCLE_SCRIPT.encode()).hexdigest()
-LAUNCHERS = "hyperpod_node_replace, hyperpod_add_instance_group, hyperpod_scale_instance_group or operation_retry"
+LAUNCHERS = ("hyperpod_node_replace, hyperpod_add_instance_group, hyperpod_scale_instance_group, "
+             "hyperpod_update_software or operation_retry")
 
 
 def lifecycle_uri(bucket: str, cluster_tag: str) -> str:
@@ -84,7 +85,8 @@ def ensure_lifecycle(aws: AwsClients, region: str, bucket: str, cluster_tag: str
 
 def verify_groups(aws: AwsClients, region: str, groups: list[dict[str, Any]]) -> None:
     """Verify the on_create.sh of every group's SourceS3Uri (before an UpdateCluster that launches nodes, a
-    node replacement); a missing script under InstantStart's lifecycle prefix is uploaded again first."""
+    software update, a node replacement); a missing script under InstantStart's lifecycle prefix is uploaded
+    again first."""
     for bucket, key in dict.fromkeys(filter(None, map(group_script, groups))):
         verify_script(aws, region, bucket, key, upload_missing=key.startswith(pol.LIFECYCLE_ROOT))
 
