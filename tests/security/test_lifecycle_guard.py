@@ -13,8 +13,12 @@ from typing import Any
 import httpx
 import pytest
 
+from instantstart.aws.clients import AwsClients
+from instantstart.errors import Conflict
 from instantstart.manifests import iam_policies as pol
 from instantstart.manifests.hyperpod import LIFECYCLE_SCRIPT
+from instantstart.services.cluster.lifecycle import verify_groups
+from instantstart.settings import Settings
 from instantstart.twin_process import TwinProcess
 from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
 from tests.support.mount_pods import write_denials, writer_pod
@@ -130,3 +134,27 @@ def test_a_changed_script_is_shown_and_stops_a_replacement(shared: tuple[Running
     restored = s3.get_object(Bucket=bucket, Key=SCRIPT_KEY)["Body"].read()
     assert hashlib.sha256(restored).hexdigest() == hashlib.sha256(LIFECYCLE_SCRIPT.encode()).hexdigest()
     until(lambda: _status_problems(cp) == [], "status clean again", every=0.5)
+
+
+def test_only_our_scripts_are_judged_where_a_cluster_may_be_imported(
+    shared: tuple[Running, TwinProcess], tmp_path: Path
+) -> None:
+    """Replacement and software update check the scripts under a `lifecycle/` prefix only: an imported cluster's
+    own scripts have no expected checksum here (scale and autoscaling keep refusing them, as before)."""
+    _, twin = shared
+    s3: Any = twin_client(twin, "s3")
+    aws = AwsClients(Settings(data_dir=tmp_path / "aws", aws_endpoint_url=twin.endpoint_url,
+                              aws_region=twin.env["AWS_REGION"]))
+    theirs = "lcg-imported-scripts"
+    s3.create_bucket(Bucket=theirs, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+    s3.put_object(Bucket=theirs, Key="hp/on_create.sh", Body=b"#!/bin/bash\necho their own setup\n")
+    imported = {"InstanceGroupName": "workers",
+                "LifeCycleConfig": {"SourceS3Uri": f"s3://{theirs}/hp/", "OnCreate": "on_create.sh"}}
+    verify_groups(aws, "us-west-2", [imported], only_ours=True)
+    with pytest.raises(Conflict, match="was modified"):
+        verify_groups(aws, "us-west-2", [imported])
+    # Ours and missing (deleted as the fix says): uploaded again, then verified.
+    ours = {"InstanceGroupName": "g", "LifeCycleConfig": {"SourceS3Uri": f"s3://{theirs}/lifecycle/x/"}}
+    verify_groups(aws, "us-west-2", [ours, imported], only_ours=True)
+    body = s3.get_object(Bucket=theirs, Key="lifecycle/x/on_create.sh")["Body"].read()
+    assert body == LIFECYCLE_SCRIPT.encode()

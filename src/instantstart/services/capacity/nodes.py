@@ -104,7 +104,7 @@ def verify_node_script(aws: AwsClients, region: str, cluster: str, node: dict[st
     described = HyperPod(aws, region).describe_cluster(cluster) or {}
     group = node.get("InstanceGroupName")
     groups = described.get("InstanceGroups") or []
-    verify_groups(aws, region, [g for g in groups if g.get("InstanceGroupName") == group])
+    verify_groups(aws, region, [g for g in groups if g.get("InstanceGroupName") == group], only_ours=True)
 
 
 def batch(sm: HyperPod, cluster: str, node: str, action: str) -> None:
@@ -344,7 +344,8 @@ async def stage_software(stage: StageContext) -> dict[str, Any]:
     running = {"Pending", "InProgress", "RollbackInProgress"}
     if not any(g.get("SoftwareUpdateStatus") in running for g in cluster.get("InstanceGroups", [])):
         # UpdateClusterSoftware re-runs the lifecycle scripts on every instance of every group (HyperPod docs).
-        await blocking(verify_groups, stage.app.aws, p.region, list(cluster.get("InstanceGroups") or []))
+        groups = list(cluster.get("InstanceGroups") or [])
+        await blocking(verify_groups, stage.app.aws, p.region, groups, only_ours=True)
         await stage.progress(f"UpdateClusterSoftware {name}")
         await blocking(sm.update_cluster_software, name)
 

@@ -83,12 +83,15 @@ def ensure_lifecycle(aws: AwsClients, region: str, bucket: str, cluster_tag: str
     return lifecycle_uri(bucket, cluster_tag)
 
 
-def verify_groups(aws: AwsClients, region: str, groups: list[dict[str, Any]]) -> None:
+def verify_groups(aws: AwsClients, region: str, groups: list[dict[str, Any]], *, only_ours: bool = False) -> None:
     """Verify the on_create.sh of every group's SourceS3Uri (before an UpdateCluster that launches nodes, a
     software update, a node replacement); a missing script under InstantStart's lifecycle prefix is uploaded
-    again first."""
+    again first. `only_ours`: skip scripts outside a `lifecycle/` prefix (an imported cluster's own scripts,
+    which have no expected checksum here)."""
     for bucket, key in dict.fromkeys(filter(None, map(group_script, groups))):
-        verify_script(aws, region, bucket, key, upload_missing=key.startswith(pol.LIFECYCLE_ROOT))
+        ours = key.startswith(pol.LIFECYCLE_ROOT)
+        if ours or not only_ours:
+            verify_script(aws, region, bucket, key, upload_missing=ours)
 
 
 def lifecycle_problems(aws: AwsClients, region: str, bucket: str | None, cluster_tag: str,
