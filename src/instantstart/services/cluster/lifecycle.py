@@ -49,10 +49,11 @@ def restore_hint(bucket: str, key: str) -> str:
     )
 
 
-def script_problem(aws: AwsClients, region: str, bucket: str, key: str) -> str | None:
-    """What is wrong with the lifecycle script at s3://bucket/key, as a sentence; None when its SHA-256 is
-    InstantStart's. THE check: every place that verifies a script calls this (blocking)."""
-    found = s3.object_sha256(aws, region, bucket, key, identity.account_id(aws, region))
+def script_problem(aws: AwsClients, region: str, bucket: str, key: str, account: str | None = None) -> str | None:
+    """What is wrong with the lifecycle script at s3://bucket/key (of `account`, default the caller's), as a
+    sentence; None when its SHA-256 is InstantStart's. THE check: every place that verifies a script calls this
+    (blocking)."""
+    found = s3.object_sha256(aws, region, bucket, key, account or identity.account_id(aws, region))
     if found == EXPECTED_SHA256:
         return None
     if found is None:
@@ -95,7 +96,7 @@ def verify_groups(aws: AwsClients, region: str, groups: list[dict[str, Any]], *,
 
 
 def lifecycle_problems(aws: AwsClients, region: str, bucket: str | None, cluster_tag: str,
-                       groups: list[dict[str, Any]]) -> list[str]:
+                       groups: list[dict[str, Any]], account: str | None = None) -> list[str]:
     """Attention items of cluster status: each of the cluster's own lifecycle scripts (under its prefix of the
     project bucket) that is not InstantStart's, with the fix. Scripts of imported groups are not ours to judge."""
     if not bucket:
@@ -105,7 +106,7 @@ def lifecycle_problems(aws: AwsClients, region: str, bucket: str | None, cluster
             and s[1].startswith(own)]
     problems = []
     for script in mine:
-        problem = script_problem(aws, region, *script)
+        problem = script_problem(aws, region, *script, account)
         if problem is not None:
             users = ", ".join(str(g.get("InstanceGroupName")) for g in groups if group_script(g) == script)
             problems.append(f"{problem}: instance groups {users} run it as root on every new node. Fix: "
