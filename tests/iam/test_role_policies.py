@@ -115,12 +115,12 @@ def test_the_twin_records_each_use_once_with_its_decision(tmp_path: Path, monkey
     lifecycle = f"arn:aws:s3:::{SCOPE.bucket}/{pol.lifecycle_prefix(SCOPE.cluster_tag)}on_create.sh"
     for _ in range(2):
         assert twin_usage.use(documents, arn, "s3:PutObject", DATA) == evaluate(documents, "s3:PutObject", DATA)
-    assert twin_usage.use(documents, arn, "s3:PutObject", lifecycle) == "ImplicitDeny"
+    assert twin_usage.use(documents, arn, "s3:PutObject", lifecycle) == "ExplicitDeny"  # the lifecycle Deny
     lines = role_log(call_log).read_text().splitlines()
     assert lines == [f"{CSI_ROLE} s3:PutObject {DATA} Allow MountpointObjects",
-                     f"{CSI_ROLE} s3:PutObject {lifecycle} ImplicitDeny -"]
+                     f"{CSI_ROLE} s3:PutObject {lifecycle} ExplicitDeny -"]
     assert recorded_uses(role_log(call_log)) == {Use(CSI_ROLE, "s3:PutObject", DATA, "Allow"),
-                                                 Use(CSI_ROLE, "s3:PutObject", lifecycle, "ImplicitDeny")}
+                                                 Use(CSI_ROLE, "s3:PutObject", lifecycle, "ExplicitDeny")}
 
 
 @pytest.mark.runs_last

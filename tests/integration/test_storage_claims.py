@@ -13,24 +13,12 @@ from kubernetes import client as k8s
 from instantstart.manifests import iam_policies as pol
 from instantstart.twin_process import TwinProcess
 from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
+from tests.support.mount_pods import writer_pod
 from tests.support.servers import Running
 from tests.support.twin import twin_client
 
 TAG = "sc1"
 DATA = pol.data_prefix(TAG)  # the cluster's data prefix: every claim on the project bucket lives below it
-
-
-def writer_pod(name: str, claim: str, files: dict[str, str]) -> dict[str, Any]:
-    """A long-running pod mounting `claim` at /data that writes `files` (twin annotation) once Running."""
-    return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "annotations": {"twin.instantstart.io/write-files": json.dumps(files)}},
-        "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["sleep", "infinity"],
-                                 "resources": {"requests": {"cpu": "10m"}},
-                                 "volumeMounts": [{"name": "d", "mountPath": "/data"}]}],
-                 "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": claim}}],
-                 "tolerations": [{"operator": "Exists"}]},
-    }
 
 
 def wait_listing(cp: Running, args: dict[str, Any], count: int, timeout: float = 60.0) -> dict[str, Any]:

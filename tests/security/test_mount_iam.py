@@ -14,23 +14,12 @@ from hyperpod_twin.iam_eval import evaluate
 from instantstart.manifests import iam_policies as pol
 from instantstart.twin_process import TwinProcess
 from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_wait
+from tests.support.mount_pods import write_denials, writer_pod
 from tests.support.servers import Running
 from tests.support.twin import twin_client
 from tests.support.waits import until, wait_terminal
 
 TAG = "mnt1"
-
-
-def _pod(name: str, claim: str, files: dict[str, str]) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "annotations": {"twin.instantstart.io/write-files": json.dumps(files)}},
-        "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["sleep", "infinity"],
-                                 "resources": {"requests": {"cpu": "10m"}},
-                                 "volumeMounts": [{"name": "d", "mountPath": "/data"}]}],
-                 "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": claim}}],
-                 "tolerations": [{"operator": "Exists"}]},
-    }
 
 
 def _whole_bucket_claim(core: Any, bucket: str) -> None:
@@ -48,11 +37,6 @@ def _whole_bucket_claim(core: Any, bucket: str) -> None:
         "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": "whole-pv",
                  "resources": {"requests": {"storage": "1Gi"}}},
     })
-
-
-def _denials(core: Any, pod: str) -> list[str]:
-    events = core.list_namespaced_event("default").items
-    return sorted(e.message for e in events if e.reason == "S3WriteDenied" and e.involved_object.name == pod)
 
 
 @pytest.mark.parametrize("with_addon", [False, True], ids=["node-role", "pod-identity-role"])
@@ -73,7 +57,7 @@ def test_a_pod_cannot_rewrite_lifecycle_scripts_through_a_mount(
     # The default claim mounts only the cluster's data prefix: a pod's files land there.
     created = mcp_calls(cp, [("s3_storage_create", {})])[0]
     assert mcp_wait(cp, created["operationId"])["status"] == "SUCCEEDED"
-    core.create_namespaced_pod("default", _pod("own", "s3-claim", {"/data/out/ok.txt": "mine"}))
+    core.create_namespaced_pod("default", writer_pod("own", "s3-claim", {"/data/out/ok.txt": "mine"}))
     own_key = f"{pol.data_prefix(TAG)}out/ok.txt"
     until(lambda: s3.list_objects_v2(Bucket=bucket, Prefix=own_key).get("KeyCount"), f"{own_key} written")
 
@@ -85,8 +69,8 @@ def test_a_pod_cannot_rewrite_lifecycle_scripts_through_a_mount(
         f"/data/{pol.data_prefix('other')}stolen.txt": "x",
         f"/data/{pol.data_prefix(TAG)}via-whole.txt": "allowed",
     }
-    core.create_namespaced_pod("default", _pod("attacker", "whole", attack))
-    denied = until(lambda: len(_denials(core, "attacker")) == 2 and _denials(core, "attacker"), "two denials")
+    core.create_namespaced_pod("default", writer_pod("attacker", "whole", attack))
+    denied = until(lambda: len(write_denials(core, "attacker")) == 2 and write_denials(core, "attacker"), "two denials")
     assert any(script_key in m and "AccessDenied" in m for m in denied), denied
     assert any(pol.data_prefix("other") in m for m in denied), denied
     until(lambda: s3.list_objects_v2(Bucket=bucket, Prefix=f"{pol.data_prefix(TAG)}via-whole.txt").get("KeyCount"),
@@ -101,7 +85,7 @@ def test_the_evaluator_follows_iam_rules() -> None:
     scope = pol.Scope("123456789012", "us-west-2", "a", "eks-a", "bkt", "vpc-1")
     policy = pol.csi_data_policy(scope)
     assert evaluate([policy], "s3:PutObject", f"arn:aws:s3:::bkt/{pol.data_prefix('a')}x") == "Allow"
-    assert evaluate([policy], "s3:PutObject", f"arn:aws:s3:::bkt/{pol.lifecycle_prefix('a')}x") == "ImplicitDeny"
+    assert evaluate([policy], "s3:PutObject", f"arn:aws:s3:::bkt/{pol.lifecycle_prefix('a')}x") == "ExplicitDeny"
     assert evaluate([policy], "S3:putobject", f"arn:aws:s3:::bkt/{pol.data_prefix('a')}x") == "Allow"
     deny = {"Statement": [{"Effect": "Deny", "Action": "s3:*", "Resource": "arn:aws:s3:::bkt/clusters/a/data/secret*"}]}
     assert evaluate([policy, deny], "s3:PutObject", "arn:aws:s3:::bkt/clusters/a/data/secret.txt") == "ExplicitDeny"
@@ -137,7 +121,7 @@ def test_a_grant_on_another_bucket_lasts_as_long_as_a_claim_on_it(
         made = mcp_calls(cp, [("s3_storage_create", {"name": claim, "bucketName": other, "prefix": "shared/"})])[0]
         assert mcp_wait(cp, made["operationId"])["status"] == "SUCCEEDED"
     assert f"arn:aws:s3:::{other}/shared/*" in _csi_policy(iam, tag)
-    core.create_namespaced_pod("default", _pod("writer", "first", {"/data/in.txt": "granted"}))
+    core.create_namespaced_pod("default", writer_pod("writer", "first", {"/data/in.txt": "granted"}))
     until(lambda: s3.list_objects_v2(Bucket=other, Prefix="shared/in.txt").get("KeyCount"), "the granted write")
     core.delete_namespaced_pod("writer", "default", grace_period_seconds=0)
     until(lambda: not [p for p in core.list_namespaced_pod("default").items if p.metadata.name == "writer"],
@@ -165,7 +149,7 @@ def test_a_grant_on_another_bucket_lasts_as_long_as_a_claim_on_it(
         "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": "byhand-pv",
                  "resources": {"requests": {"storage": "1Gi"}}},
     })
-    core.create_namespaced_pod("default", _pod("late", "byhand", {"/data/late.txt": "denied"}))
-    denied = until(lambda: _denials(core, "late"), "the denied write")
+    core.create_namespaced_pod("default", writer_pod("late", "byhand", {"/data/late.txt": "denied"}))
+    denied = until(lambda: write_denials(core, "late"), "the denied write")
     assert any("shared/late.txt" in m and "AccessDenied" in m for m in denied), denied
     assert s3.list_objects_v2(Bucket=other, Prefix="shared/late.txt").get("KeyCount", 0) == 0

@@ -33,4 +33,5 @@ def every_generated_document() -> dict[str, dict[str, Any]]:
         "mlflow_writer_policy": pol.mlflow_writer_policy(TRACKING_SERVER),
         "grafana_trust": pol.grafana_trust(WORKSPACE_ARN),
         "grafana_query_policy": pol.grafana_query_policy(WORKSPACE_ARN),
+        "lifecycle_guard_policy": pol.lifecycle_guard_policy(),
     }

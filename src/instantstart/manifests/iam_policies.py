@@ -9,7 +9,8 @@ from typing import Any
 VERSION = "2012-10-17"
 
 # Project bucket layout: data roles (nodes, the S3 CSI driver) may write only under their cluster's data prefix;
-# lifecycle scripts live under a prefix no data role can write (the execution role may only read its own).
+# lifecycle scripts live under a prefix no role can write: every identity policy here ends with an explicit Deny
+# on `*/lifecycle/*` writes in any bucket (the execution role may only read its own scripts).
 DATA_ROOT = "clusters/"
 LIFECYCLE_ROOT = "lifecycle/"
 IRSA_AUDIENCE = "sts.amazonaws.com"
@@ -54,6 +55,38 @@ class Scope:
 
 def _doc(*statements: dict[str, Any]) -> dict[str, Any]:
     return {"Version": VERSION, "Statement": list(statements)}
+
+
+# Writes that could change a lifecycle script (nodes run it as root on every launch, replacement and recovery).
+LIFECYCLE_WRITES = [
+    "s3:PutObject",
+    "s3:PutObjectAcl",
+    "s3:DeleteObject",
+    "s3:DeleteObjectVersion",
+    "s3:RestoreObject",
+]
+LIFECYCLE_DENY_SID = "DenyLifecycleScriptWrites"
+
+
+def lifecycle_deny() -> dict[str, Any]:
+    """An explicit Deny on writing any `lifecycle/` key of any bucket (at the root or below it): it wins over
+    every Allow of the role (a claim's `bucket/*`, a managed policy), so no workload reaches a lifecycle script."""
+    return {
+        "Sid": LIFECYCLE_DENY_SID,
+        "Effect": "Deny",
+        "Action": list(LIFECYCLE_WRITES),
+        "Resource": [f"arn:aws:s3:::*/{LIFECYCLE_ROOT}*"],
+    }
+
+
+def _policy(*statements: dict[str, Any]) -> dict[str, Any]:
+    """An identity policy: the statements, then the lifecycle Deny (every role InstantStart writes carries it)."""
+    return _doc(*statements, lifecycle_deny())
+
+
+def lifecycle_guard_policy() -> dict[str, Any]:
+    """The inline policy of a role that otherwise has only managed policies: the lifecycle Deny alone."""
+    return _policy()
 
 
 def service_trust(service: str, account: str, source_arn: str) -> dict[str, Any]:
@@ -134,7 +167,7 @@ def execution_inline_policy(scope: Scope) -> dict[str, Any]:
     node's Pod Identity Agent). Nothing on a node calls eks:DescribeCluster (HyperPod's service-linked role does)."""
     net = f"arn:aws:ec2:{scope.region}:{scope.account}"
     in_vpc = {"ArnEquals": {"ec2:Vpc": scope.vpc_arn}}
-    return _doc(
+    return _policy(
         *_data_statements(scope, "ClusterData", ["s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"]),
         {
             "Sid": "LifecycleScriptsReadOnly",
@@ -232,12 +265,12 @@ def csi_data_policy(scope: Scope, grants: list[tuple[str, str]] | None = None) -
             "Resource": [f"arn:aws:s3:::{bucket}/{prefix}*"],
         }
         statements += [listing, objects]
-    return _doc(*statements)
+    return _policy(*statements)
 
 
 def autoscaling_policy(region: str, cluster_arn: str) -> dict[str, Any]:
     """What HyperPod needs to add and remove nodes of this one cluster for Karpenter."""
-    return _doc(
+    return _policy(
         {
             "Sid": "HyperPodAutoscalingThisCluster",
             "Effect": "Allow",
@@ -312,7 +345,7 @@ def _prefix_statements(sid: str, bucket: str, prefix: str, list_actions: list[st
 
 def checkpoint_policy(bucket: str, prefix: str) -> dict[str, Any]:
     """Managed tiered checkpointing: S3 read/write on the checkpoint prefix only, plus CloudWatch metrics."""
-    return _doc(
+    return _policy(
         *_prefix_statements("Checkpoint", bucket, prefix, ["s3:ListBucket"]),
         {"Sid": "CheckpointMetrics", "Effect": "Allow", "Action": ["cloudwatch:PutMetricData"], "Resource": "*"},
     )
@@ -337,6 +370,7 @@ def remote_write_policy(workspace_arn: str) -> dict[str, Any]:
                            "logs:GetQueryResults"],
                 "Resource": [groups, f"{groups}:log-stream:*"],
             },
+            lifecycle_deny(),
         ],
     }
 
@@ -348,7 +382,7 @@ def fsx_csi_policy() -> dict[str, Any]:
     return {
         "Version": "2012-10-17",
         "Statement": [{"Sid": "FsxDescribe", "Effect": "Allow", "Action": ["fsx:DescribeFileSystems"],
-                       "Resource": ["*"]}],
+                       "Resource": ["*"]}, lifecycle_deny()],
     }
 
 
@@ -359,12 +393,12 @@ def mlflow_prefix(cluster_tag: str) -> str:
 
 def mlflow_server_policy(bucket: str, prefix: str) -> dict[str, Any]:
     """The role SageMaker's MLflow tracking server assumes: its artifact store (the prefix) only."""
-    return _doc(*_prefix_statements("Artifact", bucket, prefix, ["s3:ListBucket", "s3:GetBucketLocation"]))
+    return _policy(*_prefix_statements("Artifact", bucket, prefix, ["s3:ListBucket", "s3:GetBucketLocation"]))
 
 
 def mlflow_writer_policy(tracking_server_arn: str) -> dict[str, Any]:
     """Training pods (through their service account's role): the MLflow API of this one tracking server only."""
-    return _doc(
+    return _policy(
         {
             "Sid": "MlflowThisTrackingServer",
             "Effect": "Allow",
@@ -392,7 +426,7 @@ def grafana_query_policy(amp_workspace_arn: str) -> dict[str, Any]:
     """What a Grafana workspace needs to use the cluster's AMP workspace as a Prometheus data source: the query
     actions of the AWS managed AmazonPrometheusQueryAccess policy on exactly this workspace, and listing and
     describing workspaces (Grafana's data-source discovery, which IAM cannot scope to one workspace)."""
-    return _doc(
+    return _policy(
         {"Sid": "PromQL", "Effect": "Allow", "Resource": [amp_workspace_arn],
          "Action": ["aps:GetLabels", "aps:GetMetricMetadata", "aps:GetSeries", "aps:QueryMetrics"]},
         {"Sid": "Workspaces", "Effect": "Allow", "Resource": ["*"],

@@ -9,6 +9,7 @@ from pydantic import Field
 from sqlalchemy import select
 
 from instantstart.aws import hyperpod as hp
+from instantstart.aws.clients import AwsClients
 from instantstart.aws.hyperpod import HyperPod
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
@@ -19,6 +20,7 @@ from instantstart.kube.reads import read_node
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.services.capacity.groups import described
+from instantstart.services.cluster.lifecycle import verify_groups
 from instantstart.services.core.ledger import TAG_INSTALLATION
 from instantstart.services.core.registry import (
     ClusterParams,
@@ -79,7 +81,8 @@ async def submit_node_op(ctx: CallContext, req: NodeRequest, action: NodeAction)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
     node = instance_id(req.node_id)
     cluster = hyperpod_cluster_name(row)
-    if await blocking(HyperPod(ctx.app.aws, row.region).describe_node, cluster, node) is None:
+    found = await blocking(HyperPod(ctx.app.aws, row.region).describe_node, cluster, node)
+    if found is None:
         raise NotFound(
             f"Invalid input: nodeId: node {node} is not in {cluster}",
             hint="cluster_get_status lists the nodes (Kubernetes names hyperpod-i-…).",
@@ -87,6 +90,8 @@ async def submit_node_op(ctx: CallContext, req: NodeRequest, action: NodeAction)
         )
     if action in ("replace", "delete"):
         await blocking(refuse_unowned, ctx.app, row.region, cluster, action)
+    if action == "replace":  # refused at once (the stage checks again just before the call)
+        await blocking(verify_node_script, ctx.app.aws, row.region, cluster, found)
     return await submit_for_cluster(
         ctx,
         f"node_{action}",
@@ -111,6 +116,15 @@ def refuse_unowned(app: AppContext, region: str, cluster: str, action: str) -> N
         f"{TAG_INSTALLATION}=<any value> (sagemaker add-tags), or {action} the node in the SageMaker console.",
         details={"cluster": cluster, "missingTag": TAG_INSTALLATION},
     )
+
+
+def verify_node_script(aws: AwsClients, region: str, cluster: str, node: dict[str, Any]) -> None:
+    """Verify the lifecycle script a replacement of `node` runs as root (its instance group's); Conflict with
+    the fix when it changed (blocking)."""
+    described = HyperPod(aws, region).describe_cluster(cluster) or {}
+    group = node.get("InstanceGroupName")
+    groups = described.get("InstanceGroups") or []
+    verify_groups(aws, region, [g for g in groups if g.get("InstanceGroupName") == group], only_ours=True)
 
 
 def batch(sm: HyperPod, cluster: str, node: str, action: str) -> None:
@@ -149,6 +163,8 @@ async def stage_request(stage: StageContext) -> dict[str, Any]:
         # Asked before a restart: the replacement may exist already, so only what ran before the old node counts.
         mates = [n for n in mates if _stamp(n.get("LaunchTime")) <= launched]
     if not already:
+        if p.action == "replace":
+            await blocking(verify_node_script, stage.app.aws, p.region, cluster, node)
         await stage.progress(f"{p.action} {p.node_id} ({group}, {status})")
         await blocking(batch, sm, cluster, p.node_id, p.action)
     # A node still provisioning has no InstanceId yet (listed only with IncludeNodeLogicalIds, which we do
@@ -258,8 +274,9 @@ async def hyperpod_node_reboot(ctx: CallContext, req: NodeRequest) -> OperationR
 async def hyperpod_node_replace(ctx: CallContext, req: NodeRequest) -> OperationRef:
     """WARNING: instance volumes (root, EBS secondary, NVMe) of the node are lost. Replace one
     HyperPod node (i-… or hyperpod-i-…) with new hardware of the same group configuration; it must be
-    Running. Finished when the old instance is gone and the replacement (newNodeId in the result) is
-    Running with a Ready Kubernetes Node."""
+    Running; its group's lifecycle script must be InstantStart's (SHA-256; CONFLICT with the fix otherwise).
+    Finished when the old instance is gone and the replacement (newNodeId in the result) is Running with a
+    Ready Kubernetes Node."""
     return await submit_node_op(ctx, req, "replace")
 
 
@@ -346,6 +363,9 @@ async def stage_software(stage: StageContext) -> dict[str, Any]:
     cluster = await blocking(describe_hyperpod_or_fail, sm, name)
     running = {"Pending", "InProgress", "RollbackInProgress"}
     if not any(g.get("SoftwareUpdateStatus") in running for g in cluster.get("InstanceGroups", [])):
+        # UpdateClusterSoftware re-runs the lifecycle scripts on every instance of every group (HyperPod docs).
+        groups = list(cluster.get("InstanceGroups") or [])
+        await blocking(verify_groups, stage.app.aws, p.region, groups, only_ours=True)
         await stage.progress(f"UpdateClusterSoftware {name}")
         await blocking(sm.update_cluster_software, name)
 

@@ -1,5 +1,6 @@
-"""The lifecycle script nodes run as root: uploaded under the cluster's lifecycle prefix (no data role can write
-there) and its SHA-256 verified before every CreateCluster/UpdateCluster."""
+"""The lifecycle script nodes run as root: uploaded under the cluster's lifecycle prefix (every role InstantStart
+writes denies `lifecycle/` writes) and its SHA-256 verified by one function before every CreateCluster, every
+UpdateCluster that launches nodes, UpdateClusterSoftware and BatchReplaceClusterNodes, and on every status read."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from instantstart.manifests.hyperpod import LIFECYCLE_SCRIPT
 
 ON_CREATE = "on_create.sh"
 EXPECTED_SHA256 = hashlib.sha256(LIFECYCLE_SCRIPT.encode()).hexdigest()
+LAUNCHERS = ("hyperpod_node_replace, hyperpod_add_instance_group, hyperpod_scale_instance_group, "
+             "hyperpod_update_software or operation_retry")
 
 
 def lifecycle_uri(bucket: str, cluster_tag: str) -> str:
@@ -26,40 +29,86 @@ def lifecycle_key(cluster_tag: str) -> str:
     return f"{pol.lifecycle_prefix(cluster_tag)}{ON_CREATE}"
 
 
+def group_script(group: dict[str, Any]) -> tuple[str, str] | None:
+    """(bucket, key) of the on_create script of an instance group (DescribeCluster shape); None without one."""
+    config: dict[str, Any] = group.get("LifeCycleConfig") or {}
+    uri = str(config.get("SourceS3Uri", ""))
+    if not uri.startswith("s3://"):
+        return None
+    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
+    return bucket, f"{prefix.rstrip('/')}/{config.get('OnCreate') or ON_CREATE}".lstrip("/")
+
+
+def restore_hint(bucket: str, key: str) -> str:
+    """How the operator restores InstantStart's script (said wherever a changed script is reported)."""
+    return (
+        f"Inspect s3://{bucket}/{key} (CloudTrail's S3 data events name who wrote it), then delete it "
+        f"(aws s3 rm s3://{bucket}/{key}): the next {LAUNCHERS} uploads InstantStart's script again and verifies "
+        "it. Until then every node launch (replacement, auto-recovery, Karpenter scale-up) would run the changed "
+        "script as root."
+    )
+
+
+def script_problem(aws: AwsClients, region: str, bucket: str, key: str, account: str | None = None) -> str | None:
+    """What is wrong with the lifecycle script at s3://bucket/key (of `account`, default the caller's), as a
+    sentence; None when its SHA-256 is InstantStart's. THE check: every place that verifies a script calls this
+    (blocking)."""
+    found = s3.object_sha256(aws, region, bucket, key, account or identity.account_id(aws, region))
+    if found == EXPECTED_SHA256:
+        return None
+    if found is None:
+        return f"The lifecycle script s3://{bucket}/{key} is missing"
+    return f"The lifecycle script s3://{bucket}/{key} was modified (sha256 {found}, expected {EXPECTED_SHA256})"
+
+
+def verify_script(aws: AwsClients, region: str, bucket: str, key: str, *, upload_missing: bool = False) -> None:
+    """Raise Conflict unless s3://bucket/key is InstantStart's script; a missing one is uploaded first when
+    `upload_missing` (the operator's way to restore it: delete the changed object). Blocking."""
+    account = identity.account_id(aws, region)
+    problem = script_problem(aws, region, bucket, key)
+    if problem is not None and upload_missing and problem.endswith("missing"):
+        s3.put_object(aws, region, bucket, key, LIFECYCLE_SCRIPT.encode(), "text/x-shellscript", account)
+        problem = script_problem(aws, region, bucket, key)
+    if problem is not None:
+        raise Conflict(
+            f"{problem}; nodes would run it as root, so no node is launched.",
+            hint=restore_hint(bucket, key),
+            details={"bucket": bucket, "key": key, "expected": EXPECTED_SHA256},
+        )
+
+
 def ensure_lifecycle(aws: AwsClients, region: str, bucket: str, cluster_tag: str) -> str:
     """Upload on_create.sh when absent, then verify its SHA-256 (before CreateCluster or UpdateCluster). A script
     changed by anyone else is refused, never run. Returns the lifecycle URI."""
-    account = identity.account_id(aws, region)
-    key = lifecycle_key(cluster_tag)
-    found = s3.object_sha256(aws, region, bucket, key, account)
-    if found is None:
-        s3.put_object(aws, region, bucket, key, LIFECYCLE_SCRIPT.encode(), "text/x-shellscript", account)
-        found = s3.object_sha256(aws, region, bucket, key, account)
-    if found != EXPECTED_SHA256:
-        raise Conflict(
-            f"The lifecycle script s3://{bucket}/{key} was modified (sha256 {found}, expected {EXPECTED_SHA256}); "
-            "nodes would run it as root, so no node is added or created.",
-            hint=f"Inspect and delete s3://{bucket}/{key}; the next operation uploads InstantStart's script again.",
-            details={"bucket": bucket, "key": key, "sha256": found, "expected": EXPECTED_SHA256},
-        )
+    verify_script(aws, region, bucket, lifecycle_key(cluster_tag), upload_missing=True)
     return lifecycle_uri(bucket, cluster_tag)
 
 
-def verify_groups(aws: AwsClients, region: str, groups: list[dict[str, Any]]) -> None:
-    """Verify the on_create.sh of every group's SourceS3Uri (before an UpdateCluster that launches nodes)."""
-    account = identity.account_id(aws, region)
-    for group in groups:
-        config: dict[str, Any] = group.get("LifeCycleConfig") or {}
-        uri = str(config.get("SourceS3Uri", ""))
-        if not uri.startswith("s3://"):
-            continue
-        bucket, _, prefix = uri.removeprefix("s3://").partition("/")
-        key = f"{prefix.rstrip('/')}/{config.get('OnCreate') or ON_CREATE}".lstrip("/")
-        found = s3.object_sha256(aws, region, bucket, key, account)
-        if found != EXPECTED_SHA256:
-            raise Conflict(
-                f"The lifecycle script s3://{bucket}/{key} of instance group {group.get('InstanceGroupName')} "
-                f"does not match InstantStart's (sha256 {found}); nodes would run it as root.",
-                hint=f"Inspect s3://{bucket}/{key}; restore InstantStart's script or re-create the group.",
-                details={"bucket": bucket, "key": key, "sha256": found, "expected": EXPECTED_SHA256},
-            )
+def verify_groups(aws: AwsClients, region: str, groups: list[dict[str, Any]], *, only_ours: bool = False) -> None:
+    """Verify the on_create.sh of every group's SourceS3Uri (before an UpdateCluster that launches nodes, a
+    software update, a node replacement); a missing script under InstantStart's lifecycle prefix is uploaded
+    again first. `only_ours`: skip scripts outside a `lifecycle/` prefix (an imported cluster's own scripts,
+    which have no expected checksum here)."""
+    for bucket, key in dict.fromkeys(filter(None, map(group_script, groups))):
+        ours = key.startswith(pol.LIFECYCLE_ROOT)
+        if ours or not only_ours:
+            verify_script(aws, region, bucket, key, upload_missing=ours)
+
+
+def lifecycle_problems(aws: AwsClients, region: str, bucket: str | None, cluster_tag: str,
+                       groups: list[dict[str, Any]], account: str | None = None) -> list[str]:
+    """Attention items of cluster status: each of the cluster's own lifecycle scripts (under its prefix of the
+    project bucket) that is not InstantStart's, with the fix. Scripts of imported groups are not ours to judge."""
+    if not bucket:
+        return []
+    own = pol.lifecycle_prefix(cluster_tag)
+    mine = [s for s in dict.fromkeys(filter(None, map(group_script, groups))) if s[0] == bucket
+            and s[1].startswith(own)]
+    problems = []
+    for script in mine:
+        problem = script_problem(aws, region, *script, account)
+        if problem is not None:
+            users = ", ".join(str(g.get("InstanceGroupName")) for g in groups if group_script(g) == script)
+            problems.append(f"{problem}: instance groups {users} run it as root on every new node. Fix: "
+                            f"{restore_hint(*script)}")
+    return problems

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 from anyio import to_thread
 from pydantic import Field
 
+from instantstart.aws import identity
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext
@@ -20,6 +21,7 @@ from instantstart.kube import k8s
 from instantstart.kube.calls import kube_api
 from instantstart.manifests.storage import DEFAULT_CLAIM, DEFAULT_NAMESPACE
 from instantstart.services.cluster import hyperpod_stage as hyperpod
+from instantstart.services.cluster.lifecycle import lifecycle_problems
 from instantstart.services.cluster.status_model import (
     AcceleratorTotals,
     ClaimStatus,
@@ -46,6 +48,7 @@ ROLLING_BACK_HINT = (
     " previous counts; cluster_events names the failed instances. Fix the cause (capacity, AZ, instance type,"
     " lifecycle script), then repeat the change once the cluster is InService."
 )
+ACCOUNT_SECONDS = 3600.0  # the credentials' account id, for ExpectedBucketOwner on the lifecycle script read
 STATUS_MEMO_SECONDS = 0.25  # one status build shared by every poller within this window (checkedAt says when)
 
 
@@ -59,10 +62,14 @@ def _api_or_error(app: AppContext, row: ClusterRow) -> k8s.ApiClient | InstantSt
 
 
 async def _cached(app: AppContext, key: str, fn: Callable[[], T]) -> T:
+    return await _cached_for(app, key, None, fn)
+
+
+async def _cached_for(app: AppContext, key: str, ttl: float | None, fn: Callable[[], T]) -> T:
     async def fetch() -> T:
         return await to_thread.run_sync(fn)
 
-    value: T = await app.cache.get(key, fetch)
+    value: T = await app.cache.get(key, fetch, ttl)
     return value
 
 
@@ -114,6 +121,27 @@ def _groups(hp: dict[str, Any] | None, hp_name: str, nodes: NodeDigest, problems
                 f"(HyperPod CurrentCount {current}, TargetCount {target}, status {g.get('Status')})."
             )
     return groups
+
+
+async def _lifecycle(app: AppContext, row: ClusterRow, hp: dict[str, Any] | None, ttl: float) -> list[str]:
+    """A lifecycle script changed behind our back (auto-recovery and Karpenter would run it as root), with the
+    fix; checked once per describe interval like HyperPod's state."""
+    groups = list((hp or {}).get("InstanceGroups") or [])
+    bucket = (row.details or {}).get("bucket")
+    if not bucket or not groups:
+        return []  # nothing of ours to check (no HyperPod cluster yet, or an imported one)
+
+    async def fetch() -> list[str]:
+        # The account (ExpectedBucketOwner) of the same credentials: read once an hour, not per status interval.
+        account = await _cached_for(app, f"sts:{row.region}:account", ACCOUNT_SECONDS,
+                                    lambda: identity.account_id(app.aws, row.region))
+        return await to_thread.run_sync(lifecycle_problems, app.aws, row.region, bucket, row.tag, groups, account)
+
+    try:
+        found: list[str] = await app.cache.get(f"s3:{row.region}:lifecycle:{row.tag}", fetch, ttl)
+    except InstantStartError as exc:
+        return [f"lifecycle scripts of {row.tag} could not be verified: {exc.message}"]
+    return found
 
 
 def _accelerators(nodes: NodeDigest) -> list[AcceleratorTotals]:
@@ -181,6 +209,7 @@ async def collect_status(
     if stale is not None:
         problems.append(stale)
     groups = _groups(hp, hp_name, nodes, problems)
+    problems.extend(await _lifecycle(app, row, hp, ttl))
     problems.extend(nodes.problems)
     storage = _storage(pvcs, claims, unreachable is None, problems)
     recorded, deps = dependency_health(row.details or {})

@@ -3,6 +3,7 @@ ownership checked (ExpectedBucketOwner, installation tag) before use, per-cluste
 
 from __future__ import annotations
 
+import re
 import secrets
 from typing import Any
 
@@ -20,6 +21,8 @@ from instantstart.store.models import ResourceRow
 from instantstart.store.state import read_state, write_state
 
 SHARE = "s3:prefix"  # ledger type: one cluster's prefixes of the project bucket
+# instantstart-<account>-<region>[-<hex suffix>]: the names ensure_project_bucket makes (and the legacy one).
+PROJECT_NAME = re.compile(r"^instantstart-\d{12}-[a-z]{2}(-[a-z]+)+-\d+(-[0-9a-f]{8})?$")
 
 
 def _remembered_key(region: str) -> str:
@@ -92,18 +95,36 @@ def ensure_project_bucket(
     return name
 
 
-def _other_users(db: Database, bucket: str, tag: str) -> list[str]:
-    """Clusters other than `tag` whose live ledger shares are in `bucket`."""
+def _other_users(db: Database, bucket: str, tag: str | None) -> list[str]:
+    """Clusters other than `tag` (None: every cluster) whose live ledger shares are in `bucket`."""
     with db.session() as session:
-        rows = session.scalars(
-            select(ResourceRow).where(
-                ResourceRow.resource_type == SHARE,
-                ResourceRow.resource_id.startswith(f"{bucket}/"),
-                ResourceRow.deleted_at.is_(None),
-                ResourceRow.cluster_tag != tag,
-            )
-        ).all()
-        return [r.cluster_tag for r in rows]
+        query = select(ResourceRow).where(
+            ResourceRow.resource_type == SHARE,
+            ResourceRow.resource_id.startswith(f"{bucket}/"),
+            ResourceRow.deleted_at.is_(None),
+        )
+        if tag is not None:
+            query = query.where(ResourceRow.cluster_tag != tag)
+        return [r.cluster_tag for r in session.scalars(query).all()]
+
+
+def project_bucket_reason(
+    aws: AwsClients, db: Database, settings: Settings, region: str, bucket: str
+) -> str | None:
+    """Why `bucket` (in `region`, of this account) is a project bucket, of this installation or another, in any
+    Region: configured, named like one, shared by a cluster in the ledger, or tagged instantstart:installation.
+    None when it is none of these. Project buckets hold lifecycle scripts, so no claim may reach them."""
+    if bucket == settings.project_bucket:
+        return "it is the configured project bucket (INSTANTSTART_PROJECT_BUCKET)"
+    if PROJECT_NAME.match(bucket):
+        return "its name is a project bucket's (instantstart-<account>-<region>[-<suffix>])"
+    users = _other_users(db, bucket, None)
+    if users:
+        return f"it is the project bucket of cluster(s) {', '.join(sorted(set(users)))}"
+    found = s3.bucket_tags(aws, region, bucket, identity.account_id(aws, region)).get(TAG_INSTALLATION)
+    if found is not None:
+        return f"it is tagged {TAG_INSTALLATION}={found} (an InstantStart project bucket)"
+    return None
 
 
 def delete_share(aws: AwsClients, db: Database, res: dict[str, Any]) -> bool:

@@ -101,7 +101,7 @@ async def identities(
         ident = FEATURES[other].identity
         if ident is None:
             continue
-        inline = None
+        inline = pol.lifecycle_guard_policy()  # a role with only managed policies still denies lifecycle/ writes
         oidc = None
         if other == "observability":
             workspace, created = await blocking(obs.ensure_workspace, where, app.settings.poll_seconds)

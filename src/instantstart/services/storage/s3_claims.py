@@ -16,7 +16,7 @@ from instantstart.manifests import iam_policies as pol
 from instantstart.manifests import storage as m
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.services.cluster.params import StorageParams
-from instantstart.services.core.project_bucket import remembered_bucket
+from instantstart.services.core.project_bucket import project_bucket_reason, remembered_bucket
 from instantstart.services.core.registry import get_cluster, mirror_pipeline_stages, resolve_tag
 from instantstart.services.core.stages import blocking, project_bucket, record_details, wait_until
 from instantstart.services.storage.claim_iam import widen_csi_role
@@ -55,10 +55,11 @@ def storage_spec(app: AppContext, row: ClusterRow, given: dict[str, Any], *, fie
     name = m.validate_claim_name(given.get("name") or m.DEFAULT_CLAIM, f"{field_prefix}name")
     bucket = m.validate_bucket_name(given.get("bucketName") or default_bucket(app, row), f"{field_prefix}bucketName")
     prefix = m.validate_prefix(given["prefix"], f"{field_prefix}prefix") if given.get("prefix") else None
-    if not given.get("bucketName") or bucket == (row.details or {}).get("bucket"):
+    own = (row.details or {}).get("bucket") or default_bucket(app, row)
+    if not given.get("bucketName") or bucket == own:
         # The shared project bucket: only this cluster's data prefix (the CSI role may write nowhere else).
-        own = pol.data_prefix(row.tag)
-        prefix = own if not prefix else prefix if prefix.startswith(own) else f"{own}{prefix}"
+        data = pol.data_prefix(row.tag)
+        prefix = data if not prefix else prefix if prefix.startswith(data) else f"{data}{prefix}"
     where = bucket_region(app, bucket, given.get("region") or row.region)
     if where is None:
         raise NotFound(
@@ -66,6 +67,8 @@ def storage_spec(app: AppContext, row: ClusterRow, given: dict[str, Any], *, fie
             hint="Give an existing bucket in bucketName, or omit it for the project bucket (the EKS stage makes it).",
             details={"fields": [{"field": f"{field_prefix}bucketName", "message": "no such bucket"}]},
         )
+    if bucket != own:
+        refuse_project_bucket(app, where, bucket, f"{field_prefix}bucketName")
     if given.get("region") and given["region"] != where:
         field = f"{field_prefix}region"
         raise InvalidInput(
@@ -73,6 +76,21 @@ def storage_spec(app: AppContext, row: ClusterRow, given: dict[str, Any], *, fie
             details={"fields": [{"field": field, "message": f"the bucket is in {where}"}]},
         )
     return {"name": name, "bucketName": bucket, "region": where, "prefix": prefix}
+
+
+def refuse_project_bucket(app: AppContext, region: str, bucket: str, field: str) -> None:
+    """InvalidInput when `bucket` is another project bucket (of any cluster, installation or Region): a claim
+    grants write on bucket/prefix, and a project bucket holds the lifecycle scripts nodes run as root."""
+    why = project_bucket_reason(app.aws, app.db, app.settings, region, bucket)
+    if why is None:
+        return
+    raise InvalidInput(
+        f"Invalid input: {field}: s3://{bucket} is a project bucket ({why}); its lifecycle scripts run as root "
+        "on HyperPod nodes, so no claim may mount it.",
+        hint="Omit bucketName to mount this cluster's own data prefix, or name a bucket that holds only data "
+        "(not named instantstart-<account>-<region>…, not tagged instantstart:installation).",
+        details={"fields": [{"field": field, "message": "a project bucket cannot be claimed"}]},
+    )
 
 
 # -- Kubernetes objects: look first, adopt what matches, create the rest by server-side apply --------------

@@ -138,9 +138,10 @@ async def s3_storage_create(ctx: CallContext, req: StorageCreateRequest) -> Oper
     """Mount an S3 bucket (or a prefix of it) into the active cluster: a static PersistentVolume <name>-pv
     for the Mountpoint for S3 CSI driver (ReadWriteMany) and the claim <name> (namespace default) bound to
     it. Several claims per cluster, each under its own name. The bucket defaults to the project bucket;
-    another bucket is used only when named in bucketName, and must exist; region, when given, must be the
-    bucket's. The EKS stage must be done. Re-running with the same values is a no-op; an existing claim or
-    volume of that name with other values is refused (CONFLICT). Pods mount it once the S3 CSI driver is
+    another bucket is used only when named in bucketName, must exist and must not be a project bucket (of any
+    cluster or Region; INVALID_INPUT); region, when given, must be the bucket's. The EKS stage must be done.
+    Re-running with the same values is a no-op; an existing claim or volume of that name with other values is
+    refused (CONFLICT). Pods mount it once the S3 CSI driver is
     installed (cluster_configure_dependencies); storage_list shows it."""
     row = await active_cluster(ctx)
     if (row.stages or {}).get("eks") != "SUCCEEDED" and not row.imported:
