@@ -20,6 +20,7 @@ import httpx
 import uvicorn
 
 from instantstart.api.app import create_app
+from instantstart.server import uvicorn_options
 from instantstart.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -93,10 +94,11 @@ def thread_server(data_dir: Path, database_url: str, **settings: object) -> Iter
         **settings,
     )  # type: ignore[arg-type]
     app = create_app(config)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="on"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="on",
+                                           **uvicorn_options(config)))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    url = f"http://127.0.0.1:{port}"
+    url = f"{'https' if config.tls_cert_file else 'http'}://127.0.0.1:{port}"
     wait_healthy(url)
     token = (data_dir / "api-token").read_text().strip()
     try:
