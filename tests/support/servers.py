@@ -128,7 +128,7 @@ def process_server(
         "INSTANTSTART_LEASE_SECONDS": "2",
         "INSTANTSTART_WORKER_POLL_SECONDS": "0.1",
         "INSTANTSTART_PLUGINS": '["tests.support.probe_ops"]',
-        "PYTHONPATH": str(REPO),
+        "PYTHONPATH": f"{REPO / 'src'}{os.pathsep}{REPO}",  # the sources under test, not the installed copy
         **(extra_env or {}),
     }
     log = open(log_path or (data_dir / f"server-{port}.log"), "ab")  # noqa: SIM115
@@ -181,7 +181,7 @@ def serve_twin_process(data_dir: Path, clock_scale: float = 500.0, timeout: floa
         "INSTANTSTART_WORKER_POLL_SECONDS": "0.1",
         "INSTANTSTART_POLL_SECONDS": "0.2",
         "INSTANTSTART_STATUS_CACHE_SECONDS": "1.0",
-        "PYTHONPATH": str(REPO),
+        "PYTHONPATH": f"{REPO / 'src'}{os.pathsep}{REPO}",  # the sources under test, not the installed copy
     }
     env.pop("INSTANTSTART_PLUGINS", None)
     log = open(data_dir / "serve.log", "ab")  # noqa: SIM115
