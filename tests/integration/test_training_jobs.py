@@ -321,6 +321,14 @@ def test_recipe_job_on_two_nodes_recovers_in_place_and_the_refusals(
     assert ran["command"][:3] == ["python3", "-m", "verl.trainer.main_ppo"]
     assert "trainer.total_epochs=2" in ran["command"] and "trainer.n_gpus_per_node=1" in ran["command"]
     assert any("-head-" in p["name"] for p in ran["pods"]) and any("worker" in p["name"] for p in ran["pods"])
+    # Its Ray cluster's ports are fenced: a NetworkPolicy owned by the RayJob selects exactly its head and workers.
+    net = k8s.NetworkingV1Api(core.api_client)
+    policy = net.read_namespaced_network_policy("rl-ray", "default")
+    [rayjob] = objects.list_namespaced_custom_object("ray.io", "v1", "default", "rayjobs")["items"]
+    assert [(o.kind, o.uid) for o in policy.metadata.owner_references] == [("RayJob", rayjob["metadata"]["uid"])]
+    ray_cluster = rayjob["spec"]["rayClusterSpec"]
+    for template in (ray_cluster["headGroupSpec"]["template"], ray_cluster["workerGroupSpecs"][0]["template"]):
+        assert policy.spec.pod_selector.match_labels.items() <= template["metadata"]["labels"].items()
     assert ran["source"] == "watch", ran["note"]  # the RayJob from its watch, its pods by the Ray cluster's label
     listed = mcp_calls(cp, [("training_job_list", {})])[0]
     assert ("rl", "RayJob") in {(j["name"], j["kind"]) for j in listed["jobs"]}
@@ -329,3 +337,4 @@ def test_recipe_job_on_two_nodes_recovers_in_place_and_the_refusals(
     [gone] = mcp_calls(cp, [("training_job_delete", {"jobName": "rl"})])
     assert mcp_wait(cp, gone["operationId"])["status"] == "SUCCEEDED"
     assert not objects.list_namespaced_custom_object("ray.io", "v1", "default", "rayjobs")["items"]
+    assert not [p for p in net.list_namespaced_network_policy("default").items if p.metadata.name == "rl-ray"]

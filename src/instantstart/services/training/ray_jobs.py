@@ -12,7 +12,7 @@ from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import NotFound
 from instantstart.kube import k8s
-from instantstart.kube.apply import apply_object
+from instantstart.kube.apply import apply_object, delete_object
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.manifests import ray_job as r
 from instantstart.manifests import training as m
@@ -122,8 +122,12 @@ async def ray_job_submit(ctx: CallContext, req: RayJobRequest) -> OperationRef:
 
 def _apply(stage: StageContext, p: JobParams) -> dict[str, Any]:
     api = kube_api(stage.app.kube, p.eks_cluster, p.region)
+    # The policy before the RayJob (no pod of its Ray cluster is ever unfenced), then owned by it (gone with it).
+    kube_call("apply the Ray cluster's NetworkPolicy", apply_object, api, r.network_policy(p.name, p.namespace))
     applied = kube_call("apply the RayJob", apply_object, api, p.body)
-    return {"uid": (applied.get("metadata") or {}).get("uid")}
+    uid = (applied.get("metadata") or {}).get("uid")
+    kube_call("own the Ray cluster's NetworkPolicy", apply_object, api, r.network_policy(p.name, p.namespace, uid))
+    return {"uid": uid}
 
 
 async def stage_apply(stage: StageContext) -> dict[str, Any]:
@@ -212,4 +216,7 @@ def delete_ray(api: k8s.ApiClient, name: str, namespace: str, cluster: str | Non
         with contextlib.suppress(NotFound):
             kube_call("delete the RayJob", k8s.CustomObjectsApi(api).delete_namespaced_custom_object, r.GROUP,
                       r.VERSION, namespace, r.PLURAL, name, propagation_policy="Background")
+    # Owned by the RayJob, so the garbage collector removes it too; deleted here as well for one left by a RayJob
+    # apply that failed after the policy's.
+    kube_call("delete the Ray cluster's NetworkPolicy", delete_object, api, r.network_policy(name, namespace))
     return len(ray_pods(api, name, namespace, cluster)), cluster
