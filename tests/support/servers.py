@@ -81,8 +81,10 @@ def wait_healthy(url: str, timeout: float = 60.0, proc: subprocess.Popen[bytes] 
 
 
 @contextmanager
-def thread_server(data_dir: Path, database_url: str, **settings: object) -> Iterator[Running]:
-    """The full app served by uvicorn in a background thread."""
+def thread_server(data_dir: Path, database_url: str, send_buffer: int | None = None,
+                  **settings: object) -> Iterator[Running]:
+    """The full app served by uvicorn in a background thread (`send_buffer`: the kernel's send buffer of each
+    accepted connection, in bytes, like a congested link; default the system's)."""
     port = free_port()
     config = Settings(
         data_dir=data_dir,
@@ -96,7 +98,12 @@ def thread_server(data_dir: Path, database_url: str, **settings: object) -> Iter
     app = create_app(config)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="on",
                                            **uvicorn_options(config)))
-    thread = threading.Thread(target=server.run, daemon=True)
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if send_buffer is not None:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)  # accepted sockets inherit it
+    listener.bind(("127.0.0.1", port))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()
     url = f"{'https' if config.tls_cert_file else 'http'}://127.0.0.1:{port}"
     wait_healthy(url)
