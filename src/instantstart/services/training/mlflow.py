@@ -10,8 +10,8 @@ from anyio import to_thread
 from pydantic import Field
 
 from instantstart.aws import identity as sts_api
-from instantstart.aws.clients import AwsClients
 from instantstart.aws import mlflow as mlflow_api
+from instantstart.aws.clients import AwsClients
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import CallContext, StageContext
