@@ -5,6 +5,7 @@ its events piling up without limit."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import re
@@ -68,33 +69,34 @@ def metric(server: Running, reason: str) -> float:
     return float(found.group(1)) if found else 0.0
 
 
+def browser(server: Running) -> ClientConnection:
+    """An event socket of a new browser session (another client)."""
+    return connect(ws_url(server), additional_headers={"Cookie": session_cookie(server)}, origin=server.url,
+                   open_timeout=60)
+
+
 def test_sockets_are_bounded_per_client_and_in_all(server: Running) -> None:
-    first, second = bearer(server), bearer(server)
-    assert hello(first) and hello(second)
-    code, reason = closed_with(bearer(server))  # the same client (one address, the shared token): over its 2
-    assert code == 4429 and "for this client (limit 2)" in reason, (code, reason)
-    browser = connect(ws_url(server), additional_headers={"Cookie": session_cookie(server)}, origin=server.url,
-                      open_timeout=60)
-    assert hello(browser)  # another client: its own allowance, and the server's third socket
-    code, reason = closed_with(connect(ws_url(server), additional_headers={"Cookie": session_cookie(server)},
-                                       origin=server.url, open_timeout=60))
-    assert code == 4429 and "on this server (limit 3)" in reason, (code, reason)
-    assert metric(server, "too_many") == 2
-    second.close()
+    with contextlib.ExitStack() as held:
+        first, second = held.enter_context(bearer(server)), held.enter_context(bearer(server))
+        assert hello(first) and hello(second)
+        with bearer(server) as third:  # the same client (one address, the shared token): over its 2
+            code, reason = closed_with(third)
+        assert code == 4429 and "for this client (limit 2)" in reason, (code, reason)
+        assert hello(held.enter_context(browser(server)))  # another client: its own allowance, the server's third
+        with browser(server) as fourth:
+            code, reason = closed_with(fourth)
+        assert code == 4429 and "on this server (limit 3)" in reason, (code, reason)
+        assert metric(server, "too_many") == 2
+        second.close()
 
-    def reopened() -> ClientConnection | None:
-        conn = bearer(server)
-        try:
-            if hello(conn):
-                return conn
-        except ConnectionClosed:
-            pass
-        conn.close()
-        return None
+        def reopened() -> bool:
+            with bearer(server) as conn:
+                try:
+                    return hello(conn)
+                except ConnectionClosed:
+                    return False
 
-    third = until(reopened, "a slot freed by the closed socket", timeout=30)
-    for conn in (first, third, browser):
-        conn.close()
+        until(reopened, "a slot freed by the closed socket", timeout=30)
 
 
 class RawSocket:
@@ -157,6 +159,5 @@ def test_a_reader_that_stops_reading_is_dropped(server: Running) -> None:
     code, reason = raw.close_frame()
     assert code == 4408 and "events were waiting unread" in reason, (code, reason)
     raw.sock.close()
-    again = bearer(server)  # its slot is free again
-    assert hello(again)
-    again.close()
+    with bearer(server) as again:  # its slot is free again
+        assert hello(again)
