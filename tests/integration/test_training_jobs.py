@@ -5,10 +5,12 @@ counted, the log tail, listing and deletion with its pods."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from typing import Any
 
+import pytest
 from kubernetes import client as k8s
 
 from instantstart.twin_process import TwinProcess
@@ -78,6 +80,27 @@ def follow_logs(cp: Running, pod: str, stop_after: int | None = None, **resume: 
             lines.append((message["ts"], message["text"]))
             if stop_after is not None and len(lines) >= stop_after:
                 return lines
+
+
+def held_streams_and_one_more(cp: Running, pod: str) -> None:
+    """Log streams are bounded per client (4 by default; each follows its log in a thread): with 4 open on a
+    running container, a fifth is closed at once with 4429 and the limit."""
+    from urllib.parse import urlencode
+
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    url = cp.url.replace("http://", "ws://") + "/api/v1/ws/logs?" + urlencode(
+        {"pod": pod, "container": "pytorch-job-container"})
+    auth = {"Authorization": f"Bearer {cp.token}"}
+    with contextlib.ExitStack() as held:
+        for _ in range(4):
+            stream = held.enter_context(connect(url, additional_headers=auth, open_timeout=30))
+            assert json.loads(stream.recv(timeout=60))["type"] == "line"
+        with connect(url, additional_headers=auth, open_timeout=30) as fifth, pytest.raises(ConnectionClosed) as over:
+            fifth.recv(timeout=60)
+        assert over.value.rcvd is not None and over.value.rcvd.code == 4429, over.value
+        assert "log streams for this client (limit 4)" in over.value.rcvd.reason
 
 
 def error(result: dict[str, Any]) -> dict[str, Any]:
@@ -297,6 +320,7 @@ def test_recipe_job_on_two_nodes_recovers_in_place_and_the_refusals(
     rest = follow_logs(cp, "chatty-pod-0", after=after, skip=skip)
     texts = [text for _, text in got + rest if not text.startswith("[twin]")]
     assert texts == written, texts
+    held_streams_and_one_more(cp, "chatty-pod-0")
 
     # The KubeRay path: refused until the operator is enabled; then the VERL recipe runs as a RayJob to the end,
     # listed, described and logged like any training job, and deleted with its Ray cluster.

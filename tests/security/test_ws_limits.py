@@ -82,11 +82,16 @@ def test_sockets_are_bounded_per_client_and_in_all(server: Running) -> None:
         with bearer(server) as third:  # the same client (one address, the shared token): over its 2
             code, reason = closed_with(third)
         assert code == 4429 and "for this client (limit 2)" in reason, (code, reason)
+        with connect(ws_url(server), additional_headers={"Authorization": f"Bearer {server.token}",
+                                                         "Cookie": "instantstart_session=made-up"},
+                     open_timeout=60) as disguised:  # a made-up cookie beside the token is no other client
+            code, reason = closed_with(disguised)
+        assert code == 4429 and "for this client (limit 2)" in reason, (code, reason)
         assert hello(held.enter_context(browser(server)))  # another client: its own allowance, the server's third
         with browser(server) as fourth:
             code, reason = closed_with(fourth)
         assert code == 4429 and "on this server (limit 3)" in reason, (code, reason)
-        assert metric(server, "too_many") == 2
+        assert metric(server, "too_many") == 3
         second.close()
 
         def reopened() -> bool:

@@ -20,10 +20,11 @@ CLOSE_SECONDS = 5.0  # a close handshake with a reader that does not read is not
 
 
 def client_key(socket: WebSocket) -> str:
-    """Who opened the socket: the browser session (cookie) if any, else the bearer caller's address (one API
-    token is shared by every bearer client, so the address tells them apart). Never logged: a digest only."""
+    """Who opened the socket: a bearer caller by its address (one API token is shared by every bearer client, so
+    the address tells them apart; a cookie it may also send is not what the Gate checked, so it cannot mint new
+    clients), else the browser session the Gate admitted (its cookie; kept as a digest only)."""
     sid = cookie_value(socket.headers.get("cookie"), SESSION_COOKIE)
-    if sid:
+    if sid and not socket.headers.get("authorization"):
         return "session:" + hashlib.sha256(sid.encode()).hexdigest()[:16]
     return "peer:" + (socket.client.host if socket.client else "unknown")
 
