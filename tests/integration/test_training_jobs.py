@@ -96,7 +96,8 @@ def held_streams_and_one_more(cp: Running, pod: str) -> None:
     with contextlib.ExitStack() as held:
         for _ in range(4):
             stream = held.enter_context(connect(url, additional_headers=auth, open_timeout=30))
-            assert json.loads(stream.recv(timeout=60))["type"] == "line"
+            first = json.loads(stream.recv(timeout=60))
+            assert first["type"] == "line", first
         with connect(url, additional_headers=auth, open_timeout=30) as fifth, pytest.raises(ConnectionClosed) as over:
             fifth.recv(timeout=60)
         assert over.value.rcvd is not None and over.value.rcvd.code == 4429, over.value
@@ -316,11 +317,11 @@ def test_recipe_job_on_two_nodes_recovers_in_place_and_the_refusals(
     status_until(cp, "chatty", lambda s: s["pods"] and s["pods"][0]["phase"] == "Running")
     got = follow_logs(cp, "chatty-pod-0", stop_after=3)
     assert len(got) == 3 and got[-1][0], got
+    held_streams_and_one_more(cp, "chatty-pod-0")
     after, skip = got[-1][0], sum(1 for ts, _ in got if ts == got[-1][0])
     rest = follow_logs(cp, "chatty-pod-0", after=after, skip=skip)
     texts = [text for _, text in got + rest if not text.startswith("[twin]")]
     assert texts == written, texts
-    held_streams_and_one_more(cp, "chatty-pod-0")
 
     # The KubeRay path: refused until the operator is enabled; then the VERL recipe runs as a RayJob to the end,
     # listed, described and logged like any training job, and deleted with its Ray cluster.
