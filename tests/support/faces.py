@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -112,7 +113,7 @@ async def mcp_http(running: Running) -> AsyncIterator[ClientSession]:
 def stdio_params(running: Running) -> StdioServerParameters:
     """How to launch `instantstart mcp` against the running server."""
     env = running.env()
-    env["PYTHONPATH"] = str(REPO)
+    env["PYTHONPATH"] = f"{REPO / 'src'}{os.pathsep}{REPO}"  # the sources under test, not the installed copy
     return StdioServerParameters(
         command=sys.executable, args=["-m", "instantstart.cli.main", "mcp"], env=env, cwd=str(REPO)
     )
