@@ -83,7 +83,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     port = free_port()
     env = {
         **os.environ,
-        "PYTHONPATH": str(REPO),
+        "PYTHONPATH": f"{REPO / 'src'}{os.pathsep}{REPO}",  # the sources under test, not the installed copy
         "INSTANTSTART_DATA_DIR": str(data),
         "INSTANTSTART_DATABASE_URL": f"sqlite:///{data / 'state.db'}",
         "INSTANTSTART_POLL_SECONDS": "0.2",

@@ -113,7 +113,9 @@ async def submit_ray(ctx: CallContext, req: RayJobRequest, entry: list[str], *, 
 )
 async def ray_job_submit(ctx: CallContext, req: RayJobRequest) -> OperationRef:
     """Submit a KubeRay RayJob: its own Ray cluster (a CPU head and `nodes` GPU workers on `instanceType`, the
-    cluster's S3 claim at /s3), the `entrypoint` run by the submitter, the cluster removed when the job ends.
+    cluster's S3 claim at /s3), the `entrypoint` run by the submitter, the cluster removed when the job ends. Its
+    Ray ports are reachable only from its own pods (NetworkPolicy <jobName>-ray; the dashboard also from the
+    submitter and the KubeRay operator).
     Refused before submitting: KubeRay not enabled (hint: the feature key), a name that is not a DNS label, more
     GPUs than the type has, a type with no nodes, shell operators in the entrypoint. job_get_status,
     training_job_logs and training_job_delete take its name like any training job."""
