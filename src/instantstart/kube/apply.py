@@ -21,14 +21,11 @@ def _client(api: k8s.ApiClient) -> Any:
     return _dynamic().DynamicClient(api)
 
 
-def _resource(api: k8s.ApiClient, body: dict[str, Any]) -> Any:
-    return _client(api).resources.get(api_version=body["apiVersion"], kind=body["kind"])
+def _resource(api: k8s.ApiClient, body: dict[str, Any], client: Any = None) -> Any:
+    return (client or _client(api)).resources.get(api_version=body["apiVersion"], kind=body["kind"])
 
 
-def read_object(api: k8s.ApiClient, body: dict[str, Any]) -> dict[str, Any] | None:
-    """The live object named by `body` (apiVersion, kind, metadata.name/namespace), or None."""
-    client = _client(api)
-    resource = _resource(api, body)
+def _read(client: Any, resource: Any, body: dict[str, Any]) -> dict[str, Any] | None:
     meta = body["metadata"]
     try:
         found = client.get(resource, name=meta["name"], namespace=meta.get("namespace"))
@@ -36,6 +33,12 @@ def read_object(api: k8s.ApiClient, body: dict[str, Any]) -> dict[str, Any] | No
         return None
     value: dict[str, Any] = found.to_dict()
     return value
+
+
+def read_object(api: k8s.ApiClient, body: dict[str, Any]) -> dict[str, Any] | None:
+    """The live object named by `body` (apiVersion, kind, metadata.name/namespace), or None."""
+    client = _client(api)
+    return _read(client, _resource(api, body, client), body)
 
 
 def created_by_us(live: dict[str, Any]) -> bool:
@@ -73,13 +76,14 @@ def apply_object(api: k8s.ApiClient, body: dict[str, Any], *, adopt: bool = Fals
     existing object InstantStart did not create (`created_by_us`) is refused with Conflict naming its owner, unless
     the call site adopts it explicitly (`adopt=True`)."""
     client = _client(api)
+    resource = _resource(api, body, client)
     if not adopt:
-        live = read_object(api, body)
+        live = _read(client, resource, body)
         if live is not None and not created_by_us(live):
             refuse_takeover(live)
     meta = body["metadata"]
     applied = client.server_side_apply(
-        _resource(api, body),
+        resource,
         body=body,
         name=meta["name"],
         namespace=meta.get("namespace"),
