@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 import uvicorn
 
@@ -21,6 +22,21 @@ class TwinOptions:
 
     port: int = 0
     clock_scale: float | None = None
+
+
+def uvicorn_options(settings: Settings) -> dict[str, Any]:
+    """How uvicorn serves `settings`: TLS when a certificate and key are set; X-Forwarded-* believed only from
+    `trusted_proxies` (uvicorn's default trusts 127.0.0.1, so any local process could claim https or another
+    client address, e.g. to escape the sign-in failure limit)."""
+    if bool(settings.tls_cert_file) != bool(settings.tls_key_file):
+        raise ValueError("INSTANTSTART_TLS_CERT_FILE and INSTANTSTART_TLS_KEY_FILE go together: set both or neither")
+    options: dict[str, Any] = {"proxy_headers": bool(settings.trusted_proxies)}
+    if settings.trusted_proxies:
+        options["forwarded_allow_ips"] = list(settings.trusted_proxies)
+    if settings.tls_cert_file and settings.tls_key_file:
+        options["ssl_certfile"] = str(settings.tls_cert_file)
+        options["ssl_keyfile"] = str(settings.tls_key_file)
+    return options
 
 
 def run_server(
@@ -58,6 +74,7 @@ def run_server(
             access_log=False,
             lifespan="on",
             timeout_graceful_shutdown=10,
+            **uvicorn_options(settings),
         )
     finally:
         if child is not None:

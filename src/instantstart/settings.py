@@ -38,6 +38,27 @@ class Settings(BaseSettings):
         le=64 << 20,
         description="Largest request body accepted on any route (413 PAYLOAD_TOO_LARGE above it; sign-in 16 KiB).",
     )
+    tls_cert_file: Path | None = Field(
+        default=None, description="PEM certificate (chain) `serve` presents: HTTPS, and the session cookie is Secure."
+    )
+    tls_key_file: Path | None = Field(default=None, description="PEM private key of tls_cert_file.")
+    trusted_proxies: list[str] = Field(
+        default_factory=list,
+        description="Addresses (or CIDRs) of reverse proxies whose X-Forwarded-Proto/-For are believed (then a"
+        " request forwarded as https gets a Secure session cookie). Empty (the default): those headers are ignored.",
+    )
+    ws_sockets_per_client: int = Field(
+        default=8, ge=1, le=1000, description="Event WebSockets (/api/v1/ws) one client may hold open (4429 above)."
+    )
+    ws_sockets: int = Field(default=64, ge=1, le=10000, description="Event WebSockets open on the server in all.")
+    ws_log_streams_per_client: int = Field(
+        default=4, ge=1, le=100, description="Live log WebSockets (/api/v1/ws/logs, one thread each) per client."
+    )
+    ws_log_streams: int = Field(default=16, ge=1, le=1000, description="Live log WebSockets on the server in all.")
+    ws_queue_size: int = Field(
+        default=256, ge=2, le=100_000, description="Events queued for one event WebSocket; a reader this far behind"
+        " is closed with 4408.",
+    )
     worker_id: str | None = None
     lease_seconds: float = Field(default=15.0, gt=0.5, le=600)
     worker_poll_seconds: float = Field(default=1.0, gt=0.01, le=60)
@@ -117,4 +138,4 @@ class Settings(BaseSettings):
         if self.server_url:
             return self.server_url.rstrip("/")
         host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
-        return f"http://{host}:{self.port}"
+        return f"{'https' if self.tls_cert_file else 'http'}://{host}:{self.port}"

@@ -5,10 +5,12 @@ counted, the log tail, listing and deletion with its pods."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from typing import Any
 
+import pytest
 from kubernetes import client as k8s
 
 from instantstart.twin_process import TwinProcess
@@ -79,6 +81,28 @@ def follow_logs(cp: Running, pod: str, stop_after: int | None = None, **resume: 
             lines.append((message["ts"], message["text"]))
             if stop_after is not None and len(lines) >= stop_after:
                 return lines
+
+
+def held_streams_and_one_more(cp: Running, pod: str) -> None:
+    """Log streams are bounded per client (4 by default; each follows its log in a thread): with 4 open on a
+    running container, a fifth is closed at once with 4429 and the limit."""
+    from urllib.parse import urlencode
+
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    url = cp.url.replace("http://", "ws://") + "/api/v1/ws/logs?" + urlencode(
+        {"pod": pod, "container": "pytorch-job-container"})
+    auth = {"Authorization": f"Bearer {cp.token}"}
+    with contextlib.ExitStack() as held:
+        for _ in range(4):
+            stream = held.enter_context(connect(url, additional_headers=auth, open_timeout=30))
+            first = json.loads(stream.recv(timeout=60))
+            assert first["type"] == "line", first
+        with connect(url, additional_headers=auth, open_timeout=30) as fifth, pytest.raises(ConnectionClosed) as over:
+            fifth.recv(timeout=60)
+        assert over.value.rcvd is not None and over.value.rcvd.code == 4429, over.value
+        assert "log streams for this client (limit 4)" in over.value.rcvd.reason
 
 
 def error(result: dict[str, Any]) -> dict[str, Any]:
@@ -294,6 +318,7 @@ def test_recipe_job_on_two_nodes_recovers_in_place_and_the_refusals(
     status_until(cp, "chatty", lambda s: s["pods"] and s["pods"][0]["phase"] == "Running")
     got = follow_logs(cp, "chatty-pod-0", stop_after=3)
     assert len(got) == 3 and got[-1][0], got
+    held_streams_and_one_more(cp, "chatty-pod-0")
     after, skip = got[-1][0], sum(1 for ts, _ in got if ts == got[-1][0])
     rest = follow_logs(cp, "chatty-pod-0", after=after, skip=skip)
     texts = [text for _, text in got + rest if not text.startswith("[twin]")]
@@ -322,6 +347,14 @@ def test_recipe_job_on_two_nodes_recovers_in_place_and_the_refusals(
     assert ran["command"][:3] == ["python3", "-m", "verl.trainer.main_ppo"]
     assert "trainer.total_epochs=2" in ran["command"] and "trainer.n_gpus_per_node=1" in ran["command"]
     assert any("-head-" in p["name"] for p in ran["pods"]) and any("worker" in p["name"] for p in ran["pods"])
+    # Its Ray cluster's ports are fenced: a NetworkPolicy owned by the RayJob selects exactly its head and workers.
+    net = k8s.NetworkingV1Api(core.api_client)
+    policy = net.read_namespaced_network_policy("rl-ray", "default")
+    [rayjob] = objects.list_namespaced_custom_object("ray.io", "v1", "default", "rayjobs")["items"]
+    assert [(o.kind, o.uid) for o in policy.metadata.owner_references] == [("RayJob", rayjob["metadata"]["uid"])]
+    ray_cluster = rayjob["spec"]["rayClusterSpec"]
+    for template in (ray_cluster["headGroupSpec"]["template"], ray_cluster["workerGroupSpecs"][0]["template"]):
+        assert policy.spec.pod_selector.match_labels.items() <= template["metadata"]["labels"].items()
     assert ran["source"] == "watch", ran["note"]  # the RayJob from its watch, its pods by the Ray cluster's label
     listed = mcp_calls(cp, [("training_job_list", {})])[0]
     assert ("rl", "RayJob") in {(j["name"], j["kind"]) for j in listed["jobs"]}
@@ -330,3 +363,4 @@ def test_recipe_job_on_two_nodes_recovers_in_place_and_the_refusals(
     [gone] = mcp_calls(cp, [("training_job_delete", {"jobName": "rl"})])
     assert mcp_wait(cp, gone["operationId"])["status"] == "SUCCEEDED"
     assert not objects.list_namespaced_custom_object("ray.io", "v1", "default", "rayjobs")["items"]
+    assert not [p for p in net.list_namespaced_network_policy("default").items if p.metadata.name == "rl-ray"]

@@ -207,6 +207,23 @@ def test_mlflow_configure_job_run_and_history(plane: ControlPlane, twin_process:
     assert "exp-a" in missing["payload"]["error"]["hint"]
 
 
+def test_a_tracking_server_made_elsewhere_is_attached_only_with_adopt(plane: ControlPlane,
+                                                                       twin_process: TwinProcess) -> None:
+    cp = plane.ensure_running()
+    sm: Any = twin_client(twin_process, "sagemaker")
+    sm.create_mlflow_tracking_server(TrackingServerName="theirs", ArtifactStoreUri="s3://their-bucket/mlflow",
+                                     RoleArn="arn:aws:iam::123456789012:role/their-mlflow")
+    refused = mcp_raw(cp, [("mlflow_configure", {"trackingServerName": "theirs"})])[0]
+    assert refused["isError"], refused
+    error = refused["payload"]["error"]
+    assert error["code"] == "CONFLICT" and "did not create it" in error["message"], error
+    assert '"adopt": true' in error["hint"] and error["details"]["field"] == "adopt", error
+    [ref] = mcp_calls(cp, [("mlflow_configure", {"trackingServerName": "theirs", "adopt": True})])
+    view = mcp_wait(cp, ref["operationId"], limit=400)
+    assert view["status"] == "SUCCEEDED", view
+    assert view["result"]["trackingServerName"] == "theirs" and view["result"]["created"] is False
+
+
 def test_cluster_deletion_removes_the_tracking_server_and_its_roles(plane: ControlPlane,
                                                                     twin_process: TwinProcess) -> None:
     twin = twin_process
@@ -221,6 +238,7 @@ def test_cluster_deletion_removes_the_tracking_server_and_its_roles(plane: Contr
         assert view["status"] == "SUCCEEDED", view
     servers = sm.list_mlflow_tracking_servers()["TrackingServerSummaries"]
     assert f"instantstart-{TAG}" not in [s["TrackingServerName"] for s in servers]
+    assert "theirs" in [s["TrackingServerName"] for s in servers]  # adopted, never deleted
     iam: Any = twin_client(twin, "iam")
     roles = [r["RoleName"] for r in iam.list_roles()["Roles"] if r["RoleName"].startswith(f"instantstart-{TAG}-")]
     assert roles == [], roles

@@ -21,6 +21,7 @@ import httpx
 import uvicorn
 
 from instantstart.api.app import create_app
+from instantstart.server import uvicorn_options
 from instantstart.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -85,8 +86,10 @@ def wait_healthy(url: str, timeout: float = 60.0, proc: subprocess.Popen[bytes] 
 
 
 @contextmanager
-def thread_server(data_dir: Path, database_url: str, **settings: object) -> Iterator[Running]:
-    """The full app served by uvicorn in a background thread."""
+def thread_server(data_dir: Path, database_url: str, send_buffer: int | None = None,
+                  **settings: object) -> Iterator[Running]:
+    """The full app served by uvicorn in a background thread (`send_buffer`: the kernel's send buffer of each
+    accepted connection, in bytes, like a congested link; default the system's)."""
     port = free_port()
     config = Settings(
         data_dir=data_dir,
@@ -98,10 +101,16 @@ def thread_server(data_dir: Path, database_url: str, **settings: object) -> Iter
         **settings,
     )  # type: ignore[arg-type]
     app = create_app(config)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="on"))
-    thread = threading.Thread(target=server.run, daemon=True)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="on",
+                                           **uvicorn_options(config)))
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if send_buffer is not None:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)  # accepted sockets inherit it
+    listener.bind(("127.0.0.1", port))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()
-    url = f"http://127.0.0.1:{port}"
+    url = f"{'https' if config.tls_cert_file else 'http'}://127.0.0.1:{port}"
     wait_healthy(url)
     token = (data_dir / "api-token").read_text().strip()
     try:

@@ -187,3 +187,29 @@ def test_a_tracked_job_runs_as_the_mlflow_writer_service_account_on_both_paths()
     untracked = m.job(m.JobSpec(name="j", namespace="default", image="i", entry=["train.py"], nodes=1,
                                 nproc_per_node="auto", resources=PodResources(gpus=1), instance_type="ml.g6.4xlarge"))
     assert "serviceAccountName" not in untracked["spec"]["replicaSpecs"][0]["template"]["spec"]
+
+
+def test_ray_network_policy_admits_only_the_jobs_own_pods_the_submitter_and_the_operator() -> None:
+    from instantstart.manifests import ray_job as r
+    from instantstart.services.cluster.dependencies.catalog import load_catalog
+
+    body = r.ray_job(r.RayJobSpec(name="rl", namespace="team-a", image="example/ray:1", entrypoint=["python3"],
+                                  workers=1, gpus_per_worker=1, instance_type="ml.g6.4xlarge"))
+    cluster = body["spec"]["rayClusterSpec"]
+    for template in (cluster["headGroupSpec"]["template"], cluster["workerGroupSpecs"][0]["template"]):
+        assert template["metadata"]["labels"][r.JOB_LABEL] == "rl"  # what the policy selects
+    policy = r.network_policy("rl", "team-a", "uid-1")
+    assert policy["kind"] == "NetworkPolicy" and policy["metadata"]["namespace"] == "team-a"
+    assert policy["metadata"]["ownerReferences"] == [{"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "rl",
+                                                      "uid": "uid-1"}]
+    spec = policy["spec"]
+    assert spec["podSelector"] == {"matchLabels": {r.JOB_LABEL: "rl"}} and spec["policyTypes"] == ["Ingress"]
+    own, submitter, operator = spec["ingress"]
+    assert own == {"from": [{"podSelector": {"matchLabels": {r.JOB_LABEL: "rl"}}}]}  # no namespaceSelector: same ns
+    assert submitter["from"] == [{"podSelector": {"matchLabels": {r.SUBMITTER_LABEL: "rl"}}}]
+    assert submitter["ports"] == operator["ports"] == [{"protocol": "TCP", "port": 8265}]
+    [peer] = operator["from"]
+    [kuberay] = [d for d in load_catalog().dependencies if d.name == "kuberay-operator"]
+    assert peer["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": kuberay.namespace}}
+    assert peer["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "kuberay-operator"}}
+    assert "ownerReferences" not in r.network_policy("rl", "team-a")["metadata"]

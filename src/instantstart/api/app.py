@@ -24,6 +24,7 @@ from instantstart.api.metrics import Metrics
 from instantstart.api.openapi import build_openapi
 from instantstart.api.rest import add_routes, fast_reads
 from instantstart.api.ws import EventHub, add_ws_route
+from instantstart.api.ws_limits import SocketSlots
 from instantstart.api.ws_logs import add_log_ws_route
 from instantstart.auth import check_bearer, ensure_token
 from instantstart.aws.clients import AwsClients
@@ -313,7 +314,8 @@ def create_app(
     token = _token(settings)
     context = build_context(settings)
     mcp_manager = session_manager(catalog, context, _allowed_hosts(settings))
-    hub = EventHub(context, catalog)
+    hub = EventHub(context, catalog, slots=SocketSlots("event sockets", settings.ws_sockets_per_client,
+                                                       settings.ws_sockets), queue_size=settings.ws_queue_size)
     context.runner.add_listener(hub.on_operation)
     attach_timeline(context)
     feeds.attach(context)  # the timeline's feeds follow the cluster registry, never a read
@@ -353,7 +355,9 @@ def create_app(
     _add_public_routes(app, build_openapi(catalog), metrics)
     add_routes(app, catalog, context)
     add_ws_route(app, hub)
-    add_log_ws_route(app, context)
+    log_slots = SocketSlots("log streams", settings.ws_log_streams_per_client, settings.ws_log_streams)
+    add_log_ws_route(app, context, log_slots)
+    metrics.watch_sockets(hub.slots, log_slots)
     add_web_routes(app, token, sessions)
     cors = _cors(settings, app)
     gate = Gate(

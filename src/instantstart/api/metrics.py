@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from instantstart.api.ws_limits import SocketSlots
 
 
 class _OperationsCollector(Collector):
@@ -20,6 +22,22 @@ class _OperationsCollector(Collector):
         for status, count in sorted(self._counts().items()):
             family.add_metric([status], count)
         yield family
+
+
+class _SocketsCollector(Collector):
+    def __init__(self, slots: Iterable[SocketSlots]) -> None:
+        self._slots = tuple(slots)
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        open_now = GaugeMetricFamily("instantstart_websockets_open", "Open WebSockets by kind", labels=["kind"])
+        closed = CounterMetricFamily("instantstart_websockets_bounded", "WebSockets closed by a bound (too_many: "
+                                     "4429, too_slow: 4408)", labels=["kind", "reason"])
+        for slots in self._slots:
+            open_now.add_metric([slots.what], sum(slots.open.values()))
+            for reason in ("too_many", "too_slow"):
+                closed.add_metric([slots.what, reason], slots.closed[reason])
+        yield open_now
+        yield closed
 
 
 LAG_INTERVAL = 0.01
@@ -51,6 +69,10 @@ class Metrics:
             started = time.perf_counter()
             await asyncio.sleep(interval)
             self.loop_lag.observe(max(0.0, time.perf_counter() - started - interval))
+
+    def watch_sockets(self, *slots: SocketSlots) -> None:
+        """Export the WebSocket bounds' counts (open sockets, sockets closed by a bound)."""
+        self.registry.register(_SocketsCollector(slots))
 
     def render(self) -> bytes:
         """The text exposition format."""

@@ -11,6 +11,7 @@ from typing import Any
 from anyio import to_thread
 from fastapi import FastAPI, WebSocket, WebSocketDisconnect
 
+from instantstart.api.ws_limits import Outbox, SocketSlots, client_key, refuse, send, too_slow
 from instantstart.catalog.invoke import invoke
 from instantstart.catalog.registry import Catalog
 from instantstart.catalog.routes import API_PREFIX
@@ -20,7 +21,7 @@ from instantstart.services.monitoring.state import CHANGE_HOOKS
 
 log = logging.getLogger(__name__)
 
-QUEUE_SIZE = 256
+QUEUE_SIZE = 256  # events waiting for one socket; a socket this far behind is dropped
 KICK_DEBOUNCE = 0.3  # seconds a watch-triggered snapshot waits for more changes
 # Read-only tools whose answers make up a resource snapshot (each is cached server-side).
 SNAPSHOT_TOOLS = (
@@ -38,11 +39,14 @@ class EventHub:
     """Fans events out to connected sockets. Operation changes are coalesced per id; a resource snapshot is
     built every `interval` seconds while anyone listens (one build however many sockets)."""
 
-    def __init__(self, context: AppContext, catalog: Catalog, interval: float = 5.0) -> None:
+    def __init__(self, context: AppContext, catalog: Catalog, interval: float = 5.0, *,
+                 slots: SocketSlots | None = None, queue_size: int = QUEUE_SIZE) -> None:
         self.context = context
         self.catalog = catalog
         self.interval = interval
-        self.clients: set[asyncio.Queue[dict[str, Any]]] = set()
+        self.slots = slots or SocketSlots("event sockets", 8, 64)
+        self.queue_size = queue_size
+        self.clients: set[Outbox] = set()
         self._changed: set[str] = set()
         self._wake = asyncio.Event()
         self._kick = asyncio.Event()
@@ -80,12 +84,9 @@ class EventHub:
         self._tasks = []
 
     def publish(self, event: dict[str, Any]) -> None:
-        """Queue an event for every socket (a socket too slow to keep up loses its oldest events)."""
-        for queue in list(self.clients):
-            if queue.full():
-                with contextlib.suppress(asyncio.QueueEmpty):
-                    queue.get_nowait()
-            queue.put_nowait(event)
+        """Queue an event for every socket (a socket `queue_size` events behind is dropped, see `Outbox`)."""
+        for outbox in list(self.clients):
+            outbox.offer(event)
 
     async def _operations(self) -> None:
         while True:
@@ -132,37 +133,56 @@ def add_ws_route(app: FastAPI, hub: EventHub) -> None:
     from this server's own origin). Messages are JSON: {"type": "hello"}, {"type": "operation",
     "operation": OperationView}, {"type": "resources", "clusters", "status", "workloads", "jobs", "servers",
     "managed"} (each the answer of its tool in SNAPSHOT_TOOLS, or {"error": ...}); the client may send
-    {"type": "refresh"} to get a snapshot at once."""
+    {"type": "refresh"} to get a snapshot at once (one at a time: the next is read when it is queued).
+    Bounded: a client (browser session, or bearer caller's address) over its socket limit, or any client when the
+    server is at its limit, is closed with 4429; a client that does not read its events (its queue of
+    `queue_size` full, or one send stalled 30 s) is closed with 4408."""
 
     @app.websocket(API_PREFIX + "/ws")
     async def events(socket: WebSocket) -> None:
-        await socket.accept()
-        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(QUEUE_SIZE)
-        hub.clients.add(queue)
-
-        async def reader() -> None:
-            while True:
-                message = await socket.receive_json()
-                if isinstance(message, dict) and message.get("type") == "refresh":
-                    snapshot = await hub.snapshot()
-                    if queue.full():
-                        queue.get_nowait()
-                    queue.put_nowait(snapshot)
-
-        read_task = asyncio.create_task(reader())
+        client = client_key(socket)
+        refusal = hub.slots.acquire(client)
+        if refusal is not None:
+            await refuse(socket, refusal)
+            return
         try:
-            await socket.send_json({"type": "hello", "snapshotSeconds": hub.interval})
-            while not read_task.done():
-                get = asyncio.create_task(queue.get())
-                done, _ = await asyncio.wait({get, read_task}, return_when=asyncio.FIRST_COMPLETED)
-                if get in done:
-                    await socket.send_json(get.result())
-                else:
-                    get.cancel()
-        except (WebSocketDisconnect, RuntimeError):
-            pass
+            await socket.accept()
+            await _serve(socket, hub)
         finally:
-            hub.clients.discard(queue)
-            read_task.cancel()
+            hub.slots.release(client)
+
+
+async def _serve(socket: WebSocket, hub: EventHub) -> None:
+    outbox = Outbox(hub.queue_size)
+    hub.clients.add(outbox)
+
+    async def reader() -> None:
+        while True:
+            message = await socket.receive_json()
+            if isinstance(message, dict) and message.get("type") == "refresh":
+                outbox.offer(await hub.snapshot())
+
+    read_task = asyncio.create_task(reader())
+    slow = asyncio.create_task(outbox.overflow.wait())
+    try:
+        outbox.offer({"type": "hello", "snapshotSeconds": hub.interval})
+        while not read_task.done():
+            get = asyncio.create_task(outbox.queue.get())
+            done, _ = await asyncio.wait({get, read_task, slow}, return_when=asyncio.FIRST_COMPLETED)
+            if get in done:
+                if await send(socket, get.result(), hub.slots, outbox):
+                    continue
+                return
+            get.cancel()
+            if slow in done:
+                await too_slow(socket, hub.slots, outbox)
+                return
+    except (WebSocketDisconnect, RuntimeError):
+        pass
+    finally:
+        hub.clients.discard(outbox)
+        for task in (read_task, slow):
+            task.cancel()
+        for task in (read_task, slow):
             with contextlib.suppress(asyncio.CancelledError, WebSocketDisconnect, Exception):
-                await read_task
+                await task

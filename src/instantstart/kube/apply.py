@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from instantstart.errors import Conflict
 from instantstart.kube import k8s
 
 FIELD_MANAGER = "instantstart"
+MANAGED_LABEL = "app.kubernetes.io/managed-by"  # every object InstantStart builds carries it = FIELD_MANAGER
 
 
 def _dynamic() -> Any:
@@ -19,14 +21,11 @@ def _client(api: k8s.ApiClient) -> Any:
     return _dynamic().DynamicClient(api)
 
 
-def _resource(api: k8s.ApiClient, body: dict[str, Any]) -> Any:
-    return _client(api).resources.get(api_version=body["apiVersion"], kind=body["kind"])
+def _resource(api: k8s.ApiClient, body: dict[str, Any], client: Any = None) -> Any:
+    return (client or _client(api)).resources.get(api_version=body["apiVersion"], kind=body["kind"])
 
 
-def read_object(api: k8s.ApiClient, body: dict[str, Any]) -> dict[str, Any] | None:
-    """The live object named by `body` (apiVersion, kind, metadata.name/namespace), or None."""
-    client = _client(api)
-    resource = _resource(api, body)
+def _read(client: Any, resource: Any, body: dict[str, Any]) -> dict[str, Any] | None:
     meta = body["metadata"]
     try:
         found = client.get(resource, name=meta["name"], namespace=meta.get("namespace"))
@@ -36,12 +35,55 @@ def read_object(api: k8s.ApiClient, body: dict[str, Any]) -> dict[str, Any] | No
     return value
 
 
-def apply_object(api: k8s.ApiClient, body: dict[str, Any]) -> dict[str, Any]:
-    """Server-side apply `body` with field manager instantstart (conflicts forced: we own these fields)."""
+def read_object(api: k8s.ApiClient, body: dict[str, Any]) -> dict[str, Any] | None:
+    """The live object named by `body` (apiVersion, kind, metadata.name/namespace), or None."""
     client = _client(api)
+    return _read(client, _resource(api, body, client), body)
+
+
+def created_by_us(live: dict[str, Any]) -> bool:
+    """Whether a live object is InstantStart's: it carries our managed-by label, or our field manager has
+    applied to it before (managedFields)."""
+    meta = live.get("metadata") or {}
+    if (meta.get("labels") or {}).get(MANAGED_LABEL) == FIELD_MANAGER:
+        return True
+    return any((entry or {}).get("manager") == FIELD_MANAGER for entry in meta.get("managedFields") or [])
+
+
+def refuse_takeover(live: dict[str, Any]) -> None:
+    """Conflict naming who manages and owns `live`, an object InstantStart did not create."""
+    meta = live.get("metadata") or {}
+    managers = sorted({str(e.get("manager")) for e in meta.get("managedFields") or [] if (e or {}).get("manager")})
+    owners = [f"{r.get('kind')}/{r.get('name')}" for r in meta.get("ownerReferences") or []]
+    label = (meta.get("labels") or {}).get(MANAGED_LABEL)
+    where = f"{meta['namespace']}/" if meta.get("namespace") else ""
+    what = f"{live.get('kind')} {where}{meta.get('name')}"
+    who = "; ".join(part for part in (
+        f"managed by {', '.join(managers)}" if managers else "",
+        f"owned by {', '.join(owners)}" if owners else "",
+        f"labelled {MANAGED_LABEL}={label}" if label else "",
+    ) if part) or "no managers recorded"
+    raise Conflict(
+        f"{what} already exists and InstantStart did not create it ({who}); it is left unchanged.",
+        hint=f"Choose another name, or delete {what} if nothing uses it. To hand it to InstantStart on purpose,"
+        f" label it {MANAGED_LABEL}={FIELD_MANAGER}.",
+        details={"object": what, "managers": managers, "ownerReferences": owners},
+    )
+
+
+def apply_object(api: k8s.ApiClient, body: dict[str, Any], *, adopt: bool = False) -> dict[str, Any]:
+    """Server-side apply `body` with field manager instantstart (conflicts forced: we own these fields). An
+    existing object InstantStart did not create (`created_by_us`) is refused with Conflict naming its owner, unless
+    the call site adopts it explicitly (`adopt=True`)."""
+    client = _client(api)
+    resource = _resource(api, body, client)
+    if not adopt:
+        live = _read(client, resource, body)
+        if live is not None and not created_by_us(live):
+            refuse_takeover(live)
     meta = body["metadata"]
     applied = client.server_side_apply(
-        _resource(api, body),
+        resource,
         body=body,
         name=meta["name"],
         namespace=meta.get("namespace"),

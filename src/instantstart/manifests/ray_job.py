@@ -1,4 +1,5 @@
-"""RayJob builder (KubeRay `ray.io/v1`, FACTS §6.4): a head and one GPU worker group on HyperPod nodes."""
+"""RayJob builder (KubeRay `ray.io/v1`, FACTS §6.4): a head and one GPU worker group on HyperPod nodes, and the
+NetworkPolicy that keeps its Ray cluster's ports to itself."""
 
 from __future__ import annotations
 
@@ -22,6 +23,12 @@ HEAD_CONTAINER = "ray-head"
 WORKER_CONTAINER = "ray-worker"
 HEAD_CPU = 2
 HEAD_MEMORY_GIB = 8
+JOB_LABEL = "instantstart.io/ray-job"  # ours, on the head and worker pods of a RayJob's Ray cluster
+DASHBOARD_PORT = 8265  # the Ray dashboard and job-submission API (runs code: never open to every pod)
+# The KubeRay operator (its pods' chart label, and the namespace the dependency catalog installs it in) polls the
+# dashboard for the job's status.
+OPERATOR_NAMESPACE = "ray-system"
+OPERATOR_LABELS = {"app.kubernetes.io/name": "kuberay-operator"}
 
 
 @dataclass(frozen=True)
@@ -57,7 +64,7 @@ def _volumes(spec: RayJobSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any
 def _template(spec: RayJobSpec, container: str, resources: dict[str, Any],
               env: dict[str, str]) -> dict[str, Any]:
     volumes, mounts = _volumes(spec)
-    labels = {m.LABEL_MANAGED: m.MANAGED_BY}
+    labels = {m.LABEL_MANAGED: m.MANAGED_BY, JOB_LABEL: spec.name}
     if spec.recipe:
         labels[m.LABEL_RECIPE] = spec.recipe
     template: dict[str, Any] = {
@@ -120,3 +127,36 @@ def ray_job(spec: RayJobSpec) -> dict[str, Any]:
     if spec.active_deadline_seconds is not None:
         body["spec"]["activeDeadlineSeconds"] = spec.active_deadline_seconds
     return body
+
+
+def policy_name(job: str) -> str:
+    """The NetworkPolicy of RayJob `job`."""
+    return f"{job}-ray"
+
+
+def network_policy(job: str, namespace: str, owner_uid: str | None = None) -> dict[str, Any]:
+    """Ingress to the Ray cluster of RayJob `job` (its head and workers, by JOB_LABEL) only from: its own pods (GCS
+    6379, client 10001, raylets, object managers: Ray's ports among its nodes are many), the submitter Job's pods
+    and the KubeRay operator (dashboard 8265 only). Any other pod, in any namespace, reaches none of its ports.
+    Owned by the RayJob once its uid is known, so it goes when the RayJob goes."""
+    own = {"podSelector": {"matchLabels": {JOB_LABEL: job}}}
+    dashboard = [{"protocol": "TCP", "port": DASHBOARD_PORT}]
+    meta: dict[str, Any] = {"name": policy_name(job), "namespace": namespace,
+                            "labels": {m.LABEL_MANAGED: m.MANAGED_BY, JOB_LABEL: job}}
+    if owner_uid:
+        meta["ownerReferences"] = [{"apiVersion": API_VERSION, "kind": KIND, "name": job, "uid": owner_uid}]
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": meta,
+        "spec": {
+            "podSelector": {"matchLabels": {JOB_LABEL: job}},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {"from": [own]},
+                {"from": [{"podSelector": {"matchLabels": {SUBMITTER_LABEL: job}}}], "ports": dashboard},
+                {"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": OPERATOR_NAMESPACE}},
+                           "podSelector": {"matchLabels": dict(OPERATOR_LABELS)}}], "ports": dashboard},
+            ],
+        },
+    }

@@ -11,6 +11,7 @@ from pydantic import Field
 
 from instantstart.aws import identity as sts_api
 from instantstart.aws import mlflow as mlflow_api
+from instantstart.aws.clients import AwsClients
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import CallContext, StageContext
@@ -22,7 +23,7 @@ from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
 from instantstart.services.core.installation import installation_id, refuse_foreign
-from instantstart.services.core.ledger import TAG_CLUSTER, aws_tags, record
+from instantstart.services.core.ledger import TAG_CLUSTER, TAG_INSTALLATION, aws_tags, record
 from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.core.stages import blocking, project_bucket, wait_until
 from instantstart.services.features.identity import Where, ensure_association, ensure_role
@@ -64,6 +65,9 @@ class MlflowRequest(WireModel):
     size: Literal["Small", "Medium", "Large"] = Field(default="Small", description="TrackingServerSize of a new "
                                                       "server.")
     namespace: KubeName = Field(default="default", description="The namespace of the training pods.")
+    adopt: bool = Field(default=False, description="Attach an existing tracking server that this installation did "
+                        "not create (no instantstart:installation tag). Without it such a server is refused "
+                        "(Conflict), so a name typo never wires the cluster's jobs to someone else's server.")
     cluster_tag: ClusterTag | None = None
 
 
@@ -76,6 +80,7 @@ class MlflowParams(ParamsModel):
     name: str
     size: str
     namespace: str
+    adopt: bool = False
 
 
 def _where(stage: StageContext, p: MlflowParams) -> Where:
@@ -83,15 +88,33 @@ def _where(stage: StageContext, p: MlflowParams) -> Where:
                  eks_cluster=p.eks_cluster, operation_id=stage.operation_id)
 
 
+def existing_server(aws: AwsClients, db: Database, p: MlflowParams) -> dict[str, Any] | None:
+    """Blocking: the tracking server named `p.name` if it exists and may be attached ({trackingServerArn,
+    created}); None when there is none. Conflict when another installation or cluster made it, or when it carries
+    no installation tag of ours and `p.adopt` is not set."""
+    found = mlflow_api.describe_server(aws, p.region, p.name)
+    if found is None:
+        return None
+    arn, installation = str(found["TrackingServerArn"]), installation_id(db)
+    tags = mlflow_api.server_tags(aws, p.region, arn)
+    refuse_foreign("MLflow tracking server", p.name, tags, p.cluster_tag, installation)
+    if tags.get(TAG_INSTALLATION) != installation and not p.adopt:
+        raise Conflict(
+            f"MLflow tracking server {p.name} exists but this installation did not create it (no"
+            f" {TAG_INSTALLATION}={installation} tag); it is not attached without adopt.",
+            hint='Send "adopt": true to attach it on purpose, or choose another trackingServerName (or none, for'
+            f" instantstart-{p.cluster_tag}).",
+            details={"resource": p.name, "field": "adopt", "tags": sorted(tags)},
+        )
+    return {"trackingServerArn": arn, "created": tags.get(TAG_CLUSTER) == p.cluster_tag}
+
+
 def _server(stage: StageContext, p: MlflowParams) -> dict[str, Any]:
     where = _where(stage, p)
     aws, installation = stage.app.aws, installation_id(stage.app.db)
-    found = mlflow_api.describe_server(aws, p.region, p.name)
-    if found is not None:
-        arn = str(found["TrackingServerArn"])
-        tags = mlflow_api.server_tags(aws, p.region, arn)
-        refuse_foreign("MLflow tracking server", p.name, tags, p.cluster_tag, installation)
-        return {"trackingServerArn": arn, "created": tags.get(TAG_CLUSTER) == p.cluster_tag}
+    existing = existing_server(aws, stage.app.db, p)
+    if existing is not None:
+        return existing
     account = sts_api.account_id(aws, p.region)
     arn = f"arn:aws:sagemaker:{p.region}:{account}:mlflow-tracking-server/{p.name}"
     bucket = project_bucket(stage, p.region, p.cluster_tag)
@@ -109,7 +132,8 @@ def _server(stage: StageContext, p: MlflowParams) -> dict[str, Any]:
 
 
 async def stage_server(stage: StageContext) -> dict[str, Any]:
-    """Create the tracking server (its artifact-store role first) or attach an existing one of ours or untagged."""
+    """Create the tracking server (its artifact-store role first) or attach an existing one of ours (another made
+    outside InstantStart only with adopt)."""
     p = stage.params_as(MlflowParams)
     await stage.progress(f"tracking server {p.name}")
     return await blocking(_server, stage, p)
@@ -180,14 +204,17 @@ async def mlflow_configure(ctx: CallContext, req: MlflowRequest) -> OperationRef
     instantstart-<clusterTag>, artifacts under the project bucket's mlflow/ prefix of the cluster), wait until it is
     Created, and wire the training pods' identity: service account instantstart-training in `namespace`, bound by
     EKS Pod Identity to a role allowed only sagemaker-mlflow:* on that server. Jobs then take `mlflow: {experiment}`
-    and training_history reads their runs. Everything created is tagged and removed with the cluster."""
+    and training_history reads their runs. Everything created is tagged and removed with the cluster. An existing
+    server this installation did not create is refused (Conflict) unless `adopt` is true; an adopted server is
+    never deleted."""
     tag = await to_thread.run_sync(resolve_tag, ctx.app.db, req.cluster_tag)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
     if not row.eks_cluster_name:
         raise PreconditionFailed(f"Cluster {tag} has no EKS cluster yet.", hint="Finish cluster_create first.")
     params = MlflowParams(cluster_tag=tag, region=row.region, eks_cluster=row.eks_cluster_name,
                           name=req.tracking_server_name or f"instantstart-{tag}", size=req.size,
-                          namespace=req.namespace)
+                          namespace=req.namespace, adopt=req.adopt)
+    await to_thread.run_sync(existing_server, ctx.app.aws, ctx.app.db, params)  # refuse a foreign server now
     return await submit_for_cluster(ctx, KIND, tag, params, status_tool="operation_get", poll_after_seconds=30)
 
 

@@ -12,7 +12,7 @@ from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import NotFound
 from instantstart.kube import k8s
-from instantstart.kube.apply import apply_object
+from instantstart.kube.apply import apply_object, delete_object
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.manifests import ray_job as r
 from instantstart.manifests import training as m
@@ -122,7 +122,8 @@ async def ray_job_submit(ctx: CallContext, req: RayJobRequest) -> OperationRef:
     """Submit a KubeRay RayJob: its own Ray cluster (a CPU head and `nodes` GPU workers on `instanceType`, each
     worker sized from the instance-type catalog with room left for the head, EFA and its libfabric env when there
     are several workers on an EFA type, unless `efa` is false; the cluster's S3 claim at /s3), the `entrypoint` run
-    by the submitter, the cluster removed when the job ends.
+    by the submitter, the cluster removed when the job ends. Its Ray ports are reachable only from its own pods
+    (NetworkPolicy <jobName>-ray; the dashboard also from the submitter and the KubeRay operator).
     Refused before submitting: KubeRay not enabled (hint: the feature key), a name that is not a DNS label, more
     GPUs than the type has, a type with no nodes, shell operators in the entrypoint. job_get_status,
     training_job_logs and training_job_delete take its name like any training job."""
@@ -131,8 +132,12 @@ async def ray_job_submit(ctx: CallContext, req: RayJobRequest) -> OperationRef:
 
 def _apply(stage: StageContext, p: JobParams) -> dict[str, Any]:
     api = kube_api(stage.app.kube, p.eks_cluster, p.region)
+    # The policy before the RayJob (no pod of its Ray cluster is ever unfenced), then owned by it (gone with it).
+    kube_call("apply the Ray cluster's NetworkPolicy", apply_object, api, r.network_policy(p.name, p.namespace))
     applied = kube_call("apply the RayJob", apply_object, api, p.body)
-    return {"uid": (applied.get("metadata") or {}).get("uid")}
+    uid = (applied.get("metadata") or {}).get("uid")
+    kube_call("own the Ray cluster's NetworkPolicy", apply_object, api, r.network_policy(p.name, p.namespace, uid))
+    return {"uid": uid}
 
 
 async def stage_apply(stage: StageContext) -> dict[str, Any]:
@@ -221,4 +226,7 @@ def delete_ray(api: k8s.ApiClient, name: str, namespace: str, cluster: str | Non
         with contextlib.suppress(NotFound):
             kube_call("delete the RayJob", k8s.CustomObjectsApi(api).delete_namespaced_custom_object, r.GROUP,
                       r.VERSION, namespace, r.PLURAL, name, propagation_policy="Background")
+    # Owned by the RayJob, so the garbage collector removes it too; deleted here as well for one left by a RayJob
+    # apply that failed after the policy's.
+    kube_call("delete the Ray cluster's NetworkPolicy", delete_object, api, r.network_policy(name, namespace))
     return len(ray_pods(api, name, namespace, cluster)), cluster

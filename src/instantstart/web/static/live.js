@@ -23,14 +23,17 @@ let delay = 500;
 export function connect(indicator) {
   const url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/api/v1/ws";
   socket = new WebSocket(url);
-  socket.addEventListener("open", () => { delay = 500; indicator.textContent = "live"; indicator.className = "live on"; });
+  socket.addEventListener("open", () => { indicator.textContent = "live"; indicator.className = "live on"; });
   socket.addEventListener("message", (msg) => {
     let data;
     try { data = JSON.parse(msg.data); } catch { return; }
+    if (data.type === "hello") delay = 500;  // admitted (a refused socket opens, then closes 4429 at once)
     events.dispatchEvent(new CustomEvent(data.type, { detail: data }));
   });
-  socket.addEventListener("close", () => {
-    indicator.textContent = "offline"; indicator.className = "live off";
+  socket.addEventListener("close", (e) => {
+    // 4429: this browser (or the server) holds as many live sockets as allowed; 4408: this tab read too slowly.
+    indicator.textContent = e.code === 4429 ? "offline: too many live tabs" : "offline";
+    indicator.className = "live off";
     setTimeout(() => connect(indicator), delay);
     delay = Math.min(delay * 2, 15000);
   });

@@ -156,9 +156,10 @@ async function renderJob(view, name, shell) {
       if (state.last) { q.set("after", state.last); q.set("skip", String(state.same)); }
       const socket = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/api/v1/ws/logs?" + q);
       state.socket = socket;
-      socket.addEventListener("open", () => { state.retry = 500; logState.textContent = "following"; });
+      socket.addEventListener("open", () => { logState.textContent = "following"; });
       socket.addEventListener("message", (msg) => {
         const m = JSON.parse(msg.data);
+        state.retry = 500;  // admitted: a refused socket (4429, too many log streams) closes before any message
         if (m.type === "line") {
           if (m.ts && m.ts === state.last) state.same += 1; else { state.last = m.ts || state.last; state.same = 1; }
           const atEnd = logBox.scrollTop + logBox.clientHeight >= logBox.scrollHeight - 4;
@@ -170,9 +171,9 @@ async function renderJob(view, name, shell) {
           state.ended = true; logState.textContent = ""; logBox.append(errorBox(m));
         }
       });
-      socket.addEventListener("close", () => {
+      socket.addEventListener("close", (e) => {
         if (state.paused || state.ended || stream !== handle) return;
-        logState.textContent = "reconnecting…";
+        logState.textContent = e.code === 4429 ? "too many log streams open; retrying…" : "reconnecting…";
         setTimeout(() => { if (!state.paused && stream === handle) connect(); }, state.retry);
         state.retry = Math.min(state.retry * 2, 10000);
       });
