@@ -15,7 +15,7 @@ from instantstart.catalog.registry import Catalog, OperationSpec
 from instantstart.catalog.secret import secret_values
 from instantstart.context import CallContext
 from instantstart.errors import InstantStartError, InternalError, InvalidInput, NotFound
-from instantstart.logs import register_secret
+from instantstart.logs import carry_secrets, release_secrets
 
 log = logging.getLogger(__name__)
 
@@ -133,14 +133,26 @@ async def invoke_model(spec: OperationSpec, raw: dict[str, Any], ctx: CallContex
         request = spec.input_model.model_validate(args)
     except ValidationError as exc:
         raise validation_error(exc) from None
-    for value in secret_values(request):
-        register_secret(value)  # redacted from every log line from now on; refused by the store
+    # Redacted from every log line from now on; kept out of what this call records (never out of other calls').
+    carried = carry_secrets(secret_values(request))
+    try:
+        result = await _run(spec, request, ctx, key)
+    finally:
+        release_secrets(carried)
+    shaped: BaseModel = (
+        result if isinstance(result, spec.output_model) else spec.output_model.model_validate(result)
+    )
+    return shaped
+
+
+async def _run(spec: OperationSpec, request: BaseModel, ctx: CallContext, key: str | None) -> Any:
+    """The handler, with the idempotency key bound while it runs (unbound again when it records nothing)."""
     bound = False
     if key is not None and spec.mutating:
         store = ctx.app.runner.store
         bound = await to_thread.run_sync(store.bind_idempotency_key, spec.name, key, request_digest(spec, request))
     try:
-        result = await spec.handler(ctx, request)
+        return await spec.handler(ctx, request)
     except InstantStartError as exc:
         if bound and key is not None:  # nothing was recorded: the key may be used again with corrected arguments
             await to_thread.run_sync(ctx.app.runner.store.unbind_idempotency_key, spec.name, key)
@@ -149,7 +161,3 @@ async def invoke_model(spec: OperationSpec, raw: dict[str, Any], ctx: CallContex
     except Exception as exc:
         log.exception("operation %s failed unexpectedly", spec.name)
         raise InternalError(f"{spec.name} failed unexpectedly ({type(exc).__name__}).") from exc
-    shaped: BaseModel = (
-        result if isinstance(result, spec.output_model) else spec.output_model.model_validate(result)
-    )
-    return shaped
