@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from instantstart.manifests import training as m
+from instantstart.manifests.env import EnvValue, env_entries
 
 GROUP = "ray.io"
 VERSION = "v1"
@@ -34,7 +35,7 @@ class RayJobSpec:
     workers: int
     gpus_per_worker: int
     instance_type: str
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, EnvValue] = field(default_factory=dict)
     s3_claim: str | None = None
     recipe: str | None = None
     pod_annotations: dict[str, str] = field(default_factory=dict)
@@ -65,7 +66,7 @@ def _template(spec: RayJobSpec, container: str, resources: dict[str, Any]) -> di
             "containers": [{
                 "name": container,
                 "image": spec.image,
-                "env": [{"name": k, "value": v} for k, v in spec.env.items()],
+                "env": env_entries(spec.env),
                 "resources": {"requests": dict(resources), "limits": dict(resources)},
                 "volumeMounts": mounts,
             }],

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from instantstart.manifests.env import EnvValue, env_entries
+
 GROUP = "sagemaker.amazonaws.com"
 VERSION = "v1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -102,7 +104,7 @@ class JobSpec:
     nproc_per_node: str
     gpus_per_node: int
     instance_type: str
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, EnvValue] = field(default_factory=dict)
     s3_claim: str | None = None
     run_policy: RunPolicy = field(default_factory=RunPolicy)
     elastic: tuple[int, int] | None = None  # (minReplicas, maxReplicas)
@@ -120,12 +122,12 @@ def command(spec: JobSpec) -> list[str]:
 
 def _container(spec: JobSpec) -> dict[str, Any]:
     resources = {GPU: spec.gpus_per_node}
-    env = {"NNODES": str(spec.nodes), "NPROC_PER_NODE": spec.nproc_per_node, **spec.env}
+    env: dict[str, EnvValue] = {"NNODES": str(spec.nodes), "NPROC_PER_NODE": spec.nproc_per_node, **spec.env}
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": spec.image,
         "command": command(spec),
-        "env": [{"name": k, "value": v} for k, v in env.items()],
+        "env": env_entries(env),
         "ports": [{"containerPort": AGENT_PORT}],
         "resources": {"requests": dict(resources), "limits": dict(resources)},
         "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}],  # noqa: S108 (a memory volume for NCCL)
