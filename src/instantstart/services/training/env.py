@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Annotated, Any
+
+from pydantic import Discriminator, Field, Tag
 
 from instantstart.catalog.base import WireModel
 from instantstart.manifests.env import EnvValue, SecretKeyRef
@@ -27,7 +29,15 @@ class EnvSource(WireModel):
                                               "the value when the pod starts; it never passes through InstantStart.")
 
 
-EnvEntry = str | EnvSource
+def _branch(value: Any) -> str:
+    return "value" if isinstance(value, str) or not isinstance(value, dict | EnvSource) else "from"
+
+
+# Tagged, so a bad entry is reported once at env.<NAME>.from.secretKeyRef.<field> (or env.<NAME>.value), not
+# once per branch of the union.
+EnvEntry = Annotated[
+    Annotated[str, Tag("value")] | Annotated[EnvSource, Tag("from")], Discriminator(_branch)
+]
 ENV_DESCRIPTION = (
     "Environment variables of the job's containers: a plain value, or {\"secretKeyRef\": {\"name\": ..., "
     "\"key\": ...}} naming a key of a Kubernetes Secret in the job's namespace (use that for tokens and "
