@@ -1,7 +1,8 @@
 """The Hugging Face token of a model download on the twin: its Kubernetes Secret never outlives the download,
 however the download ends (refused after the Secret was written, the Job failing, the stage failing before the
-Job, a cancel, an orphan of a crash), and a token that equals ordinary text ("us-west-2") is refused for its own
-call without poisoning later writes (a cluster create in us-west-2 then succeeds)."""
+Job, a cancel, an orphan of a crash; a retry without it says so), and a token that equals ordinary text
+("us-west-2") is refused for its own call without poisoning later writes (a cluster create in us-west-2 then
+succeeds)."""
 
 from __future__ import annotations
 
@@ -9,19 +10,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 from kubernetes import client as k8s
 
 from hyperpod_twin.sim.hf_hub import GATED_TOKEN
 from instantstart.manifests import model_download as md
+from instantstart.manifests import storage as sm
 from instantstart.store.models import utcnow
 from instantstart.twin_process import TwinProcess
 from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
 from tests.support.servers import Running
+from tests.support.twin import twin_client
 from tests.support.waits import wait_terminal
 
 TAG = "tok1"
 SELECTOR = f"{md.LABEL_TOKEN}=true"
+GHOST_BUCKET = "tok1-no-such-bucket"
 
 
 def token_secrets(core: k8s.CoreV1Api) -> list[str]:
@@ -66,15 +69,6 @@ def test_the_token_secret_never_outlives_its_download(cp: Running, twin: TwinPro
     error = refused["payload"]["error"]
     assert error["code"] == "INVALID_INPUT" and "hfToken" in error["message"], error
     assert token_secrets(core) == ["model-dl-new-token-bbbbbb"]
-    # ... and it poisons nothing else: a cluster create in us-west-2 (its params, outputs and ARNs hold the
-    # Region) succeeds and keeps the Region readable.
-    with cp.client() as client:
-        made = client.post("/api/v1/clusters/eks", json={"clusterTag": "tok2"})
-        assert made.status_code == 202, made.text
-        view = wait_terminal(client, made.json()["operationId"], timeout=120)
-        assert view["status"] == "SUCCEEDED", view
-        assert view["params"]["region"] == "us-west-2" and "***" not in str(view)
-
     # The Job fails (a wrong token for the gated repo): the Secret goes with the failed download.
     wrong = mcp_calls(cp, [("model_download_enhanced", {"modelId": "twin-org/gated-llama",
                                                          "hfToken": "hf_notTheRightToken000"})])[0]
@@ -83,18 +77,25 @@ def test_the_token_secret_never_outlives_its_download(cp: Running, twin: TwinPro
     assert failed["params"]["tokenSecretName"] and token_secrets(core) == ["model-dl-new-token-bbbbbb"]
     remove_job(core, failed["params"]["jobName"])
 
-    # The stage fails before its Job (S3 refuses the manifest read): the Secret goes too.
-    fault = {"kind": "error", "service": "s3", "operation": "GetObject", "code": "AccessDenied",
-             "message": "Access Denied", "status": 403}
-    httpx.post(twin.endpoint_url + "/_twin/faults", json=fault).raise_for_status()
-    try:
-        denied = mcp_calls(cp, [("model_download_enhanced", {"modelId": "twin-org/gated-llama",
-                                                              "hfToken": GATED_TOKEN})])[0]
-        stopped = mcp_wait(cp, denied["operationId"])
-    finally:
-        httpx.delete(twin.endpoint_url + "/_twin/faults").raise_for_status()
+    # The stage fails before its Job: the claim's bucket is gone (a claim made by hand on a bucket that does not
+    # exist), so the manifest cannot be read; the Secret goes when the stage has failed for good.
+    core.create_persistent_volume({
+        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "ghost-pv"},
+        "spec": {"capacity": {"storage": "1200Gi"}, "accessModes": ["ReadWriteMany"], "storageClassName": "",
+                 "mountOptions": ["region us-west-2"], "claimRef": {"namespace": "default", "name": "ghost"},
+                 "csi": {"driver": sm.S3_CSI_DRIVER, "volumeHandle": "ghost",
+                         "volumeAttributes": {"bucketName": GHOST_BUCKET}}}})
+    core.create_namespaced_persistent_volume_claim("default", {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "ghost"},
+        "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": "ghost-pv",
+                 "resources": {"requests": {"storage": "1200Gi"}}}})
+    denied = mcp_calls(cp, [("model_download_enhanced", {"modelId": "twin-org/tiny-llama", "s3Storage": "ghost",
+                                                          "hfToken": GATED_TOKEN})])[0]
+    stopped = mcp_wait(cp, denied["operationId"])
     assert stopped["status"] == "FAILED", stopped
     assert token_secrets(core) == ["model-dl-new-token-bbbbbb"]
+    s3: Any = twin_client(twin, "s3")
+    s3.create_bucket(Bucket=GHOST_BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
     # A retry of that operation cannot reach the token any more: it says so instead of starting a Job that
     # could never read it.
     retried = mcp_calls(cp, [("operation_retry", {"operationId": denied["operationId"]})])[0]
@@ -111,3 +112,12 @@ def test_the_token_secret_never_outlives_its_download(cp: Running, twin: TwinPro
     assert mcp_wait(cp, slow["operationId"])["status"] == "CANCELLED"
     assert token_secrets(core) == ["model-dl-new-token-bbbbbb"]
     assert utcnow().year < 2999  # the kept orphan's time really is ahead
+
+    # The refused token poisons nothing else (the downloads above recorded their operations): a cluster create
+    # in us-west-2 (its params, outputs and ARNs hold the Region) succeeds and keeps the Region readable.
+    with cp.client() as client:
+        made = client.post("/api/v1/clusters/eks", json={"clusterTag": "tok2"})
+        assert made.status_code == 202, made.text
+        view = wait_terminal(client, made.json()["operationId"], timeout=120)
+        assert view["status"] == "SUCCEEDED", view
+        assert view["params"]["region"] == "us-west-2" and "***" not in str(view)
