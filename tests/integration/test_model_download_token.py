@@ -14,10 +14,9 @@ from kubernetes import client as k8s
 
 from hyperpod_twin.sim.hf_hub import GATED_TOKEN
 from instantstart.manifests import model_download as md
-from instantstart.manifests import storage as sm
 from instantstart.store.models import utcnow
 from instantstart.twin_process import TwinProcess
-from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
+from tests.support.flows import hand_made_s3_claim, kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
 from tests.support.servers import Running
 from tests.support.twin import twin_client
 from tests.support.waits import wait_terminal
@@ -79,16 +78,7 @@ def test_the_token_secret_never_outlives_its_download(cp: Running, twin: TwinPro
 
     # The stage fails before its Job: the claim's bucket is gone (a claim made by hand on a bucket that does not
     # exist), so the manifest cannot be read; the Secret goes when the stage has failed for good.
-    core.create_persistent_volume({
-        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "ghost-pv"},
-        "spec": {"capacity": {"storage": "1200Gi"}, "accessModes": ["ReadWriteMany"], "storageClassName": "",
-                 "mountOptions": ["region us-west-2"], "claimRef": {"namespace": "default", "name": "ghost"},
-                 "csi": {"driver": sm.S3_CSI_DRIVER, "volumeHandle": "ghost",
-                         "volumeAttributes": {"bucketName": GHOST_BUCKET}}}})
-    core.create_namespaced_persistent_volume_claim("default", {
-        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "ghost"},
-        "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": "ghost-pv",
-                 "resources": {"requests": {"storage": "1200Gi"}}}})
+    hand_made_s3_claim(core, "ghost", GHOST_BUCKET)
     denied = mcp_calls(cp, [("model_download_enhanced", {"modelId": "twin-org/tiny-llama", "s3Storage": "ghost",
                                                           "hfToken": GATED_TOKEN})])[0]
     stopped = mcp_wait(cp, denied["operationId"])

@@ -12,9 +12,8 @@ from typing import Any
 from kubernetes import client as k8s
 
 from instantstart.manifests import iam_policies as pol
-from instantstart.manifests import storage as sm
 from instantstart.twin_process import TwinProcess
-from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
+from tests.support.flows import hand_made_s3_claim, kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
 from tests.support.servers import Running
 from tests.support.twin import twin_client
 
@@ -128,17 +127,7 @@ def test_second_claim_with_prefix_listing_and_delete(cp: Running, twin: TwinProc
     assert missing["isError"] and missing["payload"]["error"]["code"] == "NOT_FOUND"
 
     # A claim someone else made by hand (no labels of ours) is refused, naming what was found; both objects stay.
-    core.create_persistent_volume({
-        "apiVersion": "v1", "kind": "PersistentVolume",
-        "metadata": {"name": "theirs-pv", "labels": {"app.kubernetes.io/managed-by": "Helm"}},
-        "spec": {"capacity": {"storage": "1200Gi"}, "accessModes": ["ReadWriteMany"], "storageClassName": "",
-                 "claimRef": {"namespace": "default", "name": "theirs"},
-                 "csi": {"driver": sm.S3_CSI_DRIVER, "volumeHandle": "theirs",
-                         "volumeAttributes": {"bucketName": bucket}}}})
-    core.create_namespaced_persistent_volume_claim("default", {
-        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "theirs"},
-        "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": "theirs-pv",
-                 "resources": {"requests": {"storage": "1200Gi"}}}})
+    hand_made_s3_claim(core, "theirs", bucket, pv_labels={"app.kubernetes.io/managed-by": "Helm"})
     assert "theirs" in [c["name"] for c in mcp_calls(cp, [("storage_list", {})])[0]["claims"]]
     foreign = mcp_raw(cp, [("storage_delete", {"name": "theirs"})])[0]
     assert foreign["isError"] and foreign["payload"]["error"]["code"] == "PRECONDITION_FAILED", foreign
