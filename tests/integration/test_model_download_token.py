@@ -10,9 +10,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes import client as k8s
 
 from hyperpod_twin.sim.hf_hub import GATED_TOKEN
+from instantstart import logs
 from instantstart.manifests import model_download as md
 from instantstart.store.models import utcnow
 from instantstart.twin_process import TwinProcess
@@ -50,7 +52,12 @@ def orphan(core: k8s.CoreV1Api, name: str, orphan_after: str) -> None:
     core.create_namespaced_secret("default", md.token_secret(name, "default", "dG9rZW4=", orphan_after))
 
 
-def test_the_token_secret_never_outlives_its_download(cp: Running, twin: TwinProcess, tmp_path: Path) -> None:
+def test_the_token_secret_never_outlives_its_download(
+    cp: Running, twin: TwinProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The log registry is process-wide and the control plane runs in this process: "us-west-2" registered here
+    # must not redact later tests' log lines.
+    monkeypatch.setattr(logs, "_SECRETS", dict(logs._SECRETS))
     with cp.client() as client:
         make_hyperpod(client, TAG)
     core = kube(twin, tmp_path, TAG)

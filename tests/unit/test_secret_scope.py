@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
+from instantstart import logs
 from instantstart.errors import InternalError, InvalidInput
 from instantstart.logs import TextFormatter, carry_secrets, register_secret, release_secrets
 from instantstart.operations.kinds import OperationKind, StageSpec
@@ -22,6 +23,13 @@ async def _noop(_stage: object) -> dict[str, object]:
 
 
 KIND = OperationKind(name="scope_probe", stages=(StageSpec("one", _noop),))
+
+
+@pytest.fixture(autouse=True)
+def own_registries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The secrets these tests register go with them (the registries are process-wide)."""
+    monkeypatch.setattr(logs, "_SECRETS", dict(logs._SECRETS))
+    monkeypatch.setattr(logs, "_SERVER_SECRETS", dict(logs._SERVER_SECRETS))
 
 
 def _store(tmp_path: Path) -> OperationStore:
