@@ -133,26 +133,14 @@ async def invoke_model(spec: OperationSpec, raw: dict[str, Any], ctx: CallContex
         request = spec.input_model.model_validate(args)
     except ValidationError as exc:
         raise validation_error(exc) from None
-    # Redacted from every log line from now on; kept out of what this call records (never out of other calls').
-    carried = carry_secrets(secret_values(request))
-    try:
-        result = await _run(spec, request, ctx, key)
-    finally:
-        release_secrets(carried)
-    shaped: BaseModel = (
-        result if isinstance(result, spec.output_model) else spec.output_model.model_validate(result)
-    )
-    return shaped
-
-
-async def _run(spec: OperationSpec, request: BaseModel, ctx: CallContext, key: str | None) -> Any:
-    """The handler, with the idempotency key bound while it runs (unbound again when it records nothing)."""
     bound = False
     if key is not None and spec.mutating:
         store = ctx.app.runner.store
         bound = await to_thread.run_sync(store.bind_idempotency_key, spec.name, key, request_digest(spec, request))
+    # Redacted from every log line from now on; kept out of what this call records (never out of other calls').
+    carried = carry_secrets(secret_values(request))
     try:
-        return await spec.handler(ctx, request)
+        result = await spec.handler(ctx, request)
     except InstantStartError as exc:
         if bound and key is not None:  # nothing was recorded: the key may be used again with corrected arguments
             await to_thread.run_sync(ctx.app.runner.store.unbind_idempotency_key, spec.name, key)
@@ -161,3 +149,9 @@ async def _run(spec: OperationSpec, request: BaseModel, ctx: CallContext, key: s
     except Exception as exc:
         log.exception("operation %s failed unexpectedly", spec.name)
         raise InternalError(f"{spec.name} failed unexpectedly ({type(exc).__name__}).") from exc
+    finally:
+        release_secrets(carried)
+    shaped: BaseModel = (
+        result if isinstance(result, spec.output_model) else spec.output_model.model_validate(result)
+    )
+    return shaped
