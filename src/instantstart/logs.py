@@ -36,11 +36,20 @@ def _remember(registry: dict[str, None], value: str) -> None:
         del registry[next(iter(registry))]
 
 
-def register_secret(value: str) -> None:
+def register_server_secret(value: str) -> None:
     """A secret of the server itself (the API token): never in a log line, never in any stored row."""
     if value:
         _remember(_SECRETS, value)
         _remember(_SERVER_SECRETS, value)
+
+
+def register_secret(value: str) -> None:
+    """A secret the call running in this context handles (a token a service function reads): never in a log
+    line from now on, and kept out of what this call records, like its Secret fields (`carry_secrets`)."""
+    if value:
+        _remember(_SECRETS, value)
+        if all(value != carried for _field, carried in _CARRIED.get()):
+            _CARRIED.set((*_CARRIED.get(), ("a secret argument", value)))
 
 
 def carry_secrets(fields: list[tuple[str, str]]) -> Token[tuple[tuple[str, str], ...]]:

@@ -12,7 +12,7 @@ from sqlalchemy import text
 
 from instantstart import logs
 from instantstart.errors import InternalError, InvalidInput
-from instantstart.logs import TextFormatter, carry_secrets, register_secret, release_secrets
+from instantstart.logs import TextFormatter, carry_secrets, register_secret, register_server_secret, release_secrets
 from instantstart.operations.kinds import OperationKind, StageSpec
 from instantstart.operations.store import OperationStore
 from instantstart.store.db import Database
@@ -71,9 +71,22 @@ def test_a_secret_equal_to_ordinary_text_poisons_only_its_own_call(tmp_path: Pat
     assert "us-west-2" not in TextFormatter("%(message)s").format(record)
 
 
+def test_a_secret_a_service_registers_is_scoped_to_its_call(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    scope = carry_secrets([])
+    try:
+        register_secret("team-a-bucket")  # e.g. an API key the service function reads from its request
+        with pytest.raises(InvalidInput):
+            store.submit(KIND, {"bucket": "team-a-bucket"}, "probe:f", None)
+    finally:
+        release_secrets(scope)
+    _view, created = store.submit(KIND, {"bucket": "team-a-bucket"}, "probe:g", None)
+    assert created
+
+
 def test_a_server_secret_stays_out_of_every_row(tmp_path: Path) -> None:
     store = _store(tmp_path)
-    register_secret("server-api-token-0123456789")
+    register_server_secret("server-api-token-0123456789")
     with pytest.raises(InternalError):
         store.submit(KIND, {"header": "server-api-token-0123456789"}, "probe:d", None)
     view, _ = store.submit(KIND, {}, "probe:e", None)

@@ -15,6 +15,7 @@ from instantstart.errors import InvalidInput, NotFound, PreconditionFailed, Prov
 from instantstart.kube import k8s
 from instantstart.kube.apply import apply_object, read_object
 from instantstart.kube.calls import kube_api, kube_call
+from instantstart.logs import register_secret
 from instantstart.manifests import inference as m
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
@@ -148,6 +149,7 @@ async def inference_deploy_container(ctx: CallContext, req: DeployRequest) -> Op
     secret = None
     if req.hugging_face_token is not None:
         token = req.hugging_face_token.get_secret_value()
+        register_secret(token)
         api = await blocking(kube_api, ctx.app.kube, row.eks_cluster_name, row.region)
         body = m.token_secret(name, req.namespace, token)
         await blocking(kube_call, "write the token Secret", apply_object, api, body)
