@@ -6,16 +6,21 @@ import json
 import logging
 import re
 import sys
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from datetime import UTC, datetime
 from typing import Any
 
 request_id_var: ContextVar[str | None] = ContextVar("request_id", default=None)
 operation_id_var: ContextVar[str | None] = ContextVar("operation_id", default=None)
 
-# Registered secrets, newest last; bounded so caller-supplied secrets cannot grow memory without end.
+# Registered secrets, newest last; bounded so caller-supplied secrets cannot grow memory without end. Every one
+# is redacted from every log line. The server's own secrets (the API token) are also kept out of every stored
+# row; a caller's Secret field is kept out of the rows of the call that carried it (`carried_secrets`): the same
+# text in another call is that call's ordinary data (a token "us-west-2" must not make the Region unwritable).
 _SECRETS: dict[str, None] = {}
+_SERVER_SECRETS: dict[str, None] = {}
 MAX_REGISTERED_SECRETS = 1024
+_CARRIED: ContextVar[tuple[tuple[str, str], ...]] = ContextVar("carried_secrets", default=())
 _PATTERNS = [
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=\-]{8,}"),
     re.compile(r"(k8s-aws-v1\.)[A-Za-z0-9_\-]+"),
@@ -24,24 +29,57 @@ _PATTERNS = [
 _STANDARD = set(vars(logging.makeLogRecord({})).keys()) | {"message", "asctime", "color_message"}
 
 
-def register_secret(value: str) -> None:
-    """Never let `value` appear in a log line (the API token, for one)."""
+def _remember(registry: dict[str, None], value: str) -> None:
+    registry.pop(value, None)
+    registry[value] = None
+    while len(registry) > MAX_REGISTERED_SECRETS:
+        del registry[next(iter(registry))]
+
+
+def register_server_secret(value: str) -> None:
+    """A secret of the server itself (the API token): never in a log line, never in any stored row."""
     if value:
-        _SECRETS.pop(value, None)
-        _SECRETS[value] = None
-        while len(_SECRETS) > MAX_REGISTERED_SECRETS:
-            del _SECRETS[next(iter(_SECRETS))]
+        _remember(_SECRETS, value)
+        _remember(_SERVER_SECRETS, value)
 
 
-def contains_secret(text: str) -> bool:
-    """Whether `text` carries any registered secret (the engine refuses to persist such text)."""
-    return any(secret in text for secret in list(_SECRETS))
+def register_secret(value: str) -> None:
+    """A secret the call running in this context handles (a token a service function reads): never in a log
+    line from now on, and kept out of what this call records, like its Secret fields (`carry_secrets`)."""
+    if value:
+        _remember(_SECRETS, value)
+        if all(value != carried for _field, carried in _CARRIED.get()):
+            _CARRIED.set((*_CARRIED.get(), ("a secret argument", value)))
 
 
-def redact_secrets(text: str) -> str:
-    """Replace registered secrets only (values stay JSON-valid: secrets never hold quotes or backslashes
-    that json.dumps would escape differently, and a match inside escaped text is replaced whole)."""
-    for secret in list(_SECRETS):
+def carry_secrets(fields: list[tuple[str, str]]) -> Token[tuple[tuple[str, str], ...]]:
+    """The Secret fields (wire name, value) of the call running in this context: never in a log line from now
+    on, and refused or scrubbed in what this call records (see `carried_secrets`). Reset with the token."""
+    for _field, value in fields:
+        if value:
+            _remember(_SECRETS, value)
+    return _CARRIED.set(tuple((f, v) for f, v in fields if v))
+
+
+def release_secrets(token: Token[tuple[tuple[str, str], ...]]) -> None:
+    """End the call's scope opened by `carry_secrets` (its values stay redacted from logs)."""
+    _CARRIED.reset(token)
+
+
+def carried_secrets() -> tuple[tuple[str, str], ...]:
+    """(wire name, value) of the Secret fields of the call running in this context."""
+    return _CARRIED.get()
+
+
+def contains_secret(text: str, carried: tuple[str, ...] = ()) -> bool:
+    """Whether `text` carries a server secret or one of `carried` (a call's own secrets)."""
+    return any(secret in text for secret in (*list(_SERVER_SECRETS), *carried))
+
+
+def redact_secrets(text: str, carried: tuple[str, ...] = ()) -> str:
+    """Replace server secrets and `carried` only (values stay JSON-valid: secrets never hold quotes or
+    backslashes that json.dumps would escape differently, and a match inside escaped text is replaced whole)."""
+    for secret in (*list(_SERVER_SECRETS), *carried):
         text = text.replace(secret, "***")
     return text
 

@@ -101,7 +101,9 @@ def test_model_download_cpu_only_token_never_kept(
     assert set(token_env) == {"name", "valueFrom"} and set(token_env["valueFrom"]) == {"secretKeyRef"}
     secret_name = token_env["valueFrom"]["secretKeyRef"]["name"]
     volumes = {v["name"]: v for v in spec["spec"]["template"]["spec"]["volumes"]}
-    assert volumes["nvme"]["hostPath"]["path"] == "/opt/dlami/nvme" and "emptyDir" in volumes["scratch"]
+    assert volumes["nvme"]["hostPath"] == {"path": f"/opt/dlami/nvme/instantstart/{MODEL.replace('/', '--')}/main",
+                                         "type": "DirectoryOrCreate"}  # only its own directory of the NVMe
+    assert "emptyDir" in volumes["scratch"]
     assert volumes["models"]["persistentVolumeClaim"]["claimName"] == "s3-claim"
     preferred = spec["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
         "preferredDuringSchedulingIgnoredDuringExecution"][0]["preference"]["matchExpressions"][0]

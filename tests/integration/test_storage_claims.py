@@ -1,5 +1,6 @@
 """S3 claims through MCP on the twin: a second claim with a prefix, a pod's writes under the mount listed as
-objects (paged), storage_list with the mounting pod, and storage_delete refused while mounted, allowed after."""
+objects (paged), storage_list with the mounting pod, and storage_delete refused while mounted, allowed after,
+and refused for a claim made by hand (not ours)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from kubernetes import client as k8s
 
 from instantstart.manifests import iam_policies as pol
 from instantstart.twin_process import TwinProcess
-from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
+from tests.support.flows import hand_made_s3_claim, kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
 from tests.support.mount_pods import writer_pod
 from tests.support.servers import Running
 from tests.support.twin import twin_client
@@ -112,3 +113,15 @@ def test_second_claim_with_prefix_listing_and_delete(cp: Running, twin: TwinProc
     assert len(s3.list_objects_v2(Bucket=bucket, Prefix=f"{DATA}teams/a/")["Contents"]) == 3
     missing = mcp_raw(cp, [("storage_delete", {"name": "team-a"})])[0]
     assert missing["isError"] and missing["payload"]["error"]["code"] == "NOT_FOUND"
+
+    # A claim someone else made by hand (no labels of ours) is refused, naming what was found; both objects stay.
+    hand_made_s3_claim(core, "theirs", bucket, pv_labels={"app.kubernetes.io/managed-by": "Helm"})
+    assert "theirs" in [c["name"] for c in mcp_calls(cp, [("storage_list", {})])[0]["claims"]]
+    foreign = mcp_raw(cp, [("storage_delete", {"name": "theirs"})])[0]
+    assert foreign["isError"] and foreign["payload"]["error"]["code"] == "PRECONDITION_FAILED", foreign
+    message = foreign["payload"]["error"]["message"]
+    assert "PersistentVolume theirs-pv has app.kubernetes.io/managed-by=Helm" in message, message
+    assert "PersistentVolumeClaim default/theirs has no app.kubernetes.io/managed-by label" in message, message
+    assert "kubectl delete pvc theirs -n default" in foreign["payload"]["error"]["hint"]
+    assert core.read_persistent_volume("theirs-pv").metadata.name == "theirs-pv"
+    assert core.read_namespaced_persistent_volume_claim("theirs", "default").metadata.name == "theirs"

@@ -214,10 +214,22 @@ def test_recipe_job_on_two_nodes_recovers_in_place_and_the_refusals(
     # A plain job with its budget overridden field by field: job_get_status shows it back.
     budget = {"jobMaxRetryCount": 2, "numRestartBeforeFullJobRestart": 0, "evalPeriodSeconds": 600,
               "maxFullJobRestarts": 2, "cleanPodPolicy": "None"}
-    [plain] = mcp_calls(cp, [("training_job_submit", {**JOB, "recovery": budget, "env": {"SEED": "7"},
+    # Its env takes a key of a Kubernetes Secret by reference: the pods get valueFrom.secretKeyRef, no value.
+    core.create_namespaced_secret("default", {"metadata": {"name": "wandb"}, "stringData": {"api-key": "k-123456"}})
+    ref = {"secretKeyRef": {"name": "wandb", "key": "api-key"}}
+    bad_ref = mcp_raw(cp, [("training_job_submit", {**JOB, "env": {"K": {"secretKeyRef": {"name": "Wandb",
+                                                                                          "key": "x"}}}})])[0]
+    assert "env.K" in error(bad_ref)["message"] and "name" in error(bad_ref)["message"], error(bad_ref)
+    [plain] = mcp_calls(cp, [("training_job_submit", {**JOB, "recovery": budget,
+                                                      "env": {"SEED": "7", "WANDB_API_KEY": ref},
                                                       "podAnnotations": RUN_LONG})])
     assert mcp_wait(cp, plain["operationId"])["status"] == "SUCCEEDED"
-    shown = status_until(cp, "plain", lambda s: s["job"]["state"] == "Running")
+    shown = status_until(cp, "plain", lambda s: s["job"]["state"] == "Running" and s["pods"])
+    pod_env = core.read_namespaced_pod(shown["pods"][0]["name"], "default").spec.containers[0].env
+    by_name = {e.name: e for e in pod_env}
+    assert by_name["SEED"].value == "7" and by_name["WANDB_API_KEY"].value is None
+    key_ref = by_name["WANDB_API_KEY"].value_from.secret_key_ref
+    assert (key_ref.name, key_ref.key) == ("wandb", "api-key")
     overridden = {"jobMaxRetryCount": 2, "cleanPodPolicy": "None", "restartPolicy": {
         "numRestartBeforeFullJobRestart": 0, "evalPeriodSeconds": 600, "maxFullJobRestarts": 2}}
     assert as_submitted(shown["runPolicy"], overridden) == overridden
@@ -326,7 +338,8 @@ def test_recipe_job_on_two_nodes_recovers_in_place_and_the_refusals(
 
     # The KubeRay path: refused until the operator is enabled; then the VERL recipe runs as a RayJob to the end,
     # listed, described and logged like any training job, and deleted with its Ray cluster.
-    verl = {"recipe": "verl", "jobName": "rl", "instanceType": "ml.g6.4xlarge", "fields": {"epochs": 2}}
+    verl = {"recipe": "verl", "jobName": "rl", "instanceType": "ml.g6.4xlarge", "fields": {"epochs": 2},
+            "env": {"WANDB_API_KEY": {"secretKeyRef": {"name": "wandb", "key": "api-key"}}}}
     no_ray, operators = (error(r) for r in mcp_raw(cp, [
         ("training_recipe_submit", verl),
         ("ray_job_submit", {"jobName": "rl", "image": "example/ray:1", "instanceType": "ml.g6.4xlarge",
@@ -339,6 +352,12 @@ def test_recipe_job_on_two_nodes_recovers_in_place_and_the_refusals(
     [rl] = mcp_calls(cp, [("training_recipe_submit", verl)])
     assert rl["statusTool"] == "job_get_status"
     assert mcp_wait(cp, rl["operationId"])["status"] == "SUCCEEDED"
+    rayjob = objects.get_namespaced_custom_object("ray.io", "v1", "default", "rayjobs", "rl")
+    ray_env = [e for g in [rayjob["spec"]["rayClusterSpec"]["headGroupSpec"],
+                           *rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"]]
+               for e in g["template"]["spec"]["containers"][0]["env"] if e["name"] == "WANDB_API_KEY"]
+    assert ray_env and all(e == {"name": "WANDB_API_KEY", "valueFrom": {"secretKeyRef": {
+        "name": "wandb", "key": "api-key"}}} for e in ray_env), ray_env
     # From the watch: a RayJob just created may be read directly once, until the rayjobs watch (its CRD came with
     # the operator) has it; the wait is for the watched answer, not for luck with the first read.
     ran = status_until(cp, "rl", lambda s: s["job"]["state"] in ("Running", "Completed", "Failed") and s["pods"]

@@ -178,3 +178,17 @@ def claim_pod(name: str, claim: str, mount_path: str = "/fsx") -> dict[str, Any]
                  "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": claim}}],
                  "tolerations": [{"operator": "Exists"}]},
     }
+
+
+def hand_made_s3_claim(core: k8s.CoreV1Api, name: str, bucket: str, pv_labels: dict[str, str] | None = None) -> None:
+    """A static S3 CSI PV `<name>-pv` and its claim `default/<name>`, made directly (not by InstantStart)."""
+    core.create_persistent_volume({
+        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{name}-pv", "labels": pv_labels or {}},
+        "spec": {"capacity": {"storage": "1200Gi"}, "accessModes": ["ReadWriteMany"], "storageClassName": "",
+                 "mountOptions": ["region us-west-2"], "claimRef": {"namespace": "default", "name": name},
+                 "csi": {"driver": "s3.csi.aws.com", "volumeHandle": name,
+                         "volumeAttributes": {"bucketName": bucket}}}})
+    core.create_namespaced_persistent_volume_claim("default", {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name},
+        "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": f"{name}-pv",
+                 "resources": {"requests": {"storage": "1200Gi"}}}})

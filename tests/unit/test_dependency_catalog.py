@@ -95,8 +95,9 @@ def test_pod_identity_role_documents() -> None:
     assert trust["Condition"]["StringEquals"]["aws:SourceAccount"] == "123456789012"
     assert trust["Condition"]["StringEquals"]["aws:RequestTag/eks-cluster-name"] == "eks-cluster-a"
     policy = csi_data_policy(Scope("123456789012", "us-west-2", "a", "eks-cluster-a", "my-bucket"))
-    resources = {r for s in policy["Statement"] for r in s["Resource"]}
+    resources = {r for s in policy["Statement"] if s["Effect"] == "Allow" for r in s["Resource"]}
     assert resources == {"arn:aws:s3:::my-bucket", "arn:aws:s3:::my-bucket/clusters/a/data/*"}
+    assert policy["Statement"][-1]["Effect"] == "Deny"  # the lifecycle guard ends every workload policy
     assert not any(r == "*" for s in policy["Statement"] for r in s["Resource"])
 
 

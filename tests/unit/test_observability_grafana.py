@@ -59,6 +59,8 @@ def test_grafana_role_reads_only_this_amp_workspace() -> None:
     assert trust["Principal"] == {"Service": "grafana.amazonaws.com"}
     assert trust["Condition"] == {"StringEquals": {"aws:SourceAccount": "111122223333"},
                                   "ArnLike": {"aws:SourceArn": "arn:aws:grafana:us-west-2:111122223333:/workspaces/*"}}
-    promql, listing = grafana_query_policy(AMP_ARN)["Statement"]
+    *allowed, guard = grafana_query_policy(AMP_ARN)["Statement"]
+    promql, listing = allowed
+    assert guard["Effect"] == "Deny" and guard["Resource"] == ["arn:aws:s3:::*/lifecycle/*"]
     assert promql["Resource"] == [AMP_ARN] and "aps:QueryMetrics" in promql["Action"]
     assert "aps:RemoteWrite" not in promql["Action"] + listing["Action"]

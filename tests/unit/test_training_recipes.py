@@ -194,7 +194,8 @@ def test_ray_network_policy_admits_only_the_jobs_own_pods_the_submitter_and_the_
     from instantstart.services.cluster.dependencies.catalog import load_catalog
 
     body = r.ray_job(r.RayJobSpec(name="rl", namespace="team-a", image="example/ray:1", entrypoint=["python3"],
-                                  workers=1, gpus_per_worker=1, instance_type="ml.g6.4xlarge"))
+                                  workers=1, worker=PodResources(gpus=1),
+                                  instance_type="ml.g6.4xlarge"))
     cluster = body["spec"]["rayClusterSpec"]
     for template in (cluster["headGroupSpec"]["template"], cluster["workerGroupSpecs"][0]["template"]):
         assert template["metadata"]["labels"][r.JOB_LABEL] == "rl"  # what the policy selects

@@ -35,7 +35,7 @@ from instantstart.describe_cache import DescribeCache
 from instantstart.errors import InstantStartError, InvalidInput, NotFound, PayloadTooLarge, Unauthorized
 from instantstart.kube.client import KubeClients
 from instantstart.kube.informers import Informers
-from instantstart.logs import register_secret, request_id_var
+from instantstart.logs import register_server_secret, request_id_var
 from instantstart.mcp.http import session_manager
 from instantstart.operations.kinds import KINDS
 from instantstart.operations.runner import Runner
@@ -203,7 +203,7 @@ def build_context(settings: Settings) -> AppContext:
 
 def _token(settings: Settings) -> str:
     token, created = ensure_token(settings)
-    register_secret(token)
+    register_server_secret(token)
     if created:
         # Shown once, on the terminal, never through the log pipeline.
         print(f"API token created in {settings.data_dir / 'api-token'} (mode 0600): {token}", flush=True)

@@ -15,7 +15,7 @@ from instantstart.catalog.registry import Catalog, OperationSpec
 from instantstart.catalog.secret import secret_values
 from instantstart.context import CallContext
 from instantstart.errors import InstantStartError, InternalError, InvalidInput, NotFound
-from instantstart.logs import register_secret
+from instantstart.logs import carry_secrets, release_secrets
 from instantstart.readonly import read_only_call
 
 log = logging.getLogger(__name__)
@@ -134,13 +134,13 @@ async def invoke_model(spec: OperationSpec, raw: dict[str, Any], ctx: CallContex
         request = spec.input_model.model_validate(args)
     except ValidationError as exc:
         raise validation_error(exc) from None
-    for value in secret_values(request):
-        register_secret(value)  # redacted from every log line from now on; refused by the store
     bound = False
     if key is not None and spec.mutating:
         store = ctx.app.runner.store
         bound = await to_thread.run_sync(store.bind_idempotency_key, spec.name, key, request_digest(spec, request))
     guard = read_only_call.set(spec.name) if spec.read_only else None  # the store and feeds refuse its writes
+    # Redacted from every log line from now on; kept out of what this call records (never out of other calls').
+    carried = carry_secrets(secret_values(request))
     try:
         result = await spec.handler(ctx, request)
     except InstantStartError as exc:
@@ -154,6 +154,7 @@ async def invoke_model(spec: OperationSpec, raw: dict[str, Any], ctx: CallContex
     finally:
         if guard is not None:
             read_only_call.reset(guard)
+        release_secrets(carried)
     shaped: BaseModel = (
         result if isinstance(result, spec.output_model) else spec.output_model.model_validate(result)
     )

@@ -2,8 +2,10 @@
 
 A Secret field is never stored in operation params, results or the database, never logged, never sent in
 WebSocket events or shown in OpenAPI examples, and never taken from a query string. Its value is
-registered for log redaction the moment it is validated; the engine refuses to persist any registered
-secret (`logs.contains_secret`). The one documented way to keep a secret is a Kubernetes Secret written
+registered for log redaction the moment it is validated; the engine refuses to record it in the params of
+the operation its call submits and scrubs it from that operation's outputs (`logs.carry_secrets`). The same
+text sent as ordinary data by another call is that call's data (a token equal to "us-west-2" must not make
+the Region unwritable). The one documented way to keep a secret is a Kubernetes Secret written
 by the service function itself.
 """
 
@@ -38,11 +40,11 @@ def secret_fields(model: type[BaseModel]) -> list[str]:
     return [info.alias or name for name, info in model.model_fields.items() if is_secret_annotation(info.annotation)]
 
 
-def secret_values(request: BaseModel) -> list[str]:
-    """The plain values of every Secret field of a validated request."""
+def secret_values(request: BaseModel) -> list[tuple[str, str]]:
+    """(wire name, plain value) of every Secret field of a validated request that has a value."""
     values = []
-    for name in type(request).model_fields:
+    for name, info in type(request).model_fields.items():
         value = getattr(request, name)
         if isinstance(value, SecretStr):
-            values.append(value.get_secret_value())
+            values.append((info.alias or name, value.get_secret_value()))
     return values

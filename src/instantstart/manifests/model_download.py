@@ -16,6 +16,8 @@ TOKEN_KEY = "token"
 LABEL_COMPONENT = "app.kubernetes.io/component"
 COMPONENT = "model-download"
 LABEL_MODEL = "instantstart.io/model"
+LABEL_TOKEN = "instantstart.io/hf-token"
+ANNOTATION_EXPIRES = "instantstart.io/orphan-after"
 MARKER = "instantstart-model-download"
 # Background work (model downloads) runs below every workload's priority (0) and never preempts: a pod that
 # needs the node a download runs on preempts the download (kube-scheduler's DefaultPreemption), so a
@@ -30,9 +32,9 @@ SCRIPT = f"""# {MARKER}
 import hashlib, json, os, shutil, sys
 from huggingface_hub import snapshot_download
 model, rev, dest = os.environ["MODEL_ID"], os.environ["REVISION"], os.environ["DEST_DIR"]
-nvme = "/host-nvme"
+nvme = "/host-nvme"  # this model's own directory on the NVMe, nothing else of the node's disk
 fast = os.path.isdir(nvme) and os.stat(nvme).st_dev != os.stat("/").st_dev
-stage = os.path.join(nvme if fast else "/scratch", "instantstart", model.replace("/", "--"), rev)
+stage = nvme if fast else os.path.join("/scratch", "instantstart", model.replace("/", "--"), rev)
 print("staging on " + ("instance NVMe" if fast else "emptyDir") + " " + stage, flush=True)
 if os.path.exists(os.path.join(dest, "{MANIFEST}")):
     print("already present", flush=True); sys.exit(0)
@@ -55,7 +57,9 @@ for i, rel in enumerate(files):
 manifest = {{"modelId": model, "revision": rev, "files": entries, "totalBytes": total}}
 with open(os.path.join(dest, "{MANIFEST}"), "w") as f:
     json.dump(manifest, f)
-shutil.rmtree(stage, ignore_errors=True)
+for entry in os.listdir(stage):  # the staging files go; the directory itself is the mount
+    path = os.path.join(stage, entry)
+    shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else os.remove(path)
 print("done " + str(len(entries)) + " files", flush=True)
 """
 
@@ -74,15 +78,30 @@ def job_name(model_id: str, revision: str) -> str:
     return f"model-dl-{slug}-{digest}"
 
 
-def token_secret(name: str, namespace: str, token_b64: str) -> dict[str, Any]:
-    """The Secret holding the Hugging Face token (value already base64), owned by nobody; deleted after the Job."""
+def token_secret(name: str, namespace: str, token_b64: str, orphan_after: str) -> dict[str, Any]:
+    """The Secret holding the Hugging Face token (value already base64), owned by nobody; deleted when the
+    download ends, and by the next download once `orphan_after` (ISO time) passed if no download names it."""
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "type": "Opaque",
-        "metadata": {"name": name, "namespace": namespace, "labels": {**MANAGED_BY, LABEL_COMPONENT: COMPONENT}},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {**MANAGED_BY, LABEL_COMPONENT: COMPONENT, LABEL_TOKEN: "true"},
+            "annotations": {ANNOTATION_EXPIRES: orphan_after},
+        },
         "data": {TOKEN_KEY: token_b64},
     }
+
+
+def staging_dir(model_id: str, revision: str) -> str:
+    """The model's own staging directory on the node's NVMe: <nvme>/instantstart/<org>--<name>/<revision> (the
+    only part of the NVMe the Job mounts; model ids and revisions never hold '..' segments or a leading dot)."""
+    parts = [*model_id.split("/"), revision]
+    if any(not part or part.startswith(".") or "/" in part for part in parts) or len(parts) > 3:
+        raise ValueError(f"not a model id and revision: {model_id!r} {revision!r}")
+    return f"{NVME_HOST_PATH}/instantstart/{model_id.replace('/', '--')}/{revision}"
 
 
 def background_priority_class() -> dict[str, Any]:
@@ -115,7 +134,8 @@ def build_job(
 ) -> dict[str, Any]:
     """The download Job: requests cpu/memory only (never nvidia.com/gpu, NVIDIA_VISIBLE_DEVICES=void),
     prefers nodes that are not GPU instance types, runs at the background priority (any workload pod preempts
-    it), mounts the claim at /models and the NVMe at /host-nvme.
+    it), mounts the claim at /models and only the model's own NVMe directory (`staging_dir`, created when absent)
+    at /host-nvme.
     `image` must already hold python3 and huggingface_hub: the container installs nothing."""
     env: list[dict[str, Any]] = [
         {"name": "MODEL_ID", "value": model_id},
@@ -160,7 +180,7 @@ def build_job(
         ],
         "volumes": [
             {"name": "models", "persistentVolumeClaim": {"claimName": claim}},
-            {"name": "nvme", "hostPath": {"path": NVME_HOST_PATH, "type": "DirectoryOrCreate"}},
+            {"name": "nvme", "hostPath": {"path": staging_dir(model_id, revision), "type": "DirectoryOrCreate"}},
             {"name": "scratch", "emptyDir": {}},
         ],
     }

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from instantstart.manifests import training as m
+from instantstart.manifests.env import EnvValue, env_entries
 from instantstart.manifests.resources import PodResources, efa_env
 
 GROUP = "ray.io"
@@ -42,7 +43,7 @@ class RayJobSpec:
     workers: int
     worker: PodResources  # each worker's requests, sized from the instance-type catalog
     instance_type: str
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, EnvValue] = field(default_factory=dict)
     s3_claim: str | None = None
     recipe: str | None = None
     pod_annotations: dict[str, str] = field(default_factory=dict)
@@ -62,7 +63,7 @@ def _volumes(spec: RayJobSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any
 
 
 def _template(spec: RayJobSpec, container: str, resources: dict[str, Any],
-              env: dict[str, str]) -> dict[str, Any]:
+              env: dict[str, EnvValue]) -> dict[str, Any]:
     volumes, mounts = _volumes(spec)
     labels = {m.LABEL_MANAGED: m.MANAGED_BY, JOB_LABEL: spec.name}
     if spec.recipe:
@@ -74,7 +75,7 @@ def _template(spec: RayJobSpec, container: str, resources: dict[str, Any],
             "containers": [{
                 "name": container,
                 "image": spec.image,
-                "env": [{"name": k, "value": v} for k, v in env.items()],
+                "env": env_entries(env),
                 "resources": resources,
                 "volumeMounts": mounts,
             }],

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from instantstart.manifests.env import EnvValue, env_entries
 from instantstart.manifests.resources import GPU as GPU
 from instantstart.manifests.resources import PodResources, efa_env
 
@@ -109,7 +110,7 @@ class JobSpec:
     nproc_per_node: str
     resources: PodResources
     instance_type: str
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, EnvValue] = field(default_factory=dict)
     s3_claim: str | None = None
     run_policy: RunPolicy = field(default_factory=RunPolicy)
     elastic: tuple[int, int] | None = None  # (minReplicas, maxReplicas)
@@ -127,12 +128,13 @@ def command(spec: JobSpec) -> list[str]:
 
 def _container(spec: JobSpec) -> dict[str, Any]:
     # EFA settings first so a user's own value for one of them wins.
-    env = {**efa_env(spec.resources), "NNODES": str(spec.nodes), "NPROC_PER_NODE": spec.nproc_per_node, **spec.env}
+    env: dict[str, EnvValue] = {**efa_env(spec.resources), "NNODES": str(spec.nodes),
+                                "NPROC_PER_NODE": spec.nproc_per_node, **spec.env}
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": spec.image,
         "command": command(spec),
-        "env": [{"name": k, "value": v} for k, v in env.items()],
+        "env": env_entries(env),
         "ports": [{"containerPort": AGENT_PORT}],
         "resources": spec.resources.render(),
         "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}],  # noqa: S108 (a memory volume for NCCL)

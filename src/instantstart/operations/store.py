@@ -12,8 +12,8 @@ from sqlalchemy import func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from instantstart.errors import Cancelled, Conflict, IdempotencyKeyReused, InternalError, NotFound
-from instantstart.logs import contains_secret, redact_secrets
+from instantstart.errors import Cancelled, Conflict, IdempotencyKeyReused, InternalError, InvalidInput, NotFound
+from instantstart.logs import carried_secrets, contains_secret, redact_secrets
 from instantstart.operations.kinds import KindRegistry, OperationKind
 from instantstart.operations.models import ACTIVE, TERMINAL, OperationView, OpStatus, StageView
 from instantstart.store.db import Database
@@ -37,23 +37,48 @@ def _fresh_stage(name: str) -> dict[str, Any]:
     }
 
 
+# The Secret values each operation's call carried, by operation id (in memory only, bounded like the log
+# registry): what that operation stores later (stage outputs, errors, its result) is scrubbed of them.
+_OPERATION_SECRETS: dict[str, tuple[str, ...]] = {}
+MAX_OPERATIONS_WITH_SECRETS = 1024
+
+
 def refuse_secrets(what: str, value: Any) -> None:
-    """Never persist a secret: a SecretStr object or a registered secret value in `value` is a bug."""
+    """Never persist a secret: a SecretStr object, a server secret, or a Secret field of the call recording
+    `value` (an ordinary value of another call that happens to equal someone's secret is that call's data)."""
     text = json.dumps(value, default=lambda o: "\x00unserialisable", sort_keys=True)
     if "\x00unserialisable" in text or contains_secret(text):
         raise InternalError(
             f"Refused to store the operation's {what}: it carries a secret.",
             hint="A Secret field is used in memory only; keep it in a Kubernetes Secret and pass its name.",
         )
+    fields = [name for name, secret in carried_secrets() if secret in text]
+    if fields:
+        raise InvalidInput(
+            f"Invalid input: {', '.join(fields)}: the secret's value also appears in what this operation records "
+            f"in the clear (a name, Region or id of the call), so it cannot be kept out of the database.",
+            hint=f"Pass the real secret in {fields[0]}; a token never equals ordinary text of the call.",
+            details={"fields": [{"field": f, "message": "equals text this operation records"} for f in fields]},
+        )
 
 
-def scrub_secrets(value: Any) -> Any:
-    """`value` with every registered secret replaced by *** (stage outputs and errors are never refused:
-    a stage that echoes a secret in a message must not wedge its operation)."""
+def remember_operation_secrets(operation_id: str) -> None:
+    """Tie the Secret values of the call in this context to the operation it recorded (see scrub_secrets)."""
+    carried = tuple(secret for _name, secret in carried_secrets())
+    if carried:
+        _OPERATION_SECRETS[operation_id] = carried
+        while len(_OPERATION_SECRETS) > MAX_OPERATIONS_WITH_SECRETS:
+            del _OPERATION_SECRETS[next(iter(_OPERATION_SECRETS))]
+
+
+def scrub_secrets(value: Any, operation_id: str | None = None) -> Any:
+    """`value` with every server secret and every secret of `operation_id`'s call replaced by *** (stage outputs
+    and errors are never refused: a stage that echoes a secret in a message must not wedge its operation)."""
+    carried = _OPERATION_SECRETS.get(operation_id, ()) if operation_id else ()
     text = json.dumps(value, default=str)
-    if not contains_secret(text):
+    if not contains_secret(text, carried):
         return value
-    return json.loads(redact_secrets(text))
+    return json.loads(redact_secrets(text, carried))
 
 
 def _key_slot(tool: str, key: str) -> str:
@@ -131,6 +156,7 @@ class OperationStore:
         try:
             with self.db.session() as session:
                 session.add(row)
+            remember_operation_secrets(row.id)
             return to_view(row), True
         except IntegrityError:
             pass
@@ -283,7 +309,7 @@ class OperationStore:
         """Write fields of an operation we hold the lease of; False if the lease was lost."""
         for column in ("result", "stages", "error"):
             if column in values:
-                values[column] = scrub_secrets(values[column])
+                values[column] = scrub_secrets(values[column], operation_id)
         values["updated_at"] = utcnow()
         with self.db.session() as session:
             result = session.execute(

@@ -9,7 +9,7 @@ from pydantic import Field
 from instantstart.catalog import operation
 from instantstart.catalog.base import NoInput, WireModel
 from instantstart.context import AppContext, CallContext
-from instantstart.errors import Conflict, NotFound
+from instantstart.errors import Conflict, NotFound, PreconditionFailed
 from instantstart.kube import k8s
 from instantstart.kube.calls import as_dict, kube_api, kube_call
 from instantstart.manifests import storage as m
@@ -19,7 +19,7 @@ from instantstart.services.core.registry import update_cluster
 from instantstart.services.core.stages import blocking
 from instantstart.services.storage.claim_iam import narrow_csi_role
 from instantstart.services.storage.fsx_delete import delete_created_file_system
-from instantstart.services.storage.s3_claims import active_cluster
+from instantstart.services.storage.s3_claims import active_cluster, read_object
 from instantstart.store.models import ClusterRow
 from instantstart.validation import KubeName
 
@@ -150,6 +150,7 @@ def delete_claim(app: AppContext, row: ClusterRow, name: str, namespace: str) ->
             hint="storage_list shows the cluster's claims.",
             details={"fields": [{"field": "name", "message": "unknown storage claim"}]},
         )
+    check_ours(app, row, claim)
     if claim.mounted_by:
         raise Conflict(
             f"Storage {namespace}/{name} is mounted by {len(claim.mounted_by)} pod(s): {', '.join(claim.mounted_by)}.",
@@ -177,6 +178,40 @@ def delete_claim(app: AppContext, row: ClusterRow, name: str, namespace: str) ->
     )
 
 
+def _foreign(kind: str, name: str, body: dict[str, Any] | None) -> str | None:
+    """Why `body` is not one of ours (None when it is, or when it is gone)."""
+    if body is None:
+        return None
+    labels = (body.get("metadata") or {}).get("labels") or {}
+    key, value = next(iter(m.MANAGED_BY.items()))
+    if labels.get(key) == value and labels.get(m.LABEL_CLAIM):
+        return None
+    found = f"{key}={labels[key]}" if key in labels else f"no {key} label"
+    return f"{kind} {name} has {found}"
+
+
+def check_ours(app: AppContext, row: ClusterRow, claim: StorageClaim) -> None:
+    """Refuse a claim InstantStart did not create (its PV or PVC lacks our managed-by and storage labels): it
+    belongs to whoever made it, with whatever data and mounts they rely on (blocking)."""
+    api = kube_api(app.kube, row.eks_cluster_name, row.region)
+    pv = kube_call("read volume", read_object, api, "PersistentVolume", claim.persistent_volume, "")
+    pvc = None
+    if claim.phase != "Missing":
+        pvc = kube_call("read claim", read_object, api, "PersistentVolumeClaim", claim.name, claim.namespace)
+    problems = [p for p in (_foreign("PersistentVolume", claim.persistent_volume, pv),
+                            _foreign("PersistentVolumeClaim", f"{claim.namespace}/{claim.name}", pvc)) if p]
+    if problems:
+        key, value = next(iter(m.MANAGED_BY.items()))
+        raise PreconditionFailed(
+            f"Storage {claim.namespace}/{claim.name} was not created by InstantStart ({'; '.join(problems)}; ours "
+            f"carry {key}={value} and {m.LABEL_CLAIM}), so storage_delete leaves it alone.",
+            hint=f"If it is no longer needed, its owner deletes it: kubectl delete pvc {claim.name} -n "
+            f"{claim.namespace}; kubectl delete pv {claim.persistent_volume}. To manage it here instead, adopt it "
+            "with s3_storage_create or fsx_storage_create under the same name and source (that labels it).",
+            details={"fields": [{"field": "name", "message": "not created by InstantStart"}]},
+        )
+
+
 def _delete_ignoring_404(fn: Any, *args: Any) -> None:
     try:
         fn(*args, _preload_content=False)  # the answer (object or Status) is not needed
@@ -195,8 +230,9 @@ def _delete_ignoring_404(fn: Any, *args: Any) -> None:
     example={"name": "s3-claim"},
 )
 async def storage_delete(ctx: CallContext, req: StorageDeleteRequest) -> StorageDeleteResult:
-    """Delete a storage claim and its PersistentVolume from the active cluster. Refused (CONFLICT, naming
-    the pods) while any unfinished pod mounts it. An S3 bucket and its data are kept. For an FSx claim whose
+    """Delete a storage claim and its PersistentVolume from the active cluster. Refused (PRECONDITION_FAILED,
+    naming what it found) for a claim InstantStart did not create, and (CONFLICT, naming the pods) while any
+    unfinished pod mounts it. An S3 bucket and its data are kept. For an FSx claim whose
     file system fsx_storage_create made, the file system and its security group are deleted too (an
     operation: fileSystemDeletion, poll operation_get) unless keepFileSystem; an adopted one is kept. The S3
     CSI driver's IAM grant for a claim's bucket/prefix outside the project bucket goes with the last claim on it."""

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import base64
 import json
-import secrets
 from typing import Any
 
 from instantstart.aws import identity, s3
@@ -12,7 +10,7 @@ from instantstart.catalog import operation
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import InvalidInput, ProviderError
 from instantstart.kube import k8s
-from instantstart.kube.apply import apply_object, delete_object, read_object
+from instantstart.kube.apply import apply_object, read_object
 from instantstart.kube.calls import as_dict, kube_api, kube_call
 from instantstart.manifests import model_download as md
 from instantstart.manifests.resources import GPU, NEURON
@@ -20,6 +18,7 @@ from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.services.core.instance_types import catalog
 from instantstart.services.core.stages import blocking, wait_until
+from instantstart.services.storage import model_token as token
 from instantstart.services.storage.model_params import (
     DEFAULT_HUB,
     ModelDownloadParams,
@@ -37,6 +36,7 @@ from instantstart.store.models import ClusterRow
 KIND = "model_download"
 NAMESPACE = "default"
 JOB_TIMEOUT = 6 * 3600
+MAX_ATTEMPTS = 3
 
 
 def _base(src: dict[str, Any], model_id: str, revision: str) -> str:
@@ -90,10 +90,6 @@ def _job_body(name: str) -> dict[str, Any]:
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": NAMESPACE}}
 
 
-def _secret_body(name: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": NAMESPACE}}
-
-
 def job_state(job: dict[str, Any] | None) -> str:
     """RUNNING, SUCCEEDED or FAILED from a Job's conditions (ABSENT when there is none)."""
     if job is None:
@@ -105,12 +101,14 @@ def job_state(job: dict[str, Any] | None) -> str:
 
 
 async def stage_download(stage: StageContext) -> dict[str, Any]:
-    """Run (or adopt) the download Job, report progress, delete the token Secret when it ends, and check
-    the manifest; a model whose manifest already exists is left alone."""
+    """Run (or adopt) the download Job, report progress, and check the manifest; a model whose manifest already
+    exists is left alone. The token Secret goes when the download ends: done, failed for good, or cancelled."""
     p = stage.params_as(ModelDownloadParams)
     app = stage.app
     manifest_key = _base({"prefix": p.prefix}, p.model_id, p.revision) + md.MANIFEST
     api = await blocking(kube_api, app.kube, await _eks_name(app, p.cluster_tag), p.region)
+    seen: dict[str, Any] = {}
+    ends = True
     try:
         existing = await blocking(read_manifest, app, p.bucket_name, p.bucket_region, manifest_key)
         if existing is not None:
@@ -121,24 +119,7 @@ async def stage_download(stage: StageContext) -> dict[str, Any]:
                 "totalBytes": existing.get("totalBytes"),
                 "path": md.model_dir(p.model_id, p.revision),
             }
-        job = md.build_job(
-            name=p.job_name,
-            namespace=NAMESPACE,
-            model_id=p.model_id,
-            revision=p.revision,
-            claim=p.claim,
-            cpu=p.cpu,
-            memory_gi=p.memory,
-            token_secret_name=p.token_secret_name,
-            gpu_instance_types=p.gpu_instance_types,
-            hf_endpoint=p.hf_endpoint,
-            image=p.image or app.settings.model_download_image,
-        )
-        if await blocking(read_object, api, _job_body(p.job_name)) is None:
-            await blocking(apply_object, api, md.background_priority_class())  # before its pods need it
-            await blocking(apply_object, api, job)
-            await stage.progress(f"Job {NAMESPACE}/{p.job_name} started (CPU only)")
-        seen: dict[str, Any] = {}
+        await _start_job(stage, api, p)
 
         async def finished() -> tuple[bool, str]:
             live = await blocking(read_object, api, _job_body(p.job_name))
@@ -154,9 +135,12 @@ async def stage_download(stage: StageContext) -> dict[str, Any]:
             return state in ("SUCCEEDED", "FAILED"), f"Job {p.job_name}: {state}"
 
         await wait_until(stage, finished, limit_seconds=JOB_TIMEOUT, what=f"Job {p.job_name}")
+    except BaseException as exc:
+        ends = await token.ends_with_attempt(stage, exc, MAX_ATTEMPTS)
+        raise
     finally:
-        if p.token_secret_name:
-            await blocking(delete_object, api, _secret_body(p.token_secret_name))
+        if p.token_secret_name and ends:
+            await token.delete_secret(api, p.token_secret_name, NAMESPACE)
     if seen.get("state") == "FAILED":
         raise ProviderError(
             f"The download Job {p.job_name} failed.",
@@ -177,6 +161,30 @@ async def stage_download(stage: StageContext) -> dict[str, Any]:
     }
 
 
+async def _start_job(stage: StageContext, api: k8s.ApiClient, p: ModelDownloadParams) -> None:
+    """Create the download Job unless it exists (a retry adopts it)."""
+    if await blocking(read_object, api, _job_body(p.job_name)) is not None:
+        return
+    if p.token_secret_name:
+        await blocking(token.check_still_there, api, p.token_secret_name, NAMESPACE)
+    job = md.build_job(
+        name=p.job_name,
+        namespace=NAMESPACE,
+        model_id=p.model_id,
+        revision=p.revision,
+        claim=p.claim,
+        cpu=p.cpu,
+        memory_gi=p.memory,
+        token_secret_name=p.token_secret_name,
+        gpu_instance_types=p.gpu_instance_types,
+        hf_endpoint=p.hf_endpoint,
+        image=p.image or stage.app.settings.model_download_image,
+    )
+    await blocking(apply_object, api, md.background_priority_class())  # before its pods need it
+    await blocking(apply_object, api, job)
+    await stage.progress(f"Job {NAMESPACE}/{p.job_name} started (CPU only)")
+
+
 async def _eks_name(app: AppContext, tag: str) -> str:
     from instantstart.services.core.registry import get_cluster
 
@@ -188,7 +196,7 @@ KINDS.register(
     OperationKind(
         name=KIND,
         params=ModelDownloadParams,
-        stages=(StageSpec("download", stage_download, max_attempts=3, timeout_seconds=JOB_TIMEOUT + 600),),
+        stages=(StageSpec("download", stage_download, max_attempts=MAX_ATTEMPTS, timeout_seconds=JOB_TIMEOUT + 600),),
     )
 )
 
@@ -205,9 +213,11 @@ KINDS.register(
 async def model_download_enhanced(ctx: CallContext, req: ModelDownloadRequest) -> OperationRef:
     """Download a Hugging Face model into an S3 claim of the active cluster, at models/<modelId>/<revision>/:
     a Kubernetes Job that requests only cpu/memory (never a GPU; it prefers non-GPU nodes), stages the files
-    on the node's instance NVMe (/opt/dlami/nvme, else an emptyDir), copies them into the claim and writes
-    manifest.json (files, sizes, sha256) last. hfToken goes into a Kubernetes Secret that the Job reads by
-    secretKeyRef and that is deleted when the Job ends; it is never stored. A model+revision already present
+    on the node's instance NVMe (only its own directory /opt/dlami/nvme/instantstart/<org>--<name>/<revision> is
+    mounted; else an emptyDir), copies them into the claim and writes manifest.json (files, sizes, sha256) last.
+    hfToken goes into a Kubernetes Secret that the Job reads by secretKeyRef and that is deleted however the
+    download ends (done, failed, refused, cancelled; one orphaned by a server crash goes with the next download);
+    it is never stored. A model+revision already present
     is a no-op. The Job fetches from the server's INSTANTSTART_HF_ENDPOINT (a hub mirror, passed as
     HF_ENDPOINT; shown as hubEndpoint), else huggingface.co. Progress (files, bytes) shows in operation_get;
     model_download_status, model_list."""
@@ -221,20 +231,15 @@ async def model_download_enhanced(ctx: CallContext, req: ModelDownloadRequest) -
         raise InvalidInput("Invalid input: cpu: must be more than 0", details={"fields": [{"field": "cpu"}]})
     job = md.job_name(req.model_id, req.revision)
     gpu_types = await blocking(gpu_instance_types, api)
-    secret_name = None
-    if req.hf_token is not None:
-        # One Secret per call: deleting it when this call fails never takes the token of a running download.
-        secret_name = f"{job}-token-{secrets.token_hex(3)}"
-        value = base64.b64encode(req.hf_token.get_secret_value().encode()).decode()
-        await blocking(apply_object, api, md.token_secret(secret_name, NAMESPACE, value))
+    await blocking(token.sweep_orphans, ctx.app, api, NAMESPACE, KIND)
+    secret_name = await token.write_secret(api, job, NAMESPACE, req.hf_token) if req.hf_token is not None else None
+    ref = None
     try:
         ref = await _submit(ctx, row, req, src, job, secret_name, gpu_types)
-    except BaseException:
-        if secret_name:
-            await blocking(delete_object, api, _secret_body(secret_name))
-        raise
-    if secret_name and await blocking(_token_secret_of, ctx.app, ref.operation_id) != secret_name:
-        await blocking(delete_object, api, _secret_body(secret_name))  # an idempotent twin won the race
+    finally:
+        # Not recorded (refused, failed, cancelled), or an idempotent twin won the race: the Secret is nobody's.
+        if secret_name and (ref is None or await blocking(_token_secret_of, ctx.app, ref.operation_id) != secret_name):
+            await token.delete_secret(api, secret_name, NAMESPACE)
     return ref
 
 

@@ -22,6 +22,7 @@ from instantstart.services.core import sizing
 from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.core.stages import blocking
 from instantstart.services.training import checks
+from instantstart.services.training.env import ENV_DESCRIPTION, EnvEntry, spec_env
 from instantstart.services.training.models import JobPod, JobSummary
 from instantstart.services.training.submit import JobParams, MlflowUse, mlflow_env
 from instantstart.store.models import ClusterRow
@@ -48,7 +49,7 @@ class RayJobRequest(WireModel):
                                       "of the type's).")
     efa: bool | None = Field(default=None, description="Workers' EFA interfaces and libfabric env: default on for "
                              "several workers on an EFA type; false turns it off explicitly.")
-    env: dict[str, str] = Field(default_factory=dict, max_length=64)
+    env: dict[str, EnvEntry] = Field(default_factory=dict, max_length=64, description=ENV_DESCRIPTION)
     mlflow: MlflowUse | None = Field(default=None, description="Track the job in MLflow (mlflow_configure first): "
                                      "the head and workers get MLFLOW_TRACKING_URI (the tracking server ARN), "
                                      "MLFLOW_EXPERIMENT_NAME, MLFLOW_RUN_NAME and the writer service account.")
@@ -91,10 +92,10 @@ async def submit_ray(ctx: CallContext, req: RayJobRequest, entry: list[str], *, 
                                      for w in entry)
     tag = await blocking(resolve_tag, ctx.app.db, req.cluster_tag)
     row = await blocking(get_cluster, ctx.app.db, tag)
-    env, service_account = dict(req.env), None
+    env, service_account = spec_env(req.env), None
     if req.mlflow is not None:
         env, service_account = await blocking(mlflow_env, ctx.app.db, tag, req.mlflow, req.job_name, req.namespace,
-                                              req.env)
+                                              env)
     await checks.check_capacity(ctx.app, row, req.instance_type, False)
     claim = await blocking(check_ray_cluster, ctx.app, row, req.job_name, req.namespace, req.s3_claim, needs_claim)
     spec = r.RayJobSpec(

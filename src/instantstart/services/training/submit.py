@@ -14,12 +14,14 @@ from instantstart.errors import PreconditionFailed
 from instantstart.kube.apply import apply_object
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.manifests import training as m
+from instantstart.manifests.env import EnvValue
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
 from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.core.stages import blocking
 from instantstart.services.training import checks, scheduling
+from instantstart.services.training.env import ENV_DESCRIPTION, EnvEntry, spec_env
 from instantstart.services.training.mlflow import mlflow_config
 from instantstart.store.db import Database
 from instantstart.validation import ClusterTag, KubeName
@@ -94,7 +96,7 @@ class JobShape(WireModel):
                                      description="Memory (GiB) each pod requests (default: its share of the node "
                                      "after system reservations).")
     nproc_per_node: str = Field(default="auto", max_length=8, description="auto, cpu, gpu or a number.")
-    env: dict[str, str] = Field(default_factory=dict, max_length=64)
+    env: dict[str, EnvEntry] = Field(default_factory=dict, max_length=64, description=ENV_DESCRIPTION)
     recovery: RecoveryBudget = Field(default_factory=RecoveryBudget)
     elastic: Elastic | None = None
     hang_detection: list[HangMonitor] = Field(
@@ -166,10 +168,10 @@ async def submit_job(ctx: CallContext, shape: JobShape, image: str, entry: list[
     needs_claim = needs_claim or any(w == m.S3_MOUNT or w.startswith(m.S3_MOUNT + "/") for w in entry)
     tag = await to_thread.run_sync(resolve_tag, ctx.app.db, shape.cluster_tag)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
-    env, service_account = dict(shape.env), None
+    env, service_account = spec_env(shape.env), None
     if shape.mlflow is not None:
         env, service_account = await to_thread.run_sync(mlflow_env, ctx.app.db, tag, shape.mlflow, shape.job_name,
-                                                        shape.namespace, shape.env)
+                                                        shape.namespace, env)
     await checks.check_capacity(ctx.app, row, shape.instance_type, shape.elastic is not None)
     claim = await blocking(checks.check_cluster, ctx.app, row, shape.job_name, shape.namespace, shape.s3_claim,
                            needs_claim)
@@ -192,7 +194,7 @@ async def submit_job(ctx: CallContext, shape: JobShape, image: str, entry: list[
 
 
 def mlflow_env(db: Database, tag: str, use: MlflowUse, job_name: str, namespace: str,
-               env: dict[str, str]) -> tuple[dict[str, str], str]:
+               env: dict[str, EnvValue]) -> tuple[dict[str, EnvValue], str]:
     """The job's env with the MLflow variables, and the service account bound to the tracking server's writer
     role; refused when mlflow_configure has not run for the cluster (or for another namespace). Both paths."""
     config = mlflow_config(db, tag)
