@@ -225,6 +225,9 @@ def policy() -> dict[str, Any]:
             ),
             statement("TrainingPlans", ["sagemaker:DescribeTrainingPlan"], ["arn:aws:sagemaker:*:*:training-plan/*"]),
             statement("InvokeInferenceEndpoints", ["sagemaker:InvokeEndpoint"], ["arn:aws:sagemaker:*:*:endpoint/*"]),
+            # A JumpStart model's supported instance types, read before its JumpStartModel is applied (public hub only).
+            statement("JumpStartPublicHubRead", ["sagemaker:DescribeHubContent"],
+                      ["arn:aws:sagemaker:*:aws:hub-content/SageMakerPublicHub/Model/*"]),
             statement(
                 "OwnRolesRead",
                 ["iam:GetRole", "iam:GetRolePolicy", "iam:ListAttachedRolePolicies", "iam:ListRolePolicies"],

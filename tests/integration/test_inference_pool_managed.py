@@ -110,6 +110,9 @@ MANAGED: dict[str, Any] = {
     "modelSource": {"type": "huggingface", "huggingFaceModelId": "Qwen/Qwen3-0.6B"},
     "kvCache": {"enableL1": True, "enableL2": True, "l2Backend": "tieredstorage"},
     "routingStrategy": "prefixaware",
+    "autoscaling": {"minReplicas": 1, "maxReplicas": 4, "prometheus": {
+        "query": 'sum(vllm:num_requests_waiting{app="qwen-managed"})', "targetValue": 5,
+        "serverAddress": "https://aps-workspaces.us-west-2.amazonaws.com/workspaces/ws-0123abcd-45ef"}},
 }
 
 
@@ -143,6 +146,15 @@ def test_managed_endpoint_with_kv_cache_and_prefix_routing_becomes_ready_lists_a
     core = kube(twin, tmp_path, TAG)
     pods = core.list_namespaced_pod("default", label_selector="app=qwen-managed").items
     assert len(pods) == 2 and all(p.spec.containers[0].resources.requests["nvidia.com/gpu"] == "1" for p in pods)
+    # The config as the operator reads it: the autoscaling rendered, the operator's own invocation path by default.
+    config = k8s.CustomObjectsApi(core.api_client).get_namespaced_custom_object(
+        "inference.sagemaker.aws.amazon.com", "v1", "default", "inferenceendpointconfigs", "qwen-managed")
+    assert config["spec"]["invocationEndpoint"] == "invocations"
+    scaling = config["spec"]["autoScalingSpec"]  # the API server fills in the CRD's defaults (cooldownPeriod …)
+    assert (scaling["minReplicaCount"], scaling["maxReplicaCount"], scaling["cooldownPeriod"]) == (1, 4, 300)
+    assert {k: scaling["prometheusTrigger"][k] for k in ("query", "targetValue", "serverAddress")} == {
+        "query": 'sum(vllm:num_requests_waiting{app="qwen-managed"})', "targetValue": 5,
+        "serverAddress": "https://aps-workspaces.us-west-2.amazonaws.com/workspaces/ws-0123abcd-45ef"}
     # No SageMaker endpoint registered: the call goes to the Service the operator made (named like the config).
     [answer] = mcp_calls(cp, [("inference_call_model", {"service_name": "qwen-managed", "prompt": "Hi managed",
                                                         "max_tokens": 16})])
@@ -232,38 +244,80 @@ def test_router_fronts_the_workers_and_autoscaling_targets_the_workers_never_the
     assert not left.items
 
 
-def test_jumpstart_model_registers_an_endpoint_that_answers_through_the_sagemaker_runtime(
+def jumpstart_models(twin: TwinProcess, tmp_path: Path) -> list[str]:
+    """The JumpStartModels on the cluster."""
+    custom = k8s.CustomObjectsApi(kube(twin, tmp_path, TAG).api_client)
+    found = custom.list_namespaced_custom_object("inference.sagemaker.aws.amazon.com", "v1", "default",
+                                                 "jumpstartmodels")
+    return [o["metadata"]["name"] for o in found["items"]]
+
+
+def test_jumpstart_model_checked_against_the_hub_registers_an_endpoint_or_serves_through_its_service(
     shared: tuple[Running, TwinProcess], tmp_path: Path
 ) -> None:
     cp, twin = shared
-    jumpstart = {"modelId": "huggingface-llm-qwen2-5-7b-instruct", "instanceType": "ml.g6.4xlarge",
-                 "endpointName": "qwen-js", "name": "qwen-js"}
-    cpu_only, _ = mcp_raw(cp, [("inference_jumpstart_deploy", {**jumpstart, "instanceType": "ml.c5.xlarge"})])
+    jumpstart = {"modelId": "deepseek-llm-r1-distill-qwen-1-5b", "instanceType": "ml.g6.4xlarge",
+                 "endpointName": "ds-js", "name": "ds-js"}
+    cpu_only, unsupported, unknown, contradictory, _ = mcp_raw(cp, [
+        ("inference_jumpstart_deploy", {**jumpstart, "instanceType": "ml.c5.xlarge"}),
+        # The hub lists Qwen2.5 7B Instruct on 4- and 8-GPU types only: the cluster's ml.g6.4xlarge is refused.
+        ("inference_jumpstart_deploy", {**jumpstart, "modelId": "huggingface-llm-qwen2-5-7b-instruct"}),
+        ("inference_jumpstart_deploy", {**jumpstart, "modelId": "not-a-jumpstart-model"}),
+        ("inference_jumpstart_deploy", {**jumpstart, "sagemakerEndpoint": False}),
+    ])
     assert error_of(cpu_only)["code"] == "INVALID_INPUT" and "no NVIDIA GPU" in error_of(cpu_only)["message"]
+    refused = error_of(unsupported)
+    supported = ["ml.g5.12xlarge", "ml.g5.24xlarge", "ml.g5.48xlarge", "ml.g6.12xlarge", "ml.g6.24xlarge",
+                 "ml.g6.48xlarge", "ml.p4d.24xlarge"]
+    assert refused["code"] == "INVALID_INPUT" and f"supported: {', '.join(supported)}." in refused["message"]
+    assert "ml.g6.4xlarge is not supported by JumpStart model huggingface-llm-qwen2-5-7b-instruct" in (
+        refused["message"])
+    assert refused["details"]["fields"] == [{"field": "instanceType", "message": "not supported by the model",
+                                             "allowed": supported}]
+    assert error_of(unknown)["code"] == "INVALID_INPUT" and "SageMakerPublicHub" in error_of(unknown)["message"]
+    assert error_of(contradictory)["details"]["fields"][0]["field"] == "endpointName"
+    assert jumpstart_models(twin, tmp_path) == []  # nothing was applied
+
     [ref] = mcp_calls(cp, [("inference_jumpstart_deploy", jumpstart)])
     view = mcp_wait(cp, ref["operationId"])
     assert view["status"] == "SUCCEEDED", view
-    assert view["result"]["endpointName"] == "qwen-js" and view["result"]["state"] == "DeploymentComplete"
+    assert view["result"]["endpointName"] == "ds-js" and view["result"]["state"] == "DeploymentComplete"
+    assert view["result"]["modelVersion"] == "1.1.1"  # the version whose types were checked is the one deployed
     listed = {e["name"]: e for e in mcp_calls(cp, [("inference_managed_list", {})])[0]["endpoints"]}
-    assert listed["qwen-js"]["kind"] == "JumpStartModel" and listed["qwen-js"]["endpointState"] == "CreationCompleted"
-    assert listed["qwen-js"]["modelName"] == "huggingface-llm-qwen2-5-7b-instruct"
+    assert listed["ds-js"]["kind"] == "JumpStartModel" and listed["ds-js"]["endpointState"] == "CreationCompleted"
+    assert listed["ds-js"]["modelName"] == "deepseek-llm-r1-distill-qwen-1-5b"
     core = kube(twin, tmp_path, TAG)
-    [pod] = core.list_namespaced_pod("default", label_selector="app=qwen-js").items
-    assert pod.spec.containers[0].resources.limits["nvidia.com/gpu"] == "1"
+    [pod] = core.list_namespaced_pod("default", label_selector="app=ds-js").items
+    assert pod.spec.containers[0].resources.limits["nvidia.com/gpu"] == "1"  # every GPU of an ml.g6.4xlarge
 
     # A registered endpoint answers through SageMaker runtime InvokeEndpoint, not the service proxy.
-    [answer] = mcp_calls(cp, [("inference_call_model", {"service_name": "qwen-js", "prompt": "Hello JumpStart",
+    [answer] = mcp_calls(cp, [("inference_call_model", {"service_name": "ds-js", "prompt": "Hello JumpStart",
                                                         "max_tokens": 32})])
-    assert answer["route"] == "sagemaker-runtime" and answer["service"] == "qwen-js"
+    assert answer["route"] == "sagemaker-runtime" and answer["service"] == "ds-js"
     assert "Hello JumpStart" in answer["answer"] and answer["usage"]["completion_tokens"] > 0
     runtime = twin_client(twin, "sagemaker-runtime")
     with pytest.raises(ClientError, match=r"ValidationException.*Endpoint nope of account"):
         runtime.invoke_endpoint(EndpointName="nope", ContentType="application/json", Body=b"{}")
-    refused = runtime.invoke_endpoint  # a model the server does not serve is the model's own 404 (ModelError)
+    refused_call = runtime.invoke_endpoint  # a model the server does not serve is the model's own 404 (ModelError)
     with pytest.raises(runtime.exceptions.ModelError, match="Received client error \\(404\\)"):
-        refused(EndpointName="qwen-js", ContentType="application/json",
-                Body=json.dumps({"model": "other", "messages": [{"role": "user", "content": "hi"}]}).encode())
-
-    [gone] = mcp_calls(cp, [("inference_managed_delete", {"name": "qwen-js"})])
+        refused_call(EndpointName="ds-js", ContentType="application/json",
+                     Body=json.dumps({"model": "other", "messages": [{"role": "user", "content": "hi"}]}).encode())
+    [gone] = mcp_calls(cp, [("inference_managed_delete", {"name": "ds-js"})])
     assert mcp_wait(cp, gone["operationId"])["status"] == "SUCCEEDED"
-    assert "qwen-js" not in {e["name"] for e in mcp_calls(cp, [("inference_managed_list", {})])[0]["endpoints"]}
+    assert "ds-js" not in {e["name"] for e in mcp_calls(cp, [("inference_managed_list", {})])[0]["endpoints"]}
+
+    # Without a SageMaker endpoint: nothing registered; the model answers through the Service the operator made.
+    [ref] = mcp_calls(cp, [("inference_jumpstart_deploy", {
+        "modelId": "deepseek-llm-r1-distill-qwen-1-5b", "instanceType": "ml.g6.4xlarge", "name": "ds-svc",
+        "sagemakerEndpoint": False})])
+    view = mcp_wait(cp, ref["operationId"])
+    assert view["status"] == "SUCCEEDED", view
+    assert view["result"]["endpointName"] is None and view["result"]["route"] == "service-proxy"
+    listed = {e["name"]: e for e in mcp_calls(cp, [("inference_managed_list", {})])[0]["endpoints"]}
+    assert listed["ds-svc"]["endpointName"] is None and listed["ds-svc"]["endpointState"] is None
+    [answer] = mcp_calls(cp, [("inference_call_model", {"service_name": "ds-svc", "prompt": "Hello Service",
+                                                        "max_tokens": 16})])
+    assert answer["route"] == "service-proxy" and answer["service"] == "ds-svc"
+    assert "Hello Service" in answer["answer"]
+    [gone] = mcp_calls(cp, [("inference_managed_delete", {"name": "ds-svc"})])
+    assert mcp_wait(cp, gone["operationId"])["status"] == "SUCCEEDED"

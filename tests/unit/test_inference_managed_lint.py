@@ -63,6 +63,12 @@ def test_a_good_config_has_no_finding_and_renders_the_endpoint_config() -> None:
         ({"modelSource": {"type": "s3", "s3Bucket": "b"}}, "IEC008", "s3Region"),
         ({"modelSource": {"type": "huggingface", "huggingFaceModelId": "qwen"}}, "IEC008", "huggingFaceModelId"),
         ({"tlsOutputS3Uri": "https://bucket/tls"}, "IEC009", "tlsOutputS3Uri"),
+        ({"autoscaling": {"minReplicas": 3, "maxReplicas": 2, "prometheus": {"query": "up", "targetValue": 1}}},
+         "IEC011", "autoscaling.minReplicas"),
+        ({"autoscaling": {"maxReplicas": 4}}, "IEC011", "autoscaling"),  # no trigger
+        ({"autoscaling": {"maxReplicas": 4, "prometheus": {"query": "up", "targetValue": 1,
+                                                            "serverAddress": "http://prometheus.monitoring:9090"}}},
+         "IEC011", "autoscaling.prometheus.serverAddress"),  # the operator's CRD takes an AMP workspace URL only
     ],
 )
 def test_each_rule_refuses_its_example_with_its_code_and_a_fix(changes: dict[str, Any], code: str, field: str) -> None:
@@ -77,3 +83,37 @@ def test_routing_with_one_replica_is_only_a_warning() -> None:
     verdict = lint_request(request(replicas=1))
     assert verdict.ok
     assert [(f.code, f.severity) for f in verdict.findings] == [("IEC006", "warning")]
+
+
+SCALING: dict[str, Any] = {
+    "minReplicas": 1, "maxReplicas": 4, "pollingInterval": 15, "cooldownPeriod": 120,
+    "prometheus": {"query": 'sum(vllm:num_requests_waiting{app="qwen"})', "targetValue": 5,
+                   "serverAddress": "https://aps-workspaces.us-west-2.amazonaws.com/workspaces/ws-0123abcd-45ef"},
+    "cloudwatch": {"namespace": "AWS/SageMaker", "metricName": "Invocations", "targetValue": 100,
+                   "dimensions": [{"name": "EndpointName", "value": "qwen"}], "metricStat": "Sum",
+                   "metricCollectionPeriod": 60},
+}
+
+
+def test_autoscaling_renders_the_operators_autoscaling_spec_and_replicas_outside_it_warn() -> None:
+    verdict = lint_request(request(autoscaling=SCALING))
+    assert verdict.ok and verdict.findings == []
+    assert verdict.manifest["spec"]["autoScalingSpec"] == {
+        "minReplicaCount": 1, "maxReplicaCount": 4, "pollingInterval": 15, "cooldownPeriod": 120,
+        "prometheusTrigger": {"query": 'sum(vllm:num_requests_waiting{app="qwen"})', "targetValue": 5.0,
+                              "metricType": "Average", "serverAddress": SCALING["prometheus"]["serverAddress"]},
+        "cloudWatchTrigger": {"namespace": "AWS/SageMaker", "metricName": "Invocations", "targetValue": 100.0,
+                              "metricStat": "Sum", "metricType": "Average", "metricCollectionPeriod": 60,
+                              "dimensions": [{"name": "EndpointName", "value": "qwen"}]},
+    }
+    outside = lint_request(request(autoscaling={**SCALING, "minReplicas": 3}))
+    assert outside.ok and [(f.code, f.field, f.severity) for f in outside.findings] == [
+        ("IEC011", "replicas", "warning")]
+    assert "autoScalingSpec" not in lint_request(request()).manifest["spec"]
+
+
+def test_the_invocation_path_defaults_to_the_operators_own() -> None:
+    # The CRD's default: vLLM and SGLang answer an OpenAI chat body on /invocations, and InvokeEndpoint posts there.
+    assert lint_request(request()).manifest["spec"]["invocationEndpoint"] == "invocations"
+    chosen = lint_request(request(invocationEndpoint="v1/chat/completions"))
+    assert chosen.manifest["spec"]["invocationEndpoint"] == "v1/chat/completions"

@@ -22,6 +22,7 @@ from . import (
     fsx,
     grafana,
     iam_ext,
+    jumpstart_hub,
     mlflow_servers,
     nat_gateways,
     quotas,
@@ -92,6 +93,7 @@ class AwsSide:
         self.grafana = grafana.GrafanaState()
         grafana.register(self.ctx, self.grafana)
         iam_ext.register(self.ctx)
+        jumpstart_hub.register(self.ctx)
         caller_policy.register(self.ctx, self.hyperpod)
         sts_web_identity.register(self.ctx)
         s3_owner.register(self.ctx)

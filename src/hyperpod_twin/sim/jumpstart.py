@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Hashable, Iterable
 
+from hyperpod_twin.aws import instance_types
 from hyperpod_twin.aws.protocol import AwsError, AwsRequest, RawResponse
 from hyperpod_twin.sim import kobj
 from hyperpod_twin.sim.core import DEPLOYMENTS, PODS, ClusterSim, OwnerController, TypeKey, nsname
@@ -19,9 +20,11 @@ LMI_PORT = 8080
 
 
 class JumpStartOperator(OwnerController):
-    """Renders each JumpStartModel as a Deployment and Service `<name>` (an LMI container on port 8080 with one
-    GPU, the model at /opt/ml/model, pinned to spec.server.instanceType) and registers
-    spec.sageMakerEndpoint.name once the replicas are available; status as for an InferenceEndpointConfig."""
+    """Renders each JumpStartModel as a Deployment and Service `<name>` (an LMI container on port 8080, the model at
+    /opt/ml/model, pinned to spec.server.instanceType) and registers spec.sageMakerEndpoint.name, when not empty,
+    once the replicas are available; status as for an InferenceEndpointConfig. A JumpStartModel has no resources
+    field: a replica takes every GPU of its instance type (SM_NUM_GPUS, as JumpStart's per-instance settings shard
+    the model over the whole instance)."""
 
     primary = JUMPSTARTS
     owns = {DEPLOYMENTS: "JumpStartModel"}
@@ -34,23 +37,30 @@ class JumpStartOperator(OwnerController):
         spec = model.get("spec") or {}
         region = self.sim.runtime.arn.split(":")[3] if self.sim.runtime.arn.count(":") >= 3 else "us-west-2"
         model_id = str((spec.get("model") or {}).get("modelId", ""))
+        instance_type = (spec.get("server") or {}).get("instanceType")
+        gpus = str(gpus_of(instance_type))
         env = [{"name": "HF_MODEL_ID", "value": "/opt/ml/model"}, {"name": "OPTION_ROLLING_BATCH", "value": "vllm"},
-               {"name": "SM_NUM_GPUS", "value": "1"}, {"name": "JUMPSTART_MODEL_ID", "value": model_id},
+               {"name": "SM_NUM_GPUS", "value": gpus}, {"name": "JUMPSTART_MODEL_ID", "value": model_id},
                *(spec.get("environmentVariables") or [])]
         container: Obj = {
             "name": "jumpstart-model",
             "image": LMI_IMAGE.format(region=region),
             "ports": [{"name": "http", "containerPort": LMI_PORT, "protocol": "TCP"}],
-            "resources": {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}},
+            "resources": {"requests": {"nvidia.com/gpu": gpus}, "limits": {"nvidia.com/gpu": gpus}},
             "env": env,
             "volumeMounts": [{"name": "model-weights", "mountPath": "/opt/ml/model"}],
         }
         replicas = int(spec.get("replicas", 1) or 1)
-        instance_type = (spec.get("server") or {}).get("instanceType")
         current = serve(self.sim, model, container, replicas, [instance_type] if instance_type else [],
                         {"name": "model-weights", "emptyDir": {}})
         endpoint = (spec.get("sageMakerEndpoint") or {}).get("name")
         endpoint_status(self.sim, JUMPSTARTS, model, current, replicas, endpoint)
+
+
+def gpus_of(instance_type: object) -> int:
+    """The NVIDIA GPUs of an instance type (1 for a type the twin has no facts for)."""
+    facts = instance_types.get(str(instance_type or ""))
+    return facts.gpus if facts is not None and facts.gpus > 0 else 1
 
 
 def _endpoint_of(obj: Obj, kind: TypeKey) -> str | None:

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from instantstart.manifests import endpoint_autoscaling as scaling
 from instantstart.manifests import inference as m
 from instantstart.validation import INVOCATION_PATH_RULE, invocation_path
 
@@ -22,6 +23,10 @@ HF_MODEL = re.compile(r"^[\w.-]+/[\w.-]+$")
 REDIS_URL = re.compile(r"^rediss?://[^\s/:]+:\d{1,5}(/\d+)?$")
 KV_ENGINES = ("vllm",)
 STRATEGIES = ("prefixaware", "kvaware", "session", "roundrobin")
+# The operator's own default (the CRD's invocationEndpoint default): the SageMaker-compatible route vLLM, SGLang, LMI
+# and TGI all serve (vLLM and SGLang route an OpenAI chat body posted there to their chat completions), and the path
+# SageMaker runtime InvokeEndpoint forwards to. An OpenAI route (v1/chat/completions) is a deliberate choice.
+DEFAULT_INVOCATION = "invocations"
 
 
 @dataclass(frozen=True)
@@ -55,7 +60,8 @@ class EndpointSpec:
     l2_url: str | None = None
     routing_strategy: str | None = None
     tls_output_s3_uri: str | None = None
-    invocation_endpoint: str = "v1/chat/completions"
+    invocation_endpoint: str = DEFAULT_INVOCATION
+    autoscaling: scaling.Autoscaling | None = None
 
 
 @dataclass(frozen=True)
@@ -118,7 +124,8 @@ def _source(spec: EndpointSpec) -> list[Finding]:
         invocation_path(spec.invocation_endpoint)
     except ValueError:
         out.append(Finding("IEC010", "invocationEndpoint", f"{spec.invocation_endpoint[:100]!r} must be "
-                           f"{INVOCATION_PATH_RULE}", "Use the server's path, e.g. v1/chat/completions."))
+                           f"{INVOCATION_PATH_RULE}",
+                           f"Use the server's path: {DEFAULT_INVOCATION} (the default) or e.g. v1/chat/completions."))
     return out
 
 
@@ -170,10 +177,17 @@ def _gpus(spec: EndpointSpec, gpus_per_node: int | None) -> list[Finding]:
     return out
 
 
+def _autoscaling(spec: EndpointSpec) -> list[Finding]:
+    if spec.autoscaling is None:
+        return []
+    return [Finding("IEC011", fname, message, fix, severity)
+            for fname, message, fix, severity in scaling.problems(spec.autoscaling, spec.replicas)]
+
+
 def lint(spec: EndpointSpec, gpus_per_node: int | None) -> list[Finding]:
     """Every rule, in code order; `gpus_per_node` is the instance type's GPUs (None when unknown)."""
     found = [*_names(spec), *_port_and_model(spec), *_source(spec), *_cache_and_routing(spec),
-             *_gpus(spec, gpus_per_node)]
+             *_gpus(spec, gpus_per_node), *_autoscaling(spec)]
     return sorted(found, key=lambda f: f.code)
 
 
@@ -221,6 +235,8 @@ def endpoint_config(spec: EndpointSpec) -> dict[str, Any]:
         body["kvCacheSpec"] = kv
     if spec.routing_strategy:
         body["intelligentRoutingSpec"] = {"enabled": True, "routingStrategy": spec.routing_strategy}
+    if spec.autoscaling is not None:
+        body["autoScalingSpec"] = scaling.render(spec.autoscaling)
     if spec.tls_output_s3_uri:
         body["tlsConfig"] = {"tlsCertificateOutputS3Uri": spec.tls_output_s3_uri}
     labels = {m.LABEL_MANAGED: m.MANAGED_BY, m.LABEL_APP: spec.name}
@@ -257,7 +273,7 @@ def jumpstart_model(name: str, namespace: str, model_id: str, instance_type: str
                     endpoint_name: str | None, accept_eula: bool, replicas: int) -> dict[str, Any]:
     """The operator's JumpStartModel (CRD jumpstartmodels.inference.sagemaker.aws.amazon.com: spec.model,
     spec.server, spec.sageMakerEndpoint, spec.replicas), labelled as made by this control plane."""
-    model: dict[str, Any] = {"modelId": model_id, "acceptEula": accept_eula}
+    model: dict[str, Any] = {"modelHubName": "SageMakerPublicHub", "modelId": model_id, "acceptEula": accept_eula}
     if model_version:
         model["modelVersion"] = model_version
     spec: dict[str, Any] = {"model": model, "server": {"instanceType": instance_type}, "replicas": replicas}

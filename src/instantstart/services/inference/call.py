@@ -134,7 +134,7 @@ def _managed_target(api: k8s.ApiClient, obj: dict[str, Any]) -> Target:
     model = iec.served_model_of(obj)
     given = spec.get("invocationEndpoint") if obj["kind"] == iec.KIND else None
     try:
-        path = invocation_path(str(given)) if given else (OPENAI_CHAT if obj["kind"] == iec.KIND else "invocations")
+        path = invocation_path(str(given)) if given else iec.DEFAULT_INVOCATION  # the CRD's default, for both kinds
     except ValueError:
         raise _refuse_field(obj, "invocationEndpoint", given, INVOCATION_PATH_RULE) from None
     endpoint = iec.endpoint_name_of(obj)

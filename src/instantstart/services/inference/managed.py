@@ -24,6 +24,7 @@ from instantstart.services.cluster.status_model import WatchFreshness
 from instantstart.services.core.instance_types import catalog
 from instantstart.services.core.registry import submit_for_cluster
 from instantstart.services.core.stages import blocking, wait_until
+from instantstart.services.inference.managed_autoscaling import ManagedAutoscaling, to_spec
 from instantstart.services.inference.placement import endpoint_cpu_memory
 from instantstart.services.inference.services import cluster_row
 from instantstart.services.monitoring import custom, watched
@@ -77,8 +78,11 @@ class ManagedRequest(WireModel):
     routing_strategy: Literal["prefixaware", "kvaware", "session", "roundrobin"] | None = None
     tls_output_s3_uri: str | None = Field(default=None, max_length=1024)
     invocation_endpoint: InvocationPath | None = Field(
-        default=None, description="The server's path for requests (default v1/chat/completions): letters, digits, "
-        "'-', '_' and '/' only; inference_call_model refuses any other path an endpoint carries.")
+        default=None, description="The server's path for requests (default invocations, the operator's: vLLM and "
+        "SGLang answer chat there): letters, digits, '-', '_' and '/' only; inference_call_model refuses any other "
+        "path an endpoint carries.")
+    autoscaling: ManagedAutoscaling | None = Field(default=None, description="Replica bounds and a Prometheus or "
+                                                   "CloudWatch trigger (the operator's autoScalingSpec).")
     namespace: KubeName = "default"
     cluster_tag: ClusterTag | None = None
 
@@ -97,6 +101,7 @@ def spec_of(req: ManagedRequest) -> iec.EndpointSpec:
         hugging_face_model_id=src.hugging_face_model_id, kv_l1=bool(kv and kv.enable_l1),
         kv_l2=bool(kv and kv.enable_l2), l2_backend=kv.l2_backend if kv else None, l2_url=kv.l2_url if kv else None,
         routing_strategy=req.routing_strategy, tls_output_s3_uri=req.tls_output_s3_uri,
+        autoscaling=to_spec(req.autoscaling),
         **({"invocation_endpoint": req.invocation_endpoint} if req.invocation_endpoint else {}),
     )
 
@@ -138,8 +143,8 @@ async def inference_managed_lint(ctx: CallContext, req: ManagedRequest) -> LintR
     """Check a managed endpoint before deploying it: each finding has a code and a fix (IEC001 port vs the
     engine's listening port, IEC002 served model name, IEC003 name lengths, IEC004 KV cache engine, IEC005 L2
     backend fields, IEC006 routing requirements, IEC007 GPUs vs instance type, IEC008 model source fields,
-    IEC009 TLS location, IEC010 invocation path). Returns the rendered InferenceEndpointConfig. Read-only; needs no
-    cluster."""
+    IEC009 TLS location, IEC010 invocation path, IEC011 autoscaling). Returns the rendered InferenceEndpointConfig.
+    Read-only; needs no cluster."""
     return lint_request(req)
 
 
@@ -177,8 +182,9 @@ def _check_cluster(app: AppContext, tag: str | None) -> tuple[Any, bool]:
 )
 async def inference_managed_deploy(ctx: CallContext, req: ManagedRequest) -> OperationRef:
     """Deploy a model through the HyperPod inference operator (an InferenceEndpointConfig: model source S3,
-    FSx or Hugging Face; KV cache L1/L2; intelligent routing; TLS output). Refused when inference_managed_lint
-    finds an error, or when the operator is not installed (hyperpod_update_advanced_features inferenceOperator).
+    FSx or Hugging Face; KV cache L1/L2; intelligent routing; TLS output; autoscaling). Refused when
+    inference_managed_lint finds an error, or when the operator is not installed (hyperpod_update_advanced_features
+    inferenceOperator).
     Finished when the config's DeploymentComplete condition is True."""
     verdict = lint_request(req)
     errors = [f for f in verdict.findings if f.severity == "error"]
