@@ -151,7 +151,8 @@ def test_wheel_in_a_fresh_venv_creates_a_cluster_without_the_makefile(built: str
     install = subprocess.run(
         [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-compile", "--no-index",
          "--find-links", str(wheels), f"{project[-1]}[twin]"],
-        capture_output=True, text=True, timeout=900,
+        # Nothing of the calling environment (a PYTHONPATH holding a checkout's egg-info made pip skip the project).
+        capture_output=True, text=True, timeout=900, env=fresh_env(venv, tmp_path / "data", 0),
     )
     assert install.returncode == 0, install.stderr[-3000:]
     data_dir, port = tmp_path / "data", free_port()

@@ -24,7 +24,8 @@ COMMAND = "vllm serve Qwen/Qwen3-0.6B --max-model-len 1280"
 KEY = "k3y-Only-In-A-Secret-7731"
 GROUP, VERSION = "inference.sagemaker.aws.amazon.com", "v1"
 
-# Two 1-GPU nodes: one internal model server (the legitimate target) and one public one.
+# Two 1-GPU nodes: one internal model server (the legitimate target) and one public one; the tenants' configs
+# ask for 100m CPU each so that the public server (sized to its whole node) still fits beside them.
 shared_cp = shared_control_plane(lambda client: make_hyperpod(client, TAG, acceleratedInstanceCount=2),
                                  status_cache_seconds=0.5)
 
@@ -74,7 +75,7 @@ def tenant_iec(core: k8s.CoreV1Api, name: str, path: str) -> None:
         "spec": {"modelName": name, "instanceType": "ml.g6.4xlarge", "replicas": 1, "invocationEndpoint": path,
                  "modelSourceConfig": {"modelSourceType": "huggingface",
                                        "huggingFaceModel": {"modelId": "Qwen/Qwen3-0.6B"}},
-                 "worker": {"image": "vllm/vllm-openai:v0.11.0", "resources": {"requests": {"cpu": "1"}},
+                 "worker": {"image": "vllm/vllm-openai:v0.11.0", "resources": {"requests": {"cpu": "100m"}},
                             "modelInvocationPort": {"containerPort": 8000, "name": "http"},
                             "modelVolumeMount": {"name": "model-weights", "mountPath": "/opt/ml/model"}}}})
 
