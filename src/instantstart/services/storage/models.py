@@ -1,4 +1,4 @@
-"""Model downloads into an S3 claim: a CPU-only Job per model and revision, its progress, and the manifests."""
+"""Model downloads into an S3 or FSx claim: a CPU-only Job per model and revision, its progress, and the manifests."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.services.core.instance_types import catalog
 from instantstart.services.core.stages import blocking, wait_until
+from instantstart.services.storage.fsx_claims import FSX_MOUNT, check_fsx_claim
 from instantstart.services.storage.model_params import (
     DEFAULT_HUB,
     ModelDownloadParams,
@@ -69,21 +70,38 @@ def accelerated_types(nodes: list[dict[str, Any]]) -> list[str]:
     return sorted(found)
 
 
-def last_progress(api: k8s.ApiClient, job: str) -> dict[str, int] | None:
-    """The last `progress {...}` line the Job's newest pod printed (blocking)."""
+def log_lines(api: k8s.ApiClient, job: str) -> list[str]:
+    """The last 50 lines the Job's newest started pod printed (blocking; empty while none has started)."""
     core = k8s.CoreV1Api(api)
     pods = as_dict(api, core.list_namespaced_pod(NAMESPACE, label_selector=f"job-name={job}")).get("items") or []
     if not pods:
-        return None
+        return []
     pod = max(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "")
     if (pod.get("status") or {}).get("phase") == "Pending":
-        return None
+        return []
     try:
         text = core.read_namespaced_pod_log(pod["metadata"]["name"], NAMESPACE, container="download", tail_lines=50)
     except k8s.ApiException:
-        return None
-    lines = [ln for ln in str(text).splitlines() if ln.startswith("progress ")]
+        return []
+    return str(text).splitlines()
+
+
+def last_progress(api: k8s.ApiClient, job: str) -> dict[str, int] | None:
+    """The last `progress {...}` line the Job's newest pod printed (blocking)."""
+    lines = [ln for ln in log_lines(api, job) if ln.startswith("progress ")]
     return json.loads(lines[-1][len("progress ") :]) if lines else None
+
+
+def fsx_outcome(lines: list[str], progress: dict[str, int] | None) -> dict[str, Any] | None:
+    """What a finished download into an FSx claim did, from its log (FSx has no API to read the manifest back):
+    {alreadyPresent, files, totalBytes}, or None when the log shows no finished copy."""
+    if "already present" in lines:
+        return {"alreadyPresent": True, "files": None, "totalBytes": None}
+    done = [ln for ln in lines if ln.startswith("done ") and ln.endswith(" files")]
+    if not done:
+        return None
+    files = int(done[-1].split()[1])
+    return {"alreadyPresent": False, "files": files, "totalBytes": (progress or {}).get("bytesTotal", 0)}
 
 
 def _job_body(name: str) -> dict[str, Any]:
@@ -111,8 +129,10 @@ async def stage_download(stage: StageContext) -> dict[str, Any]:
     app = stage.app
     manifest_key = _base({"prefix": p.prefix}, p.model_id, p.revision) + md.MANIFEST
     api = await blocking(kube_api, app.kube, await _eks_name(app, p.cluster_tag), p.region)
+    fsx = p.storage_type == "fsx"
     try:
-        existing = await blocking(read_manifest, app, p.bucket_name, p.bucket_region, manifest_key)
+        # An FSx claim is only readable from a pod: the Job itself finds a manifest already there.
+        existing = None if fsx else await blocking(read_manifest, app, p.bucket_name, p.bucket_region, manifest_key)
         if existing is not None:
             await stage.progress(f"{p.model_id}@{p.revision} is already in {p.claim}: nothing to do")
             return {
@@ -163,6 +183,8 @@ async def stage_download(stage: StageContext) -> dict[str, Any]:
             hint=f"Read its logs (kubectl logs job/{p.job_name}); check modelId, revision and the token, then retry.",
             retryable=False,
         )
+    if fsx:
+        return await _fsx_result(api, p, seen.get("last"))
     manifest = await blocking(read_manifest, app, p.bucket_name, p.bucket_region, manifest_key)
     if manifest is None:
         raise ProviderError(f"The Job {p.job_name} ended but {manifest_key} is missing.", hint="Retry the download.")
@@ -175,6 +197,18 @@ async def stage_download(stage: StageContext) -> dict[str, Any]:
         "totalBytes": manifest.get("totalBytes"),
         "path": md.model_dir(p.model_id, p.revision),
     }
+
+
+async def _fsx_result(api: k8s.ApiClient, p: ModelDownloadParams, progress: Any) -> dict[str, Any]:
+    """The outcome of a download into an FSx claim, read from the Job's log (the program prints `done N files`
+    after writing manifest.json, or `already present`)."""
+    outcome = fsx_outcome(await blocking(log_lines, api, p.job_name), progress)
+    if outcome is None:
+        raise ProviderError(f"The Job {p.job_name} ended but its log shows no finished copy into {p.claim}.",
+                            hint="Retry the download (a model whose manifest.json is there is left alone).")
+    path = md.model_dir(p.model_id, p.revision)
+    return {**outcome, "progress": progress, "jobName": p.job_name, "hubEndpoint": p.hf_endpoint or DEFAULT_HUB,
+            "path": path, "mountPath": f"{FSX_MOUNT}/{path}", "fsxClaim": p.claim}
 
 
 async def _eks_name(app: AppContext, tag: str) -> str:
@@ -210,13 +244,19 @@ async def model_download_enhanced(ctx: CallContext, req: ModelDownloadRequest) -
     secretKeyRef and that is deleted when the Job ends; it is never stored. A model+revision already present
     is a no-op. The Job fetches from the server's INSTANTSTART_HF_ENDPOINT (a hub mirror, passed as
     HF_ENDPOINT; shown as hubEndpoint), else huggingface.co. Progress (files, bytes) shows in operation_get;
-    model_download_status, model_list."""
+    model_download_status, model_list. With fsxStorage the model goes into that FSx for Lustre claim instead
+    (only one InstantStart created; mount it with fsxClaim and serve /fsx/models/<modelId>/<revision>); the result
+    (files, bytes, mountPath) is in the operation, read from the Job's log."""
     replayed = await ctx.app.runner.replay(KIND, ctx.idempotency_key, status_tool="operation_get", poll_after_seconds=5)
     if replayed is not None:
         return replayed  # a retry: the first call's operation (and its Secret) stand; write nothing again
     row = await active_cluster(ctx)
-    src = await blocking(claim_source, ctx.app, row, req.s3_storage)
     api = await blocking(kube_api, ctx.app.kube, row.eks_cluster_name, row.region)
+    if req.fsx_storage is not None:
+        await blocking(check_fsx_claim, api, row.tag, NAMESPACE, req.fsx_storage, "fsxStorage")
+        src: dict[str, Any] = {"bucketName": "", "region": "", "prefix": None}
+    else:
+        src = await blocking(claim_source, ctx.app, row, req.s3_storage)
     if req.cpu in ("0", "0m"):
         raise InvalidInput("Invalid input: cpu: must be more than 0", details={"fields": [{"field": "cpu"}]})
     job = md.job_name(req.model_id, req.revision)
@@ -251,13 +291,15 @@ async def _submit(
     secret_name: str | None,
     gpu_types: list[str],
 ) -> OperationRef:
+    claim = req.fsx_storage or req.s3_storage
     params = ModelDownloadParams(
         cluster_tag=row.tag,
         region=row.region,
         model_id=req.model_id,
         revision=req.revision,
-        claim=req.s3_storage,
+        claim=claim,
         namespace=NAMESPACE,
+        storage_type="fsx" if req.fsx_storage else "s3",
         bucket_name=src["bucketName"],
         bucket_region=src["region"],
         prefix=src["prefix"],
@@ -272,7 +314,7 @@ async def _submit(
     return await ctx.app.runner.submit(
         KIND,
         params.model_dump(mode="json", by_alias=True),
-        target=f"model:{row.tag}:{req.s3_storage}:{req.model_id}@{req.revision}",
+        target=f"model:{row.tag}:{claim}:{req.model_id}@{req.revision}",
         idempotency_key=ctx.idempotency_key,
         status_tool="operation_get",
         poll_after_seconds=5,
