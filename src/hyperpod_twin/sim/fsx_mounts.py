@@ -14,6 +14,7 @@ from hyperpod_twin.sim.lustre_network import PENDING, LustreReachability
 
 FSX_CSI = "fsx.csi.aws.com"
 FILE_SYSTEMS = "fsx_file_systems"  # sim.extra key: file system id → the AWS side's public view (shared dict)
+CONTENTS = "fsx_contents"  # sim.extra key: file system id → {path inside the file system: bytes} (shared dict)
 RETRY_SECONDS = 10.0  # how often the kubelet retries a failed mount (twin seconds)
 
 
@@ -69,4 +70,34 @@ def mount_problem(sim: Any, pod: Obj, node: Obj | None = None, reach: LustreReac
                     f'MountVolume.SetUp failed for volume "{pv["metadata"]["name"]}" : rpc error: '
                     "code = DeadlineExceeded desc = context deadline exceeded"
                 )
+    return None
+
+
+class FsxPath:
+    """Where a path inside a container lands on Lustre: the file system's files, the path in it, read-only or not."""
+
+    def __init__(self, files: dict[str, bytes], path: str, read_only: bool) -> None:
+        self.files, self.path, self.read_only = files, path, read_only
+
+
+def resolve(sim: Any, pod: Obj, container: Obj, path: str) -> FsxPath | None:
+    """Map `path` in `container` of `pod` through volumeMount → claim → FSx CSI PV to the file system's contents
+    (None when the path is not on an FSx mount)."""
+    by_volume = {name: pv for name, pv in fsx_volumes(sim, pod)}
+    volumes = {v.get("name"): v for v in (pod.get("spec") or {}).get("volumes") or []}
+    mounts = sorted(container.get("volumeMounts") or [], key=lambda vm: -len(vm.get("mountPath", "")))
+    for mount in mounts:
+        root = str(mount.get("mountPath", "")).rstrip("/")
+        if not root or not (path == root or path.startswith(root + "/")):
+            continue
+        pv = by_volume.get(str(mount.get("name")))
+        if pv is None:
+            return None
+        fs_id = str(pv["spec"]["csi"].get("volumeHandle") or "")
+        contents: dict[str, dict[str, bytes]] = sim.extra.setdefault(CONTENTS, {})
+        sub = str(mount.get("subPath") or "").strip("/")
+        inside = "/".join(part for part in (sub, path[len(root) :].strip("/")) if part)
+        claim = (volumes.get(mount.get("name")) or {}).get("persistentVolumeClaim") or {}
+        read_only = bool(mount.get("readOnly") or claim.get("readOnly"))
+        return FsxPath(contents.setdefault(fs_id, {}), inside, read_only)
     return None
