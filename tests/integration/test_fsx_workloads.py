@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 from kubernetes import client as k8s
 
+from instantstart.manifests import ray_job, training
 from instantstart.twin_process import TwinProcess
 from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
 from tests.support.servers import Running
@@ -30,11 +31,13 @@ def _ok(client: httpx.Client, path: str, body: dict[str, Any]) -> dict[str, Any]
 
 
 def _prepare(client: httpx.Client) -> None:
-    """A HyperPod cluster (one ml.g6.4xlarge), its S3 claim, an FSx claim `shared` and the training operator."""
+    """A HyperPod cluster (one ml.g6.4xlarge), its S3 claim, an FSx claim `shared`, the training and KubeRay
+    operators."""
     make_hyperpod(client, TAG)
     _ok(client, "/api/v1/storage/s3", {})
     _ok(client, "/api/v1/storage/fsx", {"name": "shared", "enableCsiDriver": True, "deploymentType": "SCRATCH_2"})
-    ref = client.post("/api/v1/capacity/advanced-features", json={"trainingOperator": {"enabled": True}})
+    ref = client.post("/api/v1/capacity/advanced-features", json={"trainingOperator": {"enabled": True},
+                                                                   "kuberayOperator": {"enabled": True}})
     assert ref.status_code == 202, ref.text
     assert wait_terminal(client, ref.json()["operationId"], timeout=240)["status"] == "SUCCEEDED"
 
@@ -148,13 +151,12 @@ def test_model_into_fsx_then_served_from_it(shared_cp: Running, twin_process: Tw
     [bad] = mcp_calls(shared_cp, [("inference_deploy_container", {
         "deploymentCommand": "vllm serve /fsx/models/absent/main", "gpuCount": 1, "fsxClaim": "shared",
         "deploymentName": "absent", "serviceType": "clusterip"})])
-    pod = until(lambda: next(iter(core.list_namespaced_pod("default", label_selector="app.kubernetes.io/name=absent")
-                                  .items), None), "the server pod")
-    until(lambda: "no config.json" in core.read_namespaced_pod_log(pod.metadata.name, "default"),
-          "the server failing to load the model")
+    failed = mcp_wait(shared_cp, bad["operationId"])
+    assert failed["status"] == "FAILED" and "CrashLoopBackOff" in failed["error"]["message"], failed
+    pod = core.list_namespaced_pod("default", label_selector="app.kubernetes.io/name=absent").items[0]
+    assert "no config.json in that local directory" in core.read_namespaced_pod_log(pod.metadata.name, "default")
     [undeploy] = mcp_calls(shared_cp, [("inference_undeploy", {"deploymentName": "absent"})])
     assert mcp_wait(shared_cp, undeploy["operationId"])["status"] == "SUCCEEDED"
-    assert mcp_wait(shared_cp, bad["operationId"])["status"] in ("FAILED", "CANCELLED", "SUCCEEDED")
     until(lambda: not core.list_namespaced_pod("default", label_selector="app.kubernetes.io/name=absent").items,
           "the failed server gone")
 
@@ -171,3 +173,59 @@ def test_model_into_fsx_then_served_from_it(shared_cp: Running, twin_process: Tw
     answer = mcp_calls(shared_cp, [("inference_call_model", {"service_name": "tiny", "prompt": "hello",
                                                                  "max_tokens": 16})])[0]
     assert "simulated" in str(answer)
+    [undeploy] = mcp_calls(shared_cp, [("inference_undeploy", {"deploymentName": "tiny"})])
+    assert mcp_wait(shared_cp, undeploy["operationId"])["status"] == "SUCCEEDED"
+    until(lambda: not core.list_namespaced_pod("default", label_selector="app.kubernetes.io/name=tiny").items,
+          "the server gone (its GPU free)")
+
+
+def _fsx_volume(template: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The pod template's FSx volume and its container's mount of it."""
+    volume = next(v for v in template["spec"]["volumes"] if v["name"] == "fsx")
+    mount = next(m for m in template["spec"]["containers"][0]["volumeMounts"] if m["name"] == "fsx")
+    return volume, mount
+
+
+def test_recipes_and_ray_jobs_mount_fsx(shared_cp: Running, twin_process: TwinProcess, tmp_path: Any) -> None:
+    core = kube(twin_process, tmp_path, TAG)
+    custom = k8s.CustomObjectsApi(core.api_client)
+    paths = {"script": "/fsx/code/train.py", "outputDir": "/fsx/out"}
+    pytorch = {"recipe": "pytorch", "jobName": "fsx-recipe", "instanceType": "ml.g6.4xlarge", "fields": paths}
+    verl = {"recipe": "verl", "jobName": "fsx-rl", "instanceType": "ml.g6.4xlarge",
+            "fields": {"trainFiles": "/fsx/data/train.parquet", "valFiles": "/fsx/data/test.parquet"}}
+    unset, ray_unset, outside = (r for r in mcp_raw(shared_cp, [
+        ("training_recipe_submit", pytorch),
+        ("training_recipe_submit", verl),
+        ("training_recipe_submit", {**pytorch, "fields": {"script": "/data/train.py"}}),
+    ])[:3])
+    for result, field in ((unset, "command"), (ray_unset, "entrypoint")):
+        error = _error(result)
+        assert error["code"] == "INVALID_INPUT" and f"{field}: uses /fsx, but fsxClaim is not set" in error["message"]
+    assert "'/data/train.py' is not under /s3 or /fsx" in _error(outside)["message"]
+
+    # A recipe whose paths lie under /fsx: a HyperPodPyTorchJob with the claim at /fsx (read-write).
+    [ref] = mcp_calls(shared_cp, [("training_recipe_submit", {**pytorch, "fsxClaim": "shared"})])
+    assert mcp_wait(shared_cp, ref["operationId"])["status"] == "SUCCEEDED"
+    job = custom.get_namespaced_custom_object(training.GROUP, training.VERSION, "default", training.PLURAL,
+                                              "fsx-recipe")
+    replica = job["spec"]["replicaSpecs"][0]["template"]
+    volume, mount = _fsx_volume(replica)
+    assert volume["persistentVolumeClaim"] == {"claimName": "shared"} and mount == {"name": "fsx", "mountPath": "/fsx"}
+    assert replica["spec"]["containers"][0]["command"][-5:-3] == ["/fsx/code/train.py", "--output-dir"]
+    [gone] = mcp_calls(shared_cp, [("training_job_delete", {"jobName": "fsx-recipe"})])
+    assert gone is not None
+    until(lambda: not core.list_namespaced_pod("default", label_selector="app.kubernetes.io/managed-by=instantstart")
+          .items, "the recipe's pods gone")
+
+    # The KubeRay recipe: head and workers mount the claim at /fsx and run.
+    [rl] = mcp_calls(shared_cp, [("training_recipe_submit", {**verl, "fsxClaim": "shared"})])
+    assert mcp_wait(shared_cp, rl["operationId"])["status"] == "SUCCEEDED"
+    body = custom.get_namespaced_custom_object(ray_job.GROUP, ray_job.VERSION, "default", ray_job.PLURAL, "fsx-rl")
+    cluster = body["spec"]["rayClusterSpec"]
+    for template in (cluster["headGroupSpec"]["template"], cluster["workerGroupSpecs"][0]["template"]):
+        volume, mount = _fsx_volume(template)
+        assert volume["persistentVolumeClaim"]["claimName"] == "shared" and mount["mountPath"] == "/fsx"
+    until(lambda: [p for p in core.list_namespaced_pod("default").items if "fsx-rl" in p.metadata.name
+                   and p.status.phase in ("Running", "Succeeded")], "the Ray pods running on the FSx mount")
+    [gone] = mcp_calls(shared_cp, [("training_job_delete", {"jobName": "fsx-rl"})])
+    assert gone is not None
