@@ -12,7 +12,7 @@ from kubernetes import client as k8s
 
 from instantstart.manifests import ray_job, training
 from instantstart.twin_process import TwinProcess
-from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
+from tests.support.flows import hand_made_fsx_claim, kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
 from tests.support.servers import Running
 from tests.support.twin import shared_control_plane
 from tests.support.waits import until, wait_terminal
@@ -54,15 +54,8 @@ def _error(result: Any) -> dict[str, Any]:
 def _hand_made_claim(core: k8s.CoreV1Api, name: str) -> None:
     """A PV and claim on the same file system made with kubectl (no InstantStart labels)."""
     ours = core.read_persistent_volume("shared-pv").spec.csi
-    csi = {"driver": "fsx.csi.aws.com", "volumeHandle": ours.volume_handle, "volumeAttributes": ours.volume_attributes}
-    core.create_persistent_volume({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{name}-pv"},
-                                   "spec": {"capacity": {"storage": "1200Gi"}, "accessModes": ["ReadWriteMany"],
-                                            "storageClassName": "", "csi": csi,
-                                            "claimRef": {"namespace": "default", "name": name}}})
-    core.create_namespaced_persistent_volume_claim("default", {
-        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name},
-        "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": f"{name}-pv",
-                 "resources": {"requests": {"storage": "1200Gi"}}}})
+    hand_made_fsx_claim(core, name, {"driver": "fsx.csi.aws.com", "volumeHandle": ours.volume_handle,
+                                     "volumeAttributes": ours.volume_attributes})
 
 
 def test_fsx_claim_refusals_name_the_fsx_claims(shared_cp: Running, twin_process: TwinProcess, tmp_path: Any) -> None:

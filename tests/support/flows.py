@@ -178,3 +178,16 @@ def claim_pod(name: str, claim: str, mount_path: str = "/fsx") -> dict[str, Any]
                  "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": claim}}],
                  "tolerations": [{"operator": "Exists"}]},
     }
+
+
+def hand_made_fsx_claim(core: k8s.CoreV1Api, name: str, csi: dict[str, Any]) -> None:
+    """A static FSx PV `<name>-pv` with `csi` and its claim `name` in default, made by hand (what a user with kubectl
+    could do: no InstantStart labels)."""
+    core.create_persistent_volume({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{name}-pv"},
+                                   "spec": {"capacity": {"storage": "1200Gi"}, "accessModes": ["ReadWriteMany"],
+                                            "storageClassName": "", "csi": csi,
+                                            "claimRef": {"namespace": "default", "name": name}}})
+    core.create_namespaced_persistent_volume_claim("default", {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name},
+        "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": f"{name}-pv",
+                 "resources": {"requests": {"storage": "1200Gi"}}}})

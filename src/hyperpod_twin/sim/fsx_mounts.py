@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hyperpod_twin.sim import kobj
 from hyperpod_twin.sim.addons import CSIDRIVERS
 from hyperpod_twin.sim.core import PVCS, PVS
 from hyperpod_twin.sim.kobj import Obj
@@ -83,21 +84,12 @@ class FsxPath:
 def resolve(sim: Any, pod: Obj, container: Obj, path: str) -> FsxPath | None:
     """Map `path` in `container` of `pod` through volumeMount → claim → FSx CSI PV to the file system's contents
     (None when the path is not on an FSx mount)."""
-    by_volume = {name: pv for name, pv in fsx_volumes(sim, pod)}
-    volumes = {v.get("name"): v for v in (pod.get("spec") or {}).get("volumes") or []}
-    mounts = sorted(container.get("volumeMounts") or [], key=lambda vm: -len(vm.get("mountPath", "")))
-    for mount in mounts:
-        root = str(mount.get("mountPath", "")).rstrip("/")
-        if not root or not (path == root or path.startswith(root + "/")):
-            continue
-        pv = by_volume.get(str(mount.get("name")))
-        if pv is None:
-            return None
-        fs_id = str(pv["spec"]["csi"].get("volumeHandle") or "")
-        contents: dict[str, dict[str, bytes]] = sim.extra.setdefault(CONTENTS, {})
-        sub = str(mount.get("subPath") or "").strip("/")
-        inside = "/".join(part for part in (sub, path[len(root) :].strip("/")) if part)
-        claim = (volumes.get(mount.get("name")) or {}).get("persistentVolumeClaim") or {}
-        read_only = bool(mount.get("readOnly") or claim.get("readOnly"))
-        return FsxPath(contents.setdefault(fs_id, {}), inside, read_only)
-    return None
+    found = kobj.covering_mount(pod, container, path)
+    pv = dict(fsx_volumes(sim, pod)).get(str(found[0].get("name"))) if found else None
+    if found is None or pv is None:
+        return None
+    mount, volume, inside = found
+    fs_id = str(pv["spec"]["csi"].get("volumeHandle") or "")
+    contents: dict[str, dict[str, bytes]] = sim.extra.setdefault(CONTENTS, {})
+    read_only = bool(mount.get("readOnly") or (volume.get("persistentVolumeClaim") or {}).get("readOnly"))
+    return FsxPath(contents.setdefault(fs_id, {}), inside, read_only)
