@@ -123,11 +123,15 @@ def test_training_job_mounts_fsx_and_runs(shared_cp: Running, twin_process: Twin
 def test_model_into_fsx_then_served_from_it(shared_cp: Running, twin_process: TwinProcess, tmp_path: Any) -> None:
     core = kube(twin_process, tmp_path, TAG)
     with shared_cp.client() as client:
+        status = client.get("/api/v1/models/status", params={"modelId": MODEL, "fsxStorage": "shared"}).json()
+        assert status["state"] == "ABSENT" and status["storage"] == "shared", status
         view = _ok(client, "/api/v1/models/download", {"modelId": MODEL, "fsxStorage": "shared"})
         result = view["stages"][0]["outputs"]
         assert result["alreadyPresent"] is False and result["files"] == 4 and result["totalBytes"] > 0, result
         assert result["mountPath"] == MODEL_PATH and result["fsxClaim"] == "shared"
         assert view["params"]["storageType"] == "fsx" and view["params"]["claim"] == "shared"
+        status = client.get("/api/v1/models/status", params={"modelId": MODEL, "fsxStorage": "shared"}).json()
+        assert status["state"] == "COMPLETE" and status["totalBytes"] == result["totalBytes"], status
         job = k8s.BatchV1Api(core.api_client).read_namespaced_job(view["params"]["jobName"], "default")
         assert job.spec.template.spec.volumes[0].persistent_volume_claim.claim_name == "shared"
         logs = core.read_namespaced_pod_log(core.list_namespaced_pod(

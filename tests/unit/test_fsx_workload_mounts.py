@@ -11,7 +11,7 @@ from instantstart.manifests import ray_job as r
 from instantstart.manifests import training as m
 from instantstart.manifests.resources import PodResources
 from instantstart.services.storage.fsx_claims import require_fsx_claim, uses_fsx
-from instantstart.services.storage.models import fsx_outcome
+from instantstart.services.storage.model_fsx import fsx_outcome
 from instantstart.services.training import checks
 from instantstart.services.training.recipes import needs_s3, recipes
 

@@ -60,6 +60,8 @@ class ModelStatusRequest(WireModel):
     model_id: str = Field(pattern=MODEL_ID_PATTERN)
     revision: str = Field(default="main", pattern=REVISION_PATTERN)
     s3_storage: KubeName = Field(default=m.DEFAULT_CLAIM)
+    fsx_storage: KubeName | None = Field(default=None, description="Report the download into this FSx claim "
+                                         "(model_download_enhanced fsxStorage) instead of the S3 claim.")
 
 
 class ModelFile(WireModel):

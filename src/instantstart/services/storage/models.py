@@ -20,7 +20,8 @@ from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.services.core.instance_types import catalog
 from instantstart.services.core.stages import blocking, wait_until
-from instantstart.services.storage.fsx_claims import FSX_MOUNT, check_fsx_claim
+from instantstart.services.storage.fsx_claims import check_fsx_claim
+from instantstart.services.storage.model_fsx import fsx_result, fsx_status
 from instantstart.services.storage.model_params import (
     DEFAULT_HUB,
     ModelDownloadParams,
@@ -90,18 +91,6 @@ def last_progress(api: k8s.ApiClient, job: str) -> dict[str, int] | None:
     """The last `progress {...}` line the Job's newest pod printed (blocking)."""
     lines = [ln for ln in log_lines(api, job) if ln.startswith("progress ")]
     return json.loads(lines[-1][len("progress ") :]) if lines else None
-
-
-def fsx_outcome(lines: list[str], progress: dict[str, int] | None) -> dict[str, Any] | None:
-    """What a finished download into an FSx claim did, from its log (FSx has no API to read the manifest back):
-    {alreadyPresent, files, totalBytes}, or None when the log shows no finished copy."""
-    if "already present" in lines:
-        return {"alreadyPresent": True, "files": None, "totalBytes": None}
-    done = [ln for ln in lines if ln.startswith("done ") and ln.endswith(" files")]
-    if not done:
-        return None
-    files = int(done[-1].split()[1])
-    return {"alreadyPresent": False, "files": files, "totalBytes": (progress or {}).get("bytesTotal", 0)}
 
 
 def _job_body(name: str) -> dict[str, Any]:
@@ -184,7 +173,7 @@ async def stage_download(stage: StageContext) -> dict[str, Any]:
             retryable=False,
         )
     if fsx:
-        return await _fsx_result(api, p, seen.get("last"))
+        return fsx_result(await blocking(log_lines, api, p.job_name), p, seen.get("last"))
     manifest = await blocking(read_manifest, app, p.bucket_name, p.bucket_region, manifest_key)
     if manifest is None:
         raise ProviderError(f"The Job {p.job_name} ended but {manifest_key} is missing.", hint="Retry the download.")
@@ -197,18 +186,6 @@ async def stage_download(stage: StageContext) -> dict[str, Any]:
         "totalBytes": manifest.get("totalBytes"),
         "path": md.model_dir(p.model_id, p.revision),
     }
-
-
-async def _fsx_result(api: k8s.ApiClient, p: ModelDownloadParams, progress: Any) -> dict[str, Any]:
-    """The outcome of a download into an FSx claim, read from the Job's log (the program prints `done N files`
-    after writing manifest.json, or `already present`)."""
-    outcome = fsx_outcome(await blocking(log_lines, api, p.job_name), progress)
-    if outcome is None:
-        raise ProviderError(f"The Job {p.job_name} ended but its log shows no finished copy into {p.claim}.",
-                            hint="Retry the download (a model whose manifest.json is there is left alone).")
-    path = md.model_dir(p.model_id, p.revision)
-    return {**outcome, "progress": progress, "jobName": p.job_name, "hubEndpoint": p.hf_endpoint or DEFAULT_HUB,
-            "path": path, "mountPath": f"{FSX_MOUNT}/{path}", "fsxClaim": p.claim}
 
 
 async def _eks_name(app: AppContext, tag: str) -> str:
@@ -314,11 +291,16 @@ async def _submit(
     return await ctx.app.runner.submit(
         KIND,
         params.model_dump(mode="json", by_alias=True),
-        target=f"model:{row.tag}:{claim}:{req.model_id}@{req.revision}",
+        target=download_target(row.tag, claim, req.model_id, req.revision),
         idempotency_key=ctx.idempotency_key,
         status_tool="operation_get",
         poll_after_seconds=5,
     )
+
+
+def download_target(tag: str, claim: str, model_id: str, revision: str) -> str:
+    """The operation target of one model+revision's download into a claim (one download at a time)."""
+    return f"model:{tag}:{claim}:{model_id}@{revision}"
 
 
 @operation("model_list", method="GET", path="/models", example={})
@@ -360,10 +342,20 @@ def _models(app: AppContext, src: dict[str, Any]) -> list[ModelEntry]:
 @operation("model_download_status", method="GET", path="/models/status", example={"modelId": "Qwen/Qwen3-0.6B"})
 async def model_download_status(ctx: CallContext, req: ModelStatusRequest) -> ModelStatus:
     """Where the download of one model+revision into a claim stands: COMPLETE with the manifest's files,
-    RUNNING with the last progress (files, bytes), FAILED, or ABSENT."""
+    RUNNING with the last progress (files, bytes), FAILED, or ABSENT. For an FSx claim (fsxStorage), whose files
+    only pods can read, the state comes from InstantStart's last download of that model into the claim (COMPLETE
+    with its file count and bytes, no per-file list)."""
     row = await active_cluster(ctx)
-    src = await blocking(claim_source, ctx.app, row, req.s3_storage)
     job = md.job_name(req.model_id, req.revision)
+    if req.fsx_storage is not None:
+        api = await blocking(kube_api, ctx.app.kube, row.eks_cluster_name, row.region)
+        await blocking(check_fsx_claim, api, row.tag, NAMESPACE, req.fsx_storage, "fsxStorage")
+        base = ModelStatus(model_id=req.model_id, revision=req.revision, storage=req.fsx_storage, state="ABSENT",
+                           job_name=job, hub_endpoint=_hub(ctx.app))
+        latest = ctx.app.runner.store.list_operations(kind=KIND, target=download_target(
+            row.tag, req.fsx_storage, req.model_id, req.revision), limit=1)[0]
+        return fsx_status(base, latest[0] if latest else None, lambda: last_progress(api, job))
+    src = await blocking(claim_source, ctx.app, row, req.s3_storage)
     manifest = await blocking(
         read_manifest, ctx.app, src["bucketName"], src["region"], _base(src, req.model_id, req.revision) + md.MANIFEST
     )
