@@ -51,18 +51,21 @@ def _error(result: Any) -> dict[str, Any]:
     return error
 
 
-def _hand_made_claim(core: k8s.CoreV1Api, name: str) -> None:
-    """A PV and claim on the same file system made with kubectl (no InstantStart labels)."""
+def _hand_made_claim(core: k8s.CoreV1Api, name: str, labels: dict[str, str] | None = None) -> None:
+    """A PV and claim on the same file system made with kubectl (by default without InstantStart's labels)."""
     ours = core.read_persistent_volume("shared-pv").spec.csi
     hand_made_fsx_claim(core, name, {"driver": "fsx.csi.aws.com", "volumeHandle": ours.volume_handle,
-                                     "volumeAttributes": ours.volume_attributes})
+                                     "volumeAttributes": ours.volume_attributes}, labels)
 
 
 def test_fsx_claim_refusals_name_the_fsx_claims(shared_cp: Running, twin_process: TwinProcess, tmp_path: Any) -> None:
     core = kube(twin_process, tmp_path, TAG)
     _hand_made_claim(core, "byhand")
+    # Labels copied from InstantStart's claim prove nothing: only the claims fsx_storage_create recorded count.
+    _hand_made_claim(core, "forged", {**core.read_persistent_volume("shared-pv").metadata.labels,
+                                      "instantstart.io/storage": "forged"})
     job = {"jobName": "fsx-bad", "image": "example/train:1", "command": "train.py", "instanceType": "ml.g6.4xlarge"}
-    missing, s3, by_hand, unset, download, deploy, description = mcp_raw(shared_cp, [
+    missing, s3, by_hand, unset, download, deploy, forged, description = mcp_raw(shared_cp, [
         ("training_job_submit", {**job, "fsxClaim": "nope"}),
         ("training_job_submit", {**job, "fsxClaim": "s3-claim"}),
         ("training_job_submit", {**job, "fsxClaim": "byhand"}),
@@ -70,6 +73,8 @@ def test_fsx_claim_refusals_name_the_fsx_claims(shared_cp: Running, twin_process
         ("model_download_enhanced", {"modelId": MODEL, "fsxStorage": "nope"}),
         ("inference_deploy_container", {"deploymentCommand": f"vllm serve {MODEL_PATH}", "gpuCount": 1,
                                         "fsxClaim": "byhand"}),
+        ("ray_job_submit", {"jobName": "fsx-bad", "image": "example/ray:1", "instanceType": "ml.g6.4xlarge",
+                            "entrypoint": "python3 a.py", "fsxClaim": "forged"}),
     ])
     assert "fsxClaim names one InstantStart created, an FSx claim at /fsx" in " ".join(description.split())
     error = _error(missing)
@@ -79,10 +84,10 @@ def test_fsx_claim_refusals_name_the_fsx_claims(shared_cp: Running, twin_process
     assert error["code"] == "INVALID_INPUT", error
     assert "fsxClaim: claim default/s3-claim is not an FSx for Lustre claim for cluster" in error["message"]
     assert "shared" in error["hint"]
-    for result in (by_hand, deploy):
+    for result, name in ((by_hand, "byhand"), (deploy, "byhand"), (forged, "forged")):
         error = _error(result)
         assert error["code"] == "INVALID_INPUT", error
-        assert "default/byhand is not an FSx for Lustre claim InstantStart created" in error["message"]
+        assert f"default/{name} is not an FSx for Lustre claim InstantStart created" in error["message"]
         assert "namespace default: shared." in error["hint"]  # the hand-made claim is not offered
     error = _error(unset)
     assert error["code"] == "INVALID_INPUT" and "uses /fsx, but fsxClaim is not set" in error["message"], error
@@ -91,8 +96,9 @@ def test_fsx_claim_refusals_name_the_fsx_claims(shared_cp: Running, twin_process
     # Nothing was submitted.
     assert k8s.CustomObjectsApi(core.api_client).list_namespaced_custom_object(
         "sagemaker.amazonaws.com", "v1", "default", "hyperpodpytorchjobs")["items"] == []
-    core.delete_namespaced_persistent_volume_claim("byhand", "default", _preload_content=False)
-    core.delete_persistent_volume("byhand-pv", _preload_content=False)
+    for name in ("byhand", "forged"):
+        core.delete_namespaced_persistent_volume_claim(name, "default", _preload_content=False)
+        core.delete_persistent_volume(f"{name}-pv", _preload_content=False)
 
 
 def test_training_job_mounts_fsx_and_runs(shared_cp: Running, twin_process: TwinProcess, tmp_path: Any) -> None:

@@ -8,7 +8,7 @@ from instantstart.context import AppContext
 from instantstart.errors import InvalidInput, NotFound
 from instantstart.kube import k8s
 from instantstart.kube.apply import read_object
-from instantstart.kube.calls import as_dict, kube_api, kube_call
+from instantstart.kube.calls import kube_api
 from instantstart.manifests import fsx as fsx_m
 from instantstart.manifests import storage as m
 from instantstart.store.models import ClusterRow
@@ -16,50 +16,50 @@ from instantstart.store.models import ClusterRow
 FSX_MOUNT = fsx_m.FSX_MOUNT
 
 
-def _ours(obj: dict[str, Any] | None, cluster_tag: str, claim: str) -> bool:
-    """Whether a PV or claim carries the labels fsx_storage_create puts on it for this cluster and claim."""
-    labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
-    wanted = {**m.MANAGED_BY, m.LABEL_CLUSTER: cluster_tag, m.LABEL_CLAIM: claim}
-    return all(labels.get(key) == value for key, value in wanted.items())
+def recorded_fsx_claims(row: ClusterRow, namespace: str) -> dict[str, dict[str, Any]]:
+    """The FSx claims fsx_storage_create recorded for the cluster in `namespace` (name → its record: PV, file
+    system id, DNS and mount name); storage_delete removes a claim's record."""
+    storage = (row.details or {}).get("storage") or {}
+    return {name: dict(rec) for name, rec in storage.items()
+            if isinstance(rec, dict) and rec.get("type") == "fsx" and rec.get("namespace", m.DEFAULT_NAMESPACE)
+            == namespace}
 
 
-def fsx_claims_in(api: k8s.ApiClient, cluster_tag: str, namespace: str) -> list[str]:
-    """The FSx claims InstantStart made for the cluster in `namespace` (blocking; one list call)."""
-    selector = f"{m.LABEL_CLUSTER}={cluster_tag}"
-    pvs = as_dict(api, kube_call("list volumes", k8s.CoreV1Api(api).list_persistent_volume,
-                                 label_selector=selector)).get("items") or []
-    names = []
-    for pv in pvs:
-        source = fsx_m.pv_source(pv)
-        ns, _, name = str(source["claim"] or "").partition("/")
-        if source["driver"] == fsx_m.FSX_CSI_DRIVER and ns == namespace and _ours(pv, cluster_tag, name):
-            names.append(name)
-    return sorted(names)
+def _matches(pvc: dict[str, Any], pv: dict[str, Any] | None, rec: dict[str, Any]) -> bool:
+    """The live claim is bound to the recorded PV, which is on the FSx CSI driver and mounts the recorded file
+    system (a claim or PV replaced by hand since fsx_storage_create no longer matches)."""
+    if pv is None or (pvc.get("spec") or {}).get("volumeName") != rec.get("persistentVolume"):
+        return False
+    source = fsx_m.pv_source(pv)
+    wanted = {"driver": fsx_m.FSX_CSI_DRIVER, "fileSystemId": rec.get("fileSystemId"), "dnsName": rec.get("dnsName"),
+              "mountName": rec.get("mountName")}
+    return all(source[key] == value for key, value in wanted.items())
 
 
-def check_fsx_claim(api: k8s.ApiClient, cluster_tag: str, namespace: str, claim: str,
-                    field: str = "fsxClaim") -> str:
+def check_fsx_claim(api: k8s.ApiClient, row: ClusterRow, namespace: str, claim: str, field: str = "fsxClaim") -> str:
     """Blocking: `claim` is an FSx for Lustre claim in `namespace` that fsx_storage_create made for the cluster
-    (claim and PV labelled by InstantStart, the PV on the FSx CSI driver); returns it. A missing claim is NotFound,
-    any other claim (an S3 one, one made by hand) InvalidInput; both name `field` and the FSx claims that exist."""
-    existing = fsx_claims_in(api, cluster_tag, namespace)
-    listed = ", ".join(existing) or "none"
-    hint = (f"FSx claims of cluster {cluster_tag} in namespace {namespace}: {listed}. Name one of them, or create one "
+    (recorded in InstantStart's state, still bound to the recorded PV on the FSx CSI driver and file system);
+    returns it. A missing claim is NotFound, any other claim (an S3 one, one made by hand or changed since)
+    InvalidInput; both name `field` and the FSx claims that exist."""
+    recorded = recorded_fsx_claims(row, namespace)
+    listed = ", ".join(sorted(recorded)) or "none"
+    hint = (f"FSx claims of cluster {row.tag} in namespace {namespace}: {listed}. Name one of them, or create one "
             "with fsx_storage_create (fsx_storage_list shows every namespace).")
+    details: dict[str, Any] = {"fsxClaims": sorted(recorded)}
     pvc = read_object(api, {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                             "metadata": {"name": claim, "namespace": namespace}})
     if pvc is None:
         raise NotFound(f"{field}: namespace {namespace} has no claim {claim}.", hint=hint,
-                       details={"fields": [{"field": field, "message": "no such claim"}], "fsxClaims": existing})
+                       details={"fields": [{"field": field, "message": "no such claim"}], **details})
     volume = (pvc.get("spec") or {}).get("volumeName")
     pv = read_object(api, {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": volume}}) \
         if volume else None
-    is_fsx = pv is not None and fsx_m.pv_source(pv)["driver"] == fsx_m.FSX_CSI_DRIVER
-    if not is_fsx or not _ours(pv, cluster_tag, claim) or not _ours(pvc, cluster_tag, claim):
+    rec = recorded.get(claim)
+    if rec is None or not _matches(pvc, pv, rec):
+        is_fsx = pv is not None and fsx_m.pv_source(pv)["driver"] == fsx_m.FSX_CSI_DRIVER
         what = "an FSx for Lustre claim InstantStart created" if is_fsx else "an FSx for Lustre claim"
-        raise InvalidInput(f"Invalid input: {field}: claim {namespace}/{claim} is not {what} for cluster "
-                           f"{cluster_tag}", hint=hint,
-                           details={"fields": [{"field": field, "message": f"not {what}"}], "fsxClaims": existing})
+        raise InvalidInput(f"Invalid input: {field}: claim {namespace}/{claim} is not {what} for cluster {row.tag}",
+                           hint=hint, details={"fields": [{"field": field, "message": f"not {what}"}], **details})
     return claim
 
 
@@ -70,7 +70,7 @@ def mountable_fsx(app: AppContext, row: ClusterRow, namespace: str, claim: str |
     require_fsx_claim(words, claim, field)
     if claim is None:
         return None
-    return check_fsx_claim(kube_api(app.kube, row.eks_cluster_name, row.region), row.tag, namespace, claim)
+    return check_fsx_claim(kube_api(app.kube, row.eks_cluster_name, row.region), row, namespace, claim)
 
 
 def uses_fsx(words: list[str]) -> bool:

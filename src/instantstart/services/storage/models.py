@@ -230,7 +230,7 @@ async def model_download_enhanced(ctx: CallContext, req: ModelDownloadRequest) -
     row = await active_cluster(ctx)
     api = await blocking(kube_api, ctx.app.kube, row.eks_cluster_name, row.region)
     if req.fsx_storage is not None:
-        await blocking(check_fsx_claim, api, row.tag, NAMESPACE, req.fsx_storage, "fsxStorage")
+        await blocking(check_fsx_claim, api, row, NAMESPACE, req.fsx_storage, "fsxStorage")
         src: dict[str, Any] = {"bucketName": "", "region": "", "prefix": None}
     else:
         src = await blocking(claim_source, ctx.app, row, req.s3_storage)
@@ -349,7 +349,7 @@ async def model_download_status(ctx: CallContext, req: ModelStatusRequest) -> Mo
     job = md.job_name(req.model_id, req.revision)
     if req.fsx_storage is not None:
         api = await blocking(kube_api, ctx.app.kube, row.eks_cluster_name, row.region)
-        await blocking(check_fsx_claim, api, row.tag, NAMESPACE, req.fsx_storage, "fsxStorage")
+        await blocking(check_fsx_claim, api, row, NAMESPACE, req.fsx_storage, "fsxStorage")
         base = ModelStatus(model_id=req.model_id, revision=req.revision, storage=req.fsx_storage, state="ABSENT",
                            job_name=job, hub_endpoint=_hub(ctx.app))
         latest = ctx.app.runner.store.list_operations(kind=KIND, target=download_target(
