@@ -168,18 +168,6 @@ def changes_per_key(seen: list[tuple[str, str, Any]]) -> dict[str, list[str]]:
     return per_key
 
 
-def claim_pod(name: str, claim: str, mount_path: str = "/fsx") -> dict[str, Any]:
-    """A long-running pod that mounts the claim `claim` at `mount_path`."""
-    return {
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-        "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["sleep", "infinity"],
-                                 "resources": {"requests": {"cpu": "10m"}},
-                                 "volumeMounts": [{"name": "d", "mountPath": mount_path}]}],
-                 "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": claim}}],
-                 "tolerations": [{"operator": "Exists"}]},
-    }
-
-
 def hand_made_fsx_claim(core: k8s.CoreV1Api, name: str, csi: dict[str, Any],
                         labels: dict[str, str] | None = None) -> None:
     """A static FSx PV `<name>-pv` with `csi` and its claim `name` in default, made by hand (what a user with kubectl
@@ -194,3 +182,15 @@ def hand_made_fsx_claim(core: k8s.CoreV1Api, name: str, csi: dict[str, Any],
         "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name, **meta},
         "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": f"{name}-pv",
                  "resources": {"requests": {"storage": "1200Gi"}}}})
+
+
+def claim_pod(name: str, claim: str, mount_path: str = "/fsx") -> dict[str, Any]:
+    """A long-running pod that mounts the claim `claim` at `mount_path`."""
+    return {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["sleep", "infinity"],
+                                 "resources": {"requests": {"cpu": "10m"}},
+                                 "volumeMounts": [{"name": "d", "mountPath": mount_path}]}],
+                 "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": claim}}],
+                 "tolerations": [{"operator": "Exists"}]},
+    }

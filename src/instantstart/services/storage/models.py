@@ -46,7 +46,10 @@ def _base(src: dict[str, Any], model_id: str, revision: str) -> str:
 
 
 def read_manifest(app: AppContext, bucket: str, region: str, key: str) -> dict[str, Any] | None:
-    """A model's manifest.json, or None while the model is absent or partial (blocking)."""
+    """A model's manifest.json, or None while the model is absent or partial (blocking); always None for an FSx
+    claim (no bucket: only a pod reads Lustre, so the Job itself finds a manifest already there)."""
+    if not bucket:
+        return None
     body = s3.get_object(app.aws, region, bucket, key, identity.account_id(app.aws, region))
     return json.loads(body) if body is not None else None
 
@@ -118,10 +121,8 @@ async def stage_download(stage: StageContext) -> dict[str, Any]:
     app = stage.app
     manifest_key = _base({"prefix": p.prefix}, p.model_id, p.revision) + md.MANIFEST
     api = await blocking(kube_api, app.kube, await _eks_name(app, p.cluster_tag), p.region)
-    fsx = p.storage_type == "fsx"
     try:
-        # An FSx claim is only readable from a pod: the Job itself finds a manifest already there.
-        existing = None if fsx else await blocking(read_manifest, app, p.bucket_name, p.bucket_region, manifest_key)
+        existing = await blocking(read_manifest, app, p.bucket_name, p.bucket_region, manifest_key)
         if existing is not None:
             await stage.progress(f"{p.model_id}@{p.revision} is already in {p.claim}: nothing to do")
             return {
@@ -172,7 +173,7 @@ async def stage_download(stage: StageContext) -> dict[str, Any]:
             hint=f"Read its logs (kubectl logs job/{p.job_name}); check modelId, revision and the token, then retry.",
             retryable=False,
         )
-    if fsx:
+    if p.storage_type == "fsx":
         return fsx_result(await blocking(log_lines, api, p.job_name), p, seen.get("last"))
     manifest = await blocking(read_manifest, app, p.bucket_name, p.bucket_region, manifest_key)
     if manifest is None:
