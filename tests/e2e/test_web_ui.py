@@ -356,6 +356,8 @@ def test_training_page_submits_a_recipe_and_follows_a_job_log_live(page: Any, se
     texts = [t for t in lines.all_inner_texts() if not t.startswith("[twin]")]
     assert texts == written, texts
     expect(page.locator("#job-budget")).to_contain_text("of 5 allowed")
+    expect(page.locator("#job-network")).to_have_text("single node: no network between nodes")  # job_get_status
+    expect(page.locator("#job-network-warning")).to_have_count(0)
     shot(page, "06b-training-job-logs")
     audit(page, "Training job with live logs")
 

@@ -12,7 +12,7 @@ from typing import Any
 from kubernetes import client as k8s
 
 from instantstart.twin_process import TwinProcess
-from tests.support.flows import claim_pod, kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
+from tests.support.flows import claim_pod, hand_made_fsx_claim, kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
 from tests.support.servers import Running
 from tests.support.twin import twin_client
 from tests.support.waits import until
@@ -23,16 +23,9 @@ TAG = "fsx2"
 
 def _static_claim(core: k8s.CoreV1Api, name: str, fs: dict[str, Any]) -> None:
     """A PV and claim on `fs` made by hand (what a user with kubectl could do)."""
-    csi = {"driver": "fsx.csi.aws.com", "volumeHandle": fs["FileSystemId"],
-           "volumeAttributes": {"dnsname": fs["DNSName"], "mountname": fs["LustreConfiguration"]["MountName"]}}
-    core.create_persistent_volume({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{name}-pv"},
-                                   "spec": {"capacity": {"storage": "1200Gi"}, "accessModes": ["ReadWriteMany"],
-                                            "storageClassName": "", "csi": csi,
-                                            "claimRef": {"namespace": "default", "name": name}}})
-    core.create_namespaced_persistent_volume_claim("default", {
-        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name},
-        "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": f"{name}-pv",
-                 "resources": {"requests": {"storage": "1200Gi"}}}})
+    hand_made_fsx_claim(core, name, {"driver": "fsx.csi.aws.com", "volumeHandle": fs["FileSystemId"],
+                                     "volumeAttributes": {"dnsname": fs["DNSName"],
+                                                          "mountname": fs["LustreConfiguration"]["MountName"]}})
 
 
 def _failed_mounts(core: k8s.CoreV1Api, pod: str) -> list[str]:

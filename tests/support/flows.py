@@ -168,6 +168,22 @@ def changes_per_key(seen: list[tuple[str, str, Any]]) -> dict[str, list[str]]:
     return per_key
 
 
+def hand_made_fsx_claim(core: k8s.CoreV1Api, name: str, csi: dict[str, Any],
+                        labels: dict[str, str] | None = None) -> None:
+    """A static FSx PV `<name>-pv` with `csi` and its claim `name` in default, made by hand (what a user with kubectl
+    could do), both with `labels` (none by default)."""
+    meta = {"labels": labels or {}}
+    core.create_persistent_volume({"apiVersion": "v1", "kind": "PersistentVolume",
+                                   "metadata": {"name": f"{name}-pv", **meta},
+                                   "spec": {"capacity": {"storage": "1200Gi"}, "accessModes": ["ReadWriteMany"],
+                                            "storageClassName": "", "csi": csi,
+                                            "claimRef": {"namespace": "default", "name": name}}})
+    core.create_namespaced_persistent_volume_claim("default", {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name, **meta},
+        "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": f"{name}-pv",
+                 "resources": {"requests": {"storage": "1200Gi"}}}})
+
+
 def claim_pod(name: str, claim: str, mount_path: str = "/fsx") -> dict[str, Any]:
     """A long-running pod that mounts the claim `claim` at `mount_path`."""
     return {

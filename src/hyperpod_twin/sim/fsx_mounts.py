@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hyperpod_twin.sim import kobj
 from hyperpod_twin.sim.addons import CSIDRIVERS
 from hyperpod_twin.sim.core import PVCS, PVS
 from hyperpod_twin.sim.kobj import Obj
@@ -14,6 +15,7 @@ from hyperpod_twin.sim.lustre_network import PENDING, LustreReachability
 
 FSX_CSI = "fsx.csi.aws.com"
 FILE_SYSTEMS = "fsx_file_systems"  # sim.extra key: file system id → the AWS side's public view (shared dict)
+CONTENTS = "fsx_contents"  # sim.extra key: file system id → {path inside the file system: bytes} (shared dict)
 RETRY_SECONDS = 10.0  # how often the kubelet retries a failed mount (twin seconds)
 
 
@@ -70,3 +72,24 @@ def mount_problem(sim: Any, pod: Obj, node: Obj | None = None, reach: LustreReac
                     "code = DeadlineExceeded desc = context deadline exceeded"
                 )
     return None
+
+
+class FsxPath:
+    """Where a path inside a container lands on Lustre: the file system's files, the path in it, read-only or not."""
+
+    def __init__(self, files: dict[str, bytes], path: str, read_only: bool) -> None:
+        self.files, self.path, self.read_only = files, path, read_only
+
+
+def resolve(sim: Any, pod: Obj, container: Obj, path: str) -> FsxPath | None:
+    """Map `path` in `container` of `pod` through volumeMount → claim → FSx CSI PV to the file system's contents
+    (None when the path is not on an FSx mount)."""
+    found = kobj.covering_mount(pod, container, path)
+    pv = dict(fsx_volumes(sim, pod)).get(str(found[0].get("name"))) if found else None
+    if found is None or pv is None:
+        return None
+    mount, volume, inside = found
+    fs_id = str(pv["spec"]["csi"].get("volumeHandle") or "")
+    contents: dict[str, dict[str, bytes]] = sim.extra.setdefault(CONTENTS, {})
+    read_only = bool(mount.get("readOnly") or (volume.get("persistentVolumeClaim") or {}).get("readOnly"))
+    return FsxPath(contents.setdefault(fs_id, {}), inside, read_only)

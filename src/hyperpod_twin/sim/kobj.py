@@ -366,3 +366,16 @@ def container_restarts(pods: Iterable[Obj]) -> int:
         for pod in pods
         for cs in (pod.get("status") or {}).get("containerStatuses") or []
     )
+
+
+def covering_mount(pod: Obj, container: Obj, path: str) -> tuple[Obj, Obj, str] | None:
+    """The container's deepest volumeMount holding `path`: (mount, the pod's volume, the path below the mount with
+    the mount's subPath in front), or None when no mount covers it."""
+    volumes = {v.get("name"): v for v in (pod.get("spec") or {}).get("volumes") or []}
+    for mount in sorted(container.get("volumeMounts") or [], key=lambda vm: -len(vm.get("mountPath", ""))):
+        root = str(mount.get("mountPath", "")).rstrip("/")
+        if root and (path == root or path.startswith(root + "/")):
+            sub = str(mount.get("subPath") or "").strip("/")
+            inside = "/".join(part for part in (sub, path[len(root) :].strip("/")) if part)
+            return mount, volumes.get(mount.get("name")) or {}, inside
+    return None

@@ -260,6 +260,12 @@ class Kubelet(Controller):
         run = self._runs.get((ns, name))
         if pod is None or run is None or run.down or pod.get("status", {}).get("phase") != "Running":
             return
+        problem = model_server.local_model_problem(self.sim, pod)
+        if problem is not None:  # the server exits at startup: it has no model to load
+            for container in pod["spec"].get("containers") or []:
+                self.sim.runtime.logs.append(ns, name, container["name"], problem)
+            self._crash(pod, run)
+            return
         now = self.sim.now()
         status = dict(pod["status"])
         kobj.set_condition(status, "ContainersReady", "True", now)

@@ -1,6 +1,7 @@
 """The model download container, simulated: a Running pod whose program is the instantstart download script
 fetches the repo from the hub stand-in into a real staging directory, copies each file through its S3 CSI
-mount (objects in the twin's S3) with sha256 and progress lines, and writes manifest.json last."""
+mount (objects in the twin's S3) or FSx CSI mount (the file system's contents) with sha256 and progress lines,
+and writes manifest.json last."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
 
-from hyperpod_twin.sim import kobj
+from hyperpod_twin.sim import fsx_mounts, kobj
 from hyperpod_twin.sim.core import NODES, PODS, SECRETS, Controller, nsname
 from hyperpod_twin.sim.hf_hub import HUB, HubError
 from hyperpod_twin.sim.kobj import Obj
@@ -94,9 +95,13 @@ class ModelDownloadContainer(Controller):
             self._end(pod, 1)
             return
         dest = env.get("DEST_DIR", "")
+        lustre = fsx_mounts.resolve(self.sim, pod, container, dest)
+        if lustre is not None:
+            self._to_lustre(pod, lustre, dest, files, say)
+            return
         targets = {rel: resolve(self.sim, pod, container, f"{dest}/{rel}") for rel in [*sorted(files), MANIFEST]}
         if any(t is None for t in targets.values()):
-            say(f"error: {dest} is not on an S3 mount")
+            say(f"error: {dest} is not on an S3 or FSx mount")
             self._end(pod, 1)
             return
         model = {"modelId": env.get("MODEL_ID"), "revision": env.get("REVISION", "main")}
@@ -131,6 +136,28 @@ class ModelDownloadContainer(Controller):
                 self.sim.run(lambda: self._end(pod, code))
 
         self.writer.submit(program)
+
+    def _to_lustre(self, pod: Obj, lustre: fsx_mounts.FsxPath, dest: str, files: dict[str, bytes], say: Any) -> None:
+        """The program on an FSx for Lustre mount: plain file writes into the file system's contents (on the sim's
+        loop: no network call to sign), the same lines and manifest as through an S3 mount."""
+        env = env_of(self.sim, pod["metadata"]["namespace"], pod["spec"]["containers"][0])
+        model = {"modelId": env.get("MODEL_ID"), "revision": env.get("REVISION", "main")}
+        if f"{lustre.path}/{MANIFEST}" in lustre.files:
+            say("already present")
+            self._end(pod, 0)
+            return
+        if lustre.read_only:
+            say(f"error: open {dest}/{sorted(files)[0] if files else MANIFEST}: Read-only file system")
+            self._end(pod, 1)
+            return
+        targets: dict[str, S3Target | None] = {rel: S3Target("", f"{lustre.path}/{rel}", None)
+                                               for rel in [*files, MANIFEST]}
+
+        def write(_: Any, target: S3Target, data: bytes) -> None:
+            lustre.files[target.key] = data
+
+        self._copy(None, files, targets, model, say, write)
+        self._end(pod, 0)
 
     def _copy(
         self, s3: Any, files: dict[str, bytes], targets: dict[str, S3Target | None], model: dict[str, Any], say: Any,

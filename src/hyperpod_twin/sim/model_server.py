@@ -69,6 +69,26 @@ def model_id(container: Obj) -> str:
     return str(env.get("MODEL_ID") or env.get("MODEL_NAME") or env.get("HF_MODEL_ID") or "model")
 
 
+def local_model_problem(sim: ClusterSim, pod: Obj) -> str | None:
+    """Why a vLLM/SGLang container cannot load its model from an FSx mount (the path holds no model: no
+    config.json), as the server's startup error; None when it can or the model is not on an FSx mount."""
+    from hyperpod_twin.sim import fsx_mounts
+
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        if kind_of(container) not in ("vllm", "sglang"):
+            continue
+        words = _words(container)
+        path = _arg(words, "--model", "--model-path")
+        if path is None and "serve" in words and words.index("serve") + 1 < len(words):
+            path = words[words.index("serve") + 1]
+        if not path or not path.startswith("/"):
+            continue
+        lustre = fsx_mounts.resolve(sim, pod, container, path.rstrip("/"))
+        if lustre is not None and f"{lustre.path}/config.json" not in lustre.files:
+            return f"OSError: Can't load the configuration of '{path}': no config.json in that local directory"
+    return None
+
+
 def ports_of(container: Obj, kind: str) -> list[int]:
     """Ports the server listens on: declared containerPorts, else --port, else the server's default."""
     declared = [int(p["containerPort"]) for p in container.get("ports") or [] if p.get("containerPort")]

@@ -85,6 +85,8 @@ class SimPlugin:
     _clusters: dict[str, Obj] = field(default_factory=dict)  # eks arn → latest HyperPod DescribeCluster view
     # FSx file system id → the AWS side's view (one account: every cluster's CSI node plugin sees the same).
     fsx_file_systems: dict[str, Obj] = field(default_factory=dict)
+    # FSx file system id → its files (path → bytes): what pods of any cluster write through their Lustre mounts.
+    fsx_contents: dict[str, dict[str, bytes]] = field(default_factory=dict)
     _lock: threading.RLock = field(default_factory=threading.RLock)
 
     def subscribe(self) -> None:
@@ -113,6 +115,7 @@ class SimPlugin:
                 old.stop()
             sim = build_simulator(runtime, self.clock, self.bus, config=self.config, boto3_client=self.boto3_client)
             sim.extra[fsx_mounts.FILE_SYSTEMS] = self.fsx_file_systems
+            sim.extra[fsx_mounts.CONTENTS] = self.fsx_contents
             self.sims[runtime.arn] = sim
             sim.start()
             for bundle in sorted(self._pending_bundles.pop(runtime.arn, set())):
@@ -295,6 +298,7 @@ class SimPlugin:
         with self._lock:
             if deleted or file_system is None:
                 self.fsx_file_systems.pop(file_system_id, None)
+                self.fsx_contents.pop(file_system_id, None)
             else:
                 self.fsx_file_systems[file_system_id] = file_system
 
@@ -306,6 +310,7 @@ class SimPlugin:
             self.sims.clear()
             self._clusters.clear()
             self.fsx_file_systems.clear()
+            self.fsx_contents.clear()
             self._pending_nodes.clear()
             self._pending_bundles.clear()
             self._pending_addons.clear()

@@ -45,26 +45,20 @@ class S3Target:
 
 def resolve(sim: Any, pod: Obj, container: Obj, path: str) -> S3Target | None:
     """Map `path` in `container` of `pod` to its S3 object through volumeMount → claim → S3 CSI PV."""
-    ns = pod["metadata"]["namespace"]
-    volumes = {v.get("name"): v for v in (pod.get("spec") or {}).get("volumes") or []}
-    mounts = sorted(container.get("volumeMounts") or [], key=lambda vm: -len(vm.get("mountPath", "")))
-    for mount in mounts:
-        root = str(mount.get("mountPath", "")).rstrip("/")
-        if not root or not (path == root or path.startswith(root + "/")):
-            continue
-        claim_name = ((volumes.get(mount.get("name")) or {}).get("persistentVolumeClaim") or {}).get("claimName")
-        pvc = sim.get(PVCS, ns, claim_name) if claim_name else None
-        pv = sim.get(PVS, "", (pvc or {}).get("spec", {}).get("volumeName") or "") if pvc else None
-        csi = ((pv or {}).get("spec") or {}).get("csi") or {}
-        if pv is None or csi.get("driver") != S3_CSI:
-            return None
-        bucket = (csi.get("volumeAttributes") or {}).get("bucketName")
-        prefix = mount_option(pv, "prefix") or ""
-        relative = path[len(root) :].lstrip("/")
-        sub = str(mount.get("subPath") or "").strip("/")
-        key = "/".join(part for part in (prefix.rstrip("/"), sub, relative) if part)
-        return S3Target(str(bucket), key, mount_option(pv, "region"))
-    return None
+    found = kobj.covering_mount(pod, container, path)
+    if found is None:
+        return None
+    _, volume, inside = found
+    claim_name = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+    pvc = sim.get(PVCS, pod["metadata"]["namespace"], claim_name) if claim_name else None
+    pv = sim.get(PVS, "", (pvc or {}).get("spec", {}).get("volumeName") or "") if pvc else None
+    csi = ((pv or {}).get("spec") or {}).get("csi") or {}
+    if pv is None or csi.get("driver") != S3_CSI:
+        return None
+    bucket = (csi.get("volumeAttributes") or {}).get("bucketName")
+    prefix = mount_option(pv, "prefix") or ""
+    key = "/".join(part for part in (prefix.rstrip("/"), inside) if part)
+    return S3Target(str(bucket), key, mount_option(pv, "region"))
 
 
 class S3Writer:

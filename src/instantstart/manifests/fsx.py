@@ -9,6 +9,8 @@ from instantstart.manifests.storage import DEFAULT_NAMESPACE, LABEL_CLAIM, LABEL
 
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
 DEFAULT_CLAIM = "fsx-claim"
+FSX_MOUNT = "/fsx"  # where workloads (training, Ray, model servers, downloads) see an FSx claim
+FSX_VOLUME = "fsx"
 
 # What CreateFileSystem accepts for Lustre (FACTS §8): deployment types, and per deployment type and storage
 # type the allowed PerUnitStorageThroughput (MB/s/TiB; None: the type takes none) and the capacity rule.
@@ -117,6 +119,22 @@ def lustre_gaps(groups: list[dict[str, Any]], source_group: str, source_cidr: st
         if not allowed:
             missing.append(str(low) if low == high else f"{low}-{high}")
     return missing
+
+
+def claim_volume(claim: str, *, read_only: bool = False) -> dict[str, Any]:
+    """The pod volume of an FSx claim (named `fsx`)."""
+    source: dict[str, Any] = {"claimName": claim}
+    if read_only:
+        source["readOnly"] = True
+    return {"name": FSX_VOLUME, "persistentVolumeClaim": source}
+
+
+def claim_mount(*, read_only: bool = False) -> dict[str, Any]:
+    """The container's mount of the FSx volume at /fsx."""
+    mount: dict[str, Any] = {"name": FSX_VOLUME, "mountPath": FSX_MOUNT}
+    if read_only:
+        mount["readOnly"] = True
+    return mount
 
 
 def mount_target(dns_name: str, mount_name: str) -> str:

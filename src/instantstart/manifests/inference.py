@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from instantstart.manifests import fsx
 from instantstart.manifests.resources import PodResources
 
 MANAGED_BY = "instantstart"
@@ -190,6 +191,7 @@ class ServerSpec(BaseModel):
     model: str | None
     token_secret: str | None
     s3_claim: str | None
+    fsx_claim: str | None = None  # an FSx for Lustre claim mounted read-only at /fsx (models served from it)
     load_balancer_scheme: Literal["internal", "internet-facing"] = "internal"
     source_ranges: list[str] = []
     api_key_secret: str | None = None
@@ -244,6 +246,8 @@ def _container(spec: ServerSpec) -> dict[str, Any]:
     }
     if spec.s3_claim:
         container["volumeMounts"].append({"name": "s3", "mountPath": S3_MOUNT, "readOnly": True})
+    if spec.fsx_claim:
+        container["volumeMounts"].append(fsx.claim_mount(read_only=True))
     return container
 
 
@@ -252,6 +256,8 @@ def deployment(spec: ServerSpec) -> dict[str, Any]:
     volumes: list[dict[str, Any]] = [{"name": "shm", "emptyDir": {"medium": "Memory"}}]
     if spec.s3_claim:
         volumes.append({"name": "s3", "persistentVolumeClaim": {"claimName": spec.s3_claim, "readOnly": True}})
+    if spec.fsx_claim:
+        volumes.append(fsx.claim_volume(spec.fsx_claim, read_only=True))
     affinity = {
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {

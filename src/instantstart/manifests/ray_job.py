@@ -7,6 +7,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from instantstart.manifests import fsx
 from instantstart.manifests import training as m
 from instantstart.manifests.env import EnvValue, env_entries
 from instantstart.manifests.resources import PodResources, efa_env
@@ -45,6 +46,7 @@ class RayJobSpec:
     instance_type: str
     env: dict[str, EnvValue] = field(default_factory=dict)
     s3_claim: str | None = None
+    fsx_claim: str | None = None  # an FSx for Lustre claim mounted read-write at /fsx
     recipe: str | None = None
     pod_annotations: dict[str, str] = field(default_factory=dict)
     backoff_limit: int = 0
@@ -59,6 +61,9 @@ def _volumes(spec: RayJobSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any
     if spec.s3_claim:
         volumes.append({"name": "s3", "persistentVolumeClaim": {"claimName": spec.s3_claim}})
         mounts.append({"name": "s3", "mountPath": m.S3_MOUNT})
+    if spec.fsx_claim:
+        volumes.append(fsx.claim_volume(spec.fsx_claim))
+        mounts.append(fsx.claim_mount())
     return volumes, mounts
 
 

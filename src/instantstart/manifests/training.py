@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from instantstart.manifests import fsx
 from instantstart.manifests.env import EnvValue, env_entries
 from instantstart.manifests.resources import GPU as GPU
 from instantstart.manifests.resources import PodResources, efa_env
@@ -112,6 +113,7 @@ class JobSpec:
     instance_type: str
     env: dict[str, EnvValue] = field(default_factory=dict)
     s3_claim: str | None = None
+    fsx_claim: str | None = None  # an FSx for Lustre claim mounted read-write at /fsx
     run_policy: RunPolicy = field(default_factory=RunPolicy)
     elastic: tuple[int, int] | None = None  # (minReplicas, maxReplicas)
     recipe: str | None = None
@@ -141,6 +143,8 @@ def _container(spec: JobSpec) -> dict[str, Any]:
     }
     if spec.s3_claim:
         container["volumeMounts"].append({"name": "s3", "mountPath": S3_MOUNT})
+    if spec.fsx_claim:
+        container["volumeMounts"].append(fsx.claim_mount())
     return container
 
 
@@ -149,6 +153,8 @@ def job(spec: JobSpec) -> dict[str, Any]:
     volumes: list[dict[str, Any]] = [{"name": "shm", "emptyDir": {"medium": "Memory"}}]
     if spec.s3_claim:
         volumes.append({"name": "s3", "persistentVolumeClaim": {"claimName": spec.s3_claim}})
+    if spec.fsx_claim:
+        volumes.append(fsx.claim_volume(spec.fsx_claim))
     labels = {LABEL_MANAGED: MANAGED_BY}
     if spec.recipe:
         labels[LABEL_RECIPE] = spec.recipe

@@ -24,6 +24,7 @@ from instantstart.services.cluster.status import collect_status
 from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.services.inference.placement import check_types, place, server_resources
+from instantstart.services.storage.fsx_claims import mountable_fsx
 from instantstart.store.models import ClusterRow, utcnow
 from instantstart.validation import ClusterTag, KubeName, SourceRange
 
@@ -68,6 +69,10 @@ class DeployRequest(WireModel):
     port: int = Field(default=8000, ge=1, le=65535, description="Used when the command sets no --port "
                       "(vLLM and SGLang get an explicit --port).")
     namespace: KubeName = "default"
+    fsx_claim: KubeName | None = Field(default=None, description="An FSx for Lustre claim of the namespace "
+                                       "(fsx_storage_create) mounted read-only at /fsx, e.g. to serve a model "
+                                       "model_download_enhanced put there (`vllm serve /fsx/models/<id>/<rev>`); "
+                                       "required when the command uses /fsx.")
     hugging_face_token: Secret | None = None
     cluster_tag: ClusterTag | None = None
 
@@ -186,6 +191,7 @@ async def inference_deploy_container(ctx: CallContext, req: DeployRequest) -> Op
     sized = server_resources(placement.instance_types, req.gpu_count)
     name = req.deployment_name or m.default_name(engine, utcnow())
     claim = await blocking(_plan, ctx.app, row, req, name, words)
+    fsx = await blocking(mountable_fsx, ctx.app, row, req.namespace, req.fsx_claim, words, "deploymentCommand")
     secret = None
     if req.hugging_face_token is not None:
         token = req.hugging_face_token.get_secret_value()
@@ -206,7 +212,7 @@ async def inference_deploy_container(ctx: CallContext, req: DeployRequest) -> Op
         cluster_tag=tag, region=row.region, eks_cluster=row.eks_cluster_name, name=name, namespace=req.namespace,
         engine=engine.name, command=words, image=req.docker_image or engine.image, gpu_count=req.gpu_count,
         replicas=req.replicas, instance_types=placement.instance_types, port=port, service_type=req.service_type,
-        model=model, token_secret=secret, s3_claim=claim, load_balancer_scheme=req.load_balancer_scheme,
+        model=model, token_secret=secret, s3_claim=claim, fsx_claim=fsx, load_balancer_scheme=req.load_balancer_scheme,
         source_ranges=list(req.source_ranges or []), api_key_secret=key_secret, cpu_milli=sized.cpu_milli,
         memory_mib=sized.memory_mib,
     )

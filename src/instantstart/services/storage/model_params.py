@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from instantstart.catalog.base import WireModel
@@ -24,8 +26,9 @@ class ModelDownloadParams(ParamsModel):
     revision: str
     claim: str
     namespace: str
-    bucket_name: str
-    bucket_region: str
+    storage_type: Literal["s3", "fsx"] = "s3"  # fsx: the claim is an FSx for Lustre claim (no bucket behind it)
+    bucket_name: str = ""
+    bucket_region: str = ""
     prefix: str | None = None
     cpu: str
     memory: str
@@ -42,6 +45,10 @@ class ModelDownloadRequest(WireModel):
     model_id: str = Field(pattern=MODEL_ID_PATTERN, description="Hugging Face repo id, e.g. Qwen/Qwen3-0.6B.")
     revision: str = Field(default="main", pattern=REVISION_PATTERN, description="Branch, tag or commit.")
     s3_storage: KubeName = Field(default=m.DEFAULT_CLAIM, description="The S3 claim to copy into (s3_storage_create).")
+    fsx_storage: KubeName | None = Field(
+        default=None, description="Copy into this FSx for Lustre claim of namespace default (fsx_storage_create) "
+        "instead of the S3 claim: the model lands at /fsx/models/<modelId>/<revision> for jobs and model servers "
+        "that mount it with fsxClaim. Claims InstantStart did not create are refused.")
     cpu: str = Field(default="4", pattern=r"^[0-9]+(\.[0-9]+)?$|^[0-9]+m$", description="CPU request, e.g. 4 or 500m.")
     memory: str = Field(default="16", pattern=r"^[0-9]{1,4}$", description="Memory request in GiB.")
     hf_token: Secret | None = Field(default=None, description="Hugging Face token for gated repos; never stored.")
@@ -53,6 +60,8 @@ class ModelStatusRequest(WireModel):
     model_id: str = Field(pattern=MODEL_ID_PATTERN)
     revision: str = Field(default="main", pattern=REVISION_PATTERN)
     s3_storage: KubeName = Field(default=m.DEFAULT_CLAIM)
+    fsx_storage: KubeName | None = Field(default=None, description="Report the download into this FSx claim "
+                                         "(model_download_enhanced fsxStorage) instead of the S3 claim.")
 
 
 class ModelFile(WireModel):

@@ -1,4 +1,4 @@
-"""Model downloads into an S3 claim: a CPU-only Job per model and revision, its progress, and the manifests."""
+"""Model downloads into an S3 or FSx claim: a CPU-only Job per model and revision, its progress, and the manifests."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ from instantstart.operations.models import OperationRef
 from instantstart.services.core.instance_types import catalog
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.services.storage import model_token as token
+from instantstart.services.storage.fsx_claims import check_fsx_claim
+from instantstart.services.storage.model_fsx import fsx_result, fsx_status
 from instantstart.services.storage.model_params import (
     DEFAULT_HUB,
     ModelDownloadParams,
@@ -44,7 +46,10 @@ def _base(src: dict[str, Any], model_id: str, revision: str) -> str:
 
 
 def read_manifest(app: AppContext, bucket: str, region: str, key: str) -> dict[str, Any] | None:
-    """A model's manifest.json, or None while the model is absent or partial (blocking)."""
+    """A model's manifest.json, or None while the model is absent or partial (blocking); always None for an FSx
+    claim (no bucket: only a pod reads Lustre, so the Job itself finds a manifest already there)."""
+    if not bucket:
+        return None
     body = s3.get_object(app.aws, region, bucket, key, identity.account_id(app.aws, region))
     return json.loads(body) if body is not None else None
 
@@ -69,20 +74,25 @@ def accelerated_types(nodes: list[dict[str, Any]]) -> list[str]:
     return sorted(found)
 
 
-def last_progress(api: k8s.ApiClient, job: str) -> dict[str, int] | None:
-    """The last `progress {...}` line the Job's newest pod printed (blocking)."""
+def log_lines(api: k8s.ApiClient, job: str) -> list[str]:
+    """The last 50 lines the Job's newest started pod printed (blocking; empty while none has started)."""
     core = k8s.CoreV1Api(api)
     pods = as_dict(api, core.list_namespaced_pod(NAMESPACE, label_selector=f"job-name={job}")).get("items") or []
     if not pods:
-        return None
+        return []
     pod = max(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "")
     if (pod.get("status") or {}).get("phase") == "Pending":
-        return None
+        return []
     try:
         text = core.read_namespaced_pod_log(pod["metadata"]["name"], NAMESPACE, container="download", tail_lines=50)
     except k8s.ApiException:
-        return None
-    lines = [ln for ln in str(text).splitlines() if ln.startswith("progress ")]
+        return []
+    return str(text).splitlines()
+
+
+def last_progress(api: k8s.ApiClient, job: str) -> dict[str, int] | None:
+    """The last `progress {...}` line the Job's newest pod printed (blocking)."""
+    lines = [ln for ln in log_lines(api, job) if ln.startswith("progress ")]
     return json.loads(lines[-1][len("progress ") :]) if lines else None
 
 
@@ -147,6 +157,8 @@ async def stage_download(stage: StageContext) -> dict[str, Any]:
             hint=f"Read its logs (kubectl logs job/{p.job_name}); check modelId, revision and the token, then retry.",
             retryable=False,
         )
+    if p.storage_type == "fsx":
+        return fsx_result(await blocking(log_lines, api, p.job_name), p, seen.get("last"))
     manifest = await blocking(read_manifest, app, p.bucket_name, p.bucket_region, manifest_key)
     if manifest is None:
         raise ProviderError(f"The Job {p.job_name} ended but {manifest_key} is missing.", hint="Retry the download.")
@@ -220,13 +232,19 @@ async def model_download_enhanced(ctx: CallContext, req: ModelDownloadRequest) -
     it is never stored. A model+revision already present
     is a no-op. The Job fetches from the server's INSTANTSTART_HF_ENDPOINT (a hub mirror, passed as
     HF_ENDPOINT; shown as hubEndpoint), else huggingface.co. Progress (files, bytes) shows in operation_get;
-    model_download_status, model_list."""
+    model_download_status, model_list. With fsxStorage the model goes into that FSx for Lustre claim instead
+    (only one InstantStart created; mount it with fsxClaim and serve /fsx/models/<modelId>/<revision>); the result
+    (files, bytes, mountPath) is in the operation, read from the Job's log."""
     replayed = await ctx.app.runner.replay(KIND, ctx.idempotency_key, status_tool="operation_get", poll_after_seconds=5)
     if replayed is not None:
         return replayed  # a retry: the first call's operation (and its Secret) stand; write nothing again
     row = await active_cluster(ctx)
-    src = await blocking(claim_source, ctx.app, row, req.s3_storage)
     api = await blocking(kube_api, ctx.app.kube, row.eks_cluster_name, row.region)
+    if req.fsx_storage is not None:
+        await blocking(check_fsx_claim, api, row, NAMESPACE, req.fsx_storage, "fsxStorage")
+        src: dict[str, Any] = {"bucketName": "", "region": "", "prefix": None}
+    else:
+        src = await blocking(claim_source, ctx.app, row, req.s3_storage)
     if req.cpu in ("0", "0m"):
         raise InvalidInput("Invalid input: cpu: must be more than 0", details={"fields": [{"field": "cpu"}]})
     job = md.job_name(req.model_id, req.revision)
@@ -256,13 +274,15 @@ async def _submit(
     secret_name: str | None,
     gpu_types: list[str],
 ) -> OperationRef:
+    claim = req.fsx_storage or req.s3_storage
     params = ModelDownloadParams(
         cluster_tag=row.tag,
         region=row.region,
         model_id=req.model_id,
         revision=req.revision,
-        claim=req.s3_storage,
+        claim=claim,
         namespace=NAMESPACE,
+        storage_type="fsx" if req.fsx_storage else "s3",
         bucket_name=src["bucketName"],
         bucket_region=src["region"],
         prefix=src["prefix"],
@@ -277,11 +297,16 @@ async def _submit(
     return await ctx.app.runner.submit(
         KIND,
         params.model_dump(mode="json", by_alias=True),
-        target=f"model:{row.tag}:{req.s3_storage}:{req.model_id}@{req.revision}",
+        target=download_target(row.tag, claim, req.model_id, req.revision),
         idempotency_key=ctx.idempotency_key,
         status_tool="operation_get",
         poll_after_seconds=5,
     )
+
+
+def download_target(tag: str, claim: str, model_id: str, revision: str) -> str:
+    """The operation target of one model+revision's download into a claim (one download at a time)."""
+    return f"model:{tag}:{claim}:{model_id}@{revision}"
 
 
 @operation("model_list", method="GET", path="/models", example={})
@@ -323,10 +348,20 @@ def _models(app: AppContext, src: dict[str, Any]) -> list[ModelEntry]:
 @operation("model_download_status", method="GET", path="/models/status", example={"modelId": "Qwen/Qwen3-0.6B"})
 async def model_download_status(ctx: CallContext, req: ModelStatusRequest) -> ModelStatus:
     """Where the download of one model+revision into a claim stands: COMPLETE with the manifest's files,
-    RUNNING with the last progress (files, bytes), FAILED, or ABSENT."""
+    RUNNING with the last progress (files, bytes), FAILED, or ABSENT. For an FSx claim (fsxStorage), whose files
+    only pods can read, the state comes from InstantStart's last download of that model into the claim (COMPLETE
+    with its file count and bytes, no per-file list)."""
     row = await active_cluster(ctx)
-    src = await blocking(claim_source, ctx.app, row, req.s3_storage)
     job = md.job_name(req.model_id, req.revision)
+    if req.fsx_storage is not None:
+        api = await blocking(kube_api, ctx.app.kube, row.eks_cluster_name, row.region)
+        await blocking(check_fsx_claim, api, row, NAMESPACE, req.fsx_storage, "fsxStorage")
+        base = ModelStatus(model_id=req.model_id, revision=req.revision, storage=req.fsx_storage, state="ABSENT",
+                           job_name=job, hub_endpoint=_hub(ctx.app))
+        latest = ctx.app.runner.store.list_operations(kind=KIND, target=download_target(
+            row.tag, req.fsx_storage, req.model_id, req.revision), limit=1)[0]
+        return fsx_status(base, latest[0] if latest else None, lambda: last_progress(api, job))
+    src = await blocking(claim_source, ctx.app, row, req.s3_storage)
     manifest = await blocking(
         read_manifest, ctx.app, src["bucketName"], src["region"], _base(src, req.model_id, req.revision) + md.MANIFEST
     )

@@ -12,6 +12,7 @@ from instantstart.kube import k8s
 from instantstart.kube.apply import read_object
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.manifests import training as m
+from instantstart.manifests.fsx import FSX_MOUNT
 from instantstart.manifests.resources import PodResources
 from instantstart.services.capacity.groups import capacity_type, described
 from instantstart.services.core import sizing
@@ -151,13 +152,19 @@ def claim_to_mount(api: k8s.ApiClient, namespace: str, claim: str | None, needs_
     return claim
 
 
-def check_under_s3(field: str, value: str) -> None:
-    """A path field of a recipe must lie under the S3 mount."""
+def under(value: str, mount: str) -> bool:
+    """Whether a path lies under `mount` (no `..` step out of it)."""
     normal = re.sub(r"/+", "/", value)
-    if not (normal == m.S3_MOUNT or normal.startswith(m.S3_MOUNT + "/")) or "/../" in normal + "/":
+    return (normal == mount or normal.startswith(mount + "/")) and "/../" not in normal + "/"
+
+
+def check_under_mount(field: str, value: str) -> None:
+    """A path field of a recipe must lie under the S3 mount or the FSx mount (/fsx needs fsxClaim)."""
+    if not (under(value, m.S3_MOUNT) or under(value, FSX_MOUNT)):
         raise field_error(
-            field, f"{value!r} is not under {m.S3_MOUNT}",
-            f"Give a path under {m.S3_MOUNT} (the cluster's S3 claim), e.g. {m.S3_MOUNT}/data/train.json.",
+            field, f"{value!r} is not under {m.S3_MOUNT} or {FSX_MOUNT}",
+            f"Give a path under {m.S3_MOUNT} (the cluster's S3 claim), e.g. {m.S3_MOUNT}/data/train.json, or under "
+            f"{FSX_MOUNT} with fsxClaim naming an FSx claim.",
         )
 
 

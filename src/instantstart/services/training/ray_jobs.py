@@ -21,6 +21,7 @@ from instantstart.operations.models import OperationRef
 from instantstart.services.core import sizing
 from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.core.stages import blocking
+from instantstart.services.storage.fsx_claims import mountable_fsx
 from instantstart.services.training import checks
 from instantstart.services.training.env import ENV_DESCRIPTION, EnvEntry, spec_env
 from instantstart.services.training.models import JobPod, JobSummary
@@ -56,6 +57,9 @@ class RayJobRequest(WireModel):
     retries: int = Field(default=0, ge=0, le=10, description="backoffLimit: new attempts after a failed run.")
     active_deadline_seconds: int | None = Field(default=None, ge=60, le=30 * 86400)
     s3_claim: str | None = Field(default="s3-claim", description=f"Claim mounted at {m.S3_MOUNT} when present.")
+    fsx_claim: KubeName | None = Field(default=None, description="An FSx for Lustre claim of the namespace "
+                                       "(fsx_storage_create) mounted read-write at /fsx on the head and workers; "
+                                       "required when the entrypoint uses /fsx.")
     pod_annotations: dict[str, str] = Field(default_factory=dict, max_length=32)
     namespace: KubeName = "default"
     cluster_tag: ClusterTag | None = None
@@ -98,9 +102,11 @@ async def submit_ray(ctx: CallContext, req: RayJobRequest, entry: list[str], *, 
                                               env)
     await checks.check_capacity(ctx.app, row, req.instance_type, False)
     claim = await blocking(check_ray_cluster, ctx.app, row, req.job_name, req.namespace, req.s3_claim, needs_claim)
+    fsx = await blocking(mountable_fsx, ctx.app, row, req.namespace, req.fsx_claim, [*entry, *req.env.values()],
+                         "entrypoint")
     spec = r.RayJobSpec(
         name=req.job_name, namespace=req.namespace, image=req.image, entrypoint=entry, workers=req.nodes,
-        worker=worker, instance_type=req.instance_type, env=env, s3_claim=claim, recipe=recipe,
+        worker=worker, instance_type=req.instance_type, env=env, s3_claim=claim, fsx_claim=fsx, recipe=recipe,
         pod_annotations=dict(req.pod_annotations), backoff_limit=req.retries,
         active_deadline_seconds=req.active_deadline_seconds, service_account=service_account,
     )

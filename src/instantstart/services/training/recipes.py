@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from instantstart.catalog import operation
 from instantstart.catalog.base import NoInput, WireModel
 from instantstart.context import CallContext
+from instantstart.manifests.training import S3_MOUNT
 from instantstart.operations.models import OperationRef
 from instantstart.services.training import checks
 from instantstart.services.training.ray_jobs import RayJobRequest, submit_ray
@@ -22,7 +23,7 @@ DATA = Path(__file__).resolve().parents[2] / "data" / "recipes"
 
 
 class RecipeField(BaseModel):
-    """One typed field of a recipe: `path` fields must lie under /s3."""
+    """One typed field of a recipe: `path` fields must lie under /s3 (or /fsx with fsxClaim)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -77,7 +78,7 @@ def _value(name: str, spec: RecipeField, raw: Any) -> Any:
     if not isinstance(raw, str):
         raise wrong
     if spec.type == "path":
-        checks.check_under_s3(field, raw)
+        checks.check_under_mount(field, raw)
     if spec.type == "choice" and raw not in (spec.values or []):
         raise checks.field_error(field, f"{raw!r} is not one of {', '.join(spec.values or [])}",
                                  f"Use one of {', '.join(spec.values or [])}.")
@@ -105,8 +106,13 @@ def render(recipe: Recipe, given: dict[str, Any], shape: dict[str, str] | None =
 
 
 def uses_s3(recipe: Recipe) -> bool:
-    """Whether the recipe reads or writes under /s3 (it needs the claim)."""
+    """Whether the recipe has path fields (by default under /s3: it needs the claim)."""
     return any(f.type == "path" for f in recipe.fields.values())
+
+
+def needs_s3(recipe: Recipe, values: dict[str, Any]) -> bool:
+    """Whether any of the recipe's path values lies under /s3 (then the S3 claim must exist)."""
+    return any(f.type == "path" and checks.under(str(values[n]), S3_MOUNT) for n, f in recipe.fields.items())
 
 
 class RecipeInfo(WireModel):
@@ -128,7 +134,8 @@ class RecipeList(WireModel):
 @operation("training_recipe_list", method="GET", path="/training/recipes", example={})
 async def training_recipe_list(ctx: CallContext, req: NoInput) -> RecipeList:
     """The training recipes (pytorch, llama-factory, ms-swift on the HyperPod training operator; verl on KubeRay):
-    path, default image and each field's type, default and bounds; path fields must lie under /s3. Read-only."""
+    path, default image and each field's type, default and bounds; path fields must lie under /s3 (or /fsx with
+    fsxClaim). Read-only."""
     return RecipeList(recipes=[
         RecipeInfo(name=r.name, description=r.description, path=r.path, image=r.image,
                    fields={n: f.model_dump(exclude_none=True) for n, f in r.fields.items()})
@@ -156,16 +163,17 @@ class RecipeRequest(JobShape):
 )
 async def training_recipe_submit(ctx: CallContext, req: RecipeRequest) -> OperationRef:
     """Submit a recipe as a HyperPodPyTorchJob (same checks and recovery budget as training_job_submit): fields
-    are typed, defaulted and path fields checked to lie under /s3; the cluster's S3 claim must exist."""
+    are typed, defaulted and path fields checked to lie under /s3 (the cluster's S3 claim must exist) or under /fsx
+    (fsxClaim must name an FSx claim InstantStart created, mounted at /fsx)."""
     recipe = recipes().get(req.recipe)
     if recipe is None:
         raise checks.field_error("recipe", f"no recipe {req.recipe!r}", f"Recipes: {', '.join(recipes())}.")
     if recipe.path == "kuberay":
         return await _submit_on_kuberay(ctx, recipe, req)
-    words, env, _values = render(recipe, req.fields)
+    words, env, values = render(recipe, req.fields)
     shape = req.model_copy(update={"env": {**env, **req.env}})
     return await submit_job(ctx, shape, req.image or recipe.image, words, recipe=recipe.name,
-                            needs_claim=uses_s3(recipe))
+                            needs_claim=needs_s3(recipe, values))
 
 
 async def _submit_on_kuberay(ctx: CallContext, recipe: Recipe, req: RecipeRequest) -> OperationRef:
@@ -177,12 +185,12 @@ async def _submit_on_kuberay(ctx: CallContext, recipe: Recipe, req: RecipeReques
             raise checks.field_error(name, f"is not supported on the KubeRay path (recipe {recipe.name})",
                                      f"Leave {name} out; it applies to HyperPodPyTorchJob recipes.")
     gpus = checks.gpus_per_node(req.instance_type, req.gpus_per_node)
-    words, env, _values = render(recipe, req.fields, {"nodes": str(req.nodes), "gpusPerNode": str(gpus)})
+    words, env, values = render(recipe, req.fields, {"nodes": str(req.nodes), "gpusPerNode": str(gpus)})
     ray = RayJobRequest(
         job_name=req.job_name, image=req.image or recipe.image, entrypoint=shlex.join(words),
         instance_type=req.instance_type, nodes=req.nodes, gpus_per_node=gpus, efa=req.efa, env={**env, **req.env},
-        retries=min(req.recovery.job_max_retry_count, 10), s3_claim=req.s3_claim,
+        retries=min(req.recovery.job_max_retry_count, 10), s3_claim=req.s3_claim, fsx_claim=req.fsx_claim,
         pod_annotations=dict(req.pod_annotations), namespace=req.namespace, cluster_tag=req.cluster_tag,
         mlflow=req.mlflow,
     )
-    return await submit_ray(ctx, ray, words, recipe=recipe.name, needs_claim=uses_s3(recipe))
+    return await submit_ray(ctx, ray, words, recipe=recipe.name, needs_claim=needs_s3(recipe, values))

@@ -20,6 +20,7 @@ from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
 from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.core.stages import blocking
+from instantstart.services.storage.fsx_claims import mountable_fsx
 from instantstart.services.training import checks, scheduling
 from instantstart.services.training.env import ENV_DESCRIPTION, EnvEntry, spec_env
 from instantstart.services.training.mlflow import mlflow_config
@@ -110,6 +111,9 @@ class JobShape(WireModel):
     topology: scheduling.Topology | None = Field(default=None, description="Topology-aware scheduling: the "
                                                  "podset's preferred or required EC2 topology domain.")
     s3_claim: str | None = Field(default="s3-claim", description=f"Claim mounted at {m.S3_MOUNT} when present.")
+    fsx_claim: KubeName | None = Field(default=None, description="An FSx for Lustre claim of the job's namespace "
+                                       "(fsx_storage_create) mounted read-write at /fsx; required when the command "
+                                       "uses /fsx. Claims InstantStart did not create are refused.")
     pod_annotations: dict[str, str] = Field(default_factory=dict, max_length=32)
     mlflow: MlflowUse | None = Field(default=None, description="Track the job in MLflow: the pods get "
                                      "MLFLOW_TRACKING_URI (the tracking server ARN), MLFLOW_EXPERIMENT_NAME, "
@@ -175,6 +179,8 @@ async def submit_job(ctx: CallContext, shape: JobShape, image: str, entry: list[
     await checks.check_capacity(ctx.app, row, shape.instance_type, shape.elastic is not None)
     claim = await blocking(checks.check_cluster, ctx.app, row, shape.job_name, shape.namespace, shape.s3_claim,
                            needs_claim)
+    fsx = await blocking(mountable_fsx, ctx.app, row, shape.namespace, shape.fsx_claim,
+                         [*entry, *shape.env.values()])
     sched = scheduling.scheduling(shape.queue_name, shape.priority, shape.topology)
     await blocking(scheduling.check_scheduling, ctx.app, row, shape.namespace, sched)
     r = shape.recovery
@@ -182,7 +188,7 @@ async def submit_job(ctx: CallContext, shape: JobShape, image: str, entry: list[
     spec = m.JobSpec(
         name=shape.job_name, namespace=shape.namespace, image=image, entry=entry, nodes=shape.nodes,
         nproc_per_node=shape.nproc_per_node, resources=resources, instance_type=shape.instance_type,
-        env=env, s3_claim=claim, recipe=recipe, pod_annotations=dict(shape.pod_annotations),
+        env=env, s3_claim=claim, fsx_claim=fsx, recipe=recipe, pod_annotations=dict(shape.pod_annotations),
         scheduling=sched, service_account=service_account,
         run_policy=m.RunPolicy(r.job_max_retry_count, r.num_restart_before_full_job_restart, r.eval_period_seconds,
                                r.max_full_job_restarts, r.clean_pod_policy, monitors, r.ttl_seconds_after_finished),
@@ -220,15 +226,15 @@ def mlflow_env(db: Database, tag: str, use: MlflowUse, job_name: str, namespace:
     example={"jobName": "demo", "image": "example/train:1", "command": "train.py", "instanceType": "ml.g6.4xlarge"},
 )
 async def training_job_submit(ctx: CallContext, req: JobRequest) -> OperationRef:
-    """Submit a HyperPodPyTorchJob: `nodes` pods on `instanceType`, each requesting gpusPerNode GPUs (Neuron devices
-    on trn; default all), cpu/memory sized to its share of the node, and on multi-node EFA types every EFA
-    interface plus the libfabric env (`efa: false` turns that off); the entry `command` launched through hyperpodrun
-    (never torchrun), the cluster's S3 claim mounted at /s3. The recovery budget is explicit (default
-    jobMaxRetryCount 5, numRestartBeforeFullJobRestart 3, evalPeriodSeconds 21600, maxFullJobRestarts 1,
-    cleanPodPolicy None so finished pods and their logs stay, ttlSecondsAfterFinished 7 days); job_get_status shows
-    it back with the restarts used. Refused before submitting: a name that is not a DNS label, more accelerators,
-    vCPUs or memory than a node gives, a type with no nodes (the message lists the groups), the training operator
-    not enabled, elastic on Spot."""
+    """Submit a HyperPodPyTorchJob: `nodes` pods on `instanceType`, each requesting gpusPerNode GPUs (Neuron devices on
+    trn; default all), cpu/memory sized to its share of the node, and on multi-node EFA types every EFA interface plus
+    the libfabric env (`efa: false` turns that off); the entry `command` launched through hyperpodrun (never
+    torchrun), the cluster's S3 claim mounted at /s3 and, when fsxClaim names one InstantStart created, an FSx claim
+    at /fsx. The recovery budget is explicit (default jobMaxRetryCount 5, numRestartBeforeFullJobRestart 3,
+    evalPeriodSeconds 21600, maxFullJobRestarts 1, cleanPodPolicy None so finished pods and their logs stay,
+    ttlSecondsAfterFinished 7 days); job_get_status shows it back with the restarts used. Refused before submitting: a
+    name that is not a DNS label, more accelerators, vCPUs or memory than a node gives, a type with no nodes (the
+    message lists the groups), the training operator not enabled, elastic on Spot."""
     words = entry_words(req.command)
     return await submit_job(ctx, req, req.image, words)
 

@@ -100,6 +100,14 @@ async function renderList(view, shell) {
   return { refresh: drawJobs, dispose: () => clearInterval(timer) };
 }
 
+// job_get_status's `network`: what NCCL uses between the job's nodes (read from its NCCL_DEBUG=INFO lines).
+const NETWORK = {
+  efa: "EFA (NCCL over aws-ofi-nccl)",
+  socket: "TCP sockets: no EFA",
+  unknown: "not known yet (NCCL logs it with NCCL_DEBUG=INFO)",
+  "single-node": "single node: no network between nodes",
+};
+
 async function renderJob(view, name, shell) {
   const head = h("section", { class: "card", id: "job" });
   const podsCard = h("section", { class: "card", id: "job-pods" });
@@ -129,7 +137,10 @@ async function renderJob(view, name, shell) {
         h("dt", {}, "Command"), h("dd", { class: "mono" }, s.command.join(" ")),
         h("dt", {}, "Restarts"), h("dd", { id: "job-budget" }, `${b.restarts} of ${b.jobMaxRetryCount} allowed`,
           s.job.kind === "HyperPodPyTorchJob" ? ` (in place ${b.inPlaceRestarts}, full ${b.fullJobRestarts} of ${b.maxFullJobRestarts ?? "—"})` : ""),
-        h("dt", {}, "Nodes"), h("dd", {}, `${s.job.nodes} × ${s.job.instanceType ?? "—"}`)));
+        h("dt", {}, "Nodes"), h("dd", {}, `${s.job.nodes} × ${s.job.instanceType ?? "—"}`),
+        h("dt", {}, "Network"), h("dd", { id: "job-network" }, NETWORK[s.network?.transport] ?? "—")),
+      s.network?.warning ? h("div", { class: "findings", id: "job-network-warning", role: "status" },
+        h("p", { class: "warning" }, h("strong", {}, "Warning "), s.network.warning)) : null);
     replace(podsCard, h("h2", {}, "Pods"), table([
       { label: "Pod", cell: (p) => h("span", { class: "mono" }, p.name) }, { label: "Phase", cell: (p) => badge(p.phase) },
       { label: "Node", cell: (p) => p.node ?? "—" }, { label: "Restarts", num: true, cell: (p) => p.restarts },
