@@ -69,6 +69,10 @@ def test_model_download_cpu_only_token_never_kept(
     denied = mcp_calls(cp, [("model_download_enhanced", {"modelId": MODEL, "revision": "main"})])[0]
     failed = mcp_wait(cp, denied["operationId"])
     assert failed["status"] == "FAILED" and "failed" in failed["error"]["message"], failed
+    # The error carries the failed pod's last log lines (the hub default is unreachable from here, so the Job ran).
+    tail = failed["error"]["details"]["logTail"]
+    assert any("401" in line and "restricted" in line for line in tail), failed["error"]
+    assert tail[-1] in failed["error"]["message"] and len(tail) <= 20
     job_name = failed["params"]["jobName"]
     logs = core.read_namespaced_pod_log(
         core.list_namespaced_pod("default", label_selector=f"job-name={job_name}").items[0].metadata.name, "default")
