@@ -276,6 +276,7 @@ def test_recipe_job_on_two_nodes_recovers_in_place_and_the_refusals(
     [no_kueue] = mcp_raw(cp, [("training_job_submit", governed)])[:1]
     assert error(no_kueue)["code"] == "PRECONDITION_FAILED"
     assert "amazon-sagemaker-hyperpod-taskgovernance" in error(no_kueue)["hint"]
+    assert '{"taskGovernance": {"enabled": true}}' in error(no_kueue)["hint"]
     # The taskGovernance feature key installs the add-on, which installs Kueue (its CRDs and controller).
     [governance] = mcp_calls(cp, [("hyperpod_update_advanced_features", {"taskGovernance": {"enabled": True}})])
     assert mcp_wait(cp, governance["operationId"])["status"] == "SUCCEEDED"
