@@ -133,6 +133,7 @@ class Twin:
             "project_bucket": self.project_bucket,
             "clock_scale": self.clock.scale,
             "chart_repo_url": getattr(self, "chart_repo_url", None),
+            "hub_url": getattr(self, "hub_url", None),
         }
 
     def start(self) -> Twin:

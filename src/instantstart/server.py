@@ -60,6 +60,8 @@ def run_server(
                 "aws_region": child.env.get("AWS_REGION", settings.aws_region),
                 # The twin's local chart repository, so helm-installed dependencies work offline.
                 "helm_repository_url": settings.helm_repository_url or child.info.get("chart_repo_url"),
+                # The twin's Hugging Face hub stand-in, so model look-ups and downloads work offline.
+                "hf_endpoint": settings.hf_endpoint or child.info.get("hub_url"),
             }
         )
         log.info("digital twin started", extra={"endpoint": child.endpoint_url})

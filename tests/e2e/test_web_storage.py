@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import httpx
 import pytest
 from playwright.sync_api import expect
 
@@ -44,7 +45,8 @@ def test_storage_and_models_page(page: Any, served: Served) -> None:
     page.get_by_role("link", name="Storage & Models").click()
     # The pipeline's claim on the project bucket.
     expect(page.locator('#claims tr[data-claim="s3-claim"]')).to_contain_text("Bound")
-    expect(page.locator("#hub-endpoint")).to_have_text("https://huggingface.co")
+    hub = httpx.get(served.twin_url + "/_twin/health").json()["hub_url"]  # serve --twin uses the twin's hub
+    expect(page.locator("#hub-endpoint")).to_have_text(hub)
     audit(page, "Storage & Models with the pipeline's claim")
 
     # Half-typed input in the other forms survives the redraw that follows an operation.

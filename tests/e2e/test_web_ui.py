@@ -222,7 +222,7 @@ def test_a_failed_stage_shows_the_error_and_retry_resumes_the_same_operation(pag
 
 
 FEATURES = ["karpenter", "certManager", "fsxCsiDriver", "trainingOperator", "inferenceOperator", "tieredStorage",
-            "kuberayOperator", "observability"]
+            "kuberayOperator", "observability", "keda", "taskGovernance"]
 ADVANCED = "/api/v1/capacity/advanced-features"
 
 

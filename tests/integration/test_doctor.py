@@ -87,7 +87,7 @@ def test_a_quota_too_low_fails_that_check_with_its_hint(
     assert [c["name"] for c in checks if c["status"] == "problem"] == ["quota ml.p5.48xlarge"]
 
 
-def test_missing_role_unmigrated_database_and_full_vpc_quota_are_problems(
+def test_missing_boundary_and_full_vpc_quota_are_problems_a_missing_role_and_database_information(
     twin: TwinProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # An account whose operator never created the permissions boundary.
@@ -99,12 +99,14 @@ def test_missing_role_unmigrated_database_and_full_vpc_quota_are_problems(
     code, checks = doctor(twin, tmp_path, monkeypatch)
     found = by_name(checks)
     assert code == 1
-    assert found["service-linked role"]["status"] == "problem"
+    # What the first cluster or `serve` makes is information, not a problem.
+    assert found["service-linked role"]["status"] == "info"
+    assert "creates it with the first HyperPod cluster" in found["service-linked role"]["message"]
     assert "create-service-linked-role --aws-service-name hyperpod.sagemaker.amazonaws.com" in (
         found["service-linked role"]["hint"]
     )
-    assert found["database"]["status"] == "problem"
-    assert "migrates the database" in found["database"]["hint"]
+    assert found["database"]["status"] == "info"
+    assert "`instantstart serve` creates it" in found["database"]["message"]
     assert found["VPC quota"]["status"] == "problem"
     assert found["permissions boundary"]["status"] == "problem"
     assert "can create no IAM role" in found["permissions boundary"]["message"]
@@ -116,3 +118,17 @@ def test_a_bad_instance_type_option_names_the_form() -> None:
     result = CliRunner().invoke(build_app(Settings()), ["doctor", "--instance-type", "p5=x"])
     assert result.exit_code == 2
     assert "TYPE=COUNT" in result.output
+
+
+def test_doctor_twin_passes_on_a_fresh_twin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("INSTANTSTART_AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL", "INSTANTSTART_AWS_REGION"):
+        monkeypatch.setenv(name, "recorded")  # so that monkeypatch restores (or removes) it after the test
+        monkeypatch.delenv(name)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "AWS_REGION"):
+        monkeypatch.setenv(name, "restored-after-the-test")  # --twin points this process's environment at its twin
+    settings = Settings(data_dir=tmp_path / "data", database_url=f"sqlite:///{tmp_path / 'fresh.db'}")
+    result = CliRunner().invoke(build_app(settings), ["doctor", "--twin", "-o", "json"])
+    checks = json.loads(result.stdout)
+    assert result.exit_code == 0, checks
+    assert {c["name"]: c["status"] for c in checks if c["status"] != "ok"} == {
+        "service-linked role": "info", "database": "info", "permissions": "unknown"}

@@ -12,7 +12,6 @@ import pytest
 from botocore.exceptions import ClientError
 from kubernetes import client as k8s
 
-from hyperpod_twin.sim.crds import crd_manifests
 from instantstart.twin_process import TwinProcess
 from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
 from tests.support.servers import Running
@@ -190,9 +189,11 @@ def test_router_fronts_the_workers_and_autoscaling_targets_the_workers_never_the
     ])
     assert error_of(on_router)["code"] == "INVALID_INPUT" and "deploymentName=chatw" in error_of(on_router)["hint"]
     assert error_of(no_keda)["code"] == "PRECONDITION_FAILED" and "KEDA" in error_of(no_keda)["message"]
-    extensions = k8s.ApiextensionsV1Api(kube(twin, tmp_path, TAG).api_client)
-    for crd in crd_manifests("keda"):
-        extensions.create_custom_resource_definition(crd)  # what KEDA's chart installs
+    assert '{"keda": {"enabled": true}}' in error_of(no_keda)["hint"]
+    # The feature key installs KEDA (its helm chart): the test creates no KEDA object itself.
+    [keda] = mcp_calls(cp, [("hyperpod_update_advanced_features", {"keda": {"enabled": True}})])
+    view = mcp_wait(cp, keda["operationId"])
+    assert view["status"] == "SUCCEEDED", view
     [applied] = mcp_calls(cp, [("inference_autoscaling_apply", scaling)])
     view = mcp_wait(cp, applied["operationId"])
     assert view["status"] == "SUCCEEDED", view

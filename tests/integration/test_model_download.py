@@ -8,6 +8,7 @@ import hashlib
 import json
 import logging
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +21,12 @@ from instantstart.settings import Settings
 from instantstart.twin_process import TwinProcess
 from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
 from tests.support.servers import Running
-from tests.support.twin import twin_client
+from tests.support.twin import control_plane, twin_client
 
 TAG = "md1"
 DATA = pol.data_prefix(TAG)  # the default claim mounts the cluster's data prefix of the project bucket
 MODEL = "twin-org/gated-llama"
+UNREACHABLE_HUB = "http://hf-mirror.invalid:8080"
 
 
 def gpu_hog() -> dict[str, Any]:
@@ -32,6 +34,14 @@ def gpu_hog() -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "gpu-hog"},
             "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["sleep", "infinity"],
                                      "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+
+
+@pytest.fixture
+def cp(twin: TwinProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Running]:
+    """A control plane that cannot reach the hub its Jobs fetch from (only the cluster's nodes can): what the hub
+    refuses is found by the Job, not by the look-up before it."""
+    with control_plane(twin, tmp_path, monkeypatch, hf_endpoint=UNREACHABLE_HUB) as running:
+        yield running
 
 
 def wait_pod_phase(core: k8s.CoreV1Api, name: str, phase: str, timeout: float = 60.0) -> None:
@@ -69,6 +79,10 @@ def test_model_download_cpu_only_token_never_kept(
     denied = mcp_calls(cp, [("model_download_enhanced", {"modelId": MODEL, "revision": "main"})])[0]
     failed = mcp_wait(cp, denied["operationId"])
     assert failed["status"] == "FAILED" and "failed" in failed["error"]["message"], failed
+    # The error carries the failed pod's last log lines (the control plane could not ask the hub: the Job ran).
+    tail = failed["error"]["details"]["logTail"]
+    assert any("401" in line and "restricted" in line for line in tail), failed["error"]
+    assert tail[-1] in failed["error"]["message"] and len(tail) <= 20
     job_name = failed["params"]["jobName"]
     logs = core.read_namespaced_pod_log(
         core.list_namespaced_pod("default", label_selector=f"job-name={job_name}").items[0].metadata.name, "default")

@@ -288,11 +288,15 @@ def test_recipe_job_on_two_nodes_recovers_in_place_and_the_refusals(
     [no_kueue] = mcp_raw(cp, [("training_job_submit", governed)])[:1]
     assert error(no_kueue)["code"] == "PRECONDITION_FAILED"
     assert "amazon-sagemaker-hyperpod-taskgovernance" in error(no_kueue)["hint"]
-    eks: Any = twin_client(twin, "eks")
-    eks.create_addon(clusterName=f"eks-cluster-{TAG}", addonName="amazon-sagemaker-hyperpod-taskgovernance")
+    assert '{"taskGovernance": {"enabled": true}}' in error(no_kueue)["hint"]
+    # The taskGovernance feature key installs the add-on, which installs Kueue (its CRDs and controller).
+    [governance] = mcp_calls(cp, [("hyperpod_update_advanced_features", {"taskGovernance": {"enabled": True}})])
+    assert mcp_wait(cp, governance["operationId"])["status"] == "SUCCEEDED"
     extensions = k8s.ApiextensionsV1Api(core.api_client)
-    until(lambda: {c.metadata.name for c in extensions.list_custom_resource_definition().items}
-               >= {"localqueues.kueue.x-k8s.io", "workloadpriorityclasses.kueue.x-k8s.io"}, what="Kueue CRDs")
+    assert {c.metadata.name for c in extensions.list_custom_resource_definition().items} >= {
+        "localqueues.kueue.x-k8s.io", "workloadpriorityclasses.kueue.x-k8s.io"}
+    # What task governance syncs from the cluster's scheduler config and compute quotas (SageMaker APIs the control
+    # plane does not manage yet): a priority class and a team's LocalQueue.
     objects.create_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "workloadpriorityclasses", {
         "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "WorkloadPriorityClass", "metadata": {"name": "training"},
         "value": 100})

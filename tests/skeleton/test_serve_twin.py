@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.servers import REPO, free_port, wait_healthy
+from tests.support.servers import CHILD_PYTHONPATH, REPO, free_port, wait_healthy
 
 
 def _children(pid: int) -> list[int]:
@@ -21,7 +21,7 @@ def _children(pid: int) -> list[int]:
 
 def test_serve_twin_starts_and_stops_the_twin(tmp_path: Path) -> None:
     port = free_port()
-    env = {**os.environ, "INSTANTSTART_DATA_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "INSTANTSTART_DATA_DIR": str(tmp_path), "PYTHONPATH": CHILD_PYTHONPATH}
     proc = subprocess.Popen(
         [sys.executable, "-m", "instantstart.cli.main", "serve", "--twin", "--port", str(port)],
         env=env,
@@ -38,6 +38,10 @@ def test_serve_twin_starts_and_stops_the_twin(tmp_path: Path) -> None:
         token = (tmp_path / "api-token").read_text().strip()
         listing = httpx.get(f"http://127.0.0.1:{port}/api/v1/clusters", headers={"Authorization": f"Bearer {token}"})
         assert listing.status_code == 200
+        # The control plane's hub is the twin's stand-in: an unknown model fails at once, naming what it has.
+        typo = httpx.post(f"http://127.0.0.1:{port}/api/v1/models/download", json={"modelId": "twin-org/tiny-lama"},
+                          headers={"Authorization": f"Bearer {token}"})
+        assert typo.status_code == 422 and "twin-org/tiny-llama" in typo.json()["error"]["message"], typo.text
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)

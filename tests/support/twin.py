@@ -48,7 +48,7 @@ def control_plane(
     """The control plane (in a thread, on SQLite under `tmp`) using the twin as its AWS account.
 
     `monkeypatch` points this process's AWS environment at the twin (undone when its owner ends); `settings`
-    override the test defaults (poll_seconds=0.2, status_cache_seconds=1.0, the twin's chart repository)."""
+    override the test defaults (poll_seconds=0.2, status_cache_seconds=1.0, the twin's chart repository and hub)."""
     for key, value in twin.env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("INSTANTSTART_AWS_ENDPOINT_URL", twin.endpoint_url)
@@ -58,6 +58,7 @@ def control_plane(
         "poll_seconds": 0.2,
         "status_cache_seconds": 1.0,
         "helm_repository_url": twin.info.get("chart_repo_url"),
+        "hf_endpoint": twin.info.get("hub_url"),  # the twin's hub stand-in: tests never reach huggingface.co
         **settings,
     }
     with thread_server(tmp / "data", f"sqlite:///{tmp / 'state.db'}", **options) as running:
@@ -77,6 +78,7 @@ def control_plane_env(twin: TwinProcess) -> dict[str, str]:
         **twin.env,
         "INSTANTSTART_AWS_ENDPOINT_URL": twin.endpoint_url,
         "INSTANTSTART_HELM_REPOSITORY_URL": str(twin.info.get("chart_repo_url")),
+        "INSTANTSTART_HF_ENDPOINT": str(twin.info.get("hub_url")),
         "INSTANTSTART_POLL_SECONDS": "0.2",
         "INSTANTSTART_STATUS_CACHE_SECONDS": "1",
         "INSTANTSTART_LOG_LEVEL": "INFO",

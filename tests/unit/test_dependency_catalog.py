@@ -32,7 +32,8 @@ def test_shipped_catalog_defaults_and_order() -> None:
         "eks-pod-identity-agent", "hyperpod-dependencies", "aws-mountpoint-s3-csi-driver", "metrics-server",
         "priority-classes"]
     optional = {"cert-manager", "aws-fsx-csi-driver", "amazon-sagemaker-hyperpod-training-operator",
-                "amazon-sagemaker-hyperpod-inference", "kuberay-operator", "keda"}
+                "amazon-sagemaker-hyperpod-inference", "kuberay-operator", "keda",
+                "amazon-sagemaker-hyperpod-taskgovernance"}
     assert optional <= set(catalog.names)
     assert not any(catalog.get(n).default for n in optional)
     hp = catalog.get("hyperpod-dependencies")

@@ -14,6 +14,7 @@ from hyperpod_twin.clock import TwinClock
 from hyperpod_twin.kube.runtime import ClusterRuntime
 from hyperpod_twin.sim import addons, crds, dcgm, fsx_mounts, jumpstart, nccl_tests
 from hyperpod_twin.sim.core import CRDS, ClusterSim, SimConfig
+from hyperpod_twin.sim.hf_hub_http import HubServer
 from hyperpod_twin.sim.kobj import Obj
 from hyperpod_twin.sim.nodes import NodeController
 
@@ -330,6 +331,10 @@ def attach(twin: Any) -> None:
     plugin.subscribe()
     nccl_tests.install(twin)  # /_twin/nodes/{i-…}/hardware: slow network, missing EFA, GPU fault
     _PLUGINS[twin] = plugin
+    hub = HubServer(host=str(getattr(getattr(twin, "config", None), "host", "127.0.0.1")))
+    hub.start()
+    twin.hub_url = hub.url  # the Hugging Face hub stand-in's model API (serve --twin points hf_endpoint here)
+    twin.bus.subscribe("twin.stopping", hub.stop)
     aws = getattr(twin, "aws", None)
     if aws is not None:  # SageMaker runtime InvokeEndpoint reaches the endpoints the inference operator registers
         account = str(twin.account_id)

@@ -12,7 +12,7 @@ from rich.table import Table
 from instantstart.services.account.doctor import Check, run_doctor
 from instantstart.settings import Settings
 
-_STYLE = {"ok": "green", "problem": "bold red", "unknown": "yellow"}
+_STYLE = {"ok": "green", "info": "cyan", "problem": "bold red", "unknown": "yellow"}
 
 
 def parse_instance_types(values: list[str]) -> dict[str, int]:

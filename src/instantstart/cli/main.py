@@ -53,13 +53,26 @@ def build_app(settings: Settings) -> typer.Typer:
         target: str = typer.Argument(..., help="kiro, claude-code or mcp-json."),
         directory: Path = typer.Option(Path("."), "--dir", help="Project directory to write into."),
         command: str = typer.Option("instantstart", help="How the agent starts `instantstart mcp`."),
+        url: str | None = typer.Option(
+            None, "--url", help="Connect over HTTP to a running server's MCP endpoint (e.g. https://host:3099/mcp)."
+        ),
+        token_env: str = typer.Option(
+            "INSTANTSTART_TOKEN", "--token-env", help="With --url: the environment variable holding the API token."
+        ),
     ) -> None:
-        """Write an agent configuration for the hypd-inst MCP server and the skills (read-only tools auto-approved)."""
+        """Write an agent configuration for the hypd-inst MCP server and the skills (read-only tools auto-approved).
+
+        With --url the agent needs no local install: the file names the URL and `Bearer ${TOKEN_ENV}`, never the token.
+        """
         from instantstart.cli.agent_config import TARGETS, write_config
 
         if target not in TARGETS:
             raise typer.BadParameter(f"must be one of {', '.join(TARGETS)}", param_hint="TARGET")
-        for path in write_config(target, directory, CATALOG, command):
+        try:
+            written = write_config(target, directory, CATALOG, command, url=url, token_env=token_env)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+        for path in written:
             typer.echo(str(path))
 
     @app.command()

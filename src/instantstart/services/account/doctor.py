@@ -17,14 +17,15 @@ from instantstart.services.account.policy import control_plane_policy, granted_a
 from instantstart.settings import Settings
 from instantstart.store.db import Database
 
-Status = Literal["ok", "problem", "unknown"]
+Status = Literal["ok", "info", "problem", "unknown"]
 HYPERPOD_SLR = "AWSServiceRoleForSageMakerHyperPod"
 VPC_QUOTA = "VPCs per Region"
 
 
 @dataclass
 class Check:
-    """One finding: `problem` blocks a first cluster, `unknown` could not be checked (said why)."""
+    """One finding: `problem` blocks a first cluster, `unknown` could not be checked (said why), `info` is absent
+    but made on first use (nothing to do)."""
 
     name: str
     status: Status
@@ -98,14 +99,19 @@ class Doctor:
     def check_service_linked_role(self) -> Check:
         """HyperPod's service-linked role exists (or the caller may create it on first use)."""
         arn = acct.role_arn(self.aws, self.region, HYPERPOD_SLR)
-        if arn is None:
+        manual = ("aws iam create-service-linked-role --aws-service-name hyperpod.sagemaker.amazonaws.com "
+                  "(or allow iam:CreateServiceLinkedRole for that service to the control plane).")
+        if arn is None and _policy_creates_slr():
+            # SageMaker creates the role with the first HyperPod cluster when the caller may create it.
             return Check(
                 "service-linked role",
-                "problem",
-                f"{HYPERPOD_SLR} does not exist in this account.",
-                "aws iam create-service-linked-role --aws-service-name hyperpod.sagemaker.amazonaws.com "
-                "(or allow iam:CreateServiceLinkedRole for that service to the control plane).",
+                "info",
+                f"{HYPERPOD_SLR} does not exist yet: SageMaker creates it with the first HyperPod cluster (the "
+                "control-plane policy allows iam:CreateServiceLinkedRole for it).",
+                "Nothing to do; to create it ahead: " + manual,
             )
+        if arn is None:
+            return Check("service-linked role", "problem", f"{HYPERPOD_SLR} does not exist in this account.", manual)
         return Check("service-linked role", "ok", arn)
 
     def check_boundary(self) -> Check:
@@ -196,6 +202,13 @@ class Doctor:
             current, head = db.revisions()
         finally:
             db.dispose()
+        if current is None:
+            return Check(
+                "database",
+                "info",
+                f"{db.engine.url.render_as_string(hide_password=True)} has no schema yet: `instantstart serve` "
+                f"creates it (revision {head}) on start.",
+            )
         if current != head:
             return Check(
                 "database",
@@ -237,6 +250,19 @@ class Doctor:
         if self.identity is None:
             self.identity = acct.caller_identity(self.aws, self.region)
         return self.identity.account
+
+
+def _policy_creates_slr() -> bool:
+    """Whether the shipped control-plane policy allows iam:CreateServiceLinkedRole on HyperPod's role."""
+    for statement in control_plane_policy().get("Statement", []):
+        actions = statement.get("Action", [])
+        resources = statement.get("Resource", [])
+        actions = [actions] if isinstance(actions, str) else actions
+        resources = [resources] if isinstance(resources, str) else resources
+        if (statement.get("Effect") == "Allow" and "iam:CreateServiceLinkedRole" in actions
+                and any(str(r).endswith("/" + HYPERPOD_SLR) for r in resources)):
+            return True
+    return False
 
 
 def _hint_for(code: str) -> str:

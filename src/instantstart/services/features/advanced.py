@@ -74,6 +74,10 @@ class UpdateFeaturesRequest(WireModel):
                                                       "AMP workspace + the collector's remote-write role; optionally "
                                                       "an Amazon Managed Grafana workspace (adopted by "
                                                       "grafanaWorkspaceId, or created with grafana: true).")
+    keda: Toggle | None = Field(default=None, description="KEDA (helm, pinned chart): what "
+                                "inference_autoscaling_apply needs.")
+    task_governance: Toggle | None = Field(default=None, description="HyperPod task governance EKS add-on (installs "
+                                           "Kueue: queueName/priority of training jobs).")
 
 
 class AdvancedFeatures(WireModel):
@@ -88,6 +92,8 @@ class AdvancedFeatures(WireModel):
     tiered_storage: FeatureView
     kuberay_operator: FeatureView
     observability: FeatureView
+    keda: FeatureView
+    task_governance: FeatureView
 
 
 @operation(
@@ -102,7 +108,8 @@ class AdvancedFeatures(WireModel):
 async def hyperpod_update_advanced_features(ctx: CallContext, req: UpdateFeaturesRequest) -> OperationRef:
     """Reconcile advanced features as an explicit diff: only the keys present change, each is a no-op when the
     cluster already matches. Keys: trainingOperator, inferenceOperator {tlsCertificateBucket?}, tieredStorage
-    {configMode default|custom, percentage 20..100}, kuberayOperator, certManager, fsxCsiDriver, observability
+    {configMode default|custom, percentage 20..100}, kuberayOperator, keda, taskGovernance, certManager,
+    fsxCsiDriver, observability
     {logging, grafanaWorkspaceId (adopt an ACTIVE Amazon Managed Grafana workspace, checked now) | grafana true
     (create one) / false (delete ours)} (each {enabled}), and karpenter {enabled, instanceGroups,
     consolidationPolicy, consolidateAfter, budgetNodes, gpuLimit} (validated against the cluster first; alone it

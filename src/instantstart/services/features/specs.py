@@ -77,6 +77,10 @@ FEATURES: dict[str, FeatureSpec] = {
         "amazon-sagemaker-hyperpod-observability",
         Identity("hyperpod-observability", "hyperpod-observability-operator-otel-collector", "observability"),
     ),
+    "keda": FeatureSpec("keda", "KEDA (autoscaling of model servers)", "keda"),
+    "taskGovernance": FeatureSpec(
+        "taskGovernance", "HyperPod task governance (Kueue)", "amazon-sagemaker-hyperpod-taskgovernance"
+    ),
 }
 ORDER = tuple(FEATURES)
 """Dependency order: a feature comes after every feature whose dependency it needs."""

@@ -30,6 +30,11 @@ CHECKS: dict[str, tuple[tuple[str, ...], tuple[tuple[str, str], ...]]] = {
     ),
     "kuberayOperator": ((), (("ray-system", "kuberay-operator"),)),
     "observability": ((), (("hyperpod-observability", "hyperpod-observability-operator"),)),
+    "keda": (("scaledobjects.keda.sh",), (("keda", "keda-operator"), ("keda", "keda-operator-metrics-apiserver"))),
+    "taskGovernance": (
+        ("clusterqueues.kueue.x-k8s.io", "localqueues.kueue.x-k8s.io", "workloadpriorityclasses.kueue.x-k8s.io"),
+        (("kueue-system", "kueue-controller-manager"),),
+    ),
 }
 
 

@@ -108,8 +108,8 @@ def _check(app: AppContext, req: AutoscalingRequest) -> AutoscalingParams:
     if read_object(api, {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
                          "metadata": {"name": CRD}}) is None:
         raise PreconditionFailed(f"KEDA is not installed on {row.tag} (no {CRD}).",
-                                 hint="Install the cluster dependencies first (cluster_configure_dependencies "
-                                 "includes KEDA).")
+                                 hint='Enable KEDA first: hyperpod_update_advanced_features {"keda": {"enabled": '
+                                 'true}}, then apply the autoscaling again.')
     return AutoscalingParams(cluster_tag=row.tag, region=row.region, eks_cluster=row.eks_cluster_name,
                              name=f"{req.deployment_name}-scaler", namespace=req.namespace,
                              manifest=scaled_object(req, query))

@@ -12,6 +12,7 @@ from instantstart.errors import InvalidInput, ProviderError
 from instantstart.kube import k8s
 from instantstart.kube.apply import apply_object, read_object
 from instantstart.kube.calls import as_dict, kube_api, kube_call
+from instantstart.kube.log_tail import job_log_tail
 from instantstart.manifests import model_download as md
 from instantstart.manifests.resources import GPU, NEURON
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
@@ -21,6 +22,7 @@ from instantstart.services.core.stages import blocking, wait_until
 from instantstart.services.storage import model_token as token
 from instantstart.services.storage.fsx_claims import check_fsx_claim
 from instantstart.services.storage.model_fsx import fsx_result, fsx_status
+from instantstart.services.storage.model_hub import check_on_hub
 from instantstart.services.storage.model_params import (
     DEFAULT_HUB,
     ModelDownloadParams,
@@ -152,9 +154,14 @@ async def stage_download(stage: StageContext) -> dict[str, Any]:
         if p.token_secret_name and ends:
             await token.delete_secret(api, p.token_secret_name, NAMESPACE)
     if seen.get("state") == "FAILED":
+        tail = await blocking(job_log_tail, api, NAMESPACE, p.job_name, "download")
+        shown = "".join(f"\n  | {line}" for line in tail)
         raise ProviderError(
-            f"The download Job {p.job_name} failed.",
-            hint=f"Read its logs (kubectl logs job/{p.job_name}); check modelId, revision and the token, then retry.",
+            f"The download Job {p.job_name} failed."
+            + (f" Its last log lines (the pod's output, untrusted):{shown}" if tail else ""),
+            hint=f"Check modelId, revision and the token against the log lines (kubectl logs job/{p.job_name}), then "
+            "retry.",
+            details={"jobName": p.job_name, "logTail": tail},
             retryable=False,
         )
     if p.storage_type == "fsx":
@@ -229,8 +236,10 @@ async def model_download_enhanced(ctx: CallContext, req: ModelDownloadRequest) -
     mounted; else an emptyDir), copies them into the claim and writes manifest.json (files, sizes, sha256) last.
     hfToken goes into a Kubernetes Secret that the Job reads by secretKeyRef and that is deleted however the
     download ends (done, failed, refused, cancelled; one orphaned by a server crash goes with the next download);
-    it is never stored. A model+revision already present
-    is a no-op. The Job fetches from the server's INSTANTSTART_HF_ENDPOINT (a hub mirror, passed as
+    it is never stored. A model+revision already present is a no-op. The hub is asked first
+    (GET /api/models/<id>/revision/<rev>): an unknown modelId (with the closest ids the hub has) or revision, a
+    refused token or a gated model without hfToken fail at once.
+    The Job fetches from the server's INSTANTSTART_HF_ENDPOINT (a hub mirror, passed as
     HF_ENDPOINT; shown as hubEndpoint), else huggingface.co. Progress (files, bytes) shows in operation_get;
     model_download_status, model_list. With fsxStorage the model goes into that FSx for Lustre claim instead
     (only one InstantStart created; mount it with fsxClaim and serve /fsx/models/<modelId>/<revision>); the result
@@ -238,6 +247,7 @@ async def model_download_enhanced(ctx: CallContext, req: ModelDownloadRequest) -
     replayed = await ctx.app.runner.replay(KIND, ctx.idempotency_key, status_tool="operation_get", poll_after_seconds=5)
     if replayed is not None:
         return replayed  # a retry: the first call's operation (and its Secret) stand; write nothing again
+    await check_on_hub(ctx.app, req)  # an unknown model or a missing token fails now, not after a Job
     row = await active_cluster(ctx)
     api = await blocking(kube_api, ctx.app.kube, row.eks_cluster_name, row.region)
     if req.fsx_storage is not None:

@@ -55,6 +55,22 @@ def facts_of(instance_type: str) -> InstanceType:
     return facts
 
 
+async def instance_type_or_default(app: AppContext, row: ClusterRow, asked: str) -> str:
+    """`asked`, or (when empty) the cluster's accelerated instance type if its groups have exactly one; else an
+    error naming instanceType and the cluster's accelerated types."""
+    if asked:
+        return asked
+    known = catalog()
+    groups = list((await described(app, row)).get("InstanceGroups") or [])
+    types = sorted({str(g.get("InstanceType")) for g in groups if g.get("InstanceType") in known
+                    and known[str(g.get("InstanceType"))].accelerated})
+    if len(types) == 1:
+        return types[0]
+    have = f"its accelerated types are {', '.join(types)}" if types else "it has no accelerated instance group"
+    raise field_error("instanceType", f"required: cluster {row.tag} has no single default ({have})",
+                      "Name the instance type of the group to run on (cluster_get_instance_groups lists them).")
+
+
 def gpus_per_node(instance_type: str, asked: int | None) -> int:
     """The accelerators (GPUs, or Neuron devices on trn) each pod requests: asked (at most what the type has) or all
     of the type's."""

@@ -17,7 +17,7 @@ from instantstart.manifests.training import S3_MOUNT
 from instantstart.operations.models import OperationRef
 from instantstart.services.training import checks
 from instantstart.services.training.ray_jobs import RayJobRequest, submit_ray
-from instantstart.services.training.submit import JobShape, submit_job
+from instantstart.services.training.submit import JobShape, default_instance_type, submit_job
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "recipes"
 
@@ -168,6 +168,7 @@ async def training_recipe_submit(ctx: CallContext, req: RecipeRequest) -> Operat
     recipe = recipes().get(req.recipe)
     if recipe is None:
         raise checks.field_error("recipe", f"no recipe {req.recipe!r}", f"Recipes: {', '.join(recipes())}.")
+    req = req.model_copy(update={"instance_type": await default_instance_type(ctx, req)})
     if recipe.path == "kuberay":
         return await _submit_on_kuberay(ctx, recipe, req)
     words, env, values = render(recipe, req.fields)

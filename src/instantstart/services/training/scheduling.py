@@ -57,8 +57,9 @@ def check_scheduling(app: AppContext, row: ClusterRow, namespace: str, chosen: m
     except NotFound:
         raise PreconditionFailed(
             f"queueName/priority need HyperPod task governance (Kueue), which is not installed on cluster {row.tag}.",
-            hint=f"Install the EKS add-on {TASK_GOVERNANCE_ADDON} and create the cluster's scheduler config and "
-            "compute quotas (they become Kueue queues), or leave queueName and priority out.",
+            hint=f"Enable task governance (the EKS add-on {TASK_GOVERNANCE_ADDON}) with "
+            '{"taskGovernance": {"enabled": true}} in hyperpod_update_advanced_features; then create the cluster\'s '
+            "scheduler config and compute quotas (they become Kueue queues), or leave queueName and priority out.",
         ) from None
     if chosen.queue is not None and chosen.queue not in _names(queues):
         have = _names(queues)

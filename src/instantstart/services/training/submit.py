@@ -84,7 +84,9 @@ class JobShape(WireModel):
     """Where and how big a training job is, its budget and environment (shared by jobs and recipes)."""
 
     job_name: str = Field(min_length=1, max_length=253, description="A DNS label: names the job and its pods.")
-    instance_type: str = Field(min_length=3, max_length=64, description="An instance type with nodes in the cluster.")
+    instance_type: str = Field(default="", max_length=64,
+                               description="An instance type with nodes in the cluster (default: the cluster's one "
+                               "accelerated type; refused, naming them, when it has several).")
     nodes: int = Field(default=1, ge=1, le=256, description="Pods, one per node.")
     gpus_per_node: int | None = Field(default=None, ge=0, le=64,
                                       description="GPUs (Neuron devices on trn types) each pod requests "
@@ -236,7 +238,17 @@ async def training_job_submit(ctx: CallContext, req: JobRequest) -> OperationRef
     name that is not a DNS label, more accelerators, vCPUs or memory than a node gives, a type with no nodes (the
     message lists the groups), the training operator not enabled, elastic on Spot."""
     words = entry_words(req.command)
+    req = req.model_copy(update={"instance_type": await default_instance_type(ctx, req)})
     return await submit_job(ctx, req, req.image, words)
+
+
+async def default_instance_type(ctx: CallContext, shape: JobShape) -> str:
+    """The job's instanceType, or the cluster's only accelerated one when it was left out."""
+    if shape.instance_type:
+        return shape.instance_type
+    row = await to_thread.run_sync(get_cluster, ctx.app.db, await to_thread.run_sync(resolve_tag, ctx.app.db,
+                                                                                     shape.cluster_tag))
+    return await checks.instance_type_or_default(ctx.app, row, shape.instance_type)
 
 
 def _apply(stage: StageContext, p: JobParams) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import { events, fresher } from "./live.js";
 import { isActive, progressPanel } from "./operations.js";
 
 const KEYS = ["karpenter", "certManager", "fsxCsiDriver", "trainingOperator", "inferenceOperator", "tieredStorage",
-  "kuberayOperator", "observability"];
+  "kuberayOperator", "observability", "keda", "taskGovernance"];
 const TITLES = { karpenter: "HyperPod-managed Karpenter" };
 const STATE_CLASS = { ENABLED: "ok", DISABLED: "", IN_PROGRESS: "RUNNING", DEGRADED: "bad", BROKEN: "bad", FAILED: "bad",
   UNKNOWN: "", NOT_STARTED: "" };
