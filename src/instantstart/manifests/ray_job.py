@@ -9,6 +9,7 @@ from typing import Any
 
 from instantstart.manifests import training as m
 from instantstart.manifests.env import EnvValue, env_entries
+from instantstart.manifests.labels import LABEL_MANAGED, MANAGER
 from instantstart.manifests.resources import PodResources, efa_env
 
 GROUP = "ray.io"
@@ -65,7 +66,7 @@ def _volumes(spec: RayJobSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any
 def _template(spec: RayJobSpec, container: str, resources: dict[str, Any],
               env: dict[str, EnvValue]) -> dict[str, Any]:
     volumes, mounts = _volumes(spec)
-    labels = {m.LABEL_MANAGED: m.MANAGED_BY, JOB_LABEL: spec.name}
+    labels = {LABEL_MANAGED: MANAGER, JOB_LABEL: spec.name}
     if spec.recipe:
         labels[m.LABEL_RECIPE] = spec.recipe
     template: dict[str, Any] = {
@@ -94,7 +95,7 @@ def ray_job(spec: RayJobSpec) -> dict[str, Any]:
     asks for no accelerator at all (no `nvidia.com/gpu: 0`, meaningless on a Trainium node); workers get their
     accelerators, EFA and the libfabric env (the user's env wins)."""
     head = {"cpu": str(HEAD_CPU), "memory": f"{HEAD_MEMORY_GIB}Gi"}
-    labels = {m.LABEL_MANAGED: m.MANAGED_BY}
+    labels = {LABEL_MANAGED: MANAGER}
     if spec.recipe:
         labels[m.LABEL_RECIPE] = spec.recipe
     body: dict[str, Any] = {
@@ -143,7 +144,7 @@ def network_policy(job: str, namespace: str, owner_uid: str | None = None) -> di
     own = {"podSelector": {"matchLabels": {JOB_LABEL: job}}}
     dashboard = [{"protocol": "TCP", "port": DASHBOARD_PORT}]
     meta: dict[str, Any] = {"name": policy_name(job), "namespace": namespace,
-                            "labels": {m.LABEL_MANAGED: m.MANAGED_BY, JOB_LABEL: job}}
+                            "labels": {LABEL_MANAGED: MANAGER, JOB_LABEL: job}}
     if owner_uid:
         meta["ownerReferences"] = [{"apiVersion": API_VERSION, "kind": KIND, "name": job, "uid": owner_uid}]
     return {

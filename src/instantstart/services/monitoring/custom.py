@@ -15,10 +15,11 @@ from typing import Any
 from instantstart.manifests import inference_endpoint as iec
 from instantstart.manifests import ray_job as r
 from instantstart.manifests import training as m
+from instantstart.manifests.labels import LABEL_MANAGED
 from instantstart.services.monitoring.state import register_kinds
 
 Obj = dict[str, Any]
-_KEPT_LABELS = (m.LABEL_RECIPE, m.LABEL_MANAGED)
+_KEPT_LABELS = (m.LABEL_RECIPE, LABEL_MANAGED)
 _CONDITION_KEYS = ("type", "status", "reason", "message", "lastTransitionTime")
 
 

@@ -7,6 +7,7 @@ from typing import Any
 from instantstart.manifests import inference as inf
 from instantstart.manifests import ray_job as r
 from instantstart.manifests import training as m
+from instantstart.manifests.labels import LABEL_MANAGED, MANAGER
 from instantstart.manifests.storage import DEFAULT_NAMESPACE
 from instantstart.services.cluster.status_reads import GPU, NEURON, _node_summary, pod_request
 
@@ -58,7 +59,7 @@ def claim_view(claim: Obj) -> Obj:
         "bound": phase == "Bound",
         "volumeName": spec.get("volumeName") or None,
         "storageClassName": spec.get("storageClassName"),
-        "managed": (md.get("labels") or {}).get("app.kubernetes.io/managed-by") == "instantstart",
+        "managed": (md.get("labels") or {}).get(LABEL_MANAGED) == MANAGER,
     }
 
 

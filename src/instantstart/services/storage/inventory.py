@@ -14,6 +14,7 @@ from instantstart.kube import k8s
 from instantstart.kube.calls import as_dict, kube_api, kube_call
 from instantstart.manifests import storage as m
 from instantstart.manifests.fsx import FSX_CSI_DRIVER
+from instantstart.manifests.labels import MANAGED_LABELS
 from instantstart.operations.models import OperationRef
 from instantstart.services.core.registry import update_cluster
 from instantstart.services.core.stages import blocking
@@ -183,7 +184,7 @@ def _foreign(kind: str, name: str, body: dict[str, Any] | None) -> str | None:
     if body is None:
         return None
     labels = (body.get("metadata") or {}).get("labels") or {}
-    key, value = next(iter(m.MANAGED_BY.items()))
+    key, value = next(iter(MANAGED_LABELS.items()))
     if labels.get(key) == value and labels.get(m.LABEL_CLAIM):
         return None
     found = f"{key}={labels[key]}" if key in labels else f"no {key} label"
@@ -201,7 +202,7 @@ def check_ours(app: AppContext, row: ClusterRow, claim: StorageClaim) -> None:
     problems = [p for p in (_foreign("PersistentVolume", claim.persistent_volume, pv),
                             _foreign("PersistentVolumeClaim", f"{claim.namespace}/{claim.name}", pvc)) if p]
     if problems:
-        key, value = next(iter(m.MANAGED_BY.items()))
+        key, value = next(iter(MANAGED_LABELS.items()))
         raise PreconditionFailed(
             f"Storage {claim.namespace}/{claim.name} was not created by InstantStart ({'; '.join(problems)}; ours "
             f"carry {key}={value} and {m.LABEL_CLAIM}), so storage_delete leaves it alone.",

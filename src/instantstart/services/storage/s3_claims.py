@@ -10,6 +10,7 @@ from instantstart.aws import identity, s3
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import Conflict, InvalidInput, NotFound
 from instantstart.kube import k8s
+from instantstart.kube.apply import FIELD_MANAGER
 from instantstart.kube.calls import as_dict, kube_api, kube_call
 from instantstart.manifests import fsx as fsx_m
 from instantstart.manifests import iam_policies as pol
@@ -22,7 +23,6 @@ from instantstart.services.core.stages import blocking, project_bucket, record_d
 from instantstart.services.storage.claim_iam import widen_csi_role
 from instantstart.store.models import ClusterRow
 
-FIELD_MANAGER = "instantstart"
 APPLY = "application/apply-patch+yaml"
 BIND_TIMEOUT = 300
 
