@@ -7,7 +7,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from instantstart.manifests import training as m
+from instantstart.manifests import training as train_m
 from instantstart.manifests.env import EnvValue, env_entries
 from instantstart.manifests.labels import LABEL_MANAGED, MANAGER
 from instantstart.manifests.resources import PodResources, efa_env
@@ -59,7 +59,7 @@ def _volumes(spec: RayJobSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any
     mounts: list[dict[str, Any]] = [{"name": "shm", "mountPath": "/dev/shm"}]  # noqa: S108 (NCCL shared memory)
     if spec.s3_claim:
         volumes.append({"name": "s3", "persistentVolumeClaim": {"claimName": spec.s3_claim}})
-        mounts.append({"name": "s3", "mountPath": m.S3_MOUNT})
+        mounts.append({"name": "s3", "mountPath": train_m.S3_MOUNT})
     return volumes, mounts
 
 
@@ -68,11 +68,11 @@ def _template(spec: RayJobSpec, container: str, resources: dict[str, Any],
     volumes, mounts = _volumes(spec)
     labels = {LABEL_MANAGED: MANAGER, JOB_LABEL: spec.name}
     if spec.recipe:
-        labels[m.LABEL_RECIPE] = spec.recipe
+        labels[train_m.LABEL_RECIPE] = spec.recipe
     template: dict[str, Any] = {
         "metadata": {"labels": labels},
         "spec": {
-            "nodeSelector": {m.INSTANCE_TYPE_LABEL: spec.instance_type},
+            "nodeSelector": {train_m.INSTANCE_TYPE_LABEL: spec.instance_type},
             "containers": [{
                 "name": container,
                 "image": spec.image,
@@ -97,7 +97,7 @@ def ray_job(spec: RayJobSpec) -> dict[str, Any]:
     head = {"cpu": str(HEAD_CPU), "memory": f"{HEAD_MEMORY_GIB}Gi"}
     labels = {LABEL_MANAGED: MANAGER}
     if spec.recipe:
-        labels[m.LABEL_RECIPE] = spec.recipe
+        labels[train_m.LABEL_RECIPE] = spec.recipe
     body: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "kind": KIND,
