@@ -6,9 +6,9 @@ from typing import Any
 
 from instantstart.errors import Conflict
 from instantstart.kube import k8s
+from instantstart.manifests.labels import LABEL_MANAGED, MANAGER
 
-FIELD_MANAGER = "instantstart"
-MANAGED_LABEL = "app.kubernetes.io/managed-by"  # every object InstantStart builds carries it = FIELD_MANAGER
+FIELD_MANAGER = MANAGER
 
 
 def _dynamic() -> Any:
@@ -45,7 +45,7 @@ def created_by_us(live: dict[str, Any]) -> bool:
     """Whether a live object is InstantStart's: it carries our managed-by label, or our field manager has
     applied to it before (managedFields)."""
     meta = live.get("metadata") or {}
-    if (meta.get("labels") or {}).get(MANAGED_LABEL) == FIELD_MANAGER:
+    if (meta.get("labels") or {}).get(LABEL_MANAGED) == FIELD_MANAGER:
         return True
     return any((entry or {}).get("manager") == FIELD_MANAGER for entry in meta.get("managedFields") or [])
 
@@ -55,18 +55,18 @@ def refuse_takeover(live: dict[str, Any]) -> None:
     meta = live.get("metadata") or {}
     managers = sorted({str(e.get("manager")) for e in meta.get("managedFields") or [] if (e or {}).get("manager")})
     owners = [f"{r.get('kind')}/{r.get('name')}" for r in meta.get("ownerReferences") or []]
-    label = (meta.get("labels") or {}).get(MANAGED_LABEL)
+    label = (meta.get("labels") or {}).get(LABEL_MANAGED)
     where = f"{meta['namespace']}/" if meta.get("namespace") else ""
     what = f"{live.get('kind')} {where}{meta.get('name')}"
     who = "; ".join(part for part in (
         f"managed by {', '.join(managers)}" if managers else "",
         f"owned by {', '.join(owners)}" if owners else "",
-        f"labelled {MANAGED_LABEL}={label}" if label else "",
+        f"labelled {LABEL_MANAGED}={label}" if label else "",
     ) if part) or "no managers recorded"
     raise Conflict(
         f"{what} already exists and InstantStart did not create it ({who}); it is left unchanged.",
         hint=f"Choose another name, or delete {what} if nothing uses it. To hand it to InstantStart on purpose,"
-        f" label it {MANAGED_LABEL}={FIELD_MANAGER}.",
+        f" label it {LABEL_MANAGED}={FIELD_MANAGER}.",
         details={"object": what, "managers": managers, "ownerReferences": owners},
     )
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from instantstart.manifests.storage import DEFAULT_NAMESPACE, LABEL_CLAIM, LABEL_CLUSTER, MANAGED_BY, pv_name
+from instantstart.manifests.labels import MANAGED_LABELS
+from instantstart.manifests.storage import DEFAULT_NAMESPACE, LABEL_CLAIM, LABEL_CLUSTER, pv_name
 
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
 DEFAULT_CLAIM = "fsx-claim"
@@ -143,7 +144,7 @@ def mount_target(dns_name: str, mount_name: str) -> str:
 
 
 def _labels(cluster_tag: str, claim: str) -> dict[str, str]:
-    return {**MANAGED_BY, LABEL_CLUSTER: cluster_tag, LABEL_CLAIM: claim}
+    return {**MANAGED_LABELS, LABEL_CLUSTER: cluster_tag, LABEL_CLAIM: claim}
 
 
 def build_pv(

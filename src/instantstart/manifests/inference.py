@@ -10,11 +10,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from instantstart.manifests import fsx
+
+# LABEL_MANAGED re-exported: the inference modules read m.LABEL_MANAGED.
+from instantstart.manifests.labels import LABEL_MANAGED as LABEL_MANAGED
+from instantstart.manifests.labels import MANAGER
 from instantstart.manifests.resources import PodResources
 
-MANAGED_BY = "instantstart"
+MANAGED_BY = MANAGER  # the managed-by value, as inference modules read it (m.MANAGED_BY)
 LABEL_APP = "app.kubernetes.io/name"
-LABEL_MANAGED = "app.kubernetes.io/managed-by"
 LABEL_ENGINE = "instantstart.io/engine"
 LABEL_COMPONENT = "instantstart.io/component"
 LABEL_BUSINESS = "business"

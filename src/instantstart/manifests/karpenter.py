@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from instantstart.manifests.labels import MANAGED_LABELS
+
 NODECLASS_GROUP = "karpenter.sagemaker.amazonaws.com"
 NODECLASS_PLURAL = "hyperpodnodeclasses"
 NODEPOOL_GROUP = "karpenter.sh"
 NODEPOOL_PLURAL = "nodepools"
 VERSION = "v1"
-MANAGED_BY = {"app.kubernetes.io/managed-by": "instantstart"}
 MAX_GROUPS = 10  # a HyperpodNodeClass names at most 10 instance groups
 
 
@@ -33,7 +34,7 @@ def node_class(s: KarpenterSettings) -> dict[str, Any]:
     return {
         "apiVersion": f"{NODECLASS_GROUP}/{VERSION}",
         "kind": "HyperpodNodeClass",
-        "metadata": {"name": s.name, "labels": dict(MANAGED_BY)},
+        "metadata": {"name": s.name, "labels": dict(MANAGED_LABELS)},
         "spec": {"instanceGroups": list(s.instance_groups)},
     }
 
@@ -65,7 +66,7 @@ def node_pool(s: KarpenterSettings) -> dict[str, Any]:
     return {
         "apiVersion": f"{NODEPOOL_GROUP}/{VERSION}",
         "kind": "NodePool",
-        "metadata": {"name": s.name, "labels": dict(MANAGED_BY)},
+        "metadata": {"name": s.name, "labels": dict(MANAGED_LABELS)},
         "spec": spec,
     }
 

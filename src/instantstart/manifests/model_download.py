@@ -7,7 +7,7 @@ import hashlib
 import re
 from typing import Any
 
-from instantstart.manifests.storage import MANAGED_BY
+from instantstart.manifests.labels import MANAGED_LABELS
 
 NVME_HOST_PATH = "/opt/dlami/nvme"
 MODELS_DIR = "models"
@@ -88,7 +88,7 @@ def token_secret(name: str, namespace: str, token_b64: str, orphan_after: str) -
         "metadata": {
             "name": name,
             "namespace": namespace,
-            "labels": {**MANAGED_BY, LABEL_COMPONENT: COMPONENT, LABEL_TOKEN: "true"},
+            "labels": {**MANAGED_LABELS, LABEL_COMPONENT: COMPONENT, LABEL_TOKEN: "true"},
             "annotations": {ANNOTATION_EXPIRES: orphan_after},
         },
         "data": {TOKEN_KEY: token_b64},
@@ -109,7 +109,7 @@ def background_priority_class() -> dict[str, Any]:
     return {
         "apiVersion": "scheduling.k8s.io/v1",
         "kind": "PriorityClass",
-        "metadata": {"name": BACKGROUND_PRIORITY_CLASS, "labels": dict(MANAGED_BY)},
+        "metadata": {"name": BACKGROUND_PRIORITY_CLASS, "labels": dict(MANAGED_LABELS)},
         "value": BACKGROUND_PRIORITY,
         "globalDefault": False,
         "preemptionPolicy": "Never",
@@ -149,7 +149,7 @@ def build_job(
     if token_secret_name:
         env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": token_secret_name, "key": TOKEN_KEY}}})
     resources = {"cpu": cpu, "memory": f"{memory_gi}Gi"}
-    labels = {**MANAGED_BY, LABEL_COMPONENT: COMPONENT, LABEL_MODEL: job_name(model_id, revision)[9:]}
+    labels = {**MANAGED_LABELS, LABEL_COMPONENT: COMPONENT, LABEL_MODEL: job_name(model_id, revision)[9:]}
     affinity: dict[str, Any] = {}
     if gpu_instance_types:
         term = {"key": "node.kubernetes.io/instance-type", "operator": "NotIn", "values": sorted(gpu_instance_types)}

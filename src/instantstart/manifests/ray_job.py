@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from instantstart.manifests import fsx
-from instantstart.manifests import training as m
+from instantstart.manifests import training as train_m
 from instantstart.manifests.env import EnvValue, env_entries
+from instantstart.manifests.labels import LABEL_MANAGED, MANAGER
 from instantstart.manifests.resources import PodResources, efa_env
 
 GROUP = "ray.io"
@@ -60,7 +61,7 @@ def _volumes(spec: RayJobSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any
     mounts: list[dict[str, Any]] = [{"name": "shm", "mountPath": "/dev/shm"}]  # noqa: S108 (NCCL shared memory)
     if spec.s3_claim:
         volumes.append({"name": "s3", "persistentVolumeClaim": {"claimName": spec.s3_claim}})
-        mounts.append({"name": "s3", "mountPath": m.S3_MOUNT})
+        mounts.append({"name": "s3", "mountPath": train_m.S3_MOUNT})
     if spec.fsx_claim:
         volumes.append(fsx.claim_volume(spec.fsx_claim))
         mounts.append(fsx.claim_mount())
@@ -70,13 +71,13 @@ def _volumes(spec: RayJobSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any
 def _template(spec: RayJobSpec, container: str, resources: dict[str, Any],
               env: dict[str, EnvValue]) -> dict[str, Any]:
     volumes, mounts = _volumes(spec)
-    labels = {m.LABEL_MANAGED: m.MANAGED_BY, JOB_LABEL: spec.name}
+    labels = {LABEL_MANAGED: MANAGER, JOB_LABEL: spec.name}
     if spec.recipe:
-        labels[m.LABEL_RECIPE] = spec.recipe
+        labels[train_m.LABEL_RECIPE] = spec.recipe
     template: dict[str, Any] = {
         "metadata": {"labels": labels},
         "spec": {
-            "nodeSelector": {m.INSTANCE_TYPE_LABEL: spec.instance_type},
+            "nodeSelector": {train_m.INSTANCE_TYPE_LABEL: spec.instance_type},
             "containers": [{
                 "name": container,
                 "image": spec.image,
@@ -99,9 +100,9 @@ def ray_job(spec: RayJobSpec) -> dict[str, Any]:
     asks for no accelerator at all (no `nvidia.com/gpu: 0`, meaningless on a Trainium node); workers get their
     accelerators, EFA and the libfabric env (the user's env wins)."""
     head = {"cpu": str(HEAD_CPU), "memory": f"{HEAD_MEMORY_GIB}Gi"}
-    labels = {m.LABEL_MANAGED: m.MANAGED_BY}
+    labels = {LABEL_MANAGED: MANAGER}
     if spec.recipe:
-        labels[m.LABEL_RECIPE] = spec.recipe
+        labels[train_m.LABEL_RECIPE] = spec.recipe
     body: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "kind": KIND,
@@ -148,7 +149,7 @@ def network_policy(job: str, namespace: str, owner_uid: str | None = None) -> di
     own = {"podSelector": {"matchLabels": {JOB_LABEL: job}}}
     dashboard = [{"protocol": "TCP", "port": DASHBOARD_PORT}]
     meta: dict[str, Any] = {"name": policy_name(job), "namespace": namespace,
-                            "labels": {m.LABEL_MANAGED: m.MANAGED_BY, JOB_LABEL: job}}
+                            "labels": {LABEL_MANAGED: MANAGER, JOB_LABEL: job}}
     if owner_uid:
         meta["ownerReferences"] = [{"apiVersion": API_VERSION, "kind": KIND, "name": job, "uid": owner_uid}]
     return {

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from instantstart.errors import InvalidInput
+from instantstart.manifests.labels import MANAGED_LABELS
 from instantstart.validation import DNS1123_LABEL_RE
 
 S3_CSI_DRIVER = "s3.csi.aws.com"
@@ -15,7 +16,6 @@ DEFAULT_NAMESPACE = "default"
 # Mountpoint ignores the size, but Kubernetes requires one on both objects; the claim asks for no more
 # than the volume offers so the binder accepts the pair.
 CAPACITY = "1200Gi"
-MANAGED_BY = {"app.kubernetes.io/managed-by": "instantstart"}
 LABEL_CLUSTER = "instantstart.io/cluster-tag"
 LABEL_CLAIM = "instantstart.io/storage"
 
@@ -81,7 +81,7 @@ def mount_options(region: str, prefix: str | None = None) -> list[str]:
 
 
 def _labels(cluster_tag: str, claim: str) -> dict[str, str]:
-    return {**MANAGED_BY, LABEL_CLUSTER: cluster_tag, LABEL_CLAIM: claim}
+    return {**MANAGED_LABELS, LABEL_CLUSTER: cluster_tag, LABEL_CLAIM: claim}
 
 
 def build_pv(

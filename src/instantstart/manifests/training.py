@@ -7,6 +7,7 @@ from typing import Any
 
 from instantstart.manifests import fsx
 from instantstart.manifests.env import EnvValue, env_entries
+from instantstart.manifests.labels import LABEL_MANAGED, MANAGER
 from instantstart.manifests.resources import GPU as GPU
 from instantstart.manifests.resources import PodResources, efa_env
 
@@ -16,8 +17,6 @@ API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "HyperPodPyTorchJob"
 PLURAL = "hyperpodpytorchjobs"
 CRD = f"{PLURAL}.{GROUP}"
-MANAGED_BY = "instantstart"
-LABEL_MANAGED = "app.kubernetes.io/managed-by"
 LABEL_RECIPE = "instantstart.io/recipe"
 POD_JOB_LABEL = "HPJob"  # the label the operator puts on a job's pods
 CONTAINER = "pytorch-job-container"
@@ -155,7 +154,7 @@ def job(spec: JobSpec) -> dict[str, Any]:
         volumes.append({"name": "s3", "persistentVolumeClaim": {"claimName": spec.s3_claim}})
     if spec.fsx_claim:
         volumes.append(fsx.claim_volume(spec.fsx_claim))
-    labels = {LABEL_MANAGED: MANAGED_BY}
+    labels = {LABEL_MANAGED: MANAGER}
     if spec.recipe:
         labels[LABEL_RECIPE] = spec.recipe
     template: dict[str, Any] = {

@@ -6,6 +6,7 @@ from typing import Any
 
 from instantstart.kube import k8s
 from instantstart.kube.calls import as_dict, kube_call
+from instantstart.manifests.labels import LABEL_MANAGED, MANAGER
 from instantstart.manifests.storage import DEFAULT_NAMESPACE
 
 HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
@@ -119,7 +120,7 @@ def read_claims(api: k8s.ApiClient) -> list[dict[str, Any]]:
                 "bound": phase == "Bound",
                 "volumeName": spec.get("volumeName") or None,
                 "storageClassName": spec.get("storageClassName"),
-                "managed": (md.get("labels") or {}).get("app.kubernetes.io/managed-by") == "instantstart",
+                "managed": (md.get("labels") or {}).get(LABEL_MANAGED) == MANAGER,
             }
         )
     return claims

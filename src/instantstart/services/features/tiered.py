@@ -13,6 +13,7 @@ from instantstart.errors import DependencyFailed, PreconditionFailed
 from instantstart.kube import k8s
 from instantstart.kube.calls import kube_call
 from instantstart.manifests import iam_policies as pol
+from instantstart.manifests.labels import LABEL_MANAGED, MANAGED_LABELS, MANAGER
 from instantstart.services.capacity.group_allowlist import resubmit_spec
 from instantstart.services.core.installation import installation_id
 from instantstart.services.core.ledger import aws_tags, record
@@ -28,7 +29,6 @@ NAMESPACE = "default"
 SERVICE_ACCOUNT = "hyperpod-checkpointing"
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 ROLE = "checkpointing"
-MANAGED_LABEL = ("app.kubernetes.io/managed-by", "instantstart")
 THUMBPRINT = "9e99a48a9960b14926bb7f3b02e22da2b0ab7280"
 
 
@@ -146,7 +146,7 @@ def ensure_annotation(core: k8s.CoreV1Api, who: Subject, role_arn: str) -> str |
                 details={"fields": [{"field": "tieredStorage.namespace", "message": "no such namespace"}]},
             )
         body = {"metadata": {"name": who.service_account, "namespace": who.namespace,
-                             "labels": dict([MANAGED_LABEL]), "annotations": {ROLE_ANNOTATION: role_arn}}}
+                             "labels": dict(MANAGED_LABELS), "annotations": {ROLE_ANNOTATION: role_arn}}}
         kube_call("create the checkpointing service account", core.create_namespaced_service_account,
                   who.namespace, body)
         return "serviceAccount"
@@ -163,7 +163,7 @@ def remove_annotation(core: k8s.CoreV1Api, who: Subject) -> str | None:
     sa = kube_call("read the checkpointing service account", read_sa, core, who)
     if sa is None:
         return None
-    if (sa.metadata.labels or {}).get(MANAGED_LABEL[0]) == MANAGED_LABEL[1]:
+    if (sa.metadata.labels or {}).get(LABEL_MANAGED) == MANAGER:
         kube_call("delete the checkpointing service account", core.delete_namespaced_service_account,
                   who.service_account, who.namespace)
         return "serviceAccount"

@@ -13,12 +13,13 @@ from __future__ import annotations
 from typing import Any
 
 from instantstart.manifests import inference_endpoint as iec
-from instantstart.manifests import ray_job as r
-from instantstart.manifests import training as m
+from instantstart.manifests import ray_job as ray_m
+from instantstart.manifests import training as train_m
+from instantstart.manifests.labels import LABEL_MANAGED
 from instantstart.services.monitoring.state import register_kinds
 
 Obj = dict[str, Any]
-_KEPT_LABELS = (m.LABEL_RECIPE, m.LABEL_MANAGED)
+_KEPT_LABELS = (train_m.LABEL_RECIPE, LABEL_MANAGED)
 _CONDITION_KEYS = ("type", "status", "reason", "message", "lastTransitionTime")
 
 
@@ -44,11 +45,11 @@ def pytorchjob_view(obj: Obj) -> Obj:
     if specs:
         tmpl = (specs[0].get("template") or {}).get("spec") or {}
         container = (tmpl.get("containers") or [{}])[0]
-        selector = _some(tmpl.get("nodeSelector") or {}, m.INSTANCE_TYPE_LABEL)
+        selector = _some(tmpl.get("nodeSelector") or {}, train_m.INSTANCE_TYPE_LABEL)
         replicas[0]["template"] = {"spec": {"nodeSelector": selector,
                                             "containers": [_some(container, "image", "command")]}}
     return {
-        "kind": m.KIND,
+        "kind": train_m.KIND,
         "metadata": _meta(obj.get("metadata") or {}),
         "spec": {"replicaSpecs": replicas, "runPolicy": spec.get("runPolicy") or {}},
         "status": {"conditions": _conditions(status), "restartCount": status.get("restartCount"),
@@ -66,12 +67,12 @@ def rayjob_view(obj: Obj) -> Obj:
     if groups:
         tmpl = (groups[0].get("template") or {}).get("spec") or {}
         workers[0]["template"] = {"spec": {"nodeSelector": _some(tmpl.get("nodeSelector") or {},
-                                                                 m.INSTANCE_TYPE_LABEL)}}
+                                                                 train_m.INSTANCE_TYPE_LABEL)}}
     kept = _some(spec, "entrypoint", "backoffLimit", "shutdownAfterJobFinishes", "ttlSecondsAfterFinished",
                  "activeDeadlineSeconds")
     head_container = _some((head.get("containers") or [{}])[0], "image")
     return {
-        "kind": r.KIND,
+        "kind": ray_m.KIND,
         "metadata": _meta(obj.get("metadata") or {}),
         "spec": {**kept, "rayClusterSpec": {"headGroupSpec": {"template": {"spec": {"containers": [head_container]}}},
                                             "workerGroupSpecs": workers}},
@@ -124,9 +125,9 @@ def jumpstart_view(obj: Obj) -> Obj:
 
 
 CUSTOM_KINDS = {
-    "hyperpodpytorchjobs": (f"/apis/{m.GROUP}/{m.VERSION}/{m.PLURAL}", pytorchjob_view),
-    "rayjobs": (f"/apis/{r.GROUP}/{r.VERSION}/{r.PLURAL}", rayjob_view),
-    "rayclusters": (f"/apis/{r.GROUP}/{r.VERSION}/rayclusters", raycluster_view),
+    "hyperpodpytorchjobs": (f"/apis/{train_m.GROUP}/{train_m.VERSION}/{train_m.PLURAL}", pytorchjob_view),
+    "rayjobs": (f"/apis/{ray_m.GROUP}/{ray_m.VERSION}/{ray_m.PLURAL}", rayjob_view),
+    "rayclusters": (f"/apis/{ray_m.GROUP}/{ray_m.VERSION}/rayclusters", raycluster_view),
     "inferenceendpointconfigs": (f"/apis/{iec.GROUP}/{iec.VERSION}/{iec.PLURAL}", endpoint_config_view),
     "jumpstartmodels": (f"/apis/{iec.GROUP}/{iec.VERSION}/{iec.JUMPSTART_PLURAL}", jumpstart_view),
 }

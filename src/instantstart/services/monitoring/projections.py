@@ -5,15 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from instantstart.manifests import inference as inf
-from instantstart.manifests import ray_job as r
-from instantstart.manifests import training as m
+from instantstart.manifests import ray_job as ray_m
+from instantstart.manifests import training as train_m
+from instantstart.manifests.labels import LABEL_MANAGED, MANAGER
 from instantstart.manifests.storage import DEFAULT_NAMESPACE
 from instantstart.services.cluster.status_reads import GPU, NEURON, _node_summary, pod_request
 
 Obj = dict[str, Any]
 # The labels that tie a pod to its training job (the operator's job label, a Ray cluster's, a Ray submitter's):
 # the only labels a pod's projection keeps, and what state.PodLabels indexes.
-JOB_POD_LABELS = (m.POD_JOB_LABEL, r.CLUSTER_LABEL, r.SUBMITTER_LABEL)
+JOB_POD_LABELS = (train_m.POD_JOB_LABEL, ray_m.CLUSTER_LABEL, ray_m.SUBMITTER_LABEL)
 _SERVER_LABELS = (inf.LABEL_MANAGED, inf.LABEL_ENGINE)
 _SERVER_ANNOTATIONS = (inf.ANNOTATION_MODEL, inf.ANNOTATION_PORT, inf.ANNOTATION_GPUS)
 
@@ -58,7 +59,7 @@ def claim_view(claim: Obj) -> Obj:
         "bound": phase == "Bound",
         "volumeName": spec.get("volumeName") or None,
         "storageClassName": spec.get("storageClassName"),
-        "managed": (md.get("labels") or {}).get("app.kubernetes.io/managed-by") == "instantstart",
+        "managed": (md.get("labels") or {}).get(LABEL_MANAGED) == MANAGER,
     }
 
 

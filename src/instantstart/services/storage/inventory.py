@@ -12,8 +12,9 @@ from instantstart.context import AppContext, CallContext
 from instantstart.errors import Conflict, NotFound, PreconditionFailed
 from instantstart.kube import k8s
 from instantstart.kube.calls import as_dict, kube_api, kube_call
-from instantstart.manifests import storage as m
+from instantstart.manifests import storage as storage_m
 from instantstart.manifests.fsx import FSX_CSI_DRIVER
+from instantstart.manifests.labels import MANAGED_LABELS
 from instantstart.operations.models import OperationRef
 from instantstart.services.core.registry import update_cluster
 from instantstart.services.core.stages import blocking
@@ -23,7 +24,7 @@ from instantstart.services.storage.s3_claims import active_cluster, read_object
 from instantstart.store.models import ClusterRow
 from instantstart.validation import KubeName
 
-DRIVERS = {m.S3_CSI_DRIVER: "s3", FSX_CSI_DRIVER: "fsx"}
+DRIVERS = {storage_m.S3_CSI_DRIVER: "s3", FSX_CSI_DRIVER: "fsx"}
 DONE_PHASES = ("Succeeded", "Failed")
 
 
@@ -54,7 +55,7 @@ class StorageDeleteRequest(WireModel):
     """Which claim to delete."""
 
     name: KubeName = Field(description="The claim's name (storage_list shows them).")
-    namespace: KubeName = Field(default=m.DEFAULT_NAMESPACE, description="The claim's namespace.")
+    namespace: KubeName = Field(default=storage_m.DEFAULT_NAMESPACE, description="The claim's namespace.")
     keep_file_system: bool = Field(
         default=False, description="FSx only: keep the file system fsx_storage_create made (default: delete it)."
     )
@@ -101,10 +102,10 @@ def _claim_of(pv: dict[str, Any], pvcs: dict[str, dict[str, Any]], mounts: dict[
     ref = spec.get("claimRef") or {}
     if csi.get("driver") not in DRIVERS or not ref.get("name"):
         return None
-    ns, name = ref.get("namespace", m.DEFAULT_NAMESPACE), ref["name"]
+    ns, name = ref.get("namespace", storage_m.DEFAULT_NAMESPACE), ref["name"]
     pvc = pvcs.get(f"{ns}/{name}")
-    source = m.pv_source(pv)
-    is_s3 = csi["driver"] == m.S3_CSI_DRIVER
+    source = storage_m.pv_source(pv)
+    is_s3 = csi["driver"] == storage_m.S3_CSI_DRIVER
     return StorageClaim(
         name=name,
         namespace=ns,
@@ -183,8 +184,8 @@ def _foreign(kind: str, name: str, body: dict[str, Any] | None) -> str | None:
     if body is None:
         return None
     labels = (body.get("metadata") or {}).get("labels") or {}
-    key, value = next(iter(m.MANAGED_BY.items()))
-    if labels.get(key) == value and labels.get(m.LABEL_CLAIM):
+    key, value = next(iter(MANAGED_LABELS.items()))
+    if labels.get(key) == value and labels.get(storage_m.LABEL_CLAIM):
         return None
     found = f"{key}={labels[key]}" if key in labels else f"no {key} label"
     return f"{kind} {name} has {found}"
@@ -201,10 +202,10 @@ def check_ours(app: AppContext, row: ClusterRow, claim: StorageClaim) -> None:
     problems = [p for p in (_foreign("PersistentVolume", claim.persistent_volume, pv),
                             _foreign("PersistentVolumeClaim", f"{claim.namespace}/{claim.name}", pvc)) if p]
     if problems:
-        key, value = next(iter(m.MANAGED_BY.items()))
+        key, value = next(iter(MANAGED_LABELS.items()))
         raise PreconditionFailed(
             f"Storage {claim.namespace}/{claim.name} was not created by InstantStart ({'; '.join(problems)}; ours "
-            f"carry {key}={value} and {m.LABEL_CLAIM}), so storage_delete leaves it alone.",
+            f"carry {key}={value} and {storage_m.LABEL_CLAIM}), so storage_delete leaves it alone.",
             hint=f"If it is no longer needed, its owner deletes it: kubectl delete pvc {claim.name} -n "
             f"{claim.namespace}; kubectl delete pv {claim.persistent_volume}. To manage it here instead, adopt it "
             "with s3_storage_create or fsx_storage_create under the same name and source (that labels it).",

@@ -10,10 +10,11 @@ from instantstart.aws import identity, s3
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import Conflict, InvalidInput, NotFound
 from instantstart.kube import k8s
+from instantstart.kube.apply import FIELD_MANAGER
 from instantstart.kube.calls import as_dict, kube_api, kube_call
 from instantstart.manifests import fsx as fsx_m
 from instantstart.manifests import iam_policies as pol
-from instantstart.manifests import storage as m
+from instantstart.manifests import storage as storage_m
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.services.cluster.params import StorageParams
 from instantstart.services.core.project_bucket import project_bucket_reason, remembered_bucket
@@ -22,7 +23,6 @@ from instantstart.services.core.stages import blocking, project_bucket, record_d
 from instantstart.services.storage.claim_iam import widen_csi_role
 from instantstart.store.models import ClusterRow
 
-FIELD_MANAGER = "instantstart"
 APPLY = "application/apply-patch+yaml"
 BIND_TIMEOUT = 300
 
@@ -52,9 +52,11 @@ def bucket_region(app: AppContext, bucket: str, region: str) -> str | None:
 
 def storage_spec(app: AppContext, row: ClusterRow, given: dict[str, Any], *, field_prefix: str = "") -> dict[str, Any]:
     """Validated {name, bucketName, region, prefix}; the bucket must exist (blocking; raises InvalidInput/NotFound)."""
-    name = m.validate_claim_name(given.get("name") or m.DEFAULT_CLAIM, f"{field_prefix}name")
-    bucket = m.validate_bucket_name(given.get("bucketName") or default_bucket(app, row), f"{field_prefix}bucketName")
-    prefix = m.validate_prefix(given["prefix"], f"{field_prefix}prefix") if given.get("prefix") else None
+    name = storage_m.validate_claim_name(given.get("name") or storage_m.DEFAULT_CLAIM, f"{field_prefix}name")
+    bucket = storage_m.validate_bucket_name(
+        given.get("bucketName") or default_bucket(app, row), f"{field_prefix}bucketName"
+    )
+    prefix = storage_m.validate_prefix(given["prefix"], f"{field_prefix}prefix") if given.get("prefix") else None
     own = (row.details or {}).get("bucket") or default_bucket(app, row)
     if not given.get("bucketName") or bucket == own:
         # The shared project bucket: only this cluster's data prefix (the CSI role may write nowhere else).
@@ -125,8 +127,8 @@ def ensure_object(api: k8s.ApiClient, desired: dict[str, Any]) -> tuple[dict[str
     found = kube_call(action, read_object, api, kind, md["name"], md.get("namespace", ""))
     if found is not None:
         fsx_pv = ((desired.get("spec") or {}).get("csi") or {}).get("driver") == fsx_m.FSX_CSI_DRIVER
-        differ = (fsx_m.pv_differences if fsx_pv else m.pv_differences) if kind == "PersistentVolume" else None
-        problems = differ(found, desired) if differ else m.pvc_differences(found, desired)
+        differ = (fsx_m.pv_differences if fsx_pv else storage_m.pv_differences) if kind == "PersistentVolume" else None
+        problems = differ(found, desired) if differ else storage_m.pvc_differences(found, desired)
         if problems:
             raise Conflict(
                 f"{kind} {md['name']} already exists and differs: {'; '.join(problems)}.",
@@ -142,7 +144,7 @@ def claim_phase(api: k8s.ApiClient, name: str, namespace: str) -> str:
     return str(((found or {}).get("status") or {}).get("phase") or "Missing")
 
 
-def csi_driver_installed(api: k8s.ApiClient, driver: str = m.S3_CSI_DRIVER) -> bool:
+def csi_driver_installed(api: k8s.ApiClient, driver: str = storage_m.S3_CSI_DRIVER) -> bool:
     """Whether the CSIDriver object `driver` (default: Mountpoint for S3) exists (blocking)."""
     try:
         k8s.StorageV1Api(api).read_csi_driver(driver)
@@ -169,15 +171,15 @@ async def stage_storage(stage: StageContext) -> dict[str, Any]:
         spec = await blocking(storage_spec, app, row, given, field_prefix="storage.")
     except (InvalidInput, NotFound):
         raise
-    name, namespace = spec["name"], m.DEFAULT_NAMESPACE
+    name, namespace = spec["name"], storage_m.DEFAULT_NAMESPACE
     api = await blocking(kube_api, app.kube, row.eks_cluster_name, row.region)
     driver = await blocking(kube_call, "read CSIDriver", csi_driver_installed, api)
     if not driver:
         await stage.progress(
-            f"note: CSIDriver {m.S3_CSI_DRIVER} is not installed yet; the claim binds but pods cannot mount it "
+            f"note: CSIDriver {storage_m.S3_CSI_DRIVER} is not installed yet; the claim binds but pods cannot mount it "
             "until cluster_configure_dependencies installs the Mountpoint for S3 CSI driver"
         )
-    pv = m.build_pv(
+    pv = storage_m.build_pv(
         cluster_tag=tag,
         claim=name,
         bucket=spec["bucketName"],
@@ -185,11 +187,11 @@ async def stage_storage(stage: StageContext) -> dict[str, Any]:
         namespace=namespace,
         prefix=spec["prefix"],
     )
-    pvc = m.build_pvc(cluster_tag=tag, claim=name, namespace=namespace)
+    pvc = storage_m.build_pvc(cluster_tag=tag, claim=name, namespace=namespace)
     widened = await blocking(widen_csi_role, app, row, name, spec)
     if widened:
         await stage.progress(f"IAM role {widened}: also s3://{spec['bucketName']}/{spec['prefix'] or ''} (this claim)")
-    await stage.progress(f"PersistentVolume {m.pv_name(name)} on s3://{spec['bucketName']} ({spec['region']})")
+    await stage.progress(f"PersistentVolume {storage_m.pv_name(name)} on s3://{spec['bucketName']} ({spec['region']})")
     _, pv_created = await blocking(ensure_object, api, pv)
     await stage.progress(f"PersistentVolumeClaim {namespace}/{name}")
     _, pvc_created = await blocking(ensure_object, api, pvc)
@@ -203,11 +205,11 @@ async def stage_storage(stage: StageContext) -> dict[str, Any]:
     app.cache.invalidate(f"kube:{row.region}:{row.eks_cluster_name}:pvcs")  # status shows it Bound at once
     record = {
         "namespace": namespace,
-        "persistentVolume": m.pv_name(name),
+        "persistentVolume": storage_m.pv_name(name),
         "bucketName": spec["bucketName"],
         "region": spec["region"],
         "prefix": spec["prefix"],
-        "driver": m.S3_CSI_DRIVER,
+        "driver": storage_m.S3_CSI_DRIVER,
         "csiDriverInstalled": driver,
     }
     storage_all = {**((row.details or {}).get("storage") or {}), name: record}
@@ -235,11 +237,13 @@ async def active_cluster(ctx: CallContext) -> ClusterRow:
 def claim_source(app: AppContext, row: ClusterRow, claim: str) -> dict[str, Any]:
     """The bucket, Region and prefix behind a claim: from Kubernetes (claim → PV), else the recorded storage."""
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
-    pvc = kube_call(f"read claim {claim}", read_object, api, "PersistentVolumeClaim", claim, m.DEFAULT_NAMESPACE)
+    pvc = kube_call(
+        f"read claim {claim}", read_object, api, "PersistentVolumeClaim", claim, storage_m.DEFAULT_NAMESPACE
+    )
     volume = ((pvc or {}).get("spec") or {}).get("volumeName")
     pv = kube_call(f"read volume {volume}", read_object, api, "PersistentVolume", volume, "") if volume else None
-    if pv is not None and m.pv_source(pv)["driver"] == m.S3_CSI_DRIVER:
-        source = m.pv_source(pv)
+    if pv is not None and storage_m.pv_source(pv)["driver"] == storage_m.S3_CSI_DRIVER:
+        source = storage_m.pv_source(pv)
         return {"bucketName": source["bucket"], "region": source["region"] or row.region, "prefix": source["prefix"]}
     recorded = ((row.details or {}).get("storage") or {}).get(claim)
     if pvc is None and recorded:

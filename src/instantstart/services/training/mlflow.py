@@ -19,6 +19,7 @@ from instantstart.errors import Conflict, DependencyFailed, PreconditionFailed
 from instantstart.kube.apply import apply_object
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.manifests import iam_policies as pol
+from instantstart.manifests.labels import MANAGED_LABELS
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
@@ -173,7 +174,7 @@ def _identity(stage: StageContext, p: MlflowParams) -> dict[str, Any]:
     kube_call("apply the training service account", apply_object, api, {
         "apiVersion": "v1", "kind": "ServiceAccount",
         "metadata": {"name": SERVICE_ACCOUNT, "namespace": p.namespace,
-                     "labels": {"app.kubernetes.io/managed-by": "instantstart"}}})
+                     "labels": dict(MANAGED_LABELS)}})
     config = {"trackingServerName": p.name, "trackingServerArn": arn,
               "trackingServerUrl": stage.outputs["wait"].get("trackingServerUrl"), "namespace": p.namespace,
               "serviceAccount": SERVICE_ACCOUNT, "roleArn": role_arn,

@@ -14,7 +14,7 @@ import yaml
 from instantstart.aws import eks as eks_api
 from instantstart.aws import identity
 from instantstart.context import AppContext
-from instantstart.errors import NotFound
+from instantstart.errors import DependencyFailed, NotFound
 from instantstart.manifests import iam_policies as pol
 from instantstart.services.cluster.dependencies.catalog import Dependency
 from instantstart.services.cluster.dependencies.identity import (
@@ -23,7 +23,7 @@ from instantstart.services.cluster.dependencies.identity import (
     ensure_pod_identity_role,
 )
 from instantstart.services.cluster.dependencies.readiness import wait_ready
-from instantstart.services.cluster.dependencies.results import DependencyFailed, DepResult, Progress, Target
+from instantstart.services.cluster.dependencies.results import DepResult, Progress, Target
 from instantstart.services.core.installation import installation_id
 from instantstart.services.core.ledger import record, tag_map
 from instantstart.services.core.registry import get_cluster
@@ -81,7 +81,7 @@ class AddonSteps:
                 name = self.target.eks_cluster_name
                 cluster = await blocking(eks_api.describe_cluster, self.app.aws, self.target.region, name)
                 if cluster is None:
-                    raise DependencyFailed(f"EKS cluster {name} does not exist.", "Run the EKS stage first.")
+                    raise DependencyFailed(f"EKS cluster {name} does not exist.", hint="Run the EKS stage first.")
                 self._k8s_version = str(cluster["version"])
             return self._k8s_version
 
@@ -107,13 +107,13 @@ class AddonSteps:
                 raise DependencyFailed(
                     f"EKS offers no version of the add-on {dep.addon} at or above {dep.min_version} for "
                     f"Kubernetes {k8s_version}.",
-                    "Upgrade the cluster's Kubernetes version, then run the request again.",
+                    hint="Upgrade the cluster's Kubernetes version, then run the request again.",
                 )
         if chosen is not None:
             return chosen
         raise DependencyFailed(
             f"EKS offers no version of the add-on {dep.addon} for Kubernetes {k8s_version}.",
-            "Pin a version in the dependency catalog or upgrade the cluster's Kubernetes version.",
+            hint="Pin a version in the dependency catalog or upgrade the cluster's Kubernetes version.",
         )
 
     def prepare(self, dep: Dependency) -> None:
@@ -234,8 +234,8 @@ class AddonSteps:
         ]
         return DependencyFailed(
             f"add-on {name} is {addon.get('status')}: {'; '.join(issues)}",
-            f"Delete the add-on (DeleteAddon {name}) after fixing the cause, then run cluster_configure_dependencies"
-            " again; it will be created anew.",
+            hint=f"Delete the add-on (DeleteAddon {name}) after fixing the cause, then run "
+            "cluster_configure_dependencies again; it will be created anew.",
         )
 
     async def wait(self, name: str, gone: bool = False) -> dict[str, Any] | None:
@@ -248,7 +248,8 @@ class AddonSteps:
                     return None
             elif addon is None:
                 raise DependencyFailed(
-                    f"add-on {name} disappeared while being installed.", "Run cluster_configure_dependencies again."
+                    f"add-on {name} disappeared while being installed.",
+                    hint="Run cluster_configure_dependencies again.",
                 )
             elif addon.get("status") in ADDON_FAILED:
                 raise self._failure(name, addon)
@@ -257,7 +258,7 @@ class AddonSteps:
             if time.monotonic() > deadline:
                 raise DependencyFailed(
                     f"add-on {name} stayed {addon.get('status') if addon else 'DELETING'} for {ADDON_TIMEOUT}s.",
-                    "Check the add-on in the EKS console, then run cluster_configure_dependencies again.",
+                    hint="Check the add-on in the EKS console, then run cluster_configure_dependencies again.",
                     retryable=True,
                 )
             waited = time.monotonic() - (deadline - ADDON_TIMEOUT)
@@ -269,7 +270,7 @@ class AddonSteps:
         if not self.target.bucket:
             raise DependencyFailed(
                 f"{dep.name} needs the project bucket, which the cluster's EKS stage did not record.",
-                "Run the EKS stage again (operation_retry) so it records the bucket.",
+                hint="Run the EKS stage again (operation_retry) so it records the bucket.",
             )
         owner = Owner(self.app.db, self.target.tag, self.target.operation_id, self.target.region)
         role_name = f"instantstart-{self.target.tag}-{spec.role}"

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from instantstart.context import AppContext
+from instantstart.errors import DependencyFailed
 from instantstart.kube.helm import Connection, Helm, list_entry
 from instantstart.kube.helm_binary import resolve_helm
 from instantstart.services.cluster.dependencies.catalog import Dependency
 from instantstart.services.cluster.dependencies.readiness import wait_ready
-from instantstart.services.cluster.dependencies.results import DependencyFailed, DepResult, Progress, Target
+from instantstart.services.cluster.dependencies.results import DepResult, Progress, Target
 from instantstart.services.core.stages import blocking
 
 HELM_TIMEOUT = 10 * 60
@@ -39,7 +40,7 @@ class HelmSteps:
         if not repo:
             raise DependencyFailed(
                 f"No chart repository is configured for {dep.chart}.",
-                "Set INSTANTSTART_HELM_REPOSITORY_URL to a repository serving the chart (serve --twin sets it).",
+                hint="Set INSTANTSTART_HELM_REPOSITORY_URL to a repository serving the chart (serve --twin sets it).",
             )
         result.desired["repository"] = repo
         helm = await self.helm()
@@ -70,7 +71,7 @@ class HelmSteps:
         if current is None or current.get("status") != "deployed":
             raise DependencyFailed(
                 f"helm release {dep.release} is {current.get('status') if current else 'missing'}.",
-                "Run cluster_configure_dependencies again; if it persists, uninstall the release.",
+                hint="Run cluster_configure_dependencies again; if it persists, uninstall the release.",
             )
         result.actual.update(
             {"chart": current.get("chart"), "revision": int(current.get("revision") or 0), "status": "deployed"}

@@ -7,9 +7,10 @@ import time
 from typing import Any
 
 from instantstart.context import AppContext
+from instantstart.errors import DependencyFailed
 from instantstart.kube import k8s
 from instantstart.services.cluster.dependencies.catalog import Dependency, WorkloadRef
-from instantstart.services.cluster.dependencies.results import DependencyFailed, DepResult, Target
+from instantstart.services.cluster.dependencies.results import DepResult, Target
 from instantstart.services.core.stages import blocking, next_poll
 
 READY_TIMEOUT = 10 * 60
@@ -39,7 +40,7 @@ async def wait_ready(app: AppContext, target: Target, dep: Dependency, result: D
             raise DependencyFailed(
                 f"{dep.name}: not ready: "
                 + "; ".join(f"{s['kind']} {s['namespace']}/{s['name']}: {s['message']}" for s in waiting),
-                "Check the workloads' pods (events, image pulls), then run cluster_configure_dependencies again.",
+                hint="Check the workloads' pods (events, image pulls), then run cluster_configure_dependencies again.",
                 retryable=True,
             )
         waited = time.monotonic() - (deadline - READY_TIMEOUT)

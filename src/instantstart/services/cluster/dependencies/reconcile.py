@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from instantstart.context import AppContext
+from instantstart.errors import DependencyFailed
 from instantstart.kube.helm import Helm
 from instantstart.services.cluster.dependencies import manifests as dependency_manifests
 from instantstart.services.cluster.dependencies.addons import AddonSteps, desired_config, parse_config, version_key
@@ -14,7 +15,6 @@ from instantstart.services.cluster.dependencies.catalog import Dependency, Depen
 from instantstart.services.cluster.dependencies.helm_steps import HelmSteps
 from instantstart.services.cluster.dependencies.readiness import workload_states
 from instantstart.services.cluster.dependencies.results import (
-    DependencyFailed,
     DepResult,
     Progress,
     Target,
@@ -137,7 +137,7 @@ class Reconciler:
                 if needed_by:
                     raise DependencyFailed(
                         f"{dep.name} is still needed by {', '.join(needed_by)}.",
-                        f"Disable {', '.join(needed_by)} first, or together with {dep.name}.",
+                        hint=f"Disable {', '.join(needed_by)} first, or together with {dep.name}.",
                     )
                 await self.progress(f"{dep.name}: removing ({dep.source})")
                 result.action = await self._remove_one(dep, present=dep.name in installed)

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from instantstart.aws.errors import translate
-from instantstart.errors import InstantStartError
+from instantstart.errors import DependencyFailed, InstantStartError
 from instantstart.kube import k8s
 from instantstart.kube.helm import HelmError
 
@@ -55,30 +55,20 @@ class DepResult:
         }
 
 
-class DependencyFailed(Exception):
-    """One dependency cannot be reconciled; carries the message and the hint shown for it."""
-
-    def __init__(self, message: str, hint: str, *, retryable: bool = False) -> None:
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
-        self.retryable = retryable
-
-
 def failure_of(exc: BaseException) -> DependencyFailed:
     """Any failure of one dependency's reconcile as a DependencyFailed (message, hint, retryable)."""
     if isinstance(exc, DependencyFailed):
         return exc
     if isinstance(exc, HelmError):
-        return DependencyFailed(exc.message, exc.hint if exc.hint != exc.default_hint else _helm_hint(exc.stderr))
+        return DependencyFailed(exc.message, hint=exc.hint if exc.hint != exc.default_hint else _helm_hint(exc.stderr))
     if isinstance(exc, InstantStartError):
-        return DependencyFailed(exc.message, exc.hint, retryable=exc.retryable)
+        return DependencyFailed(exc.message, hint=exc.hint, retryable=exc.retryable)
     if isinstance(exc, k8s.ApiException):
         return DependencyFailed(
-            f"Kubernetes API: {exc.status} {exc.reason}", "Check the cluster's API server.", retryable=True
+            f"Kubernetes API: {exc.status} {exc.reason}", hint="Check the cluster's API server.", retryable=True
         )
     error = translate(exc if isinstance(exc, Exception) else Exception(str(exc)), "reconcile")
-    return DependencyFailed(error.message, error.hint, retryable=error.retryable)
+    return DependencyFailed(error.message, hint=error.hint, retryable=error.retryable)
 
 
 def _helm_hint(stderr: str) -> str:
