@@ -9,6 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from sqlalchemy import update
@@ -189,3 +190,20 @@ def test_token_lifecycle(server: Running) -> None:
     assert post(server, "user_me", {}, fresh)[0] == 401
     # The bootstrap admin stays admin.
     assert post(server, "user_update", {"name": "admin", "role": "viewer"})[1]["error"]["code"] == "PRECONDITION_FAILED"
+
+
+def test_a_web_session_is_the_user_it_signed_in_as_until_the_token_is_revoked(server: Running) -> None:
+    token = make_user(server, "erin", "viewer")
+    with httpx.Client(base_url=server.url, timeout=30) as browser:
+        assert browser.post("/sign-in", data={"token": token}, headers={"Origin": server.url}).status_code == 303
+        page = browser.get("/").text
+        csrf = page.split('name="csrf-token" content="', 1)[1].split('"', 1)[0]
+        me = browser.get("/api/v1/me").json()
+        assert (me["user"], me["role"], me["face"]) == ("erin", "viewer", "ui")
+        refused = browser.post("/api/v1/clusters", json={"clusterTag": "x"}, headers={"X-InstantStart-CSRF": csrf})
+        assert refused.status_code == 403 and refused.json()["error"]["code"] == "FORBIDDEN"
+        _, trail = post(server, "audit_list", {"user": "erin"})
+        assert [(e["face"], e["outcome"]) for e in trail["entries"]] == [("ui", "denied")]
+        assert post(server, "token_revoke", {"name": "main", "user": "erin"})[0] == 200
+        gone = browser.get("/api/v1/me")
+        assert gone.status_code == 401 and "sign in again" in gone.json()["error"]["message"]
