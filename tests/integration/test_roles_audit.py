@@ -199,7 +199,7 @@ def test_a_web_session_is_the_user_it_signed_in_as_until_the_token_is_revoked(se
         page = browser.get("/").text
         csrf = page.split('name="csrf-token" content="', 1)[1].split('"', 1)[0]
         me = browser.get("/api/v1/me").json()
-        assert (me["user"], me["role"], me["face"]) == ("erin", "viewer", "ui")
+        assert (me["user"], me["role"], me["tokenName"]) == ("erin", "viewer", "main")
         refused = browser.post("/api/v1/clusters", json={"clusterTag": "x"}, headers={"X-InstantStart-CSRF": csrf})
         assert refused.status_code == 403 and refused.json()["error"]["code"] == "FORBIDDEN"
         _, trail = post(server, "audit_list", {"user": "erin"})

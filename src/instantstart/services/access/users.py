@@ -29,7 +29,6 @@ class Me(WireModel):
     user: str
     role: str
     token_name: str
-    face: str
     allowed_operations: list[str] = Field(description="Names of the operations this caller's role may call.")
 
 
@@ -93,11 +92,10 @@ def _fixed(name: str) -> None:
 
 @operation("user_me", method="GET", path="/me", example={})
 async def user_me(ctx: CallContext, req: NoInput) -> Me:
-    """Who is calling: user name, role, the name of the token used, the face, and the names of the
-    operations this role may call (the web UI shows only those)."""
+    """Who is calling: user name, role, the name of the token used, and the names of the operations this
+    role may call (the web UI shows only those)."""
     who = caller(ctx)
-    return Me(user=who.user, role=who.role, token_name=who.token_name, face=who.face,
-              allowed_operations=allowed(CATALOG, who))
+    return Me(user=who.user, role=who.role, token_name=who.token_name, allowed_operations=allowed(CATALOG, who))
 
 
 def list_users(db: Database) -> list[User]:
