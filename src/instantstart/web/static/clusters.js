@@ -23,7 +23,7 @@ export async function render(view, opArg, shell) {
     get("/availability-zones").catch((err) => ({ error: err })),
     get("/instances").catch((err) => ({ error: err })),
   ]);
-  const createCard = h("section", { class: "card", id: "create" }, createForm(zones, instances, shell));
+  const createCard = h("section", { class: "card", id: "create", "data-op": "cluster_create" }, createForm(zones, instances, shell));
   replace(view, h("div", { class: "stack" }, h("div", { class: "grid" },
     h("div", { class: "stack" }, createCard, importCard(shell)),
     h("div", { class: "stack" }, progressCard, listCard)), capacity.el, features.el, timeline.card));
@@ -240,7 +240,7 @@ function importCard(shell) {
   } },
     field("EKS cluster name", name), h("div", { class: "row" }, field("Cluster tag", tag), field("Region", region)),
     h("div", { class: "actions" }, h("button", { type: "submit", "data-op": "cluster_import" }, "Import")));
-  return h("section", { class: "card" }, h("details", {}, h("summary", {}, "Import an existing cluster"),
+  return h("section", { class: "card", id: "import", "data-op": "cluster_import" }, h("details", {}, h("summary", {}, "Import an existing cluster"),
     h("p", { class: "muted small" }, "Registers an EKS cluster (and its HyperPod cluster) without owning it: deleting it later never removes what it did not create."), form));
 }
 
