@@ -193,8 +193,9 @@ class Gate:
         session = self.sessions.from_headers(headers) if problem is None else None
         if session is None:
             return None, problem or "Missing or invalid API token."
-        signed_in = session.principal or Principal(BOOTSTRAP_USER, "admin", "bootstrap")
-        current = await to_thread.run_sync(self.auth.recheck, signed_in, session.token_id)
+        signed_in = session.principal
+        current = None if signed_in is None else await to_thread.run_sync(self.auth.recheck, signed_in,
+                                                                          session.token_id)
         if current is None:
             self.sessions.drop(session.sid)
             return None, "The token this session signed in with was revoked or has expired; sign in again."
