@@ -80,6 +80,9 @@ def test_every_builtin_operation_declares_a_role_and_the_roles_keep_their_promis
         assert not expected(name, "operator") and expected(name, "admin"), name
     assert expected("training_job_submit", "member") and not expected("training_job_submit", "viewer")
     assert expected("cluster_get_status", "viewer") and not expected("inference_call_model", "viewer")
+    for name in ("user_create", "token_create", "token_revoke"):  # says what it changes, never "Read-only."
+        description = CATALOG.get(name).tool_description  # type: ignore[union-attr]
+        assert "users and tokens at once" in description and "Read-only" not in description
 
 
 async def test_the_role_table_holds_over_rest_and_mcp_and_the_audit_trail_records_it(server: Running) -> None:

@@ -107,7 +107,10 @@ def create_token(db: Database, user: str, name: str, days: int | None) -> TokenC
 async def token_create(ctx: CallContext, req: TokenCreateRequest) -> TokenCreated:
     """Create a named API token for yourself (or, as admin, for another user) that expires after
     expiresInDays (default 90). The token is in this answer only: it is never stored (only its SHA-256
-    digest) and no other call shows it. Send it as `Authorization: Bearer <token>`."""
+    digest) and no other call shows it. Send it as `Authorization: Bearer <token>`.
+
+    Side-effecting: it changes the control plane's own users and tokens at once (no operation to poll); it is
+    no read, so an agent asks before calling it."""
     user = req.user or caller(ctx).user
     created = await to_thread.run_sync(create_token, ctx.app.db, user, req.name, req.expires_in_days)
     register_server_secret(created.token)  # never in a log line
@@ -148,5 +151,8 @@ def revoke_token(db: Database, user: str, name: str) -> TokenInfo:
            example={"name": "example-missing-token"})
 async def token_revoke(ctx: CallContext, req: TokenRevokeRequest) -> TokenInfo:
     """Revoke your API token with this name (or, as admin, another user's): it is refused from its next
-    request on, and a web session signed in with it ends."""
+    request on, and a web session signed in with it ends.
+
+    Side-effecting: it changes the control plane's own users and tokens at once (no operation to poll); it is
+    no read, so an agent asks before calling it."""
     return await to_thread.run_sync(revoke_token, ctx.app.db, req.user or caller(ctx).user, req.name)

@@ -131,7 +131,10 @@ async def user_create(ctx: CallContext, req: UserCreateRequest) -> User:
     """Create a user with a role (admin only): viewer reads; member also runs jobs, model servers, model
     downloads and calls models; operator also drives clusters, capacity, features and storage; admin also
     manages users and reads the audit trail. The same name and role again returns the existing user. The user
-    has no token yet: create one with token_create."""
+    has no token yet: create one with token_create.
+
+    Side-effecting: it changes the control plane's own users and tokens at once (no operation to poll); it is
+    no read, so an agent asks before calling it."""
     return await to_thread.run_sync(create_user, ctx.app.db, req.name, req.role, caller(ctx).user)
 
 
@@ -150,7 +153,10 @@ def update_user(db: Database, name: str, role: str) -> User:
            example={"name": "example-viewer", "role": "viewer"})
 async def user_update(ctx: CallContext, req: UserUpdateRequest) -> User:
     """Give a user another role (admin only); it applies to their next call with any of their tokens. The
-    bootstrap user `admin` (the api-token file) is always admin."""
+    bootstrap user `admin` (the api-token file) is always admin.
+
+    Side-effecting: it changes the control plane's own users and tokens at once (no operation to poll); it is
+    no read, so an agent asks before calling it."""
     return await to_thread.run_sync(update_user, ctx.app.db, req.name, req.role)
 
 
@@ -173,5 +179,8 @@ def delete_user(db: Database, name: str, by: str) -> User:
            example={"name": "example-missing-user"})
 async def user_delete(ctx: CallContext, req: UserDeleteRequest) -> User:
     """Delete a user and revoke every token of theirs at once (admin only); returns the deleted user. The
-    bootstrap user `admin` and yourself cannot be deleted."""
+    bootstrap user `admin` and yourself cannot be deleted.
+
+    Side-effecting: it changes the control plane's own users and tokens at once (no operation to poll); it is
+    no read, so an agent asks before calling it."""
     return await to_thread.run_sync(delete_user, ctx.app.db, req.name, caller(ctx).user)
