@@ -1,4 +1,4 @@
-"""The API token: generated at first start into the data dir (0700, token 0600), checked in constant time."""
+"""API tokens: the bootstrap token (generated at first start into the data dir, 0700/0600) and the users' tokens."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ import secrets
 import stat
 from pathlib import Path
 
+from instantstart.principal import BOOTSTRAP_TOKEN_NAME, BOOTSTRAP_USER, Principal
 from instantstart.settings import Settings
+from instantstart.store.access import live_token, resolve
+from instantstart.store.db import Database
 
 TOKEN_FILE = "api-token"
 
@@ -73,3 +76,45 @@ def check_bearer(header: str | None, token: str) -> bool:
     if scheme.lower() != "bearer" or not value:
         return False
     return hmac.compare_digest(value.strip().encode(), token.encode())
+
+
+def bearer_value(header: str | None) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header, else None."""
+    if not header:
+        return None
+    scheme, _, value = header.partition(" ")
+    return value.strip() if scheme.lower() == "bearer" and value.strip() else None
+
+
+class Authenticator:
+    """Who a presented token belongs to: the bootstrap token (the api-token file) is the bootstrap admin's;
+    any other is looked up by its SHA-256 digest among the users' live tokens."""
+
+    def __init__(self, bootstrap_token: str, db: Database) -> None:
+        self.bootstrap_token = bootstrap_token
+        self.db = db
+
+    def bootstrap(self, token: str) -> Principal | None:
+        """The bootstrap admin when `token` is the token file's (constant-time; no database read)."""
+        if hmac.compare_digest(token.encode(), self.bootstrap_token.encode()):
+            return Principal(BOOTSTRAP_USER, "admin", BOOTSTRAP_TOKEN_NAME)
+        return None
+
+    def resolve(self, token: str | None) -> tuple[Principal, str | None] | None:
+        """(principal, token id) for a valid token — the id is None for the bootstrap token; else None.
+        Reads the database: call it off the event loop."""
+        if not token:
+            return None
+        admin = self.bootstrap(token)
+        if admin is not None:
+            return admin, None
+        owner = resolve(self.db, token)
+        return None if owner is None else (Principal(owner.user, owner.role, owner.token_name), owner.token_id)
+
+    def recheck(self, principal: Principal, token_id: str | None) -> Principal | None:
+        """A signed-in session's principal again: None once its token is revoked or expired or its user
+        deleted; the user's current role otherwise."""
+        if token_id is None:
+            return principal
+        owner = live_token(self.db, token_id)
+        return None if owner is None else Principal(owner.user, owner.role, owner.token_name)

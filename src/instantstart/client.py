@@ -8,8 +8,10 @@ import httpx
 
 from instantstart.auth import read_token
 from instantstart.catalog.registry import OperationSpec
-from instantstart.catalog.routes import tool_route
+from instantstart.catalog.routes import API_PREFIX, tool_route
 from instantstart.settings import Settings
+
+ME_PATH = API_PREFIX + "/me"
 
 
 def tool_path(spec: OperationSpec) -> str:
@@ -18,11 +20,13 @@ def tool_path(spec: OperationSpec) -> str:
     return tool_route(spec.name)
 
 
-def connection(settings: Settings, server: str | None = None, token: str | None = None) -> tuple[str, dict[str, str]]:
-    """Base URL and auth headers for the running server."""
+def connection(
+    settings: Settings, server: str | None = None, token: str | None = None, face: str = "cli"
+) -> tuple[str, dict[str, str]]:
+    """Base URL and auth headers for the running server (`face` names this client in the audit trail)."""
     base = (server or settings.base_url).rstrip("/")
     secret = token or read_token(settings)
-    headers = {"Accept": "application/json"}
+    headers = {"Accept": "application/json", "X-InstantStart-Face": face}
     if secret:
         headers["Authorization"] = f"Bearer {secret}"
     return base, headers
@@ -85,7 +89,7 @@ class AsyncRestClient:
     def __init__(
         self, settings: Settings, server: str | None = None, token: str | None = None, timeout: float = 330.0
     ) -> None:
-        base, headers = connection(settings, server, token)
+        base, headers = connection(settings, server, token, face="mcp")
         self.http = httpx.AsyncClient(base_url=base, headers=headers, timeout=timeout)
 
     async def call(self, spec: OperationSpec, args: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
@@ -95,6 +99,16 @@ class AsyncRestClient:
         except httpx.HTTPError as exc:
             return True, unreachable(exc)
         return decode(response)
+
+    async def allowed(self) -> set[str]:
+        """The names of the operations this client's token may call (none when the server refuses it)."""
+        try:
+            response = await self.http.get(ME_PATH)
+        except httpx.HTTPError:
+            return set()
+        is_error, payload = decode(response)
+        names = payload.get("allowedOperations") if not is_error else None
+        return {str(name) for name in names} if isinstance(names, list) else set()
 
     async def aclose(self) -> None:
         """Close the connection pool."""

@@ -11,6 +11,7 @@ from instantstart.kube.client import KubeClients
 from instantstart.kube.informers import Informers
 from instantstart.operations.runner import Runner
 from instantstart.operations.stage import StageContext as EngineStageContext
+from instantstart.principal import Principal
 from instantstart.settings import Settings
 from instantstart.store.db import Database
 
@@ -34,10 +35,12 @@ StageContext: TypeAlias = EngineStageContext[AppContext]
 
 @dataclass
 class CallContext:
-    """One call of one operation, from any face."""
+    """One call of one operation, from any face. `principal` is the authenticated caller; None only for an
+    in-process call no face received (the event hub's snapshot reads), which no role check applies to."""
 
     app: AppContext
     idempotency_key: str | None = None
     request_id: str | None = None
     face: str = "rest"
     extra: dict[str, str] = field(default_factory=dict)
+    principal: Principal | None = None

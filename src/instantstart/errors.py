@@ -11,6 +11,7 @@ class ErrorCode(StrEnum):
 
     INVALID_INPUT = "INVALID_INPUT"
     UNAUTHORIZED = "UNAUTHORIZED"
+    FORBIDDEN = "FORBIDDEN"
     NOT_FOUND = "NOT_FOUND"
     CONFLICT = "CONFLICT"
     PRECONDITION_FAILED = "PRECONDITION_FAILED"
@@ -77,6 +78,14 @@ class Unauthorized(InstantStartError):
     code = ErrorCode.UNAUTHORIZED
     http_status = 401
     default_hint = "Send `Authorization: Bearer <token>`; the token is in the data dir's api-token file."
+
+
+class Forbidden(InstantStartError):
+    """The caller is known but their role may not call this operation; nothing was changed."""
+
+    code = ErrorCode.FORBIDDEN
+    http_status = 403
+    default_hint = "Ask an admin for a role that may call it (`instantstart user update`)."
 
 
 class NotFound(InstantStartError):

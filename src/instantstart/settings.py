@@ -107,6 +107,9 @@ class Settings(BaseSettings):
     timeline_retention_days: float = Field(
         default=30.0, gt=0, le=3650, description="Timeline entries older than this are deleted."
     )
+    audit_retention_days: float = Field(
+        default=365.0, gt=0, le=3650, description="Audit trail entries older than this are deleted."
+    )
     helm_repository_url: str | None = Field(
         default=None, description="Chart repository for helm-installed dependencies (overrides the catalog's)."
     )

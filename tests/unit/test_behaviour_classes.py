@@ -19,7 +19,10 @@ load_all()
 
 # The audit (docs/ARCHITECTURE.md, "Behaviour classes"): the only operations that are not mutating yet act outside
 # the control plane's own state. Every other non-mutating operation reads and changes nothing.
-SIDE_EFFECTING_TOOLS = {"inference_call_model"}
+# User and token management writes the control plane's own tables at once (a token is shown once, so it cannot be
+# an operation's stored result): side-effecting, never auto-approved.
+SIDE_EFFECTING_TOOLS = {"inference_call_model", "token_create", "token_revoke", "user_create", "user_delete",
+                        "user_update"}
 
 
 class Out(BaseModel):

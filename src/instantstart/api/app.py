@@ -26,7 +26,7 @@ from instantstart.api.rest import add_routes, fast_reads
 from instantstart.api.ws import EventHub, add_ws_route
 from instantstart.api.ws_limits import SocketSlots
 from instantstart.api.ws_logs import add_log_ws_route
-from instantstart.auth import check_bearer, ensure_token
+from instantstart.auth import Authenticator, bearer_value, ensure_token
 from instantstart.aws.clients import AwsClients
 from instantstart.catalog import CATALOG, Catalog
 from instantstart.catalog.routes import API_PREFIX
@@ -40,10 +40,12 @@ from instantstart.mcp.http import session_manager
 from instantstart.operations.kinds import KINDS
 from instantstart.operations.runner import Runner
 from instantstart.operations.store import OperationStore
+from instantstart.principal import BOOTSTRAP_USER, Principal, current_principal
 from instantstart.services import load_all
 from instantstart.services.monitoring import feeds
 from instantstart.services.monitoring.timeline import attach as attach_timeline
 from instantstart.settings import Settings
+from instantstart.store.access import ensure_user
 from instantstart.store.db import Database
 from instantstart.validation import known_regions
 from instantstart.web.routes import add_web_routes
@@ -52,6 +54,8 @@ from instantstart.web.sessions import SessionStore
 log = logging.getLogger(__name__)
 
 PUBLIC_PATHS = ("/healthz", "/metrics")
+FACE_HEADER = "x-instantstart-face"  # what a bearer client says it is (the CLI, the stdio MCP proxy); audit only
+PRINCIPAL_KEY = "instantstart.principal"
 
 
 def error_response(exc: InstantStartError, request_id: str | None = None) -> JSONResponse:
@@ -70,7 +74,7 @@ class Gate:
     def __init__(
         self,
         app: ASGIApp,
-        token: str,
+        auth: Authenticator,
         metrics: Metrics,
         mcp: ASGIApp,
         sessions: SessionStore | None = None,
@@ -80,7 +84,7 @@ class Gate:
         cors_origins: tuple[str, ...] = (),
     ) -> None:
         self.app = app
-        self.token = token
+        self.auth = auth
         self.metrics = metrics
         self.mcp = mcp
         self.sessions = sessions
@@ -101,6 +105,7 @@ class Gate:
         path: str = scope.get("path", "")
         started = time.perf_counter()
         status_holder = {"status": 500}
+        principal_reset = None
 
         async def send_wrapper(message: Any) -> None:
             if message["type"] == "http.response.start":
@@ -114,10 +119,11 @@ class Gate:
                 await self.cors(scope, receive, send_wrapper)  # a preflight carries no credentials by design
                 return
             protected = path.startswith("/api/") or path == "/api" or path == "/mcp" or path.startswith("/mcp/")
-            if protected and not check_bearer(headers.get("authorization"), self.token):
-                problem: str | None = "Missing or invalid API token."
-                if self.sessions is not None and path.startswith("/api/"):
-                    problem = self.sessions.check(scope["type"], scope.get("method", "GET"), headers)
+            if protected:
+                principal, problem = await self._authenticate(scope, path, headers)
+                if principal is not None:
+                    scope[PRINCIPAL_KEY] = principal
+                    principal_reset = current_principal.set(principal)
                 if problem is not None:
                     if scope["type"] == "websocket":
                         await receive()
@@ -160,7 +166,40 @@ class Gate:
                 self.metrics.latency.labels(method, route, str(status_holder["status"])).observe(
                     time.perf_counter() - started
                 )
+            if principal_reset is not None:
+                current_principal.reset(principal_reset)
             request_id_var.reset(reset)
+
+    async def _authenticate(
+        self, scope: Scope, path: str, headers: dict[str, str]
+    ) -> tuple[Principal | None, str | None]:
+        """(the caller, None) or (None, why not): a bearer token (the bootstrap token or a user's), else for /api
+        the web UI's session cookie (its CSRF header or same-origin WebSocket), re-checked against its token."""
+        client = scope.get("client")
+        source = str(client[0]) if client else ""
+        value = bearer_value(headers.get("authorization"))
+        if value is not None:
+            found = self.auth.bootstrap(value)
+            if found is None:
+                resolved = await to_thread.run_sync(self.auth.resolve, value)
+                found = resolved[0] if resolved else None
+            if found is not None:
+                said = headers.get(FACE_HEADER, "")
+                face = "mcp" if path.startswith("/mcp") else said if said in ("cli", "mcp") else "rest"
+                return found.via(face, source), None
+        if self.sessions is None or not path.startswith("/api/"):
+            return None, "Missing or invalid API token."
+        problem = self.sessions.check(scope["type"], scope.get("method", "GET"), headers)
+        session = self.sessions.from_headers(headers) if problem is None else None
+        if session is None:
+            return None, problem or "Missing or invalid API token."
+        signed_in = session.principal
+        current = None if signed_in is None else await to_thread.run_sync(self.auth.recheck, signed_in,
+                                                                          session.token_id)
+        if current is None:
+            self.sessions.drop(session.sid)
+            return None, "The token this session signed in with was revoked or has expired; sign in again."
+        return current.via("ui", source), None
 
 
 async def _fast_response(endpoint: Callable[[Request], Awaitable[Response]], request: Request) -> Response:
@@ -321,9 +360,12 @@ def create_app(
     feeds.attach(context)  # the timeline's feeds follow the cluster registry, never a read
     sessions = SessionStore()
 
+    auth = Authenticator(token, context.db)
+
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         await to_thread.run_sync(context.db.migrate)
+        await to_thread.run_sync(ensure_user, context.db, BOOTSTRAP_USER, "admin")  # the token file's user
         context.runner.start(context)
         await feeds.start_known(context)
         hub.start()
@@ -358,11 +400,11 @@ def create_app(
     log_slots = SocketSlots("log streams", settings.ws_log_streams_per_client, settings.ws_log_streams)
     add_log_ws_route(app, context, log_slots)
     metrics.watch_sockets(hub.slots, log_slots)
-    add_web_routes(app, token, sessions)
+    add_web_routes(app, auth, sessions)
     cors = _cors(settings, app)
     gate = Gate(
         cors or app,
-        token,
+        auth,
         metrics,
         mcp_manager.handle_request,
         sessions,

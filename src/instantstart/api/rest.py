@@ -14,8 +14,9 @@ from instantstart.catalog.invoke import invoke_model, invoke_spec, parse_json
 from instantstart.catalog.registry import Catalog, OperationSpec
 from instantstart.catalog.routes import API_PREFIX
 from instantstart.context import AppContext, CallContext
-from instantstart.errors import InvalidInput, NotFound
+from instantstart.errors import InvalidInput, NotFound, Unauthorized
 from instantstart.logs import request_id_var
+from instantstart.principal import Principal
 
 
 async def parse_json_off_loop(raw: bytes) -> Any:
@@ -69,12 +70,17 @@ def add_routes(app: FastAPI, catalog: Catalog, context: AppContext) -> None:
 
 
 async def respond(spec: OperationSpec, args: Any, request: Request, context: AppContext) -> Response:
-    """Invoke the operation for a REST request: 202 for mutations, 200 for reads."""
+    """Invoke the operation for a REST request (as the caller the gate authenticated): 202 for mutations,
+    200 for reads."""
+    principal = request.scope.get("instantstart.principal")
+    if not isinstance(principal, Principal):
+        raise Unauthorized("Missing or invalid API token.")
     call = CallContext(
         app=context,
         idempotency_key=request.headers.get("idempotency-key"),
         request_id=request_id_var.get(),
-        face="rest",
+        face=principal.face,
+        principal=principal,
     )
     if spec.mutating:
         return JSONResponse(await invoke_spec(spec, args, call), status_code=202)

@@ -25,6 +25,9 @@ GROUP_DESCRIPTIONS: dict[str, str] = {
     "Amazon Managed Prometheus workspace (PromQL) and the links to the workspace and to Grafana.",
     "mlflow": "SageMaker managed MLflow for training: create or attach the cluster's tracking server and the "
     "training pods' write access (training_history reads the runs).",
+    "user": "Users and roles (viewer, member, operator, admin): who am I, and the admin's user management.",
+    "token": "Your named, expiring API tokens: create (shown once), list, revoke.",
+    "audit": "The audit trail: who called what, through which face and token, and the outcome (admin).",
     "ray": "Ray-native training on KubeRay: submit a RayJob with its own Ray cluster on HyperPod nodes.",
 }
 

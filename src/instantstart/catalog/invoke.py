@@ -11,11 +11,14 @@ from typing import Any
 from anyio import to_thread
 from pydantic import BaseModel, ValidationError
 
+from instantstart.catalog.audit import audit
 from instantstart.catalog.registry import Catalog, OperationSpec
+from instantstart.catalog.roles import check_owner, check_role, rule_for
 from instantstart.catalog.secret import secret_values
 from instantstart.context import CallContext
-from instantstart.errors import InstantStartError, InternalError, InvalidInput, NotFound
+from instantstart.errors import Forbidden, InstantStartError, InternalError, InvalidInput, NotFound
 from instantstart.logs import carry_secrets, release_secrets
+from instantstart.principal import Principal
 from instantstart.readonly import read_only_call
 
 log = logging.getLogger(__name__)
@@ -124,7 +127,31 @@ async def invoke_spec(spec: OperationSpec, raw: dict[str, Any], ctx: CallContext
 
 async def invoke_model(spec: OperationSpec, raw: dict[str, Any], ctx: CallContext) -> BaseModel:
     """As `invoke_spec`, returning the output model itself (a face that caches encodings keys them on it:
-    a service that serves one result object to many callers is encoded once)."""
+    a service that serves one result object to many callers is encoded once).
+
+    The caller's role is checked here, for every face, before the input is read (FORBIDDEN); each refused call
+    and each call that is not read-only is recorded in the audit trail."""
+    principal = ctx.principal
+    if principal is None:
+        return await _run(spec, raw, ctx)
+    try:
+        check_role(spec, principal)
+        result = await _run(spec, raw, ctx, principal)
+    except InstantStartError as exc:
+        if isinstance(exc, Forbidden):
+            await audit(ctx, principal, spec, raw, "denied", exc.code.value)
+        elif not spec.read_only:
+            await audit(ctx, principal, spec, raw, "error", exc.code.value)
+        raise
+    if not spec.read_only:
+        operation_id = str(getattr(result, "operation_id", "") or "")
+        await audit(ctx, principal, spec, raw, "ok", operation_id=operation_id)
+    return result
+
+
+async def _run(
+    spec: OperationSpec, raw: dict[str, Any], ctx: CallContext, principal: Principal | None = None
+) -> BaseModel:
     if not isinstance(raw, dict):
         raise InvalidInput("Invalid input: (body): the arguments must be a JSON object")
     check_bounds(raw)
@@ -134,6 +161,9 @@ async def invoke_model(spec: OperationSpec, raw: dict[str, Any], ctx: CallContex
         request = spec.input_model.model_validate(args)
     except ValidationError as exc:
         raise validation_error(exc) from None
+    own_field = rule_for(spec).own_field
+    if principal is not None and own_field is not None:
+        check_owner(spec, principal, getattr(request, own_field, None))
     bound = False
     if key is not None and spec.mutating:
         store = ctx.app.runner.store

@@ -94,7 +94,8 @@ class OperationSpec:
                 " Pass the same `clientToken` to retry safely: it returns the same operation."
             )
         elif self.side_effecting:
-            text += SIDE_EFFECT_NOTE
+            if "side-effecting:" not in text.lower():  # unless the docstring says precisely what it affects
+                text += SIDE_EFFECT_NOTE
         elif "read-only" not in text.lower():  # said once, where the docstring does not say it already
             text += "\n\nRead-only."
         return text

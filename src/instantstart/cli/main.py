@@ -1,4 +1,4 @@
-"""The `instantstart` command: serve, mcp, token, and the generated operation commands."""
+"""The `instantstart` command: serve, mcp, token-file, and the generated operation commands."""
 
 from __future__ import annotations
 
@@ -88,9 +88,10 @@ def build_app(settings: Settings) -> typer.Typer:
 
         raise typer.Exit(run_doctor_command(settings, instance_type, output, twin=twin))
 
-    @app.command()
-    def token() -> None:
-        """Print where the API token is stored (never the token itself)."""
+    @app.command("token-file")
+    def token_file() -> None:
+        """Print where the bootstrap admin's API token is stored (never the token itself); `instantstart token`
+        manages your own tokens."""
         typer.echo(str(token_path(settings)))
 
     load_all(settings.plugins)

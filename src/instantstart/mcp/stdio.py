@@ -23,7 +23,7 @@ async def serve_stdio(settings: Settings, server_url: str | None = None, token: 
     async def call(spec: OperationSpec, args: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
         return await client.call(spec, args)
 
-    server = build_server(CATALOG, call)
+    server = build_server(CATALOG, call, client.allowed)
     try:
         async with stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())

@@ -23,6 +23,8 @@ INSTRUCTIONS = (
 
 # (is_error, payload): payload is the operation's JSON output, or {"error": {code, message, hint, details}}.
 ToolCall = Callable[[OperationSpec, dict[str, Any]], Awaitable[tuple[bool, dict[str, Any]]]]
+# The names of the tools the caller's role may call (the tool list shows only those).
+Visible = Callable[[], Awaitable[set[str]]]
 
 
 def tool_input_schema(spec: OperationSpec) -> dict[str, Any]:
@@ -54,8 +56,9 @@ def result_for(is_error: bool, payload: dict[str, Any]) -> types.CallToolResult:
     )
 
 
-def build_server(catalog: Catalog, call: ToolCall) -> Server[Any]:
-    """An MCP server named hypd-inst whose tools are the catalog's operations.
+def build_server(catalog: Catalog, call: ToolCall, visible: Visible | None = None) -> Server[Any]:
+    """An MCP server named hypd-inst whose tools are the catalog's operations (with `visible`, only those the
+    caller's role may call; a call of another is refused FORBIDDEN by the operation's role check).
 
     Arguments reach the operation unvalidated by the SDK: the operation's own input model validates them, so an
     error names the field the same way on every face.
@@ -65,7 +68,10 @@ def build_server(catalog: Catalog, call: ToolCall) -> Server[Any]:
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=tools)
+        if visible is None:
+            return types.ListToolsResult(tools=tools)
+        names = await visible()
+        return types.ListToolsResult(tools=[tool for tool in tools if tool.name in names])
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         spec = catalog.get(params.name)

@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
+from anyio import to_thread
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.staticfiles import StaticFiles
 
 from instantstart import __version__
+from instantstart.auth import Authenticator
 from instantstart.web.sessions import CSRF_HEADER, SESSION_COOKIE, SessionStore, cookie_value, same_origin
 
 HERE = Path(__file__).parent
@@ -95,9 +97,10 @@ def _form(raw: bytes) -> dict[str, str]:
 
 
 def add_web_routes(
-    app: FastAPI, token: str, sessions: SessionStore, limiter: FailureLimiter | None = None
+    app: FastAPI, auth: Authenticator, sessions: SessionStore, limiter: FailureLimiter | None = None
 ) -> None:
-    """Mount the UI: GET / (shell or sign-in), POST /sign-in, POST /sign-out, /static."""
+    """Mount the UI: GET / (shell or sign-in), POST /sign-in (the bootstrap token or a user's API token),
+    POST /sign-out, /static."""
     limiter = limiter or FailureLimiter()
 
     @app.get("/", include_in_schema=False)
@@ -117,11 +120,12 @@ def add_web_routes(
             return _page(request, "signin.html", 429, error="Too many failed sign-ins; wait a minute and try again.")
         raw = await request.body()  # at most 16 KiB: the Gate refuses larger sign-in bodies unread
         supplied = _form(raw[:MAX_FORM]).get("token", "").strip()
-        if not supplied or not hmac.compare_digest(supplied.encode(), token.encode()):
+        found = await to_thread.run_sync(auth.resolve, supplied) if supplied else None
+        if found is None:
             limiter.failed(client)
             return _page(request, "signin.html", 401, error="That is not the API token of this server.")
         sessions.drop(cookie_value(request.headers.get("cookie"), SESSION_COOKIE))  # never reuse an old id
-        session = sessions.create()
+        session = sessions.create(*found)
         response = RedirectResponse("/", status_code=303)
         response.set_cookie(
             SESSION_COOKIE,

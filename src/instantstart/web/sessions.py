@@ -6,9 +6,11 @@ import hmac
 import secrets
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.cookies import CookieError, SimpleCookie
 from urllib.parse import urlsplit
+
+from instantstart.principal import Principal
 
 SESSION_COOKIE = "instantstart_session"
 CSRF_HEADER = "x-instantstart-csrf"
@@ -23,6 +25,8 @@ class Session:
     csrf: str
     created: float
     last_seen: float
+    principal: Principal | None = field(default=None)
+    token_id: str | None = None  # the user token signed in with (None: the bootstrap token)
 
 
 class SessionStore:
@@ -35,10 +39,10 @@ class SessionStore:
         self._sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
 
-    def create(self) -> Session:
-        """A new session (the oldest one goes when the store is full)."""
+    def create(self, principal: Principal | None = None, token_id: str | None = None) -> Session:
+        """A new session of `principal` (the oldest one goes when the store is full)."""
         now = time.monotonic()
-        session = Session(secrets.token_urlsafe(32), secrets.token_urlsafe(32), now, now)
+        session = Session(secrets.token_urlsafe(32), secrets.token_urlsafe(32), now, now, principal, token_id)
         with self._lock:
             self._expire(now)
             if len(self._sessions) >= self.limit:

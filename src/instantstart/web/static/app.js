@@ -99,6 +99,24 @@ async function route() {
   } catch (err) { if (mine === generation) shell.fail(err); }
 }
 
+// Who is signed in (user_me): shown in the header; an element marked data-op="<operation>" is hidden when the
+// role may not call that operation (the server refuses such a call FORBIDDEN all the same).
+function hideForbidden(root) {
+  const allowed = shell.allowed;
+  if (!allowed) return;
+  root.querySelectorAll?.("[data-op]").forEach((el) => { el.hidden = !allowed.has(el.dataset.op); });
+}
+async function whoami() {
+  const me = await get("/me");
+  shell.me = me;
+  shell.allowed = new Set(me.allowedOperations);
+  document.getElementById("whoami").textContent = `${me.user} (${me.role})`;
+  select.disabled = !shell.allowed.has("cluster_switch");
+  hideForbidden(document);
+  new MutationObserver(() => hideForbidden(view)).observe(view, { childList: true, subtree: true });
+}
+
 window.addEventListener("hashchange", route);
 connect(document.getElementById("live"));
+whoami().catch((err) => shell.fail(err));
 shell.reloadClusters().catch((err) => shell.fail(err)).finally(route);

@@ -23,7 +23,7 @@ export async function render(view, opArg, shell) {
     get("/availability-zones").catch((err) => ({ error: err })),
     get("/instances").catch((err) => ({ error: err })),
   ]);
-  const createCard = h("section", { class: "card", id: "create" }, createForm(zones, instances, shell));
+  const createCard = h("section", { class: "card", id: "create", "data-op": "cluster_create" }, createForm(zones, instances, shell));
   replace(view, h("div", { class: "stack" }, h("div", { class: "grid" },
     h("div", { class: "stack" }, createCard, importCard(shell)),
     h("div", { class: "stack" }, progressCard, listCard)), capacity.el, features.el, timeline.card));
@@ -53,8 +53,8 @@ export async function render(view, opArg, shell) {
         { label: "Stages", cell: (c) => h("span", { class: "stages-list" }, stageBadges(c)) },
         { label: "Created", cell: (c) => h("span", { class: "small" }, when(c.createdAt), c.imported ? " (imported)" : "") },
         { label: "", cell: (c) => h("span", { class: "actions tight" },
-          c.active ? null : h("button", { type: "button", onclick: () => switchTo(c.clusterTag) }, "Switch"),
-          h("button", { type: "button", class: "danger", onclick: () => confirmDelete(c.clusterTag, shell) }, "Delete…")) },
+          c.active ? null : h("button", { type: "button", "data-op": "cluster_switch", onclick: () => switchTo(c.clusterTag) }, "Switch"),
+          h("button", { type: "button", class: "danger", "data-op": "cluster_delete", onclick: () => confirmDelete(c.clusterTag, shell) }, "Delete…")) },
       ], data.clusters, { empty: "No clusters yet.", rowAttrs: (c) => ({ dataset: { cluster: c.clusterTag } }) }));
   }
   async function switchTo(tag) {
@@ -119,7 +119,7 @@ function createForm(zones, instances, shell) {
   const plan = h("input", { type: "text", name: "trainingPlanArn", placeholder: "optional: arn:aws:sagemaker:…:training-plan/…", spellcheck: "false" });
   const ebs = h("input", { type: "number", name: "ebsVolumeSize", value: "500", min: "1", max: "16384" });
   const preflight = h("div", { class: "preflight", "aria-live": "polite" });
-  const submit = h("button", { type: "submit", class: "primary" }, "Create cluster");
+  const submit = h("button", { type: "submit", class: "primary", "data-op": "cluster_create" }, "Create cluster");
   const status = h("span", { class: "muted small" });
 
   if (zones.error) az.append(h("option", { value: "" }, `unavailable: ${zones.error.message}`));
@@ -239,8 +239,8 @@ function importCard(shell) {
     } catch (err) { if (err instanceof ApiError) showError(form, err); else shell.fail(err); }
   } },
     field("EKS cluster name", name), h("div", { class: "row" }, field("Cluster tag", tag), field("Region", region)),
-    h("div", { class: "actions" }, h("button", { type: "submit" }, "Import")));
-  return h("section", { class: "card" }, h("details", {}, h("summary", {}, "Import an existing cluster"),
+    h("div", { class: "actions" }, h("button", { type: "submit", "data-op": "cluster_import" }, "Import")));
+  return h("section", { class: "card", id: "import", "data-op": "cluster_import" }, h("details", {}, h("summary", {}, "Import an existing cluster"),
     h("p", { class: "muted small" }, "Registers an EKS cluster (and its HyperPod cluster) without owning it: deleting it later never removes what it did not create."), form));
 }
 
