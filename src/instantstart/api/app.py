@@ -41,6 +41,7 @@ from instantstart.operations.kinds import KINDS
 from instantstart.operations.runner import Runner
 from instantstart.operations.store import OperationStore
 from instantstart.services import load_all
+from instantstart.services.alerts import evaluator as alert_evaluator
 from instantstart.services.monitoring import feeds
 from instantstart.services.monitoring.timeline import attach as attach_timeline
 from instantstart.settings import Settings
@@ -326,6 +327,7 @@ def create_app(
         await to_thread.run_sync(context.db.migrate)
         context.runner.start(context)
         await feeds.start_known(context)
+        alert_evaluator.start(context)
         hub.start()
         # Botocore's endpoint data behind Region validation: ~0.8 s to load, once, never on the event loop (the
         # first request naming a region used to stall every other request that long).
@@ -341,6 +343,7 @@ def create_app(
         await hub.stop()
         await context.runner.stop()
         await feeds.stop_all(context)
+        await alert_evaluator.stop(context)
         context.informers.stop()
         context.db.dispose()
         for hook in on_shutdown:

@@ -44,6 +44,7 @@ def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:
         services,
         undeploy,
     )
+    from instantstart.services.alerts import ops as alert_ops  # noqa: F401
     from instantstart.services.monitoring import custom, timeline, timeline_read  # noqa: F401
     from instantstart.services.monitoring import gpu as monitoring_gpu  # noqa: F401
     from instantstart.services.monitoring import nodes as monitoring_nodes  # noqa: F401

