@@ -58,11 +58,14 @@ class Evaluator:
             snap.pods = list(pods.snapshot()[1].values())
             if isinstance(pods.derived, PodState):
                 allocated = sorted(n for n, c in pods.derived.allocations.snapshot()[1].items() if c["gpu"] > 0)
+            seen = {}
             for pod in snap.pods:
                 key, count = (row.tag, f"{pod['namespace']}/{pod['name']}"), int(pod.get("restarts") or 0)
                 if count > self.restarts.get(key, count):
                     snap.restarted.add(key[1])
-                self.restarts[key] = count
+                seen[key] = count
+            # Only the pods that exist now are remembered (deleted pods are forgotten).
+            self.restarts = {k: v for k, v in self.restarts.items() if k[0] != row.tag} | seen
             for kind in KINDS:
                 inf = app.informers.peek(informer_key(row.region, row.eks_cluster_name, kind))
                 if inf is not None and inf.settled.is_set():

@@ -2,6 +2,7 @@
 import { ApiError, get, post } from "./api.js";
 import { h } from "./dom.js";
 import { askSnapshot, connect, events } from "./live.js";
+import { startBell } from "./alerts.js";
 import * as clusters from "./clusters.js";
 import * as inference from "./inference.js";
 import * as monitoring from "./monitoring.js";
@@ -101,4 +102,5 @@ async function route() {
 
 window.addEventListener("hashchange", route);
 connect(document.getElementById("live"));
+startBell(shell);
 shell.reloadClusters().catch((err) => shell.fail(err)).finally(route);
