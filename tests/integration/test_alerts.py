@@ -94,7 +94,15 @@ def setup(shared_cp: Running, twin_process: TwinProcess) -> Iterator[dict[str, A
         ref = client.post("/api/v1/alerts/channels", json={"snsTopicArn": topic, "webhookUrl": receiver.url,
                                                            "webhookSecret": SECRET})
         assert ref.status_code == 202, ref.text
-        assert wait_terminal(client, ref.json()["operationId"])["status"] == "SUCCEEDED"
+        recorded = wait_terminal(client, ref.json()["operationId"])
+        assert recorded["status"] == "SUCCEEDED", recorded
+        shown = client.get("/api/v1/alerts/rules")
+        missing = client.post("/api/v1/alerts/channels", json={"webhookUrl": receiver.url + "/other"})
+    # The secret: kept in its 0600 file, never in the operation, the answer or the log.
+    assert shown.json()["channels"] == {"snsTopicArn": topic, "webhookUrl": receiver.url, "webhookSecretSet": True}
+    assert SECRET not in json.dumps(recorded) + shown.text
+    assert (shared_cp.data_dir / "alert-webhook-secret").stat().st_mode & 0o777 == 0o600
+    assert missing.status_code == 422 and "webhookSecret" in missing.json()["error"]["message"], missing.text
     clock = Clock()
     yield {"receiver": receiver, "sqs": sqs, "queue": queue, "clock": clock,
            "evaluator": Evaluator(shared_cp.context, clock=clock, backoff=0.01), "sns": []}
