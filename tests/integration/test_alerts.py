@@ -7,10 +7,8 @@ import asyncio
 import hashlib
 import hmac
 import json
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,7 @@ from instantstart.manifests.hyperpod import LIFECYCLE_SCRIPT
 from instantstart.services.alerts.evaluator import Evaluator
 from instantstart.store.alerts import AlertRow
 from instantstart.twin_process import TwinProcess
+from tests.support import webhook
 from tests.support.flows import kube, make_hyperpod, mcp_calls
 from tests.support.servers import SSL_CONTEXT, Running
 from tests.support.twin import shared_control_plane, twin_client
@@ -32,29 +31,11 @@ SECRET = "webhook-hmac-key-1"
 shared_cp = shared_control_plane(lambda client: make_hyperpod(client, TAG), alert_interval_seconds=3600)
 
 
-class Receiver:
-    """A webhook receiver on 127.0.0.1 that records every request and refuses the first one (503) so the sender's
-    retry is exercised."""
+class Receiver(webhook.Receiver):
+    """The webhook receiver; it refuses the first request (503) so the sender's retry is exercised."""
 
     def __init__(self) -> None:
-        self.requests: list[tuple[int, dict[str, str], bytes]] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                status = 503 if not outer.requests else 200
-                outer.requests.append((status, dict(self.headers), body))
-                self.send_response(status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *_: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        super().__init__([503, 200])
 
     def accepted(self) -> list[dict[str, Any]]:
         """Bodies of the requests answered 200, after checking their signature."""
@@ -106,7 +87,7 @@ def setup(shared_cp: Running, twin_process: TwinProcess) -> Iterator[dict[str, A
     clock = Clock()
     yield {"receiver": receiver, "sqs": sqs, "queue": queue, "clock": clock,
            "evaluator": Evaluator(shared_cp.context, clock=clock, backoff=0.01), "sns": []}
-    receiver.server.shutdown()
+    receiver.close()
 
 
 def run(setup: dict[str, Any]) -> tuple[list[AlertRow], list[AlertRow]]:
@@ -310,6 +291,11 @@ def test_a_launch_waiting_for_capacity_alerts_after_its_hold_time_and_resolves_o
         httpx.delete(twin_process.endpoint_url + "/_twin/faults", verify=SSL_CONTEXT).raise_for_status()
         client.post(f"/api/v1/operations/{short['operationId']}/retry").raise_for_status()
         assert wait_terminal(client, short["operationId"], timeout=120)["status"] == "SUCCEEDED"
-    until(lambda: tl.query(app.db, TAG, source="hyperpod", limit=1)[0].message.startswith("Launching"),
-          "the launch in the timeline")
+
+    def launched() -> bool:
+        rows = sorted(tl.query(app.db, TAG, source="hyperpod", limit=200), key=lambda r: r.last_at)
+        kinds = [r.message.split()[0] for r in rows if r.message.startswith(("Launching", "InsufficientCapacity"))]
+        return kinds[-1:] == ["Launching"]
+
+    until(launched, "the launch after the shortage in the timeline")
     resolved(setup, alert)

@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
 from instantstart.services.alerts import notify
 from instantstart.services.alerts.rules import RULES, Snapshot, thresholds
+from tests.support.webhook import Receiver
 
 NOW = datetime(2026, 12, 5, 12, tzinfo=UTC)
 
@@ -70,31 +69,11 @@ def test_watches_gpu_and_lifecycle_conditions() -> None:
     assert fired("gpu_idle", snap, value=0.5) == {}
 
 
-class Receiver:
-    def __init__(self, statuses: list[int]) -> None:
-        self.seen: list[tuple[dict[str, str], bytes]] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
-                outer.seen.append((dict(self.headers), self.rfile.read(int(self.headers["Content-Length"]))))
-                self.send_response(statuses[min(len(outer.seen), len(statuses)) - 1])
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *_: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-
 @pytest.fixture
 def receiver(request: pytest.FixtureRequest) -> Iterator[Receiver]:
     found = Receiver(request.param)
     yield found
-    found.server.shutdown()
+    found.close()
 
 
 @pytest.mark.parametrize("receiver", [[500, 429, 200]], indirect=True)
@@ -103,7 +82,7 @@ def test_the_webhook_is_retried_with_exponential_backoff_and_signed(receiver: Re
     record = notify.post_webhook(receiver.url, "k" * 16, b'{"a":1}', backoff=0.5, pause=pauses.append)
     assert record == {"channel": "webhook", "ok": True, "attempts": 3, "status": 200}
     assert pauses == [0.5, 1.0]
-    for headers, body in receiver.seen:
+    for _, headers, body in receiver.requests:
         assert body == b'{"a":1}'
         assert headers["X-InstantStart-Signature"] == "sha256=" + hmac.new(b"k" * 16, body, hashlib.sha256).hexdigest()
 
@@ -112,7 +91,7 @@ def test_the_webhook_is_retried_with_exponential_backoff_and_signed(receiver: Re
 def test_a_refused_webhook_is_not_retried(receiver: Receiver) -> None:
     record = notify.post_webhook(receiver.url, None, b"{}", pause=lambda _: None)
     assert record["ok"] is False and record["attempts"] == 1 and record["error"] == "HTTP 400"
-    assert "X-InstantStart-Signature" not in receiver.seen[0][0]
+    assert "X-InstantStart-Signature" not in receiver.requests[0][1]
 
 
 @pytest.mark.parametrize("receiver", [[503]], indirect=True)

@@ -10,6 +10,7 @@ import importlib
 def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:
     """Import every service module that registers operations, then each plugin module."""
     # Explicit imports: the registration order is the catalog order every face shows.
+    from instantstart.services.alerts import ops as alert_ops  # noqa: F401
     from instantstart.services.capacity import (  # noqa: F401
         instance_groups,
         karpenter,
@@ -44,7 +45,6 @@ def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:
         services,
         undeploy,
     )
-    from instantstart.services.alerts import ops as alert_ops  # noqa: F401
     from instantstart.services.monitoring import custom, timeline, timeline_read  # noqa: F401
     from instantstart.services.monitoring import gpu as monitoring_gpu  # noqa: F401
     from instantstart.services.monitoring import nodes as monitoring_nodes  # noqa: F401
