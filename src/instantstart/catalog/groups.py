@@ -26,6 +26,8 @@ GROUP_DESCRIPTIONS: dict[str, str] = {
     "mlflow": "SageMaker managed MLflow for training: create or attach the cluster's tracking server and the "
     "training pods' write access (training_history reads the runs).",
     "ray": "Ray-native training on KubeRay: submit a RayJob with its own Ray cluster on HyperPod nodes.",
+    "alert": "Alerts opened and resolved by themselves from the timeline and the watched state: list, rule "
+    "thresholds, notification channels (Amazon SNS, signed webhook).",
 }
 
 
