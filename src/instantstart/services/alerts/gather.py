@@ -19,9 +19,9 @@ from instantstart.store.models import ClusterRow
 log = logging.getLogger(__name__)
 
 
-async def lifecycle(app: AppContext, row: ClusterRow) -> list[str]:
+async def lifecycle(app: AppContext, row: ClusterRow) -> list[str] | None:
     """The cluster's own lifecycle scripts that are not InstantStart's (cluster_get_status's check); none when the
-    cluster has no HyperPod cluster of ours or cannot be read now (an unreadable cluster is not a changed script)."""
+    cluster has no HyperPod cluster of ours; None when it cannot be read now (unknown, not "changed")."""
     bucket = (row.details or {}).get("bucket")
     if not bucket or not row.hyperpod_cluster_name:
         return []
@@ -35,12 +35,12 @@ async def lifecycle(app: AppContext, row: ClusterRow) -> list[str]:
         return await to_thread.run_sync(check)
     except Exception as exc:
         log.info("alerts: lifecycle scripts of %s not checked: %s", row.tag, exc)
-        return []
+        return None
 
 
 async def gpu_utilisation(app: AppContext, row: ClusterRow, nodes: list[str]) -> dict[str, float] | None:
-    """Mean DCGM utilisation (%) now of each of `nodes` (those with GPUs allocated to pods); None when the
-    observability feature is off or its workspace cannot be read."""
+    """Mean DCGM utilisation (%) now of each of `nodes` (those with GPUs allocated to pods); None (unknown) when
+    the observability feature is off or its workspace cannot be read."""
     if not nodes:
         return {}
     workspace, _off = await observability_workspace(app, row)

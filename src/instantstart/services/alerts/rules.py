@@ -29,7 +29,8 @@ class Snapshot:
     restarted: set[str] = field(default_factory=set)  # pods (ns/name) whose restarts rose since the last evaluation
     watches: list[Obj] = field(default_factory=list)  # WatchHealth.as_dict() of each running watch
     lifecycle: list[str] = field(default_factory=list)  # lifecycle_problems sentences
-    gpu_idle: dict[str, float] | None = None  # node → mean utilisation % over the hold time (allocated nodes only)
+    gpu_idle: dict[str, float] | None = None  # node → mean utilisation % now (allocated nodes only)
+    unknown: set[str] = field(default_factory=set)  # rules whose sources could not be read now: their alerts stay
 
 
 @dataclass(frozen=True)
