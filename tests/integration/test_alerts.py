@@ -78,6 +78,10 @@ def setup(shared_cp: Running, twin_process: TwinProcess) -> Iterator[dict[str, A
         recorded = wait_terminal(client, ref.json()["operationId"])
         assert recorded["status"] == "SUCCEEDED", recorded
         shown = client.get("/api/v1/alerts/rules")
+        wrong = client.post("/api/v1/alerts/channels", json={"snsTopicArn": topic + "-gone"})
+        failed = wait_terminal(client, wrong.json()["operationId"])
+        assert failed["status"] == "FAILED" and "alerts-gone" in failed["error"]["message"], failed
+        assert client.get("/api/v1/alerts/rules").json()["channels"] == shown.json()["channels"]  # left as they were
         missing = client.post("/api/v1/alerts/channels", json={"webhookUrl": receiver.url + "/other"})
     # The secret: kept in its 0600 file, never in the operation, the answer or the log.
     assert shown.json()["channels"] == {"snsTopicArn": topic, "webhookUrl": receiver.url, "webhookSecretSet": True}

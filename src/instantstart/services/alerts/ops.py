@@ -233,9 +233,10 @@ async def stage_channels_verify(stage: StageContext) -> dict[str, Any]:
     return {"verified": bool(topic)}
 
 
+# The topic is checked before anything is recorded: a wrong ARN leaves the channels as they were.
 KINDS.register(OperationKind(name="alert_channels_update", params=ChannelsParams, stages=(
-    StageSpec("store", stage_channels_store, max_attempts=3),
     StageSpec("verify", stage_channels_verify, max_attempts=3, backoff_seconds=2),
+    StageSpec("store", stage_channels_store, max_attempts=3),
 )))
 
 
