@@ -78,7 +78,9 @@ def setup(shared_cp: Running, twin_process: TwinProcess) -> Iterator[dict[str, A
         recorded = wait_terminal(client, ref.json()["operationId"])
         assert recorded["status"] == "SUCCEEDED", recorded
         shown = client.get("/api/v1/alerts/rules")
-        wrong = client.post("/api/v1/alerts/channels", json={"snsTopicArn": topic + "-gone"})
+        # A failed update changes nothing, not even the secret (the receiver checks every signature with SECRET).
+        wrong = client.post("/api/v1/alerts/channels", json={"snsTopicArn": topic + "-gone",
+                                                             "webhookSecret": "another-secret"})
         failed = wait_terminal(client, wrong.json()["operationId"])
         assert failed["status"] == "FAILED" and "alerts-gone" in failed["error"]["message"], failed
         assert client.get("/api/v1/alerts/rules").json()["channels"] == shown.json()["channels"]  # left as they were

@@ -57,17 +57,23 @@ def load_channels(app: AppContext) -> Channels:
 
 
 def save_secret(app: AppContext, secret: str) -> None:
-    """Keep the webhook's HMAC secret in its 0600 file, never in the database (blocking)."""
+    """Keep a new webhook secret beside the current one (mode 0600, never in the database); the channels' store
+    stage puts it in force, so a call that fails before it changes nothing (blocking)."""
     private_dir(app.settings.data_dir)
-    fd = os.open(secret_path(app), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(secret_path(app).with_suffix(".pending"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write(secret + "\n")
 
 
 def save_channels(app: AppContext, topic: str | None, url: str | None) -> None:
-    """Store the channels; a removed webhook takes its secret with it (blocking)."""
+    """Store the channels and put a new secret in force; a removed webhook takes its secret with it (blocking)."""
+    path = secret_path(app)
+    pending = path.with_suffix(".pending")
     if url is None:
-        secret_path(app).unlink(missing_ok=True)
+        path.unlink(missing_ok=True)
+        pending.unlink(missing_ok=True)
+    elif pending.exists():
+        os.replace(pending, path)
     write_state(app.db, CHANNELS_KEY, {"snsTopicArn": topic, "webhookUrl": url})
 
 
