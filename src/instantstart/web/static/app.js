@@ -101,6 +101,6 @@ async function route() {
 }
 
 window.addEventListener("hashchange", route);
-connect(document.getElementById("live"));
 startBell(shell);
+connect(document.getElementById("live"));
 shell.reloadClusters().catch((err) => shell.fail(err)).finally(route);
