@@ -104,6 +104,9 @@ class Settings(BaseSettings):
     watch_idle_seconds: float = Field(
         default=300.0, gt=0, le=86400, description="A cluster's Kubernetes watches stop after this long unread."
     )
+    alert_interval_seconds: float = Field(
+        default=60.0, gt=0, le=3600, description="How often the alert rules are evaluated (0 < s ≤ 3600)."
+    )
     timeline_retention_days: float = Field(
         default=30.0, gt=0, le=3650, description="Timeline entries older than this are deleted."
     )

@@ -195,3 +195,31 @@ def test_a_training_job_appears_and_goes_live_without_a_reload_or_a_poll(page: A
     expect(page.locator(f"#jobs tr[data-job={JOB}]")).to_have_count(1)
     assert table_reads == [], table_reads
     assert not page.page_errors, page.page_errors
+
+
+def test_the_header_bell_counts_open_alerts_and_lists_them(page: Any, served: Served, tmp_path: Any) -> None:
+    from kubernetes import client as k8s
+
+    with served.api() as api:  # the crash-loop rule opens at once (its default waits an hour)
+        ref = api.post("/api/v1/alerts/rules", json={"rules": {"pod_crash_looping": {"minutes": 0}}}).json()
+        assert wait_terminal(api, ref["operationId"])["status"] == "SUCCEEDED"
+    with served.kube_api(tmp_path) as api_client:
+        k8s.CoreV1Api(api_client).create_namespaced_pod("default", {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "crasher", "annotations": {"twin.instantstart.io/fail": "true"}},
+            "spec": {"containers": [{"name": "main", "image": "busybox"}]}})
+    page.goto(served.url + "/#/monitoring")
+    bell = page.locator("#alerts-bell")
+    expect(bell).to_have_accessible_name(re.compile(r"\d+\s+open alerts"))
+    expect(page.locator("#alerts-count")).not_to_have_text("0", timeout=40_000)  # the bell polls every 15 s
+    bell.click()
+    expect(bell).to_have_attribute("aria-expanded", "true")
+    panel = page.get_by_role("region", name="Open alerts")
+    expect(panel).to_contain_text("pod_crash_looping")
+    expect(panel).to_contain_text("pod default/crasher is crash-looping")
+    shot(page, "36-alerts-bell")
+    audit(page, "the alerts bell opened")
+    page.keyboard.press("Escape")
+    expect(panel).to_be_hidden()
+    expect(bell).to_be_focused()
+    assert not page.page_errors, page.page_errors

@@ -88,6 +88,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         "INSTANTSTART_DATABASE_URL": f"sqlite:///{data / 'state.db'}",
         "INSTANTSTART_POLL_SECONDS": "0.2",
         "INSTANTSTART_STATUS_CACHE_SECONDS": "1",
+        "INSTANTSTART_ALERT_INTERVAL_SECONDS": "5",  # the alerts bell shows what the evaluator opens within seconds
         "INSTANTSTART_LOG_JSON": "true",
         "INSTANTSTART_LOG_LEVEL": "INFO",
     }

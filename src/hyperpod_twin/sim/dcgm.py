@@ -3,8 +3,9 @@
 The HyperPod observability add-on scrapes NVIDIA DCGM metrics into the cluster's Amazon Managed Service for
 Prometheus workspace. The twin derives them instead: every GPU a Ready node advertises reports
 `DCGM_FI_DEV_GPU_UTIL` (labels `Hostname`, `gpu`, `UUID`, `modelName`, `instance_type`, and the holding
-pod's `namespace`/`pod` while a running pod holds it). A held GPU is busy (85-99 %) from the pod's start,
-an idle one reports 0. Queries: a selector `name{label op "value", …}` or `sum|avg|max|min|count [by (l, …)]
+pod's `namespace`/`pod` while a running pod holds it). A held GPU is busy (85-99 %) from the pod's start
+(1 % when the pod is annotated twin.instantstart.io/gpu-idle: a job that holds GPUs and does nothing), an idle one
+reports 0. Queries: a selector `name{label op "value", …}` or `sum|avg|max|min|count [by (l, …)]
 (selector)`; `/api/v1/query` (instant) and `/api/v1/query_range`, answered as Prometheus does."""
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ def series_at(sim: ClusterSim, t: float) -> list[Series]:
             started = kobj.parse_time((holder or {}).get("status", {}).get("startTime")) if holder else None
             if holder is not None and (started is None or started <= t):
                 base |= {"namespace": holder["metadata"]["namespace"], "pod": holder["metadata"]["name"]}
-                out.append(("DCGM_FI_DEV_GPU_UTIL", base, _utilisation(uuid, t)))
+                idle = kobj.annotation(holder, kobj.GPU_IDLE).lower() in ("true", "1", "yes")
+                out.append(("DCGM_FI_DEV_GPU_UTIL", base, 1.0 if idle else _utilisation(uuid, t)))
             else:
                 out.append(("DCGM_FI_DEV_GPU_UTIL", base, 0.0))
     return out

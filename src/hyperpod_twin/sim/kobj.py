@@ -17,6 +17,7 @@ Obj = dict[str, Any]
 RUN_SECONDS = "twin.instantstart.io/run-seconds"  # how long a run-to-completion container runs
 START_SECONDS = "twin.instantstart.io/start-seconds"  # image pull + start delay before Running
 FAIL = "twin.instantstart.io/fail"  # "true": the container exits 1
+GPU_IDLE = "twin.instantstart.io/gpu-idle"  # "true": the pod holds its GPUs but leaves them idle (DCGM ~1 %)
 FAIL_ATTEMPTS = "twin.instantstart.io/fail-attempts"  # "<n>": attempts 0..n-1 exit 1, later ones succeed
 LOG_LINES = "twin.instantstart.io/log-lines"  # newline-separated lines the container writes
 ATTEMPT = "twin.instantstart.io/attempt"  # set by controllers: which retry of the workload a pod is

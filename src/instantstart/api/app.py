@@ -42,6 +42,7 @@ from instantstart.operations.runner import Runner
 from instantstart.operations.store import OperationStore
 from instantstart.principal import BOOTSTRAP_USER, Principal, current_principal
 from instantstart.services import load_all
+from instantstart.services.alerts import evaluator as alert_evaluator
 from instantstart.services.monitoring import feeds
 from instantstart.services.monitoring.timeline import attach as attach_timeline
 from instantstart.settings import Settings
@@ -368,6 +369,7 @@ def create_app(
         await to_thread.run_sync(ensure_user, context.db, BOOTSTRAP_USER, "admin")  # the token file's user
         context.runner.start(context)
         await feeds.start_known(context)
+        alert_evaluator.start(context)
         hub.start()
         # Botocore's endpoint data behind Region validation: ~0.8 s to load, once, never on the event loop (the
         # first request naming a region used to stall every other request that long).
@@ -383,6 +385,7 @@ def create_app(
         await hub.stop()
         await context.runner.stop()
         await feeds.stop_all(context)
+        await alert_evaluator.stop(context)
         context.informers.stop()
         context.db.dispose()
         for hook in on_shutdown:

@@ -39,12 +39,14 @@ _OPERATOR_OPS = (
     " hyperpod_node_delete hyperpod_node_reboot hyperpod_node_replace hyperpod_scale_instance_group"
     " hyperpod_update_advanced_features hyperpod_update_software inference_pool_assign inference_pool_release"
     " karpenter_install karpenter_uninstall mlflow_configure operation_cancel operation_retry s3_storage_create"
-    " storage_delete"
+    " storage_delete alert_rules_update"
 )
-_ADMIN_OPS = "audit_list user_create user_delete user_list user_update"
+# alert_channels_update sends cluster information to a URL the caller names: admin.
+_ADMIN_OPS = "alert_channels_update audit_list user_create user_delete user_list user_update"
 _OWN_TOKEN_OPS = "token_create token_list token_revoke"
 _VIEWER_OPS = (
-    "cluster_delete_plan cluster_events cluster_get_availability_zones cluster_get_available_instances"
+    "alert_list alert_rules_get cluster_delete_plan cluster_events cluster_get_availability_zones"
+    " cluster_get_available_instances"
     " cluster_get_dependency_status cluster_get_eks_creation_status cluster_get_instance_groups cluster_get_status"
     " cluster_list_all cluster_list_workloads cluster_plan_create cluster_timeline fsx_storage_list"
     " hyperpod_get_advanced_features hyperpod_get_creation_status inference_list_public_services"

@@ -11,6 +11,7 @@ def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:
     """Import every service module that registers operations, then each plugin module."""
     # Explicit imports: the registration order is the catalog order every face shows.
     from instantstart.services.access import audit, tokens, users  # noqa: F401
+    from instantstart.services.alerts import ops as alert_ops  # noqa: F401
     from instantstart.services.capacity import (  # noqa: F401
         instance_groups,
         karpenter,

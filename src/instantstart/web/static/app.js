@@ -2,6 +2,7 @@
 import { ApiError, get, post } from "./api.js";
 import { h } from "./dom.js";
 import { askSnapshot, connect, events } from "./live.js";
+import { startBell } from "./alerts.js";
 import * as clusters from "./clusters.js";
 import * as inference from "./inference.js";
 import * as monitoring from "./monitoring.js";
@@ -117,6 +118,7 @@ async function whoami() {
 }
 
 window.addEventListener("hashchange", route);
+startBell(shell);
 connect(document.getElementById("live"));
 whoami().catch((err) => shell.fail(err));
 shell.reloadClusters().catch((err) => shell.fail(err)).finally(route);
