@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError
 from instantstart.aws import iam as iam_api
 from instantstart.aws.clients import AwsClients
 from instantstart.aws.iam import BOUNDARY_POLICY
-from instantstart.errors import PreconditionFailed
+from instantstart.errors import InstantStartError, PreconditionFailed
 from instantstart.services.account.policy import boundary_policy
 from instantstart.services.core.ledger import TAG_INSTALLATION
 from instantstart.settings import Settings
@@ -169,3 +169,29 @@ def test_the_control_plane_names_the_fix_for_a_role_without_the_boundary(
                               description="", tags=OURS)
     role = admin.get_role(RoleName=arn.rsplit("/", 1)[-1])["Role"]
     assert role["PermissionsBoundary"]["PermissionsBoundaryArn"] == boundary(twin)
+
+
+def test_a_refusal_is_blamed_on_what_the_role_lacks_or_else_on_the_control_planes_identity(
+    twin: TwinProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A trust policy write needs the installation tag (not the boundary): the error names the tag-role fix. A role
+    that has what the policy requires, refused anyway, is the control plane's identity lacking the action: the
+    error names that action, never the boundary."""
+    for key, value in twin.env.items():
+        monkeypatch.setenv(key, value)
+    aws = AwsClients(Settings(data_dir=tmp_path, aws_endpoint_url=twin.endpoint_url, aws_region="us-west-2"))
+    admin = client(twin, "iam", control_plane=False)
+    admin.create_role(RoleName="instantstart-untagged-hyperpod", AssumeRolePolicyDocument=TRUST,
+                      PermissionsBoundary=boundary(twin))
+    trust = json.loads(TRUST)
+    with pytest.raises(PreconditionFailed) as err:
+        iam_api.update_trust_policy(aws, "us-west-2", "instantstart-untagged-hyperpod", trust)
+    assert TAG_INSTALLATION in err.value.message and BOUNDARY_POLICY not in err.value.message
+    assert "aws iam tag-role --role-name instantstart-untagged-hyperpod" in (err.value.hint or "")
+    admin.tag_role(RoleName="instantstart-untagged-hyperpod", Tags=OURS)
+    iam_api.update_trust_policy(aws, "us-west-2", "instantstart-untagged-hyperpod", trust)
+    with pytest.raises(InstantStartError) as denied:
+        iam_api.attach_policy(aws, "us-west-2", "instantstart-untagged-hyperpod",
+                              "arn:aws:iam::aws:policy/AdministratorAccess")
+    assert not isinstance(denied.value, PreconditionFailed)
+    assert "iam:AttachRolePolicy" in (denied.value.hint or "") and "boundary" not in (denied.value.hint or "")
