@@ -19,10 +19,18 @@ from botocore.exceptions import ClientError
 from instantstart.aws import iam as iam_api
 from instantstart.aws.clients import AwsClients
 from instantstart.aws.iam import BOUNDARY_POLICY
+from instantstart.context import AppContext
+from instantstart.describe_cache import DescribeCache
 from instantstart.errors import InstantStartError, PreconditionFailed
+from instantstart.kube.client import KubeClients
+from instantstart.operations.kinds import KINDS
+from instantstart.operations.runner import Runner
+from instantstart.operations.store import OperationStore
 from instantstart.services.account.policy import boundary_policy
+from instantstart.services.cluster.deletion import DELETERS
 from instantstart.services.core.ledger import TAG_INSTALLATION
 from instantstart.settings import Settings
+from instantstart.store.db import Database
 from instantstart.twin_process import TwinProcess
 from tests.support.twin_aws import ProcessTwinView, build_eks, build_network, group
 
@@ -195,3 +203,25 @@ def test_a_refusal_is_blamed_on_what_the_role_lacks_or_else_on_the_control_plane
                               "arn:aws:iam::aws:policy/AdministratorAccess")
     assert not isinstance(denied.value, PreconditionFailed)
     assert "iam:AttachRolePolicy" in (denied.value.hint or "") and "boundary" not in (denied.value.hint or "")
+
+
+def test_deleting_a_cluster_that_is_gone_already_is_done_without_a_refused_delete_call(
+    twin: TwinProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DeleteCluster is allowed only on clusters tagged with the installation, so on a cluster that no longer exists
+    (a deletion stage retried after its first DeleteCluster) IAM refuses it rather than answering NotFound: the
+    deleters see the cluster gone and call nothing."""
+    for key, value in twin.env.items():
+        monkeypatch.setenv(key, value)
+    settings = Settings(data_dir=tmp_path, database_url=f"sqlite:///{tmp_path / 'state.db'}",
+                        aws_endpoint_url=twin.endpoint_url, aws_region="us-west-2")
+    db = Database(settings.resolved_database_url)
+    db.migrate()
+    aws = AwsClients(settings)
+    app = AppContext(settings=settings, db=db, runner=Runner(settings, OperationStore(db), KINDS), aws=aws,
+                     kube=KubeClients(aws), cache=DescribeCache(1.0))
+    assert "sagemaker:DeleteCluster" in refused(client(twin, "sagemaker").delete_cluster, ClusterName="hp-gone")
+    assert "eks:DeleteCluster" in refused(client(twin, "eks").delete_cluster, name="eks-gone")
+    for kind, name in (("sagemaker:cluster", "hp-gone"), ("eks:cluster", "eks-gone")):
+        res = {"resourceType": kind, "resourceId": name, "region": "us-west-2", "clusterTag": "gone", "details": {}}
+        assert DELETERS[kind](app, res) is True
