@@ -37,23 +37,19 @@ def _role_write(aws: AwsClients, region: str, api: str, action: str, name: str, 
             raise translate(exc, action) from exc
         boundary = boundary_arn(aws, region)
         lacking = _lacking(aws, region, name, api, boundary)
-        if lacking == "boundary":
+        if lacking is not None:
+            if lacking == "boundary":
+                need, fix = f"carry the permissions boundary {BOUNDARY_POLICY}", (
+                    f"aws iam put-role-permissions-boundary --role-name {name} --permissions-boundary {boundary}")
+            else:
+                need, fix = f"are tagged {TAG_INSTALLATION} (trust policies)", (
+                    f"aws iam tag-role --role-name {name} --tags Key={TAG_INSTALLATION},Value=<the value the "
+                    "cluster's other resources carry>")
             raise PreconditionFailed(
-                f"IAM refused to {action}: the control plane changes only roles that carry the permissions "
-                f"boundary {BOUNDARY_POLICY}, and {name} does not.",
-                hint=f"If {name} is InstantStart's from an older version: aws iam put-role-permissions-boundary "
-                f"--role-name {name} --permissions-boundary {boundary}, then operation_retry. If it is someone "
-                "else's, choose another clusterTag.",
-                details={"role": name, "permissionsBoundary": boundary},
-            ) from exc
-        if lacking == "tag":
-            raise PreconditionFailed(
-                f"IAM refused to {action}: the control plane writes trust policies only of roles tagged "
-                f"{TAG_INSTALLATION}, and {name} is not.",
-                hint=f"If {name} is InstantStart's from an older version: aws iam tag-role --role-name {name} --tags "
-                f"Key={TAG_INSTALLATION},Value=<the value the cluster's other resources carry>, then "
-                "operation_retry. If it is someone else's, choose another clusterTag.",
-                details={"role": name, "tag": TAG_INSTALLATION},
+                f"IAM refused to {action}: the control plane changes only roles that {need}; {name} lacks that.",
+                hint=f"If {name} is InstantStart's from an older version: {fix}, then operation_retry. If it is "
+                "someone else's, choose another clusterTag.",
+                details={"role": name, "permissionsBoundary": boundary, "lacking": lacking},
             ) from exc
         error = translate(exc, action)
         error.hint = (f"The control plane's identity may not call iam:{api} on {name}: allow it on instantstart-* "
