@@ -19,10 +19,18 @@ from botocore.exceptions import ClientError
 from instantstart.aws import iam as iam_api
 from instantstart.aws.clients import AwsClients
 from instantstart.aws.iam import BOUNDARY_POLICY
-from instantstart.errors import PreconditionFailed
+from instantstart.context import AppContext
+from instantstart.describe_cache import DescribeCache
+from instantstart.errors import InstantStartError, PreconditionFailed
+from instantstart.kube.client import KubeClients
+from instantstart.operations.kinds import KINDS
+from instantstart.operations.runner import Runner
+from instantstart.operations.store import OperationStore
 from instantstart.services.account.policy import boundary_policy
+from instantstart.services.cluster.deletion import DELETERS
 from instantstart.services.core.ledger import TAG_INSTALLATION
 from instantstart.settings import Settings
+from instantstart.store.db import Database
 from instantstart.twin_process import TwinProcess
 from tests.support.twin_aws import ProcessTwinView, build_eks, build_network, group
 
@@ -169,3 +177,51 @@ def test_the_control_plane_names_the_fix_for_a_role_without_the_boundary(
                               description="", tags=OURS)
     role = admin.get_role(RoleName=arn.rsplit("/", 1)[-1])["Role"]
     assert role["PermissionsBoundary"]["PermissionsBoundaryArn"] == boundary(twin)
+
+
+def test_a_refusal_is_blamed_on_what_the_role_lacks_or_else_on_the_control_planes_identity(
+    twin: TwinProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A trust policy write needs the installation tag (not the boundary): the error names the tag-role fix. A role
+    that has what the policy requires, refused anyway, is the control plane's identity lacking the action: the
+    error names that action, never the boundary."""
+    for key, value in twin.env.items():
+        monkeypatch.setenv(key, value)
+    aws = AwsClients(Settings(data_dir=tmp_path, aws_endpoint_url=twin.endpoint_url, aws_region="us-west-2"))
+    admin = client(twin, "iam", control_plane=False)
+    admin.create_role(RoleName="instantstart-untagged-hyperpod", AssumeRolePolicyDocument=TRUST,
+                      PermissionsBoundary=boundary(twin))
+    trust = json.loads(TRUST)
+    with pytest.raises(PreconditionFailed) as err:
+        iam_api.update_trust_policy(aws, "us-west-2", "instantstart-untagged-hyperpod", trust)
+    assert TAG_INSTALLATION in err.value.message and BOUNDARY_POLICY not in err.value.message
+    assert "aws iam tag-role --role-name instantstart-untagged-hyperpod" in (err.value.hint or "")
+    admin.tag_role(RoleName="instantstart-untagged-hyperpod", Tags=OURS)
+    iam_api.update_trust_policy(aws, "us-west-2", "instantstart-untagged-hyperpod", trust)
+    with pytest.raises(InstantStartError) as denied:
+        iam_api.attach_policy(aws, "us-west-2", "instantstart-untagged-hyperpod",
+                              "arn:aws:iam::aws:policy/AdministratorAccess")
+    assert not isinstance(denied.value, PreconditionFailed)
+    assert "iam:AttachRolePolicy" in (denied.value.hint or "") and "boundary" not in (denied.value.hint or "")
+
+
+def test_deleting_a_cluster_that_is_gone_already_is_done_without_a_refused_delete_call(
+    twin: TwinProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DeleteCluster is allowed only on clusters tagged with the installation, so on a cluster that no longer exists
+    (a deletion stage retried after its first DeleteCluster) IAM refuses it rather than answering NotFound: the
+    deleters see the cluster gone and call nothing."""
+    for key, value in twin.env.items():
+        monkeypatch.setenv(key, value)
+    settings = Settings(data_dir=tmp_path, database_url=f"sqlite:///{tmp_path / 'state.db'}",
+                        aws_endpoint_url=twin.endpoint_url, aws_region="us-west-2")
+    db = Database(settings.resolved_database_url)
+    db.migrate()
+    aws = AwsClients(settings)
+    app = AppContext(settings=settings, db=db, runner=Runner(settings, OperationStore(db), KINDS), aws=aws,
+                     kube=KubeClients(aws), cache=DescribeCache(1.0))
+    assert "sagemaker:DeleteCluster" in refused(client(twin, "sagemaker").delete_cluster, ClusterName="hp-gone")
+    assert "eks:DeleteCluster" in refused(client(twin, "eks").delete_cluster, name="eks-gone")
+    for kind, name in (("sagemaker:cluster", "hp-gone"), ("eks:cluster", "eks-gone")):
+        res = {"resourceType": kind, "resourceId": name, "region": "us-west-2", "clusterTag": "gone", "details": {}}
+        assert DELETERS[kind](app, res) is True

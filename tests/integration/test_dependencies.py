@@ -23,6 +23,7 @@ from instantstart.describe_cache import DescribeCache
 from instantstart.errors import DependencyFailed, InvalidInput
 from instantstart.kube.client import KubeClients
 from instantstart.kube.token import eks_token
+from instantstart.manifests.iam_policies import lifecycle_deny
 from instantstart.operations.kinds import KINDS, OpenParams
 from instantstart.operations.runner import Runner
 from instantstart.operations.stage import StageContext
@@ -172,8 +173,11 @@ def test_configure_dependencies_reconciles_and_rerun_is_a_noop(cp: Running, twin
         policy = iam.get_role_policy(RoleName="instantstart-deps-s3-csi", PolicyName="instantstart")["PolicyDocument"]
         policy = json.loads(policy) if isinstance(policy, str) else policy
         bucket = client.get("/api/v1/clusters/eks-status").json()["details"]["bucket"]
-        resources = sorted(r for s in policy["Statement"] for r in s["Resource"])
+        allows = [s for s in policy["Statement"] if s["Effect"] == "Allow"]
+        resources = sorted(r for s in allows for r in s["Resource"])
         assert resources == [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/clusters/deps/data/*"]
+        # Last, the explicit Deny every workload-facing policy carries: no lifecycle script is writable.
+        assert policy["Statement"][-1] == lifecycle_deny(), policy
         api = _kube(twin, "deps")
         apps = kubernetes.client.AppsV1Api(api)
         assert apps.read_namespaced_daemon_set("health-monitoring-agent", "aws-hyperpod").metadata.name

@@ -15,6 +15,7 @@ import httpx
 import pytest
 from kubernetes import client as k8s
 
+from instantstart.manifests.iam_policies import lifecycle_deny
 from instantstart.twin_process import TwinProcess
 from tests.support.crash import ControlPlane
 from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
@@ -135,9 +136,11 @@ def test_mlflow_configure_job_run_and_history(plane: ControlPlane, twin_process:
     role = f"instantstart-{TAG}-mlflow-writer"
     [policy_name] = iam.list_role_policies(RoleName=role)["PolicyNames"]
     document = iam.get_role_policy(RoleName=role, PolicyName=policy_name)["PolicyDocument"]
-    assert {r for s in document["Statement"] for r in s["Resource"]} == {server["TrackingServerArn"]}
-    assert {a for s in document["Statement"] for a in s["Action"]} == {
+    allows = [s for s in document["Statement"] if s["Effect"] == "Allow"]
+    assert {r for s in allows for r in s["Resource"]} == {server["TrackingServerArn"]}
+    assert {a for s in allows for a in s["Action"]} == {
         "sagemaker-mlflow:*", "sagemaker:DescribeMlflowTrackingServer"}
+    assert document["Statement"][-1] == lifecycle_deny(), document
     eks: Any = twin_client(twin, "eks")
     [association] = [a for a in eks.list_pod_identity_associations(clusterName=EKS)["associations"]
                      if a["serviceAccount"] == "instantstart-training"]

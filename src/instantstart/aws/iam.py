@@ -17,6 +17,8 @@ INLINE_POLICY = "instantstart"
 # `aws iam create-policy`, docs/AWS.md). The control plane's own policy allows CreateRole, PutRolePolicy and
 # AttachRolePolicy only on roles with it, and cannot change it.
 BOUNDARY_POLICY = "InstantStartPermissionsBoundary"
+# The tag the control plane's policy requires on a role before it may write its trust policy (OwnRolesTrust).
+TAG_INSTALLATION = "instantstart:installation"
 
 
 def boundary_arn(aws: AwsClients, region: str) -> str:
@@ -24,24 +26,49 @@ def boundary_arn(aws: AwsClients, region: str) -> str:
     return f"arn:aws:iam::{account_id(aws, region)}:policy/{BOUNDARY_POLICY}"
 
 
-def _role_write(aws: AwsClients, region: str, action: str, name: str, fn: Any, **kwargs: Any) -> None:
-    """One write to role `name`; IAM's refusal names the likely cause (a role made before roles carried the
-    permissions boundary, or someone else's role) and the fix."""
+def _role_write(aws: AwsClients, region: str, api: str, action: str, name: str, fn: Any, **kwargs: Any) -> None:
+    """One write (IAM action `api`) to role `name`. When IAM refuses it and the role lacks what the control plane's
+    policy requires for `api` (the permissions boundary; for a trust policy, the installation tag), the error names
+    that fix; a refusal of a role that has it is the control plane's identity lacking `api`, and says so."""
     try:
         fn(RoleName=name, **kwargs)
     except Exception as exc:
         if error_code(exc) != "AccessDenied":
             raise translate(exc, action) from exc
         boundary = boundary_arn(aws, region)
-        raise PreconditionFailed(
-            f"IAM refused to {action}: the control plane changes only roles that carry the permissions boundary "
-            f"{BOUNDARY_POLICY} (and, for a trust policy, its installation tag).",
-            hint=f"If {name} is InstantStart's from an older version: aws iam put-role-permissions-boundary "
-            f"--role-name {name} --permissions-boundary {boundary} (for a trust policy also tag it "
-            "instantstart:installation with the value the cluster's other resources carry), then operation_retry. "
-            "If it is someone else's, choose another clusterTag.",
-            details={"role": name, "permissionsBoundary": boundary},
-        ) from exc
+        lacking = _lacking(aws, region, name, api, boundary)
+        if lacking is not None:
+            if lacking == "boundary":
+                need, fix = f"carry the permissions boundary {BOUNDARY_POLICY}", (
+                    f"aws iam put-role-permissions-boundary --role-name {name} --permissions-boundary {boundary}")
+            else:
+                need, fix = f"are tagged {TAG_INSTALLATION} (trust policies)", (
+                    f"aws iam tag-role --role-name {name} --tags Key={TAG_INSTALLATION},Value=<the value the "
+                    "cluster's other resources carry>")
+            raise PreconditionFailed(
+                f"IAM refused to {action}: the control plane changes only roles that {need}; {name} lacks that.",
+                hint=f"If {name} is InstantStart's from an older version: {fix}, then operation_retry. If it is "
+                "someone else's, choose another clusterTag.",
+                details={"role": name, "permissionsBoundary": boundary, "lacking": lacking},
+            ) from exc
+        error = translate(exc, action)
+        error.hint = (f"The control plane's identity may not call iam:{api} on {name}: allow it on instantstart-* "
+                      "roles (deploy/iam/control-plane-policy.json), then operation_retry.")
+        raise error from exc
+
+
+def _lacking(aws: AwsClients, region: str, name: str, api: str, boundary: str) -> str | None:
+    """What role `name` lacks that the control plane's policy requires for `api` (GetRole): "tag" (a trust policy
+    write without the installation tag), "boundary" (any other write without `boundary`) or None, also when the
+    lookup itself fails, so a refusal is never blamed on a requirement nobody checked."""
+    try:
+        role = aws.iam(region).get_role(RoleName=name)["Role"]
+    except Exception:  # the write's refusal is the error to report, not this lookup's
+        return None
+    if api == "UpdateAssumeRolePolicy":
+        tags = {t.get("Key"): t.get("Value") for t in role.get("Tags") or []}
+        return None if tags.get(TAG_INSTALLATION) else "tag"
+    return None if (role.get("PermissionsBoundary") or {}).get("PermissionsBoundaryArn") == boundary else "boundary"
 
 
 def managed_policy_exists(aws: AwsClients, region: str, arn: str) -> bool:
@@ -90,8 +117,8 @@ def attached_policies(aws: AwsClients, region: str, name: str) -> set[str]:
 
 def attach_policy(aws: AwsClients, region: str, name: str, policy_arn: str) -> None:
     """AttachRolePolicy."""
-    _role_write(aws, region, f"attach {policy_arn} to IAM role {name}", name, aws.iam(region).attach_role_policy,
-                PolicyArn=policy_arn)
+    _role_write(aws, region, "AttachRolePolicy", f"attach {policy_arn} to IAM role {name}", name,
+                aws.iam(region).attach_role_policy, PolicyArn=policy_arn)
 
 
 def inline_policy(aws: AwsClients, region: str, name: str) -> dict[str, Any] | None:
@@ -107,8 +134,8 @@ def inline_policy(aws: AwsClients, region: str, name: str) -> dict[str, Any] | N
 
 def put_inline_policy(aws: AwsClients, region: str, name: str, document: dict[str, Any]) -> None:
     """PutRolePolicy `instantstart`."""
-    _role_write(aws, region, f"set the policy of IAM role {name}", name, aws.iam(region).put_role_policy,
-                PolicyName=INLINE_POLICY, PolicyDocument=json.dumps(document))
+    _role_write(aws, region, "PutRolePolicy", f"set the policy of IAM role {name}", name,
+                aws.iam(region).put_role_policy, PolicyName=INLINE_POLICY, PolicyDocument=json.dumps(document))
 
 
 def delete_role(aws: AwsClients, region: str, name: str) -> None:
@@ -175,7 +202,7 @@ def get_role(aws: AwsClients, region: str, name: str) -> dict[str, Any] | None:
 
 def update_trust_policy(aws: AwsClients, region: str, name: str, document: dict[str, Any]) -> None:
     """UpdateAssumeRolePolicy of role `name`."""
-    _role_write(aws, region, f"write the trust policy of IAM role {name}", name,
+    _role_write(aws, region, "UpdateAssumeRolePolicy", f"write the trust policy of IAM role {name}", name,
                 aws.iam(region).update_assume_role_policy, PolicyDocument=json.dumps(document))
 
 

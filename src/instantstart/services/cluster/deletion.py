@@ -246,7 +246,10 @@ def _delete_lb_service(app: AppContext, res: dict[str, Any]) -> bool:
 
 
 def _delete_eks_cluster(app: AppContext, res: dict[str, Any]) -> bool:
-    check_eks_cluster(app, res, res["clusterTag"])
+    # Gone already (a stage retried after its DeleteCluster): done. Calling DeleteCluster on a cluster that no
+    # longer exists is refused (AccessDenied: the policy allows it only on tagged clusters), not NotFound.
+    if not check_eks_cluster(app, res, res["clusterTag"]):
+        return True
     eks.delete_cluster(app.aws, res["region"], res["resourceId"])
     app.kube.forget(res["resourceId"], res["region"])
     return False
@@ -282,7 +285,8 @@ def _delete_share(app: AppContext, res: dict[str, Any]) -> bool:
 
 
 def _delete_hyperpod(app: AppContext, res: dict[str, Any]) -> bool:
-    check_hyperpod_cluster(app, res, res["clusterTag"])
+    if not check_hyperpod_cluster(app, res, res["clusterTag"]):  # gone already: see _delete_eks_cluster
+        return True
     hyperpod.delete_cluster(app.aws, res["region"], res["resourceId"])
     return False
 

@@ -10,20 +10,27 @@ from instantstart.context import AppContext
 from instantstart.services.core.installation import installation_id, refuse_foreign
 
 
-def check_eks_cluster(app: AppContext, res: dict[str, Any], cluster_tag: str) -> None:
-    """Refuse to delete an EKS cluster that another installation (or cluster tag) has under this name now."""
+def check_eks_cluster(app: AppContext, res: dict[str, Any], cluster_tag: str) -> bool:
+    """Refuse to delete an EKS cluster that another installation (or cluster tag) has under this name now;
+    whether one exists (none: nothing to delete, and DeleteCluster, allowed only on tagged clusters, is refused)."""
     found = eks.describe_cluster(app.aws, res["region"], res["resourceId"])
-    if found is not None:
-        tags = {str(k): str(v) for k, v in (found.get("tags") or {}).items()}
-        refuse_foreign("EKS cluster", res["resourceId"], tags, cluster_tag, installation_id(app.db))
+    if found is None:
+        return False
+    tags = {str(k): str(v) for k, v in (found.get("tags") or {}).items()}
+    refuse_foreign("EKS cluster", res["resourceId"], tags, cluster_tag, installation_id(app.db))
+    return True
 
 
-def check_hyperpod_cluster(app: AppContext, res: dict[str, Any], cluster_tag: str) -> None:
-    """Refuse to delete a HyperPod cluster that another installation (or cluster tag) has under this name now."""
+def check_hyperpod_cluster(app: AppContext, res: dict[str, Any], cluster_tag: str) -> bool:
+    """Refuse to delete a HyperPod cluster that another installation (or cluster tag) has under this name now;
+    whether one exists (none: nothing to delete, and DeleteCluster, allowed only on tagged clusters, is refused)."""
     found = hyperpod.describe_cluster(app.aws, res["region"], res["resourceId"])
-    if found is not None and found.get("ClusterArn"):
+    if found is None:
+        return False
+    if found.get("ClusterArn"):
         tags = hyperpod.cluster_tags(app.aws, res["region"], str(found["ClusterArn"]))
         refuse_foreign("HyperPod cluster", res["resourceId"], tags, cluster_tag, installation_id(app.db))
+    return True
 
 
 def delete_oidc_provider(app: AppContext, res: dict[str, Any]) -> bool:
