@@ -64,6 +64,11 @@ def test_adopting_checks_the_vpc_and_the_lustre_rules(cp: Running, twin: TwinPro
     compute = ec2.describe_subnets(
         Filters=[*mine, {"Name": "tag:instantstart:role", "Values": ["compute-us-west-2c"]}])["Subnets"][0]
     vpc_id = compute["VpcId"]
+    # The compute subnet's new route table went onto the cluster's own S3 endpoint (one endpoint, not a second).
+    compute_table = ec2.describe_route_tables(Filters=[{"Name": "association.subnet-id",
+                                                        "Values": [compute["SubnetId"]]}])["RouteTables"][0]
+    endpoints = ec2.describe_vpc_endpoints(Filters=[{"Name": "vpc-id", "Values": [vpc_id]}])["VpcEndpoints"]
+    assert len(endpoints) == 1 and compute_table["RouteTableId"] in endpoints[0]["RouteTableIds"], endpoints
 
     # A file system in another VPC: refused, naming both VPCs.
     other_vpc = ec2.create_vpc(CidrBlock="10.77.0.0/16")["Vpc"]["VpcId"]
