@@ -137,18 +137,21 @@ def policy() -> dict[str, Any]:
                 ["arn:aws:ec2:*:*:route-table/*", "arn:aws:ec2:*:*:subnet/*"],
                 {"StringLike": {f"aws:ResourceTag/{TAG}": "?*"}},
             ),
-            # Associations, attachments and VPC attributes name the reused network's own resources; ingress rules go
-            # onto an adopted FSx file system's security group (fsx_adopt, opt-in) and route tables onto a reused
-            # VPC's existing S3 endpoint: those resources are the operator's and carry no tag of ours.
+            # Ingress rules only into security groups, and route tables onto S3 gateway endpoints, that carry the
+            # cluster tag (issue 26 item 4): an adopted FSx file system's group or a reused VPC's endpoint that is
+            # the operator's is left to the operator (fsx_adopt names the commands; network makes its own endpoint).
+            # ModifyVpcEndpoint's AddRouteTableIds also authorizes each route table (ours, tagged).
+            statement(
+                "NetworkRulesTagged",
+                ["ec2:AuthorizeSecurityGroupIngress", "ec2:ModifyVpcEndpoint"],
+                ["arn:aws:ec2:*:*:security-group/*", "arn:aws:ec2:*:*:vpc-endpoint/*",
+                 "arn:aws:ec2:*:*:route-table/*"],
+                {"StringLike": {f"aws:ResourceTag/{TAG}": "?*"}},
+            ),
+            # Associations, attachments and VPC attributes name the reused network's own resources.
             statement(
                 "NetworkWireUnscoped",
-                [
-                    "ec2:AssociateRouteTable",
-                    "ec2:AttachInternetGateway",
-                    "ec2:AuthorizeSecurityGroupIngress",
-                    "ec2:ModifyVpcAttribute",
-                    "ec2:ModifyVpcEndpoint",
-                ],
+                ["ec2:AssociateRouteTable", "ec2:AttachInternetGateway", "ec2:ModifyVpcAttribute"],
                 ["*"],
             ),
             statement(

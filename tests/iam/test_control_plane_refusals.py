@@ -225,3 +225,29 @@ def test_deleting_a_cluster_that_is_gone_already_is_done_without_a_refused_delet
     for kind, name in (("sagemaker:cluster", "hp-gone"), ("eks:cluster", "eks-gone")):
         res = {"resourceType": kind, "resourceId": name, "region": "us-west-2", "clusterTag": "gone", "details": {}}
         assert DELETERS[kind](app, res) is True
+
+
+def test_ingress_rules_and_endpoint_route_tables_only_on_tagged_network(twin: TwinProcess) -> None:
+    """An operator's security group (an adopted FSx file system's) gets no ingress rule, an operator's S3 endpoint
+    no route table, from the control plane; with the cluster tag on them (and on the route table), both work."""
+    ec2 = client(twin, "ec2", control_plane=False)
+    vpc = ec2.create_vpc(CidrBlock="10.62.0.0/16")["Vpc"]["VpcId"]
+    group = ec2.create_security_group(GroupName="theirs", Description="operator", VpcId=vpc)["GroupId"]
+    table = ec2.create_route_table(VpcId=vpc)["RouteTable"]["RouteTableId"]
+    endpoint = ec2.create_vpc_endpoint(VpcId=vpc, ServiceName="com.amazonaws.us-west-2.s3",
+                                       VpcEndpointType="Gateway")["VpcEndpoint"]["VpcEndpointId"]
+    cp = client(twin, "ec2")
+    lustre = [{"IpProtocol": "tcp", "FromPort": 988, "ToPort": 988, "UserIdGroupPairs": [{"GroupId": group}]}]
+    assert "ec2:AuthorizeSecurityGroupIngress" in refused(
+        cp.authorize_security_group_ingress, GroupId=group, IpPermissions=lustre)
+    assert f"vpc-endpoint/{endpoint}" in refused(cp.modify_vpc_endpoint, VpcEndpointId=endpoint,
+                                                  AddRouteTableIds=[table])
+    tag = [{"Key": "instantstart:cluster-tag", "Value": "t"}]
+    ec2.create_tags(Resources=[group, endpoint], Tags=tag)
+    cp.authorize_security_group_ingress(GroupId=group, IpPermissions=lustre)
+    # The endpoint is tagged now, the route table still is not: refused on the route table.
+    assert f"route-table/{table}" in refused(cp.modify_vpc_endpoint, VpcEndpointId=endpoint,
+                                              AddRouteTableIds=[table])
+    ec2.create_tags(Resources=[table], Tags=tag)
+    cp.modify_vpc_endpoint(VpcEndpointId=endpoint, AddRouteTableIds=[table])
+    assert ec2.describe_vpc_endpoints(VpcEndpointIds=[endpoint])["VpcEndpoints"][0]["RouteTableIds"] == [table]

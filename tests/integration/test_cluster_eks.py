@@ -128,3 +128,28 @@ def test_explicit_cidrs_and_idempotent_submission(cp: Running, twin: TwinProcess
         "10.9.2.0/24",
         "10.9.3.0/24",
     ]
+
+
+def test_a_reused_vpc_keeps_the_operators_s3_endpoint(cp: Running, twin: TwinProcess) -> None:
+    """A reused VPC with the operator's S3 gateway endpoint (no cluster tag): the control plane may not change it
+    (IAM allows ModifyVpcEndpoint only on tagged endpoints, the twin enforces it), so its private route table gets
+    an endpoint of its own, tagged and ledgered; the operator's endpoint keeps exactly its route tables."""
+    ec2: Any = twin_client(twin, "ec2")
+    vpc_id = ec2.create_vpc(CidrBlock="10.42.0.0/16")["Vpc"]["VpcId"]
+    theirs_table = ec2.create_route_table(VpcId=vpc_id)["RouteTable"]["RouteTableId"]
+    theirs = ec2.create_vpc_endpoint(VpcId=vpc_id, ServiceName="com.amazonaws.us-west-2.s3", VpcEndpointType="Gateway",
+                                     RouteTableIds=[theirs_table])["VpcEndpoint"]["VpcEndpointId"]
+    with cp.client() as client:
+        ref = client.post("/api/v1/clusters/eks", json={"clusterTag": "reuse", "region": "us-west-2",
+                                                        "vpcId": vpc_id})
+        assert ref.status_code == 202, ref.text
+        view = wait_terminal(client, ref.json()["operationId"], timeout=120)
+        assert view["status"] == "SUCCEEDED", view
+    outputs = view["stages"][0]["outputs"]
+    assert outputs["vpcId"] == vpc_id and outputs["s3EndpointId"] != theirs
+    endpoints = {e["VpcEndpointId"]: e for e in
+                 ec2.describe_vpc_endpoints(Filters=[{"Name": "vpc-id", "Values": [vpc_id]}])["VpcEndpoints"]}
+    assert endpoints[theirs]["RouteTableIds"] == [theirs_table]
+    ours = endpoints[outputs["s3EndpointId"]]
+    assert ours["RouteTableIds"] == [outputs["privateRouteTableId"]]
+    assert {"Key": "instantstart:cluster-tag", "Value": "reuse"} in ours["Tags"]

@@ -112,7 +112,12 @@ def test_fsx_create_adopt_mount_delete(cp: Running, twin: TwinProcess, tmp_path:
     # An existing file system, made outside InstantStart, is adopted and never deleted by us.
     made = fsx.create_file_system(FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=fs["SubnetIds"],
                                   LustreConfiguration={"DeploymentType": "SCRATCH_2"})["FileSystem"]
-    # (It has the VPC's default security group, which lets the nodes in only once the Lustre rules are added.)
+    # (It has the VPC's default security group, which lets the nodes in only once the Lustre rules are added; the
+    # operator tags that group with the cluster tag so InstantStart may add them: IAM allows ingress only there.)
+    default_group = ec2.describe_security_groups(Filters=[{"Name": "vpc-id", "Values": [compute["VpcId"]]},
+                                                          {"Name": "group-name", "Values": ["default"]}])
+    ec2.create_tags(Resources=[default_group["SecurityGroups"][0]["GroupId"]],
+                    Tags=[{"Key": "instantstart:cluster-tag", "Value": TAG}])
     adopt_ref = mcp_calls(cp, [("fsx_storage_create", {"name": "shared", "fileSystemId": made["FileSystemId"],
                                                        "allowLustreFromNodes": True})])[0]
     adopt = mcp_wait(cp, adopt_ref["operationId"])

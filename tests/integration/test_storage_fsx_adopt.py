@@ -1,8 +1,9 @@
 """Adopting an existing FSx for Lustre file system (fsx_storage_create fileSystemId) on the twin: refused when it
 is in another VPC, refused naming the missing Lustre rules when its security group does not let the cluster's
 nodes in (the hint names the rule and allowLustreFromNodes); adopted when the rules are there, or after
-InstantStart adds them. The twin's FSx CSI node plugin enforces the same rules: a pod on a file system the
-nodes cannot reach stays ContainerCreating with a FailedMount event until the rules exist."""
+InstantStart adds them to a group with the cluster tag (an operator's untagged group: refused, naming the
+commands). The twin's FSx CSI node plugin enforces the same rules: a pod on a file system the nodes cannot reach
+stays ContainerCreating with a FailedMount event until the rules exist."""
 
 from __future__ import annotations
 
@@ -63,6 +64,11 @@ def test_adopting_checks_the_vpc_and_the_lustre_rules(cp: Running, twin: TwinPro
     compute = ec2.describe_subnets(
         Filters=[*mine, {"Name": "tag:instantstart:role", "Values": ["compute-us-west-2c"]}])["Subnets"][0]
     vpc_id = compute["VpcId"]
+    # The compute subnet's new route table went onto the cluster's own S3 endpoint (one endpoint, not a second).
+    compute_table = ec2.describe_route_tables(Filters=[{"Name": "association.subnet-id",
+                                                        "Values": [compute["SubnetId"]]}])["RouteTables"][0]
+    endpoints = ec2.describe_vpc_endpoints(Filters=[{"Name": "vpc-id", "Values": [vpc_id]}])["VpcEndpoints"]
+    assert len(endpoints) == 1 and compute_table["RouteTableId"] in endpoints[0]["RouteTableIds"], endpoints
 
     # A file system in another VPC: refused, naming both VPCs.
     other_vpc = ec2.create_vpc(CidrBlock="10.77.0.0/16")["Vpc"]["VpcId"]
@@ -111,7 +117,21 @@ def test_adopting_checks_the_vpc_and_the_lustre_rules(cp: Running, twin: TwinPro
     stuck = core.read_namespaced_pod("stuck", "default").status
     assert stuck.phase == "Pending" and stuck.container_statuses[0].state.waiting.reason == "ContainerCreating"
 
-    # Asked to, InstantStart adds the rules to the file system's group; the waiting pod then mounts it.
+    # Asked to add the rules to the operator's group (no cluster tag): refused up front with the commands to run or
+    # the tag that lets InstantStart do it; nothing changed (IAM would refuse the control plane's call anyway).
+    refused = mcp_raw(cp, [("fsx_storage_create", {"name": "gated", "fileSystemId": gated["FileSystemId"],
+                                                   "allowLustreFromNodes": True})])[0]
+    error = refused["payload"]["error"]
+    assert refused["isError"] and error["code"] == "PRECONDITION_FAILED", refused
+    assert partial in error["message"] and "instantstart:cluster-tag" in error["message"], error
+    assert (f"aws ec2 authorize-security-group-ingress --region us-west-2 --group-id {partial} --protocol tcp "
+            f"--port 1018-1023 --source-group {node_group}") in error["hint"], error
+    assert "--port 988 " not in error["hint"]  # 988 is there already
+    assert f"--resources {partial} --tags Key=instantstart:cluster-tag,Value={TAG}" in error["hint"], error
+    assert len(ec2.describe_security_groups(GroupIds=[partial])["SecurityGroups"][0]["IpPermissions"]) == 1
+
+    # Tagged by the operator, the group is InstantStart's to change: it adds the rules; the waiting pod mounts it.
+    ec2.create_tags(Resources=[partial], Tags=[{"Key": "instantstart:cluster-tag", "Value": TAG}])
     ref = mcp_calls(cp, [("fsx_storage_create", {"name": "gated", "fileSystemId": gated["FileSystemId"],
                                                  "allowLustreFromNodes": True})])[0]
     view = mcp_wait(cp, ref["operationId"])

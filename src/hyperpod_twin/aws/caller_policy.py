@@ -1,6 +1,7 @@
 """The control plane's own calls judged by the identity policies its principal holds in the twin's IAM, for the
 calls whose IAM conditions guard against escalation and foreign deletes (role writes and the permissions boundary,
-cluster and node deletes, route and subnet wiring): refused as AWS refuses them, AccessDenied."""
+cluster and node deletes, route and subnet wiring, security-group ingress and S3 endpoint route tables): refused
+as AWS refuses them, AccessDenied."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ log = logging.getLogger(__name__)
 # clients and the operator's tools act as the account's administrator.
 CONTROL_PLANE_AGENT = "instantstart/"
 Request = tuple[str, str, dict[str, Any]]  # (IAM action, resource ARN, condition context)
-Resolver = Callable[[AwsContext, AwsRequest], Request]
+# One call may be authorized on several resources (ModifyVpcEndpoint: the endpoint and each added route table).
+Resolver = Callable[[AwsContext, AwsRequest], Request | list[Request]]
 
 ROLE_ACTIONS = (
     "AttachRolePolicy", "DeleteRole", "DeleteRolePermissionsBoundary", "DeleteRolePolicy", "DetachRolePolicy",
@@ -138,18 +140,38 @@ def _hyperpod_action(hyperpod: HyperPod, operation: str) -> Resolver:
     return resolve
 
 
+def _ec2_vpc(backend: Any, kind: str, resource_id: str) -> str | None:
+    """The VPC of an EC2 resource (None when it does not exist: EC2 answers NotFound after authorizing)."""
+    try:
+        if kind == "route-table":
+            found: Any = backend.route_tables.get(resource_id)
+        elif kind == "subnet":
+            found = backend.get_subnet(resource_id)
+        elif kind == "security-group":
+            found = backend.get_security_group_from_id(resource_id)
+        else:
+            found = backend.vpc_end_points.get(resource_id)
+    except Exception:
+        found = None
+    return None if found is None else str(found.vpc_id)
+
+
+def _ec2_request(ctx: AwsContext, region: str, action: str, kind: str, resource_id: str) -> Request:
+    backend = ctx.ec2(region)
+    context = _tag_context(dict(backend.tags.get(resource_id, {})))
+    vpc_id = _ec2_vpc(backend, kind, resource_id)
+    if vpc_id is not None:
+        context["ec2:Vpc"] = ctx.arn("ec2", region, f"vpc/{vpc_id}")
+    return action, ctx.arn("ec2", region, f"{kind}/{resource_id}"), context
+
+
 def _ec2_action(operation: str, id_param: str, kind: str) -> Resolver:
-    def resolve(ctx: AwsContext, req: AwsRequest) -> Request:
-        resource_id = str(req.params.get(id_param, ""))
-        backend = ctx.ec2(req.region)
-        context = _tag_context(dict(backend.tags.get(resource_id, {})))
-        try:
-            found = backend.route_tables.get(resource_id) if kind == "route-table" else backend.get_subnet(resource_id)
-        except Exception:
-            found = None  # EC2 answers InvalidSubnetID.NotFound after authorizing
-        if found is not None:
-            context["ec2:Vpc"] = ctx.arn("ec2", req.region, f"vpc/{found.vpc_id}")
-        return f"ec2:{operation}", ctx.arn("ec2", req.region, f"{kind}/{resource_id}"), context
+    def resolve(ctx: AwsContext, req: AwsRequest) -> list[Request]:
+        found = [_ec2_request(ctx, req.region, f"ec2:{operation}", kind, str(req.params.get(id_param, "")))]
+        if operation == "ModifyVpcEndpoint":  # each added route table is authorized too
+            tables = [str(v) for k, v in sorted(req.params.items()) if k.startswith("AddRouteTableId.")]
+            found += [_ec2_request(ctx, req.region, f"ec2:{operation}", "route-table", t) for t in tables]
+        return found
 
     return resolve
 
@@ -162,6 +184,9 @@ def resolvers(hyperpod: HyperPod) -> dict[tuple[str, str], Resolver]:
     table.update({("sagemaker", op): _hyperpod_action(hyperpod, op) for op in HYPERPOD_ACTIONS})
     table[("ec2", "CreateRoute")] = _ec2_action("CreateRoute", "RouteTableId", "route-table")
     table[("ec2", "ModifySubnetAttribute")] = _ec2_action("ModifySubnetAttribute", "SubnetId", "subnet")
+    table[("ec2", "AuthorizeSecurityGroupIngress")] = _ec2_action(
+        "AuthorizeSecurityGroupIngress", "GroupId", "security-group")
+    table[("ec2", "ModifyVpcEndpoint")] = _ec2_action("ModifyVpcEndpoint", "VpcEndpointId", "vpc-endpoint")
     return table
 
 
@@ -206,11 +231,14 @@ def register(ctx: AwsContext, hyperpod: HyperPod) -> None:
                 documents = caller_documents(ctx)
                 if not documents:
                     return None
-                action, resource, context = resolve(ctx, req)
+                found = resolve(ctx, req)
         except Exception as exc:  # a bug in the twin: loud, and a 4xx botocore does not retry
             log.exception("judging %s.%s failed", req.service, req.operation)
             return AwsError("InternalFailure", f"The twin could not authorize {req.operation}: {exc}", 400)
-        decision = evaluate(documents, action, resource, context)
-        return None if decision == "Allow" else denial(ctx, req, action, resource, decision)
+        for action, resource, context in found if isinstance(found, list) else [found]:
+            decision = evaluate(documents, action, resource, context)
+            if decision != "Allow":
+                return denial(ctx, req, action, resource, decision)
+        return None
 
     ctx.authorizer = authorize

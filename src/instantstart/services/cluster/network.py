@@ -201,7 +201,10 @@ def _associate(n: NetCtx, table_id: str, subnet_id: str) -> None:
 
 
 def ensure_s3_endpoint(n: NetCtx, vpc_id: str, route_table_ids: list[str]) -> str:
-    """The VPC's S3 gateway endpoint, associated with the private route tables (created if absent)."""
+    """The S3 gateway endpoint serving the route tables: the VPC's endpoint that already has them; else this
+    cluster's own tagged endpoint, given the missing tables (created if absent). An endpoint of the operator's in a
+    reused VPC is never changed (IAM allows ModifyVpcEndpoint only on endpoints with the cluster tag); a VPC may
+    hold several S3 gateway endpoints, each route table on at most one, and ours carries only our own tables."""
     service = f"com.amazonaws.{n.region}.s3"
     found = ec2.find_vpc_endpoints(
         n.aws,
@@ -214,15 +217,17 @@ def ensure_s3_endpoint(n: NetCtx, vpc_id: str, route_table_ids: list[str]) -> st
         if e.get("VpcEndpointType", "Gateway") == "Gateway"
         and e.get("State", "available").lower() not in ("deleted", "deleting")
     ]
-    if endpoints:
-        endpoint = endpoints[0]
-        missing = [t for t in route_table_ids if t not in endpoint.get("RouteTableIds", [])]
-        if missing:
-            ec2.add_endpoint_route_tables(n.aws, n.region, endpoint["VpcEndpointId"], missing)
-        return str(endpoint["VpcEndpointId"])
+    missing = [t for t in route_table_ids if not any(t in e.get("RouteTableIds", []) for e in endpoints)]
+    ours = tagged(endpoints, n.cluster_tag)
+    if not missing:
+        serving = [e for e in endpoints if route_table_ids[0] in e.get("RouteTableIds", [])]
+        return str((serving or ours or endpoints)[0]["VpcEndpointId"])
+    if ours:
+        ec2.add_endpoint_route_tables(n.aws, n.region, ours[0]["VpcEndpointId"], missing)
+        return str(ours[0]["VpcEndpointId"])
     tags = n.tags(f"instantstart-{n.cluster_tag}-s3", "s3-endpoint", "vpc-endpoint")
     endpoint_id = ec2.create_gateway_endpoint(
-        n.aws, n.region, vpc_id=vpc_id, service=service, table_ids=route_table_ids, tags=tags
+        n.aws, n.region, vpc_id=vpc_id, service=service, table_ids=missing, tags=tags
     )
     n.ledger("ec2:vpc-endpoint", endpoint_id, service=service)
     return endpoint_id
@@ -298,10 +303,8 @@ def ensure_compute_subnet(
     table_id = ensure_route_table(
         n, vpc_id=vpc_id, role=f"rt-{role}", subnet_ids=[new_id], nat_gateway_id=nat_gateway_id
     )
-    if s3_endpoint_id:
-        endpoint = ec2.find_vpc_endpoints(n.aws, n.region, ids=[s3_endpoint_id])[0]
-        if table_id not in endpoint.get("RouteTableIds", []):
-            ec2.add_endpoint_route_tables(n.aws, n.region, s3_endpoint_id, [table_id])
+    if s3_endpoint_id:  # the cluster uses an S3 endpoint: the new table gets one too (ours, never the operator's)
+        ensure_s3_endpoint(n, vpc_id, [table_id])
     return {"subnetId": new_id, "created": True, "cidr": cidr, "az": az, "usableAddresses": usable_addresses(cidr)}
 
 

@@ -75,8 +75,9 @@ class FsxCreateRequest(WireModel):
     allow_lustre_from_nodes: bool = Field(
         default=False,
         description="With fileSystemId: when the file system's security group does not let the cluster's nodes in "
-        "over Lustre (TCP 988, 1018-1023), add those inbound rules from the node security group (default: refuse, "
-        "naming the missing rules).",
+        "over Lustre (TCP 988, 1018-1023), add those inbound rules from the node security group, only into a group "
+        "tagged instantstart:cluster-tag (an untagged group is the operator's: refused, naming the commands to run; "
+        "default: refuse, naming the missing rules).",
     )
 
 
