@@ -7,6 +7,7 @@ succeeds)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +21,25 @@ from instantstart.store.models import utcnow
 from instantstart.twin_process import TwinProcess
 from tests.support.flows import hand_made_s3_claim, kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
 from tests.support.servers import Running
-from tests.support.twin import twin_client
+from tests.support.twin import control_plane, twin_client
 from tests.support.waits import wait_terminal
 
 TAG = "tok1"
 SELECTOR = f"{md.LABEL_TOKEN}=true"
 GHOST_BUCKET = "tok1-no-such-bucket"
+
+
+# The control plane cannot reach the hub its Jobs fetch from (only the cluster's nodes can), so its look-up before
+# the Job gives no verdict: the refusals and failures below happen where this test looks for them (after the token
+# Secret is written, and in the Job), not in the look-up.
+UNREACHABLE_HUB = "http://hf-mirror.invalid:8080"
+
+
+@pytest.fixture
+def cp(twin: TwinProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Running]:
+    """This module's control plane: the twin's account, a hub it cannot reach."""
+    with control_plane(twin, tmp_path, monkeypatch, hf_endpoint=UNREACHABLE_HUB) as running:
+        yield running
 
 
 def token_secrets(core: k8s.CoreV1Api) -> list[str]:

@@ -75,3 +75,13 @@ def test_an_fsx_download_outcome_comes_from_its_log() -> None:
     assert fsx_outcome(lines, progress) == {"alreadyPresent": False, "files": 4, "totalBytes": 900}
     assert fsx_outcome(["staging on emptyDir", "already present"], None)["alreadyPresent"] is True  # type: ignore[index]
     assert fsx_outcome(["staging on emptyDir", "error: boom"], None) is None
+
+
+def test_only_plain_words_are_read_for_fsx_paths() -> None:
+    """An env entry that is a secretKeyRef names no path (it used to raise AttributeError: a 500)."""
+    from instantstart.services.storage.fsx_claims import uses_fsx
+    from instantstart.services.training.env import EnvSource
+
+    ref = EnvSource.model_validate({"secretKeyRef": {"name": "s", "key": "k"}})
+    assert uses_fsx(["/fsx/data", ref]) and uses_fsx(["python", "--data=/fsx/x"])
+    assert not uses_fsx([ref, "train.py"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from instantstart.context import AppContext
@@ -63,7 +64,7 @@ def check_fsx_claim(api: k8s.ApiClient, row: ClusterRow, namespace: str, claim: 
     return claim
 
 
-def mountable_fsx(app: AppContext, row: ClusterRow, namespace: str, claim: str | None, words: list[str],
+def mountable_fsx(app: AppContext, row: ClusterRow, namespace: str, claim: str | None, words: Sequence[object],
                   field: str = "command") -> str | None:
     """Blocking: the FSx claim a workload mounts at /fsx (None when none is asked and `words` do not use /fsx);
     refused as check_fsx_claim and require_fsx_claim say."""
@@ -73,12 +74,14 @@ def mountable_fsx(app: AppContext, row: ClusterRow, namespace: str, claim: str |
     return check_fsx_claim(kube_api(app.kube, row.eks_cluster_name, row.region), row, namespace, claim)
 
 
-def uses_fsx(words: list[str]) -> bool:
-    """Whether a command line names a path under /fsx (it needs an FSx claim mounted)."""
-    return any(w == FSX_MOUNT or w.startswith(FSX_MOUNT + "/") or f"={FSX_MOUNT}/" in w for w in words)
+def uses_fsx(words: Sequence[object]) -> bool:
+    """Whether a command line (or env values) names a path under /fsx (it needs an FSx claim mounted). Only plain
+    strings are read: an env entry that is a secretKeyRef names no path."""
+    return any(isinstance(w, str) and (w == FSX_MOUNT or w.startswith(FSX_MOUNT + "/") or f"={FSX_MOUNT}/" in w)
+               for w in words)
 
 
-def require_fsx_claim(words: list[str], claim: str | None, field: str = "command") -> None:
+def require_fsx_claim(words: Sequence[object], claim: str | None, field: str = "command") -> None:
     """A command that reads or writes under /fsx needs fsxClaim; refused naming both fields otherwise."""
     if claim is None and uses_fsx(words):
         raise InvalidInput(f"Invalid input: {field}: uses {FSX_MOUNT}, but fsxClaim is not set",

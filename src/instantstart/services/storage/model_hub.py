@@ -34,6 +34,11 @@ async def check_on_hub(app: AppContext, req: ModelDownloadRequest) -> None:
     control plane cannot reach, or a hub error, is left to the Job, which runs on the cluster's network."""
     endpoint = app.settings.hf_endpoint or DEFAULT_HUB
     token = req.hf_token.get_secret_value() if req.hf_token is not None else None
+    if token is not None and not (token.isascii() and token.isprintable() and " " not in token):
+        # It travels in an HTTP header (ASCII only); never echoed.
+        raise InvalidInput("Invalid input: hfToken: a Hugging Face token is printable ASCII with no spaces (hf_…)",
+                           hint="Copy the token from huggingface.co/settings/tokens.",
+                           details={"fields": [{"field": "hfToken", "message": "not a token"}]})
     found = await blocking(hub.lookup_model, endpoint, req.model_id, req.revision, token)
     if found.error_code == "RepoNotFound" or (found.status == 404 and found.error_code is None):
         near = await blocking(closest_ids, endpoint, token, req.model_id)
