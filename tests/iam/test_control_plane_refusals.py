@@ -27,7 +27,7 @@ from instantstart.operations.kinds import KINDS
 from instantstart.operations.runner import Runner
 from instantstart.operations.store import OperationStore
 from instantstart.services.account.policy import boundary_policy
-from instantstart.services.cluster.deletion import DELETERS
+from instantstart.services.cluster.deleters import DELETERS
 from instantstart.services.core.ledger import TAG_INSTALLATION
 from instantstart.settings import Settings
 from instantstart.store.db import Database

@@ -8,8 +8,6 @@ from anyio import to_thread
 from pydantic import Field
 from sqlalchemy import select
 
-from instantstart.aws import hyperpod as hp
-from instantstart.aws.clients import AwsClients
 from instantstart.aws.hyperpod import HyperPod
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
@@ -20,8 +18,8 @@ from instantstart.kube.reads import read_node
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.services.capacity.groups import described
+from instantstart.services.capacity.node_guards import refuse_unowned, verify_node_script
 from instantstart.services.cluster.lifecycle import verify_groups
-from instantstart.services.core.ledger import TAG_INSTALLATION
 from instantstart.services.core.registry import (
     ClusterParams,
     get_cluster,
@@ -100,31 +98,6 @@ async def submit_node_op(ctx: CallContext, req: NodeRequest, action: NodeAction)
         status_tool="operation_get",
         poll_after_seconds=15,
     )
-
-
-def refuse_unowned(app: AppContext, region: str, cluster: str, action: str) -> None:
-    """Deleting or replacing nodes is allowed by the control-plane policy only on a HyperPod cluster carrying the
-    installation tag (one InstantStart created): an imported cluster without it is refused here, saying why,
-    rather than by IAM halfway through an operation (blocking)."""
-    found = hp.describe_cluster(app.aws, region, cluster)
-    if found is None or TAG_INSTALLATION in hp.cluster_tags(app.aws, region, str(found["ClusterArn"])):
-        return
-    raise PreconditionFailed(
-        f"HyperPod cluster {cluster} carries no {TAG_INSTALLATION} tag: InstantStart did not create it, and its IAM "
-        f"policy lets it {action} nodes only on clusters it created.",
-        hint=f"Reboot works on any cluster. To let InstantStart {action} nodes here, tag the cluster "
-        f"{TAG_INSTALLATION}=<any value> (sagemaker add-tags), or {action} the node in the SageMaker console.",
-        details={"cluster": cluster, "missingTag": TAG_INSTALLATION},
-    )
-
-
-def verify_node_script(aws: AwsClients, region: str, cluster: str, node: dict[str, Any]) -> None:
-    """Verify the lifecycle script a replacement of `node` runs as root (its instance group's); Conflict with
-    the fix when it changed (blocking)."""
-    described = HyperPod(aws, region).describe_cluster(cluster) or {}
-    group = node.get("InstanceGroupName")
-    groups = described.get("InstanceGroups") or []
-    verify_groups(aws, region, [g for g in groups if g.get("InstanceGroupName") == group], only_ours=True)
 
 
 def batch(sm: HyperPod, cluster: str, node: str, action: str) -> None:

@@ -5,30 +5,24 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Callable
 from typing import Any
 
 from anyio import to_thread
 from pydantic import Field
 
-from instantstart.aws import amp, ec2_network, eks, elbv2, grafana, hyperpod, iam, mlflow
-from instantstart.aws.clients import AwsClients
 from instantstart.aws.errors import error_code, translate
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext, StageContext
-from instantstart.errors import Conflict, DependencyFailed, NotFound, Unsupported
-from instantstart.kube.calls import core_api, kube_call
+from instantstart.errors import Conflict, DependencyFailed
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
-from instantstart.services.cluster.deletion_owner import check_eks_cluster, check_hyperpod_cluster, delete_oidc_provider
+from instantstart.services.cluster.deleters import delete_one, is_gone, still_there
 from instantstart.services.cluster.deletion_scan import load_balancer_holders, tag_scan
 from instantstart.services.cluster.params import DeleteParams, PlannedStep, stored
 from instantstart.services.core.ledger import mark_deleted, resources_of
-from instantstart.services.core.project_bucket import delete_share
 from instantstart.services.core.registry import ACTIVE_CLUSTER_KEY, get_cluster, submit_for_cluster
 from instantstart.services.core.stages import blocking, wait_until
-from instantstart.services.storage import fsx_delete
 from instantstart.services.training.mlflow import config_key as mlflow_config_key
 from instantstart.store.models import ClusterRow, ResourceRow, StateRow
 
@@ -222,134 +216,6 @@ async def cluster_delete(ctx: CallContext, req: DeleteRequest) -> OperationRef:
     )
 
 
-def _gone(exc: BaseException) -> bool:
-    if isinstance(exc, NotFound) or getattr(exc, "status", None) == 404:  # NotFound, or the Kubernetes API's 404
-        return True
-    code = error_code(exc)
-    return code.endswith(("NotFound", "NotFoundException", "NoSuchEntity", "NoSuchBucket")) or code in (
-        "ResourceNotFound",
-        "InvalidAllocationID.NotFound",
-        "InvalidVpcID.NotFound",
-    )
-
-
-def _row_of(app: AppContext, res: dict[str, Any]) -> ClusterRow:
-    return get_cluster(app.db, res.get("details", {}).get("clusterTag") or res["clusterTag"])
-
-
-def _delete_lb_service(app: AppContext, res: dict[str, Any]) -> bool:
-    namespace, name = res["resourceId"].split("/", 1)
-    row = _row_of(app, res)
-    core = core_api(app.kube, row.eks_cluster_name, row.region)
-    kube_call(f"delete Service {namespace}/{name}", core.delete_namespaced_service, name=name, namespace=namespace)
-    return False
-
-
-def _delete_eks_cluster(app: AppContext, res: dict[str, Any]) -> bool:
-    # Gone already (a stage retried after its DeleteCluster): done. Calling DeleteCluster on a cluster that no
-    # longer exists is refused (AccessDenied: the policy allows it only on tagged clusters), not NotFound.
-    if not check_eks_cluster(app, res, res["clusterTag"]):
-        return True
-    eks.delete_cluster(app.aws, res["region"], res["resourceId"])
-    app.kube.forget(res["resourceId"], res["region"])
-    return False
-
-
-def _delete_pod_identity(app: AppContext, res: dict[str, Any]) -> bool:
-    cluster, _, assoc = res["resourceId"].rpartition("/")
-    cluster = cluster or str(res.get("details", {}).get("clusterName", ""))
-    eks.delete_pod_identity_association(app.aws, res["region"], cluster, assoc)
-    return True
-
-
-def _deleter(fn: Callable[[AwsClients, str, str], None], done: bool) -> Deleter:
-    """A deleter that calls an adapter with (clients, region, id); `done`: gone once the call returns."""
-
-    def delete(app: AppContext, res: dict[str, Any]) -> bool:
-        fn(app.aws, res["region"], res["resourceId"])
-        return done
-
-    return delete
-
-
-def _delete_addon(aws: AwsClients, region: str, rid: str) -> None:
-    cluster, _, name = rid.partition("/")
-    eks.delete_addon(aws, region, cluster, name)
-
-
-Deleter = Callable[[AppContext, dict[str, Any]], bool]
-
-
-def _delete_share(app: AppContext, res: dict[str, Any]) -> bool:
-    return delete_share(app.aws, app.db, res)
-
-
-def _delete_hyperpod(app: AppContext, res: dict[str, Any]) -> bool:
-    if not check_hyperpod_cluster(app, res, res["clusterTag"]):  # gone already: see _delete_eks_cluster
-        return True
-    hyperpod.delete_cluster(app.aws, res["region"], res["resourceId"])
-    return False
-
-
-# ledger resource type → how to start deleting it; True when it is gone already (no waiting needed)
-DELETERS: dict[str, Deleter] = {
-    "sagemaker:cluster": _delete_hyperpod,
-    "k8s:loadbalancer-service": _delete_lb_service,
-    "eks:cluster": _delete_eks_cluster,
-    "eks:addon": _deleter(_delete_addon, True),
-    "eks:pod-identity-association": _delete_pod_identity,
-    "iam:role": _deleter(iam.delete_role, True),
-    "aps:workspace": _deleter(amp.delete_workspace, True),
-    "grafana:workspace": _deleter(grafana.delete_workspace, True),
-    "sagemaker:mlflow-tracking-server": _deleter(mlflow.delete_server, True),
-    "iam:oidc-provider": delete_oidc_provider,
-    "ec2:nat-gateway": _deleter(ec2_network.delete_nat_gateway, False),
-    "ec2:elastic-ip": _deleter(ec2_network.release_address, True),
-    "ec2:vpc-endpoint": _deleter(ec2_network.delete_vpc_endpoint, True),
-    "ec2:route-table": _deleter(ec2_network.delete_route_table, True),
-    "ec2:internet-gateway": _deleter(ec2_network.delete_internet_gateway, True),
-    "ec2:subnet": _deleter(ec2_network.delete_subnet, True),
-    "ec2:security-group": _deleter(ec2_network.delete_security_group, True),
-    "ec2:vpc": _deleter(ec2_network.delete_vpc, True),
-    "s3:prefix": _delete_share,
-    "s3:bucket": _delete_share,
-    "elbv2:load-balancer": _deleter(elbv2.delete_load_balancer, True),
-    "fsx:file-system": fsx_delete.delete_for_cluster,
-}
-
-
-def _delete_one(app: AppContext, res: dict[str, Any]) -> bool:
-    """Start deleting one resource; True when it is gone already (no waiting needed)."""
-    deleter = DELETERS.get(res["resourceType"])
-    if deleter is None:
-        raise Unsupported(f"No deleter for {res['resourceType']}; delete {res['resourceId']} by hand.", retryable=True)
-    return deleter(app, res)
-
-
-def _still_there(app: AppContext, res: dict[str, Any]) -> bool:
-    kind, rid, region = res["resourceType"], res["resourceId"], res["region"]
-    try:
-        if kind == "k8s:loadbalancer-service":
-            namespace, name = rid.split("/", 1)
-            row = _row_of(app, res)
-            core = core_api(app.kube, row.eks_cluster_name, row.region)
-            kube_call(f"read Service {rid}", core.read_namespaced_service, name=name, namespace=namespace)
-            return True
-        if kind == "sagemaker:cluster":
-            return hyperpod.cluster_status(app.aws, region, rid) not in (None, "Deleted")
-        if kind == "eks:cluster":
-            return eks.describe_cluster(app.aws, region, rid) is not None
-        if kind == "ec2:nat-gateway":
-            return ec2_network.nat_gateway_state(app.aws, region, rid) not in (None, "deleted")
-        if kind == "fsx:file-system":
-            return fsx_delete.still_there(app, res)
-    except Exception as exc:
-        if _gone(exc):
-            return False
-        raise
-    return False
-
-
 async def stage_delete(stage: StageContext) -> dict[str, Any]:
     """Delete every planned resource in order, waiting for each that takes time; gone already is success."""
     app = stage.app
@@ -362,9 +228,9 @@ async def stage_delete(stage: StageContext) -> dict[str, Any]:
         label = f"{planned.resource_type} {planned.resource_id}"
         await stage.progress(f"deleting {label} ({planned.order}/{len(p.plan)})")
         try:
-            immediate = await blocking(_delete_one, app, res)
+            immediate = await blocking(delete_one, app, res)
         except Exception as exc:
-            if not _gone(exc):
+            if not is_gone(exc):
                 code = error_code(exc)
                 if code in ("DependencyViolation", "ResourceInUse", "ResourceInUseException", "DeleteConflict"):
                     raise DependencyFailed(f"{label} is still in use ({code}); retrying.", retryable=True) from exc
@@ -373,7 +239,7 @@ async def stage_delete(stage: StageContext) -> dict[str, Any]:
         if not immediate:
 
             async def gone(r: dict[str, Any] = res, what: str = label) -> tuple[bool, str]:
-                there = await blocking(_still_there, app, r)
+                there = await blocking(still_there, app, r)
                 return not there, f"waiting for {what} to go"
 
             await wait_until(stage, gone, limit_seconds=WAIT_LIMIT, what=f"deletion of {label}")

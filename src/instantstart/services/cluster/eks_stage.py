@@ -23,6 +23,7 @@ from instantstart.operations.models import OperationRef
 from instantstart.services.cluster import eks_control_plane as eks_svc
 from instantstart.services.cluster import iam as iam_svc
 from instantstart.services.cluster import network as net
+from instantstart.services.cluster.nat_wait import wait_nat
 from instantstart.services.cluster.params import AddressPlanParams, EksParams, stored
 from instantstart.services.cluster.stage_status import StageStatus, stage_status
 from instantstart.services.core.registry import (
@@ -40,17 +41,6 @@ from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow, utcnow
 from instantstart.validation import AccessCidr, ClusterTag, ComputeSubnetCidr, Region, SubnetCidr, VpcCidr
 
-NAT_TIMEOUT = 15 * 60  # a NAT gateway is usually available within a few minutes
-# What to fix for each NatGateway.FailureCode EC2 reports (botocore model).
-NAT_FAILURE_HINTS = {
-    "InsufficientFreeAddressesInSubnet": "Free addresses in the first public subnet (or pass a VPC whose public "
-                                         "subnet has room)",
-    "Gateway.NotAttached": "Attach an internet gateway to the VPC",
-    "InvalidAllocationID.NotFound": "Check the Elastic IP allocation still exists (and the Elastic IP quota)",
-    "Resource.AlreadyAssociated": "Disassociate the Elastic IP from what holds it, or release it",
-    "InternalError": "EC2 had an internal error; nothing to fix on your side",
-    "InvalidSubnetID.NotFound": "Check the public subnet still exists",
-}
 EKS_TIMEOUT = 45 * 60
 ACCESS_DOC = (
     "Who may reach the public Kubernetes API endpoint (the private endpoint is always on). Default: the"
@@ -241,7 +231,7 @@ async def stage_eks(stage: StageContext) -> dict[str, Any]:
         _execution_role(stage, scope, common),
         blocking(iam_svc.caller_principal, app.aws, region),
     )
-    await _wait_nat(stage, region, str(network["natGatewayId"]))
+    await wait_nat(stage, region, str(network["natGatewayId"]))
     cluster = await blocking(eks_api.describe_cluster, app.aws, region, name) or {}
     await stage.progress("access entry for the control plane and the cluster's OIDC provider")
     await blocking(eks_api.ensure_admin_access, app.aws, region, name=name, principal_arn=principal)
@@ -394,24 +384,3 @@ async def cluster_get_availability_zones(ctx: CallContext, req: RegionScope) -> 
     return ZonesResult(region=region, availability_zones=zones)
 
 
-async def _wait_nat(stage: StageContext, region: str, nat_id: str) -> None:
-    """Until the NAT gateway is available (it is created pending): nodes in the private subnets need it."""
-
-    async def ready() -> tuple[bool, str]:
-        nat = await blocking(ec2_network.nat_gateway, stage.app.aws, region, nat_id) or {}
-        state = nat.get("State")
-        if state not in ("pending", "available"):
-            code, why = nat.get("FailureCode"), nat.get("FailureMessage")
-            reason = f" ({code}: {why})" if code or why else ""
-            raise ProviderError(
-                f"NAT gateway {nat_id} is {state or 'gone'}{reason}; the private subnets have no route to the "
-                "internet.",
-                hint=NAT_FAILURE_HINTS.get(str(code), "Fix what EC2's FailureMessage names")
-                + ", then operation_retry (a new NAT gateway is created; the failed one is left for EC2 to remove).",
-                # Only EC2's own internal error can pass by itself; the others need the fix the hint names.
-                retryable=code in (None, "InternalError"),
-                details={"natGatewayId": nat_id, "state": state, "failureCode": code, "failureMessage": why},
-            )
-        return state == "available", f"NAT gateway {nat_id}: {state}"
-
-    await wait_until(stage, ready, limit_seconds=NAT_TIMEOUT, what=f"NAT gateway {nat_id}")

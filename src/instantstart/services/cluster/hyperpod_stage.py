@@ -10,10 +10,9 @@ from pydantic import AliasChoices, Field
 
 from instantstart.aws import ec2_network
 from instantstart.aws import hyperpod as hp_api
-from instantstart.aws.clients import AwsClients
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
-from instantstart.context import AppContext, CallContext, StageContext
+from instantstart.context import CallContext, StageContext
 from instantstart.errors import CapacityUnavailable, InvalidInput, PreconditionFailed, ProviderError
 from instantstart.manifests.hyperpod import (
     DEEP_HEALTH_CHECKS,
@@ -24,6 +23,7 @@ from instantstart.manifests.hyperpod import (
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.services.cluster import network as net
+from instantstart.services.cluster.hyperpod_reads import CAPACITY_WORDS, cached_describe, capacity_events
 from instantstart.services.cluster.lifecycle import ensure_lifecycle, lifecycle_key
 from instantstart.services.cluster.params import HyperPodGroupParams, HyperPodParams, stored
 from instantstart.services.cluster.stage_status import StageStatus, stage_status
@@ -43,7 +43,6 @@ from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag
 
 HYPERPOD_TIMEOUT = 3 * 3600
-CAPACITY_WORDS = ("insufficient capacity", "sufficient capacity", "insufficientcapacity")
 
 
 def _alias(*names: str) -> Any:
@@ -136,28 +135,6 @@ def hyperpod_params(tag: str, region: str, req: HyperPodCreateRequest) -> HyperP
         deep_health_checks=list(DEEP_HEALTH_CHECKS) if req.on_start_deep_health_checks else [],
     )
     return HyperPodParams(cluster_tag=tag, region=region, hyperpod=group)
-
-
-async def cached_describe(
-    app: AppContext, region: str, name: str, ttl: float | None = None
-) -> dict[str, Any] | None:
-    """DescribeCluster through the status cache: every status tool shares one call per interval (`ttl`
-    overrides the interval)."""
-
-    async def fetch() -> dict[str, Any] | None:
-        return await blocking(hp_api.describe_cluster, app.aws, region, name)
-
-    value: dict[str, Any] | None = await app.cache.get(f"sagemaker:{region}:{name}:describe", fetch, ttl)
-    return value
-
-
-def capacity_events(aws: AwsClients, region: str, name: str) -> list[dict[str, Any]]:
-    """Error events of the cluster that report a capacity shortage."""
-    return [
-        e
-        for e in hp_api.list_events(aws, region, name)
-        if e.get("EventLevel") == "Error" and any(w in (e.get("Description") or "").lower() for w in CAPACITY_WORDS)
-    ]
 
 
 def _eks_details(row: ClusterRow) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from instantstart.errors import (
 from instantstart.kube import k8s
 from instantstart.kube.calls import kube_api
 from instantstart.manifests.storage import DEFAULT_CLAIM, DEFAULT_NAMESPACE
-from instantstart.services.cluster import hyperpod_stage as hyperpod
+from instantstart.services.cluster.hyperpod_reads import cached_describe
 from instantstart.services.cluster.lifecycle import lifecycle_problems
 from instantstart.services.cluster.status_model import (
     AcceleratorTotals,
@@ -79,7 +79,7 @@ async def _reads(
     """HyperPod's DescribeCluster (cached for `ttl`) and the Kubernetes state from the cluster's watches (node
     digest, claims, freshness); the last item says why Kubernetes was not reachable (None when it was)."""
     base = f"{row.region}:{row.eks_cluster_name}"
-    hp_task = asyncio.ensure_future(hyperpod.cached_describe(app, row.region, hp_name, ttl))
+    hp_task = asyncio.ensure_future(cached_describe(app, row.region, hp_name, ttl))
     try:
         api_or_error = await _cached(app, f"kubeapi:{base}", lambda: _api_or_error(app, row))
         if isinstance(api_or_error, InstantStartError):

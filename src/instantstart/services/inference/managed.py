@@ -25,6 +25,7 @@ from instantstart.services.core.instance_types import catalog
 from instantstart.services.core.registry import submit_for_cluster
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.services.inference.managed_autoscaling import ManagedAutoscaling, to_spec
+from instantstart.services.inference.managed_models import KvCache, ModelSource
 from instantstart.services.inference.placement import endpoint_cpu_memory
 from instantstart.services.inference.services import cluster_row
 from instantstart.services.monitoring import custom, watched
@@ -34,28 +35,6 @@ from instantstart.validation import ClusterTag, InvocationPath, KubeName
 
 READY_TIMEOUT = 3600
 CRD = f"{iec.PLURAL}.{iec.GROUP}"
-
-
-class ModelSource(WireModel):
-    """Where the weights come from (FACTS §6.2 modelSourceConfig)."""
-
-    type: Literal["s3", "fsx", "huggingface"]
-    s3_bucket: str | None = Field(default=None, max_length=63)
-    s3_region: str | None = Field(default=None, max_length=32)
-    fsx_file_system_id: str | None = Field(default=None, max_length=64)
-    fsx_dns_name: str | None = Field(default=None, max_length=253)
-    fsx_mount_name: str | None = Field(default=None, max_length=64)
-    hugging_face_model_id: str | None = Field(default=None, max_length=200)
-    model_location: str | None = Field(default=None, max_length=1024, description="Prefix or path of the model.")
-
-
-class KvCache(WireModel):
-    """KV cache offload: L1 in CPU memory, L2 in the cluster's tiered storage or a Redis."""
-
-    enable_l1: bool = True
-    enable_l2: bool = False
-    l2_backend: Literal["tieredstorage", "redis"] | None = None
-    l2_url: str | None = Field(default=None, max_length=512, description="redis://<host>:<port> (redis only).")
 
 
 class ManagedRequest(WireModel):
