@@ -103,7 +103,10 @@ def thread_server(data_dir: Path, database_url: str, send_buffer: int | None = N
     app = create_app(config)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="on",
                                            **uvicorn_options(config)))
-    listener = socket.socket()
+    # IPPROTO_TCP, not socket()'s default protocol 0: asyncio turns Nagle's algorithm off only on sockets it knows
+    # are TCP (accepted ones inherit the listener's protocol), and with Nagle on, a response written as headers
+    # then body waits for the client's delayed ACK: 40 ms on every request (uvicorn.run binds its own, with TCP).
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     if send_buffer is not None:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)  # accepted sockets inherit it
