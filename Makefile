@@ -69,13 +69,15 @@ typecheck: setup
 	$(BIN)/mypy
 
 # Parallel with pytest-xdist: PYTEST_XDIST workers (default 2, CI's core count), whole test files per worker
-# (--dist loadfile keeps module-shared twin clusters per module). PYTEST_XDIST=0 runs serially in one process.
+# (--dist loadfile keeps module-shared twin clusters per module), in the collection order, which puts the longest
+# files first (tests/support/schedule.py; xdist's own reordering by test count left the longest file for last).
+# PYTEST_XDIST=0 runs serially in one process. The durations of 1 s and more feed bench/suite_durations.py.
 PYTEST_XDIST ?= 2
-PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_XDIST)),-n 0,-n $(PYTEST_XDIST) --dist loadfile)
+PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_XDIST)),-n 0,-n $(PYTEST_XDIST) --dist loadfile --no-loadscope-reorder)
 
 pytest: setup postgres-bin chromium-bin image-tools $(AXE)
 	INSTANTSTART_REQUIRE_PG=1 INSTANTSTART_REQUIRE_IMAGE=1 $(BIN)/python scripts/with_postgres.py \
-	  $(BIN)/pytest -p no:cacheprovider --durations=25 $(PYTEST_PARALLEL)
+	  $(BIN)/pytest -p no:cacheprovider --durations=0 --durations-min=1 $(PYTEST_PARALLEL)
 
 test: lint typecheck pytest
 

@@ -26,6 +26,7 @@ _HELM = Path(__file__).resolve().parents[1] / ".tools" / "bin" / "helm"
 os.environ.setdefault("INSTANTSTART_HELM_PATH", str(_HELM))
 
 from tests.support.policy_plugin import check_at_session_end, order_last, start_call_log  # noqa: E402
+from tests.support.schedule import order_longest_first  # noqa: E402
 
 start_call_log()  # before any twin starts: every twin of this session logs its AWS calls there
 
@@ -35,7 +36,9 @@ from tests.support.twin import cp, twin, twin_process  # noqa: E402,F401 (fixtur
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The IAM policy test runs after every test that makes the control plane call AWS."""
+    """Files longest first (xdist's workers then finish together); the IAM policy test after every test that makes
+    the control plane call AWS."""
+    order_longest_first(items)
     order_last(config, items)
 
 
