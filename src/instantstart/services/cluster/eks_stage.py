@@ -23,6 +23,7 @@ from instantstart.operations.models import OperationRef
 from instantstart.services.cluster import eks_control_plane as eks_svc
 from instantstart.services.cluster import iam as iam_svc
 from instantstart.services.cluster import network as net
+from instantstart.services.cluster import vpc_reuse
 from instantstart.services.cluster.nat_wait import wait_nat
 from instantstart.services.cluster.params import AddressPlanParams, EksParams, stored
 from instantstart.services.cluster.stage_status import StageStatus, stage_status
@@ -302,6 +303,8 @@ async def cluster_create_eks(ctx: CallContext, req: CreateEksRequest) -> Operati
         plan_addresses(req.vpc_cidr)  # validates size and syntax with a field-named error
     tag = req.cluster_tag or new_tag()
     region = req.region or ctx.app.settings.aws_region
+    if req.vpc_id:  # refused before anything is recorded: not in the Region, DNS off, no room
+        await blocking(vpc_reuse.require_reusable, ctx.app.aws, region, req.vpc_id, tag)
     params = EksParams(
         cluster_tag=tag,
         region=region,
