@@ -43,6 +43,11 @@ from instantstart.store.models import ClusterRow, utcnow
 from instantstart.validation import AccessCidr, ClusterTag, ComputeSubnetCidr, Region, SubnetCidr, VpcCidr
 
 EKS_TIMEOUT = 45 * 60
+VPC_ID_DOC = (
+    "Reuse this VPC (not with vpcCidr): in the Region, DNS support and DNS hostnames on, room for a /20 and four"
+    " small subnets. The cluster adds only its own tagged subnets, routes, NAT gateway, security group (and an"
+    " internet gateway if none is attached) and never changes the VPC's own resources."
+)
 ACCESS_DOC = (
     "Who may reach the public Kubernetes API endpoint (the private endpoint is always on). Default: the"
     " INSTANTSTART_EKS_PUBLIC_ACCESS_CIDRS setting; an empty list makes the endpoint private only."
@@ -56,7 +61,7 @@ class CreateEksRequest(WireModel):
     region: Region | None = None
     vpc_cidr: VpcCidr | None = None
     endpoint_public_access_cidrs: list[AccessCidr] | None = Field(default=None, max_length=40, description=ACCESS_DOC)
-    vpc_id: str | None = Field(default=None, pattern=r"^vpc-[0-9a-f]{8,17}$", description="Reuse this VPC.")
+    vpc_id: str | None = Field(default=None, pattern=r"^vpc-[0-9a-f]{8,17}$", description=VPC_ID_DOC)
     kubernetes_version: str | None = Field(default=None, pattern=r"^1\.(2[89]|3[0-9])$")
 
 
