@@ -171,6 +171,43 @@ def test_a_bare_vpc_over_mcp_gets_what_it_lacks_and_loses_only_that(cp: Running,
     assert in_vpc(ec2, vpc_id) == before
 
 
+def _eks_in(client: Any, tag: str, vpc_id: str) -> dict[str, Any]:
+    """The EKS stage of cluster `tag` in the VPC, to SUCCEEDED; its outputs."""
+    ref = client.post("/api/v1/clusters/eks", json={"clusterTag": tag, "vpcId": vpc_id})
+    assert ref.status_code == 202, ref.text
+    view = wait_terminal(client, ref.json()["operationId"], timeout=120)
+    assert view["status"] == "SUCCEEDED", view
+    return dict(view["stages"][0]["outputs"])
+
+
+def _delete(client: Any, tag: str) -> None:
+    plan = client.get(f"/api/v1/clusters/{tag}/deletion-plan").json()
+    go = client.post(f"/api/v1/clusters/{tag}/delete", json={"planDigest": plan["planDigest"]}).json()
+    assert wait_terminal(client, go["operationId"], timeout=300)["status"] == "SUCCEEDED"
+
+
+def test_two_clusters_in_one_vpc_and_the_internet_gateway_they_share(cp: Running, twin: TwinProcess) -> None:
+    """The first cluster in a bare VPC attaches its own internet gateway; the second finds it attached and routes
+    through it (a VPC has one). Deleting the first keeps the gateway while route tables not its own use it."""
+    ec2: Any = twin_client(twin, "ec2")
+    vpc_id = _vpc(ec2, "10.66.0.0/16")
+    with cp.client() as client:
+        first, second = _eks_in(client, "one", vpc_id), _eks_in(client, "two", vpc_id)
+        assert first["internetGatewayId"] == second["internetGatewayId"]
+        subnets = [ipaddress.ip_network(s["CidrBlock"])
+                   for s in ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpc_id]}])["Subnets"]]
+        assert len(subnets) == 8 and not any(a.overlaps(b) for i, a in enumerate(subnets) for b in subnets[i + 1:])
+        _delete(client, "one")
+        igw = ec2.describe_internet_gateways(InternetGatewayIds=[first["internetGatewayId"]])["InternetGateways"][0]
+        assert [a["VpcId"] for a in igw["Attachments"]] == [vpc_id]  # the second cluster's routes still work
+        assert {k: v for k, v in tagged_leftovers(twin, "one").items() if v} == {"igws": [igw["InternetGatewayId"]]}
+        _delete(client, "two")
+    assert all(not v for v in tagged_leftovers(twin, "two").values())
+    # Nothing routes through the gateway now; it is left tagged with the first cluster for the operator to remove.
+    assert ec2.describe_route_tables(Filters=[{"Name": "route.gateway-id",
+                                               "Values": [igw["InternetGatewayId"]]}])["RouteTables"] == []
+
+
 def test_vpc_id_refusals_name_the_vpc_and_the_fix(cp: Running, twin: TwinProcess) -> None:
     ec2: Any = twin_client(twin, "ec2")
     other_region: Any = boto3.client("ec2", endpoint_url=twin.endpoint_url, region_name="us-east-1",
