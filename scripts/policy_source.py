@@ -104,6 +104,7 @@ def policy() -> dict[str, Any]:
                     "ec2:DescribeRouteTables",
                     "ec2:DescribeSecurityGroups",
                     "ec2:DescribeSubnets",
+                    "ec2:DescribeVpcAttribute",
                     "ec2:DescribeVpcEndpoints",
                     "ec2:DescribeVpcs",
                     "aps:ListWorkspaces",

@@ -136,6 +136,7 @@ def test_a_reused_vpc_keeps_the_operators_s3_endpoint(cp: Running, twin: TwinPro
     an endpoint of its own, tagged and ledgered; the operator's endpoint keeps exactly its route tables."""
     ec2: Any = twin_client(twin, "ec2")
     vpc_id = ec2.create_vpc(CidrBlock="10.42.0.0/16")["Vpc"]["VpcId"]
+    ec2.modify_vpc_attribute(VpcId=vpc_id, EnableDnsHostnames={"Value": True})  # reuse needs DNS hostnames on
     theirs_table = ec2.create_route_table(VpcId=vpc_id)["RouteTable"]["RouteTableId"]
     theirs = ec2.create_vpc_endpoint(VpcId=vpc_id, ServiceName="com.amazonaws.us-west-2.s3", VpcEndpointType="Gateway",
                                      RouteTableIds=[theirs_table])["VpcEndpoint"]["VpcEndpointId"]

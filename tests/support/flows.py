@@ -136,6 +136,8 @@ def tagged_leftovers(twin: TwinProcess, tag: str) -> dict[str, list[str]]:
         ],
         "route_tables": [t["RouteTableId"] for t in ec2.describe_route_tables(Filters=f)["RouteTables"]],
         "igws": [g["InternetGatewayId"] for g in ec2.describe_internet_gateways(Filters=f)["InternetGateways"]],
+        "endpoints": [e["VpcEndpointId"] for e in ec2.describe_vpc_endpoints(Filters=f)["VpcEndpoints"]
+                      if e["State"].lower() not in ("deleting", "deleted")],
         "groups": [g["GroupId"] for g in ec2.describe_security_groups(Filters=f)["SecurityGroups"]],
         "eips": [a["AllocationId"] for a in ec2.describe_addresses(Filters=f)["Addresses"]],
         "roles": roles,

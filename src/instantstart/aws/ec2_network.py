@@ -95,6 +95,16 @@ def delete_route_table(aws: AwsClients, region: str, table_id: str) -> None:
     call(action, ec2.delete_route_table, RouteTableId=table_id)
 
 
+def route_tables_via_gateway(aws: AwsClients, region: str, gateway_id: str) -> list[dict[str, Any]]:
+    """The route tables with a route to the gateway (internet gateway or gateway endpoint)."""
+    answer = call(
+        f"find routes to {gateway_id}",
+        aws.ec2(region).describe_route_tables,
+        Filters=[{"Name": "route.gateway-id", "Values": [gateway_id]}],
+    )
+    return cast("list[dict[str, Any]]", answer["RouteTables"])
+
+
 def delete_internet_gateway(aws: AwsClients, region: str, igw_id: str) -> None:
     """Detach an internet gateway from its VPCs, then delete it."""
     ec2 = aws.ec2(region)

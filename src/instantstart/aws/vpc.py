@@ -40,6 +40,18 @@ def enable_vpc_dns(aws: AwsClients, region: str, vpc_id: str) -> None:
     call("enable VPC DNS", ec2.modify_vpc_attribute, VpcId=vpc_id, EnableDnsHostnames={"Value": True})
 
 
+def vpc_dns(aws: AwsClients, region: str, vpc_id: str) -> dict[str, bool]:
+    """DescribeVpcAttribute: whether DNS support and DNS hostnames are on ({enableDnsSupport, enableDnsHostnames})."""
+    ec2 = aws.ec2(region)
+    read = "read VPC DNS attributes"
+    support = call(read, ec2.describe_vpc_attribute, VpcId=vpc_id, Attribute="enableDnsSupport")
+    hostnames = call(read, ec2.describe_vpc_attribute, VpcId=vpc_id, Attribute="enableDnsHostnames")
+    return {
+        "enableDnsSupport": bool(support["EnableDnsSupport"]["Value"]),
+        "enableDnsHostnames": bool(hostnames["EnableDnsHostnames"]["Value"]),
+    }
+
+
 def find_subnets(
     aws: AwsClients, region: str, filters: Filters | None = None, ids: list[str] | None = None
 ) -> list[dict[str, Any]]:

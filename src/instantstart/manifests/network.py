@@ -127,11 +127,51 @@ def usable_addresses(cidr: str) -> int:
 def next_free_subnet(vpc_cidr: str, used: Iterable[str], prefix: int = COMPUTE_MAX_PREFIX) -> str:
     """The lowest /prefix block of the VPC that overlaps no used subnet (for new compute subnets)."""
     vpc = parse_cidr(vpc_cidr, "vpcCidr")
-    taken = [ipaddress.ip_network(c) for c in used]
-    for candidate in vpc.subnets(new_prefix=prefix):
-        if not any(candidate.overlaps(t) for t in taken):
-            return str(candidate)
+    found = free_block([str(vpc)], used, prefix)
+    if found is not None:
+        return found
     raise InvalidInput(
         f"The VPC {vpc} has no free /{prefix} left for a compute subnet.",
         hint="Give subnetId to reuse an existing subnet, or add a secondary CIDR to the VPC.",
     )
+
+
+# The public and EKS control-plane subnets: /24 when the VPC has room, smaller in a crowded VPC (EKS needs at least
+# six free addresses in each of its subnets and recommends /28 or larger; a NAT gateway needs one).
+SMALL_PREFIXES = (24, 26, 28)
+
+
+def free_block(vpc_cidrs: Iterable[str], used: Iterable[str], prefix: int) -> str | None:
+    """The lowest /prefix block of any of the VPC's CIDR blocks that overlaps no used subnet; None when full."""
+    taken = [ipaddress.ip_network(c) for c in used]
+    for cidr in vpc_cidrs:
+        block = ipaddress.ip_network(cidr)
+        if block.prefixlen > prefix:
+            continue
+        for candidate in block.subnets(new_prefix=prefix):
+            if not any(candidate.overlaps(t) for t in taken):
+                return str(candidate)
+    return None
+
+
+def plan_in_free_space(vpc_cidrs: list[str], used: Iterable[str]) -> AddressPlan | None:
+    """Subnets for a VPC that already holds `used` subnets (an operator's VPC): the /20 compute subnet first (the
+    largest, so small blocks do not fragment the space it needs), then two public and two EKS control-plane subnets
+    of the largest of SMALL_PREFIXES that fits four times. None when the VPC has no room for them."""
+    taken = list(used)
+    compute = free_block(vpc_cidrs, taken, COMPUTE_MAX_PREFIX)
+    if compute is None:
+        return None
+    taken.append(compute)
+    for prefix in SMALL_PREFIXES:
+        picks: list[str] = []
+        for _ in range(4):
+            block = free_block(vpc_cidrs, [*taken, *picks], prefix)
+            if block is None:
+                break
+            picks.append(block)
+        if len(picks) == 4:
+            return AddressPlan(
+                vpc=vpc_cidrs[0], public=(picks[0], picks[1]), eks_private=(picks[2], picks[3]), compute=compute
+            )
+    return None

@@ -16,7 +16,7 @@ from instantstart.manifests.network import plan_addresses
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.services.cluster.dependencies.stage import DEPENDENCIES_STAGE
-from instantstart.services.cluster.eks_stage import ACCESS_DOC, EKS_STAGE, new_tag, submit_pipeline
+from instantstart.services.cluster.eks_stage import ACCESS_DOC, EKS_STAGE, VPC_ID_DOC, new_tag, submit_pipeline
 from instantstart.services.cluster.hyperpod_stage import HYPERPOD_STAGE, HyperPodCreateRequest, hyperpod_params
 from instantstart.services.cluster.params import CreateParams, StorageSpecParams, stored
 from instantstart.services.cluster.preflight import PlanCreateRequest, plan
@@ -33,7 +33,7 @@ class CreateClusterRequest(WireModel):
 
     cluster_tag: ClusterTag | None = Field(default=None, description="Generated when absent.")
     region: Region | None = None
-    vpc_id: str | None = Field(default=None, pattern=r"^vpc-[0-9a-f]{8,17}$", description="Reuse this VPC.")
+    vpc_id: str | None = Field(default=None, pattern=r"^vpc-[0-9a-f]{8,17}$", description=VPC_ID_DOC)
     vpc_cidr: VpcCidr | None = None
     endpoint_public_access_cidrs: list[AccessCidr] | None = Field(default=None, max_length=40, description=ACCESS_DOC)
     kubernetes_version: str | None = Field(default=None, pattern=r"^1\.(2[89]|3[0-9])$")

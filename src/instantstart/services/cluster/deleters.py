@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -12,10 +13,13 @@ from instantstart.context import AppContext
 from instantstart.errors import NotFound, Unsupported
 from instantstart.kube.calls import core_api, kube_call
 from instantstart.services.cluster.deletion_owner import check_eks_cluster, check_hyperpod_cluster, delete_oidc_provider
+from instantstart.services.cluster.network import tagged
 from instantstart.services.core.project_bucket import delete_share
 from instantstart.services.core.registry import get_cluster
 from instantstart.services.storage import fsx_delete
 from instantstart.store.models import ClusterRow
+
+log = logging.getLogger(__name__)
 
 
 def is_gone(exc: BaseException) -> bool:
@@ -88,6 +92,20 @@ def _delete_hyperpod(app: AppContext, res: dict[str, Any]) -> bool:
     return False
 
 
+def _delete_internet_gateway(app: AppContext, res: dict[str, Any]) -> bool:
+    """The cluster's internet gateway, unless route tables that are not the cluster's route through it (in a reused
+    VPC: the operator's, or another cluster's that found it attached): detaching it would cut their traffic off,
+    so it stays, attached and tagged, and the log says why. The cluster's own tables are deleted before it."""
+    region, igw_id = res["region"], res["resourceId"]
+    routing = ec2_network.route_tables_via_gateway(app.aws, region, igw_id)
+    others = [t["RouteTableId"] for t in routing if not tagged([t], res["clusterTag"])]
+    if others:
+        log.warning("internet gateway %s kept: route tables %s route through it", igw_id, ", ".join(others))
+        return True
+    ec2_network.delete_internet_gateway(app.aws, region, igw_id)
+    return True
+
+
 # ledger resource type → how to start deleting it; True when it is gone already (no waiting needed)
 DELETERS: dict[str, Deleter] = {
     "sagemaker:cluster": _delete_hyperpod,
@@ -104,7 +122,7 @@ DELETERS: dict[str, Deleter] = {
     "ec2:elastic-ip": _deleter(ec2_network.release_address, True),
     "ec2:vpc-endpoint": _deleter(ec2_network.delete_vpc_endpoint, True),
     "ec2:route-table": _deleter(ec2_network.delete_route_table, True),
-    "ec2:internet-gateway": _deleter(ec2_network.delete_internet_gateway, True),
+    "ec2:internet-gateway": _delete_internet_gateway,
     "ec2:subnet": _deleter(ec2_network.delete_subnet, True),
     "ec2:security-group": _deleter(ec2_network.delete_security_group, True),
     "ec2:vpc": _deleter(ec2_network.delete_vpc, True),

@@ -23,6 +23,7 @@ from instantstart.operations.models import OperationRef
 from instantstart.services.cluster import eks_control_plane as eks_svc
 from instantstart.services.cluster import iam as iam_svc
 from instantstart.services.cluster import network as net
+from instantstart.services.cluster import vpc_reuse
 from instantstart.services.cluster.nat_wait import wait_nat
 from instantstart.services.cluster.params import AddressPlanParams, EksParams, stored
 from instantstart.services.cluster.stage_status import StageStatus, stage_status
@@ -42,6 +43,11 @@ from instantstart.store.models import ClusterRow, utcnow
 from instantstart.validation import AccessCidr, ClusterTag, ComputeSubnetCidr, Region, SubnetCidr, VpcCidr
 
 EKS_TIMEOUT = 45 * 60
+VPC_ID_DOC = (
+    "Reuse this VPC (not with vpcCidr): in the Region, DNS support and DNS hostnames on, room for a /20 and four"
+    " small subnets. The cluster adds only its own tagged subnets, routes, NAT gateway, security group (and an"
+    " internet gateway if none is attached) and never changes the VPC's own resources."
+)
 ACCESS_DOC = (
     "Who may reach the public Kubernetes API endpoint (the private endpoint is always on). Default: the"
     " INSTANTSTART_EKS_PUBLIC_ACCESS_CIDRS setting; an empty list makes the endpoint private only."
@@ -55,7 +61,7 @@ class CreateEksRequest(WireModel):
     region: Region | None = None
     vpc_cidr: VpcCidr | None = None
     endpoint_public_access_cidrs: list[AccessCidr] | None = Field(default=None, max_length=40, description=ACCESS_DOC)
-    vpc_id: str | None = Field(default=None, pattern=r"^vpc-[0-9a-f]{8,17}$", description="Reuse this VPC.")
+    vpc_id: str | None = Field(default=None, pattern=r"^vpc-[0-9a-f]{8,17}$", description=VPC_ID_DOC)
     kubernetes_version: str | None = Field(default=None, pattern=r"^1\.(2[89]|3[0-9])$")
 
 
@@ -302,6 +308,8 @@ async def cluster_create_eks(ctx: CallContext, req: CreateEksRequest) -> Operati
         plan_addresses(req.vpc_cidr)  # validates size and syntax with a field-named error
     tag = req.cluster_tag or new_tag()
     region = req.region or ctx.app.settings.aws_region
+    if req.vpc_id:  # refused before anything is recorded: not in the Region, DNS off, no room
+        await blocking(vpc_reuse.require_reusable, ctx.app.aws, region, req.vpc_id, tag)
     params = EksParams(
         cluster_tag=tag,
         region=region,

@@ -14,14 +14,17 @@ from typing import Any
 from instantstart.aws import ec2_network
 from instantstart.aws import vpc as ec2
 from instantstart.aws.clients import AwsClients
-from instantstart.errors import InvalidInput, NotFound, PreconditionFailed
+from instantstart.errors import InvalidInput, PreconditionFailed
 from instantstart.manifests.network import (
+    COMPUTE_MAX_PREFIX,
     AddressPlan,
     choose_vpc_cidr,
-    next_free_subnet,
+    free_block,
     plan_addresses,
+    plan_in_free_space,
     usable_addresses,
 )
+from instantstart.services.cluster import vpc_reuse
 from instantstart.services.core.installation import installation_id
 from instantstart.services.core.ledger import TAG_CLUSTER, TAG_ROLE, aws_tags, record
 from instantstart.store.db import Database
@@ -78,16 +81,8 @@ def tagged(items: list[dict[str, Any]], cluster_tag: str, role: str | None = Non
     return [i for i in items if matches(i)]
 
 
-def ensure_vpc(n: NetCtx, *, vpc_id: str | None, vpc_cidr: str | None) -> dict[str, Any]:
-    """The cluster's VPC: the given one (validated, never tagged as ours), ours by tag, or a new one."""
-    if vpc_id:
-        vpcs = ec2.find_vpcs(n.aws, n.region, filters=[{"Name": "vpc-id", "Values": [vpc_id]}])
-        if not vpcs:
-            raise NotFound(f"VPC {vpc_id} does not exist in {n.region}.", hint="Check the VPC id and Region.")
-        vpc = vpcs[0]
-        if vpc.get("State") not in (None, "available"):
-            raise PreconditionFailed(f"VPC {vpc_id} is {vpc.get('State')}, not available.")
-        return {"vpcId": vpc_id, "vpcCidr": vpc["CidrBlock"], "vpcCreated": False}
+def ensure_vpc(n: NetCtx, *, vpc_cidr: str | None) -> dict[str, Any]:
+    """The cluster's own VPC: ours by tag, or a new one (a reused VPC is vpc_reuse's)."""
     mine = ec2.find_vpcs(n.aws, n.region, filters=n.filters("vpc"))
     if mine:
         return {"vpcId": mine[0]["VpcId"], "vpcCidr": mine[0]["CidrBlock"], "vpcCreated": True}
@@ -298,7 +293,11 @@ def ensure_compute_subnet(
     free_preferred = preferred_cidr and not any(
         ipaddress.ip_network(preferred_cidr).overlaps(ipaddress.ip_network(u)) for u in used
     )
-    cidr = preferred_cidr if preferred_cidr and free_preferred else next_free_subnet(vpc["CidrBlock"], used)
+    cidrs = vpc_reuse.vpc_cidrs(vpc)
+    cidr = preferred_cidr if preferred_cidr and free_preferred else free_block(cidrs, used, COMPUTE_MAX_PREFIX)
+    if cidr is None:
+        why = vpc_reuse.no_room(vpc_id, cidrs, used, f"a /{COMPUTE_MAX_PREFIX} compute subnet in {az}")
+        raise PreconditionFailed(why.message, hint=f"{why.hint} Or give subnetId to use an existing subnet of {az}.")
     new_id = ensure_subnet(n, vpc_id=vpc_id, role=role, cidr=cidr, az=az, public=False)
     table_id = ensure_route_table(
         n, vpc_id=vpc_id, role=f"rt-{role}", subnet_ids=[new_id], nat_gateway_id=nat_gateway_id
@@ -312,8 +311,13 @@ def ensure_eks_network(
     n: NetCtx, *, vpc_id: str | None, plan: AddressPlan | None, vpc_cidr: str | None
 ) -> dict[str, Any]:
     """What CreateCluster needs: the VPC, the public and EKS private subnets in two AZs, the security group."""
-    vpc = ensure_vpc(n, vpc_id=vpc_id, vpc_cidr=plan.vpc if plan else vpc_cidr)
-    the_plan = plan or _plan_inside(n, vpc["vpcId"], vpc["vpcCidr"])
+    if vpc_id:  # the operator's VPC: checked (Region, state, DNS, room), never changed; our subnets in its free space
+        reused, free_plan = vpc_reuse.require_reusable(n.aws, n.region, vpc_id, n.cluster_tag)
+        vpc: dict[str, Any] = {"vpcId": vpc_id, "vpcCidr": reused["CidrBlock"], "vpcCreated": False}
+        the_plan = plan or free_plan
+    else:
+        vpc = ensure_vpc(n, vpc_cidr=plan.vpc if plan else vpc_cidr)
+        the_plan = plan or _plan_inside(n, vpc["vpcId"], vpc["vpcCidr"])
     zones = ec2_network.availability_zones(n.aws, n.region)
     if len(zones) < 2:
         raise PreconditionFailed(f"{n.region} has fewer than two available AZs; EKS needs two.")
@@ -364,19 +368,13 @@ def ensure_egress(n: NetCtx, core: dict[str, Any]) -> dict[str, Any]:
 
 
 def _plan_inside(n: NetCtx, vpc_id: str, vpc_cidr: str) -> AddressPlan:
-    """Default addresses; in a reused VPC, the first free blocks (publics and EKS privates are /24s)."""
+    """Default addresses in the cluster's own VPC; around any subnet someone else has added to it since."""
     subnets = ec2.find_subnets(n.aws, n.region, filters=[{"Name": "vpc-id", "Values": [vpc_id]}])
-    mine = [
-        s for s in subnets if any(t["Key"] == TAG_CLUSTER and t["Value"] == n.cluster_tag for t in s.get("Tags", []))
-    ]
-    others = [s["CidrBlock"] for s in subnets if s not in mine]
+    others = [s["CidrBlock"] for s in subnets if vpc_reuse.theirs(s, n.cluster_tag)]
     if not others:
         return plan_addresses(vpc_cidr)
-    taken = list(others)
-    picks = []
-    for _ in range(4):
-        block = next_free_subnet(vpc_cidr, taken, prefix=24)
-        picks.append(block)
-        taken.append(block)
-    compute = next_free_subnet(vpc_cidr, taken)
-    return AddressPlan(vpc=vpc_cidr, public=(picks[0], picks[1]), eks_private=(picks[2], picks[3]), compute=compute)
+    found = plan_in_free_space([vpc_cidr], others)
+    if found is None:
+        why = vpc_reuse.no_room(vpc_id, [vpc_cidr], others, vpc_reuse.CLUSTER_SUBNETS)
+        raise PreconditionFailed(why.message, hint=why.hint)
+    return found

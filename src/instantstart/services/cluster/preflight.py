@@ -15,6 +15,7 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import CallContext
 from instantstart.errors import InstantStartError
+from instantstart.services.cluster import vpc_reuse
 from instantstart.services.core.instance_types import InstanceType, catalog, lookup
 from instantstart.services.core.registry import RegionScope, scope_region
 from instantstart.services.core.stages import blocking
@@ -256,6 +257,15 @@ class _Preflight:
                 f"Choose a subnet in {req.availability_zone}.",
             )
 
+    def reused_vpc(self) -> None:
+        """A given vpcId: in the Region, available, DNS support and hostnames on, room for the cluster's subnets."""
+        if not self.req.vpc_id:
+            return
+        self.checked.append("reused VPC")
+        why = vpc_reuse.problem(self.aws, self.region, self.req.vpc_id)
+        if why is not None:
+            self.block(why.code, "vpcId", why.message, why.hint)
+
     def accelerator(self) -> None:
         """A type without GPU or Trainium is allowed, with a warning."""
         if self.fact.gpus == 0 and self.fact.neuron == 0:
@@ -275,6 +285,7 @@ def plan(ctx: CallContext, req: PlanCreateRequest, region: str) -> PlanCreateRes
         run.quotas()
         run.training_plan()
         run.compute_subnet()
+        run.reused_vpc()
         run.accelerator()
     except InstantStartError:
         raise
@@ -293,7 +304,8 @@ def plan(ctx: CallContext, req: PlanCreateRequest, region: str) -> PlanCreateRes
 async def cluster_plan_create(ctx: CallContext, req: PlanCreateRequest) -> PlanCreateResult:
     """Preflight before anything is created: the AZ belongs to the Region and offers the instance type,
     SageMaker quota headroom for the count, a training plan's zone against the chosen AZ, free addresses in
-    a given compute subnet, the VPC quota for a new VPC. Returns typed blockers and warnings with hints;
+    a given compute subnet, the VPC quota for a new VPC; a given vpcId exists in the Region, has DNS support and
+    DNS hostnames on and room for the cluster's subnets. Returns typed blockers and warnings with hints;
     ok is true when nothing blocks. Changes nothing."""
     region = req.region or ctx.app.settings.aws_region
     return await to_thread.run_sync(plan, ctx, req, region)
