@@ -72,7 +72,7 @@ def test_llama_factory_and_ms_swift_complete_from_fields_and_from_a_config_file(
     # The user's own config file, not in the bucket: refused naming the field and the object looked for; no job.
     refused = mcp_raw(cp, [
         ("training_recipe_submit", {"recipe": "ms-swift", "jobName": "swift-cfg",
-                                    "fields": {"configFile": "/s3/configs/swift-sft.yaml"}}),
+                                    "fields": {"configFile": "/s3/configs/swift-sft.json"}}),
         ("training_recipe_submit", {"recipe": "llama-factory", "jobName": "lf-cfg",
                                     "fields": {"configFile": "/s3/configs/../../etc/sft.yaml"}}),
         ("training_recipe_submit", {"recipe": "llama-factory", "jobName": "lf-cfg",
@@ -82,25 +82,25 @@ def test_llama_factory_and_ms_swift_complete_from_fields_and_from_a_config_file(
     assert all(r["isError"] for r in refused), refused
     assert missing["code"] == "INVALID_INPUT"
     assert missing["details"]["fields"][0]["field"] == "fields.configFile"
-    assert f"no object s3://{bucket}/{DATA}configs/swift-sft.yaml" in missing["message"], missing
-    assert f"aws s3 cp <file> s3://{bucket}/{DATA}configs/swift-sft.yaml" in missing["hint"]
+    assert f"no object s3://{bucket}/{DATA}configs/swift-sft.json" in missing["message"], missing
+    assert f"aws s3 cp <file> s3://{bucket}/{DATA}configs/swift-sft.json" in missing["hint"]
     assert "fields.configFile" in escaping["message"] and "is not a file under /s3" in escaping["message"]
     assert "does not end in .yaml or .yml or .json" in suffix["message"], suffix
     assert not jobs() & {"swift-cfg", "lf-cfg"}
 
     # Uploaded (as a user does, through the bucket): each job runs from it to Completed.
-    s3.put_object(Bucket=bucket, Key=f"{DATA}configs/swift-sft.yaml", Body=b"model: Qwen/Qwen2.5-0.5B-Instruct\n")
+    s3.put_object(Bucket=bucket, Key=f"{DATA}configs/swift-sft.json", Body=b'{"model": "Qwen/Qwen2.5-0.5B-Instruct"}')
     s3.put_object(Bucket=bucket, Key=f"{DATA}configs/lf-sft.yaml", Body=b"stage: sft\ndo_train: true\n")
-    submit(cp, {"recipe": "ms-swift", "jobName": "swift-cfg", "fields": {"configFile": "/s3/configs/swift-sft.yaml"}})
+    submit(cp, {"recipe": "ms-swift", "jobName": "swift-cfg", "fields": {"configFile": "/s3/configs/swift-sft.json"}})
     submit(cp, {"recipe": "llama-factory", "jobName": "lf-cfg",
                 "fields": {"configFile": "/s3/configs/lf-sft.yaml", "template": "qwen"}})  # the default: no conflict
     swift_cfg, lf_cfg = finished(cp, "swift-cfg"), finished(cp, "lf-cfg")
     assert swift_cfg["job"]["state"] == "Completed", swift_cfg
-    assert swift_cfg["command"] == [*LAUNCH, "-m", "swift.cli.sft", "--config", "/s3/configs/swift-sft.yaml"]
+    assert swift_cfg["command"] == [*LAUNCH, "-m", "swift.cli.sft", "/s3/configs/swift-sft.json"]
     assert lf_cfg["job"]["state"] == "Completed", lf_cfg
     assert lf_cfg["command"] == [*LAUNCH, "-m", "llamafactory.launcher", "/s3/configs/lf-sft.yaml"]
     assert {"swift-cfg", "lf-cfg"} <= jobs()
     # A field besides the config file is refused: the file decides it.
     [both] = mcp_raw(cp, [("training_recipe_submit", {"recipe": "ms-swift", "jobName": "swift-both", "fields": {
-        "configFile": "/s3/configs/swift-sft.yaml", "epochs": 3.0}})])[:1]
+        "configFile": "/s3/configs/swift-sft.json", "epochs": 3.0}})])[:1]
     assert both["isError"] and "fields.epochs: is set by your config file" in both["payload"]["error"]["message"]

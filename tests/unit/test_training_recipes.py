@@ -103,10 +103,11 @@ def test_elastic_jobs_render_a_node_range() -> None:
     ("llama-factory", {"cutoffLen": 8}, "fields.cutoffLen: 8 is outside [16.0, 131072.0]"),
     ("llama-factory", {"epochs": "three"}, "fields.epochs: 'three' is not a float"),
     ("pytorch", {"lr": 1}, "fields.lr: not a field of recipe pytorch"),
-    ("ms-swift", {"configFile": "/fsx/sft.yaml"}, "fields.configFile: '/fsx/sft.yaml' is not a file under /s3"),
+    ("ms-swift", {"configFile": "/fsx/sft.json"}, "fields.configFile: '/fsx/sft.json' is not a file under /s3"),
     ("ms-swift", {"configFile": "/s3/"}, "fields.configFile: '/s3/' is not a file under /s3"),
-    ("ms-swift", {"configFile": "/s3/a/./sft.yaml"}, "fields.configFile: '/s3/a/./sft.yaml' has '.'/'..' steps"),
-    ("ms-swift", {"configFile": "/s3/sft.json"}, "fields.configFile: '/s3/sft.json' does not end in .yaml or .yml"),
+    ("ms-swift", {"configFile": "/s3/a/./sft.json"}, "fields.configFile: '/s3/a/./sft.json' has '.'/'..' steps"),
+    ("ms-swift", {"configFile": "/s3/sft.yaml"}, "fields.configFile: '/s3/sft.yaml' does not end in .json"),
+    ("llama-factory", {"configFile": "/s3/sft.toml"}, "'/s3/sft.toml' does not end in .yaml or .yml or .json"),
     ("llama-factory", {"configFile": "/s3/sft.yaml", "epochs": 2}, "fields.epochs: is set by your config file"),
 ])
 def test_bad_fields_are_refused_naming_the_field(recipe: str, fields: dict[str, Any], words: str) -> None:
@@ -120,8 +121,8 @@ def test_a_config_file_replaces_the_fields_and_is_the_file_to_find() -> None:
     words, env, values = render(lf, {"configFile": "/s3/configs/sft.json", "template": "qwen"})  # qwen: the default
     assert words == ["-m", "llamafactory.launcher", "/s3/configs/sft.json"] and env == {"HF_HOME": "/s3/hf-cache"}
     assert config_files(lf, values) == {"fields.configFile": "/s3/configs/sft.json"} and needs_s3(lf, values)
-    words, _, values = render(swift, {"configFile": "/s3//configs/sft.yml"})
-    assert words == ["-m", "swift.cli.sft", "--config", "/s3//configs/sft.yml"]
+    words, _, values = render(swift, {"configFile": "/s3//configs/sft.json"})
+    assert words == ["-m", "swift.cli.sft", "/s3//configs/sft.json"]  # the entry point's JSON argument file
     assert config_files(swift, render(swift, {})[2]) == {}  # unset: the fields' entry, nothing to look up
     assert object_key("clusters/t/data/", "/s3//configs/sft.yml") == "clusters/t/data/configs/sft.yml"
     assert object_key("", "/s3/sft.yaml") == "sft.yaml"

@@ -186,8 +186,8 @@ async def training_recipe_submit(ctx: CallContext, req: RecipeRequest) -> Operat
     """Submit a recipe as a HyperPodPyTorchJob (same checks and recovery budget as training_job_submit): fields
     are typed, defaulted and path fields checked to lie under /s3 (the cluster's S3 claim must exist) or under /fsx
     (fsxClaim must name an FSx claim InstantStart created, mounted at /fsx). llama-factory and ms-swift take the
-    user's own framework config instead of the other fields: `configFile` (a .yaml/.yml file under /s3), which must
-    exist in the claim's bucket before anything is submitted."""
+    user's own framework config instead of the other fields: `configFile` (a file under /s3: LLaMA-Factory
+    .yaml/.yml/.json, ms-swift .json), which must exist in the claim's bucket before anything is submitted."""
     recipe = recipes().get(req.recipe)
     if recipe is None:
         raise checks.field_error("recipe", f"no recipe {req.recipe!r}", f"Recipes: {', '.join(recipes())}.")
