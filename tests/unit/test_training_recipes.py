@@ -11,7 +11,7 @@ from instantstart.manifests import training as m
 from instantstart.manifests.resources import PodResources
 from instantstart.services.training import checks
 from instantstart.services.training.inputs import object_key
-from instantstart.services.training.recipes import config_files, needs_s3, recipes, render, uses_s3
+from instantstart.services.training.recipes import Recipe, config_files, needs_s3, recipes, render, uses_s3
 from instantstart.services.training.submit import entry_words
 
 
@@ -126,6 +126,14 @@ def test_a_config_file_replaces_the_fields_and_is_the_file_to_find() -> None:
     assert config_files(swift, render(swift, {})[2]) == {}  # unset: the fields' entry, nothing to look up
     assert object_key("clusters/t/data/", "/s3//configs/sft.yml") == "clusters/t/data/configs/sft.yml"
     assert object_key("", "/s3/sft.yaml") == "sft.yaml"
+
+
+def test_a_config_field_is_only_for_hyperpod_recipes_with_a_config_entry() -> None:
+    lf = recipes()["llama-factory"].model_dump(by_alias=True)
+    with pytest.raises(ValueError, match="a config field needs path hyperpod"):
+        Recipe.model_validate({**lf, "path": "kuberay"})
+    with pytest.raises(ValueError, match="a config field needs path hyperpod, a configEntry"):
+        Recipe.model_validate({**lf, "configEntry": None})
 
 
 def test_entry_and_name_rules() -> None:

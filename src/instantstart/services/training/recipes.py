@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from instantstart.catalog import operation
 from instantstart.catalog.base import NoInput, WireModel
@@ -52,6 +52,14 @@ class Recipe(BaseModel):
     config_entry: list[str] | None = Field(default=None, alias="configEntry", description="The entry words when "
                                            "the `config` field is set (the framework reads the rest from it).")
     env: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _config(self) -> Recipe:
+        configs = [n for n, f in self.fields.items() if f.type == "config"]
+        if configs and (self.path != "hyperpod" or self.config_entry is None or len(configs) > 1):
+            # Only the HyperPod path looks a config file up in the claim's bucket before submitting.
+            raise ValueError(f"recipe {self.name}: a config field needs path hyperpod, a configEntry, and is one")
+        return self
 
 
 @cache
