@@ -289,20 +289,24 @@ def test_recipe_job_on_two_nodes_recovers_in_place_and_the_refusals(
     assert error(no_kueue)["code"] == "PRECONDITION_FAILED"
     assert "amazon-sagemaker-hyperpod-taskgovernance" in error(no_kueue)["hint"]
     assert '{"taskGovernance": {"enabled": true}}' in error(no_kueue)["hint"]
-    # The taskGovernance feature key installs the add-on, which installs Kueue (its CRDs and controller).
-    [governance] = mcp_calls(cp, [("hyperpod_update_advanced_features", {"taskGovernance": {"enabled": True}})])
-    assert mcp_wait(cp, governance["operationId"])["status"] == "SUCCEEDED"
+    # The taskGovernance feature key installs the add-on, which installs Kueue (its CRDs and controller), and then
+    # creates the Kueue objects jobs name: a priority class, and the namespace's LocalQueue on its own ClusterQueue.
+    [governance] = mcp_calls(cp, [("hyperpod_update_advanced_features", {"taskGovernance": {
+        "enabled": True, "priorityClasses": [{"name": "training", "value": 100}],
+        "queues": [{"name": "hyperpod-ns-team-a-localqueue", "namespace": "default"}]}})])
+    governed_view = mcp_wait(cp, governance["operationId"])
+    assert governed_view["status"] == "SUCCEEDED", governed_view
     extensions = k8s.ApiextensionsV1Api(core.api_client)
     assert {c.metadata.name for c in extensions.list_custom_resource_definition().items} >= {
         "localqueues.kueue.x-k8s.io", "workloadpriorityclasses.kueue.x-k8s.io"}
-    # What task governance syncs from the cluster's scheduler config and compute quotas (SageMaker APIs the control
-    # plane does not manage yet): a priority class and a team's LocalQueue.
-    objects.create_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "workloadpriorityclasses", {
-        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "WorkloadPriorityClass", "metadata": {"name": "training"},
-        "value": 100})
-    objects.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", "default", "localqueues", {
-        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
-        "metadata": {"name": "hyperpod-ns-team-a-localqueue"}, "spec": {"clusterQueue": "hyperpod-ns-team-a"}})
+    kueue = ("kueue.x-k8s.io", "v1beta1")
+    assert objects.get_cluster_custom_object(*kueue, "workloadpriorityclasses", "training")["value"] == 100
+    local = objects.get_namespaced_custom_object(*kueue, "default", "localqueues", "hyperpod-ns-team-a-localqueue")
+    cluster_queue = objects.get_cluster_custom_object(*kueue, "clusterqueues", local["spec"]["clusterQueue"])
+    assert cluster_queue["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "default"}}
+    [group_spec] = cluster_queue["spec"]["resourceGroups"]
+    assert {"cpu", "memory", "nvidia.com/gpu", "vpc.amazonaws.com/efa"} <= set(group_spec["coveredResources"])
+    assert objects.get_cluster_custom_object(*kueue, "resourceflavors", group_spec["flavors"][0]["name"])
     no_queue, no_class, bad_level = (error(r) for r in mcp_raw(cp, [
         ("training_job_submit", {**governed, "queueName": "team-b"}),
         ("training_job_submit", {**governed, "priority": "urgent"}),

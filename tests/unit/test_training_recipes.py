@@ -10,7 +10,8 @@ from instantstart.errors import InvalidInput
 from instantstart.manifests import training as m
 from instantstart.manifests.resources import PodResources
 from instantstart.services.training import checks
-from instantstart.services.training.recipes import recipes, render, uses_s3
+from instantstart.services.training.inputs import object_key
+from instantstart.services.training.recipes import Recipe, config_files, needs_s3, recipes, render, uses_s3
 from instantstart.services.training.submit import entry_words
 
 
@@ -102,11 +103,37 @@ def test_elastic_jobs_render_a_node_range() -> None:
     ("llama-factory", {"cutoffLen": 8}, "fields.cutoffLen: 8 is outside [16.0, 131072.0]"),
     ("llama-factory", {"epochs": "three"}, "fields.epochs: 'three' is not a float"),
     ("pytorch", {"lr": 1}, "fields.lr: not a field of recipe pytorch"),
+    ("ms-swift", {"configFile": "/fsx/sft.json"}, "fields.configFile: '/fsx/sft.json' is not a file under /s3"),
+    ("ms-swift", {"configFile": "/s3/"}, "fields.configFile: '/s3/' is not a file under /s3"),
+    ("ms-swift", {"configFile": "/s3/a/./sft.json"}, "fields.configFile: '/s3/a/./sft.json' has '.'/'..' steps"),
+    ("ms-swift", {"configFile": "/s3/sft.yaml"}, "fields.configFile: '/s3/sft.yaml' does not end in .json"),
+    ("llama-factory", {"configFile": "/s3/sft.toml"}, "'/s3/sft.toml' does not end in .yaml or .yml or .json"),
+    ("llama-factory", {"configFile": "/s3/sft.yaml", "epochs": 2}, "fields.epochs: is set by your config file"),
 ])
 def test_bad_fields_are_refused_naming_the_field(recipe: str, fields: dict[str, Any], words: str) -> None:
     with pytest.raises(InvalidInput) as caught:
         render(recipes()[recipe], fields)
     assert words in str(caught.value)
+
+
+def test_a_config_file_replaces_the_fields_and_is_the_file_to_find() -> None:
+    lf, swift = recipes()["llama-factory"], recipes()["ms-swift"]
+    words, env, values = render(lf, {"configFile": "/s3/configs/sft.json", "template": "qwen"})  # qwen: the default
+    assert words == ["-m", "llamafactory.launcher", "/s3/configs/sft.json"] and env == {"HF_HOME": "/s3/hf-cache"}
+    assert config_files(lf, values) == {"fields.configFile": "/s3/configs/sft.json"} and needs_s3(lf, values)
+    words, _, values = render(swift, {"configFile": "/s3//configs/sft.json"})
+    assert words == ["-m", "swift.cli.sft", "/s3//configs/sft.json"]  # the entry point's JSON argument file
+    assert config_files(swift, render(swift, {})[2]) == {}  # unset: the fields' entry, nothing to look up
+    assert object_key("clusters/t/data/", "/s3//configs/sft.yml") == "clusters/t/data/configs/sft.yml"
+    assert object_key("", "/s3/sft.yaml") == "sft.yaml"
+
+
+def test_a_config_field_is_only_for_hyperpod_recipes_with_a_config_entry() -> None:
+    lf = recipes()["llama-factory"].model_dump(by_alias=True)
+    with pytest.raises(ValueError, match="a config field needs path hyperpod"):
+        Recipe.model_validate({**lf, "path": "kuberay"})
+    with pytest.raises(ValueError, match="a config field needs path hyperpod, a configEntry"):
+        Recipe.model_validate({**lf, "configEntry": None})
 
 
 def test_entry_and_name_rules() -> None:

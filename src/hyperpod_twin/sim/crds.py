@@ -38,6 +38,7 @@ _REAL = {
         "clusterqueues.kueue.x-k8s.io",
         "localqueues.kueue.x-k8s.io",
         "workloadpriorityclasses.kueue.x-k8s.io",
+        "resourceflavors.kueue.x-k8s.io",
     ],
     # KubeRay and KEDA arrive through helm charts (whose crds/ carry the same definitions); these
     # bundles let a test or the simulator install them too.

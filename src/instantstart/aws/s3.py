@@ -131,6 +131,17 @@ def get_object(aws: AwsClients, region: str, bucket: str, key: str, owner: str) 
     return cast(bytes, answer["Body"].read())
 
 
+def object_exists(aws: AwsClients, region: str, bucket: str, key: str, owner: str) -> bool:
+    """HeadObject: whether the key exists (a 404 is False; any other error is raised, translated)."""
+    try:
+        aws.s3(region).head_object(Bucket=bucket, Key=key, ExpectedBucketOwner=owner)
+    except Exception as exc:
+        if error_code(exc) in ("NoSuchKey", "404", "NotFound"):
+            return False
+        raise translate(exc, f"look up s3://{bucket}/{key}") from exc
+    return True
+
+
 def has_objects(aws: AwsClients, region: str, bucket: str, prefix: str, owner: str) -> bool:
     """Whether any object's key starts with `prefix`."""
     answer = call(

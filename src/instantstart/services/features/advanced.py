@@ -23,6 +23,7 @@ from instantstart.services.capacity.karpenter.toggle import (
 )
 from instantstart.services.cluster.dependencies.stage import require_eks_ready
 from instantstart.services.core.registry import ClusterParams, get_cluster, resolve_tag, submit_for_cluster
+from instantstart.services.features.governance import GovernanceToggle
 from instantstart.services.features.grafana import check_adoptable
 from instantstart.services.features.karpenter import KEY as KARPENTER
 from instantstart.services.features.orchestrate import (
@@ -76,8 +77,10 @@ class UpdateFeaturesRequest(WireModel):
                                                       "grafanaWorkspaceId, or created with grafana: true).")
     keda: Toggle | None = Field(default=None, description="KEDA (helm, pinned chart): what "
                                 "inference_autoscaling_apply needs.")
-    task_governance: Toggle | None = Field(default=None, description="HyperPod task governance EKS add-on (installs "
-                                           "Kueue: queueName/priority of training jobs).")
+    task_governance: GovernanceToggle | None = Field(
+        default=None, description="HyperPod task governance EKS add-on (installs Kueue: queueName/priority of "
+        "training jobs), with the Kueue WorkloadPriorityClasses (priorityClasses) and LocalQueues (queues, each on "
+        "its own ClusterQueue) to create.")
 
 
 class AdvancedFeatures(WireModel):
@@ -108,7 +111,8 @@ class AdvancedFeatures(WireModel):
 async def hyperpod_update_advanced_features(ctx: CallContext, req: UpdateFeaturesRequest) -> OperationRef:
     """Reconcile advanced features as an explicit diff: only the keys present change, each is a no-op when the
     cluster already matches. Keys: trainingOperator, inferenceOperator {tlsCertificateBucket?}, tieredStorage
-    {configMode default|custom, percentage 20..100}, kuberayOperator, keda, taskGovernance, certManager,
+    {configMode default|custom, percentage 20..100}, kuberayOperator, keda, taskGovernance {priorityClasses
+    [{name, value}], queues [{name, namespace, accelerators?}]: Kueue objects jobs name}, certManager,
     fsxCsiDriver, observability
     {logging, grafanaWorkspaceId (adopt an ACTIVE Amazon Managed Grafana workspace, checked now) | grafana true
     (create one) / false (delete ours)} (each {enabled}), and karpenter {enabled, instanceGroups,

@@ -18,7 +18,7 @@ from instantstart.services.cluster.dependencies.stage import reconcile_dependenc
 from instantstart.services.core.registry import get_cluster, update_cluster
 from instantstart.services.core.registry import hyperpod_cluster_name as hyperpod_name
 from instantstart.services.core.stages import blocking
-from instantstart.services.features import grafana, tiered
+from instantstart.services.features import governance, grafana, tiered
 from instantstart.services.features import observability as obs
 from instantstart.services.features.identity import Where, ensure_identity, remove_identity
 from instantstart.services.features.karpenter import KEY as KARPENTER
@@ -163,6 +163,9 @@ async def enable(app: AppContext, stage: StageContext, row: ClusterRow, key: str
             retryable=True,
         )
     actual = await verify_feature(app, row, key)
+    if key == "taskGovernance":
+        actual["kueue"], written = await blocking(governance.apply_governance, app, row, settings)
+        wrote += written
     if key == "observability":
         actual["grafana"], written = await observability_grafana(app, stage, row, settings)
         wrote += written

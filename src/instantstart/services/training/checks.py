@@ -184,6 +184,22 @@ def check_under_mount(field: str, value: str) -> None:
         )
 
 
+def check_config_path(field: str, value: str, suffixes: list[str]) -> None:
+    """A framework config file of a recipe: a file under the S3 mount (its existence in the claim's bucket is
+    checked at submit), no `.`/`..` steps, one of the framework's suffixes."""
+    steps = value.split("/")
+    fix = (f"Upload the file into the cluster's S3 claim and give its path under {m.S3_MOUNT}, e.g. "
+           f"{m.S3_MOUNT}/configs/sft{suffixes[0]} (s3_storage_list_contents lists the claim's files).")
+    if not under(value, m.S3_MOUNT) or value.rstrip("/") == m.S3_MOUNT or value.endswith("/"):
+        raise field_error(field, f"{value!r} is not a file under {m.S3_MOUNT}", fix)
+    if ".." in steps or "." in steps or any(ord(c) < 32 for c in value) or len(value) > 1024:
+        raise field_error(field, f"{value!r} has '.'/'..' steps, control characters or is over 1024 characters",
+                          f"Give the file's plain path under {m.S3_MOUNT}. {fix}")
+    if not value.endswith(tuple(suffixes)):
+        raise field_error(field, f"{value!r} does not end in {' or '.join(suffixes)}",
+                          f"The framework reads {', '.join(suffixes)} config files; rename the file or fix the path.")
+
+
 def _regex(field: str, pattern: str, max_groups: int | None) -> None:
     try:
         compiled = re.compile(pattern)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from instantstart.catalog import operation
 from instantstart.catalog.base import NoInput, WireModel
@@ -23,16 +23,18 @@ DATA = Path(__file__).resolve().parents[2] / "data" / "recipes"
 
 
 class RecipeField(BaseModel):
-    """One typed field of a recipe: `path` fields must lie under /s3 (or /fsx with fsxClaim)."""
+    """One typed field of a recipe: `path` fields must lie under /s3 (or /fsx with fsxClaim); a `config` field
+    (default "": unused) names the user's own framework config file under /s3, ending in one of `suffixes`."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    type: Literal["str", "int", "float", "bool", "path", "choice"]
+    type: Literal["str", "int", "float", "bool", "path", "choice", "config"]
     default: Any
     description: str = ""
     min: float | None = None
     max: float | None = None
     values: list[str] | None = None
+    suffixes: list[str] | None = None
 
 
 class Recipe(BaseModel):
@@ -47,7 +49,17 @@ class Recipe(BaseModel):
     image: str
     fields: dict[str, RecipeField]
     entry: list[str]
+    config_entry: list[str] | None = Field(default=None, alias="configEntry", description="The entry words when "
+                                           "the `config` field is set (the framework reads the rest from it).")
     env: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _config(self) -> Recipe:
+        configs = [n for n, f in self.fields.items() if f.type == "config"]
+        if configs and (self.path != "hyperpod" or self.config_entry is None or len(configs) > 1):
+            # Only the HyperPod path looks a config file up in the claim's bucket before submitting.
+            raise ValueError(f"recipe {self.name}: a config field needs path hyperpod, a configEntry, and is one")
+        return self
 
 
 @cache
@@ -79,6 +91,8 @@ def _value(name: str, spec: RecipeField, raw: Any) -> Any:
         raise wrong
     if spec.type == "path":
         checks.check_under_mount(field, raw)
+    if spec.type == "config" and raw:
+        checks.check_config_path(field, raw, spec.suffixes or [".yaml", ".yml"])
     if spec.type == "choice" and raw not in (spec.values or []):
         raise checks.field_error(field, f"{raw!r} is not one of {', '.join(spec.values or [])}",
                                  f"Use one of {', '.join(spec.values or [])}.")
@@ -95,14 +109,28 @@ def render(recipe: Recipe, given: dict[str, Any], shape: dict[str, str] | None =
                                  f"Fields: {', '.join(recipe.fields)} (training_recipe_list).")
     values = {n: _value(n, f, given.get(n, f.default)) for n, f in recipe.fields.items()}
     text = {**(shape or {}), **{n: (str(v).lower() if isinstance(v, bool) else str(v)) for n, v in values.items()}}
+    entry = recipe.entry
+    if config_files(recipe, values):
+        [config] = [n for n, f in recipe.fields.items() if f.type == "config"]
+        # A field sent at its default (a form sends every field) says nothing the config file does not.
+        also = sorted(n for n in given if n != config and values[n] != recipe.fields[n].default)
+        if also:
+            raise checks.field_error(f"fields.{also[0]}", f"is set by your config file when {config} is given",
+                                     f"Put {also[0]} in the config file, or leave {config} out.")
+        entry = recipe.config_entry or entry
     words: list[str] = []
-    for word in recipe.entry:
+    for word in entry:
         if word.startswith("{") and word.endswith("...}"):
             words += shlex.split(text[word[1:-4]])
         else:
             words.append(word.format_map(text))
     env = {k: v.format_map(text) for k, v in recipe.env.items()}
     return words, env, values
+
+
+def config_files(recipe: Recipe, values: dict[str, Any]) -> dict[str, str]:
+    """The user's config file the job reads (`fields.<name>` → path under /s3), when the config field is set."""
+    return {f"fields.{n}": str(values[n]) for n, f in recipe.fields.items() if f.type == "config" and values[n]}
 
 
 def uses_s3(recipe: Recipe) -> bool:
@@ -112,7 +140,8 @@ def uses_s3(recipe: Recipe) -> bool:
 
 def needs_s3(recipe: Recipe, values: dict[str, Any]) -> bool:
     """Whether any of the recipe's path values lies under /s3 (then the S3 claim must exist)."""
-    return any(f.type == "path" and checks.under(str(values[n]), S3_MOUNT) for n, f in recipe.fields.items())
+    return bool(config_files(recipe, values)) or any(
+        f.type == "path" and checks.under(str(values[n]), S3_MOUNT) for n, f in recipe.fields.items())
 
 
 class RecipeInfo(WireModel):
@@ -164,7 +193,9 @@ class RecipeRequest(JobShape):
 async def training_recipe_submit(ctx: CallContext, req: RecipeRequest) -> OperationRef:
     """Submit a recipe as a HyperPodPyTorchJob (same checks and recovery budget as training_job_submit): fields
     are typed, defaulted and path fields checked to lie under /s3 (the cluster's S3 claim must exist) or under /fsx
-    (fsxClaim must name an FSx claim InstantStart created, mounted at /fsx)."""
+    (fsxClaim must name an FSx claim InstantStart created, mounted at /fsx). llama-factory and ms-swift take the
+    user's own framework config instead of the other fields: `configFile` (a file under /s3: LLaMA-Factory
+    .yaml/.yml/.json, ms-swift .json), which must exist in the claim's bucket before anything is submitted."""
     recipe = recipes().get(req.recipe)
     if recipe is None:
         raise checks.field_error("recipe", f"no recipe {req.recipe!r}", f"Recipes: {', '.join(recipes())}.")
@@ -174,7 +205,7 @@ async def training_recipe_submit(ctx: CallContext, req: RecipeRequest) -> Operat
     words, env, values = render(recipe, req.fields)
     shape = req.model_copy(update={"env": {**env, **req.env}})
     return await submit_job(ctx, shape, req.image or recipe.image, words, recipe=recipe.name,
-                            needs_claim=needs_s3(recipe, values))
+                            needs_claim=needs_s3(recipe, values), files=config_files(recipe, values))
 
 
 async def _submit_on_kuberay(ctx: CallContext, recipe: Recipe, req: RecipeRequest) -> OperationRef:

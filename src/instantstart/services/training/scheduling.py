@@ -58,15 +58,17 @@ def check_scheduling(app: AppContext, row: ClusterRow, namespace: str, chosen: m
         raise PreconditionFailed(
             f"queueName/priority need HyperPod task governance (Kueue), which is not installed on cluster {row.tag}.",
             hint=f"Enable task governance (the EKS add-on {TASK_GOVERNANCE_ADDON}) with "
-            '{"taskGovernance": {"enabled": true}} in hyperpod_update_advanced_features; then create the cluster\'s '
-            "scheduler config and compute quotas (they become Kueue queues), or leave queueName and priority out.",
+            '{"taskGovernance": {"enabled": true}} in hyperpod_update_advanced_features (with priorityClasses and '
+            "queues to create them), or leave queueName and priority out.",
         ) from None
     if chosen.queue is not None and chosen.queue not in _names(queues):
         have = _names(queues)
         raise field_error("queueName", f"no LocalQueue {chosen.queue!r} in namespace {namespace}",
-                          f"Queues in {namespace}: {', '.join(have) or 'none'}. Task governance creates one per "
-                          "team's compute quota (hyperpod-ns-<team>-localqueue).")
+                          f"Queues in {namespace}: {', '.join(have) or 'none'}. Create one with "
+                          f'hyperpod_update_advanced_features {{"taskGovernance": {{"enabled": true, "queues": '
+                          f'[{{"name": "{chosen.queue}", "namespace": "{namespace}"}}]}}}}.')
     if chosen.priority is not None and chosen.priority not in _names(classes):
         have = _names(classes)
         raise field_error("priority", f"no WorkloadPriorityClass {chosen.priority!r}",
-                          f"Priority classes: {', '.join(have) or 'none'} (from the cluster's scheduler config).")
+                          f"Priority classes: {', '.join(have) or 'none'}. Create one with taskGovernance."
+                          f'priorityClasses [{{"name": "{chosen.priority}", "value": 100}}].')

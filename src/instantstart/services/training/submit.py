@@ -21,7 +21,7 @@ from instantstart.operations.params import ParamsModel
 from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.core.stages import blocking
 from instantstart.services.storage.fsx_claims import mountable_fsx
-from instantstart.services.training import checks, scheduling
+from instantstart.services.training import checks, inputs, scheduling
 from instantstart.services.training.env import ENV_DESCRIPTION, EnvEntry, spec_env
 from instantstart.services.training.mlflow import mlflow_config
 from instantstart.store.db import Database
@@ -164,8 +164,10 @@ def entry_words(command: str) -> list[str]:
 
 
 async def submit_job(ctx: CallContext, shape: JobShape, image: str, entry: list[str], *,
-                     recipe: str | None = None, needs_claim: bool = False) -> OperationRef:
-    """Refuse what cannot run, render the job, record the submission."""
+                     recipe: str | None = None, needs_claim: bool = False,
+                     files: dict[str, str] | None = None) -> OperationRef:
+    """Refuse what cannot run, render the job, record the submission; `files` (field → path under /s3) must
+    exist in the S3 claim's bucket."""
     checks.check_name(shape.job_name)
     checks.check_nproc(shape.nproc_per_node)
     resources = checks.pod_resources(shape)
@@ -181,6 +183,7 @@ async def submit_job(ctx: CallContext, shape: JobShape, image: str, entry: list[
     await checks.check_capacity(ctx.app, row, shape.instance_type, shape.elastic is not None)
     claim = await blocking(checks.check_cluster, ctx.app, row, shape.job_name, shape.namespace, shape.s3_claim,
                            needs_claim)
+    await blocking(inputs.check_files, ctx.app, row, shape.namespace, claim, files or {})
     fsx = await blocking(mountable_fsx, ctx.app, row, shape.namespace, shape.fsx_claim,
                          [*entry, *shape.env.values()])
     sched = scheduling.scheduling(shape.queue_name, shape.priority, shape.topology)

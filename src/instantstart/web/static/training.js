@@ -35,7 +35,9 @@ function fieldValues(form, recipe) {
     else if (spec.type === "float") out[name] = input.value === "" ? spec.default : parseFloat(input.value);
     else out[name] = input.value;
   }
-  return out;
+  // A framework config file replaces the other fields: send it alone.
+  const config = Object.entries(recipe.fields).find(([name, spec]) => spec.type === "config" && out[name]);
+  return config ? { [config[0]]: out[config[0]] } : out;
 }
 
 async function renderList(view, shell) {
