@@ -51,6 +51,9 @@ class CallRequest(WireModel):
     kind: Literal["managed", "self-managed"] | None = Field(
         default=None, description="Which one to call when a managed endpoint and a self-managed deployment share "
         "service_name (such a call is refused without it).")
+    local_port: int | None = Field(default=None, alias="local_port", ge=1, le=65535,
+                                   description="Accepted for the original tool and ignored: no port-forward is "
+                                   "needed (the answer's note says so).")
     cluster_tag: ClusterTag | None = None
 
 
@@ -66,6 +69,7 @@ class CallResult(WireModel):
     route: Literal["service-proxy", "sagemaker-runtime"] = Field(
         default="service-proxy", description="service-proxy (Kubernetes API server) or sagemaker-runtime "
         "(InvokeEndpoint on the endpoint the inference operator registered).")
+    note: str | None = Field(default=None, description="Set when an argument was accepted but ignored (local_port).")
 
 
 @dataclass(frozen=True)
@@ -253,7 +257,11 @@ def _call(app: AppContext, row: ClusterRow, req: CallRequest) -> CallResult:
     if status != 200 or not isinstance(answer, dict):
         raise ProviderError(f"{target.label} answered HTTP {status}: {str(answer)[:300]!r}",
                             hint="Check the served model name and the server's log (pod_logs).", retryable=False)
-    return _result(target, req.service_name, answer)
+    result = _result(target, req.service_name, answer)
+    if req.local_port is not None:
+        result.note = (f"local_port {req.local_port} was ignored: no port-forward is needed, the call went through "
+                       f"the {result.route} route.")
+    return result
 
 
 @operation(
