@@ -247,9 +247,10 @@ async def stage_apply(stage: StageContext) -> dict[str, Any]:
     lbc = p.service_type == "external" and await blocking(_lb_controller, api)
     await stage.progress(f"applying Deployment {p.namespace}/{p.name} ({p.replicas} replica(s) x {p.gpu_count} GPU)")
     await blocking(kube_call, "apply the Deployment", apply_object, api, m.deployment(p))
-    await blocking(kube_call, "apply the Service", apply_object, api, m.service(p, load_balancer_controller=lbc))
+    svc = await blocking(kube_call, "apply the Service", apply_object, api, m.service(p, load_balancer_controller=lbc))
+    # The Service's uid is what inference_call_model later checks before it takes a load balancer address from it.
     return {"deployment": p.name, "service": m.service_name(p.name), "loadBalancerController": lbc,
-            "exposure": m.exposure(p)}
+            "exposure": m.exposure(p), "serviceUid": svc["metadata"]["uid"]}
 
 
 def _rollout(api: k8s.ApiClient, p: DeployParams) -> tuple[bool, str]:
@@ -287,6 +288,7 @@ async def stage_ready(stage: StageContext) -> dict[str, Any]:
         "name": p.name, "namespace": p.namespace, "service": service, "engine": p.engine, "model": p.model,
         "replicas": p.replicas, "gpuCount": p.gpu_count,
         "url": f"http://{service}.{p.namespace}.svc.cluster.local:{p.port}", "exposure": m.exposure(p),
+        "serviceUid": stage.outputs.get("apply", {}).get("serviceUid"),
     }
 
 
