@@ -43,6 +43,7 @@ def cluster(shared_cp: Running, twin_process: TwinProcess, tmp_path_factory: pyt
         view = mcp_wait(shared_cp, ref["operationId"])
         assert view["status"] == "SUCCEEDED", view
         assert KEY not in json.dumps(view)
+        assert str(view["result"]["loadBalancerUrl"]).startswith("http://127.")  # the twin's address, reported
     return shared_cp, twin_process, core
 
 
@@ -71,6 +72,9 @@ def test_a_public_server_is_called_at_its_load_balancer_address_with_its_key(
     svc = core.read_namespaced_service("pub-service", "default")
     [ingress] = svc.status.load_balancer.ingress
     assert urls["pub"] == f"http://{ingress.ip}:8000"
+    [deployed] = [v for v in mcp_calls(cp, [("operation_list", {"kind": "inference_deploy"})])[0]["operations"]
+                  if v["params"]["name"] == "pub"]
+    assert deployed["result"]["loadBalancerUrl"] == urls["pub"]
 
     # The address answers as the engine does: the key is demanded there, and it passes with it.
     chat = {"model": "Qwen/Qwen3-0.6B", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}

@@ -274,6 +274,18 @@ def _rollout(api: k8s.ApiClient, p: DeployParams) -> tuple[bool, str]:
     return False, message
 
 
+def _balancer_url(api: k8s.ApiClient, p: DeployParams) -> str | None:
+    """The load balancer's URL once the controller wrote its address to the Service (None before, and for
+    in-cluster servers): the DNS name AWS gives, or an IP."""
+    if p.service_type != "external":
+        return None
+    svc: Any = kube_call("read the Service", k8s.CoreV1Api(api).read_namespaced_service, m.service_name(p.name),
+                         p.namespace)
+    ingress = (svc.status.load_balancer.ingress if svc.status and svc.status.load_balancer else None) or []
+    address = (ingress[0].hostname or ingress[0].ip) if ingress else None
+    return f"http://{address}:{p.port}" if address else None
+
+
 async def stage_ready(stage: StageContext) -> dict[str, Any]:
     """Wait until every replica passes its readiness probe (the engine's health path)."""
     p = stage.params_as(DeployParams)
@@ -289,6 +301,7 @@ async def stage_ready(stage: StageContext) -> dict[str, Any]:
         "replicas": p.replicas, "gpuCount": p.gpu_count,
         "url": f"http://{service}.{p.namespace}.svc.cluster.local:{p.port}", "exposure": m.exposure(p),
         "serviceUid": stage.outputs.get("apply", {}).get("serviceUid"),
+        "loadBalancerUrl": await blocking(_balancer_url, api, p),
     }
 
 
