@@ -2,7 +2,8 @@
 namespace: an InferenceEndpointConfig whose invocationEndpoint climbs out of the service proxy (`../`, `%2e%2e`, `?`),
 a Service with a forged owner reference and a name shared by a managed and a self-managed model are refused and no
 request reaches the API server (its record of POSTs shows none, while a legitimate call shows up in it); an external
-model server is an internal or ranged load balancer, and a public one demands an API key from a Secret."""
+model server is an internal or ranged load balancer, and a public one demands an API key from a Secret (called at its
+address, where the source ranges apply)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from tests.support.crash import twin_writes
 from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
 from tests.support.servers import Running
 from tests.support.twin import shared_control_plane
+from tests.support.waits import until
 
 TAG = "sec1"
 COMMAND = "vllm serve Qwen/Qwen3-0.6B --max-model-len 1280"
@@ -187,16 +189,19 @@ def test_a_public_model_server_is_ranged_and_keyed_and_its_key_stays_in_the_secr
     assert KEY not in json.dumps(view)
 
     # The simulated vLLM enforces the key: through the API server's proxy no Authorization header reaches it
-    # (the API server authenticates the caller with it), so the call is refused up front and nothing is sent.
+    # (the API server authenticates the caller with it), so the call goes to the load balancer with the key, and
+    # nothing through the proxy; this control plane (127.0.0.1) is outside its source ranges: dropped there.
     status = core.api_client.call_api(*core.api_client.param_serialize(
         method="POST", resource_path="/api/v1/namespaces/default/services/pub-service:8000/proxy/v1/chat/completions",
         header_params={"Content-Type": "application/json"}, auth_settings=["BearerToken"],
         body={"messages": [{"role": "user", "content": "hi"}]}))
     status.read()
     assert status.status == 401
+    until(lambda: bool(core.read_namespaced_service("pub-service", "default").status.load_balancer.ingress),
+          "the load balancer has an address")
     before = proxied(twin)
     [keyed, _] = mcp_raw(cp, [("inference_call_model", {"service_name": "pub", "prompt": "hi"})])
-    assert error_of(keyed)["code"] == "PRECONDITION_FAILED" and "pub-api-key" in error_of(keyed)["message"]
+    assert error_of(keyed)["code"] == "PROVIDER_ERROR" and "sourceRanges" in error_of(keyed)["hint"]
     assert KEY not in json.dumps(keyed)
     assert proxied(twin) == before
     [public] = mcp_calls(cp, [("inference_list_public_services", {})])

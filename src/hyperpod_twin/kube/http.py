@@ -176,11 +176,17 @@ class _Server(ThreadingHTTPServer):
     # each dropped client waits a TCP retransmission (1 s, 3 s, …) before it is even accepted.
     request_queue_size = 1024
 
-    def __init__(self, address: tuple[str, int], app: Handler, tls: ssl.SSLContext | None) -> None:
+    def __init__(self, address: tuple[str, int], app: Handler, tls: ssl.SSLContext | None,
+                 accept: Callable[[str], bool] | None = None) -> None:
         self.app = app
         self.stopping = threading.Event()
         self.tls = tls
+        self.accept = accept
         super().__init__(address, _RequestHandler)
+
+    def verify_request(self, request: Any, client_address: Any) -> bool:
+        """A connection from an address `accept` refuses is closed unanswered (a security group's drop)."""
+        return self.accept is None or self.accept(str(client_address[0]))
 
     def finish_request(self, request: Any, client_address: Any) -> None:
         # The TLS handshake runs here, in the connection's own thread, so a slow client never
@@ -219,8 +225,9 @@ class HttpServer:
         port: int = 0,
         name: str = "kube-api",
         tls: ssl.SSLContext | None = None,
+        accept: Callable[[str], bool] | None = None,
     ) -> None:
-        self._server = _Server((host, port), app, tls)
+        self._server = _Server((host, port), app, tls, accept)
         self.scheme = "https" if tls is not None else "http"
         self._thread: threading.Thread | None = None
         self._name = name

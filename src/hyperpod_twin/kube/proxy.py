@@ -87,8 +87,11 @@ class ServiceProxy:
                 out.append((pod["metadata"]["name"], port_num))
         return out
 
-    def service(self, namespace: str, spec: str, rest: str, request: Request) -> Response:
-        """Proxy to a service (any method); 503 when no ready endpoint serves the port."""
+    def service(self, namespace: str, spec: str, rest: str, request: Request, *,
+                forward_auth: bool = False) -> Response:
+        """Proxy to a service (any method); 503 when no ready endpoint serves the port. The API server never
+        forwards the Authorization header (it authenticated the caller with it); a load balancer does
+        (`forward_auth`)."""
         _, name, port = parse_proxy_name(spec)
         try:
             service = self.runtime.store.get(core("services"), namespace, name)
@@ -107,7 +110,7 @@ class ServiceProxy:
         if not live:
             raise ApiError(503, f'no endpoints available for service "{spec}"', "ServiceUnavailable")
         _, _, handler = live[next(self._turn) % len(live)]
-        return self._call(handler, rest, request)
+        return self._call(handler, rest, request, forward_auth=forward_auth)
 
     def pod(self, namespace: str, spec: str, rest: str, request: Request) -> Response:
         """Proxy to one pod's port."""
@@ -127,9 +130,10 @@ class ServiceProxy:
         return self._call(handler, rest, request)
 
     @staticmethod
-    def _call(handler: Any, rest: str, request: Request) -> Response:
+    def _call(handler: Any, rest: str, request: Request, *, forward_auth: bool = False) -> Response:
         query = urlencode(request.query, doseq=True)
-        headers = {k: v for k, v in request.headers.items() if k not in _HOP_HEADERS}
+        headers = {k: v for k, v in request.headers.items()
+                   if k not in _HOP_HEADERS or (forward_auth and k == "authorization")}
         answer = handler(request.method, "/" + rest.lstrip("/"), query, headers, request.body)
         out_headers = {k: v for k, v in answer.headers.items() if k.lower() not in _HOP_HEADERS
                        and k.lower() != "content-type"}

@@ -11,6 +11,7 @@ from hyperpod_twin.sim.jumpstart import JumpStartOperator
 from hyperpod_twin.sim.karpenter import KarpenterController
 from hyperpod_twin.sim.keda import KedaOperator
 from hyperpod_twin.sim.kubelet import Kubelet
+from hyperpod_twin.sim.load_balancers import LoadBalancerController
 from hyperpod_twin.sim.metrics import MetricsServer
 from hyperpod_twin.sim.model_download import ModelDownloadContainer
 from hyperpod_twin.sim.mpijob import MPIJobController
@@ -55,6 +56,7 @@ def all_controllers() -> list[type[Controller]]:
         ModelDownloadContainer,
         ObservabilityCollector,
         EndpointsController,
+        LoadBalancerController,
     ]
 
 

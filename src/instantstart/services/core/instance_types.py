@@ -23,6 +23,7 @@ class InstanceType(BaseModel):
     gpus: int = 0
     neuron: int = 0
     accelerator: str | None = None
+    gpu_memory_gib: int = Field(default=0, alias="gpuMemoryGiB")  # per GPU; 0 for CPU and Trainium types
     vcpus: int
     memory_gib: int = Field(alias="memoryGiB")
     efa: int = 0

@@ -7,7 +7,7 @@ runtime endpoint the operator registered when it has one, else through the Servi
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import Field
@@ -19,11 +19,13 @@ from instantstart.context import AppContext, CallContext
 from instantstart.errors import Conflict, NotFound, PreconditionFailed, ProviderError
 from instantstart.kube import k8s
 from instantstart.kube.apply import read_object
+from instantstart.kube.balancer import balancer_request
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.proxy import service_request
 from instantstart.manifests import inference as m
 from instantstart.manifests import inference_endpoint as iec
 from instantstart.services.core.stages import blocking
+from instantstart.services.inference.call_balancer import through_balancer
 from instantstart.services.inference.services import cluster_row
 from instantstart.store.models import ClusterRow
 from instantstart.validation import INVOCATION_PATH_RULE, ClusterTag, KubeName, invocation_path
@@ -51,6 +53,13 @@ class CallRequest(WireModel):
     kind: Literal["managed", "self-managed"] | None = Field(
         default=None, description="Which one to call when a managed endpoint and a self-managed deployment share "
         "service_name (such a call is refused without it).")
+    via: Literal["service-proxy", "load-balancer"] | None = Field(
+        default=None, description="Self-managed servers only. Default: the API server's service proxy, or the load "
+        "balancer when the server demands an API key (the proxy cannot carry it). load-balancer: call an external "
+        "server at its Service's load balancer address (this control plane must be in its sourceRanges).")
+    local_port: int | None = Field(default=None, alias="local_port", ge=1, le=65535,
+                                   description="Accepted for the original tool and ignored: no port-forward is "
+                                   "needed (the answer's note says so).")
     cluster_tag: ClusterTag | None = None
 
 
@@ -63,9 +72,11 @@ class CallResult(WireModel):
     answer_truncated: bool = Field(default=False, description="True when the answer was clipped.")
     usage: dict[str, int]
     finish_reason: str | None
-    route: Literal["service-proxy", "sagemaker-runtime"] = Field(
-        default="service-proxy", description="service-proxy (Kubernetes API server) or sagemaker-runtime "
-        "(InvokeEndpoint on the endpoint the inference operator registered).")
+    route: Literal["service-proxy", "sagemaker-runtime", "load-balancer"] = Field(
+        default="service-proxy", description="service-proxy (Kubernetes API server), sagemaker-runtime "
+        "(InvokeEndpoint on the endpoint the inference operator registered) or load-balancer (the address of the "
+        "Service InstantStart created).")
+    note: str | None = Field(default=None, description="Set when an argument was accepted but ignored (local_port).")
 
 
 @dataclass(frozen=True)
@@ -79,6 +90,10 @@ class Target:
     service: str | None = None
     port: int | None = None
     endpoint: str | None = None
+    keyed: bool = False  # a self-managed server whose `<name>-api-key` Secret exists
+    self_managed: bool = False
+    address: str | None = None  # its load balancer's, when the call goes there
+    api_key: str | None = field(default=None, repr=False)
 
 
 def _crd(api: k8s.ApiClient, plural: str) -> bool:
@@ -190,27 +205,18 @@ def resolve(api: k8s.ApiClient, name: str, namespace: str, kind: str | None = No
     if svc is None:
         raise NotFound(f"No model Service {namespace}/{service} and no managed endpoint {namespace}/{name}.",
                        hint="inference_list_services and inference_managed_list list what is deployed.")
-    _refuse_keyed(api, service.removesuffix("-service"), namespace)
+    keyed = _has_key(api, service.removesuffix("-service"), namespace)
     return Target(label=f"{namespace}/{service}", namespace=namespace, path=OPENAI_CHAT,
                   model=(svc.metadata.annotations or {}).get(m.ANNOTATION_MODEL), service=service,
-                  port=svc.spec.ports[0].port)
+                  port=svc.spec.ports[0].port, keyed=keyed, self_managed=True)
 
 
-def _refuse_keyed(api: k8s.ApiClient, deployment: str, namespace: str) -> None:
-    """A server started with an API key cannot be called through the API server's proxy: the API server consumes
-    the Authorization header (it authenticates the control plane) and never forwards it, so the key could not
-    reach the server. The Secret's name comes from the deployment's name, never from a cluster object's field."""
-    secret = m.api_key_secret_name(deployment)
-    found = read_object(api, {"apiVersion": "v1", "kind": "Secret",
-                              "metadata": {"name": secret, "namespace": namespace}})
-    if found is not None:
-        raise PreconditionFailed(
-            f"{namespace}/{deployment} demands an API key (Secret {namespace}/{secret}); the Kubernetes API "
-            "server's service proxy does not forward an Authorization header, so inference_call_model cannot call "
-            "it. Nothing was sent.",
-            hint=f"Call its load balancer (inference_list_public_services) from an address in its sourceRanges with "
-            f"`Authorization: Bearer <the key in Secret {secret}>`.",
-            details={"apiKeySecret": f"{namespace}/{secret}"})
+def _has_key(api: k8s.ApiClient, deployment: str, namespace: str) -> bool:
+    """Whether the server was started with an API key: the Kubernetes API server's proxy consumes the Authorization
+    header (it authenticates the control plane) and never forwards it, so such a server is called at its load
+    balancer. The Secret's name comes from the deployment's name, never from a cluster object's field."""
+    return read_object(api, {"apiVersion": "v1", "kind": "Secret", "metadata": {
+        "name": m.api_key_secret_name(deployment), "namespace": namespace}}) is not None
 
 
 def _mapping(value: Any) -> dict[str, Any]:
@@ -234,18 +240,31 @@ def _result(target: Target, name: str, answer: dict[str, Any]) -> CallResult:
                       model=_clip(answer.get("model") or target.model), answer=text[:MAX_ANSWER],
                       answer_truncated=len(text) > MAX_ANSWER, usage=counts,
                       finish_reason=_clip(choice.get("finish_reason"), 64),
-                      route="sagemaker-runtime" if target.endpoint else "service-proxy")
+                      route="sagemaker-runtime" if target.endpoint else "load-balancer" if target.address
+                      else "service-proxy")
 
 
 def _call(app: AppContext, row: ClusterRow, req: CallRequest) -> CallResult:
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
     target = resolve(api, req.service_name, req.namespace, req.kind)
+    if req.via is not None and not target.self_managed:
+        raise PreconditionFailed(f"via {req.via} is for self-managed servers; {target.label} is a managed endpoint.",
+                                 hint="Leave via out.", details={"fields": [{"field": "via"}]})
+    if target.self_managed and (target.keyed or req.via == "load-balancer"):
+        if req.via == "service-proxy" and target.keyed:
+            raise PreconditionFailed(f"{target.label} demands an API key, which the API server's proxy does not "
+                                     "forward. Nothing was sent.", hint="Leave via out to call its load balancer.")
+        target = through_balancer(app, row, api, target, keyed=target.keyed)
     body: dict[str, Any] = {"messages": [{"role": "user", "content": req.prompt}],
                             "max_tokens": req.max_tokens, "temperature": req.temperature}
     if target.model:
         body["model"] = target.model[:MAX_FIELD]
     if target.endpoint is not None:
         status, answer = 200, invoke_endpoint(app.aws, row.region, target.endpoint, body)
+    elif target.address is not None:
+        assert target.port is not None
+        status, answer = balancer_request(target.address, target.port, target.path, body=body,
+                                          api_key=target.api_key, timeout=CALL_TIMEOUT)
     else:
         assert target.service is not None and target.port is not None
         status, answer = service_request(api, target.namespace, target.service, target.port, target.path, body=body,
@@ -253,7 +272,11 @@ def _call(app: AppContext, row: ClusterRow, req: CallRequest) -> CallResult:
     if status != 200 or not isinstance(answer, dict):
         raise ProviderError(f"{target.label} answered HTTP {status}: {str(answer)[:300]!r}",
                             hint="Check the served model name and the server's log (pod_logs).", retryable=False)
-    return _result(target, req.service_name, answer)
+    result = _result(target, req.service_name, answer)
+    if req.local_port is not None:
+        result.note = (f"local_port {req.local_port} was ignored: no port-forward is needed, the call went through "
+                       f"the {result.route} route.")
+    return result
 
 
 @operation(
@@ -267,6 +290,9 @@ async def inference_call_model(ctx: CallContext, req: CallRequest) -> CallResult
     """Send one OpenAI-style chat completion to a deployed model and return the text and token usage (within
     120 s). Self-managed models and routers answer through the Kubernetes API server's service proxy (no public
     endpoint needed); a managed endpoint (inference_managed_deploy, inference_jumpstart_deploy) through the
-    SageMaker runtime endpoint the operator registered (InvokeEndpoint), else through its Service."""
+    SageMaker runtime endpoint the operator registered (InvokeEndpoint), else through its Service. A self-managed
+    server with an API key (or any external one with via load-balancer) is called at the load balancer address of
+    the Service InstantStart created for it (checked by uid), with the key from its Secret; this control plane's
+    address must be in its sourceRanges. local_port is accepted and ignored (no port-forward)."""
     row = await blocking(cluster_row, ctx.app, req.cluster_tag)
     return await blocking(_call, ctx.app, row, req)

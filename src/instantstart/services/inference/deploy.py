@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from anyio import to_thread
 from pydantic import Field
@@ -23,7 +23,8 @@ from instantstart.operations.params import ParamsModel
 from instantstart.services.cluster.status import collect_status
 from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.core.stages import blocking, wait_until
-from instantstart.services.inference.placement import check_types, place, server_resources
+from instantstart.services.inference import server_sizing as sz
+from instantstart.services.inference.placement import check_types, place
 from instantstart.services.storage.fsx_claims import mountable_fsx
 from instantstart.store.models import ClusterRow, utcnow
 from instantstart.validation import ClusterTag, KubeName, SourceRange
@@ -50,9 +51,19 @@ class DeployRequest(WireModel):
                                         description="Default <engine>-model-<YYMMDD-HHMMSS>; the Service is "
                                         "<name>-service.")
     replicas: int = Field(default=1, ge=1, le=64)
-    instance_types: list[str] | None = Field(default=None, max_length=16,
-                                             description="GPU instance types to pin to (default: every GPU "
-                                             "type in the cluster with enough GPUs per node).")
+    instance_types: Annotated[list[str], Field(max_length=16)] | Annotated[str, Field(max_length=1024)] | None = Field(
+        default=None, description="A preference list of GPU instance types, a list or comma-separated "
+        '("ml.g6e.xlarge,ml.g5.xlarge"): the first the cluster has is used. Default: every GPU type in the cluster '
+        "with enough GPUs per node (or the smallest that holds gpuMemory).")
+    gpu_memory: Annotated[float, Field(gt=0, le=4096)] | Annotated[str, Field(max_length=16)] | None = Field(
+        default=None, description="Memory one GPU needs, GiB (24) or a quantity (\"48Gi\"): picks the smallest GPU "
+        "type of the cluster whose per-GPU memory holds it; refused naming the cluster's types when none does.")
+    cpu_request: str | None = Field(default=None, max_length=32, description="cpu request per replica, a Kubernetes "
+                                    "quantity (\"8\", \"500m\"); at most what a node of the type gives pods. Default: "
+                                    "the replica's GPU share of the node.")
+    memory_request: str | None = Field(default=None, max_length=32, description="memory request (and limit) per "
+                                       "replica, a Kubernetes quantity (\"64Gi\"); at most what a node of the type "
+                                       "gives pods. Default: the replica's GPU share of the node.")
     service_type: Literal["clusterip", "external", "modelpool"] = Field(
         default="clusterip", description="clusterip (in-cluster), external (a LoadBalancer: needs sourceRanges; "
         "internal unless loadBalancerScheme is internet-facing), modelpool (warm workers labelled "
@@ -175,7 +186,9 @@ async def inference_deploy_container(ctx: CallContext, req: DeployRequest) -> Op
     """Run a model server (vLLM, SGLang or another image) as a Deployment with a Service; finished when every
     replica is Ready. gpuCount is required and is never inferred from --tensor-parallel-size: tensor x pipeline
     parallel above gpuCount is refused. Replicas request their GPUs and are pinned to GPU instance types, never
-    CPU-only nodes; refused when no node has that many GPUs free (the message says where GPUs are free). The
+    CPU-only nodes; refused when no node has that many GPUs free (the message says where GPUs are free).
+    instanceTypes is a preference list (the first the cluster has); gpuMemory picks the smallest cluster type whose
+    GPUs hold it; cpuRequest/memoryRequest (Kubernetes quantities) override the replica's share of the node. The
     Hugging Face token is kept only in a Kubernetes Secret. serviceType external needs sourceRanges and is an
     internal load balancer unless loadBalancerScheme is internet-facing, which needs apiKey (given to the server's
     --api-key from a Secret); the result's `exposure` says which. Call the model with inference_call_model."""
@@ -183,12 +196,13 @@ async def inference_deploy_container(ctx: CallContext, req: DeployRequest) -> Op
     if replayed is not None:
         return replayed
     engine, words, port, model = _command(req)
-    types = check_types(req.instance_types, req.gpu_count)
+    wanted = check_types(sz.preference(req.instance_types), req.gpu_count)
+    gib = sz.gpu_memory_gib(req.gpu_memory) if req.gpu_memory is not None else None
     tag = await to_thread.run_sync(resolve_tag, ctx.app.db, req.cluster_tag)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
     status = await collect_status(ctx.app, tag, ())
-    placement = place(status, types, req.gpu_count, req.replicas)
-    sized = server_resources(placement.instance_types, req.gpu_count)
+    placement = place(status, sz.choose_types(status, wanted, gib, req.gpu_count), req.gpu_count, req.replicas)
+    sized = sz.requests(placement.instance_types, req.gpu_count, req.cpu_request, req.memory_request)
     name = req.deployment_name or m.default_name(engine, utcnow())
     claim = await blocking(_plan, ctx.app, row, req, name, words)
     fsx = await blocking(mountable_fsx, ctx.app, row, req.namespace, req.fsx_claim, words, "deploymentCommand")
@@ -233,9 +247,10 @@ async def stage_apply(stage: StageContext) -> dict[str, Any]:
     lbc = p.service_type == "external" and await blocking(_lb_controller, api)
     await stage.progress(f"applying Deployment {p.namespace}/{p.name} ({p.replicas} replica(s) x {p.gpu_count} GPU)")
     await blocking(kube_call, "apply the Deployment", apply_object, api, m.deployment(p))
-    await blocking(kube_call, "apply the Service", apply_object, api, m.service(p, load_balancer_controller=lbc))
+    svc = await blocking(kube_call, "apply the Service", apply_object, api, m.service(p, load_balancer_controller=lbc))
+    # The Service's uid is what inference_call_model later checks before it takes a load balancer address from it.
     return {"deployment": p.name, "service": m.service_name(p.name), "loadBalancerController": lbc,
-            "exposure": m.exposure(p)}
+            "exposure": m.exposure(p), "serviceUid": svc["metadata"]["uid"]}
 
 
 def _rollout(api: k8s.ApiClient, p: DeployParams) -> tuple[bool, str]:
@@ -259,6 +274,18 @@ def _rollout(api: k8s.ApiClient, p: DeployParams) -> tuple[bool, str]:
     return False, message
 
 
+def _balancer_url(api: k8s.ApiClient, p: DeployParams) -> str | None:
+    """The load balancer's URL once the controller wrote its address to the Service (None before, and for
+    in-cluster servers): the DNS name AWS gives, or an IP."""
+    if p.service_type != "external":
+        return None
+    svc: Any = kube_call("read the Service", k8s.CoreV1Api(api).read_namespaced_service, m.service_name(p.name),
+                         p.namespace)
+    ingress = (svc.status.load_balancer.ingress if svc.status and svc.status.load_balancer else None) or []
+    address = (ingress[0].hostname or ingress[0].ip) if ingress else None
+    return f"http://{address}:{p.port}" if address else None
+
+
 async def stage_ready(stage: StageContext) -> dict[str, Any]:
     """Wait until every replica passes its readiness probe (the engine's health path)."""
     p = stage.params_as(DeployParams)
@@ -273,6 +300,8 @@ async def stage_ready(stage: StageContext) -> dict[str, Any]:
         "name": p.name, "namespace": p.namespace, "service": service, "engine": p.engine, "model": p.model,
         "replicas": p.replicas, "gpuCount": p.gpu_count,
         "url": f"http://{service}.{p.namespace}.svc.cluster.local:{p.port}", "exposure": m.exposure(p),
+        "serviceUid": stage.outputs.get("apply", {}).get("serviceUid"),
+        "loadBalancerUrl": await blocking(_balancer_url, api, p),
     }
 
 

@@ -1,0 +1,94 @@
+"""The load-balancer route of inference_call_model: a self-managed server's address, taken only from its own Service.
+
+The address comes from `status.loadBalancer.ingress` of the Service InstantStart created for the deployment: the
+Service's uid must be the one the deploy operation recorded when it applied it (a Service a tenant made, or made
+again, under the same name is not followed), and the address must be an ELB DNS name or an IP that is not
+link-local, multicast, unspecified or reserved (`kube/balancer.balancer_url`). The API key is read from the Secret
+`<name>-api-key`, a name derived from the deployment's, never from an annotation."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from instantstart.context import AppContext
+from instantstart.errors import NotFound, PreconditionFailed
+from instantstart.kube import k8s
+from instantstart.kube.calls import kube_call
+from instantstart.logs import register_secret
+from instantstart.manifests import inference as m
+from instantstart.services.core.registry import cluster_target
+from instantstart.store.models import ClusterRow
+
+if TYPE_CHECKING:
+    from instantstart.services.inference.call import Target
+
+DEPLOY_KIND = "inference_deploy"
+
+
+def recorded_service_uid(app: AppContext, tag: str, namespace: str, name: str) -> str | None:
+    """The uid of the Service the newest successful inference_deploy of `namespace/name` on the cluster applied."""
+    views, _ = app.runner.store.list_operations(kind=DEPLOY_KIND, target=cluster_target(tag), status="SUCCEEDED",
+                                                limit=500)
+    for view in views:  # newest first: a redeploy after an undeploy made a new Service
+        if view.params.get("name") == name and view.params.get("namespace") == namespace:
+            uid = (view.result or {}).get("serviceUid")
+            return str(uid) if uid else None
+    return None
+
+
+def api_key(api: k8s.ApiClient, deployment: str, namespace: str) -> str | None:
+    """The server's API key from `<deployment>-api-key` (None when the server has none); never logged."""
+    core = k8s.CoreV1Api(api)
+    try:
+        secret: Any = kube_call("read the API key Secret", core.read_namespaced_secret,
+                                m.api_key_secret_name(deployment), namespace)
+    except NotFound:
+        return None
+    encoded = (secret.data or {}).get(m.API_KEY_KEY)
+    if not encoded:
+        return None
+    key = base64.b64decode(encoded).decode(errors="replace")
+    register_secret(key)
+    return key
+
+
+def _refuse(message: str, hint: str, **details: Any) -> PreconditionFailed:
+    return PreconditionFailed(message + " Nothing was sent.", hint=hint, details=details)
+
+
+def through_balancer(app: AppContext, row: ClusterRow, api: k8s.ApiClient, target: Target, *,
+                     keyed: bool) -> Target:
+    """`target` (a self-managed Service) routed to its load balancer address, with the API key when the server has
+    one. Refused (PreconditionFailed, nothing sent): a Service that is not a LoadBalancer, not the one InstantStart
+    created (uid), or without an address yet."""
+    ns, service = target.namespace, str(target.service)
+    deployment = service.removesuffix("-service")
+    svc: Any = kube_call("read the Service", k8s.CoreV1Api(api).read_namespaced_service, service, ns)
+    secret = m.api_key_secret_name(deployment)
+    if svc.spec.type != "LoadBalancer":
+        if keyed:
+            raise _refuse(f"{ns}/{deployment} demands an API key (Secret {ns}/{secret}) but has no load balancer; "
+                          "the Kubernetes API server's service proxy does not forward an Authorization header, so "
+                          "inference_call_model cannot call it.",
+                          "Redeploy it with serviceType external (sourceRanges including this control plane's "
+                          "address) and apiKey.", apiKeySecret=f"{ns}/{secret}")
+        raise _refuse(f"{ns}/{service} is a {svc.spec.type} Service, not a load balancer.",
+                      'Leave via out (the service proxy reaches it), or deploy with serviceType "external".')
+    recorded = recorded_service_uid(app, row.tag, ns, deployment)
+    if recorded is None or recorded != svc.metadata.uid:
+        raise _refuse(f"{ns}/{service} is not the Service InstantStart created for {ns}/{deployment} (uid "
+                      f"{svc.metadata.uid} is not the one its deploy operation recorded), so its load balancer "
+                      "address is not followed.",
+                      "Redeploy it with inference_deploy_container (inference_undeploy first), or ask the "
+                      "namespace's owner who replaced the Service.", service=f"{ns}/{service}")
+    ingress = (svc.status.load_balancer.ingress if svc.status and svc.status.load_balancer else None) or []
+    address = (ingress[0].hostname or ingress[0].ip) if ingress else None
+    if not address:
+        raise _refuse(f"{ns}/{service} has no load balancer address yet.",
+                      "Wait until inference_list_public_services shows its URL (AWS takes a few minutes to "
+                      "provision a load balancer), then call again.", service=f"{ns}/{service}")
+    port = int(svc.spec.ports[0].port)
+    return replace(target, address=str(address), port=port, api_key=api_key(api, deployment, ns) if keyed else None,
+                   label=f"the load balancer {address}:{port} of {ns}/{service}")
