@@ -152,3 +152,11 @@ def test_sync_round_trip_deletions_conflict_dry_run_and_refusals(cp: Running, tw
     assert status == 404 and body["error"]["details"]["fields"][0]["field"] == "storage"
     assert s3.get_object(Bucket=bucket, Key=f"lifecycle/{TAG}/keep.txt")["Body"].read() == b"outside the claim"
     assert set(remote_keys(s3, bucket)) == {"train.py", "out/metrics.json", "notes.md"}
+
+    # A remote file under a local symlinked folder is never written through it (it could lead out of the folder).
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (laptop / "evil").symlink_to(outside)
+    s3.put_object(Bucket=bucket, Key=f"{DATA}evil/sub/x.txt", Body=b"payload")
+    code, report = sync(cp, laptop)
+    assert code == 1 and [f["path"] for f in report["failed"]] == ["evil/sub/x.txt"] and list(outside.iterdir()) == []

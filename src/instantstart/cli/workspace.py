@@ -96,17 +96,19 @@ class SyncReport:
 
 
 def _inside(root: Path, rel: str) -> Path:
-    """The local file for a relative path, refused when a symlinked folder would lead it out of the root."""
-    target = root / rel
-    if not target.parent.resolve().is_relative_to(root.resolve()) or target.is_symlink():
-        raise ValueError(f"{rel}: leads outside {root} (a symlink): not written")
+    """The local file for a relative path, refused when any part of it is a symlink (it could lead out of the
+    folder: nothing is created, written or deleted through one). Checked before any folder is made."""
+    target = root
+    for part in rel.split("/"):
+        target = target / part
+        if target.is_symlink():
+            raise ValueError(f"{rel}: {target} is a symlink: not followed, file left alone")
     return target
 
 
 def _write_local(root: Path, rel: str, body: bytes) -> tuple[int, int]:
-    target = root / rel
-    target.parent.mkdir(parents=True, exist_ok=True)
     target = _inside(root, rel)
+    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.instantstart-tmp")
     tmp.write_bytes(body)
     os.replace(tmp, target)
