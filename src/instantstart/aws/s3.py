@@ -86,18 +86,27 @@ def object_sha256(aws: AwsClients, region: str, bucket: str, key: str, owner: st
 
 
 def list_objects(
-    aws: AwsClients, region: str, bucket: str, prefix: str, limit: int, owner: str, token: str | None = None
+    aws: AwsClients,
+    region: str,
+    bucket: str,
+    prefix: str,
+    limit: int,
+    owner: str,
+    token: str | None = None,
+    *,
+    flat: bool = False,
 ) -> dict[str, Any]:
-    """ListObjectsV2 of one page (at most `limit` keys) under `prefix`, with common prefixes by "/";
-    `token` is the previous page's NextContinuationToken."""
+    """ListObjectsV2 of one page (at most `limit` keys, with ETags) under `prefix`, with common prefixes by "/"
+    (`flat`: every depth, no common prefixes); `token` is the previous page's NextContinuationToken."""
     s3 = aws.s3(region)
     extra: dict[str, Any] = {"ContinuationToken": token} if token else {}
+    if not flat:
+        extra["Delimiter"] = "/"
     answer = call(
         f"list s3://{bucket}/{prefix}",
         s3.list_objects_v2,
         Bucket=bucket,
         Prefix=prefix,
-        Delimiter="/",
         MaxKeys=limit,
         ExpectedBucketOwner=owner,
         **extra,
@@ -122,13 +131,8 @@ def list_keys(
 
 def get_object(aws: AwsClients, region: str, bucket: str, key: str, owner: str) -> bytes | None:
     """GetObject's body; None when the key does not exist."""
-    try:
-        answer: Any = aws.s3(region).get_object(Bucket=bucket, Key=key, ExpectedBucketOwner=owner)
-    except Exception as exc:
-        if error_code(exc) in ("NoSuchKey", "404", "NotFound"):
-            return None
-        raise translate(exc, f"read s3://{bucket}/{key}") from exc
-    return cast(bytes, answer["Body"].read())
+    got = get_object_tagged(aws, region, bucket, key, owner)
+    return None if got is None else got[0]
 
 
 def has_objects(aws: AwsClients, region: str, bucket: str, prefix: str, owner: str) -> bool:
@@ -171,23 +175,6 @@ def delete_prefix(aws: AwsClients, region: str, bucket: str, prefix: str, owner:
 def delete_empty_bucket(aws: AwsClients, region: str, bucket: str, owner: str) -> None:
     """DeleteBucket (the bucket must be empty)."""
     call(f"delete bucket {bucket}", aws.s3(region).delete_bucket, Bucket=bucket, ExpectedBucketOwner=owner)
-
-
-def list_objects_flat(
-    aws: AwsClients, region: str, bucket: str, prefix: str, limit: int, owner: str, token: str | None = None
-) -> dict[str, Any]:
-    """ListObjectsV2 of one page (at most `limit` keys) under `prefix`, every depth (no delimiter), with ETags."""
-    extra: dict[str, Any] = {"ContinuationToken": token} if token else {}
-    answer = call(
-        f"list s3://{bucket}/{prefix}",
-        aws.s3(region).list_objects_v2,
-        Bucket=bucket,
-        Prefix=prefix,
-        MaxKeys=limit,
-        ExpectedBucketOwner=owner,
-        **extra,
-    )
-    return cast("dict[str, Any]", answer)
 
 
 def get_object_tagged(aws: AwsClients, region: str, bucket: str, key: str, owner: str) -> tuple[bytes, str] | None:

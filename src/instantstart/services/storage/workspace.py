@@ -116,7 +116,7 @@ async def workspace_list_files(ctx: CallContext, req: ListFilesRequest) -> ListF
     base, owner = await _claim(ctx, req.storage)
     root = base["prefix"]
     page = await blocking(
-        s3.list_objects_flat,
+        s3.list_objects,
         ctx.app.aws,
         base["region"],
         base["bucketName"],
@@ -124,6 +124,7 @@ async def workspace_list_files(ctx: CallContext, req: ListFilesRequest) -> ListF
         LIST_PAGE,
         owner,
         req.continuation_token,
+        flat=True,
     )
     files = [
         WorkspaceFile(
