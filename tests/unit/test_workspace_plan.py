@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from instantstart.cli import sync_plan as sp
-from instantstart.cli.workspace import watch
+from instantstart.cli.workspace import SyncReport, render_report, watch
 from instantstart.errors import InvalidInput
 from instantstart.services.storage.workspace import MAX_FILE_BYTES, workspace_path
 
@@ -137,3 +137,16 @@ def test_watch_syncs_again_only_when_the_folder_changes_or_the_remote_poll_is_du
     runs.clear()
     assert watch(tmp_path, lambda: runs.append(1), interval=1, sleep=lambda s: None, iterations=6,
                  remote_every=3) == 3  # the first sync, then polls 3 and 6 for remote changes
+
+
+def test_the_report_reads_as_a_plan_and_as_json(capsys: pytest.CaptureFixture[str]) -> None:
+    steps = [sp.Action(sp.UPLOAD, "a.py", "new locally"), sp.Action(sp.SAME, "b.py", "unchanged", A),
+             sp.Action(sp.CONFLICT, "c.py", "changed on both sides", B)]
+    render_report(SyncReport(True, steps), "table")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["would", "upload", "a.py", "(new", "locally)"] and len(lines) == 2
+    render_report(SyncReport(False, steps[1:2]), "table")
+    assert capsys.readouterr().out.strip() == "in step: nothing to do"
+    report = SyncReport(False, steps, {"c.py": "CONFLICT: changed meanwhile"})
+    assert report.as_dict()["summary"] == {"upload": 1, "conflict": 1}
+    assert report.as_dict()["failed"] == [{"path": "c.py", "error": "CONFLICT: changed meanwhile"}]
