@@ -21,8 +21,10 @@ load_all()
 # the control plane's own state. Every other non-mutating operation reads and changes nothing.
 # User and token management writes the control plane's own tables at once (a token is shown once, so it cannot be
 # an operation's stored result): side-effecting, never auto-approved.
+# The workspace writes and deletes files of the caller's data in a claim at once (content cannot be an operation's
+# stored params): side-effecting, conditional on the ETag.
 SIDE_EFFECTING_TOOLS = {"inference_call_model", "token_create", "token_revoke", "user_create", "user_delete",
-                        "user_update"}
+                        "user_update", "workspace_delete_file", "workspace_write_file"}
 
 
 class Out(BaseModel):

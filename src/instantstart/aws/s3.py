@@ -86,18 +86,27 @@ def object_sha256(aws: AwsClients, region: str, bucket: str, key: str, owner: st
 
 
 def list_objects(
-    aws: AwsClients, region: str, bucket: str, prefix: str, limit: int, owner: str, token: str | None = None
+    aws: AwsClients,
+    region: str,
+    bucket: str,
+    prefix: str,
+    limit: int,
+    owner: str,
+    token: str | None = None,
+    *,
+    flat: bool = False,
 ) -> dict[str, Any]:
-    """ListObjectsV2 of one page (at most `limit` keys) under `prefix`, with common prefixes by "/";
-    `token` is the previous page's NextContinuationToken."""
+    """ListObjectsV2 of one page (at most `limit` keys, with ETags) under `prefix`, with common prefixes by "/"
+    (`flat`: every depth, no common prefixes); `token` is the previous page's NextContinuationToken."""
     s3 = aws.s3(region)
     extra: dict[str, Any] = {"ContinuationToken": token} if token else {}
+    if not flat:
+        extra["Delimiter"] = "/"
     answer = call(
         f"list s3://{bucket}/{prefix}",
         s3.list_objects_v2,
         Bucket=bucket,
         Prefix=prefix,
-        Delimiter="/",
         MaxKeys=limit,
         ExpectedBucketOwner=owner,
         **extra,
@@ -122,13 +131,8 @@ def list_keys(
 
 def get_object(aws: AwsClients, region: str, bucket: str, key: str, owner: str) -> bytes | None:
     """GetObject's body; None when the key does not exist."""
-    try:
-        answer: Any = aws.s3(region).get_object(Bucket=bucket, Key=key, ExpectedBucketOwner=owner)
-    except Exception as exc:
-        if error_code(exc) in ("NoSuchKey", "404", "NotFound"):
-            return None
-        raise translate(exc, f"read s3://{bucket}/{key}") from exc
-    return cast(bytes, answer["Body"].read())
+    got = get_object_tagged(aws, region, bucket, key, owner)
+    return None if got is None else got[0]
 
 
 def object_exists(aws: AwsClients, region: str, bucket: str, key: str, owner: str) -> bool:
@@ -182,3 +186,47 @@ def delete_prefix(aws: AwsClients, region: str, bucket: str, prefix: str, owner:
 def delete_empty_bucket(aws: AwsClients, region: str, bucket: str, owner: str) -> None:
     """DeleteBucket (the bucket must be empty)."""
     call(f"delete bucket {bucket}", aws.s3(region).delete_bucket, Bucket=bucket, ExpectedBucketOwner=owner)
+
+
+def get_object_tagged(aws: AwsClients, region: str, bucket: str, key: str, owner: str) -> tuple[bytes, str] | None:
+    """GetObject's body and ETag (quotes stripped); None when the key does not exist."""
+    try:
+        answer: Any = aws.s3(region).get_object(Bucket=bucket, Key=key, ExpectedBucketOwner=owner)
+    except Exception as exc:
+        if error_code(exc) in ("NoSuchKey", "404", "NotFound"):
+            return None
+        raise translate(exc, f"read s3://{bucket}/{key}") from exc
+    return cast(bytes, answer["Body"].read()), str(answer.get("ETag", "")).strip('"')
+
+
+def put_object_if(
+    aws: AwsClients, region: str, bucket: str, key: str, body: bytes, owner: str, *, if_match: str | None
+) -> str | None:
+    """PutObject only over the version `if_match` (an ETag), or only where no object is (`if_match` None): S3's
+    conditional write, so a version written meanwhile by someone else is never overwritten. The new ETag, or None
+    when the condition failed (412, or 404 for If-Match on a key that is gone)."""
+    condition: dict[str, Any] = {"IfMatch": f'"{if_match}"'} if if_match else {"IfNoneMatch": "*"}
+    try:
+        answer: Any = aws.s3(region).put_object(
+            Bucket=bucket, Key=key, Body=body, ExpectedBucketOwner=owner, **condition
+        )
+    except Exception as exc:
+        if error_code(exc) in ("PreconditionFailed", "412", "NoSuchKey", "404", "ConditionalRequestConflict"):
+            return None
+        raise translate(exc, f"upload s3://{bucket}/{key}") from exc
+    return str(answer.get("ETag", "")).strip('"')
+
+
+def delete_object_if(aws: AwsClients, region: str, bucket: str, key: str, owner: str, *, if_match: str) -> bool:
+    """DeleteObject only while the object is the version `if_match` (an ETag); False when it is another one (412).
+    A key already gone counts as deleted."""
+    try:
+        aws.s3(region).delete_object(Bucket=bucket, Key=key, ExpectedBucketOwner=owner, IfMatch=f'"{if_match}"')
+    except Exception as exc:
+        code = error_code(exc)
+        if code in ("NoSuchKey", "404", "NotFound"):
+            return True
+        if code in ("PreconditionFailed", "412", "ConditionalRequestConflict"):
+            return False
+        raise translate(exc, f"delete s3://{bucket}/{key}") from exc
+    return True

@@ -29,6 +29,8 @@ GROUP_DESCRIPTIONS: dict[str, str] = {
     "token": "Your named, expiring API tokens: create (shown once), list, revoke.",
     "audit": "The audit trail: who called what, through which face and token, and the outcome (admin).",
     "ray": "Ray-native training on KubeRay: submit a RayJob with its own Ray cluster on HyperPod nodes.",
+    "workspace": "Files of an S3 claim, one by one through the control plane (list, read, write, delete), and "
+    "`workspace sync`: a local folder and the claim kept in step both ways, without AWS credentials.",
     "alert": "Alerts opened and resolved by themselves from the timeline and the watched state: list, rule "
     "thresholds, notification channels (Amazon SNS, signed webhook).",
 }

@@ -31,6 +31,7 @@ _MEMBER_OPS = (
     "inference_autoscaling_apply inference_call_model inference_deploy_container inference_jumpstart_deploy"
     " inference_managed_delete inference_managed_deploy inference_router_deploy inference_scale inference_undeploy"
     " model_download_enhanced ray_job_submit training_job_delete training_job_submit training_recipe_submit"
+    " workspace_delete_file workspace_read_file workspace_write_file"
 )
 _OPERATOR_OPS = (
     "cluster_configure_dependencies cluster_create cluster_create_eks cluster_create_eks_with_cidr cluster_delete"
@@ -54,6 +55,7 @@ _VIEWER_OPS = (
     " karpenter_get_status model_download_status model_list monitoring_gpu_utilization node_describe node_list"
     " operation_get operation_list pod_logs s3_storage_get_defaults s3_storage_list_contents storage_list"
     " training_history training_job_list training_job_logs training_recipe_list user_me wait_seconds"
+    " workspace_list_files"
 )
 
 RULES: dict[str, Rule] = {

@@ -9,6 +9,7 @@ import typer
 from instantstart.auth import token_path
 from instantstart.catalog import CATALOG
 from instantstart.cli.commands import add_catalog_commands
+from instantstart.cli.workspace import add_sync_command
 from instantstart.services import load_all
 from instantstart.settings import Settings
 
@@ -96,6 +97,7 @@ def build_app(settings: Settings) -> typer.Typer:
 
     load_all(settings.plugins)
     add_catalog_commands(app, CATALOG, settings)
+    add_sync_command(app, CATALOG, settings)
     return app
 
 

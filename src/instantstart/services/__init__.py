@@ -50,7 +50,15 @@ def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:
     from instantstart.services.monitoring import gpu as monitoring_gpu  # noqa: F401
     from instantstart.services.monitoring import nodes as monitoring_nodes  # noqa: F401
     from instantstart.services.operation_tools import operations, wait  # noqa: F401
-    from instantstart.services.storage import fsx, fsx_delete, fsx_inventory, inventory, models, s3_tools  # noqa: F401
+    from instantstart.services.storage import (  # noqa: F401
+        fsx,
+        fsx_delete,
+        fsx_inventory,
+        inventory,
+        models,
+        s3_tools,
+        workspace,
+    )
     from instantstart.services.training import history, jobs, mlflow, ray_jobs, recipes, submit  # noqa: F401
 
     # Watch-fed state: the custom resource kinds (training jobs, endpoints) and the timeline's events listener are
