@@ -66,7 +66,7 @@ export async function render(view, _arg, shell) {
       h("div", { class: "card-head" }, h("h1", {}, "Storage & Models ", h("span", { class: "muted" }, list.clusterTag)),
         h("span", { class: "muted small" }, `${list.count} claim(s)`)),
       h("h2", {}, "Volumes"),
-      table([
+      h("div", { "data-operation": "fsx_storage_list" }, table([
         { label: "Claim", cell: (c) => h("strong", {}, `${c.namespace}/${c.name}`) },
         { label: "Type", cell: (c) => c.type === "s3" ? "S3" : "FSx for Lustre" },
         { label: "Phase", cell: (c) => badge(c.phase, c.phase === "Bound" ? "ok" : "bad") },
@@ -75,7 +75,7 @@ export async function render(view, _arg, shell) {
         { label: "", cell: (c) => h("div", { class: "actions tight" },
           c.type === "s3" ? h("button", { type: "button", "data-operation": "s3_storage_list_contents", onclick: () => browse(c.name, "") , "aria-label": `Browse ${c.name}` }, "Browse") : null,
           h("button", { type: "button", class: "danger", "data-operation": "storage_delete", onclick: () => remove(c), "aria-label": `Delete ${c.name}` }, "Delete…")) },
-      ], claims, { empty: "No S3 or FSx claims yet: add one below.", rowAttrs: (c) => ({ dataset: { claim: c.name, type: c.type } }) }));
+      ], claims, { empty: "No S3 or FSx claims yet: add one below.", rowAttrs: (c) => ({ dataset: { claim: c.name, type: c.type } }) })));
     return true;
   }
 
