@@ -7,7 +7,6 @@ rules; the new controls are reached and used with the keyboard; every control ca
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import boto3
@@ -15,7 +14,7 @@ import pytest
 from playwright.sync_api import expect
 
 from hyperpod_twin.twin import ACCESS_KEY_ID, SECRET_ACCESS_KEY
-from tests.support.browser import Served, audit, shot
+from tests.support.browser import Served, audit, shot, wait_op
 
 pytestmark = pytest.mark.e2e
 
@@ -31,17 +30,6 @@ def aws(served: Served, service: str) -> Any:
     """A boto3 client on the served twin, for what the control plane did there."""
     return boto3.client(service, endpoint_url=served.twin_url, region_name=REGION,
                         aws_access_key_id=ACCESS_KEY_ID, aws_secret_access_key=SECRET_ACCESS_KEY)
-
-
-def api_wait(served: Served, operation_id: str, timeout: float = 240.0) -> dict[str, Any]:
-    """An operation's view once terminal (or at the timeout), read through the API."""
-    deadline = time.monotonic() + timeout
-    with served.api() as api:
-        while True:
-            op: dict[str, Any] = api.get(f"/api/v1/operations/{operation_id}").json()
-            if op["status"] in ("SUCCEEDED", "FAILED", "CANCELLED") or time.monotonic() > deadline:
-                return op
-            time.sleep(0.5)
 
 
 def tab_to(page: Any, selector: str, limit: int = 400) -> None:
@@ -202,7 +190,7 @@ def test_jobs_from_an_image_logs_delete_and_mlflow(page: Any, served: Served) ->
     with served.api() as api:
         ref = api.post("/api/v1/capacity/advanced-features", json={
             "trainingOperator": {"enabled": True}, "kuberayOperator": {"enabled": True}}).json()
-    assert api_wait(served, ref["operationId"])["status"] == "SUCCEEDED"
+    assert wait_op(served, ref["operationId"])["status"] == "SUCCEEDED"
 
     job.get_by_role("button", name="Submit PyTorch job").click()
     expect(page.locator("#banner")).to_contain_text("Submitted plain-1", timeout=90_000)
@@ -279,7 +267,7 @@ def test_software_update_node_groups_and_karpenter(page: Any, served: Served) ->
         ref = api.post("/api/v1/capacity/instance-groups", json={
             "instanceGroupName": "auto-a", "instanceType": "ml.g6.12xlarge", "instanceCount": 0,
             "availabilityZone": "us-west-2c"}).json()
-    assert api_wait(served, ref["operationId"])["status"] == "SUCCEEDED"
+    assert wait_op(served, ref["operationId"])["status"] == "SUCCEEDED"
     page.get_by_role("link", name="Cluster Management").click()
     capacity = page.locator("#capacity")
     panel = capacity.locator(".capacity-op .progress-panel")
