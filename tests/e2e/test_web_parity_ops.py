@@ -195,6 +195,7 @@ def test_jobs_from_an_image_logs_delete_and_mlflow(page: Any, served: Served) ->
     job.get_by_role("button", name="Submit PyTorch job").click()
     expect(page.locator("#banner")).to_contain_text("Submitted plain-1", timeout=90_000)
     expect(job.locator(".form-error")).to_have_count(0)
+    expect(job.get_by_label("Job name")).to_have_value("")  # the submitted form starts afresh
     expect(page.locator('#jobs tr[data-job="plain-1"]')).to_contain_text("HyperPodPyTorchJob")
     expect(page.locator('#all-jobs tr[data-job="plain-1"]')).to_be_visible()
     with served.api() as api:

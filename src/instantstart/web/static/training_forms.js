@@ -44,6 +44,7 @@ function submitter(form, path, numbers, shell, done) {
       else {
         shell.banner(body.jobName ? h("span", {}, "Submitted ", h("a", { href: `#/training/${encodeURIComponent(body.jobName)}` }, body.jobName))
           : `${op.kind} succeeded.`, "info");
+        form.reset();  // a submitted form starts afresh
         await done?.();
       }
     } catch (err) { if (err instanceof ApiError) showError(form, err); else shell.fail(err); } finally { button.disabled = false; }
