@@ -6,7 +6,6 @@ state passes axe-core's WCAG 2.0/2.1 A and AA rules."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import httpx
@@ -14,22 +13,12 @@ import pytest
 from playwright.sync_api import expect
 
 from hyperpod_twin.sim.hf_hub import GATED_TOKEN, HUB
-from tests.support.browser import Served, audit, shot
+from tests.support.browser import Served, audit, shot, wait_op
 
 pytestmark = pytest.mark.e2e
 
 TAG = "webst"
 SLOW = "twin-org/slow-llama"
-
-
-def wait_op(served: Served, operation_id: str, timeout: float = 240.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    with served.api() as api:
-        while True:
-            op: dict[str, Any] = api.get(f"/api/v1/operations/{operation_id}").json()
-            if op["status"] in ("SUCCEEDED", "FAILED", "CANCELLED") or time.monotonic() > deadline:
-                return op
-            time.sleep(0.5)
 
 
 def test_storage_and_models_page(page: Any, served: Served) -> None:

@@ -117,6 +117,17 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
             proc.kill()
 
 
+def wait_op(served: Served, operation_id: str, timeout: float = 240.0) -> dict[str, Any]:
+    """An operation's view once terminal (or at the timeout), read through the API (the test's own view)."""
+    deadline = time.monotonic() + timeout
+    with served.api() as api:
+        while True:
+            op: dict[str, Any] = api.get(f"/api/v1/operations/{operation_id}").json()
+            if op["status"] in ("SUCCEEDED", "FAILED", "CANCELLED") or time.monotonic() > deadline:
+                return op
+            time.sleep(0.5)
+
+
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """Debian's Chromium (no browser download): headless, sandbox off (root in a container)."""

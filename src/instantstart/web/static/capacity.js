@@ -1,31 +1,39 @@
-// Capacity on the cluster page: instance groups (add, scale, delete) and nodes (reboot, replace, delete).
+// Capacity on the cluster page: instance groups (add, scale, delete), the software update, EKS node groups,
+// Karpenter, and nodes (reboot, replace, delete).
 import { ApiError, get, newKey, post } from "./api.js";
 import { badge, clearErrors, confirmDialog, errorBox, field, h, replace, showError, table, tick } from "./dom.js";
 import { events, fresher } from "./live.js";
 import { progressPanel } from "./operations.js";
+import { karpenterBox, nodeGroupsTable, softwareButton } from "./capacity_more.js";
 
 export function capacitySection(shell) {
   const el = h("section", { class: "card", id: "capacity" });
   const head = h("div", { class: "card-head" });
-  const groupsBox = h("div");
-  const nodesBox = h("div");
+  const groupsBox = h("div", { "data-operation": "cluster_get_instance_groups" });
+  const nodesBox = h("div", { "data-operation": "cluster_get_status" });
   const addBox = h("div");
   const opBox = h("div", { class: "capacity-op" });
-  replace(el, head, opBox, h("h3", {}, "Instance groups"), groupsBox, addBox, h("h3", {}, "Nodes"), nodesBox);
+  const nodeGroupsBox = h("div", { id: "nodegroups" });
+  const karpenter = karpenterBox(act);
+  const more = h("div", {}, h("h3", {}, "EKS node groups"), nodeGroupsBox, h("h3", {}, "Karpenter autoscaling"), karpenter.el);
+  replace(el, head, opBox, h("h3", {}, "Instance groups"), groupsBox, addBox, more, h("h3", {}, "Nodes"), nodesBox);
   let groups = null;
   let instances = null;
   let zones = null;
   let op = null;
   let addOpen = false;
 
-  async function act(path, body, label) {
+  // Start an operation and follow it in the panel; a refusal shows beside `form`'s fields, else in the banner.
+  async function act(path, body, label, form = null) {
+    if (form) clearErrors(form);
     try {
       const ref = await post(path, body, { idempotencyKey: newKey() });
       op = fresher(await get(`/operations/${ref.operationId}`));
       drawOp();
       return ref;
     } catch (err) {
-      if (err instanceof ApiError) shell.banner(`${label}: ${err.code}: ${err.message}${err.hint ? " — " + err.hint : ""}`);
+      if (err instanceof ApiError && form) showError(form, err);
+      else if (err instanceof ApiError) shell.banner(`${label}: ${err.code}: ${err.message}${err.hint ? " — " + err.hint : ""}`);
       else shell.fail(err);
       return null;
     }
@@ -38,10 +46,13 @@ export function capacitySection(shell) {
       replace(groupsBox, ["NOT_FOUND", "PRECONDITION_FAILED"].includes(groups.error.code)
         ? h("p", { class: "empty" }, groups.error.message) : errorBox(groups.error));
       replace(addBox); replace(nodesBox);
+      more.hidden = true;
       return;
     }
+    more.hidden = false;
     replace(head, h("h2", {}, "Capacity"), h("span", { class: "muted small" }, groups.clusterTag), h("span", { class: "spacer" }),
-      h("span", { class: "small" }, "HyperPod ", badge(groups.hyperpodStatus ?? "NOT_FOUND")));
+      h("span", { class: "small" }, "HyperPod ", badge(groups.hyperpodStatus ?? "NOT_FOUND")), groups.hyperpodStatus ? softwareButton(act) : null);
+    replace(nodeGroupsBox, nodeGroupsTable(groups.nodeGroups ?? [], act));
     replace(groupsBox, table([
       { label: "Group", cell: (g) => h("strong", {}, g.name) },
       { label: "Type", cell: (g) => g.instanceType ?? "—" },
@@ -50,10 +61,12 @@ export function capacitySection(shell) {
       { label: "Capacity", cell: (g) => h("span", {}, g.capacityType, g.trainingPlanArn ? h("div", { class: "muted small mono" }, g.trainingPlanArn.split("/").pop()) : null) },
       { label: "Subnet / AZ", cell: (g) => h("span", { class: "small" }, g.subnetIds.join(", ") || "—", g.dedicatedSubnet ? " (dedicated)" : "", h("br"), g.availabilityZones.join(", ")) },
       { label: "EFA", cell: (g) => g.networkInterface },
+      { label: "Software", cell: (g) => g.imageVersionStatus ?? "—" },
       { label: "Scale to", cell: (g) => scaleForm(g) },
-      { label: "", cell: (g) => h("button", { type: "button", class: "danger", onclick: () => deleteGroup(g) }, "Delete…") },
+      { label: "", cell: (g) => h("button", { type: "button", class: "danger", "data-operation": "hyperpod_delete_instance_group",
+        onclick: () => deleteGroup(g) }, "Delete…") },
     ], groups.instanceGroups, { empty: "No instance groups.", rowAttrs: (g) => ({ dataset: { group: g.name } }) }));
-    if (!addBox.firstChild) replace(addBox, h("div", { class: "actions" }, h("button", { type: "button", onclick: () => { addOpen = true; drawAdd(); } }, "Add instance group…")));
+    if (!addBox.firstChild) replace(addBox, h("div", { class: "actions" }, h("button", { type: "button", "data-operation": "hyperpod_add_instance_group", onclick: () => { addOpen = true; drawAdd(); } }, "Add instance group…")));
   }
 
   function scaleForm(g) {
@@ -67,7 +80,7 @@ export function capacitySection(shell) {
         const ref = await post("/capacity/instance-groups/scale", body, { idempotencyKey: newKey() });
         op = fresher(await get(`/operations/${ref.operationId}`)); drawOp();
       } catch (err) { if (err instanceof ApiError) showError(form, err); else shell.fail(err); }
-    } }, input, h("button", { type: "submit" }, "Scale"));
+    } }, input, h("button", { type: "submit", "data-operation": "hyperpod_scale_instance_group" }, "Scale"));
     return form;
   }
 
@@ -144,7 +157,7 @@ export function capacitySection(shell) {
       h("div", { class: "row" }, field("Capacity type", cap, "Fixed for the life of the group."),
         h("div", { class: "field" }, h("label", {}, "Placement"), h("label", { class: "radio", for: "ig-new-subnet" }, dedicated, "Dedicated subnet"))),
       planRow, efaRow, subnetRow,
-      h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Add group"),
+      h("div", { class: "actions" }, h("button", { type: "submit", class: "primary", "data-operation": "hyperpod_add_instance_group" }, "Add group"),
         h("button", { type: "button", onclick: () => { addOpen = false; replace(addBox); drawGroups(); } }, "Cancel")));
     let key = newKey();
     replace(addBox, h("div", { class: "card sub" }, form));
@@ -155,12 +168,12 @@ export function capacitySection(shell) {
   function drawNodes(status) {
     if (status.error) { replace(nodesBox, h("p", { class: "empty" }, status.error.message)); return; }
     replace(nodesBox, nodeTable(status.nodes, (n) => h("span", { class: "actions tight" },
-      h("button", { type: "button", onclick: () => act("/capacity/nodes/reboot", { nodeId: n.name }, "Reboot") }, "Reboot"),
-      h("button", { type: "button", onclick: async () => {
+      h("button", { type: "button", "data-operation": "hyperpod_node_reboot", onclick: () => act("/capacity/nodes/reboot", { nodeId: n.name }, "Reboot") }, "Reboot"),
+      h("button", { type: "button", "data-operation": "hyperpod_node_replace", onclick: async () => {
         if (await confirmDialog(`Replace ${n.name}?`, "A new instance takes its place; the instance volumes (root, EBS secondary, NVMe) of this node are lost.", "Replace node"))
           await act("/capacity/nodes/replace", { nodeId: n.name }, "Replace");
       } }, "Replace…"),
-      h("button", { type: "button", class: "danger", onclick: async () => {
+      h("button", { type: "button", class: "danger", "data-operation": "hyperpod_node_delete", onclick: async () => {
         if (await confirmDialog(`Delete ${n.name}?`, "The instance is terminated and its group's target count drops by one, so no replacement is launched.", "Delete node"))
           await act("/capacity/nodes/delete", { nodeId: n.name }, "Delete");
       } }, "Delete…"))));
@@ -175,7 +188,7 @@ export function capacitySection(shell) {
     ]);
     groups = g;
     drawGroups();
-    if (!g.error) drawNodes(s);
+    if (!g.error) { drawNodes(s); await karpenter.refresh(g.instanceGroups); }
     if (op) { try { op = fresher(await get(`/operations/${op.operationId}`)); drawOp(); } catch { /* keep the last view */ } }
   }
   let pending = null;

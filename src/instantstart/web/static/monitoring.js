@@ -9,22 +9,25 @@ import { observabilityCard } from "./gpu_chart.js";
 import { renderNode } from "./monitoring_node.js";
 import { timelineCard } from "./timeline.js";
 import { validationCard } from "./validation.js";
+import { podLogsCard } from "./diagnostics.js";
 
 const HEALTH = ["Schedulable", "Unschedulable", "UnschedulablePendingReplacement", "UnschedulablePendingReboot"];
 
 export async function render(view, arg, shell) {
   if (arg) return renderNode(view, arg);
-  const summary = h("section", { class: "card", id: "summary" });
+  const summary = h("section", { class: "card", id: "summary", "data-operation": "cluster_get_status" });
   const gpus = h("section", { class: "card", id: "gpus" });
   const filters = h("section", { class: "card", id: "filters", "aria-labelledby": "filters-title" });
-  const nodes = h("section", { class: "card", id: "nodes" });
-  const work = h("section", { class: "card", id: "workloads" });
-  const jobsCard = h("section", { class: "card", id: "jobs" });
+  const nodes = h("section", { class: "card", id: "nodes", "data-operation": "node_list" });
+  const work = h("section", { class: "card", id: "workloads", "data-operation": "cluster_list_workloads" });
+  const jobsCard = h("section", { class: "card", id: "jobs", "data-operation": "training_job_list" });
   const endpointsCard = h("section", { class: "card", id: "endpoints" });
   const observability = observabilityCard();
-  const timeline = timelineCard("timeline", "Timeline", {});
+  const timeline = timelineCard("timeline", "Timeline", {}, { events: true });
   const validation = validationCard(shell);
-  replace(view, h("div", { class: "stack" }, summary, gpus, observability.card, filters, nodes, validation.card, work, jobsCard, endpointsCard, timeline.card));
+  const podLogs = podLogsCard(shell);
+  replace(view, h("div", { class: "stack" }, summary, gpus, observability.card, filters, nodes, validation.card, work, podLogs.card,
+    jobsCard, endpointsCard, timeline.card));
 
   // The filters: text (names), instance type, instance group, node health, namespace (where each applies).
   const f = { text: "", instanceType: "", instanceGroup: "", health: "", namespace: "" };
@@ -119,6 +122,8 @@ export async function render(view, arg, shell) {
         { label: "Phase", cell: (p) => badge(p.phase) }, { label: "Ready", cell: (p) => p.ready },
         { label: "Restarts", num: true, cell: (p) => p.restarts }, { label: "Node", cell: (p) => p.node ?? "—" },
         { label: "GPUs", num: true, cell: (p) => p.gpusRequested },
+        { label: "", cell: (p) => h("button", { type: "button", class: "small", "data-operation": "pod_logs", "aria-label": `Logs of ${p.name}`,
+          onclick: () => podLogs.open(p.namespace, p.name) }, "Logs") },
       ], pods, { empty: "No pods.", rowAttrs: (p) => ({ dataset: { pod: p.name } }) }),
       h("h3", {}, `Services (${services.length})`),
       table([

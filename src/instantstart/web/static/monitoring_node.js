@@ -8,7 +8,7 @@ const HYPERPOD_NODE = /^(hyperpod-)?i-[0-9a-f]{8}([0-9a-f]{9})?$/;
 
 export async function renderNode(view, name) {
   const head = h("section", { class: "card", id: "node" });
-  const podsCard = h("section", { class: "card", id: "node-pods" });
+  const podsCard = h("section", { class: "card", id: "node-pods", "data-operation": "node_describe" });
   const hyperpod = HYPERPOD_NODE.test(name);
   const timeline = timelineCard("node-timeline", "Timeline", hyperpod ? { nodeId: name } : { objectKind: "Node", objectName: name });
   replace(view, h("div", { class: "stack" }, h("p", {}, h("a", { href: "#/monitoring" }, "← Monitoring")), head, podsCard, timeline.card));

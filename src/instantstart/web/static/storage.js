@@ -1,5 +1,6 @@
-// Storage & Models: the active cluster's S3 and FSx claims (contents browser, add, delete) and the models in an
-// S3 claim (download with live progress, the list read from manifests). Every action is the REST operation.
+// Storage & Models: the active cluster's S3 and FSx claims (contents browser, add with the S3 defaults shown, FSx
+// created or adopted, delete) and the models in an S3 claim (download into it or into an FSx claim instead, with live
+// progress; where a download stands; the list read from manifests). Every action is the REST operation.
 import { ApiError, get, newKey, post } from "./api.js";
 import { badge, clearErrors, confirmDialog, errorBox, field, h, replace, showError, table, tick, when } from "./dom.js";
 import { events, fresher } from "./live.js";
@@ -25,7 +26,7 @@ function filled(form, numbers = []) {
 }
 
 export async function render(view, _arg, shell) {
-  const claimsCard = h("section", { class: "card", id: "claims" });
+  const claimsCard = h("section", { class: "card", id: "claims", "data-operation": "storage_list" });
   const browseCard = h("section", { class: "card", id: "browser", hidden: true });
   const addCard = h("section", { class: "card", id: "add-storage" });
   const modelsCard = h("section", { class: "card", id: "models" });
@@ -65,16 +66,16 @@ export async function render(view, _arg, shell) {
       h("div", { class: "card-head" }, h("h1", {}, "Storage & Models ", h("span", { class: "muted" }, list.clusterTag)),
         h("span", { class: "muted small" }, `${list.count} claim(s)`)),
       h("h2", {}, "Volumes"),
-      table([
+      h("div", { "data-operation": "fsx_storage_list" }, table([
         { label: "Claim", cell: (c) => h("strong", {}, `${c.namespace}/${c.name}`) },
         { label: "Type", cell: (c) => c.type === "s3" ? "S3" : "FSx for Lustre" },
         { label: "Phase", cell: (c) => badge(c.phase, c.phase === "Bound" ? "ok" : "bad") },
         { label: "Bucket / file system", cell: source },
         { label: "Mounted by", cell: (c) => c.mountedBy.length ? c.mountedBy.join(", ") : "—" },
         { label: "", cell: (c) => h("div", { class: "actions tight" },
-          c.type === "s3" ? h("button", { type: "button", onclick: () => browse(c.name, "") , "aria-label": `Browse ${c.name}` }, "Browse") : null,
-          h("button", { type: "button", class: "danger", onclick: () => remove(c), "aria-label": `Delete ${c.name}` }, "Delete…")) },
-      ], claims, { empty: "No S3 or FSx claims yet: add one below.", rowAttrs: (c) => ({ dataset: { claim: c.name, type: c.type } }) }));
+          c.type === "s3" ? h("button", { type: "button", "data-operation": "s3_storage_list_contents", onclick: () => browse(c.name, "") , "aria-label": `Browse ${c.name}` }, "Browse") : null,
+          h("button", { type: "button", class: "danger", "data-operation": "storage_delete", onclick: () => remove(c), "aria-label": `Delete ${c.name}` }, "Delete…")) },
+      ], claims, { empty: "No S3 or FSx claims yet: add one below.", rowAttrs: (c) => ({ dataset: { claim: c.name, type: c.type } }) })));
     return true;
   }
 
@@ -118,14 +119,25 @@ export async function render(view, _arg, shell) {
   }
 
   // -- add S3 / FSx (built once: a redraw after an operation never loses what the user is typing) ----------
+  const s3Defaults = h("p", { class: "hint", id: "s3-defaults", "data-operation": "s3_storage_get_defaults" });
+  // What s3_storage_create uses when given nothing: shown under the form, and as the fields' placeholders.
+  async function drawDefaults() {
+    const d = await get("/storage/s3/defaults").catch((error) => ({ error }));
+    if (d.error) { replace(s3Defaults, `Defaults unavailable: ${d.error.message}`); return; }
+    addCard.querySelector("#s3-name").placeholder = d.name;
+    addCard.querySelector("#s3-bucket").placeholder = d.bucketName;
+    replace(s3Defaults, "Given nothing: claim ", h("code", {}, `${d.namespace}/${d.name}`), " on ", h("code", {}, `s3://${d.bucketName}/${d.prefix ?? ""}`),
+      ` (${d.region}${d.bucketExists ? "" : ", bucket not created yet"}), ${d.accessModes.join(", ")}, mount options `,
+      h("code", {}, d.mountOptions.join(" ") || "none"), ".");
+  }
   function addForms() {
     const s3 = h("form", { id: "add-s3", novalidate: true },
-      h("h3", {}, "S3 (Mountpoint)"),
+      h("h3", {}, "S3 (Mountpoint)"), s3Defaults,
       h("div", { class: "row3" },
         field("Name", h("input", { type: "text", name: "name", id: "s3-name", placeholder: "s3-claim" }), "Claim name; the PV is <name>-pv"),
         field("Bucket", h("input", { type: "text", name: "bucketName", id: "s3-bucket" }), "Default: the project bucket"),
         field("Prefix", h("input", { type: "text", name: "prefix", id: "s3-prefix", placeholder: "team-a/" }), "Pods see it as the root")),
-      h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Add S3 volume")));
+      h("div", { class: "actions" }, h("button", { type: "submit", class: "primary", "data-operation": "s3_storage_create" }, "Add S3 volume")));
     s3.addEventListener("submit", (e) => submit(e, s3, "/storage/s3", []));
     const deploy = h("select", { name: "deploymentType", id: "fsx-deployment" },
       ["PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2", "SCRATCH_1"].map((d) => h("option", { value: d }, d)));
@@ -146,7 +158,8 @@ export async function render(view, _arg, shell) {
         field("Throughput capacity (MBps)", h("input", { type: "number", name: "throughputCapacity", id: "fsx-throughput-capacity", placeholder: "4000" }), "INTELLIGENT_TIERING only: multiples of 4000"),
         h("div", { class: "field" }, h("label", { class: "radio" }, h("input", { type: "checkbox", name: "enableCsiDriver" }), " Enable the FSx CSI driver if needed")),
         h("div", { class: "field" }, h("label", { class: "radio" }, h("input", { type: "checkbox", name: "allowLustreFromNodes" }), " Adopting: add the Lustre rules for the nodes if missing"))),
-      h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Add FSx volume")));
+      h("div", { class: "actions" }, h("button", { type: "submit", class: "primary", "data-operation": "fsx_storage_create" }, "Add FSx volume"),
+        h("span", { class: "hint" }, "With a file system id the volume adopts it (kept when the claim is deleted); without, a new one is created.")));
     fsxForm.addEventListener("submit", (e) => submit(e, fsxForm, "/storage/fsx", numbers));
     replace(addCard, h("h2", {}, "Add a volume"), s3, fsxForm);
   }
@@ -165,9 +178,10 @@ export async function render(view, _arg, shell) {
 
   // -- models: the head and list redraw; the download form is built once --------------------------------
   const modelsHead = h("div", { class: "card-head" });
-  const modelsList = h("div", { id: "models-list" });
+  const modelsList = h("div", { id: "models-list", "data-operation": "model_list" });
   const downloadTitle = h("h3", {}, "Download a model");
   const token = h("input", { type: "password", name: "hfToken", id: "model-token", autocomplete: "off" });
+  const fsxTarget = h("select", { name: "fsxStorage", id: "model-fsx" }, h("option", { value: "" }, "none"));
   const download = h("form", { id: "download", novalidate: true },
     h("div", { class: "row3" },
       field("Model id", h("input", { type: "text", name: "modelId", id: "model-id", placeholder: "Qwen/Qwen3-0.6B" }), "Hugging Face repo id"),
@@ -175,8 +189,29 @@ export async function render(view, _arg, shell) {
       field("Hugging Face token", token, "Gated repos only; kept in a Kubernetes Secret until the Job ends, never stored")),
     h("div", { class: "row" },
       field("CPU", h("input", { type: "text", name: "cpu", id: "model-cpu", placeholder: "4" }), "No GPU is ever requested"),
-      field("Memory (GiB)", h("input", { type: "text", name: "memory", id: "model-memory", placeholder: "16" }))),
-    h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Download")));
+      field("Memory (GiB)", h("input", { type: "text", name: "memory", id: "model-memory", placeholder: "16" })),
+      field("Into an FSx claim instead", fsxTarget, "At /fsx/models/<id>/<revision> for jobs that mount it")),
+    h("div", { class: "actions" }, h("button", { type: "submit", class: "primary", "data-operation": "model_download_enhanced" }, "Download")));
+  // Where one download stands (model_download_status), in the chosen claim.
+  const statusOut = h("p", { id: "model-status-result", role: "status", "data-operation": "model_download_status" });
+  const statusForm = h("form", { id: "model-status", novalidate: true, onsubmit: async (e) => {
+    e.preventDefault();
+    clearErrors(statusForm);
+    const params = { s3Storage: modelClaim, modelId: statusForm.elements.modelId.value.trim(), revision: statusForm.elements.revision.value.trim() };
+    if (fsxTarget.value) params.fsxStorage = fsxTarget.value;
+    try {
+      const s = await get("/models/status", params);
+      const p = s.progress;
+      replace(statusOut, badge(s.state, s.state === "COMPLETE" ? "ok" : s.state === "FAILED" ? "bad" : ""), ` ${s.modelId}@${s.revision} in ${s.storage}`,
+        s.state === "COMPLETE" ? ` · ${s.files.length} file(s), ${size(s.totalBytes)}` : "",
+        p ? ` · ${p.files ?? 0}/${p.filesTotal ?? "?"} files, ${size(p.bytes)} of ${size(p.bytesTotal)}` : "", s.jobName ? ` · job ${s.jobName}` : "");
+    } catch (err) { replace(statusOut); if (err instanceof ApiError) showError(statusForm, err); else shell.fail(err); }
+  } },
+    h("h3", {}, "Where is a download?"),
+    h("div", { class: "row3" }, field("Model id", h("input", { type: "text", name: "modelId", id: "status-model-id", placeholder: "Qwen/Qwen3-0.6B" })),
+      field("Revision", h("input", { type: "text", name: "revision", id: "status-revision", placeholder: "main" })),
+      h("div", { class: "actions" }, h("button", { type: "submit", "data-operation": "model_download_status" }, "Check"))),
+    statusOut);
   download.addEventListener("submit", async (e) => {
     e.preventDefault();
     clearErrors(download);
@@ -185,11 +220,17 @@ export async function render(view, _arg, shell) {
     try { await track(await post("/models/download", body, { idempotencyKey: newKey() })); download.reset(); }
     catch (err) { if (err instanceof ApiError) showError(download, err); else shell.fail(err); }
   });
-  replace(modelsCard, modelsHead, modelsList, downloadTitle, download);
+  replace(modelsCard, modelsHead, modelsList, downloadTitle, download, statusForm);
 
   async function drawModels() {
     const s3Claims = claims.filter((c) => c.type === "s3");
-    downloadTitle.hidden = download.hidden = !s3Claims.length;
+    downloadTitle.hidden = download.hidden = statusForm.hidden = !s3Claims.length;
+    const fsxNames = claims.filter((c) => c.type !== "s3").map((c) => c.name);
+    if ([...fsxTarget.options].slice(1).map((o) => o.value).join() !== fsxNames.join()) {
+      const chosen = fsxTarget.value;
+      replace(fsxTarget, h("option", { value: "" }, "none"), fsxNames.map((n) => h("option", { value: n }, n)));
+      fsxTarget.value = fsxNames.includes(chosen) ? chosen : "";
+    }
     if (!s3Claims.length) {
       replace(modelsHead, h("h2", {}, "Models"));
       replace(modelsList, h("p", { class: "empty" }, "Models go into an S3 claim: add one first."));
@@ -222,7 +263,7 @@ export async function render(view, _arg, shell) {
     const ready = await drawClaims();
     addCard.hidden = modelsCard.hidden = !ready;
     if (ready) {
-      await drawModels();
+      await Promise.all([drawModels(), drawDefaults()]);
       if (browsing) await browse(browsing.storage, browsing.prefix, browsing.token);
     }
   }

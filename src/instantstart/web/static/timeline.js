@@ -1,26 +1,35 @@
 // One object's persistent timeline (cluster_timeline, filtered to the object), a page at a time: "Older" follows
-// nextBefore, "Newest" goes back to the first page. Used on the cluster, node, job and endpoint pages.
+// nextBefore, "Newest" goes back to the first page. Used on the cluster, node, job and endpoint pages; the
+// Monitoring page reads the same entries as diagnostics (cluster_events) with a source filter.
 import { get } from "./api.js";
 import { badge, errorBox, h, replace, table, when } from "./dom.js";
 
 const PAGE = 20;
 
-// `query`: the cluster_timeline filters ({objectPrefix, namespace, nodeId, objectKind, objectName, source…}).
-export function timelineCard(id, title, query) {
-  const card = h("section", { class: "card timeline", id, "aria-labelledby": `${id}-title` });
+// `query`: the cluster_timeline filters ({objectPrefix, namespace, nodeId, objectKind, objectName, source…});
+// `events`: read through cluster_events (its compatibility name) with a choice of source.
+export function timelineCard(id, title, query, { events = false } = {}) {
+  const operation = events ? "cluster_events" : "cluster_timeline";
+  const card = h("section", { class: "card timeline", id, "aria-labelledby": `${id}-title`, "data-operation": operation });
   const pages = [];  // the `before` of each page shown so far (null: the newest)
   let warningsOnly = false;
+  let source = "all";
 
   async function draw() {
     const before = pages.length ? pages[pages.length - 1] : null;
     const params = { ...query, limit: PAGE };
     if (before) params.before = before;
     if (warningsOnly) params.warningsOnly = true;
-    const page = await get("/clusters/timeline", params).catch((error) => ({ error }));
+    if (source !== "all") params.source = source;
+    const page = await get(events ? "/diagnostics/events" : "/clusters/timeline", params).catch((error) => ({ error }));
+    const pick = events ? h("select", { id: `${id}-source`, class: "small" },
+      ["all", "kubernetes", "hyperpod", "operation"].map((s) => h("option", { value: s, selected: s === source }, s))) : null;
+    pick?.addEventListener("change", () => { source = pick.value; pages.length = 0; draw(); });
     const warn = h("input", { type: "checkbox", id: `${id}-warnings`, checked: warningsOnly });
     warn.addEventListener("change", () => { warningsOnly = warn.checked; pages.length = 0; draw(); });
     const head = h("div", { class: "card-head" }, h("h2", { id: `${id}-title` }, title),
       h("span", { class: "spacer" }),
+      pick ? [h("label", { for: `${id}-source`, class: "small" }, "Source"), pick] : null,
       h("label", { for: `${id}-warnings`, class: "small" }, warn, " Warnings only"));
     if (page.error) { replace(card, head, errorBox(page.error)); return; }
     const newer = h("button", { type: "button", class: "small", disabled: !pages.length }, "Newest");

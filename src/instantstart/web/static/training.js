@@ -1,7 +1,10 @@
-// Training: a recipe's form generated from its fields, the jobs of both paths, and a job's pods, restarts against
-// its budget, MLflow run metrics as charts and live logs (over /api/v1/ws/logs, resumed after a reconnect without repeating a line).
+// Training: a recipe's form generated from its fields, a job from an image and a command (PyTorch or Ray), the jobs
+// of both paths (deleted from their row) and every job of the cluster, and a job's pods, restarts against its budget,
+// MLflow run metrics as charts, its last log lines and live logs (over /api/v1/ws/logs, resumed after a reconnect
+// without repeating a line).
 import { get, newKey, post } from "./api.js";
-import { badge, clearErrors, errorBox, field, h, replace, showError, table, when } from "./dom.js";
+import { badge, clearErrors, confirmDialog, errorBox, field, h, replace, showError, table, when } from "./dom.js";
+import { jobForms } from "./training_forms.js";
 import { timelineCard } from "./timeline.js";
 import { metricsCard } from "./mlflow_chart.js";
 
@@ -43,10 +46,11 @@ function fieldValues(form, recipe) {
 async function renderList(view, shell) {
   const [recipes, status] = await Promise.all([get("/training/recipes"), get("/clusters/status").catch(() => null)]);
   const types = (status?.accelerators ?? []).map((a) => a.instanceType);
-  const jobsCard = h("section", { class: "card", id: "jobs" });
+  const jobsCard = h("section", { class: "card", id: "jobs", "data-operation": "training_job_list" });
+  const allJobsCard = h("section", { class: "card", id: "all-jobs", "data-operation": "job_list_all" });
   const fieldsBox = h("div", { class: "row", id: "recipe-fields" });
   const description = h("p", { class: "hint", id: "recipe-description" });
-  const recipeSelect = h("select", { name: "recipe", id: "f-recipe" },
+  const recipeSelect = h("select", { name: "recipe", id: "f-recipe", "data-operation": "training_recipe_list" },
     recipes.recipes.map((r) => h("option", { value: r.name }, `${r.name} (${r.path === "kuberay" ? "KubeRay" : "HyperPod training operator"})`)));
   const form = h("form", { id: "recipe-form", novalidate: true },
     h("div", { class: "row" },
@@ -57,7 +61,7 @@ async function renderList(view, shell) {
         : h("input", { name: "instanceType", placeholder: "ml.g6.4xlarge" })),
       field("Nodes", h("input", { name: "nodes", type: "number", min: 1, max: 256, value: 1 }))),
     description, h("h3", {}, "Recipe fields"), fieldsBox,
-    h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Submit job")));
+    h("div", { class: "actions" }, h("button", { type: "submit", class: "primary", "data-operation": "training_recipe_submit" }, "Submit job")));
   const pick = () => {
     const recipe = recipes.recipes.find((r) => r.name === recipeSelect.value);
     description.textContent = `${recipe.description} Image: ${recipe.image}`;
@@ -83,8 +87,12 @@ async function renderList(view, shell) {
       await drawJobs();
     } catch (err) { showError(form, err); } finally { button.disabled = false; }
   });
+  let shown = null;  // what the table shows: an unchanged list is not redrawn, so keyboard focus stays on its row
   async function drawJobs() {
     const list = await get("/training/jobs").catch((error) => ({ error }));
+    const seen = JSON.stringify(list.error ? list.error.message : list.jobs);
+    if (seen === shown) { await drawAllJobs(); return; }
+    shown = seen;
     if (list.error) { replace(jobsCard, h("h2", {}, "Jobs"), errorBox(list.error)); return; }
     replace(jobsCard, h("div", { class: "card-head" }, h("h2", {}, "Jobs"), h("span", { class: "muted small" }, list.clusterTag)),
       table([
@@ -93,13 +101,47 @@ async function renderList(view, shell) {
         { label: "Nodes", num: true, cell: (j) => j.nodes }, { label: "Instance type", cell: (j) => j.instanceType ?? "—" },
         { label: "Restarts", num: true, cell: (j) => j.restartCount }, { label: "Recipe", cell: (j) => j.recipe ?? "—" },
         { label: "Created", cell: (j) => when(j.createdAt) },
+        { label: "", cell: (j) => deleteButton(j, shell, drawJobs) },
       ], list.jobs, { empty: "No training jobs.", rowAttrs: (j) => ({ dataset: { job: j.name } }) }));
+    await drawAllJobs();
+  }
+  // Every job of the cluster in one shape, with the Kubernetes batch Jobs (model downloads and the like).
+  let allShown = null;
+  async function drawAllJobs() {
+    const all = await get("/jobs").catch((error) => ({ error }));
+    const seen = JSON.stringify(all.error ? all.error.message : all.jobs);
+    if (seen === allShown) return;
+    allShown = seen;
+    const head = h("div", { class: "card-head" }, h("h2", {}, "Every job of the cluster"), h("span", { class: "muted small" }, "with batch Jobs such as model downloads"));
+    if (all.error) { replace(allJobsCard, head, errorBox(all.error)); return; }
+    replace(allJobsCard, head, table([
+      { label: "Job", cell: (j) => j.name }, { label: "Namespace", cell: (j) => j.namespace }, { label: "Kind", cell: (j) => j.kind },
+      { label: "State", cell: (j) => stateBadge(j.state) }, { label: "Created", cell: (j) => when(j.createdAt) },
+    ], all.jobs, { empty: "No jobs.", rowAttrs: (j) => ({ dataset: { job: j.name, kind: j.kind } }) }));
   }
   replace(view, h("div", { class: "stack" },
-    h("section", { class: "card" }, h("h1", {}, "Training"), form), jobsCard));
+    h("section", { class: "card" }, h("h1", {}, "Training"), form), jobForms(shell, types, drawJobs), jobsCard, allJobsCard));
   await drawJobs();
   const timer = setInterval(() => drawJobs(), 5000);
   return { refresh: drawJobs, dispose: () => clearInterval(timer) };
+}
+
+// Delete a job of either path with its pods, after a confirmation; `after` redraws once it is gone.
+function deleteButton(job, shell, after) {
+  return h("button", { type: "button", class: "danger", "data-operation": "training_job_delete", "data-op": "training_job_delete",
+    onclick: async (e) => {
+      const button = e.currentTarget;
+      const ok = await confirmDialog(`Delete job ${job.name}?`, "The job and its pods go (their GPUs are released); its logs in the pods go with them.", "Delete job");
+      if (!ok) return;
+      button.disabled = true;
+      try {
+        const ref = await post("/training/jobs/delete", { jobName: job.name, namespace: job.namespace }, { idempotencyKey: newKey() });
+        const op = await shell.waitFor(ref.operationId);
+        if (op.status !== "SUCCEEDED") shell.fail(op.error?.message ?? `delete ${op.status}`);
+        else shell.banner(`Deleted ${job.name}.`, "info");
+        await after();
+      } catch (err) { shell.fail(err); } finally { button.disabled = false; }
+    } }, "Delete…");
 }
 
 // job_get_status's `network`: what NCCL uses between the job's nodes (read from its NCCL_DEBUG=INFO lines).
@@ -111,14 +153,29 @@ const NETWORK = {
 };
 
 async function renderJob(view, name, shell) {
-  const head = h("section", { class: "card", id: "job" });
+  const head = h("section", { class: "card", id: "job", "data-operation": "job_get_status" });
   const podsCard = h("section", { class: "card", id: "job-pods" });
   const logBox = h("div", { class: "log", id: "job-logs", role: "log", tabindex: "0", "aria-label": `Log of ${name}` });
   const logState = h("span", { class: "muted small", id: "log-state" }, "");
   const podSelect = h("select", { id: "log-pod", name: "pod" });
   const follow = h("button", { type: "button", id: "log-follow" }, "Pause");
+  // The last lines at once (training_job_logs): after the pods are gone they come from CloudWatch when it kept them.
+  const tailBox = h("div", { class: "log", id: "job-log-tail", role: "log", tabindex: "0", "aria-label": `Last lines of ${name}`,
+    "data-operation": "training_job_logs", hidden: true });
+  const tailNote = h("span", { class: "muted small", id: "job-log-tail-note" });
+  const tail = h("button", { type: "button", id: "log-tail", "data-operation": "training_job_logs", onclick: async () => {
+    const params = { jobName: name, tail: 200 };
+    if (podSelect.value) params.pod = podSelect.value;
+    try {
+      const logs = await get("/training/jobs/logs", params);
+      replace(tailBox, logs.lines.map((line) => h("div", { class: "log-line" }, line)));
+      tailNote.textContent = `${logs.pod}: last ${logs.lines.length} line(s) from ${logs.source}${logs.truncated ? ", cut at the size limit" : ""}`;
+    } catch (err) { replace(tailBox, errorBox(err)); tailNote.textContent = ""; }
+    tailBox.hidden = false;
+    tailBox.focus();
+  } }, "Last lines");
   const logsCard = h("section", { class: "card", id: "logs" },
-    h("div", { class: "card-head" }, h("h2", {}, "Logs"), field("Pod", podSelect), follow, logState), logBox);
+    h("div", { class: "card-head" }, h("h2", {}, "Logs"), field("Pod", podSelect), follow, tail, logState), logBox, tailNote, tailBox);
   // The job's persistent timeline: events of the job object and of its pods (<job>-…), kept after Kubernetes drops them.
   const timeline = timelineCard("job-timeline", "Timeline", { objectPrefix: name });
   const metrics = metricsCard(name);
@@ -132,7 +189,8 @@ async function renderJob(view, name, shell) {
     if (s.error) { replace(head, h("h1", {}, name), errorBox(s.error)); return; }
     kind = s.job.kind;
     const b = s.budget;
-    replace(head, h("div", { class: "card-head" }, h("h1", {}, name), stateBadge(s.job.state)),
+    replace(head, h("div", { class: "card-head" }, h("h1", {}, name), stateBadge(s.job.state), h("span", { class: "spacer" }),
+      deleteButton(s.job, shell, async () => { location.hash = "#/training"; })),
       h("dl", { class: "kv" },
         h("dt", {}, "Kind"), h("dd", {}, s.job.kind, s.job.recipe ? ` · recipe ${s.job.recipe}` : ""),
         h("dt", {}, "Image"), h("dd", { class: "mono" }, s.image ?? "—"),
