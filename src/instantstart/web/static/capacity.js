@@ -7,8 +7,8 @@ import { progressPanel } from "./operations.js";
 export function capacitySection(shell) {
   const el = h("section", { class: "card", id: "capacity" });
   const head = h("div", { class: "card-head" });
-  const groupsBox = h("div");
-  const nodesBox = h("div");
+  const groupsBox = h("div", { "data-operation": "cluster_get_instance_groups" });
+  const nodesBox = h("div", { "data-operation": "cluster_get_status" });
   const addBox = h("div");
   const opBox = h("div", { class: "capacity-op" });
   replace(el, head, opBox, h("h3", {}, "Instance groups"), groupsBox, addBox, h("h3", {}, "Nodes"), nodesBox);
@@ -51,9 +51,9 @@ export function capacitySection(shell) {
       { label: "Subnet / AZ", cell: (g) => h("span", { class: "small" }, g.subnetIds.join(", ") || "—", g.dedicatedSubnet ? " (dedicated)" : "", h("br"), g.availabilityZones.join(", ")) },
       { label: "EFA", cell: (g) => g.networkInterface },
       { label: "Scale to", cell: (g) => scaleForm(g) },
-      { label: "", cell: (g) => h("button", { type: "button", class: "danger", onclick: () => deleteGroup(g) }, "Delete…") },
+      { label: "", cell: (g) => h("button", { type: "button", class: "danger", "data-operation": "hyperpod_delete_instance_group", onclick: () => deleteGroup(g) }, "Delete…") },
     ], groups.instanceGroups, { empty: "No instance groups.", rowAttrs: (g) => ({ dataset: { group: g.name } }) }));
-    if (!addBox.firstChild) replace(addBox, h("div", { class: "actions" }, h("button", { type: "button", onclick: () => { addOpen = true; drawAdd(); } }, "Add instance group…")));
+    if (!addBox.firstChild) replace(addBox, h("div", { class: "actions" }, h("button", { type: "button", "data-operation": "hyperpod_add_instance_group", onclick: () => { addOpen = true; drawAdd(); } }, "Add instance group…")));
   }
 
   function scaleForm(g) {
@@ -67,7 +67,7 @@ export function capacitySection(shell) {
         const ref = await post("/capacity/instance-groups/scale", body, { idempotencyKey: newKey() });
         op = fresher(await get(`/operations/${ref.operationId}`)); drawOp();
       } catch (err) { if (err instanceof ApiError) showError(form, err); else shell.fail(err); }
-    } }, input, h("button", { type: "submit" }, "Scale"));
+    } }, input, h("button", { type: "submit", "data-operation": "hyperpod_scale_instance_group" }, "Scale"));
     return form;
   }
 
@@ -144,7 +144,7 @@ export function capacitySection(shell) {
       h("div", { class: "row" }, field("Capacity type", cap, "Fixed for the life of the group."),
         h("div", { class: "field" }, h("label", {}, "Placement"), h("label", { class: "radio", for: "ig-new-subnet" }, dedicated, "Dedicated subnet"))),
       planRow, efaRow, subnetRow,
-      h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Add group"),
+      h("div", { class: "actions" }, h("button", { type: "submit", class: "primary", "data-operation": "hyperpod_add_instance_group" }, "Add group"),
         h("button", { type: "button", onclick: () => { addOpen = false; replace(addBox); drawGroups(); } }, "Cancel")));
     let key = newKey();
     replace(addBox, h("div", { class: "card sub" }, form));
@@ -155,12 +155,12 @@ export function capacitySection(shell) {
   function drawNodes(status) {
     if (status.error) { replace(nodesBox, h("p", { class: "empty" }, status.error.message)); return; }
     replace(nodesBox, nodeTable(status.nodes, (n) => h("span", { class: "actions tight" },
-      h("button", { type: "button", onclick: () => act("/capacity/nodes/reboot", { nodeId: n.name }, "Reboot") }, "Reboot"),
-      h("button", { type: "button", onclick: async () => {
+      h("button", { type: "button", "data-operation": "hyperpod_node_reboot", onclick: () => act("/capacity/nodes/reboot", { nodeId: n.name }, "Reboot") }, "Reboot"),
+      h("button", { type: "button", "data-operation": "hyperpod_node_replace", onclick: async () => {
         if (await confirmDialog(`Replace ${n.name}?`, "A new instance takes its place; the instance volumes (root, EBS secondary, NVMe) of this node are lost.", "Replace node"))
           await act("/capacity/nodes/replace", { nodeId: n.name }, "Replace");
       } }, "Replace…"),
-      h("button", { type: "button", class: "danger", onclick: async () => {
+      h("button", { type: "button", class: "danger", "data-operation": "hyperpod_node_delete", onclick: async () => {
         if (await confirmDialog(`Delete ${n.name}?`, "The instance is terminated and its group's target count drops by one, so no replacement is launched.", "Delete node"))
           await act("/capacity/nodes/delete", { nodeId: n.name }, "Delete");
       } }, "Delete…"))));

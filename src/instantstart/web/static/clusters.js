@@ -12,7 +12,7 @@ const STAGES = ["eks", "activate", "dependencies", "hyperpod", "storage", "verif
 
 export async function render(view, opArg, shell) {
   const progressCard = h("section", { class: "card", id: "progress" });
-  const listCard = h("section", { class: "card", id: "clusters" });
+  const listCard = h("section", { class: "card", id: "clusters", "data-operation": "cluster_list_all" });
   const capacity = capacitySection(shell);
   const features = featuresSection(shell);
   // The active cluster's own timeline: its operations and stages, HyperPod and Kubernetes events.
@@ -53,8 +53,8 @@ export async function render(view, opArg, shell) {
         { label: "Stages", cell: (c) => h("span", { class: "stages-list" }, stageBadges(c)) },
         { label: "Created", cell: (c) => h("span", { class: "small" }, when(c.createdAt), c.imported ? " (imported)" : "") },
         { label: "", cell: (c) => h("span", { class: "actions tight" },
-          c.active ? null : h("button", { type: "button", "data-op": "cluster_switch", onclick: () => switchTo(c.clusterTag) }, "Switch"),
-          h("button", { type: "button", class: "danger", "data-op": "cluster_delete", onclick: () => confirmDelete(c.clusterTag, shell) }, "Delete…")) },
+          c.active ? null : h("button", { type: "button", "data-op": "cluster_switch", "data-operation": "cluster_switch", onclick: () => switchTo(c.clusterTag) }, "Switch"),
+          h("button", { type: "button", class: "danger", "data-op": "cluster_delete", "data-operation": "cluster_delete", onclick: () => confirmDelete(c.clusterTag, shell) }, "Delete…")) },
       ], data.clusters, { empty: "No clusters yet.", rowAttrs: (c) => ({ dataset: { cluster: c.clusterTag } }) }));
   }
   async function switchTo(tag) {
@@ -112,14 +112,14 @@ function createForm(zones, instances, shell) {
   const netReuse = h("input", { type: "radio", name: "network", value: "reuse", id: "net-reuse" });
   const cidr = h("input", { type: "text", name: "vpcCidr", placeholder: "chosen automatically when empty, e.g. 10.1.0.0/16", spellcheck: "false" });
   const vpc = h("input", { type: "text", name: "vpcId", placeholder: "vpc-…", spellcheck: "false", disabled: true });
-  const az = h("select", { name: "availabilityZone" });
-  const type = h("select", { name: "instanceType" });
+  const az = h("select", { name: "availabilityZone", "data-operation": "cluster_get_availability_zones" });
+  const type = h("select", { name: "instanceType", "data-operation": "cluster_get_available_instances" });
   const count = h("input", { type: "number", name: "instanceCount", value: "1", min: "0", max: "6758" });
   const capacityType = h("select", { name: "capacityType" }, h("option", { value: "OnDemand" }, "On-Demand"), h("option", { value: "Spot" }, "Spot"));
   const plan = h("input", { type: "text", name: "trainingPlanArn", placeholder: "optional: arn:aws:sagemaker:…:training-plan/…", spellcheck: "false" });
   const ebs = h("input", { type: "number", name: "ebsVolumeSize", value: "500", min: "1", max: "16384" });
   const preflight = h("div", { class: "preflight", "aria-live": "polite" });
-  const submit = h("button", { type: "submit", class: "primary", "data-op": "cluster_create" }, "Create cluster");
+  const submit = h("button", { type: "submit", class: "primary", "data-op": "cluster_create", "data-operation": "cluster_create" }, "Create cluster");
   const status = h("span", { class: "muted small" });
 
   if (zones.error) az.append(h("option", { value: "" }, `unavailable: ${zones.error.message}`));
@@ -213,7 +213,7 @@ function createForm(zones, instances, shell) {
     h("div", { class: "row3" }, field("Instance count", count), field("Capacity type", capacityType), field("EBS volume (GB)", ebs)),
     field("Training plan", plan),
     preflight,
-    h("div", { class: "actions" }, submit, h("button", { type: "button", onclick: runPlan }, "Check plan"), status));
+    h("div", { class: "actions" }, submit, h("button", { type: "button", onclick: runPlan, "data-operation": "cluster_plan_create" }, "Check plan"), status));
   for (const el of [az, type, count, vpc, plan, regionIn, netNew, netReuse]) el.addEventListener("change", schedule);
   setTimeout(runPlan, 0);
   return form;
@@ -239,7 +239,7 @@ function importCard(shell) {
     } catch (err) { if (err instanceof ApiError) showError(form, err); else shell.fail(err); }
   } },
     field("EKS cluster name", name), h("div", { class: "row" }, field("Cluster tag", tag), field("Region", region)),
-    h("div", { class: "actions" }, h("button", { type: "submit", "data-op": "cluster_import" }, "Import")));
+    h("div", { class: "actions" }, h("button", { type: "submit", "data-op": "cluster_import", "data-operation": "cluster_import" }, "Import")));
   return h("section", { class: "card", id: "import", "data-op": "cluster_import" }, h("details", {}, h("summary", {}, "Import an existing cluster"),
     h("p", { class: "muted small" }, "Registers an EKS cluster (and its HyperPod cluster) without owning it: deleting it later never removes what it did not create."), form));
 }
@@ -252,7 +252,7 @@ async function confirmDelete(tag, shell) {
   const close = () => { dialog.close(); dialog.remove(); };
   const bucket = h("input", { type: "checkbox", name: "deleteBucket", id: "del-bucket" });
   const typed = h("input", { type: "text", name: "confirmTag", id: "del-confirm", autocomplete: "off", spellcheck: "false" });
-  const body = h("div", {}, h("p", {}, h("span", { class: "spinner" }), " Reading the deletion plan…"));
+  const body = h("div", { "data-operation": "cluster_delete_plan" }, h("p", {}, h("span", { class: "spinner" }), " Reading the deletion plan…"));
   const go = h("button", { type: "submit", class: "danger solid", disabled: true }, "Delete");
   let plan = null;
   async function load() {

@@ -75,7 +75,7 @@ function resultTable(op) {
 }
 
 export function featuresSection(shell) {
-  const el = h("section", { class: "card", id: "features", "aria-labelledby": "features-title" });
+  const el = h("section", { class: "card", id: "features", "aria-labelledby": "features-title", "data-operation": "hyperpod_get_advanced_features" });
   const body = h("div");
   const opBox = h("div", { class: "capacity-op" });
   replace(el, h("div", { class: "card-head" }, h("h2", { id: "features-title" }, "Advanced features"),
@@ -98,7 +98,7 @@ export function featuresSection(shell) {
       return;
     }
     const count = h("span", { class: "muted small", "aria-live": "polite" });
-    const apply = h("button", { type: "submit", class: "primary" }, "Apply changes");
+    const apply = h("button", { type: "submit", class: "primary", "data-operation": "hyperpod_update_advanced_features" }, "Apply changes");
     const sync = () => {
       const n = Object.keys(diff(actual, current)).length;
       count.textContent = n ? `${n} change${n > 1 ? "s" : ""}: ${Object.keys(diff(actual, current)).join(", ")}` : "no changes";

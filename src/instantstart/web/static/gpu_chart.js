@@ -53,7 +53,7 @@ export function summarise(u) {
 }
 
 export function observabilityCard() {
-  const card = h("section", { class: "card", id: "observability", "aria-labelledby": "observability-title" });
+  const card = h("section", { class: "card", id: "observability", "aria-labelledby": "observability-title", "data-operation": "monitoring_gpu_utilization" });
   let range = 60;
   async function draw() {
     const u = await get("/monitoring/gpu-utilization", { rangeMinutes: range }).catch((error) => ({ error }));

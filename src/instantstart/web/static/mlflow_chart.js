@@ -46,7 +46,7 @@ export function lineChart(runName, key, points) {
 
 // The card for a job: its runs' metrics (newest run first), or why there are none.
 export function metricsCard(jobName) {
-  const card = h("section", { class: "card", id: "job-metrics" }, h("h2", {}, "MLflow metrics"));
+  const card = h("section", { class: "card", id: "job-metrics", "data-operation": "training_history" }, h("h2", {}, "MLflow metrics"));
   let drawn = "";
   async function refresh() {
     const answer = await get("/training/history", { jobName, maxRuns: 3 }).catch((error) => ({ error }));

@@ -14,13 +14,13 @@ const HEALTH = ["Schedulable", "Unschedulable", "UnschedulablePendingReplacement
 
 export async function render(view, arg, shell) {
   if (arg) return renderNode(view, arg);
-  const summary = h("section", { class: "card", id: "summary" });
+  const summary = h("section", { class: "card", id: "summary", "data-operation": "cluster_get_status" });
   const gpus = h("section", { class: "card", id: "gpus" });
   const filters = h("section", { class: "card", id: "filters", "aria-labelledby": "filters-title" });
-  const nodes = h("section", { class: "card", id: "nodes" });
-  const work = h("section", { class: "card", id: "workloads" });
-  const jobsCard = h("section", { class: "card", id: "jobs" });
-  const endpointsCard = h("section", { class: "card", id: "endpoints" });
+  const nodes = h("section", { class: "card", id: "nodes", "data-operation": "node_list" });
+  const work = h("section", { class: "card", id: "workloads", "data-operation": "cluster_list_workloads" });
+  const jobsCard = h("section", { class: "card", id: "jobs", "data-operation": "training_job_list" });
+  const endpointsCard = h("section", { class: "card", id: "endpoints", "data-operation": "inference_managed_list" });
   const observability = observabilityCard();
   const timeline = timelineCard("timeline", "Timeline", {});
   const validation = validationCard(shell);

@@ -7,7 +7,7 @@ import { timelineCard } from "./timeline.js";
 const HYPERPOD_NODE = /^(hyperpod-)?i-[0-9a-f]{8}([0-9a-f]{9})?$/;
 
 export async function renderNode(view, name) {
-  const head = h("section", { class: "card", id: "node" });
+  const head = h("section", { class: "card", id: "node", "data-operation": "node_describe" });
   const podsCard = h("section", { class: "card", id: "node-pods" });
   const hyperpod = HYPERPOD_NODE.test(name);
   const timeline = timelineCard("node-timeline", "Timeline", hyperpod ? { nodeId: name } : { objectKind: "Node", objectName: name });

@@ -25,8 +25,8 @@ function filled(form, numbers = []) {
 }
 
 export async function render(view, _arg, shell) {
-  const claimsCard = h("section", { class: "card", id: "claims" });
-  const browseCard = h("section", { class: "card", id: "browser", hidden: true });
+  const claimsCard = h("section", { class: "card", id: "claims", "data-operation": "storage_list" });
+  const browseCard = h("section", { class: "card", id: "browser", hidden: true, "data-operation": "s3_storage_list_contents" });
   const addCard = h("section", { class: "card", id: "add-storage" });
   const modelsCard = h("section", { class: "card", id: "models" });
   const opBox = h("div", { id: "storage-op" });
@@ -65,16 +65,16 @@ export async function render(view, _arg, shell) {
       h("div", { class: "card-head" }, h("h1", {}, "Storage & Models ", h("span", { class: "muted" }, list.clusterTag)),
         h("span", { class: "muted small" }, `${list.count} claim(s)`)),
       h("h2", {}, "Volumes"),
-      table([
+      h("div", { "data-operation": "fsx_storage_list" }, table([
         { label: "Claim", cell: (c) => h("strong", {}, `${c.namespace}/${c.name}`) },
         { label: "Type", cell: (c) => c.type === "s3" ? "S3" : "FSx for Lustre" },
         { label: "Phase", cell: (c) => badge(c.phase, c.phase === "Bound" ? "ok" : "bad") },
         { label: "Bucket / file system", cell: source },
         { label: "Mounted by", cell: (c) => c.mountedBy.length ? c.mountedBy.join(", ") : "—" },
         { label: "", cell: (c) => h("div", { class: "actions tight" },
-          c.type === "s3" ? h("button", { type: "button", onclick: () => browse(c.name, "") , "aria-label": `Browse ${c.name}` }, "Browse") : null,
-          h("button", { type: "button", class: "danger", onclick: () => remove(c), "aria-label": `Delete ${c.name}` }, "Delete…")) },
-      ], claims, { empty: "No S3 or FSx claims yet: add one below.", rowAttrs: (c) => ({ dataset: { claim: c.name, type: c.type } }) }));
+          c.type === "s3" ? h("button", { type: "button", "data-operation": "s3_storage_list_contents", onclick: () => browse(c.name, "") , "aria-label": `Browse ${c.name}` }, "Browse") : null,
+          h("button", { type: "button", class: "danger", "data-operation": "storage_delete", onclick: () => remove(c), "aria-label": `Delete ${c.name}` }, "Delete…")) },
+      ], claims, { empty: "No S3 or FSx claims yet: add one below.", rowAttrs: (c) => ({ dataset: { claim: c.name, type: c.type } }) })));
     return true;
   }
 
@@ -125,7 +125,7 @@ export async function render(view, _arg, shell) {
         field("Name", h("input", { type: "text", name: "name", id: "s3-name", placeholder: "s3-claim" }), "Claim name; the PV is <name>-pv"),
         field("Bucket", h("input", { type: "text", name: "bucketName", id: "s3-bucket" }), "Default: the project bucket"),
         field("Prefix", h("input", { type: "text", name: "prefix", id: "s3-prefix", placeholder: "team-a/" }), "Pods see it as the root")),
-      h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Add S3 volume")));
+      h("div", { class: "actions" }, h("button", { type: "submit", class: "primary", "data-operation": "s3_storage_create" }, "Add S3 volume")));
     s3.addEventListener("submit", (e) => submit(e, s3, "/storage/s3", []));
     const deploy = h("select", { name: "deploymentType", id: "fsx-deployment" },
       ["PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2", "SCRATCH_1"].map((d) => h("option", { value: d }, d)));
@@ -146,7 +146,7 @@ export async function render(view, _arg, shell) {
         field("Throughput capacity (MBps)", h("input", { type: "number", name: "throughputCapacity", id: "fsx-throughput-capacity", placeholder: "4000" }), "INTELLIGENT_TIERING only: multiples of 4000"),
         h("div", { class: "field" }, h("label", { class: "radio" }, h("input", { type: "checkbox", name: "enableCsiDriver" }), " Enable the FSx CSI driver if needed")),
         h("div", { class: "field" }, h("label", { class: "radio" }, h("input", { type: "checkbox", name: "allowLustreFromNodes" }), " Adopting: add the Lustre rules for the nodes if missing"))),
-      h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Add FSx volume")));
+      h("div", { class: "actions" }, h("button", { type: "submit", class: "primary", "data-operation": "fsx_storage_create" }, "Add FSx volume")));
     fsxForm.addEventListener("submit", (e) => submit(e, fsxForm, "/storage/fsx", numbers));
     replace(addCard, h("h2", {}, "Add a volume"), s3, fsxForm);
   }
@@ -165,7 +165,7 @@ export async function render(view, _arg, shell) {
 
   // -- models: the head and list redraw; the download form is built once --------------------------------
   const modelsHead = h("div", { class: "card-head" });
-  const modelsList = h("div", { id: "models-list" });
+  const modelsList = h("div", { id: "models-list", "data-operation": "model_list" });
   const downloadTitle = h("h3", {}, "Download a model");
   const token = h("input", { type: "password", name: "hfToken", id: "model-token", autocomplete: "off" });
   const download = h("form", { id: "download", novalidate: true },
@@ -176,7 +176,7 @@ export async function render(view, _arg, shell) {
     h("div", { class: "row" },
       field("CPU", h("input", { type: "text", name: "cpu", id: "model-cpu", placeholder: "4" }), "No GPU is ever requested"),
       field("Memory (GiB)", h("input", { type: "text", name: "memory", id: "model-memory", placeholder: "16" }))),
-    h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Download")));
+    h("div", { class: "actions" }, h("button", { type: "submit", class: "primary", "data-operation": "model_download_enhanced" }, "Download")));
   download.addEventListener("submit", async (e) => {
     e.preventDefault();
     clearErrors(download);

@@ -7,7 +7,7 @@ const PAGE = 20;
 
 // `query`: the cluster_timeline filters ({objectPrefix, namespace, nodeId, objectKind, objectName, source…}).
 export function timelineCard(id, title, query) {
-  const card = h("section", { class: "card timeline", id, "aria-labelledby": `${id}-title` });
+  const card = h("section", { class: "card timeline", id, "aria-labelledby": `${id}-title`, "data-operation": "cluster_timeline" });
   const pages = [];  // the `before` of each page shown so far (null: the newest)
   let warningsOnly = false;
 

@@ -4,6 +4,7 @@ import { get, newKey, post } from "./api.js";
 import { badge, clearErrors, errorBox, field, h, replace, showError, table, when } from "./dom.js";
 import { timelineCard } from "./timeline.js";
 import { metricsCard } from "./mlflow_chart.js";
+import { mlflowCard } from "./mlflow_card.js";
 
 const STATE_CLASS = { Running: "Running", Completed: "ok", Failed: "Failed", Restarting: "Pending", Created: "Pending" };
 const stateBadge = (state) => badge(state, STATE_CLASS[state] ?? "");
@@ -41,10 +42,10 @@ function fieldValues(form, recipe) {
 async function renderList(view, shell) {
   const [recipes, status] = await Promise.all([get("/training/recipes"), get("/clusters/status").catch(() => null)]);
   const types = (status?.accelerators ?? []).map((a) => a.instanceType);
-  const jobsCard = h("section", { class: "card", id: "jobs" });
+  const jobsCard = h("section", { class: "card", id: "jobs", "data-operation": "training_job_list" });
   const fieldsBox = h("div", { class: "row", id: "recipe-fields" });
   const description = h("p", { class: "hint", id: "recipe-description" });
-  const recipeSelect = h("select", { name: "recipe", id: "f-recipe" },
+  const recipeSelect = h("select", { name: "recipe", id: "f-recipe", "data-operation": "training_recipe_list" },
     recipes.recipes.map((r) => h("option", { value: r.name }, `${r.name} (${r.path === "kuberay" ? "KubeRay" : "HyperPod training operator"})`)));
   const form = h("form", { id: "recipe-form", novalidate: true },
     h("div", { class: "row" },
@@ -55,7 +56,7 @@ async function renderList(view, shell) {
         : h("input", { name: "instanceType", placeholder: "ml.g6.4xlarge" })),
       field("Nodes", h("input", { name: "nodes", type: "number", min: 1, max: 256, value: 1 }))),
     description, h("h3", {}, "Recipe fields"), fieldsBox,
-    h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Submit job")));
+    h("div", { class: "actions" }, h("button", { type: "submit", class: "primary", "data-operation": "training_recipe_submit" }, "Submit job")));
   const pick = () => {
     const recipe = recipes.recipes.find((r) => r.name === recipeSelect.value);
     description.textContent = `${recipe.description} Image: ${recipe.image}`;
@@ -94,7 +95,7 @@ async function renderList(view, shell) {
       ], list.jobs, { empty: "No training jobs.", rowAttrs: (j) => ({ dataset: { job: j.name } }) }));
   }
   replace(view, h("div", { class: "stack" },
-    h("section", { class: "card" }, h("h1", {}, "Training"), form), jobsCard));
+    h("section", { class: "card" }, h("h1", {}, "Training"), form), jobsCard, mlflowCard(shell)));
   await drawJobs();
   const timer = setInterval(() => drawJobs(), 5000);
   return { refresh: drawJobs, dispose: () => clearInterval(timer) };
@@ -109,9 +110,9 @@ const NETWORK = {
 };
 
 async function renderJob(view, name, shell) {
-  const head = h("section", { class: "card", id: "job" });
+  const head = h("section", { class: "card", id: "job", "data-operation": "job_get_status" });
   const podsCard = h("section", { class: "card", id: "job-pods" });
-  const logBox = h("div", { class: "log", id: "job-logs", role: "log", tabindex: "0", "aria-label": `Log of ${name}` });
+  const logBox = h("div", { class: "log", id: "job-logs", role: "log", tabindex: "0", "data-operation": "training_job_logs", "aria-label": `Log of ${name}` });
   const logState = h("span", { class: "muted small", id: "log-state" }, "");
   const podSelect = h("select", { id: "log-pod", name: "pod" });
   const follow = h("button", { type: "button", id: "log-follow" }, "Pause");

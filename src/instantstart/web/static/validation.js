@@ -16,7 +16,7 @@ export function validationCard(shell) {
   let op = null;
   let tag = null;
 
-  const button = h("button", { type: "button", class: "primary", id: "validate-run", onclick: () => run() }, "Validate nodes");
+  const button = h("button", { type: "button", class: "primary", id: "validate-run", "data-operation": "cluster_validate", onclick: () => run() }, "Validate nodes");
   replace(card,
     h("div", { class: "card-head" }, h("h2", { id: "validation-title" }, "Fleet validation"), h("span", { class: "spacer" }), button),
     h("p", { class: "hint" }, "Per node a DCGM diagnostic (dcgmi diag -r 2) and an EFA check (fi_info -p efa); then an NCCL ",
