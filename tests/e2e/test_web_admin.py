@@ -12,6 +12,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.support.browser import Served, audit, shot
+from tests.support.keyboard import tab_reaches_every_operation
 from tests.support.servers import SSL_CONTEXT
 
 pytestmark = pytest.mark.e2e
@@ -21,27 +22,6 @@ def sign_in(page: Any, url: str, token: str) -> None:
     page.get_by_label("API token").fill(token)
     page.get_by_role("button", name="Sign in").click()
     expect(page.locator("#whoami")).not_to_be_empty()
-
-
-def tab_reaches_every_operation(page: Any) -> None:
-    """Press Tab through the whole page: each visible, enabled control carrying data-operation gets the focus."""
-    wanted = page.evaluate("""() => {
-      const els = [...document.querySelectorAll('button[data-operation], select[data-operation], input[data-operation]')]
-        .filter((el) => el.checkVisibility() && !el.disabled);
-      els.forEach((el, i) => { el.dataset.kb = String(i); });
-      return els.map((el) => el.dataset.operation);
-    }""")
-    assert wanted, "no control to reach"
-    stops = page.evaluate("() => document.querySelectorAll('a, button, input, select, textarea, [tabindex]').length")
-    page.locator("body").focus()
-    reached: set[int] = set()
-    for _ in range(stops + 5):
-        page.keyboard.press("Tab")
-        index = page.evaluate("() => document.activeElement?.dataset?.kb ?? null")
-        if index is not None:
-            reached.add(int(index))
-    missed = sorted({wanted[i] for i in range(len(wanted)) if i not in reached})
-    assert not missed, f"not reachable with Tab: {missed}"
 
 
 def test_users_tokens_and_the_audit_trail(page: Any, served: Served) -> None:

@@ -32,13 +32,13 @@ export function manageCard(shell, onChange) {
   const release = h("button", { type: "button", "data-operation": "inference_pool_release" }, "Release");
   const pool = opForm({ ...common, id: "pool-form", operation: "inference_pool_assign", path: "/inference/pool/assign", button: "Assign workers",
     fields: h("div", { class: "row" },
-      field("Workers", input("count", "pool-count", { type: "number", min: "1", max: "64", value: "1" })),
-      field("Pool", input("pool", "pool-name"), "Default: the pool of this service.")),
-    body: (d) => ({ service: picked(), count: num(d.get("count")), pool: text(d.get("pool")) }), extra: [release] });
+      field("Service", input("service", "pool-service", { placeholder: "chat" }), "The Service (<name>-service) the workers are bound to."),
+      field("Workers", input("count", "pool-count", { type: "number", min: "1", max: "64", value: "1" }))),
+    body: (d) => ({ service: text(d.get("service")), count: num(d.get("count")), pool: picked() }), extra: [release] });
   const poolStatus = pool.querySelector("#pool-form-status");
   release.addEventListener("click", () => {
-    const pooled = text(new FormData(pool).get("pool"));
-    run(pool, poolStatus, release, { ...common, operation: "inference_pool_release", path: "/inference/pool/release", body: { service: picked(), pool: pooled } });
+    const service = text(new FormData(pool).get("service"));
+    run(pool, poolStatus, release, { ...common, operation: "inference_pool_release", path: "/inference/pool/release", body: { service, pool: picked() } });
   });
   const undeploy = opForm({ ...common, id: "undeploy-form", operation: "inference_undeploy", path: "/inference/deployments/delete", button: "Undeploy…",
     fields: field("Remove", select("scope", "undeploy-scope", [["all", "the server (its Service and autoscaler too)"], ["autoscaling", "only its autoscaler"]])),
@@ -51,12 +51,12 @@ export function manageCard(shell, onChange) {
   removeManaged.querySelector("button[type=submit]").classList.replace("primary", "danger");
   undeploy.querySelector("button[type=submit]").classList.replace("primary", "danger");
 
-  const section = (title, form) => h("div", { class: "card sub" }, h("h3", {}, title), form);
+  const section = (title, form) => h("div", { class: "card sub", "data-op": form.dataset.op }, h("h3", {}, title), form);
   const card = h("section", { class: "card", id: "manage", "aria-labelledby": "manage-title" },
     h("h2", { id: "manage-title" }, "Manage a model server"),
     field("Model server", server, "Self-managed servers of the active cluster."),
     section("Replicas", scale), section("Autoscaling (KEDA)", autoscale), section("SGLang router", router),
-    section("Model pool (warm workers)", pool), section("Undeploy", undeploy), h("h3", {}, "Managed endpoints"), removeManaged);
+    section("Model pool: bind warm workers of this server (serviceType modelpool) to a service", pool), section("Undeploy", undeploy), section("Delete a managed endpoint", removeManaged));
   function update(own, endpoints) {
     const fill = (sel, names, none) => {
       const chosen = sel.value;
@@ -86,7 +86,7 @@ export function jumpstartCard(shell, onChange) {
     body: (d) => ({ modelId: text(d.get("modelId")), modelVersion: text(d.get("modelVersion")), instanceType: text(d.get("instanceType")),
       replicas: num(d.get("replicas")), name: text(d.get("name")), endpointName: text(d.get("endpointName")),
       sagemakerEndpoint: d.get("sagemakerEndpoint") === "on", acceptEula: d.get("acceptEula") === "on" }) });
-  return h("section", { class: "card", id: "jumpstart", "aria-labelledby": "jumpstart-title" },
+  return h("section", { class: "card", id: "jumpstart", "aria-labelledby": "jumpstart-title", "data-op": "inference_jumpstart_deploy" },
     h("h2", { id: "jumpstart-title" }, "Deploy a JumpStart model"),
     h("p", { class: "hint" }, "Checked against the SageMaker hub first; the inference operator runs it on the cluster's GPUs."), form);
 }

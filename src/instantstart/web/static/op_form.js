@@ -13,7 +13,8 @@ export const select = (name, id, options) => h("select", { name, id }, options.m
 export function opForm({ id, operation, path, button, fields, body, shell, done, confirm, extra = [] }) {
   const status = h("span", { class: "muted small", id: `${id}-status`, role: "status" });
   const submit = h("button", { type: "submit", class: "primary", "data-operation": operation }, button);
-  const form = h("form", { id, novalidate: true }, fields, h("div", { class: "actions" }, submit, extra, status));
+  // data-op: hidden for a role that may not call the operation (app.js), like every other control.
+  const form = h("form", { id, novalidate: true, "data-op": operation }, fields, h("div", { class: "actions" }, submit, extra, status));
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
     await run(form, status, submit, { operation, path, body: body(new FormData(form)), shell, done, confirm });
