@@ -14,15 +14,9 @@ from playwright.sync_api import expect
 from tests.support.browser import Served, audit, shot
 from tests.support.keyboard import tab_reaches_every_operation
 from tests.support.servers import SSL_CONTEXT
+from tests.support.web_session import sign_in, signed_in_as
 
 pytestmark = pytest.mark.e2e
-
-def sign_in(page: Any, url: str, token: str) -> None:
-    page.goto(url + "/")
-    page.get_by_label("API token").fill(token)
-    page.get_by_role("button", name="Sign in").click()
-    expect(page.locator("#whoami")).not_to_be_empty()
-
 
 def test_users_tokens_and_the_audit_trail(page: Any, served: Served) -> None:
     sign_in(page, served.url, served.token)
@@ -66,7 +60,8 @@ def test_users_tokens_and_the_audit_trail(page: Any, served: Served) -> None:
     audit(page, "Users & tokens with a new token shown")
     me = httpx.get(served.url + "/api/v1/me", headers={"Authorization": f"Bearer {token}"}, verify=SSL_CONTEXT)
     assert me.status_code == 200 and me.json()["user"] == "ada" and me.json()["role"] == "operator"
-    users_call = httpx.get(served.url + "/api/v1/users", headers={"Authorization": f"Bearer {token}"}, verify=SSL_CONTEXT)
+    users_call = httpx.get(served.url + "/api/v1/users", headers={"Authorization": f"Bearer {token}"},
+                           verify=SSL_CONTEXT)
     assert users_call.status_code == 403  # admin-only: her refused call is in the audit trail (reads are not)
     page.reload()
     page.get_by_label("Whose tokens").select_option("ada")
@@ -104,6 +99,7 @@ def test_users_tokens_and_the_audit_trail(page: Any, served: Served) -> None:
 
 def test_alert_rules_and_channels(page: Any, served: Served) -> None:
     import boto3
+
     from hyperpod_twin.twin import ACCESS_KEY_ID, SECRET_ACCESS_KEY
 
     page.goto(served.url + "/#/monitoring")
@@ -150,15 +146,7 @@ def test_alert_rules_and_channels(page: Any, served: Served) -> None:
 
 
 def test_a_viewer_manages_only_their_own_tokens(browser: Any, served: Served) -> None:
-    with served.api() as admin:
-        assert admin.post("/api/v1/users", json={"name": "vic", "role": "viewer"}).status_code == 200
-        token = admin.post("/api/v1/tokens", json={"name": "browser", "user": "vic"}).json()["token"]
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    context.set_default_timeout(20_000)
-    page = context.new_page()
-    try:
-        sign_in(page, served.url, token)
-        expect(page.locator("#whoami")).to_have_text("vic (viewer)")
+    with signed_in_as(browser, served, "vic", "viewer") as page:
         page.get_by_role("link", name="Users & Tokens").click()
         expect(page.locator('#tokens tr[data-token="browser"]')).to_be_visible()
         expect(page.locator("#users")).to_be_hidden()
@@ -173,8 +161,6 @@ def test_a_viewer_manages_only_their_own_tokens(browser: Any, served: Served) ->
         expect(page.get_by_role("button", name="Save rules")).to_be_hidden()
         expect(page.locator("#alert-channels")).to_be_hidden()
         audit(page, "Alert settings as a viewer")
-    finally:
-        context.close()
     with served.api() as admin:
         names = [t["name"] for t in admin.get("/api/v1/tokens", params={"user": "vic"}).json()["tokens"]]
     assert sorted(names) == ["browser", "second"]

@@ -1,7 +1,8 @@
 """The Inference page's actions in a real browser against `instantstart serve --twin`: a model server scaled, an
 SGLang router put in front of it, KEDA autoscaling refused until KEDA is on, a JumpStart model refused for a GPU type
 it does not support then deployed, that managed endpoint deleted, the server undeployed, warm pool workers bound to
-a service and released; MLflow configured from the Training page. Every form is reached with Tab; axe-core finds no WCAG 2.0/2.1 A or AA violation."""
+a service and released; MLflow configured from the Training page; a viewer offered none of it. Every form is
+reached with Tab; axe-core finds no WCAG 2.0/2.1 A or AA violation."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from tests.support.browser import Served, audit, shot
 from tests.support.flows import make_hyperpod
 from tests.support.keyboard import tab_reaches_every_operation
 from tests.support.waits import wait_terminal
+from tests.support.web_session import sign_in, signed_in_as
 
 pytestmark = pytest.mark.e2e
 
@@ -42,9 +44,7 @@ def services(served: Served) -> dict[str, dict[str, Any]]:
 
 
 def test_scale_route_and_autoscale_a_model_server(page: Any, served: Served, deployed: None) -> None:
-    page.goto(served.url + "/")
-    page.get_by_label("API token").fill(served.token)
-    page.get_by_role("button", name="Sign in").click()
+    sign_in(page, served.url, served.token)
     page.get_by_role("link", name="Inference").click()
     expect(page.locator(f'#services tr[data-service="{SERVER}"]')).to_be_visible()
     manage = page.locator("#manage")
@@ -157,8 +157,9 @@ def test_mlflow_configured_from_the_training_page(page: Any, served: Served, dep
     form.get_by_role("button", name="Configure MLflow").click()
     expect(page.locator("#mlflow-form-status")).to_contain_text("MLflow ready", timeout=LONG)
     with served.api() as api:
-        kinds = [o["kind"] for o in api.get("/api/v1/operations", params={"kind": "mlflow_configure"}).json()["operations"]]
-    assert kinds == ["mlflow_configure"]
+        found = api.get("/api/v1/operations", params={"kind": "mlflow_configure"}).json()["operations"]
+    kinds = [o["kind"] for o in found]
+    assert kinds == ["mlflow_configure"] and found[0]["status"] == "SUCCEEDED"
     shot(page, "53-training-mlflow")
     audit(page, "Training with MLflow configured")
     tab_reaches_every_operation(page)
@@ -166,22 +167,10 @@ def test_mlflow_configured_from_the_training_page(page: Any, served: Served, dep
 
 
 def test_a_viewer_is_offered_no_inference_action(browser: Any, served: Served, deployed: None) -> None:
-    with served.api() as admin:
-        assert admin.post("/api/v1/users", json={"name": "iris", "role": "viewer"}).status_code == 200
-        token = admin.post("/api/v1/tokens", json={"name": "browser", "user": "iris"}).json()["token"]
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    context.set_default_timeout(20_000)
-    viewer = context.new_page()
-    try:
-        viewer.goto(served.url + "/")
-        viewer.get_by_label("API token").fill(token)
-        viewer.get_by_role("button", name="Sign in").click()
-        expect(viewer.locator("#whoami")).to_have_text("iris (viewer)")
+    with signed_in_as(browser, served, "iris", "viewer") as viewer:
         viewer.get_by_role("link", name="Inference").click()
         expect(viewer.locator("#public-services")).to_be_visible()  # reads are shown
         for form in ["#scale-form", "#autoscale-form", "#router-form", "#pool-form", "#undeploy-form",
                      "#managed-delete-form", "#jumpstart"]:
             expect(viewer.locator(form)).to_be_hidden()
         audit(viewer, "Inference as a viewer")
-    finally:
-        context.close()

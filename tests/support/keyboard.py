@@ -8,7 +8,8 @@ from typing import Any
 def tab_reaches_every_operation(page: Any) -> None:
     """Press Tab through the whole page: each visible, enabled control carrying data-operation gets the focus."""
     wanted = page.evaluate("""() => {
-      const els = [...document.querySelectorAll('button[data-operation], select[data-operation], input[data-operation]')]
+      const controls = 'button[data-operation], select[data-operation], input[data-operation]';
+      const els = [...document.querySelectorAll(controls)]
         .filter((el) => el.checkVisibility() && !el.disabled);
       els.forEach((el, i) => { el.dataset.kb = String(i); });
       return els.map((el) => el.dataset.operation);
