@@ -1,6 +1,6 @@
 """The browser is as capable as an agent: a walk through every page of the web UI (signed in as admin, against a
 twin cluster with nodes, a claim and operations in every state) collects each rendered `data-operation` and fails
-naming every catalog operation that no page offers."""
+naming every catalog operation that no page offers. On the same cluster: a model download checked on Storage."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from tests.support.browser import Served, shot
+from tests.support.browser import Served, audit, shot
+from tests.support.keyboard import tab_reaches_every_operation
 from tests.support.waits import wait_for, wait_terminal
 
 pytestmark = pytest.mark.e2e
@@ -41,7 +42,6 @@ PENDING_UI_B = {
     "karpenter_get_status",
     "karpenter_install",
     "karpenter_uninstall",
-    "model_download_status",
     "pod_logs",
     "ray_job_submit",
     "s3_storage_get_defaults",
@@ -130,3 +130,21 @@ def test_every_catalog_operation_is_offered_by_some_page(page: Any, served: Serv
     missing = sorted(names - everywhere - set(EXCLUSIONS) - PENDING_UI_B)
     assert not missing, "catalog operations no page offers:\n" + "\n".join(missing)
     assert not page.page_errors
+
+
+def test_storage_checks_where_a_model_download_stands(page: Any, served: Served, walk: dict[str, str]) -> None:
+    page.goto(served.url + "/#/storage")
+    form = page.locator("#model-status-form")
+    form.get_by_label("Model id").fill("not a model id!")
+    form.get_by_role("button", name="Check").click()
+    expect(form.locator('.field-error[data-for="modelId"]')).to_be_visible()
+    expect(form.get_by_label("Model id")).to_have_value("not a model id!")
+    form.get_by_label("Model id").fill("Qwen/Qwen3-0.6B")
+    form.get_by_role("button", name="Check").click()
+    with served.api() as api:
+        expected = api.get("/api/v1/models/status", params={"modelId": "Qwen/Qwen3-0.6B"}).json()
+    assert expected["state"] == "ABSENT"
+    expect(page.locator("#model-status")).to_contain_text("Qwen/Qwen3-0.6B@main in s3-claim: ABSENT")
+    audit(page, "Storage & Models with a download checked")
+    tab_reaches_every_operation(page)
+    assert not page.page_errors, page.page_errors

@@ -104,7 +104,10 @@ def test_alert_rules_and_channels(page: Any, served: Served) -> None:
 
     page.goto(served.url + "/#/monitoring")
     page.locator("#alerts-bell").click()
+    expect(page.get_by_role("link", name="Alert rules & channels")).to_be_visible()
+    audit(page, "the bell's panel with its link to the alert settings")
     page.get_by_role("link", name="Alert rules & channels").click()
+    expect(page.locator("#alerts-panel")).to_be_hidden()
     rule = page.locator('#alert-rules tr[data-rule="pod_crash_looping"]')
     minutes = rule.get_by_label("pod_crash_looping minutes")
     expect(minutes).to_be_visible()

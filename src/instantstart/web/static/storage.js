@@ -4,6 +4,7 @@ import { ApiError, get, newKey, post } from "./api.js";
 import { badge, clearErrors, confirmDialog, errorBox, field, h, replace, showError, table, tick, when } from "./dom.js";
 import { events, fresher } from "./live.js";
 import { progressPanel } from "./operations.js";
+import { modelStatusForm } from "./model_status.js";
 
 const size = (n) => {
   if (n === null || n === undefined) return "—";
@@ -185,11 +186,12 @@ export async function render(view, _arg, shell) {
     try { await track(await post("/models/download", body, { idempotencyKey: newKey() })); download.reset(); }
     catch (err) { if (err instanceof ApiError) showError(download, err); else shell.fail(err); }
   });
-  replace(modelsCard, modelsHead, modelsList, downloadTitle, download);
+  const check = modelStatusForm(() => modelClaim);
+  replace(modelsCard, modelsHead, modelsList, downloadTitle, download, check);
 
   async function drawModels() {
     const s3Claims = claims.filter((c) => c.type === "s3");
-    downloadTitle.hidden = download.hidden = !s3Claims.length;
+    downloadTitle.hidden = download.hidden = check.hidden = !s3Claims.length;
     if (!s3Claims.length) {
       replace(modelsHead, h("h2", {}, "Models"));
       replace(modelsList, h("p", { class: "empty" }, "Models go into an S3 claim: add one first."));
