@@ -15,7 +15,8 @@ export function startBell(shell) {
       alerts.length ? h("ul", {}, alerts.map((a) => h("li", { class: "alert-item" },
         h("strong", {}, a.rule), ` · ${a.clusterTag} · `, h("span", {}, a.message),
         h("div", { class: "muted small" }, `${a.subject}, open since ${new Date(a.openedAt).toLocaleString()}`))))
-        : h("p", { class: "muted" }, "No open alerts."));
+        : h("p", { class: "muted" }, "No open alerts."),
+      h("p", { class: "small" }, h("a", { href: "#/alerts", onclick: close }, "Alert rules & channels")));
   }
 
   async function refresh() {
@@ -28,6 +29,7 @@ export function startBell(shell) {
     } catch (err) { shell.fail(err); }
   }
 
+  function close() { panel.hidden = true; bell.setAttribute("aria-expanded", "false"); }
   bell.addEventListener("click", () => {
     const open = panel.hidden;
     panel.hidden = !open;

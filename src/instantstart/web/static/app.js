@@ -3,6 +3,8 @@ import { ApiError, get, post } from "./api.js";
 import { h } from "./dom.js";
 import { askSnapshot, connect, events } from "./live.js";
 import { startBell } from "./alerts.js";
+import * as admin from "./admin.js";
+import * as alertSettings from "./alert_settings.js";
 import * as clusters from "./clusters.js";
 import * as inference from "./inference.js";
 import * as monitoring from "./monitoring.js";
@@ -10,7 +12,7 @@ import * as operations from "./operations.js";
 import * as storage from "./storage.js";
 import * as training from "./training.js";
 
-const pages = { clusters, operations, monitoring, storage, training, inference };
+const pages = { clusters, operations, monitoring, storage, training, inference, admin, alerts: alertSettings };
 const view = document.getElementById("view");
 const banner = document.getElementById("banner");
 const select = document.getElementById("active-cluster");
@@ -120,5 +122,5 @@ async function whoami() {
 window.addEventListener("hashchange", route);
 startBell(shell);
 connect(document.getElementById("live"));
-whoami().catch((err) => shell.fail(err));
+shell.whoami = whoami().catch((err) => shell.fail(err));
 shell.reloadClusters().catch((err) => shell.fail(err)).finally(route);

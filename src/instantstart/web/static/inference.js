@@ -4,6 +4,7 @@ import { ApiError, get, newKey, post } from "./api.js";
 import { badge, clearErrors, errorBox, field, h, replace, showError, table } from "./dom.js";
 import { renderEndpoint } from "./inference_endpoint.js";
 import { managedCard } from "./inference_managed.js";
+import { jumpstartCard, manageCard, publicServicesCard } from "./inference_manage.js";
 
 const TEMPLATES = {
   vllm: "vllm serve Qwen/Qwen3-0.6B --max-model-len 1280 --tensor-parallel-size 1",
@@ -20,11 +21,14 @@ function freeGpus(status) {
 
 export async function render(view, arg, shell) {
   if (arg) return renderEndpoint(view, arg);
-  const servers = h("section", { class: "card", id: "services", "aria-labelledby": "services-title" });
+  const servers = h("section", { class: "card", id: "services", "aria-labelledby": "services-title", "data-operation": "inference_list_services" });
   const deploy = h("section", { class: "card", id: "deploy", "aria-labelledby": "deploy-title" });
   const call = h("section", { class: "card", id: "call", "aria-labelledby": "call-title" });
   const managed = h("div", {});
-  replace(view, h("div", { class: "stack" }, h("h1", {}, "Inference"), servers, h("div", { class: "grid" }, deploy, call), managed));
+  const manage = manageCard(shell, () => drawServers());
+  const publicServices = publicServicesCard();
+  replace(view, h("div", { class: "stack" }, h("h1", {}, "Inference"), servers, h("div", { class: "grid" }, deploy, call),
+    h("div", { class: "grid" }, manage.card, h("div", { class: "stack" }, jumpstartCard(shell, () => drawServers()), publicServices.card)), managed));
 
   let names = [];
   const target = h("select", { name: "service_name", id: "call-service", required: true });
@@ -35,7 +39,7 @@ export async function render(view, arg, shell) {
     ]);
     const head = h("div", { class: "card-head" }, h("h2", { id: "services-title" }, "Model servers"),
       own.clusterTag ? h("span", { class: "muted small" }, own.clusterTag) : null);
-    if (own.error) { replace(servers, head, errorBox(own.error)); return; }
+    if (own.error) { replace(servers, head, errorBox(own.error)); manage.update([], []); return; }
     replace(servers, head,
       h("h3", {}, `Self-managed (${own.count})`),
       table([
@@ -61,6 +65,7 @@ export async function render(view, arg, shell) {
     names = [...own.services.map((s) => s.name), ...(managed.error ? [] : managed.endpoints.map((e) => e.name))];
     replace(target, names.length ? names.map((n) => h("option", { value: n }, n)) : h("option", { value: "" }, "nothing deployed"));
     if (names.includes(picked)) target.value = picked;
+    manage.update(own.services.map((s) => s.name), managed.error ? [] : managed.endpoints.map((e) => e.name));
   }
 
   const engine = h("select", { name: "engine", id: "deploy-engine" },
@@ -69,7 +74,7 @@ export async function render(view, arg, shell) {
   command.value = TEMPLATES.vllm;
   engine.addEventListener("change", () => { command.value = TEMPLATES[engine.value]; });
   const gpus = h("input", { type: "number", name: "gpuCount", id: "deploy-gpus", min: "1", max: "64", required: true });
-  const free = h("p", { class: "hint", id: "free-gpus" }, "Free GPUs: …");
+  const free = h("p", { class: "hint", id: "free-gpus", "data-operation": "cluster_get_status" }, "Free GPUs: …");
   gpus.setAttribute("aria-describedby", "free-gpus");
   const form = h("form", { novalidate: true },
     field("Engine", engine),
@@ -85,7 +90,7 @@ export async function render(view, arg, shell) {
       h("option", { value: "internal" }, "internal (VPC only)"), h("option", { value: "internet-facing" }, "internet-facing (needs an API key)"))),
     field("API key", h("input", { type: "password", name: "apiKey", id: "deploy-api-key", autocomplete: "off" }), "External only; required when internet-facing. Kept in a Kubernetes Secret."),
     field("Image", h("input", { type: "text", name: "dockerImage", id: "deploy-image" }), "Default: the engine's image; required for another engine."),
-    h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Deploy"), h("span", { class: "muted small", id: "deploy-progress", role: "status" })));
+    h("div", { class: "actions" }, h("button", { type: "submit", class: "primary", "data-operation": "inference_deploy_container" }, "Deploy"), h("span", { class: "muted small", id: "deploy-progress", role: "status" })));
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
     clearErrors(form);
@@ -124,7 +129,7 @@ export async function render(view, arg, shell) {
   const callForm = h("form", { novalidate: true },
     field("Model", target), field("Prompt", prompt),
     field("Max tokens", h("input", { type: "number", name: "max_tokens", id: "call-max-tokens", min: "1", max: "32768", value: "256" })),
-    h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Send")), answer);
+    h("div", { class: "actions" }, h("button", { type: "submit", class: "primary", "data-operation": "inference_call_model" }, "Send")), answer);
   callForm.addEventListener("submit", async (e) => {
     e.preventDefault();
     clearErrors(callForm);
@@ -148,7 +153,7 @@ export async function render(view, arg, shell) {
   async function refresh() {
     const status = await get("/clusters/status").catch((error) => ({ error }));
     free.textContent = freeGpus(status);
-    await drawServers();
+    await Promise.all([drawServers(), publicServices.refresh()]);
   }
   await refresh();
   return { refresh };

@@ -30,7 +30,7 @@ function body(form) {
 }
 
 export function managedCard(shell, onDeployed) {
-  const lint = h("div", { id: "managed-lint", role: "status", "aria-live": "polite" });
+  const lint = h("div", { id: "managed-lint", role: "status", "aria-live": "polite", "data-operation": "inference_managed_lint" });
   const form = h("form", { novalidate: true },
     field("Name", input("name", { value: "qwen-managed" })),
     field("Worker image", input("image", { value: "vllm/vllm-openai:v0.11.0" })),
@@ -46,7 +46,7 @@ export function managedCard(shell, onDeployed) {
     field("KV cache L2", select("l2Backend", [["", "off"], ["tieredstorage", "tiered storage"], ["redis", "Redis"]])),
     field("Redis URL (L2 redis)", input("l2Url")),
     field("Routing", select("routingStrategy", [["", "none"], ["prefixaware", "prefix-aware"], ["kvaware", "KV-aware"], ["session", "session"], ["roundrobin", "round robin"]])),
-    h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Deploy managed endpoint"),
+    h("div", { class: "actions" }, h("button", { type: "submit", class: "primary", "data-operation": "inference_managed_deploy" }, "Deploy managed endpoint"),
       h("span", { class: "muted small", id: "managed-progress", role: "status" })), lint);
   let timer = null;
   let seq = 0;

@@ -21,7 +21,7 @@ export async function render(view, arg, shell) {
   const nodes = h("section", { class: "card", id: "nodes", "data-operation": "node_list" });
   const work = h("section", { class: "card", id: "workloads", "data-operation": "cluster_list_workloads" });
   const jobsCard = h("section", { class: "card", id: "jobs", "data-operation": "training_job_list" });
-  const endpointsCard = h("section", { class: "card", id: "endpoints" });
+  const endpointsCard = h("section", { class: "card", id: "endpoints", "data-operation": "inference_managed_list" });
   const observability = observabilityCard();
   const timeline = timelineCard("timeline", "Timeline", {}, { events: true });
   const validation = validationCard(shell);

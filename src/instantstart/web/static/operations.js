@@ -28,7 +28,7 @@ export function progressPanel(op, shell, onChange) {
       h("span", { class: "spacer" }),
       isActive(op) ? h("span", { class: "spinner", role: "img", "aria-label": "running" }) : null,
       h("span", { class: "muted small", title: "elapsed", dataset: { start: op.startedAt ?? op.createdAt ?? "", end: op.finishedAt ?? "" } }, elapsed(op.elapsedSeconds)),
-      isActive(op) ? h("button", { type: "button", class: "danger", onclick: (e) => cancel(e.target) }, "Cancel") : null),
+      isActive(op) ? h("button", { type: "button", class: "danger", "data-operation": "operation_cancel", onclick: (e) => cancel(e.target) }, "Cancel") : null),
     h("ol", { class: "progress" }, op.stages.map((s) => h("li", { dataset: { stage: s.name, status: s.status } },
       h("span", { class: `icon ${s.status}`, "aria-hidden": "true" }, ICON[s.status] ?? ""),
       h("span", { class: "stage-name" }, s.name),
@@ -38,7 +38,7 @@ export function progressPanel(op, shell, onChange) {
         s.attempts > 1 ? ` · try ${s.attempts}` : ""),
       h("span", { class: "stage-msg" }, s.message || (s.status === "PENDING" ? "waiting" : "")),
       s === failedStage && !isActive(op)
-        ? h("button", { type: "button", class: "primary", onclick: (e) => retry(e.target), title: "operation_retry: resume from this stage" }, "Retry")
+        ? h("button", { type: "button", class: "primary", "data-operation": "operation_retry", onclick: (e) => retry(e.target), title: "operation_retry: resume from this stage" }, "Retry")
         : h("span")))),
     op.error ? errorBox(op.error) : null);
 }
@@ -56,7 +56,7 @@ function message(o) {
 export async function render(view, arg, shell) {
   if (arg) return renderDetail(view, arg, shell);
   const state = { status: "", kind: "", target: "", limit: 50 };
-  const list = h("div");
+  const list = h("div", { "data-operation": "operation_list" });
   const count = h("span", { class: "muted small" });
   const statusSel = h("select", { id: "flt-status", name: "status" }, STATUSES.map((s) => h("option", { value: s }, s || "any")));
   const kindIn = h("input", { id: "flt-kind", name: "kind", type: "text", placeholder: "e.g. cluster_create" });
@@ -94,7 +94,7 @@ export async function render(view, arg, shell) {
 }
 
 async function renderDetail(view, id, shell) {
-  const panel = h("div");
+  const panel = h("div", { "data-operation": "operation_get" });
   const info = h("div");
   let ticker = null;
   let op = null;

@@ -27,7 +27,7 @@ function filled(form, numbers = []) {
 
 export async function render(view, _arg, shell) {
   const claimsCard = h("section", { class: "card", id: "claims", "data-operation": "storage_list" });
-  const browseCard = h("section", { class: "card", id: "browser", hidden: true });
+  const browseCard = h("section", { class: "card", id: "browser", hidden: true, "data-operation": "s3_storage_list_contents" });
   const addCard = h("section", { class: "card", id: "add-storage" });
   const modelsCard = h("section", { class: "card", id: "models" });
   const opBox = h("div", { id: "storage-op" });

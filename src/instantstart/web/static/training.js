@@ -155,7 +155,7 @@ const NETWORK = {
 async function renderJob(view, name, shell) {
   const head = h("section", { class: "card", id: "job", "data-operation": "job_get_status" });
   const podsCard = h("section", { class: "card", id: "job-pods" });
-  const logBox = h("div", { class: "log", id: "job-logs", role: "log", tabindex: "0", "aria-label": `Log of ${name}` });
+  const logBox = h("div", { class: "log", id: "job-logs", role: "log", tabindex: "0", "data-operation": "training_job_logs", "aria-label": `Log of ${name}` });
   const logState = h("span", { class: "muted small", id: "log-state" }, "");
   const podSelect = h("select", { id: "log-pod", name: "pod" });
   const follow = h("button", { type: "button", id: "log-follow" }, "Pause");
