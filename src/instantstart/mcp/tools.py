@@ -23,6 +23,8 @@ INSTRUCTIONS = (
 
 # (is_error, payload): payload is the operation's JSON output, or {"error": {code, message, hint, details}}.
 ToolCall = Callable[[OperationSpec, dict[str, Any]], Awaitable[tuple[bool, dict[str, Any]]]]
+# The same, for a tool known by name only (the stdio proxy forwards calls by name).
+NamedCall = Callable[[str, dict[str, Any]], Awaitable[tuple[bool, dict[str, Any]]]]
 # The names of the tools the caller's role may call (the tool list shows only those).
 Visible = Callable[[], Awaitable[set[str]]]
 
@@ -56,38 +58,39 @@ def result_for(is_error: bool, payload: dict[str, Any]) -> types.CallToolResult:
     )
 
 
-def build_server(catalog: Catalog, call: ToolCall, visible: Visible | None = None) -> Server[Any]:
-    """An MCP server named hypd-inst whose tools are the catalog's operations (with `visible`, only those the
-    caller's role may call; a call of another is refused FORBIDDEN by the operation's role check).
+def unknown_tool(name: str) -> tuple[bool, dict[str, Any]]:
+    """The error of a call naming no tool."""
+    return True, {
+        "error": {
+            "code": "NOT_FOUND",
+            "message": f"Unknown tool {name!r}.",
+            "hint": "List the tools to see the valid names.",
+            "details": {},
+        }
+    }
+
+
+def tool_server(tools: list[types.Tool], call: NamedCall, visible: Visible | None = None) -> Server[Any]:
+    """An MCP server named hypd-inst serving `tools` (with `visible`, only those the caller's role may call; a
+    call of another is refused FORBIDDEN by the operation's role check); a call naming none is NOT_FOUND.
 
     Arguments reach the operation unvalidated by the SDK: the operation's own input model validates them, so an
     error names the field the same way on every face.
     """
-    tools = [tool_for(spec) for spec in catalog]
+    names = {tool.name for tool in tools}
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         if visible is None:
             return types.ListToolsResult(tools=tools)
-        names = await visible()
-        return types.ListToolsResult(tools=[tool for tool in tools if tool.name in names])
+        allowed = await visible()
+        return types.ListToolsResult(tools=[tool for tool in tools if tool.name in allowed])
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
-        spec = catalog.get(params.name)
-        if spec is None:
-            return result_for(
-                True,
-                {
-                    "error": {
-                        "code": "NOT_FOUND",
-                        "message": f"Unknown tool {params.name!r}.",
-                        "hint": "List the tools to see the valid names.",
-                        "details": {},
-                    }
-                },
-            )
-        is_error, payload = await call(spec, dict(params.arguments or {}))
+        if params.name not in names:
+            return result_for(*unknown_tool(params.name))
+        is_error, payload = await call(params.name, dict(params.arguments or {}))
         return result_for(is_error, payload)
 
     return Server(
@@ -97,3 +100,13 @@ def build_server(catalog: Catalog, call: ToolCall, visible: Visible | None = Non
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+
+
+def build_server(catalog: Catalog, call: ToolCall, visible: Visible | None = None) -> Server[Any]:
+    """The MCP server of the catalog's operations, each call given to `call` with its spec."""
+
+    async def call_named(name: str, args: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+        spec = catalog.get(name)
+        return unknown_tool(name) if spec is None else await call(spec, args)
+
+    return tool_server([tool_for(spec) for spec in catalog], call_named, visible)
