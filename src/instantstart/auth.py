@@ -15,7 +15,6 @@ from instantstart.store.access import live_token, resolve
 from instantstart.store.db import Database
 
 
-
 def token_path(settings: Settings) -> Path:
     """Where the token lives."""
     return settings.data_dir / TOKEN_FILE

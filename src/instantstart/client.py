@@ -67,6 +67,18 @@ def decode(status: int, body: bytes) -> tuple[bool, dict[str, Any]]:
     return status >= 400, payload
 
 
+def bad_url(url: str) -> dict[str, Any]:
+    """The error payload when the server URL is not an http(s) URL (a file: URL would read a local file)."""
+    return {
+        "error": {
+            "code": "INVALID_INPUT",
+            "message": f"The server URL must start with http:// or https://, not {url[:80]!r}.",
+            "hint": "Set INSTANTSTART_SERVER_URL (or --server) to the server's URL, e.g. http://127.0.0.1:3099.",
+            "details": {},
+        }
+    }
+
+
 def unreachable(exc: Exception) -> dict[str, Any]:
     """The error payload when the server cannot be reached."""
     return {
@@ -95,14 +107,17 @@ class RestClient:
         self._tls = tls_context() if self.base.startswith("https:") else None
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[bool, dict[str, Any]]:
+        if not self.base.startswith(("http://", "https://")):
+            return True, bad_url(self.base)
         headers = dict(self.headers)
         data = None
         if body is not None:
             data = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
-        request = urllib.request.Request(self.base + path, data=data, headers=headers, method=method)
+        # The scheme is http(s), checked above.
+        request = urllib.request.Request(self.base + path, data=data, headers=headers, method=method)  # noqa: S310
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout, context=self._tls) as response:
+            with urllib.request.urlopen(request, timeout=self.timeout, context=self._tls) as response:  # noqa: S310
                 return decode(response.status, response.read())
         except urllib.error.HTTPError as exc:
             with exc:

@@ -52,6 +52,16 @@ def tool_annotations(spec: OperationSpec) -> dict[str, bool]:
     }
 
 
+def tool_entry(spec: OperationSpec) -> dict[str, Any]:
+    """The operation's MCP tool as JSON: name, description, arguments' schema and behaviour annotations."""
+    return {
+        "name": spec.name,
+        "description": spec.tool_description,
+        "inputSchema": arguments_schema(spec.input_model),
+        "annotations": tool_annotations(spec),
+    }
+
+
 def operation_entry(spec: OperationSpec) -> dict[str, Any]:
     """One operation as the faces outside the server see it: its command, options and MCP tool."""
     return {
@@ -64,12 +74,7 @@ def operation_entry(spec: OperationSpec) -> dict[str, Any]:
             {"field": name, "wire": info.alias or name, "help": info.description or "", "kind": option_kind(info)}
             for name, info in spec.input_model.model_fields.items()
         ],
-        "tool": {
-            "name": spec.name,
-            "description": spec.tool_description,
-            "inputSchema": arguments_schema(spec.input_model),
-            "annotations": tool_annotations(spec),
-        },
+        "tool": tool_entry(spec),
     }
 
 

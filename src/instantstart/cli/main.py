@@ -121,7 +121,7 @@ def build_app(settings: Settings | None = None, argv: list[str] | None = None) -
 def named_group(argv: list[str], groups: Container[str]) -> set[str]:
     """The catalog command group a command line runs (none for the root's help or a static command)."""
     first = next((arg for arg in argv if not arg.startswith("-")), None)
-    return {first} if first in groups else set()
+    return {first} if first is not None and first in groups else set()
 
 
 def main() -> None:

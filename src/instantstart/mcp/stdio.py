@@ -16,7 +16,7 @@ from mcp.server.stdio import stdio_server
 from instantstart import catalog_index
 from instantstart.client import RestClient
 from instantstart.client_config import ClientConfig
-from instantstart.mcp.tools import tool_server
+from instantstart.mcp.tool_server import tool_server
 
 
 async def serve_stdio(config: ClientConfig, server_url: str | None = None, token: str | None = None) -> None:
