@@ -32,3 +32,16 @@ def test_clients_built_before_are_not_warmed_again() -> None:
     aws.warm_on_first_use()
     aws.eks()
     assert warm_thread() is None and set(aws._clients) == {("s3", "us-west-2"), ("eks", "us-west-2")}
+
+
+def test_warming_in_background_happens_once_whatever_starts_it() -> None:
+    aws = AwsClients(Settings(aws_region="us-west-2", aws_endpoint_url="http://127.0.0.1:9"))
+    aws.warm_on_first_use()
+    aws.warm_in_background()
+    thread = warm_thread()
+    assert thread is not None
+    thread.join(timeout=120)
+    aws.warm_in_background()
+    aws.ec2()
+    assert warm_thread() is None
+    assert set(aws._clients) == {(service, "us-west-2") for service in WARM_SERVICES}

@@ -177,8 +177,8 @@ def create_app(
     warm_aws: bool = False,
 ) -> ASGIApp:
     """Build the whole server application for `settings`; `on_shutdown` runs after the server stops; with
-    `warm_aws` (`instantstart serve`) the AWS clients a cluster's creation uses are built in the background when
-    the first of them is (an idle server holds none)."""
+    `warm_aws` (`instantstart serve`) the AWS clients a cluster's creation uses are built in the background at
+    the first authenticated request or the first client built, whichever comes first (an idle server holds none)."""
     settings = settings or Settings()
     load_all(settings.plugins)
     token = _token(settings)
@@ -246,5 +246,7 @@ def create_app(
         cors_origins=tuple(settings.allowed_origins),
     )
     gate.fast_reads = fast_reads(catalog, context)
+    if warm_aws:
+        gate.on_first_caller = context.aws.warm_in_background
     gate.fastapi = app  # type: ignore[attr-defined]
     return gate

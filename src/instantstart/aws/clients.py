@@ -42,7 +42,7 @@ class AwsClients:
         self._session = boto3.session.Session()
         self._clients: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()
-        self._warm_on_first_use = False
+        self._warm = "off"  # "armed": the first client asked for starts the warm-up; "started": it ran or runs
         self._config = Config(
             retries={"mode": "adaptive", "max_attempts": 8},
             connect_timeout=5,
@@ -61,9 +61,8 @@ class AwsClients:
         with self._lock:
             client = self._clients.get(key)
             if client is None:
-                if self._warm_on_first_use:
-                    self._warm_on_first_use = False
-                    threading.Thread(target=self.warm, name="aws-warm", daemon=True).start()
+                if self._warm == "armed":
+                    self._start_warming()
                 # The service name is dynamic, so the typed overloads of boto3-stubs cannot apply.
                 factory: Any = self._session.client
                 client = factory(
@@ -80,10 +79,20 @@ class AwsClients:
 
     def warm_on_first_use(self) -> None:
         """When a first client is asked for, build the others of WARM_SERVICES in a background thread: an idle
-        control plane holds none (53 MB), and the first request that reaches AWS (a cluster_create's preflight)
-        finds the next ones it needs built or being built alongside its own calls."""
+        control plane holds none (53 MB); `warm_in_background` starts it earlier (at the first caller)."""
         with self._lock:
-            self._warm_on_first_use = not self._clients
+            if self._warm == "off" and not self._clients:
+                self._warm = "armed"
+
+    def warm_in_background(self) -> None:
+        """Build WARM_SERVICES' clients in a background thread now, unless that started already."""
+        with self._lock:
+            if self._warm != "started":
+                self._start_warming()
+
+    def _start_warming(self) -> None:
+        self._warm = "started"
+        threading.Thread(target=self.warm, name="aws-warm", daemon=True).start()
 
     def sagemaker(self, region: str | None = None) -> SageMakerClient:
         """The SageMaker client (HyperPod clusters, nodes, training plans)."""
