@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,14 +30,24 @@ NOT_SOURCES = frozenset({"api", "web", "cli", "mcp", "server.py", "client.py", "
 INDEX_FORMAT = 1  # bumped when the shape of catalog/index.py's build_index changes: an old file is then ignored
 
 
+def _sources(directory: Path, top: bool = False) -> list[Path]:
+    """The .py files under `directory`, the faces and non-package folders (data, __pycache__) left out."""
+    found: list[Path] = []
+    for entry in os.scandir(directory):
+        if top and entry.name in NOT_SOURCES:
+            continue
+        if entry.is_dir() and entry.name not in ("data", "__pycache__"):
+            found.extend(_sources(Path(entry.path)))
+        elif entry.name.endswith(".py"):
+            found.append(Path(entry.path))
+    return found
+
+
 def source_fingerprint(package: Path = PACKAGE) -> str:
     """SHA-256 of the version and every Python source the catalog can be built from (the faces excluded)."""
     digest = hashlib.sha256(__version__.encode())
-    for path in sorted(package.rglob("*.py")):
-        relative = path.relative_to(package)
-        if relative.parts[0] in NOT_SOURCES:
-            continue
-        digest.update(relative.as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in sorted(_sources(package, top=True)):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
 
