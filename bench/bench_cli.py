@@ -29,7 +29,9 @@ import httpx
 from instantstart.twin_process import start_twin
 
 REPO = Path(__file__).resolve().parents[1]
-CLI = [sys.executable, "-m", "instantstart.cli.main"]
+# The console script people and agents start (its imports come from PYTHONPATH=src below), else the module.
+SCRIPT = Path(sys.executable).parent / "instantstart"
+CLI = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "instantstart.cli.main"]
 TARGETS = {"--help": 0.3, "list-all": 0.3, "mcp tools/list": 0.5}  # seconds
 RSS_TARGET = 150.0  # MB
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Container
 from pathlib import Path
@@ -28,6 +29,7 @@ def build_app(settings: Settings | None = None, argv: list[str] | None = None) -
 
         return settings if settings is not None else Settings()
 
+    @functools.cache
     def client_config() -> ClientConfig:
         return ClientConfig.from_settings(settings) if settings is not None else ClientConfig.from_env()
 
