@@ -49,19 +49,17 @@ def tls_context() -> ssl.SSLContext:
     return ssl.create_default_context(cafile=certifi.where())
 
 
+def error_payload(code: str, message: str, hint: str) -> dict[str, Any]:
+    """An error the client itself reports, in the server's error form."""
+    return {"error": {"code": code, "message": message, "hint": hint, "details": {}}}
+
+
 def decode(status: int, body: bytes) -> tuple[bool, dict[str, Any]]:
     """(is_error, payload) from a REST response's status and body."""
     try:
         payload = json.loads(body)
     except ValueError:
-        payload = {
-            "error": {
-                "code": "PROVIDER_ERROR",
-                "message": f"HTTP {status} with a non-JSON body",
-                "hint": "Is the server URL right?",
-                "details": {},
-            }
-        }
+        payload = error_payload("PROVIDER_ERROR", f"HTTP {status} with a non-JSON body", "Is the server URL right?")
     if not isinstance(payload, dict):
         payload = {"value": payload}
     return status >= 400, payload
@@ -69,26 +67,20 @@ def decode(status: int, body: bytes) -> tuple[bool, dict[str, Any]]:
 
 def bad_url(url: str) -> dict[str, Any]:
     """The error payload when the server URL is not an http(s) URL (a file: URL would read a local file)."""
-    return {
-        "error": {
-            "code": "INVALID_INPUT",
-            "message": f"The server URL must start with http:// or https://, not {url[:80]!r}.",
-            "hint": "Set INSTANTSTART_SERVER_URL (or --server) to the server's URL, e.g. http://127.0.0.1:3099.",
-            "details": {},
-        }
-    }
+    return error_payload(
+        "INVALID_INPUT",
+        f"The server URL must start with http:// or https://, not {url[:80]!r}.",
+        "Set INSTANTSTART_SERVER_URL (or --server) to the server's URL, e.g. http://127.0.0.1:3099.",
+    )
 
 
 def unreachable(exc: Exception) -> dict[str, Any]:
     """The error payload when the server cannot be reached."""
-    return {
-        "error": {
-            "code": "UNREACHABLE",
-            "message": f"Cannot reach the InstantStart server: {type(exc).__name__}",
-            "hint": "Start it with `instantstart serve` or set INSTANTSTART_SERVER_URL.",
-            "details": {},
-        }
-    }
+    return error_payload(
+        "UNREACHABLE",
+        f"Cannot reach the InstantStart server: {type(exc).__name__}",
+        "Start it with `instantstart serve` or set INSTANTSTART_SERVER_URL.",
+    )
 
 
 class RestClient:

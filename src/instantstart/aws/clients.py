@@ -43,6 +43,9 @@ class AwsClients:
         self._clients: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()
         self._warm = "off"  # "armed": the first client asked for starts the warm-up; "started": it ran or runs
+        # Its own lock: starting the warm-up (on the event loop, at the first caller) never waits for a client
+        # being built under `_lock`.
+        self._warm_lock = threading.Lock()
         self._config = Config(
             retries={"mode": "adaptive", "max_attempts": 8},
             connect_timeout=5,
@@ -61,8 +64,7 @@ class AwsClients:
         with self._lock:
             client = self._clients.get(key)
             if client is None:
-                if self._warm == "armed":
-                    self._start_warming()
+                self._start_warming(only_if_armed=True)
                 # The service name is dynamic, so the typed overloads of boto3-stubs cannot apply.
                 factory: Any = self._session.client
                 client = factory(
@@ -80,18 +82,19 @@ class AwsClients:
     def warm_on_first_use(self) -> None:
         """When a first client is asked for, build the others of WARM_SERVICES in a background thread: an idle
         control plane holds none (53 MB); `warm_in_background` starts it earlier (at the first caller)."""
-        with self._lock:
+        with self._warm_lock:
             if self._warm == "off" and not self._clients:
                 self._warm = "armed"
 
     def warm_in_background(self) -> None:
         """Build WARM_SERVICES' clients in a background thread now, unless that started already."""
-        with self._lock:
-            if self._warm != "started":
-                self._start_warming()
+        self._start_warming(only_if_armed=False)
 
-    def _start_warming(self) -> None:
-        self._warm = "started"
+    def _start_warming(self, *, only_if_armed: bool) -> None:
+        with self._warm_lock:
+            if self._warm == "started" or (only_if_armed and self._warm != "armed"):
+                return
+            self._warm = "started"
         threading.Thread(target=self.warm, name="aws-warm", daemon=True).start()
 
     def sagemaker(self, region: str | None = None) -> SageMakerClient:
