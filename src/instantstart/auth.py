@@ -8,12 +8,11 @@ import secrets
 import stat
 from pathlib import Path
 
+from instantstart.client_config import TOKEN_FILE
 from instantstart.principal import BOOTSTRAP_TOKEN_NAME, BOOTSTRAP_USER, Principal
 from instantstart.settings import Settings
 from instantstart.store.access import live_token, resolve
 from instantstart.store.db import Database
-
-TOKEN_FILE = "api-token"
 
 
 def token_path(settings: Settings) -> Path:
@@ -58,14 +57,6 @@ def ensure_token(settings: Settings) -> tuple[str, bool]:
     with os.fdopen(fd, "w") as handle:
         handle.write(token + "\n")
     return token, True
-
-
-def read_token(settings: Settings) -> str | None:
-    """The token for a client (CLI, stdio MCP proxy): from settings, else the data dir."""
-    if settings.api_token is not None:
-        return settings.api_token.get_secret_value()
-    path = token_path(settings)
-    return path.read_text().strip() if path.exists() else None
 
 
 def check_bearer(header: str | None, token: str) -> bool:

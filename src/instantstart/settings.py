@@ -8,6 +8,8 @@ from pathlib import Path
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from instantstart.client_config import base_url
+
 
 def default_region() -> str:
     """AWS_REGION (set by ECS, Lambda and most SDKs), else boto3's Region (AWS_DEFAULT_REGION, the profile's
@@ -141,7 +143,4 @@ class Settings(BaseSettings):
     @property
     def base_url(self) -> str:
         """The server's own URL, as clients should reach it."""
-        if self.server_url:
-            return self.server_url.rstrip("/")
-        host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
-        return f"{'https' if self.tls_cert_file else 'http'}://{host}:{self.port}"
+        return base_url(self.server_url, self.host, self.port, bool(self.tls_cert_file))

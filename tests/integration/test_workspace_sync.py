@@ -11,15 +11,15 @@ from typing import Any
 
 from typer.testing import CliRunner
 
-from instantstart.catalog import CATALOG
 from instantstart.cli import sync_plan as sp
 from instantstart.cli.main import build_app
 from instantstart.cli.workspace import RemoteFiles, sync_once, watch
 from instantstart.client import RestClient
+from instantstart.client_config import ClientConfig
 from instantstart.manifests import iam_policies as pol
-from instantstart.services.storage.workspace import MAX_FILE_BYTES
 from instantstart.settings import Settings
 from instantstart.twin_process import TwinProcess
+from instantstart.workspace_paths import MAX_FILE_BYTES
 from tests.support.flows import make_eks
 from tests.support.servers import Running
 from tests.support.twin import twin_client
@@ -116,8 +116,8 @@ def test_sync_round_trip_deletions_conflict_dry_run_and_refusals(cp: Running, tw
     assert remote_keys(s3, bucket)["train.py"] == b"print('other')\n"
 
     # --watch: re-syncs when a local file changes (the loop driven by an injected sleep, a fixed number of polls).
-    client = RestClient(Settings(data_dir=cp.data_dir), cp.url)
-    remote = RemoteFiles(client, CATALOG, "s3-claim", "")
+    client = RestClient(ClientConfig.from_settings(Settings(data_dir=cp.data_dir)), cp.url)
+    remote = RemoteFiles(client, "s3-claim", "")
     reports: list[dict[str, Any]] = []
 
     def edit(_: float) -> None:

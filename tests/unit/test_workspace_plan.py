@@ -11,7 +11,7 @@ import pytest
 from instantstart.cli import sync_plan as sp
 from instantstart.cli.workspace import SyncReport, render_report, watch
 from instantstart.errors import InvalidInput
-from instantstart.services.storage.workspace import MAX_FILE_BYTES, workspace_path
+from instantstart.workspace_paths import MAX_FILE_BYTES, workspace_path
 
 A, B, C = "a" * 32, "b" * 32, "c" * 32
 

@@ -177,7 +177,8 @@ def create_app(
     warm_aws: bool = False,
 ) -> ASGIApp:
     """Build the whole server application for `settings`; `on_shutdown` runs after the server stops; with
-    `warm_aws` (`instantstart serve`) the AWS clients a cluster's creation uses are built before it is ready."""
+    `warm_aws` (`instantstart serve`) the AWS clients a cluster's creation uses are built in the background at
+    the first authenticated request or the first client built, whichever comes first (an idle server holds none)."""
     settings = settings or Settings()
     load_all(settings.plugins)
     token = _token(settings)
@@ -204,7 +205,7 @@ def create_app(
         # first request naming a region used to stall every other request that long).
         await to_thread.run_sync(known_regions)
         if warm_aws:
-            await to_thread.run_sync(context.aws.warm)
+            context.aws.warm_on_first_use()
         async with mcp_manager.run():
             freeze_startup_heap()
             lag_watch = asyncio.create_task(metrics.watch_loop())
@@ -245,5 +246,7 @@ def create_app(
         cors_origins=tuple(settings.allowed_origins),
     )
     gate.fast_reads = fast_reads(catalog, context)
+    if warm_aws:
+        gate.on_first_caller = context.aws.warm_in_background
     gate.fastapi = app  # type: ignore[attr-defined]
     return gate

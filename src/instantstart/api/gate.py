@@ -63,6 +63,8 @@ class Gate:
         self.cors = cors
         self.cors_origins = cors_origins
         self.fast_reads: dict[str, Callable[[Request], Awaitable[Response]]] = {}
+        # Called once, at the first authenticated request (`serve` warms its AWS clients then: someone is using it).
+        self.on_first_caller: Callable[[], None] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -95,6 +97,9 @@ class Gate:
                 if principal is not None:
                     scope[PRINCIPAL_KEY] = principal
                     principal_reset = current_principal.set(principal)
+                    if self.on_first_caller is not None:
+                        first_caller, self.on_first_caller = self.on_first_caller, None
+                        first_caller()
                 if problem is not None:
                     if scope["type"] == "websocket":
                         await receive()

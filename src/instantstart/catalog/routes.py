@@ -1,8 +1,5 @@
-"""HTTP routes every face agrees on: the REST prefix and the generic tool route (below the faces)."""
+"""The HTTP routes every face agrees on (defined below the catalog, in instantstart.routes, for the clients)."""
 
-API_PREFIX = "/api/v1"
+from instantstart.routes import API_PREFIX, tool_route
 
-
-def tool_route(name: str) -> str:
-    """The route that invokes any tool by name with a JSON body of its arguments."""
-    return f"{API_PREFIX}/tools/{name}"
+__all__ = ["API_PREFIX", "tool_route"]

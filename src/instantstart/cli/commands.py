@@ -1,4 +1,4 @@
-"""CLI commands generated from the catalog: options from the input model, output as JSON or Rich."""
+"""CLI commands generated from the catalog index: options from each operation's fields, output as JSON or Rich."""
 
 from __future__ import annotations
 
@@ -8,25 +8,28 @@ import json
 import re
 import sys
 import time
-from collections.abc import Callable
-from typing import Any, get_args, get_origin
+from collections.abc import Callable, Container
+from typing import TYPE_CHECKING, Any
 
 import typer
-from pydantic.fields import FieldInfo
-from rich.console import Console
-from rich.live import Live
-from rich.spinner import Spinner
-from rich.table import Table
 
-from instantstart.catalog.groups import group_description
-from instantstart.catalog.registry import Catalog, OperationSpec
-from instantstart.catalog.secret import is_secret_annotation
-from instantstart.client import RestClient
-from instantstart.settings import Settings
+from instantstart.client_config import ClientConfig
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from instantstart.client import RestClient
 
 TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
-out = Console()
-err = Console(stderr=True)
+# What a command needs to reach the server, asked for only when it runs (reading it is not free).
+ConfigSource = Callable[[], ClientConfig]
+
+
+def console(stderr: bool = False) -> Console:
+    """A Rich console on stdout or stderr (Rich is imported only by commands that print with it)."""
+    from rich.console import Console
+
+    return Console(stderr=stderr)
 
 
 def kebab(name: str) -> str:
@@ -39,36 +42,16 @@ def secret_envvar(wire: str) -> str:
     return "INSTANTSTART_" + kebab(wire).replace("-", "_").upper()
 
 
-def _is_bool(info: FieldInfo) -> bool:
-    ann = info.annotation
-    return ann is bool or (
-        get_origin(ann) is not None and bool in get_args(ann) and all(a in (bool, type(None)) for a in get_args(ann))
-    )
-
-
-def _is_structured(info: FieldInfo) -> bool:
-    ann = info.annotation
-    origin = get_origin(ann)
-    candidates = get_args(ann) if origin is not None else (ann,)
-    for candidate in candidates:
-        if get_origin(candidate) in (list, dict) or candidate in (list, dict):
-            return True
-        if isinstance(candidate, type) and hasattr(candidate, "model_fields"):
-            return True
-    return False
-
-
-def _parameters(spec: OperationSpec) -> list[inspect.Parameter]:
+def _parameters(entry: dict[str, Any]) -> list[inspect.Parameter]:
     """Typer parameters: one option per input field, then the common options."""
     params: list[inspect.Parameter] = []
 
     def add(name: str, annotation: Any, option: Any) -> None:
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation))
 
-    for name, info in spec.input_model.model_fields.items():
-        wire = info.alias or name
-        help_text = info.description or ""
-        if is_secret_annotation(info.annotation):
+    for option in entry["options"]:
+        name, wire, help_text, kind = option["field"], option["wire"], option["help"], option["kind"]
+        if kind == "secret":
             # A secret on the command line lands in shell history and `ps`: prefer the environment variable.
             add(
                 name,
@@ -83,11 +66,11 @@ def _parameters(spec: OperationSpec) -> list[inspect.Parameter]:
                     help=help_text + f" Prefer the {secret_envvar(wire)} environment variable.",
                 ),
             )
-        elif _is_bool(info):
+        elif kind == "flag":
             add(name, bool | None, typer.Option(None, f"--{kebab(wire)}/--no-{kebab(wire)}", help=help_text))
         else:
             # Values go to the server as typed; the server validates them (one error text for all faces).
-            structured = _is_structured(info)
+            structured = kind == "json"
             add(
                 name,
                 str | None,
@@ -100,7 +83,7 @@ def _parameters(spec: OperationSpec) -> list[inspect.Parameter]:
             )
     add("client_token", str | None, typer.Option(None, "--client-token", help="Idempotency key for safe retries."))
     add("output", str, typer.Option("table", "-o", "--output", help="Output format: table or json."))
-    if spec.mutating:
+    if entry["mutating"]:
         add("wait", bool, typer.Option(False, "--wait/--no-wait", help="Poll until the operation ends."))
         add("wait_timeout", float, typer.Option(3600.0, "--wait-timeout", help="Seconds --wait polls at most."))
     add(
@@ -129,13 +112,15 @@ def render(payload: dict[str, Any], output: str) -> None:
     if output == "json":
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
         return
+    from rich.table import Table
+
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold cyan")
     table.add_column()
     for key, value in payload.items():
         shown = json.dumps(value, indent=1) if isinstance(value, dict | list) else str(value)
         table.add_row(key, shown)
-    out.print(table)
+    console().print(table)
 
 
 def render_error(payload: dict[str, Any], output: str) -> None:
@@ -144,22 +129,25 @@ def render_error(payload: dict[str, Any], output: str) -> None:
         sys.stderr.write(json.dumps(payload, indent=2) + "\n")
         return
     error = payload.get("error", payload)
+    err = console(stderr=True)
     err.print(f"[bold red]{error.get('code', 'ERROR')}[/]: {error.get('message', '')}")
     if error.get("hint"):
         err.print(f"[yellow]hint[/]: {error['hint']}")
 
 
-def wait_for(client: RestClient, catalog: Catalog, operation_id: str, output: str, timeout: float) -> dict[str, Any]:
+def wait_for(client: RestClient, operation_id: str, output: str, timeout: float) -> dict[str, Any]:
     """Poll operation_get until the operation ends, with a live spinner naming the current stage."""
-    getter = catalog.get("operation_get")
-    assert getter is not None
+    from rich.live import Live
+    from rich.spinner import Spinner
+
+    err = console(stderr=True)
     deadline = time.monotonic() + timeout
     spinner = Spinner("dots", text=f"{operation_id}: waiting")
     view: dict[str, Any] = {}
     live = output != "json" and err.is_terminal
     with Live(spinner, console=err, transient=True) if live else contextlib.nullcontext():
         while time.monotonic() < deadline:
-            failed, view = client.call(getter, {"operationId": operation_id})
+            failed, view = client.call("operation_get", {"operationId": operation_id})
             if failed:
                 return view
             stage = view.get("currentStage") or "-"
@@ -173,9 +161,9 @@ def wait_for(client: RestClient, catalog: Catalog, operation_id: str, output: st
     return view
 
 
-def make_command(spec: OperationSpec, catalog: Catalog, settings: Settings) -> Callable[..., None]:
-    """The Typer command function of one operation (its signature is built from the input model)."""
-    fields = {name: info.alias or name for name, info in spec.input_model.model_fields.items()}
+def make_command(entry: dict[str, Any], config: ConfigSource) -> Callable[..., None]:
+    """The Typer command function of one operation (its signature is built from the operation's fields)."""
+    fields = {option["field"]: option["wire"] for option in entry["options"]}
 
     def command(**kwargs: Any) -> None:
         output = kwargs.pop("output")
@@ -189,35 +177,43 @@ def make_command(spec: OperationSpec, catalog: Catalog, settings: Settings) -> C
         args = {fields[k]: _coerce(v) if isinstance(v, str) else v for k, v in kwargs.items() if v is not None}
         if token:
             args["clientToken"] = token
-        client = RestClient(settings, server)
-        try:
-            failed, payload = client.call(spec, args)
-            if failed:
-                render_error(payload, output)
-                raise typer.Exit(1)
-            if wait and "operationId" in payload:
-                payload = wait_for(client, catalog, payload["operationId"], output, wait_timeout)
-                render(payload, output)
-                raise typer.Exit(0 if payload.get("status") == "SUCCEEDED" else 1)
-            render(payload, output)
-        finally:
-            client.close()
+        from instantstart.client import RestClient
 
-    command.__signature__ = inspect.Signature(_parameters(spec))  # type: ignore[attr-defined]
-    command.__name__ = spec.name
-    command.__doc__ = spec.tool_description
+        client = RestClient(config(), server)
+        failed, payload = client.call(entry["name"], args)
+        if failed:
+            render_error(payload, output)
+            raise typer.Exit(1)
+        if wait and "operationId" in payload:
+            payload = wait_for(client, payload["operationId"], output, wait_timeout)
+            render(payload, output)
+            raise typer.Exit(0 if payload.get("status") == "SUCCEEDED" else 1)
+        render(payload, output)
+
+    command.__signature__ = inspect.Signature(_parameters(entry))  # type: ignore[attr-defined]
+    command.__name__ = entry["name"]
+    command.__doc__ = entry["tool"]["description"]
     return command
 
 
-def add_catalog_commands(root: typer.Typer, catalog: Catalog, settings: Settings) -> None:
-    """Attach `instantstart <group> <command>` for every operation."""
+def add_catalog_commands(
+    root: typer.Typer, index: dict[str, Any], config: ConfigSource, built: Container[str] | None = None
+) -> None:
+    """Attach `instantstart <group> <command>` for every operation of the catalog `index`.
+
+    With `built`, only those groups get their commands; the others are listed with their help alone (typer builds
+    every option of every command it holds, and a command line runs one group's command: the root's help needs
+    only the groups' help).
+    """
     groups: dict[str, typer.Typer] = {}
-    for spec in catalog:
-        group = groups.get(spec.cli_group)
+    for entry in index["operations"]:
+        name = entry["group"]
+        group = groups.get(name)
         if group is None:
-            group = typer.Typer(help=group_description(spec.cli_group), no_args_is_help=True)
-            groups[spec.cli_group] = group
-            root.add_typer(group, name=spec.cli_group)
-        group.command(spec.cli_command, help=spec.tool_description, short_help=spec.summary)(
-            make_command(spec, catalog, settings)
-        )
+            group = typer.Typer(help=index["groups"][name], no_args_is_help=True)
+            groups[name] = group
+            root.add_typer(group, name=name)
+        if built is None or name in built:
+            group.command(entry["command"], help=entry["tool"]["description"], short_help=entry["summary"])(
+                make_command(entry, config)
+            )

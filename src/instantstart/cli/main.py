@@ -2,20 +2,38 @@
 
 from __future__ import annotations
 
+import functools
+import sys
+from collections.abc import Container
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from instantstart.auth import token_path
-from instantstart.catalog import CATALOG
+from instantstart import catalog_index
 from instantstart.cli.commands import add_catalog_commands
 from instantstart.cli.workspace import add_sync_command
-from instantstart.services import load_all
-from instantstart.settings import Settings
+from instantstart.client_config import TOKEN_FILE, ClientConfig
+
+if TYPE_CHECKING:
+    from instantstart.settings import Settings
 
 
-def build_app(settings: Settings) -> typer.Typer:
-    """The whole CLI for `settings`: static commands plus one command per catalog operation."""
+def build_app(settings: Settings | None = None, argv: list[str] | None = None) -> typer.Typer:
+    """The whole CLI for `settings` (None: the environment's): static commands plus one command per catalog
+    operation, from the catalog index (the commands that call the server import neither the catalog nor the
+    settings model, only what they use). With the command line `argv`, only the command group it names gets
+    its commands built (the others are listed with their help)."""
+
+    def full_settings() -> Settings:
+        from instantstart.settings import Settings
+
+        return settings if settings is not None else Settings()
+
+    @functools.cache
+    def client_config() -> ClientConfig:
+        return ClientConfig.from_settings(settings) if settings is not None else ClientConfig.from_env()
+
     app = typer.Typer(help="InstantStart: HyperPod on EKS control plane.", no_args_is_help=True, add_completion=False)
 
     @app.command()
@@ -34,7 +52,7 @@ def build_app(settings: Settings) -> typer.Typer:
 
         try:
             run_server(
-                settings, host=host, port=port, twin=TwinOptions(twin_port, twin_clock_scale) if twin else None
+                full_settings(), host=host, port=port, twin=TwinOptions(twin_port, twin_clock_scale) if twin else None
             )
         except InsecureFileMode as exc:
             typer.echo(f"error: {exc}", err=True)
@@ -47,7 +65,7 @@ def build_app(settings: Settings) -> typer.Typer:
         """MCP over stdio: every tool call is forwarded to the running server's REST API."""
         from instantstart.mcp.stdio import run
 
-        run(settings, server_url=server)
+        run(client_config(), server_url=server)
 
     @app.command("agent-config")
     def agent_config(
@@ -65,8 +83,11 @@ def build_app(settings: Settings) -> typer.Typer:
 
         With --url the agent needs no local install: the file names the URL and `Bearer ${TOKEN_ENV}`, never the token.
         """
+        from instantstart.catalog import CATALOG
         from instantstart.cli.agent_config import TARGETS, write_config
+        from instantstart.services import load_all
 
+        load_all(client_config().plugins)
         if target not in TARGETS:
             raise typer.BadParameter(f"must be one of {', '.join(TARGETS)}", param_hint="TARGET")
         try:
@@ -87,23 +108,30 @@ def build_app(settings: Settings) -> typer.Typer:
         """Check the account, Region, quotas, bucket, helm, database and permissions before a first cluster."""
         from instantstart.cli.doctor import run_doctor_command
 
-        raise typer.Exit(run_doctor_command(settings, instance_type, output, twin=twin))
+        raise typer.Exit(run_doctor_command(full_settings(), instance_type, output, twin=twin))
 
     @app.command("token-file")
     def token_file() -> None:
         """Print where the bootstrap admin's API token is stored (never the token itself); `instantstart token`
         manages your own tokens."""
-        typer.echo(str(token_path(settings)))
+        typer.echo(str(client_config().data_dir / TOKEN_FILE))
 
-    load_all(settings.plugins)
-    add_catalog_commands(app, CATALOG, settings)
-    add_sync_command(app, CATALOG, settings)
+    index = catalog_index.load(client_config().plugins)
+    add_catalog_commands(app, index, client_config, None if argv is None else named_group(argv, index["groups"]))
+    add_sync_command(app, client_config)
     return app
+
+
+def named_group(argv: list[str], groups: Container[str]) -> set[str]:
+    """The catalog command group a command line runs (none for the root's help or a static command)."""
+    first = next((arg for arg in argv if not arg.startswith("-")), None)
+    return {first} if first is not None and first in groups else set()
 
 
 def main() -> None:
     """Console entry point."""
-    build_app(Settings())(prog_name="instantstart")
+    argv = sys.argv[1:]
+    build_app(argv=argv)(argv, prog_name="instantstart")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from instantstart.errors import InstantStartError
-from instantstart.services.storage.workspace import MAX_FILE_BYTES, workspace_path
+from instantstart.workspace_paths import MAX_FILE_BYTES, workspace_path
 
 STATE_FILE = ".instantstart-sync.json"
 IGNORE_FILE = ".instantstartignore"

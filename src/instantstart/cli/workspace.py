@@ -16,10 +16,9 @@ from typing import Any
 
 import typer
 
-from instantstart.catalog.registry import Catalog
 from instantstart.cli import sync_plan as sp
 from instantstart.client import RestClient
-from instantstart.settings import Settings
+from instantstart.client_config import ClientConfig
 
 
 class RemoteError(Exception):
@@ -33,13 +32,11 @@ class RemoteError(Exception):
 class RemoteFiles:
     """The claim's files through the workspace operations, paths relative to `prefix` of the claim."""
 
-    def __init__(self, client: RestClient, catalog: Catalog, storage: str, prefix: str) -> None:
-        self.client, self.catalog, self.storage, self.prefix = client, catalog, storage, prefix
+    def __init__(self, client: RestClient, storage: str, prefix: str) -> None:
+        self.client, self.storage, self.prefix = client, storage, prefix
 
     def _call(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
-        spec = self.catalog.get(name)
-        assert spec is not None, name
-        failed, payload = self.client.call(spec, {"storage": self.storage, **args})
+        failed, payload = self.client.call(name, {"storage": self.storage, **args})
         if failed:
             raise RemoteError(payload)
         return payload
@@ -213,7 +210,7 @@ def render_report(report: SyncReport, output: str) -> None:
         typer.echo("in step: nothing to do")
 
 
-def add_sync_command(root_app: typer.Typer, catalog: Catalog, settings: Settings) -> None:
+def add_sync_command(root_app: typer.Typer, config: Callable[[], ClientConfig]) -> None:
     """Attach `instantstart workspace sync` to the workspace group the catalog made."""
     group = next(g.typer_instance for g in root_app.registered_groups if g.name == "workspace")
     assert group is not None
@@ -241,8 +238,8 @@ def add_sync_command(root_app: typer.Typer, catalog: Catalog, settings: Settings
         if not folder.is_dir():
             raise typer.BadParameter(f"{folder} is not a folder", param_hint="FOLDER")
         sub = prefix.strip("/") + "/" if prefix.strip("/") else ""
-        client = RestClient(settings, server)
-        remote = RemoteFiles(client, catalog, storage, sub)
+        client = RestClient(config(), server)
+        remote = RemoteFiles(client, storage, sub)
         failed: list[bool] = []
 
         def once() -> None:
@@ -265,6 +262,4 @@ def add_sync_command(root_app: typer.Typer, catalog: Catalog, settings: Settings
         except ValueError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from None
-        finally:
-            client.close()
         raise typer.Exit(1 if any(failed) else 0)

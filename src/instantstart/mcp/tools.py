@@ -2,29 +2,21 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import mcp_types as types
-from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 
-from instantstart import __version__
+from instantstart.catalog.index import tool_entry
 from instantstart.catalog.registry import Catalog, OperationSpec
 from instantstart.catalog.schema import arguments_schema
+from instantstart.mcp.tool_server import INSTRUCTIONS, SERVER_NAME, Visible, result_for, tool_server, unknown_tool
 
-SERVER_NAME = "hypd-inst"
-INSTRUCTIONS = (
-    "InstantStart drives Amazon SageMaker HyperPod clusters on Amazon EKS. Mutating tools return an"
-    " operationId at once; poll the named status tool with wait_seconds in between until it reports a"
-    " terminal state. Pass clientToken to make a retry return the same operation."
-)
+__all__ = ["INSTRUCTIONS", "SERVER_NAME", "build_server", "result_for", "tool_for", "tool_input_schema"]
 
 # (is_error, payload): payload is the operation's JSON output, or {"error": {code, message, hint, details}}.
 ToolCall = Callable[[OperationSpec, dict[str, Any]], Awaitable[tuple[bool, dict[str, Any]]]]
-# The names of the tools the caller's role may call (the tool list shows only those).
-Visible = Callable[[], Awaitable[set[str]]]
 
 
 def tool_input_schema(spec: OperationSpec) -> dict[str, Any]:
@@ -33,67 +25,15 @@ def tool_input_schema(spec: OperationSpec) -> dict[str, Any]:
 
 
 def tool_for(spec: OperationSpec) -> types.Tool:
-    """The MCP Tool for a catalog operation."""
-    return types.Tool(
-        name=spec.name,
-        description=spec.tool_description,
-        input_schema=tool_input_schema(spec),
-        annotations=types.ToolAnnotations(
-            read_only_hint=spec.read_only,
-            destructive_hint=spec.destructive,
-            idempotent_hint=spec.idempotent,
-            open_world_hint=spec.open_world,
-        ),
-    )
-
-
-def result_for(is_error: bool, payload: dict[str, Any]) -> types.CallToolResult:
-    """A tool result carrying the same JSON the REST API returns (as text and as structured content)."""
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=json.dumps(payload, separators=(",", ":")))],
-        structured_content=payload,
-        is_error=is_error,
-    )
+    """The MCP Tool for a catalog operation (the same JSON the catalog index gives `instantstart mcp`)."""
+    return types.Tool.model_validate(tool_entry(spec))
 
 
 def build_server(catalog: Catalog, call: ToolCall, visible: Visible | None = None) -> Server[Any]:
-    """An MCP server named hypd-inst whose tools are the catalog's operations (with `visible`, only those the
-    caller's role may call; a call of another is refused FORBIDDEN by the operation's role check).
+    """The MCP server of the catalog's operations, each call given to `call` with its spec."""
 
-    Arguments reach the operation unvalidated by the SDK: the operation's own input model validates them, so an
-    error names the field the same way on every face.
-    """
-    tools = [tool_for(spec) for spec in catalog]
+    async def call_named(name: str, args: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+        spec = catalog.get(name)
+        return unknown_tool(name) if spec is None else await call(spec, args)
 
-    async def list_tools(
-        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListToolsResult:
-        if visible is None:
-            return types.ListToolsResult(tools=tools)
-        names = await visible()
-        return types.ListToolsResult(tools=[tool for tool in tools if tool.name in names])
-
-    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
-        spec = catalog.get(params.name)
-        if spec is None:
-            return result_for(
-                True,
-                {
-                    "error": {
-                        "code": "NOT_FOUND",
-                        "message": f"Unknown tool {params.name!r}.",
-                        "hint": "List the tools to see the valid names.",
-                        "details": {},
-                    }
-                },
-            )
-        is_error, payload = await call(spec, dict(params.arguments or {}))
-        return result_for(is_error, payload)
-
-    return Server(
-        SERVER_NAME,
-        version=__version__,
-        instructions=INSTRUCTIONS,
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-    )
+    return tool_server([tool_for(spec) for spec in catalog], call_named, visible)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
 from datetime import datetime
 from typing import Any
 
@@ -21,33 +20,10 @@ from instantstart.services.core.stages import blocking
 from instantstart.services.storage.s3_claims import active_cluster, default_bucket
 from instantstart.store.models import ClusterRow
 from instantstart.validation import KubeName
+from instantstart.workspace_paths import MAX_FILE_BYTES, workspace_path
 
-# A file travels base64 in one JSON request; the API's default body limit is 1 MiB (docs/ARCHITECTURE.md).
-MAX_FILE_BYTES = 512 * 1024
-MAX_PATH_CHARS = 512
 LIST_PAGE = 1000
 ETAG = r"^[0-9A-Za-z-]{1,64}$"
-# Path segments: no '.', '..' or empty segment, no control characters or backslashes (a Windows separator).
-_BAD_CHARS = re.compile(r"[\x00-\x1f\x7f\\]")
-
-
-def workspace_path(path: str, field: str = "path") -> str:
-    """A file's path relative to the claim, refused unless it stays inside it: no leading '/', no '.', '..' or
-    empty segment, no trailing '/' (a folder), no control characters or backslash, at most 512 characters."""
-    segments = path.split("/")
-    if (
-        not path
-        or len(path) > MAX_PATH_CHARS
-        or _BAD_CHARS.search(path)
-        or any(s in ("", ".", "..") for s in segments)
-    ):
-        raise InvalidInput(
-            f"Invalid input: {field}: {path[:200]!r} is not a file path inside the claim",
-            hint="Give a relative path like src/train.py: segments separated by '/', none empty, '.' or '..', "
-            "no leading or trailing '/', no backslash or control character, at most 512 characters.",
-            details={"fields": [{"field": field, "message": "must be a relative file path inside the claim"}]},
-        )
-    return path
 
 
 def claim_base(app: AppContext, row: ClusterRow, claim: str) -> dict[str, Any]:
