@@ -124,11 +124,8 @@ def test_sync_round_trip_deletions_conflict_dry_run_and_refusals(cp: Running, tw
         if len(reports) == 1:
             (laptop / "notes.md").write_text("# notes\n")
 
-    try:
-        runs = watch(laptop, lambda: reports.append(sync_once(laptop, remote).as_dict()), interval=0, sleep=edit,
-                     iterations=2)
-    finally:
-        client.close()
+    runs = watch(laptop, lambda: reports.append(sync_once(laptop, remote).as_dict()), interval=0, sleep=edit,
+                 iterations=2)
     assert runs == 2 and actions(reports[1]) == {"notes.md": "upload"}
     assert remote_keys(s3, bucket)["notes.md"] == b"# notes\n"
 
