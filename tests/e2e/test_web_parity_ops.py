@@ -196,8 +196,9 @@ def test_jobs_from_an_image_logs_delete_and_mlflow(page: Any, served: Served) ->
     expect(page.locator("#banner")).to_contain_text("Submitted plain-1", timeout=90_000)
     expect(job.locator(".form-error")).to_have_count(0)
     expect(job.get_by_label("Job name")).to_have_value("")  # the submitted form starts afresh
-    expect(page.locator('#jobs tr[data-job="plain-1"]')).to_contain_text("HyperPodPyTorchJob")
-    expect(page.locator('#all-jobs tr[data-job="plain-1"]')).to_be_visible()
+    # The lists refresh every 5 s from the watched state: wait for the row, not a fixed time.
+    expect(page.locator('#jobs tr[data-job="plain-1"]')).to_contain_text("HyperPodPyTorchJob", timeout=30_000)
+    expect(page.locator('#all-jobs tr[data-job="plain-1"]')).to_be_visible(timeout=30_000)
     with served.api() as api:
         status = api.get("/api/v1/training/jobs/status", params={"jobName": "plain-1"}).json()
     assert status["job"]["kind"] == "HyperPodPyTorchJob" and status["image"] == "example/pytorch:1", status

@@ -26,6 +26,7 @@ from tests.support.faces import (
     tool_payload,
 )
 from tests.support.servers import Running
+from tests.support.waits import wait_terminal
 
 load_all()
 
@@ -168,8 +169,11 @@ async def test_faces_agree_on_validation_errors_and_results(cp: Running, tmp_pat
                 assert good[0]["statusTool"] == spec.completion
                 # Stop it at once: a mutation left running (cluster_create reaching its activate stage)
                 # would change what later tools see between one face and the next.
+                # And wait until it has ended: one still holding its lock (alert_channels_update on state:alerts)
+                # would make the next operation's first face answer CONFLICT and the others not.
                 with server.client() as client:
                     client.post(f"/api/v1/operations/{good[0]['operationId']}/cancel")
+                    wait_terminal(client, good[0]["operationId"])
 
 
 @pytest.mark.parametrize("python", [sys.executable])
