@@ -13,9 +13,9 @@ from hyperpod_twin.events import TOPICS, EventBus
 def test_a_misspelt_topic_is_refused_on_subscribe_and_publish() -> None:
     bus = EventBus()
     topic: Any = "twin.rest"  # a topic built at run time escapes mypy's Literal check
-    with pytest.raises(ValueError, match=r"unknown twin event topic 'twin.rest'.*twin\.reset"):
+    with pytest.raises(ValueError, match=r"unknown twin event topic 'twin\.rest'.*twin\.reset"):
         bus.subscribe(topic, lambda **_: None)
-    with pytest.raises(ValueError, match="unknown twin event topic 'twin.rest'"):
+    with pytest.raises(ValueError, match=r"unknown twin event topic 'twin\.rest'"):
         bus.publish(topic)
 
 
