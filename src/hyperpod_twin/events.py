@@ -6,11 +6,44 @@ import logging
 import threading
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, get_args
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[..., Any]
+# Every topic the twin publishes or subscribes to (payloads in EventBus's docstring): a misspelt topic is a mypy
+# error at the call site, and a runtime ValueError for a topic built at run time.
+Topic = Literal[
+    "eks.cluster.activating",
+    "eks.cluster.deleted",
+    "eks.addon.changed",
+    "eks.addon.active",
+    "eks.addon.deleted",
+    "eks.access_entries.changed",
+    "eks.pod_identity.changed",
+    "hyperpod.node.changed",
+    "hyperpod.node.removed",
+    "hyperpod.node.health",
+    "hyperpod.cluster.changed",
+    "hyperpod.autoscaling.active",
+    "hyperpod.cluster.deleted",
+    "fsx.filesystem.changed",
+    "kube.cluster.started",
+    "kube.cluster.stopped",
+    "kube.node.health_label",
+    "twin.node.hardware",
+    "twin.kube.control",
+    "twin.mlflow.resolve",
+    "twin.reset",
+    "twin.stopping",
+]
+TOPICS: frozenset[str] = frozenset(get_args(Topic))
+
+
+def _known(topic: str) -> None:
+    if topic not in TOPICS:
+        raise ValueError(f"unknown twin event topic {topic!r}; topics: {', '.join(sorted(TOPICS))} "
+                         "(add a new one to hyperpod_twin.events.Topic)")
 
 
 class EventBus:
@@ -67,21 +100,29 @@ class EventBus:
       label, an agent) set a HyperPod Node's ``sagemaker.amazonaws.com/node-health-status`` label to
       an unhealthy value itself; the simulator already tainted the Node, and the AWS side should
       recover the instance per NodeRecovery as it does for ``hyperpod.node.health``.
+    - ``fsx.filesystem.changed`` file_system (the public DescribeFileSystems view), or file_system_id and
+      deleted=True
+    - ``twin.node.hardware`` instance_id, body (POST /_twin/nodes/{instanceId}/hardware) → the simulator's
+      answer dict ({"error": ...} when refused)
+    - ``twin.kube.control`` cluster, action, body (POST /_twin/kube/...) → the Kubernetes side's answer dict
+    - ``twin.mlflow.resolve`` arn → the MLflow tracking server's URL, None (still creating) or "" (unknown)
     - ``twin.reset`` (no payload): every component returns to a clean state.
     - ``twin.stopping`` (no payload): Twin.stop() is about to stop the clock and the HTTP server.
     """
 
     def __init__(self) -> None:
-        self._handlers: dict[str, list[Handler]] = defaultdict(list)
+        self._handlers: dict[Topic, list[Handler]] = defaultdict(list)
         self._lock = threading.RLock()
 
-    def subscribe(self, topic: str, handler: Handler) -> None:
+    def subscribe(self, topic: Topic, handler: Handler) -> None:
         """Register `handler` for `topic`."""
+        _known(topic)
         with self._lock:
             self._handlers[topic].append(handler)
 
-    def publish(self, topic: str, **payload: Any) -> list[Any]:
+    def publish(self, topic: Topic, **payload: Any) -> list[Any]:
         """Call every handler of `topic`; return their results. A failing handler is logged, not raised."""
+        _known(topic)
         with self._lock:
             handlers = list(self._handlers.get(topic, ()))
         results: list[Any] = []

@@ -171,7 +171,7 @@ def test_a_training_job_appears_and_goes_live_without_a_reload_or_a_poll(page: A
                                                                          tmp_path: Any) -> None:
     from kubernetes import client as k8s
 
-    from instantstart.manifests import training as m
+    from instantstart.manifests import training as training_manifests
     from tests.support.watches import pytorch_job
 
     page.goto(served.url + "/#/monitoring")
@@ -182,15 +182,22 @@ def test_a_training_job_appears_and_goes_live_without_a_reload_or_a_poll(page: A
         r"/api/v1/(training/jobs|inference/(services|managed))(\?|$)", r.url) else None)
     with served.kube_api(tmp_path) as api_client:
         objects = k8s.CustomObjectsApi(api_client)
-        objects.create_namespaced_custom_object(m.GROUP, m.VERSION, "default", m.PLURAL,
-                                                pytorch_job("live-job", TYPE))
+        objects.create_namespaced_custom_object(
+            training_manifests.GROUP,
+            training_manifests.VERSION,
+            "default",
+            training_manifests.PLURAL,
+            pytorch_job("live-job", TYPE),
+        )
         # No reload, no navigation, no poll: the job's watch sees it and the WebSocket pushes the new state.
         row = page.locator("#jobs tr[data-job=live-job]")
         expect(row).to_contain_text("HyperPodPyTorchJob", timeout=15_000)
         expect(row).to_contain_text(TYPE)
         shot(page, "35-monitoring-live-job")
         audit(page, "Monitoring with a job pushed live")
-        objects.delete_namespaced_custom_object(m.GROUP, m.VERSION, "default", m.PLURAL, "live-job")
+        objects.delete_namespaced_custom_object(
+            training_manifests.GROUP, training_manifests.VERSION, "default", training_manifests.PLURAL, "live-job"
+        )
     expect(row).to_have_count(0, timeout=15_000)
     expect(page.locator(f"#jobs tr[data-job={JOB}]")).to_have_count(1)
     assert table_reads == [], table_reads

@@ -15,7 +15,7 @@ from kubernetes import client as k8s
 
 from instantstart.kube.informers import Informer, InformerOptions
 from instantstart.manifests import inference_endpoint as iec
-from instantstart.manifests import training as m
+from instantstart.manifests import training as training_manifests
 from instantstart.services.monitoring.custom import CUSTOM_KINDS
 from instantstart.services.monitoring.state import Freshness
 from instantstart.twin_process import TwinProcess
@@ -36,7 +36,9 @@ def twin_kube(twin: TwinProcess, action: str, body: dict[str, Any] | None = None
 
 def jobs(objects: k8s.CustomObjectsApi) -> dict[str, str]:
     """{namespace/name: resourceVersion} of the HyperPodPyTorchJobs on the server."""
-    found = objects.list_cluster_custom_object(m.GROUP, m.VERSION, m.PLURAL)
+    found = objects.list_cluster_custom_object(
+        training_manifests.GROUP, training_manifests.VERSION, training_manifests.PLURAL
+    )
     return {f"{o['metadata']['namespace']}/{o['metadata']['name']}": o["metadata"]["resourceVersion"]
             for o in found["items"]}
 
@@ -94,28 +96,62 @@ def test_a_custom_resource_watch_waits_for_its_crd_then_resumes_after_a_cut_and_
         install(api, "training-operator")
         until(lambda: informer.health.state == "synced" and informer.synced.is_set(), "the watch to start")
         for name in ("j1", "j2", "j3"):
-            objects.create_namespaced_custom_object(m.GROUP, m.VERSION, "default", m.PLURAL, pytorch_job(name))
+            objects.create_namespaced_custom_object(
+                training_manifests.GROUP,
+                training_manifests.VERSION,
+                "default",
+                training_manifests.PLURAL,
+                pytorch_job(name),
+            )
         until(in_sync, "the three jobs")
         view_j1 = informer.snapshot()[1]["default/j1"]
         assert view_j1["spec"]["replicaSpecs"][0]["template"]["spec"]["nodeSelector"] == {
-            m.INSTANCE_TYPE_LABEL: "ml.g6.4xlarge"}
+            training_manifests.INSTANCE_TYPE_LABEL: "ml.g6.4xlarge"}
         assert "env" not in view_j1["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]  # pruned
         # 1. The connection drops: the changes made meanwhile arrive once the watch resumes from its version.
         twin_kube(twin, "watches/cut")
-        objects.create_namespaced_custom_object(m.GROUP, m.VERSION, "default", m.PLURAL, pytorch_job("j4"))
-        objects.patch_namespaced_custom_object(m.GROUP, m.VERSION, "default", m.PLURAL, "j1",
-                                               {"metadata": {"labels": {"v": "2"}}})
-        objects.delete_namespaced_custom_object(m.GROUP, m.VERSION, "default", m.PLURAL, "j2")
+        objects.create_namespaced_custom_object(
+            training_manifests.GROUP,
+            training_manifests.VERSION,
+            "default",
+            training_manifests.PLURAL,
+            pytorch_job("j4"),
+        )
+        objects.patch_namespaced_custom_object(
+            training_manifests.GROUP,
+            training_manifests.VERSION,
+            "default",
+            training_manifests.PLURAL,
+            "j1",
+            {"metadata": {"labels": {"v": "2"}}},
+        )
+        objects.delete_namespaced_custom_object(
+            training_manifests.GROUP, training_manifests.VERSION, "default", training_manifests.PLURAL, "j2"
+        )
         until(lambda: informer.health.reconnects >= 1 and in_sync(), "the resumed watch")
         assert informer.health.relists == 0
         # 2. An outage long enough for the history to be compacted: 410, then a relist reporting the difference.
         twin_kube(twin, "watches/block", {"blocked": True})
         until(lambda: not informer.health.connected, "the outage to be noticed")
         assert not informer.current()
-        objects.create_namespaced_custom_object(m.GROUP, m.VERSION, "default", m.PLURAL, pytorch_job("j5"))
-        objects.patch_namespaced_custom_object(m.GROUP, m.VERSION, "default", m.PLURAL, "j4",
-                                               {"metadata": {"labels": {"v": "2"}}})
-        objects.delete_namespaced_custom_object(m.GROUP, m.VERSION, "default", m.PLURAL, "j3")
+        objects.create_namespaced_custom_object(
+            training_manifests.GROUP,
+            training_manifests.VERSION,
+            "default",
+            training_manifests.PLURAL,
+            pytorch_job("j5"),
+        )
+        objects.patch_namespaced_custom_object(
+            training_manifests.GROUP,
+            training_manifests.VERSION,
+            "default",
+            training_manifests.PLURAL,
+            "j4",
+            {"metadata": {"labels": {"v": "2"}}},
+        )
+        objects.delete_namespaced_custom_object(
+            training_manifests.GROUP, training_manifests.VERSION, "default", training_manifests.PLURAL, "j3"
+        )
         twin_kube(twin, "history/compact")
         twin_kube(twin, "watches/block", {"blocked": False})
         until(lambda: informer.health.relists >= 1 and in_sync(), "the relist after 410")
@@ -162,14 +198,20 @@ def test_job_and_endpoint_reads_come_from_the_watches_and_serve_the_last_state_s
         # The training operator and KubeRay arrive; a job submitted appears in the list from the watch.
         install(api, "training-operator")
         install(api, "kuberay")
-        objects.create_namespaced_custom_object(m.GROUP, m.VERSION, "default", m.PLURAL, pytorch_job("watched-1"))
+        objects.create_namespaced_custom_object(
+            training_manifests.GROUP,
+            training_manifests.VERSION,
+            "default",
+            training_manifests.PLURAL,
+            pytorch_job("watched-1"),
+        )
         # Each informer that saw no CRD checks again by itself (backoff at most absent_retry_max apart).
         until(lambda: (found := job_list())["source"] == "watch" and found["count"] == 1
               and {w["state"] for w in found["watch"]["watches"]} == {"synced"}, "the job from the synced watches")
         listed = job_list()
         job = listed["jobs"][0]
         assert (job["name"], job["kind"], job["nodes"], job["instanceType"], job["recipe"]) == (
-            "watched-1", m.KIND, 2, "ml.g6.4xlarge", "demo")
+            "watched-1", training_manifests.KIND, 2, "ml.g6.4xlarge", "demo")
         assert listed["watch"]["synced"] and not listed["watch"]["stale"] and listed["note"] is None
         # job_get_status also needs the pods watch, which its first read starts and waits for a bounded time
         # (then reads directly): wait for the watched answer rather than bet on that bound under load.
@@ -201,8 +243,13 @@ def test_job_and_endpoint_reads_come_from_the_watches_and_serve_the_last_state_s
         twin_kube(twin, "watches/block", {"blocked": True}, OTHER)
         try:
             until(lambda: all_down(job_list()), "every job watch to notice the outage")
-            objects.create_namespaced_custom_object(m.GROUP, m.VERSION, "default", m.PLURAL,
-                                                    pytorch_job("during-outage"))
+            objects.create_namespaced_custom_object(
+                training_manifests.GROUP,
+                training_manifests.VERSION,
+                "default",
+                training_manifests.PLURAL,
+                pytorch_job("during-outage"),
+            )
             began = time.time()
             stale = job_list()
             ended = time.time()

@@ -11,7 +11,7 @@ from typing import Any
 from kubernetes import client as k8s
 
 from instantstart.manifests import inference as mi
-from instantstart.manifests import training as m
+from instantstart.manifests import training as training_manifests
 from instantstart.twin_process import TwinProcess
 from tests.support.flows import kube, make_eks
 from tests.support.servers import Running
@@ -51,13 +51,18 @@ def test_job_status_and_model_servers_come_from_the_watches_and_say_stale_during
             return body
 
         def job_pods_on_server() -> set[str]:
-            found = core.list_namespaced_pod("default", label_selector=f"{m.POD_JOB_LABEL}=wj")
+            found = core.list_namespaced_pod("default", label_selector=f"{training_manifests.POD_JOB_LABEL}=wj")
             return {p.metadata.name for p in found.items}
 
         # A training job: the twin's training operator makes one pod per node, labelled with the job's name.
         install(api, "training-operator")
-        k8s.CustomObjectsApi(api).create_namespaced_custom_object(m.GROUP, m.VERSION, "default", m.PLURAL,
-                                                                  pytorch_job("wj"))
+        k8s.CustomObjectsApi(api).create_namespaced_custom_object(
+            training_manifests.GROUP,
+            training_manifests.VERSION,
+            "default",
+            training_manifests.PLURAL,
+            pytorch_job("wj"),
+        )
         until(lambda: len(job_pods_on_server()) == 2, "the operator's two pods")
         until(lambda: (s := status())["source"] == "watch" and {p["name"] for p in s["pods"]} == job_pods_on_server(),
               "the job and its pods from the watches")
@@ -67,8 +72,12 @@ def test_job_status_and_model_servers_come_from_the_watches_and_say_stale_during
         states = {w["kind"]: w["state"] for w in watched["watch"]["watches"]}
         assert states == {"hyperpodpytorchjobs": "synced", "rayjobs": "absent", "pods": "synced"}, states
         # A pod that gets the job's label joins the answer, and leaves it when deleted (the index follows changes).
-        extra = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "wj-extra", "labels": {m.POD_JOB_LABEL: "wj"}},
-                 "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+        extra = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "wj-extra", "labels": {training_manifests.POD_JOB_LABEL: "wj"}},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+        }
         core.create_namespaced_pod("default", extra)
         until(lambda: "wj-extra" in {p["name"] for p in status()["pods"]}, "the labelled pod in the job's pods")
         core.delete_namespaced_pod("wj-extra", "default", grace_period_seconds=0)

@@ -8,7 +8,7 @@ import httpx
 from kubernetes import client as k8s
 
 from hyperpod_twin.sim.crds import crd_manifests
-from instantstart.manifests import training as m
+from instantstart.manifests import training as training_manifests
 from instantstart.manifests.resources import PodResources
 from instantstart.twin_process import TwinProcess
 
@@ -29,6 +29,16 @@ def install(api: k8s.ApiClient, bundle: str) -> None:
 
 def pytorch_job(name: str, instance_type: str = "ml.g6.4xlarge") -> dict[str, Any]:
     """A HyperPodPyTorchJob of two nodes as training_job_submit builds it."""
-    return m.job(m.JobSpec(name=name, namespace="default", image="example/train:1", entry=["train.py"], nodes=2,
-                           nproc_per_node="1", resources=PodResources(gpus=1), instance_type=instance_type,
-                           recipe="demo"))
+    return training_manifests.job(
+        training_manifests.JobSpec(
+            name=name,
+            namespace="default",
+            image="example/train:1",
+            entry=["train.py"],
+            nodes=2,
+            nproc_per_node="1",
+            resources=PodResources(gpus=1),
+            instance_type=instance_type,
+            recipe="demo",
+        )
+    )

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from instantstart.errors import InvalidInput
-from instantstart.manifests import training as m
+from instantstart.manifests import training as training_manifests
 from instantstart.services.core import sizing
 from instantstart.services.core.instance_types import catalog
 from instantstart.services.training import checks
@@ -47,9 +47,17 @@ def official(instance_type: str, replicas: int, accelerators: int | None = None)
 def ours(instance_type: str, nodes: int, gpus: int | None = None, **shape: Any) -> dict[str, Any]:
     """What training_job_submit renders for the same intent."""
     req = JobShape(job_name="j", instance_type=instance_type, nodes=nodes, gpus_per_node=gpus, **shape)
-    spec = m.JobSpec(name="j", namespace="default", image="i", entry=["train.py"], nodes=nodes, nproc_per_node="auto",
-                     resources=checks.pod_resources(req), instance_type=instance_type)
-    return m.job(spec)
+    spec = training_manifests.JobSpec(
+        name="j",
+        namespace="default",
+        image="i",
+        entry=["train.py"],
+        nodes=nodes,
+        nproc_per_node="auto",
+        resources=checks.pod_resources(req),
+        instance_type=instance_type,
+    )
+    return training_manifests.job(spec)
 
 
 def _container(job: dict[str, Any]) -> dict[str, Any]:
@@ -65,7 +73,7 @@ def _numbers(section: dict[str, Any]) -> dict[str, float]:
 def compare(theirs: dict[str, Any], mine: dict[str, Any]) -> tuple[dict[str, float], dict[str, float]]:
     """Asserts the fields that must agree; returns our requests and limits as numbers."""
     t, o = _container(theirs), _container(mine)
-    assert o["name"] == t["name"] == m.CONTAINER
+    assert o["name"] == t["name"] == training_manifests.CONTAINER
     t_specs, o_specs = theirs["replicaSpecs"][0], mine["spec"]["replicaSpecs"][0]
     assert o_specs["replicas"] == t_specs["replicas"]
     assert o_specs["template"]["spec"]["nodeSelector"] == t_specs["template"]["spec"]["nodeSelector"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from instantstart.errors import InvalidInput
-from instantstart.manifests import fsx as f
+from instantstart.manifests import fsx as fsx_manifests
 from instantstart.services.storage.fsx_params import FsxCreateRequest, lustre_options
 
 
@@ -76,17 +76,17 @@ def test_refusals_name_the_field_and_the_allowed_values(given: dict[str, object]
 
 
 def test_static_pv_and_claim() -> None:
-    pv = f.build_pv(cluster_tag="t", claim="data", file_system_id="fs-0123456789abcdef0",
+    pv = fsx_manifests.build_pv(cluster_tag="t", claim="data", file_system_id="fs-0123456789abcdef0",
                     dns_name="fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com", mount_name="abcdefgh",
                     capacity_gib=2400)
-    pvc = f.build_pvc(cluster_tag="t", claim="data", capacity_gib=2400)
+    pvc = fsx_manifests.build_pvc(cluster_tag="t", claim="data", capacity_gib=2400)
     assert pv["spec"]["csi"] == {"driver": "fsx.csi.aws.com", "volumeHandle": "fs-0123456789abcdef0",
                                  "volumeAttributes": {"dnsname": "fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com",
                                                       "mountname": "abcdefgh"}}
     assert pv["spec"]["persistentVolumeReclaimPolicy"] == "Retain" and pv["spec"]["mountOptions"] == ["flock"]
     assert pvc["spec"]["volumeName"] == "data-pv" and pvc["spec"]["storageClassName"] == ""
     assert pvc["spec"]["resources"]["requests"]["storage"] == pv["spec"]["capacity"]["storage"] == "2400Gi"
-    assert f.pv_differences(pv, pv) == []
-    other = f.build_pv(cluster_tag="t", claim="data", file_system_id="fs-0123456789abcdef1", dns_name="x",
+    assert fsx_manifests.pv_differences(pv, pv) == []
+    other = fsx_manifests.build_pv(cluster_tag="t", claim="data", file_system_id="fs-0123456789abcdef1", dns_name="x",
                        mount_name="y", capacity_gib=1200)
-    assert any("fileSystemId" in p for p in f.pv_differences(other, pv))
+    assert any("fileSystemId" in p for p in fsx_manifests.pv_differences(other, pv))

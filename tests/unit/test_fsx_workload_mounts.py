@@ -7,8 +7,8 @@ import pytest
 
 from instantstart.errors import InvalidInput
 from instantstart.manifests import inference as mi
-from instantstart.manifests import ray_job as r
-from instantstart.manifests import training as m
+from instantstart.manifests import ray_job as ray_job_manifests
+from instantstart.manifests import training as training_manifests
 from instantstart.manifests.resources import PodResources
 from instantstart.services.storage.fsx_claims import require_fsx_claim, uses_fsx
 from instantstart.services.storage.model_fsx import fsx_outcome
@@ -17,9 +17,9 @@ from instantstart.services.training.recipes import needs_s3, recipes
 
 
 def _job(**extra: object) -> dict[str, object]:
-    return m.job(m.JobSpec(name="j", namespace="default", image="i", entry=["train.py"], nodes=1,
-                           nproc_per_node="auto", resources=PodResources(gpus=1), instance_type="ml.g6.4xlarge",
-                           s3_claim="s3-claim", **extra))  # type: ignore[arg-type]
+    return training_manifests.job(training_manifests.JobSpec(name="j", namespace="default", image="i",
+                           entry=["train.py"], nodes=1, nproc_per_node="auto", resources=PodResources(gpus=1),
+                           instance_type="ml.g6.4xlarge", s3_claim="s3-claim", **extra))  # type: ignore[arg-type]
 
 
 def test_a_training_job_mounts_the_fsx_claim_read_write_at_fsx() -> None:
@@ -31,9 +31,9 @@ def test_a_training_job_mounts_the_fsx_claim_read_write_at_fsx() -> None:
 
 
 def test_ray_head_and_workers_mount_the_fsx_claim() -> None:
-    body = r.ray_job(r.RayJobSpec(name="rl", namespace="default", image="i", entrypoint=["python3", "a.py"],
-                                  workers=1, worker=PodResources(gpus=1), instance_type="ml.g6.4xlarge",
-                                  fsx_claim="shared"))
+    body = ray_job_manifests.ray_job(ray_job_manifests.RayJobSpec(name="rl", namespace="default", image="i",
+                                  entrypoint=["python3", "a.py"], workers=1, worker=PodResources(gpus=1),
+                                  instance_type="ml.g6.4xlarge", fsx_claim="shared"))
     cluster = body["spec"]["rayClusterSpec"]
     for template in (cluster["headGroupSpec"]["template"], cluster["workerGroupSpecs"][0]["template"]):
         assert {"name": "fsx", "persistentVolumeClaim": {"claimName": "shared"}} in template["spec"]["volumes"]

@@ -22,18 +22,20 @@ def test_every_catalog_type_has_the_same_hardware_in_the_twin_and_its_whole_node
 
 
 def test_a_ray_worker_and_its_head_fit_one_node_of_every_type() -> None:
-    from instantstart.manifests import ray_job as r
+    from instantstart.manifests import ray_job as ray_job_manifests
 
     for name, t in catalog().items():
         alloc = allocatable_of(capacity_of(name))
         worker = sizing.pod_resources(t, accelerators_per_pod=t.accelerators, nodes=1,
-                                      beside=(r.HEAD_CPU, r.HEAD_MEMORY_GIB))
-        cpu = worker.cpu_milli / 1000 + r.HEAD_CPU
-        memory = worker.memory_mib * 2**20 + r.HEAD_MEMORY_GIB * 2**30
-        if t.vcpus > r.HEAD_CPU + 1 and t.memory_gib > r.HEAD_MEMORY_GIB + 2:  # a type a Ray cluster can use
+                                      beside=(ray_job_manifests.HEAD_CPU, ray_job_manifests.HEAD_MEMORY_GIB))
+        cpu = worker.cpu_milli / 1000 + ray_job_manifests.HEAD_CPU
+        memory = worker.memory_mib * 2**20 + ray_job_manifests.HEAD_MEMORY_GIB * 2**30
+        if (
+            t.vcpus > ray_job_manifests.HEAD_CPU + 1 and t.memory_gib > ray_job_manifests.HEAD_MEMORY_GIB + 2
+        ):  # a type a Ray cluster can use
             assert cpu <= kobj.quantity(alloc["cpu"]) and memory <= kobj.quantity(alloc["memory"]), name
     p5 = sizing.pod_resources(catalog()["ml.p5.48xlarge"], accelerators_per_pod=8, nodes=2,
-                              beside=(r.HEAD_CPU, r.HEAD_MEMORY_GIB))
+                              beside=(ray_job_manifests.HEAD_CPU, ray_job_manifests.HEAD_MEMORY_GIB))
     assert (p5.gpus, p5.efa, p5.cpu_milli, p5.memory_mib) == (8, 32, 177000, 1882 * 1024)
 
 

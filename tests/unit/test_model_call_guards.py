@@ -15,7 +15,7 @@ from pydantic import SecretStr, ValidationError
 from hyperpod_twin.sim.model_server import ModelServer
 from instantstart.errors import InstantStartError, InvalidInput, PreconditionFailed
 from instantstart.kube.proxy import proxy_resource
-from instantstart.manifests import inference as m
+from instantstart.manifests import inference as inference_manifests
 from instantstart.manifests import inference_endpoint as iec
 from instantstart.services.inference.call import MAX_ANSWER, CallRequest, Target, _managed_target, _result, owned_by
 from instantstart.services.inference.deploy import DeployRequest, _command
@@ -136,47 +136,68 @@ def test_the_answer_is_clipped_data() -> None:
     assert odd.answer == "" and odd.usage == {} and not odd.answer_truncated
 
 
-def _spec(**overrides: Any) -> m.ServerSpec:
+def _spec(**overrides: Any) -> inference_manifests.ServerSpec:
     values: dict[str, Any] = dict(
         name="pub", namespace="default", engine="vllm", command=["vllm", "serve", "q", "--port", "8000"],
         image="vllm/vllm-openai:v0.11.0", gpu_count=1, replicas=1, instance_types=["ml.g6.4xlarge"], port=8000,
         service_type="external", model="q", token_secret=None, s3_claim=None, source_ranges=["203.0.113.0/24"],
     )
     values.update(overrides)
-    return m.ServerSpec.model_validate(values)
+    return inference_manifests.ServerSpec.model_validate(values)
 
 
 def test_an_external_service_is_internal_by_default_and_ranged() -> None:
     spec = _spec()
-    with_lbc = m.service(spec, load_balancer_controller=True)
-    assert with_lbc["metadata"]["annotations"][m.LB_SCHEME] == "internal"
+    with_lbc = inference_manifests.service(spec, load_balancer_controller=True)
+    assert with_lbc["metadata"]["annotations"][inference_manifests.LB_SCHEME] == "internal"
     assert with_lbc["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
-    in_tree = m.service(spec, load_balancer_controller=False)  # the in-tree controller is internet-facing else
-    assert in_tree["metadata"]["annotations"][m.LB_INTERNAL_LEGACY] == "true"
+    in_tree = inference_manifests.service(
+        spec, load_balancer_controller=False
+    )  # the in-tree controller is internet-facing else
+    assert in_tree["metadata"]["annotations"][inference_manifests.LB_INTERNAL_LEGACY] == "true"
     assert in_tree["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
-    assert m.exposure(spec) == {"reach": "internal", "loadBalancer": "internal", "sourceRanges": ["203.0.113.0/24"],
-                                "apiKeySecret": None}
+    assert inference_manifests.exposure(spec) == {
+        "reach": "internal",
+        "loadBalancer": "internal",
+        "sourceRanges": ["203.0.113.0/24"],
+        "apiKeySecret": None,
+    }
     public = _spec(load_balancer_scheme="internet-facing", api_key_secret="pub-api-key")
-    assert m.service(public, load_balancer_controller=True)["metadata"]["annotations"][m.LB_SCHEME] == (
-        "internet-facing")
-    assert m.LB_INTERNAL_LEGACY not in m.service(public, load_balancer_controller=False)["metadata"]["annotations"]
-    assert m.exposure(public)["reach"] == "public" and m.exposure(public)["apiKeySecret"] == "pub-api-key"
-    assert m.exposure(_spec(service_type="clusterip"))["reach"] == "cluster"
-    for svc, scheme in ((with_lbc, "internal"), (in_tree, "internal"),
-                        (m.service(public, load_balancer_controller=True), "internet-facing"),
-                        (m.service(public, load_balancer_controller=False), None),
-                        (m.service(_spec(service_type="clusterip"), load_balancer_controller=True), None)):
-        assert m.load_balancer_scheme(svc["spec"]["type"], svc["metadata"]["annotations"]) == scheme
+    assert inference_manifests.service(public, load_balancer_controller=True)["metadata"]["annotations"][
+        inference_manifests.LB_SCHEME
+    ] == ("internet-facing")
+    assert (
+        inference_manifests.LB_INTERNAL_LEGACY
+        not in inference_manifests.service(public, load_balancer_controller=False)["metadata"]["annotations"]
+    )
+    assert (
+        inference_manifests.exposure(public)["reach"] == "public"
+        and inference_manifests.exposure(public)["apiKeySecret"] == "pub-api-key"
+    )
+    assert inference_manifests.exposure(_spec(service_type="clusterip"))["reach"] == "cluster"
+    for svc, scheme in (
+        (with_lbc, "internal"),
+        (in_tree, "internal"),
+        (inference_manifests.service(public, load_balancer_controller=True), "internet-facing"),
+        (inference_manifests.service(public, load_balancer_controller=False), None),
+        (inference_manifests.service(_spec(service_type="clusterip"), load_balancer_controller=True), None),
+    ):
+        assert inference_manifests.load_balancer_scheme(svc["spec"]["type"], svc["metadata"]["annotations"]) == scheme
 
 
 def test_the_api_key_reaches_the_server_only_by_secret_reference() -> None:
-    container = m.deployment(_spec(api_key_secret="pub-api-key"))["spec"]["template"]["spec"]["containers"][0]
-    assert container["command"][-2:] == ["--api-key", f"$({m.API_KEY_ENV})"]
-    [ref] = [e for e in container["env"] if e["name"] == m.API_KEY_ENV]
-    assert ref == {"name": m.API_KEY_ENV, "valueFrom": {"secretKeyRef": {"name": "pub-api-key", "key": "api-key"}}}
-    secret = m.api_key_secret("pub", "default", "k3y-value-123")
+    container = inference_manifests.deployment(_spec(api_key_secret="pub-api-key"))["spec"]["template"]["spec"][
+        "containers"
+    ][0]
+    assert container["command"][-2:] == ["--api-key", f"$({inference_manifests.API_KEY_ENV})"]
+    [ref] = [e for e in container["env"] if e["name"] == inference_manifests.API_KEY_ENV]
+    assert ref == {
+        "name": inference_manifests.API_KEY_ENV,
+        "valueFrom": {"secretKeyRef": {"name": "pub-api-key", "key": "api-key"}},
+    }
+    secret = inference_manifests.api_key_secret("pub", "default", "k3y-value-123")
     assert secret["metadata"]["name"] == "pub-api-key" and secret["stringData"] == {"api-key": "k3y-value-123"}
-    assert "k3y-value-123" not in json.dumps(m.deployment(_spec(api_key_secret="pub-api-key")))
+    assert "k3y-value-123" not in json.dumps(inference_manifests.deployment(_spec(api_key_secret="pub-api-key")))
 
 
 COMMAND = "vllm serve Qwen/Qwen3-0.6B"

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from instantstart.manifests import ray_job as r
-from instantstart.manifests import training as m
+from instantstart.manifests import ray_job as ray_job_manifests
+from instantstart.manifests import training as training_manifests
 from instantstart.manifests.env import SecretKeyRef, env_entries
 from instantstart.manifests.resources import PodResources
 from instantstart.services.training.env import spec_env
@@ -44,10 +44,10 @@ def test_env_entries_render_plain_values_and_secret_refs_in_order() -> None:
 
 def test_a_pytorch_job_carries_the_ref_never_a_value() -> None:
     req = JobRequest.model_validate({**JOB, "env": {"SEED": "7", "WANDB_API_KEY": REF}})
-    spec = m.JobSpec(name="demo", namespace="default", image=req.image, entry=["train.py"], nodes=1,
+    spec = training_manifests.JobSpec(name="demo", namespace="default", image=req.image, entry=["train.py"], nodes=1,
                      nproc_per_node="auto", resources=PodResources(gpus=1), instance_type=req.instance_type,
                      env=spec_env(req.env))
-    [container] = _containers(m.job(spec))
+    [container] = _containers(training_manifests.job(spec))
     assert RENDERED in container["env"] and {"name": "SEED", "value": "7"} in container["env"]
     assert all("value" not in e for e in container["env"] if e["name"] == "WANDB_API_KEY")
 
@@ -55,9 +55,17 @@ def test_a_pytorch_job_carries_the_ref_never_a_value() -> None:
 def test_a_ray_job_carries_the_ref_in_head_and_workers() -> None:
     req = RayJobRequest.model_validate({"jobName": "rl", "image": "example/ray:1", "entrypoint": "python3 a.py",
                                         "instanceType": "ml.g6.4xlarge", "env": {"WANDB_API_KEY": REF}})
-    spec = r.RayJobSpec(name="rl", namespace="default", image=req.image, entrypoint=["python3", "a.py"], workers=1,
-                        worker=PodResources(gpus=1), instance_type=req.instance_type, env=spec_env(req.env))
-    containers = _containers(r.ray_job(spec))
+    spec = ray_job_manifests.RayJobSpec(
+        name="rl",
+        namespace="default",
+        image=req.image,
+        entrypoint=["python3", "a.py"],
+        workers=1,
+        worker=PodResources(gpus=1),
+        instance_type=req.instance_type,
+        env=spec_env(req.env),
+    )
+    containers = _containers(ray_job_manifests.ray_job(spec))
     assert len(containers) >= 2 and all(RENDERED in c["env"] for c in containers)
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from instantstart.errors import InvalidInput
-from instantstart.manifests import training as m
+from instantstart.manifests import training as training_manifests
 from instantstart.manifests.resources import PodResources
 from instantstart.services.training import checks
 from instantstart.services.training.inputs import object_key
@@ -18,10 +18,21 @@ from instantstart.services.training.submit import entry_words
 def _job(recipe: str, fields: dict[str, Any], **extra: Any) -> dict[str, Any]:
     r = recipes()[recipe]
     words, env, _ = render(r, fields)
-    spec = m.JobSpec(name="ft", namespace="team-a", image=r.image, entry=words, nodes=2, nproc_per_node="auto",
-                     resources=PodResources(gpus=1), instance_type="ml.g6.4xlarge", env=env, s3_claim="s3-claim",
-                     recipe=r.name, **extra)
-    return m.job(spec)
+    spec = training_manifests.JobSpec(
+        name="ft",
+        namespace="team-a",
+        image=r.image,
+        entry=words,
+        nodes=2,
+        nproc_per_node="auto",
+        resources=PodResources(gpus=1),
+        instance_type="ml.g6.4xlarge",
+        env=env,
+        s3_claim="s3-claim",
+        recipe=r.name,
+        **extra,
+    )
+    return training_manifests.job(spec)
 
 
 def _flags(command: list[str]) -> dict[str, str]:
@@ -40,7 +51,7 @@ def test_llama_factory_renders_field_by_field() -> None:
     body = _job("llama-factory", {"model": "/s3/models/qwen", "dataset": "my_sft", "datasetDir": "/s3/data/sft",
                                   "finetuningType": "full", "epochs": 2, "learningRate": 2e-5, "batchSize": 4})
     assert body["apiVersion"] == "sagemaker.amazonaws.com/v1" and body["kind"] == "HyperPodPyTorchJob"
-    assert body["metadata"]["labels"][m.LABEL_RECIPE] == "llama-factory"
+    assert body["metadata"]["labels"][training_manifests.LABEL_RECIPE] == "llama-factory"
     spec = body["spec"]
     assert spec["nprocPerNode"] == "auto"
     assert spec["runPolicy"] == {"jobMaxRetryCount": 5, "cleanPodPolicy": "None", "restartPolicy": {
@@ -70,8 +81,13 @@ def test_llama_factory_renders_field_by_field() -> None:
 
 
 def test_ms_swift_renders_field_by_field_with_a_budget_override() -> None:
-    budget = m.RunPolicy(job_max_retry_count=9, num_restart_before_full_job_restart=0, eval_period_seconds=600,
-                         max_full_job_restarts=4, clean_pod_policy="None")
+    budget = training_manifests.RunPolicy(
+        job_max_retry_count=9,
+        num_restart_before_full_job_restart=0,
+        eval_period_seconds=600,
+        max_full_job_restarts=4,
+        clean_pod_policy="None",
+    )
     body = _job("ms-swift", {"dataset": "/s3/data/chat.jsonl", "trainType": "full", "loraRank": 16},
                 run_policy=budget)
     assert body["spec"]["runPolicy"] == {"jobMaxRetryCount": 9, "cleanPodPolicy": "None", "restartPolicy": {
@@ -150,17 +166,28 @@ def test_entry_and_name_rules() -> None:
 
 
 def test_verl_renders_into_a_rayjob_field_by_field() -> None:
-    from instantstart.manifests import ray_job as r
+    from instantstart.manifests import ray_job as ray_job_manifests
 
     recipe = recipes()["verl"]
     words, env, _ = render(recipe, {"model": "/s3/models/qwen", "algorithm": "gae", "epochs": 3,
                                     "args": "actor_rollout_ref.rollout.n=5"}, {"nodes": "2", "gpusPerNode": "8"})
-    body = r.ray_job(r.RayJobSpec(name="rl", namespace="team-a", image=recipe.image, entrypoint=words, workers=2,
-                                  worker=PodResources(gpus=8, efa=32, cpu_milli=177000, memory_mib=1882 * 1024,
-                                                      efa_rdma=True), instance_type="ml.p5.48xlarge", env=env,
-                                  s3_claim="s3-claim", recipe="verl", backoff_limit=2))
+    body = ray_job_manifests.ray_job(
+        ray_job_manifests.RayJobSpec(
+            name="rl",
+            namespace="team-a",
+            image=recipe.image,
+            entrypoint=words,
+            workers=2,
+            worker=PodResources(gpus=8, efa=32, cpu_milli=177000, memory_mib=1882 * 1024, efa_rdma=True),
+            instance_type="ml.p5.48xlarge",
+            env=env,
+            s3_claim="s3-claim",
+            recipe="verl",
+            backoff_limit=2,
+        )
+    )
     assert body["apiVersion"] == "ray.io/v1" and body["kind"] == "RayJob"
-    assert body["metadata"]["labels"][m.LABEL_RECIPE] == "verl"
+    assert body["metadata"]["labels"][training_manifests.LABEL_RECIPE] == "verl"
     spec = body["spec"]
     assert spec["submissionMode"] == "K8sJobMode" and spec["shutdownAfterJobFinishes"] is True
     assert spec["backoffLimit"] == 2
@@ -196,48 +223,91 @@ def test_verl_renders_into_a_rayjob_field_by_field() -> None:
 
 
 def test_a_tracked_job_runs_as_the_mlflow_writer_service_account_on_both_paths() -> None:
-    from instantstart.manifests import ray_job as r
+    from instantstart.manifests import ray_job as ray_job_manifests
 
     env = {"MLFLOW_TRACKING_URI": "arn:aws:sagemaker:us-west-2:123456789012:mlflow-tracking-server/t"}
-    job = m.job(m.JobSpec(name="j", namespace="default", image="i", entry=["train.py"], nodes=1, nproc_per_node="auto",
-                          resources=PodResources(gpus=1), instance_type="ml.g6.4xlarge", env=env,
-                          service_account="instantstart-training"))
+    job = training_manifests.job(
+        training_manifests.JobSpec(
+            name="j",
+            namespace="default",
+            image="i",
+            entry=["train.py"],
+            nodes=1,
+            nproc_per_node="auto",
+            resources=PodResources(gpus=1),
+            instance_type="ml.g6.4xlarge",
+            env=env,
+            service_account="instantstart-training",
+        )
+    )
     pod = job["spec"]["replicaSpecs"][0]["template"]["spec"]
     assert pod["serviceAccountName"] == "instantstart-training"
     assert {"name": "MLFLOW_TRACKING_URI", "value": env["MLFLOW_TRACKING_URI"]} in pod["containers"][0]["env"]
-    ray = r.ray_job(r.RayJobSpec(name="rl", namespace="default", image="i", entrypoint=["python3", "a.py"], workers=1,
-                                 worker=PodResources(gpus=1), instance_type="ml.g6.4xlarge", env=env,
-                                 service_account="instantstart-training"))
+    ray = ray_job_manifests.ray_job(
+        ray_job_manifests.RayJobSpec(
+            name="rl",
+            namespace="default",
+            image="i",
+            entrypoint=["python3", "a.py"],
+            workers=1,
+            worker=PodResources(gpus=1),
+            instance_type="ml.g6.4xlarge",
+            env=env,
+            service_account="instantstart-training",
+        )
+    )
     cluster = ray["spec"]["rayClusterSpec"]
     templates = [cluster["headGroupSpec"]["template"], *(g["template"] for g in cluster["workerGroupSpecs"])]
     assert [t["spec"]["serviceAccountName"] for t in templates] == ["instantstart-training"] * 2
-    untracked = m.job(m.JobSpec(name="j", namespace="default", image="i", entry=["train.py"], nodes=1,
-                                nproc_per_node="auto", resources=PodResources(gpus=1), instance_type="ml.g6.4xlarge"))
+    untracked = training_manifests.job(
+        training_manifests.JobSpec(
+            name="j",
+            namespace="default",
+            image="i",
+            entry=["train.py"],
+            nodes=1,
+            nproc_per_node="auto",
+            resources=PodResources(gpus=1),
+            instance_type="ml.g6.4xlarge",
+        )
+    )
     assert "serviceAccountName" not in untracked["spec"]["replicaSpecs"][0]["template"]["spec"]
 
 
 def test_ray_network_policy_admits_only_the_jobs_own_pods_the_submitter_and_the_operator() -> None:
-    from instantstart.manifests import ray_job as r
+    from instantstart.manifests import ray_job as ray_job_manifests
     from instantstart.services.cluster.dependencies.catalog import load_catalog
 
-    body = r.ray_job(r.RayJobSpec(name="rl", namespace="team-a", image="example/ray:1", entrypoint=["python3"],
-                                  workers=1, worker=PodResources(gpus=1),
-                                  instance_type="ml.g6.4xlarge"))
+    body = ray_job_manifests.ray_job(
+        ray_job_manifests.RayJobSpec(
+            name="rl",
+            namespace="team-a",
+            image="example/ray:1",
+            entrypoint=["python3"],
+            workers=1,
+            worker=PodResources(gpus=1),
+            instance_type="ml.g6.4xlarge",
+        )
+    )
     cluster = body["spec"]["rayClusterSpec"]
     for template in (cluster["headGroupSpec"]["template"], cluster["workerGroupSpecs"][0]["template"]):
-        assert template["metadata"]["labels"][r.JOB_LABEL] == "rl"  # what the policy selects
-    policy = r.network_policy("rl", "team-a", "uid-1")
+        assert template["metadata"]["labels"][ray_job_manifests.JOB_LABEL] == "rl"  # what the policy selects
+    policy = ray_job_manifests.network_policy("rl", "team-a", "uid-1")
     assert policy["kind"] == "NetworkPolicy" and policy["metadata"]["namespace"] == "team-a"
     assert policy["metadata"]["ownerReferences"] == [{"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "rl",
                                                       "uid": "uid-1"}]
     spec = policy["spec"]
-    assert spec["podSelector"] == {"matchLabels": {r.JOB_LABEL: "rl"}} and spec["policyTypes"] == ["Ingress"]
+    assert spec["podSelector"] == {"matchLabels": {ray_job_manifests.JOB_LABEL: "rl"}} and spec["policyTypes"] == [
+        "Ingress"
+    ]
     own, submitter, operator = spec["ingress"]
-    assert own == {"from": [{"podSelector": {"matchLabels": {r.JOB_LABEL: "rl"}}}]}  # no namespaceSelector: same ns
-    assert submitter["from"] == [{"podSelector": {"matchLabels": {r.SUBMITTER_LABEL: "rl"}}}]
+    assert own == {
+        "from": [{"podSelector": {"matchLabels": {ray_job_manifests.JOB_LABEL: "rl"}}}]
+    }  # no namespaceSelector: same ns
+    assert submitter["from"] == [{"podSelector": {"matchLabels": {ray_job_manifests.SUBMITTER_LABEL: "rl"}}}]
     assert submitter["ports"] == operator["ports"] == [{"protocol": "TCP", "port": 8265}]
     [peer] = operator["from"]
     [kuberay] = [d for d in load_catalog().dependencies if d.name == "kuberay-operator"]
     assert peer["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": kuberay.namespace}}
     assert peer["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "kuberay-operator"}}
-    assert "ownerReferences" not in r.network_policy("rl", "team-a")["metadata"]
+    assert "ownerReferences" not in ray_job_manifests.network_policy("rl", "team-a")["metadata"]

@@ -14,9 +14,9 @@ from instantstart.services.monitoring.custom import CUSTOM_KINDS
 
 IMPORT_ONLY = """
 from instantstart.services.monitoring import custom, state
-assert not set(custom.CUSTOM_KINDS) & set(state.KINDS), sorted(state.KINDS)
+assert not set(custom.CUSTOM_KINDS) & set(state.WATCHED_KINDS), sorted(state.WATCHED_KINDS)
 custom.register()
-assert set(custom.CUSTOM_KINDS) <= set(state.KINDS) and set(custom.CUSTOM_KINDS) <= state.LIVE_KINDS
+assert set(custom.CUSTOM_KINDS) <= set(state.WATCHED_KINDS) and set(custom.CUSTOM_KINDS) <= state.LIVE_KINDS
 """
 
 
@@ -28,9 +28,9 @@ def test_importing_the_custom_kinds_registers_nothing_until_register_is_called()
 def test_after_start_up_the_registry_watches_every_custom_kind_and_pushes_their_changes() -> None:
     load_all()
     for kind, (path, view) in CUSTOM_KINDS.items():
-        assert state.KINDS[kind] == (path, view)
+        assert state.WATCHED_KINDS[kind] == (path, view)
         assert kind in state.LIVE_KINDS  # their changes reach the WebSocket
-    assert {"nodes", "pods", "services", "deployments", "events"} <= set(state.KINDS)
+    assert {"nodes", "pods", "services", "deployments", "events"} <= set(state.WATCHED_KINDS)
 
 
 def test_an_unregistered_kind_is_refused_with_the_fix() -> None:

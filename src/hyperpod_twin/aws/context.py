@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from hyperpod_twin.clock import TwinClock
-from hyperpod_twin.events import EventBus
+from hyperpod_twin.events import EventBus, Topic
 
 from .faults import FaultBook
 from .protocol import AwsError, AwsRequest, RawResponse
@@ -94,12 +94,12 @@ class AwsContext:
         finally:
             self._local.depth -= 1
             if self._local.depth == 0:
-                outbox: list[tuple[str, dict[str, Any]]] = self._local.outbox
+                outbox: list[tuple[Topic, dict[str, Any]]] = self._local.outbox
                 self._local.outbox = []
                 for topic, payload in outbox:
                     self.bus.publish(topic, **payload)
 
-    def emit(self, topic: str, **payload: Any) -> None:
+    def emit(self, topic: Topic, **payload: Any) -> None:
         """Publish `topic` (deferred until the state lock is released)."""
         if getattr(self._local, "depth", 0) > 0:
             self._local.outbox.append((topic, payload))

@@ -11,6 +11,8 @@ import copy
 import json
 from typing import Any
 
+from hyperpod_twin.events import Topic
+
 from .context import AwsContext, hex_id
 from .eks_access import create_association
 from .eks_addon_schemas import check_config, schema_of
@@ -35,7 +37,7 @@ class AddonApi:
         self.applied: dict[str, int] = {}  # instance id -> sequence of the last node event applied
 
     # -- events ------------------------------------------------------------------------------
-    def publish(self, cluster: Any, addon: dict[str, Any], topic: str = "eks.addon.changed") -> None:
+    def publish(self, cluster: Any, addon: dict[str, Any], topic: Topic = "eks.addon.changed") -> None:
         """Tell the Kubernetes side about an add-on change."""
         self.ctx.emit(
             topic,

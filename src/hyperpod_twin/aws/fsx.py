@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from typing import Any
+from typing import Any, Final
 
 from .context import AwsContext, alnum_id, hex_id
 from .protocol import AwsError, AwsRequest, PassThrough, RawResponse, json_response, page
 
 FSX = "fsx"
-CHANGED = "fsx.filesystem.changed"  # bus topic: file_system=<public view>, or file_system_id + deleted=True
+CHANGED: Final = "fsx.filesystem.changed"  # bus topic: file_system=<public view>, or file_system_id + deleted=True
 CREATE_SECONDS = 360.0
 DELETE_SECONDS = 180.0
 DEPLOYMENT_TYPES = ("SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2")

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from instantstart.manifests import endpoint_autoscaling as scaling
-from instantstart.manifests import inference as m
+from instantstart.manifests import inference as inference_manifests
 from instantstart.validation import INVOCATION_PATH_RULE, invocation_path
 
 GROUP = "inference.sagemaker.aws.amazon.com"
@@ -75,9 +75,9 @@ class Finding:
     severity: str = "error"
 
 
-def engine(spec: EndpointSpec) -> m.Engine:
+def engine(spec: EndpointSpec) -> inference_manifests.Engine:
     """The serving engine, from the image and the worker's arguments."""
-    return m.engine_of(spec.args or [spec.image], spec.image)
+    return inference_manifests.engine_of(spec.args or [spec.image], spec.image)
 
 
 def _names(spec: EndpointSpec) -> list[Finding]:
@@ -97,12 +97,12 @@ def _port_and_model(spec: EndpointSpec) -> list[Finding]:
     out = []
     eng = engine(spec)
     if eng.name != "other":
-        listening = m.listening_port(spec.args, eng, None) if spec.args else eng.port
+        listening = inference_manifests.listening_port(spec.args, eng, None) if spec.args else eng.port
         if listening != spec.invocation_port:
             out.append(Finding("IEC001", "invocationPort", f"{eng.name} listens on {listening}, but invocationPort "
                                f"is {spec.invocation_port}", f"Set invocationPort to {listening}, or add "
                                f"`--port {spec.invocation_port}` to args."))
-    in_args = m.flag(spec.args, "--served-model-name")
+    in_args = inference_manifests.flag(spec.args, "--served-model-name")
     if in_args and spec.served_model_name and in_args != spec.served_model_name:
         out.append(Finding("IEC002", "servedModelName", f"args serve {in_args!r} but servedModelName is "
                            f"{spec.served_model_name!r}", "Use one name in both places (clients send it as `model`)."))
@@ -168,8 +168,8 @@ def _gpus(spec: EndpointSpec, gpus_per_node: int | None) -> list[Finding]:
         out.append(Finding("IEC007", "gpuCount", f"{spec.instance_type} has {gpus_per_node} GPU(s), fewer than "
                            f"gpuCount {spec.gpu_count}", f"Lower gpuCount to {gpus_per_node} or a larger type."))
     try:
-        tp, pp = m.parallelism(spec.args)
-    except m.CommandError as exc:
+        tp, pp = inference_manifests.parallelism(spec.args)
+    except inference_manifests.CommandError as exc:
         return [*out, Finding("IEC007", "args", str(exc), "Give whole numbers.")]
     if tp * pp > spec.gpu_count:
         out.append(Finding("IEC007", "gpuCount", f"args ask for tensor x pipeline parallel {tp * pp} GPUs, "
@@ -208,14 +208,14 @@ def _source_config(spec: EndpointSpec) -> dict[str, Any]:
 
 def endpoint_config(spec: EndpointSpec) -> dict[str, Any]:
     """The InferenceEndpointConfig (FACTS §6.2), labelled as made by this control plane."""
-    requests: dict[str, str] = {m.GPU: str(spec.gpu_count)}
+    requests: dict[str, str] = {inference_manifests.GPU: str(spec.gpu_count)}
     if spec.cpu:
         requests["cpu"] = spec.cpu
     if spec.memory:
         requests["memory"] = spec.memory
     worker: dict[str, Any] = {
         "image": spec.image,
-        "resources": {"requests": requests, "limits": {m.GPU: str(spec.gpu_count)}},
+        "resources": {"requests": requests, "limits": {inference_manifests.GPU: str(spec.gpu_count)}},
         "modelInvocationPort": {"containerPort": spec.invocation_port, "name": "http"},
         "modelVolumeMount": {"name": "model-weights", "mountPath": MODEL_MOUNT},
     }
@@ -239,7 +239,10 @@ def endpoint_config(spec: EndpointSpec) -> dict[str, Any]:
         body["autoScalingSpec"] = scaling.render(spec.autoscaling)
     if spec.tls_output_s3_uri:
         body["tlsConfig"] = {"tlsCertificateOutputS3Uri": spec.tls_output_s3_uri}
-    labels = {m.LABEL_MANAGED: m.MANAGED_BY, m.LABEL_APP: spec.name}
+    labels = {
+        inference_manifests.LABEL_MANAGED: inference_manifests.MANAGED_BY,
+        inference_manifests.LABEL_APP: spec.name,
+    }
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND,
             "metadata": {"name": spec.name, "namespace": spec.namespace, "labels": labels}, "spec": body}
 
@@ -259,7 +262,9 @@ def served_model_of(obj: dict[str, Any]) -> str | None:
     if obj.get("kind") != KIND:
         return None
     args = [str(a) for a in ((obj.get("spec") or {}).get("worker") or {}).get("args") or []]
-    return m.flag(args, "--served-model-name") or m.flag(args, "--model", "--model-path")
+    return inference_manifests.flag(args, "--served-model-name") or inference_manifests.flag(
+        args, "--model", "--model-path"
+    )
 
 
 def endpoint_name_of(obj: dict[str, Any]) -> str | None:
@@ -279,6 +284,6 @@ def jumpstart_model(name: str, namespace: str, model_id: str, instance_type: str
     spec: dict[str, Any] = {"model": model, "server": {"instanceType": instance_type}, "replicas": replicas}
     if endpoint_name:
         spec["sageMakerEndpoint"] = {"name": endpoint_name}
-    labels = {m.LABEL_MANAGED: m.MANAGED_BY, m.LABEL_APP: name}
+    labels = {inference_manifests.LABEL_MANAGED: inference_manifests.MANAGED_BY, inference_manifests.LABEL_APP: name}
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": JUMPSTART_KIND,
             "metadata": {"name": name, "namespace": namespace, "labels": labels}, "spec": spec}

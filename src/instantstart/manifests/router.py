@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from instantstart.manifests import inference as m
+from instantstart.manifests import inference as inference_manifests
 
 ROUTER_IMAGE = "lmsysorg/sglang-router:v0.2.1"
 ROUTER_PORT = 30000
@@ -30,27 +30,34 @@ class RouterSpec:
 def command(spec: RouterSpec) -> list[str]:
     """`python -m sglang_router.launch_router` discovering Ready worker pods by label in one namespace."""
     return ["python3", "-m", "sglang_router.launch_router", "--host", "0.0.0.0", "--port", str(ROUTER_PORT),
-            "--service-discovery", "--selector", f"{m.LABEL_APP}={spec.workers}",
+            "--service-discovery", "--selector", f"{inference_manifests.LABEL_APP}={spec.workers}",
             "--service-discovery-port", str(spec.worker_port), "--service-discovery-namespace", spec.namespace,
             "--policy", spec.policy, "--prometheus-host", "0.0.0.0", "--prometheus-port", str(METRICS_PORT)]
 
 
 def _meta(spec: RouterSpec, name: str) -> dict[str, Any]:
-    return {"name": name, "namespace": spec.namespace,
-            "labels": {m.LABEL_APP: spec.name, m.LABEL_MANAGED: m.MANAGED_BY, m.LABEL_COMPONENT: COMPONENT}}
+    return {
+        "name": name,
+        "namespace": spec.namespace,
+        "labels": {
+            inference_manifests.LABEL_APP: spec.name,
+            inference_manifests.LABEL_MANAGED: inference_manifests.MANAGED_BY,
+            inference_manifests.LABEL_COMPONENT: COMPONENT,
+        },
+    }
 
 
 def objects(spec: RouterSpec) -> list[dict[str, Any]]:
     """ServiceAccount, Role (read pods), RoleBinding, Deployment and Service `<name>-service`."""
-    notes = {m.ANNOTATION_PORT: str(ROUTER_PORT)}
+    notes = {inference_manifests.ANNOTATION_PORT: str(ROUTER_PORT)}
     if spec.model:
-        notes[m.ANNOTATION_MODEL] = spec.model
+        notes[inference_manifests.ANNOTATION_MODEL] = spec.model
     probe = {"httpGet": {"path": "/health", "port": ROUTER_PORT}, "periodSeconds": 10}
     labels = _meta(spec, spec.name)["labels"]
     deployment = {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {**_meta(spec, spec.name), "annotations": notes},
         "spec": {
-            "replicas": 1, "selector": {"matchLabels": {m.LABEL_APP: spec.name}},
+            "replicas": 1, "selector": {"matchLabels": {inference_manifests.LABEL_APP: spec.name}},
             "template": {"metadata": {"labels": labels}, "spec": {
                 "serviceAccountName": spec.name,
                 "containers": [{"name": "router", "image": spec.image, "command": command(spec),
@@ -58,7 +65,7 @@ def objects(spec: RouterSpec) -> list[dict[str, Any]]:
                                           {"name": "metrics", "containerPort": METRICS_PORT}],
                                 "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}},
                                 "readinessProbe": {**probe, "failureThreshold": 3}}],
-                "tolerations": [{"key": m.GPU, "operator": "Exists", "effect": "NoSchedule"}],
+                "tolerations": [{"key": inference_manifests.GPU, "operator": "Exists", "effect": "NoSchedule"}],
             }},
         },
     }
@@ -70,9 +77,9 @@ def objects(spec: RouterSpec) -> list[dict[str, Any]]:
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": spec.name},
          "subjects": [{"kind": "ServiceAccount", "name": spec.name, "namespace": spec.namespace}]},
         deployment,
-        {"apiVersion": "v1", "kind": "Service", "metadata": {**_meta(spec, m.service_name(spec.name)),
+        {"apiVersion": "v1", "kind": "Service", "metadata": {**_meta(spec, inference_manifests.service_name(spec.name)),
                                                              "annotations": notes},
-         "spec": {"type": "ClusterIP", "selector": {m.LABEL_APP: spec.name},
+         "spec": {"type": "ClusterIP", "selector": {inference_manifests.LABEL_APP: spec.name},
                   "ports": [{"name": "http", "port": ROUTER_PORT, "targetPort": ROUTER_PORT, "protocol": "TCP"},
                             {"name": "metrics", "port": METRICS_PORT, "targetPort": METRICS_PORT,
                              "protocol": "TCP"}]}},

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from hyperpod_twin.sim.plugin import install_crds
-from instantstart.manifests import training as m
+from instantstart.manifests import training as training_manifests
 from instantstart.services.training import checks
 from instantstart.services.training.submit import JobShape
 from tests.support.sim import SimCluster
@@ -13,9 +13,19 @@ from tests.support.sim import SimCluster
 
 def _job(name: str, instance_type: str, nodes: int, gpus: int | None = None) -> dict[str, Any]:
     shape = JobShape(job_name=name, instance_type=instance_type, nodes=nodes, gpus_per_node=gpus)
-    body = m.job(m.JobSpec(name=name, namespace="default", image="example/train:1", entry=["train.py"],
-                           nodes=nodes, nproc_per_node="auto", resources=checks.pod_resources(shape),
-                           instance_type=instance_type, pod_annotations={"twin.instantstart.io/run-seconds": "600"}))
+    body = training_manifests.job(
+        training_manifests.JobSpec(
+            name=name,
+            namespace="default",
+            image="example/train:1",
+            entry=["train.py"],
+            nodes=nodes,
+            nproc_per_node="auto",
+            resources=checks.pod_resources(shape),
+            instance_type=instance_type,
+            pod_annotations={"twin.instantstart.io/run-seconds": "600"},
+        )
+    )
     return body
 
 

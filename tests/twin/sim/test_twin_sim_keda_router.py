@@ -9,8 +9,8 @@ import json
 from typing import Any
 
 from hyperpod_twin.sim.plugin import install_crds
-from instantstart.manifests import inference as m
-from instantstart.manifests import router as r
+from instantstart.manifests import inference as inference_manifests
+from instantstart.manifests import router as router_manifests
 from tests.support.sim import SimCluster
 
 WORKERS = "chat"
@@ -19,16 +19,33 @@ ROUTER = "chat-router"
 
 def _objects() -> list[dict[str, Any]]:
     """What inference_deploy_container and inference_router_deploy apply (the control plane's own builders)."""
-    words = m.tokens("python3 -m sglang.launch_server --model-path Qwen/Qwen3-0.6B")
-    engine = m.engine_of(words)
-    spec = m.ServerSpec.model_validate(dict(
-        name=WORKERS, namespace="default", engine=engine.name, command=m.with_port(words, engine, 30000),
-        image=engine.image, gpu_count=1, replicas=2, instance_types=["ml.g5.12xlarge"], port=30000,
-        service_type="clusterip", model="Qwen/Qwen3-0.6B", token_secret=None, s3_claim=None))
-    router = r.RouterSpec(name=ROUTER, namespace="default", workers=WORKERS, worker_port=30000,
-                          policy="cache_aware", image=r.ROUTER_IMAGE, model="Qwen/Qwen3-0.6B")
-    routed = [o for o in r.objects(router) if o["kind"] in ("Deployment", "Service")]
-    return [m.deployment(spec), m.service(spec, load_balancer_controller=False), *routed]
+    words = inference_manifests.tokens("python3 -m sglang.launch_server --model-path Qwen/Qwen3-0.6B")
+    engine = inference_manifests.engine_of(words)
+    spec = inference_manifests.ServerSpec.model_validate(
+        dict(
+            name=WORKERS,
+            namespace="default",
+            engine=engine.name,
+            command=inference_manifests.with_port(words, engine, 30000),
+            image=engine.image,
+            gpu_count=1,
+            replicas=2,
+            instance_types=["ml.g5.12xlarge"],
+            port=30000,
+            service_type="clusterip",
+            model="Qwen/Qwen3-0.6B",
+            token_secret=None,
+            s3_claim=None,
+        )
+    )
+    router = router_manifests.RouterSpec(name=ROUTER, namespace="default", workers=WORKERS, worker_port=30000,
+                          policy="cache_aware", image=router_manifests.ROUTER_IMAGE, model="Qwen/Qwen3-0.6B")
+    routed = [o for o in router_manifests.objects(router) if o["kind"] in ("Deployment", "Service")]
+    return [
+        inference_manifests.deployment(spec),
+        inference_manifests.service(spec, load_balancer_controller=False),
+        *routed,
+    ]
 
 
 def _scaled_object(threshold: int, window: int) -> dict[str, Any]:
@@ -41,7 +58,7 @@ def _scaled_object(threshold: int, window: int) -> dict[str, Any]:
                 "scaleDown": {"stabilizationWindowSeconds": window}}}},
             "triggers": [{"type": "prometheus", "metadata": {
                 "serverAddress": "http://prometheus.monitoring:9090",
-                "query": r.load_query(ROUTER, "default"), "threshold": str(threshold)}}],
+                "query": router_manifests.load_query(ROUTER, "default"), "threshold": str(threshold)}}],
         },
     }
 
@@ -53,9 +70,15 @@ def test_keda_scales_the_workers_on_the_routers_running_requests_and_back(cluste
     for obj in _objects():
         cluster.create("apps" if obj["kind"] == "Deployment" else "", f"{obj['kind'].lower()}s", obj)
     cluster.advance(10)
-    [router_pod] = [p for p in cluster.list("", "pods") if p["metadata"]["labels"][m.LABEL_APP] == ROUTER]
-    router = cluster.sim.runtime.pod_http.lookup("default", router_pod["metadata"]["name"], r.ROUTER_PORT)
-    metrics_port = cluster.sim.runtime.pod_http.lookup("default", router_pod["metadata"]["name"], r.METRICS_PORT)
+    [router_pod] = [
+        p for p in cluster.list("", "pods") if p["metadata"]["labels"][inference_manifests.LABEL_APP] == ROUTER
+    ]
+    router = cluster.sim.runtime.pod_http.lookup(
+        "default", router_pod["metadata"]["name"], router_manifests.ROUTER_PORT
+    )
+    metrics_port = cluster.sim.runtime.pod_http.lookup(
+        "default", router_pod["metadata"]["name"], router_manifests.METRICS_PORT
+    )
     assert router is not None and metrics_port is router
     cluster.sim.config.decode_seconds_per_token = 1.0  # a slow model: each answer is in flight for ~20 twin s
 

@@ -20,7 +20,7 @@ from instantstart.services.alerts import gather, notify
 from instantstart.services.alerts.rules import DAY, RULES, Snapshot, Threshold, thresholds
 from instantstart.services.core.registry import get_cluster, list_clusters
 from instantstart.services.monitoring.feeds import events_attachable
-from instantstart.services.monitoring.state import KINDS, PodState, informer, informer_key
+from instantstart.services.monitoring.state import WATCHED_KINDS, PodState, informer, informer_key
 from instantstart.services.monitoring.timeline import writer
 from instantstart.store import alerts as store
 from instantstart.store import timeline as timeline_store
@@ -70,7 +70,7 @@ class Evaluator:
                 seen[key] = count
             # Only the pods that exist now are remembered (deleted pods are forgotten).
             self.restarts = {k: v for k, v in self.restarts.items() if k[0] != row.tag} | seen
-            for kind in KINDS:
+            for kind in WATCHED_KINDS:
                 inf = app.informers.peek(informer_key(row.region, row.eks_cluster_name, kind))
                 if inf is not None and inf.settled.is_set():
                     snap.watches.append(inf.health.as_dict())

@@ -18,7 +18,7 @@ from instantstart.errors import Conflict, NotFound, PreconditionFailed
 from instantstart.kube import k8s
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.reads import crds_served
-from instantstart.manifests import validation as m
+from instantstart.manifests import validation as validation_manifests
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.services.capacity.validate_report import report
@@ -75,7 +75,7 @@ def list_nodes(api: k8s.ApiClient) -> list[dict[str, Any]]:
 def choose_nodes(nodes: list[dict[str, Any]], asked: list[str] | None) -> list[str]:
     """The nodes to validate: those asked (each must exist and be Ready), or every Ready node with GPUs."""
     by_name = {n["metadata"]["name"]: n for n in nodes}
-    candidates = sorted(name for name, n in by_name.items() if _ready(n) and _alloc(n, m.GPU))
+    candidates = sorted(name for name, n in by_name.items() if _ready(n) and _alloc(n, validation_manifests.GPU))
     if asked is None:
         if not candidates:
             raise PreconditionFailed("The cluster has no Ready node with GPUs to validate.",
@@ -114,25 +114,30 @@ def _create(api: k8s.ApiClient, body: dict[str, Any]) -> None:
     try:
         if body["kind"] == "Pod":
             kube_call(f"create Pod {body['metadata']['name']}", k8s.CoreV1Api(api).create_namespaced_pod,
-                      m.NAMESPACE, body)
+                      validation_manifests.NAMESPACE, body)
         else:
             group, version, plural = MPIJOB
             kube_call(f"create MPIJob {body['metadata']['name']}",
-                      k8s.CustomObjectsApi(api).create_namespaced_custom_object, group, version, m.NAMESPACE, plural,
-                      body)
+                      k8s.CustomObjectsApi(api).create_namespaced_custom_object, group, version,
+                      validation_manifests.NAMESPACE, plural, body)
     except Conflict:
         pass
 
 
 def _pods(api: k8s.ApiClient, selector: str) -> dict[str, dict[str, Any]]:
-    found: Any = kube_call("list validation pods", k8s.CoreV1Api(api).list_namespaced_pod, m.NAMESPACE,
-                           label_selector=selector)
+    found: Any = kube_call("list validation pods", k8s.CoreV1Api(api).list_namespaced_pod,
+                           validation_manifests.NAMESPACE, label_selector=selector)
     return {p.metadata.name: api.sanitize_for_serialization(p) for p in found.items or []}  # type: ignore[no-untyped-call]
 
 
 def _log(api: k8s.ApiClient, pod: str) -> str:
-    text = kube_call(f"read the log of {pod}", k8s.CoreV1Api(api).read_namespaced_pod_log, pod, m.NAMESPACE,
-                     limit_bytes=LOG_BYTES)
+    text = kube_call(
+        f"read the log of {pod}",
+        k8s.CoreV1Api(api).read_namespaced_pod_log,
+        pod,
+        validation_manifests.NAMESPACE,
+        limit_bytes=LOG_BYTES,
+    )
     return str(text or "")
 
 
@@ -163,8 +168,11 @@ async def _wait_terminal(stage: StageContext, api: k8s.ApiClient, selector: str,
 
 def _facts(node: dict[str, Any]) -> dict[str, Any]:
     labels = node["metadata"].get("labels") or {}
-    return {"instanceType": labels.get("node.kubernetes.io/instance-type"), "gpus": _alloc(node, m.GPU),
-            "efaDevices": _alloc(node, m.EFA)}
+    return {
+        "instanceType": labels.get("node.kubernetes.io/instance-type"),
+        "gpus": _alloc(node, validation_manifests.GPU),
+        "efaDevices": _alloc(node, validation_manifests.EFA),
+    }
 
 
 def _check_result(check: str, pod: dict[str, Any] | None, log: str | None) -> dict[str, Any]:
@@ -196,10 +204,12 @@ async def stage_checks(stage: StageContext) -> dict[str, Any]:
     for index, name in enumerate(p.nodes):
         for check, needs in (("dcgm", "gpus"), ("efa", "efaDevices")):
             if facts[name][needs]:
-                body = m.check_pod(run, check, name, index, facts[name]["gpus"], facts[name]["efaDevices"])
+                body = validation_manifests.check_pod(
+                    run, check, name, index, facts[name]["gpus"], facts[name]["efaDevices"]
+                )
                 await blocking(_create, api, body)
                 wanted[body["metadata"]["name"]] = (name, check)
-    selector = f"{m.RUN_LABEL}={run}"
+    selector = f"{validation_manifests.RUN_LABEL}={run}"
     pods = await _wait_terminal(stage, api, selector, set(wanted), CHECK_SECONDS, "node checks")
     for pod_name, (node, check) in wanted.items():
         pod = pods.get(pod_name)
@@ -216,14 +226,14 @@ async def stage_checks(stage: StageContext) -> dict[str, Any]:
 
 def _delete_pod(api: k8s.ApiClient, name: str) -> None:
     with contextlib.suppress(NotFound):
-        kube_call(f"delete Pod {name}", k8s.CoreV1Api(api).delete_namespaced_pod, name, m.NAMESPACE)
+        kube_call(f"delete Pod {name}", k8s.CoreV1Api(api).delete_namespaced_pod, name, validation_manifests.NAMESPACE)
 
 
 def _delete_job(api: k8s.ApiClient, name: str) -> None:
     group, version, plural = MPIJOB
     with contextlib.suppress(NotFound):
         kube_call(f"delete MPIJob {name}", k8s.CustomObjectsApi(api).delete_namespaced_custom_object, group, version,
-                  m.NAMESPACE, plural, name, propagation_policy="Background")
+                  validation_manifests.NAMESPACE, plural, name, propagation_policy="Background")
 
 
 def _nccl_result(nodes: list[str], job: str, pod: dict[str, Any] | None, log: str | None) -> dict[str, Any]:
@@ -246,9 +256,10 @@ async def _run_jobs(stage: StageContext, api: k8s.ApiClient, run: str, groups: l
         name = f"{run}-{label}-{len(jobs)}"
         gpus = min(facts[n]["gpus"] for n in group)
         efa = min(facts[n]["efaDevices"] for n in group)
-        await blocking(_create, api, m.nccl_mpijob(run, name, group, gpus, efa))
+        await blocking(_create, api, validation_manifests.nccl_mpijob(run, name, group, gpus, efa))
         jobs[name] = group
-    selector = f"{m.RUN_LABEL}={run},{m.CHECK_LABEL}=nccl,training.kubeflow.org/job-role=launcher"
+    selector = (f"{validation_manifests.RUN_LABEL}={run},{validation_manifests.CHECK_LABEL}=nccl,"
+                "training.kubeflow.org/job-role=launcher")
     by_job = await _wait_terminal(stage, api, selector, set(jobs), NCCL_SECONDS, f"nccl-tests ({label})", by_job=True)
     results = []
     for name, group in jobs.items():
@@ -274,7 +285,7 @@ async def stage_nccl(stage: StageContext) -> dict[str, Any]:
                            "chart (cluster_create installs it)", "pairs": [], "all": None}
     run = run_name(stage.operation_id)
     pairs: list[dict[str, Any]] = []
-    for number, pairing in enumerate(m.pair_rounds(eligible)):
+    for number, pairing in enumerate(validation_manifests.pair_rounds(eligible)):
         pairs += await _run_jobs(stage, api, run, [list(pair) for pair in pairing], facts, f"pair{number}")
     whole = (await _run_jobs(stage, api, run, [eligible], facts, "all"))[0] if len(eligible) > 2 else None
     return {"pairs": pairs, "all": whole}

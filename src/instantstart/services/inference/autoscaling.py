@@ -13,8 +13,8 @@ from instantstart.errors import InvalidInput, PreconditionFailed
 from instantstart.kube import k8s
 from instantstart.kube.apply import apply_object, read_object
 from instantstart.kube.calls import kube_api, kube_call
-from instantstart.manifests import inference as m
-from instantstart.manifests import router as r
+from instantstart.manifests import inference as inference_manifests
+from instantstart.manifests import router as router_manifests
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
@@ -69,16 +69,33 @@ class AutoscalingParams(ParamsModel):
 def scaled_object(req: AutoscalingRequest, query: str) -> dict[str, Any]:
     """The ScaledObject (FACTS §6.5) targeting the worker Deployment."""
     return {
-        "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
-        "metadata": {"name": f"{req.deployment_name}-scaler", "namespace": req.namespace,
-                     "labels": {m.LABEL_APP: req.deployment_name, m.LABEL_MANAGED: m.MANAGED_BY}},
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "ScaledObject",
+        "metadata": {
+            "name": f"{req.deployment_name}-scaler",
+            "namespace": req.namespace,
+            "labels": {
+                inference_manifests.LABEL_APP: req.deployment_name,
+                inference_manifests.LABEL_MANAGED: inference_manifests.MANAGED_BY,
+            },
+        },
         "spec": {
             "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": req.deployment_name},
-            "minReplicaCount": req.min_replicas, "maxReplicaCount": req.max_replicas,
-            "pollingInterval": req.polling_interval, "cooldownPeriod": req.cooldown_period,
-            "triggers": [{"type": "prometheus", "metadata": {
-                "serverAddress": req.server_address, "query": query, "threshold": f"{req.threshold:g}",
-                "activationThreshold": f"{req.activation_threshold:g}"}}],
+            "minReplicaCount": req.min_replicas,
+            "maxReplicaCount": req.max_replicas,
+            "pollingInterval": req.polling_interval,
+            "cooldownPeriod": req.cooldown_period,
+            "triggers": [
+                {
+                    "type": "prometheus",
+                    "metadata": {
+                        "serverAddress": req.server_address,
+                        "query": query,
+                        "threshold": f"{req.threshold:g}",
+                        "activationThreshold": f"{req.activation_threshold:g}",
+                    },
+                }
+            ],
         },
     }
 
@@ -88,8 +105,15 @@ def _check(app: AppContext, req: AutoscalingRequest) -> AutoscalingParams:
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
     dep = model_server(api, req.deployment_name, req.namespace)
     labels = dep.metadata.labels or {}
-    if labels.get(m.LABEL_COMPONENT) == r.COMPONENT:
-        workers = next((w.split("=", 1)[1] for w in r.command_of(dep) if w.startswith(m.LABEL_APP + "=")), "?")
+    if labels.get(inference_manifests.LABEL_COMPONENT) == router_manifests.COMPONENT:
+        workers = next(
+            (
+                w.split("=", 1)[1]
+                for w in router_manifests.command_of(dep)
+                if w.startswith(inference_manifests.LABEL_APP + "=")
+            ),
+            "?",
+        )
         raise InvalidInput(
             f"Invalid input: deploymentName: {req.deployment_name} is an SGLang router; autoscaling targets the "
             "workers behind it, never the router",
@@ -104,7 +128,7 @@ def _check(app: AppContext, req: AutoscalingRequest) -> AutoscalingParams:
                 "default load metric",
                 hint="Give query (PromQL returning one value), or deploy one router with inference_router_deploy.",
                 details={"fields": [{"field": "query", "message": "required"}]})
-        query = r.load_query(routers[0], req.namespace)
+        query = router_manifests.load_query(routers[0], req.namespace)
     if read_object(api, {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
                          "metadata": {"name": CRD}}) is None:
         raise PreconditionFailed(f"KEDA is not installed on {row.tag} (no {CRD}).",

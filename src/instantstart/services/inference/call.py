@@ -22,7 +22,7 @@ from instantstart.kube.apply import read_object
 from instantstart.kube.balancer import balancer_request
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.proxy import service_request
-from instantstart.manifests import inference as m
+from instantstart.manifests import inference as inference_manifests
 from instantstart.manifests import inference_endpoint as iec
 from instantstart.services.core.stages import blocking
 from instantstart.services.inference.call_balancer import through_balancer
@@ -196,7 +196,7 @@ def resolve(api: k8s.ApiClient, name: str, namespace: str, kind: str | None = No
         if obj is None and kind == "managed":
             raise NotFound(f"No managed endpoint {namespace}/{name} (InferenceEndpointConfig or JumpStartModel).",
                            hint="inference_managed_list lists the managed endpoints.")
-    service = name if name.endswith("-service") and obj is None else m.service_name(name)
+    service = name if name.endswith("-service") and obj is None else inference_manifests.service_name(name)
     svc = None if kind == "managed" else _read_service(api, service, namespace)
     if obj is not None:
         if svc is not None and not owned_by(svc, obj):
@@ -207,7 +207,7 @@ def resolve(api: k8s.ApiClient, name: str, namespace: str, kind: str | None = No
                        hint="inference_list_services and inference_managed_list list what is deployed.")
     keyed = _has_key(api, service.removesuffix("-service"), namespace)
     return Target(label=f"{namespace}/{service}", namespace=namespace, path=OPENAI_CHAT,
-                  model=(svc.metadata.annotations or {}).get(m.ANNOTATION_MODEL), service=service,
+                  model=(svc.metadata.annotations or {}).get(inference_manifests.ANNOTATION_MODEL), service=service,
                   port=svc.spec.ports[0].port, keyed=keyed, self_managed=True)
 
 
@@ -216,7 +216,7 @@ def _has_key(api: k8s.ApiClient, deployment: str, namespace: str) -> bool:
     header (it authenticates the control plane) and never forwards it, so such a server is called at its load
     balancer. The Secret's name comes from the deployment's name, never from a cluster object's field."""
     return read_object(api, {"apiVersion": "v1", "kind": "Secret", "metadata": {
-        "name": m.api_key_secret_name(deployment), "namespace": namespace}}) is not None
+        "name": inference_manifests.api_key_secret_name(deployment), "namespace": namespace}}) is not None
 
 
 def _mapping(value: Any) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from instantstart.errors import NotFound, PreconditionFailed
 from instantstart.kube import k8s
 from instantstart.kube.calls import kube_call
 from instantstart.logs import register_secret
-from instantstart.manifests import inference as m
+from instantstart.manifests import inference as inference_manifests
 from instantstart.services.core.registry import cluster_target
 from instantstart.store.models import ClusterRow
 
@@ -43,10 +43,10 @@ def api_key(api: k8s.ApiClient, deployment: str, namespace: str) -> str | None:
     core = k8s.CoreV1Api(api)
     try:
         secret: Any = kube_call("read the API key Secret", core.read_namespaced_secret,
-                                m.api_key_secret_name(deployment), namespace)
+                                inference_manifests.api_key_secret_name(deployment), namespace)
     except NotFound:
         return None
-    encoded = (secret.data or {}).get(m.API_KEY_KEY)
+    encoded = (secret.data or {}).get(inference_manifests.API_KEY_KEY)
     if not encoded:
         return None
     key = base64.b64decode(encoded).decode(errors="replace")
@@ -66,7 +66,7 @@ def through_balancer(app: AppContext, row: ClusterRow, api: k8s.ApiClient, targe
     ns, service = target.namespace, str(target.service)
     deployment = service.removesuffix("-service")
     svc: Any = kube_call("read the Service", k8s.CoreV1Api(api).read_namespaced_service, service, ns)
-    secret = m.api_key_secret_name(deployment)
+    secret = inference_manifests.api_key_secret_name(deployment)
     if svc.spec.type != "LoadBalancer":
         if keyed:
             raise _refuse(f"{ns}/{deployment} demands an API key (Secret {ns}/{secret}) but has no load balancer; "

@@ -16,7 +16,7 @@ from instantstart.kube import k8s
 from instantstart.kube.apply import apply_object, read_object
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.logs import register_secret
-from instantstart.manifests import inference as m
+from instantstart.manifests import inference as inference_manifests
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
@@ -88,7 +88,7 @@ class DeployRequest(WireModel):
     cluster_tag: ClusterTag | None = None
 
 
-class DeployParams(ParamsModel, m.ServerSpec):
+class DeployParams(ParamsModel, inference_manifests.ServerSpec):
     """What the deploy operation records: the server's spec (the token never: only the Secret's name) and the
     cluster it runs on."""
 
@@ -102,13 +102,13 @@ def _field_error(field: str, message: str, hint: str) -> InvalidInput:
                         details={"fields": [{"field": field, "message": message}]})
 
 
-def _command(req: DeployRequest) -> tuple[m.Engine, list[str], int, str | None]:
+def _command(req: DeployRequest) -> tuple[inference_manifests.Engine, list[str], int, str | None]:
     try:
-        words = m.tokens(req.deployment_command)
-        engine = m.engine_of(words, req.docker_image)
-        tp, pp = m.parallelism(words)
-        port = m.listening_port(words, engine, req.port)
-    except m.CommandError as exc:
+        words = inference_manifests.tokens(req.deployment_command)
+        engine = inference_manifests.engine_of(words, req.docker_image)
+        tp, pp = inference_manifests.parallelism(words)
+        port = inference_manifests.listening_port(words, engine, req.port)
+    except inference_manifests.CommandError as exc:
         raise _field_error("deploymentCommand", str(exc), "Give one command line: `vllm serve <model> …`.") from None
     if tp * pp > req.gpu_count:
         raise _field_error(
@@ -121,13 +121,13 @@ def _command(req: DeployRequest) -> tuple[m.Engine, list[str], int, str | None]:
         raise _field_error("dockerImage", "required when the command is neither vLLM nor SGLang",
                            "Name the serving container's image.")
     _exposure(req, engine, words)
-    return engine, m.with_port(words, engine, port), port, m.served_model(words)
+    return engine, inference_manifests.with_port(words, engine, port), port, inference_manifests.served_model(words)
 
 
-def _exposure(req: DeployRequest, engine: m.Engine, words: list[str]) -> None:
+def _exposure(req: DeployRequest, engine: inference_manifests.Engine, words: list[str]) -> None:
     """A load balancer is never public by accident: external needs source ranges; internet-facing needs an API
     key, which only reaches the server from a Secret (never the command line)."""
-    if m.flag(words, "--api-key") is not None:
+    if inference_manifests.flag(words, "--api-key") is not None:
         raise _field_error("deploymentCommand", "--api-key in the command would keep the key in plain text in the "
                            "Deployment", "Drop --api-key from the command and give apiKey (kept in a Secret).")
     if req.service_type != "external":
@@ -161,13 +161,13 @@ def _plan(app: AppContext, row: ClusterRow, req: DeployRequest, name: str, words
     else:
         raise _field_error("deploymentName", f"{req.namespace}/{name} already exists",
                            "Pick another name, or inference_undeploy the existing one first.")
-    if not any(w.startswith(m.S3_MOUNT + "/") or w == m.S3_MOUNT for w in words):
+    if not any(w.startswith(inference_manifests.S3_MOUNT + "/") or w == inference_manifests.S3_MOUNT for w in words):
         return None
     claim = read_object(api, {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                               "metadata": {"name": DEFAULT_CLAIM, "namespace": req.namespace}})
     if claim is None:
         raise PreconditionFailed(
-            f"The command reads from {m.S3_MOUNT}, but {req.namespace} has no claim {DEFAULT_CLAIM}.",
+            f"The command reads from {inference_manifests.S3_MOUNT}, but {req.namespace} has no claim {DEFAULT_CLAIM}.",
             hint="Deploy in the namespace of the cluster's S3 claim (default), or create one with s3_storage_create.",
         )
     return DEFAULT_CLAIM
@@ -203,7 +203,7 @@ async def inference_deploy_container(ctx: CallContext, req: DeployRequest) -> Op
     status = await collect_status(ctx.app, tag, ())
     placement = place(status, sz.choose_types(status, wanted, gib, req.gpu_count), req.gpu_count, req.replicas)
     sized = sz.requests(placement.instance_types, req.gpu_count, req.cpu_request, req.memory_request)
-    name = req.deployment_name or m.default_name(engine, utcnow())
+    name = req.deployment_name or inference_manifests.default_name(engine, utcnow())
     claim = await blocking(_plan, ctx.app, row, req, name, words)
     fsx = await blocking(mountable_fsx, ctx.app, row, req.namespace, req.fsx_claim, words, "deploymentCommand")
     secret = None
@@ -211,17 +211,22 @@ async def inference_deploy_container(ctx: CallContext, req: DeployRequest) -> Op
         token = req.hugging_face_token.get_secret_value()
         register_secret(token)
         api = await blocking(kube_api, ctx.app.kube, row.eks_cluster_name, row.region)
-        body = m.token_secret(name, req.namespace, token)
+        body = inference_manifests.token_secret(name, req.namespace, token)
         await blocking(kube_call, "write the token Secret", apply_object, api, body)
-        secret = m.token_secret_name(name)
+        secret = inference_manifests.token_secret_name(name)
     key_secret = None
     if req.api_key is not None:
         key = req.api_key.get_secret_value()
         register_secret(key)
         api = await blocking(kube_api, ctx.app.kube, row.eks_cluster_name, row.region)
-        await blocking(kube_call, "write the API key Secret", apply_object, api, m.api_key_secret(name, req.namespace,
-                                                                                                  key))
-        key_secret = m.api_key_secret_name(name)
+        await blocking(
+            kube_call,
+            "write the API key Secret",
+            apply_object,
+            api,
+            inference_manifests.api_key_secret(name, req.namespace, key),
+        )
+        key_secret = inference_manifests.api_key_secret_name(name)
     params = DeployParams(
         cluster_tag=tag, region=row.region, eks_cluster=row.eks_cluster_name, name=name, namespace=req.namespace,
         engine=engine.name, command=words, image=req.docker_image or engine.image, gpu_count=req.gpu_count,
@@ -246,11 +251,13 @@ async def stage_apply(stage: StageContext) -> dict[str, Any]:
     api = await blocking(kube_api, stage.app.kube, p.eks_cluster, p.region)
     lbc = p.service_type == "external" and await blocking(_lb_controller, api)
     await stage.progress(f"applying Deployment {p.namespace}/{p.name} ({p.replicas} replica(s) x {p.gpu_count} GPU)")
-    await blocking(kube_call, "apply the Deployment", apply_object, api, m.deployment(p))
-    svc = await blocking(kube_call, "apply the Service", apply_object, api, m.service(p, load_balancer_controller=lbc))
+    await blocking(kube_call, "apply the Deployment", apply_object, api, inference_manifests.deployment(p))
+    svc = await blocking(
+        kube_call, "apply the Service", apply_object, api, inference_manifests.service(p, load_balancer_controller=lbc)
+    )
     # The Service's uid is what inference_call_model later checks before it takes a load balancer address from it.
-    return {"deployment": p.name, "service": m.service_name(p.name), "loadBalancerController": lbc,
-            "exposure": m.exposure(p), "serviceUid": svc["metadata"]["uid"]}
+    return {"deployment": p.name, "service": inference_manifests.service_name(p.name), "loadBalancerController": lbc,
+            "exposure": inference_manifests.exposure(p), "serviceUid": svc["metadata"]["uid"]}
 
 
 def _rollout(api: k8s.ApiClient, p: DeployParams) -> tuple[bool, str]:
@@ -260,7 +267,9 @@ def _rollout(api: k8s.ApiClient, p: DeployParams) -> tuple[bool, str]:
     message = f"{p.name}: {ready}/{p.replicas} replicas Ready"
     if ready >= p.replicas:
         return True, message
-    pods: Any = kube_call("list pods", core.list_namespaced_pod, p.namespace, label_selector=f"{m.LABEL_APP}={p.name}")
+    pods: Any = kube_call(
+        "list pods", core.list_namespaced_pod, p.namespace, label_selector=f"{inference_manifests.LABEL_APP}={p.name}"
+    )
     for pod in pods.items or []:
         for cond in (pod.status.conditions if pod.status else None) or []:
             if cond.type == "PodScheduled" and cond.status == "False" and cond.message:
@@ -279,8 +288,12 @@ def _balancer_url(api: k8s.ApiClient, p: DeployParams) -> str | None:
     in-cluster servers): the DNS name AWS gives, or an IP."""
     if p.service_type != "external":
         return None
-    svc: Any = kube_call("read the Service", k8s.CoreV1Api(api).read_namespaced_service, m.service_name(p.name),
-                         p.namespace)
+    svc: Any = kube_call(
+        "read the Service",
+        k8s.CoreV1Api(api).read_namespaced_service,
+        inference_manifests.service_name(p.name),
+        p.namespace,
+    )
     ingress = (svc.status.load_balancer.ingress if svc.status and svc.status.load_balancer else None) or []
     address = (ingress[0].hostname or ingress[0].ip) if ingress else None
     return f"http://{address}:{p.port}" if address else None
@@ -295,11 +308,17 @@ async def stage_ready(stage: StageContext) -> dict[str, Any]:
         return await blocking(_rollout, api, p)
 
     await wait_until(stage, ready, limit_seconds=READY_TIMEOUT, what=f"model server {p.name}")
-    service = m.service_name(p.name)
+    service = inference_manifests.service_name(p.name)
     return {
-        "name": p.name, "namespace": p.namespace, "service": service, "engine": p.engine, "model": p.model,
-        "replicas": p.replicas, "gpuCount": p.gpu_count,
-        "url": f"http://{service}.{p.namespace}.svc.cluster.local:{p.port}", "exposure": m.exposure(p),
+        "name": p.name,
+        "namespace": p.namespace,
+        "service": service,
+        "engine": p.engine,
+        "model": p.model,
+        "replicas": p.replicas,
+        "gpuCount": p.gpu_count,
+        "url": f"http://{service}.{p.namespace}.svc.cluster.local:{p.port}",
+        "exposure": inference_manifests.exposure(p),
         "serviceUid": stage.outputs.get("apply", {}).get("serviceUid"),
         "loadBalancerUrl": await blocking(_balancer_url, api, p),
     }

@@ -13,7 +13,7 @@ from instantstart.errors import InvalidInput, PreconditionFailed
 from instantstart.kube import k8s
 from instantstart.kube.apply import apply_object, delete_object, read_object
 from instantstart.kube.calls import kube_api, kube_call
-from instantstart.manifests import inference as m
+from instantstart.manifests import inference as inference_manifests
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
@@ -33,7 +33,8 @@ def _invalid(field: str, message: str, hint: str) -> InvalidInput:
 def pools(api: k8s.ApiClient, namespace: str) -> dict[str, Any]:
     """The model-pool Deployments of a namespace, by name."""
     apps = k8s.AppsV1Api(api)
-    selector = f"{m.LABEL_MANAGED}={m.MANAGED_BY},{m.LABEL_BUSINESS}={m.UNASSIGNED}"
+    selector = (f"{inference_manifests.LABEL_MANAGED}={inference_manifests.MANAGED_BY},"
+                f"{inference_manifests.LABEL_BUSINESS}={inference_manifests.UNASSIGNED}")
     found: Any = kube_call("list deployments", apps.list_namespaced_deployment, namespace, label_selector=selector)
     return {d.metadata.name: d for d in found.items or []}
 
@@ -54,14 +55,16 @@ def pick_pool(api: k8s.ApiClient, namespace: str, pool: str | None) -> Any:
 def workers(api: k8s.ApiClient, namespace: str, pool: str) -> list[Any]:
     """The pool's live pods (not being deleted), by name."""
     core = k8s.CoreV1Api(api)
-    found: Any = kube_call("list pods", core.list_namespaced_pod, namespace, label_selector=f"{m.LABEL_APP}={pool}")
+    found: Any = kube_call(
+        "list pods", core.list_namespaced_pod, namespace, label_selector=f"{inference_manifests.LABEL_APP}={pool}"
+    )
     live = [p for p in found.items or [] if not p.metadata.deletion_timestamp]
     return sorted(live, key=lambda p: str(p.metadata.name))
 
 
 def business(pod: Any) -> str:
     """The service a worker serves (`unassigned` when warm and free)."""
-    return str((pod.metadata.labels or {}).get(m.LABEL_BUSINESS, m.UNASSIGNED))
+    return str((pod.metadata.labels or {}).get(inference_manifests.LABEL_BUSINESS, inference_manifests.UNASSIGNED))
 
 
 def is_ready(pod: Any) -> bool:
@@ -72,8 +75,13 @@ def is_ready(pod: Any) -> bool:
 
 def _relabel(api: k8s.ApiClient, pod: Any, service: str) -> dict[str, Any]:
     """Change only the pod's `business` label (and its deletion cost): the container keeps running."""
-    cost = m.BOUND_DELETION_COST if service != m.UNASSIGNED else None
-    body = {"metadata": {"labels": {m.LABEL_BUSINESS: service}, "annotations": {m.DELETION_COST: cost}}}
+    cost = inference_manifests.BOUND_DELETION_COST if service != inference_manifests.UNASSIGNED else None
+    body = {
+        "metadata": {
+            "labels": {inference_manifests.LABEL_BUSINESS: service},
+            "annotations": {inference_manifests.DELETION_COST: cost},
+        }
+    }
     core = k8s.CoreV1Api(api)
     patched: Any = kube_call("relabel the worker", core.patch_namespaced_pod, pod.metadata.name,
                              pod.metadata.namespace, body)
@@ -121,15 +129,27 @@ def _check_assign(app: AppContext, tag: str, req: AssignRequest) -> PoolParams:
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
     pool = pick_pool(api, req.namespace, req.pool)
     name = str(pool.metadata.name)
-    if req.service == m.UNASSIGNED:
+    if req.service == inference_manifests.UNASSIGNED:
         raise _invalid("service", "`unassigned` marks free workers", "Name the service the workers will serve.")
-    existing = read_object(api, {"apiVersion": "v1", "kind": "Service",
-                                 "metadata": {"name": m.service_name(req.service), "namespace": req.namespace}})
+    existing = read_object(
+        api,
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": inference_manifests.service_name(req.service), "namespace": req.namespace},
+        },
+    )
     selector = ((existing or {}).get("spec") or {}).get("selector")
-    if existing is not None and selector != {m.LABEL_BUSINESS: req.service}:
-        raise _invalid("service", f"{req.namespace}/{m.service_name(req.service)} exists and selects {selector}, "
-                       f"not {m.LABEL_BUSINESS}={req.service}", "Pick a service name not used by another model.")
-    free = [p for p in workers(api, req.namespace, name) if business(p) == m.UNASSIGNED and is_ready(p)]
+    if existing is not None and selector != {inference_manifests.LABEL_BUSINESS: req.service}:
+        raise _invalid(
+            "service",
+            f"{req.namespace}/{inference_manifests.service_name(req.service)} exists and selects {selector}, "
+            f"not {inference_manifests.LABEL_BUSINESS}={req.service}",
+            "Pick a service name not used by another model.",
+        )
+    free = [
+        p for p in workers(api, req.namespace, name) if business(p) == inference_manifests.UNASSIGNED and is_ready(p)
+    ]
     if len(free) < req.count:
         replicas = int(pool.spec.replicas or 0) + req.count - len(free)
         raise PreconditionFailed(
@@ -164,12 +184,18 @@ async def inference_pool_assign(ctx: CallContext, req: AssignRequest) -> Operati
 
 def _service_for(api: k8s.ApiClient, p: PoolParams, pool: Any) -> str:
     """Make sure the service's Service exists (a pool's own Service already selects business=<pool>)."""
-    name = m.service_name(p.service)
+    name = inference_manifests.service_name(p.service)
     body = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": p.namespace}}
     if read_object(api, body) is None:
         notes = dict(pool.metadata.annotations or {})
-        kube_call("make the service's Service", apply_object, api,
-                  m.pool_service(p.service, p.namespace, p.pool, int(notes.get(m.ANNOTATION_PORT, "8000")), notes))
+        kube_call(
+            "make the service's Service",
+            apply_object,
+            api,
+            inference_manifests.pool_service(
+                p.service, p.namespace, p.pool, int(notes.get(inference_manifests.ANNOTATION_PORT, "8000")), notes
+            ),
+        )
     return name
 
 
@@ -177,7 +203,7 @@ def _assign(app: AppContext, p: PoolParams) -> PoolResult:
     api = kube_api(app.kube, p.eks_cluster, p.region)
     pool = pick_pool(api, p.namespace, p.pool)
     pods = workers(api, p.namespace, p.pool)
-    free = [w for w in pods if business(w) == m.UNASSIGNED and is_ready(w)]
+    free = [w for w in pods if business(w) == inference_manifests.UNASSIGNED and is_ready(w)]
     if len(free) < p.count:
         raise PreconditionFailed(f"Model pool {p.namespace}/{p.pool} has {len(free)} warm unassigned worker(s) "
                                  f"now; {p.count} asked.", hint="Grow the pool with inference_scale, then retry.")
@@ -240,15 +266,23 @@ async def inference_pool_release(ctx: CallContext, req: ReleaseRequest) -> Opera
 def _release(app: AppContext, p: PoolParams) -> PoolResult:
     api = kube_api(app.kube, p.eks_cluster, p.region)
     pods = workers(api, p.namespace, p.pool)
-    moved = [_relabel(api, w, m.UNASSIGNED) for w in pods if w.metadata.name in p.pods and business(w) == p.service]
+    moved = [
+        _relabel(api, w, inference_manifests.UNASSIGNED)
+        for w in pods
+        if w.metadata.name in p.pods and business(w) == p.service
+    ]
     left = [w for w in pods if business(w) == p.service and w.metadata.name not in p.pods]
-    service_name = m.service_name(p.service)
+    service_name = inference_manifests.service_name(p.service)
     if not left and p.service != p.pool:
         body = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": service_name, "namespace": p.namespace}}
         found = read_object(api, body)
-        if found is not None and (found["metadata"].get("labels") or {}).get(m.LABEL_COMPONENT) == m.POOL_SERVICE:
+        if (
+            found is not None
+            and (found["metadata"].get("labels") or {}).get(inference_manifests.LABEL_COMPONENT)
+            == inference_manifests.POOL_SERVICE
+        ):
             kube_call("delete the service's Service", delete_object, api, body)
-    free = sum(1 for w in workers(api, p.namespace, p.pool) if business(w) == m.UNASSIGNED)
+    free = sum(1 for w in workers(api, p.namespace, p.pool) if business(w) == inference_manifests.UNASSIGNED)
     return PoolResult(pool=p.pool, service=p.service, service_name=service_name, moved=moved, unassigned_left=free)
 
 

@@ -13,8 +13,8 @@ from instantstart.errors import InvalidInput
 from instantstart.kube import k8s
 from instantstart.kube.apply import apply_object
 from instantstart.kube.calls import kube_api, kube_call
-from instantstart.manifests import inference as m
-from instantstart.manifests import router as r
+from instantstart.manifests import inference as inference_manifests
+from instantstart.manifests import router as router_manifests
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
@@ -33,7 +33,7 @@ class RouterRequest(WireModel):
     router_name: str | None = Field(default=None, pattern=r"^[a-z]([-a-z0-9]{0,45}[a-z0-9])?$",
                                     description="Default <deploymentName>-router; its Service is <name>-service.")
     policy: Literal["cache_aware", "round_robin", "random", "power_of_two"] = "cache_aware"
-    image: str = Field(default=r.ROUTER_IMAGE, min_length=3, max_length=512, pattern=r"^[^\s]+$")
+    image: str = Field(default=router_manifests.ROUTER_IMAGE, min_length=3, max_length=512, pattern=r"^[^\s]+$")
     namespace: KubeName = "default"
     cluster_tag: ClusterTag | None = None
 
@@ -55,24 +55,40 @@ class RouterParams(ParamsModel):
 
 def routers_of(api: k8s.ApiClient, workers: str, namespace: str) -> list[str]:
     """The routers (made by inference_router_deploy) that discover the Deployment `workers`' pods."""
-    listed: Any = kube_call("list routers", k8s.AppsV1Api(api).list_namespaced_deployment, namespace,
-                            label_selector=f"{m.LABEL_MANAGED}={m.MANAGED_BY},{m.LABEL_COMPONENT}={r.COMPONENT}")
-    return sorted(d.metadata.name for d in listed.items or [] if f"{m.LABEL_APP}={workers}" in r.command_of(d))
+    listed: Any = kube_call(
+        "list routers",
+        k8s.AppsV1Api(api).list_namespaced_deployment,
+        namespace,
+        label_selector=f"{inference_manifests.LABEL_MANAGED}={inference_manifests.MANAGED_BY},{inference_manifests.LABEL_COMPONENT}={router_manifests.COMPONENT}",
+    )
+    return sorted(
+        d.metadata.name
+        for d in listed.items or []
+        if f"{inference_manifests.LABEL_APP}={workers}" in router_manifests.command_of(d)
+    )
 
 
 def _check(app: AppContext, req: RouterRequest) -> RouterParams:
     row = cluster_row(app, req.cluster_tag)
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
     dep = model_server(api, req.deployment_name, req.namespace)
-    if (dep.metadata.labels or {}).get(m.LABEL_COMPONENT) == r.COMPONENT:
+    if (dep.metadata.labels or {}).get(inference_manifests.LABEL_COMPONENT) == router_manifests.COMPONENT:
         raise InvalidInput("Invalid input: deploymentName: that is a router, not model workers",
                            hint="Name the model server's Deployment.",
                            details={"fields": [{"field": "deploymentName", "message": "a router"}]})
     notes = dep.metadata.annotations or {}
-    return RouterParams(cluster_tag=row.tag, region=row.region, eks_cluster=row.eks_cluster_name,
-                        name=req.router_name or f"{req.deployment_name}-router", namespace=req.namespace,
-                        workers=req.deployment_name, worker_port=int(notes.get(m.ANNOTATION_PORT, "8000")),
-                        policy=req.policy, image=req.image, model=notes.get(m.ANNOTATION_MODEL))
+    return RouterParams(
+        cluster_tag=row.tag,
+        region=row.region,
+        eks_cluster=row.eks_cluster_name,
+        name=req.router_name or f"{req.deployment_name}-router",
+        namespace=req.namespace,
+        workers=req.deployment_name,
+        worker_port=int(notes.get(inference_manifests.ANNOTATION_PORT, "8000")),
+        policy=req.policy,
+        image=req.image,
+        model=notes.get(inference_manifests.ANNOTATION_MODEL),
+    )
 
 
 @operation(
@@ -93,13 +109,13 @@ async def inference_router_deploy(ctx: CallContext, req: RouterRequest) -> Opera
                                     status_tool="operation_get", poll_after_seconds=5)
 
 
-def _spec(p: RouterParams) -> r.RouterSpec:
-    return r.RouterSpec(name=p.name, namespace=p.namespace, workers=p.workers, worker_port=p.worker_port,
+def _spec(p: RouterParams) -> router_manifests.RouterSpec:
+    return router_manifests.RouterSpec(name=p.name, namespace=p.namespace, workers=p.workers, worker_port=p.worker_port,
                         policy=p.policy, image=p.image, model=p.model)
 
 
 def _apply(api: k8s.ApiClient, p: RouterParams) -> None:
-    for body in r.objects(_spec(p)):
+    for body in router_manifests.objects(_spec(p)):
         kube_call(f"apply the router's {body['kind']}", apply_object, api, body)
 
 
@@ -119,8 +135,14 @@ async def stage_router(stage: StageContext) -> dict[str, Any]:
         return await blocking(_ready, api, p)
 
     await wait_until(stage, ready, limit_seconds=900, what=f"router {p.name}")
-    return {"name": p.name, "namespace": p.namespace, "service": m.service_name(p.name), "workers": p.workers,
-            "policy": p.policy, "command": r.command(_spec(p))}
+    return {
+        "name": p.name,
+        "namespace": p.namespace,
+        "service": inference_manifests.service_name(p.name),
+        "workers": p.workers,
+        "policy": p.policy,
+        "command": router_manifests.command(_spec(p)),
+    }
 
 
 KINDS.register(OperationKind(name="inference_router_deploy", params=RouterParams,

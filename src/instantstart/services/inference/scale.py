@@ -12,7 +12,7 @@ from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import InvalidInput, NotFound, PreconditionFailed
 from instantstart.kube import k8s
 from instantstart.kube.calls import kube_api, kube_call
-from instantstart.manifests import inference as m
+from instantstart.manifests import inference as inference_manifests
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
@@ -54,7 +54,10 @@ def model_server(api: k8s.ApiClient, name: str, namespace: str) -> Any:
         dep: Any = kube_call("read the Deployment", apps.read_namespaced_deployment, name, namespace)
     except NotFound:
         dep = None
-    if dep is None or (dep.metadata.labels or {}).get(m.LABEL_MANAGED) != m.MANAGED_BY:
+    if (
+        dep is None
+        or (dep.metadata.labels or {}).get(inference_manifests.LABEL_MANAGED) != inference_manifests.MANAGED_BY
+    ):
         raise InvalidInput(f"Invalid input: deploymentName: no model server {namespace}/{name}",
                            hint="inference_list_services lists the model servers this control plane deployed.",
                            details={"fields": [{"field": "deploymentName", "message": "not deployed"}]})
@@ -63,10 +66,10 @@ def model_server(api: k8s.ApiClient, name: str, namespace: str) -> Any:
 
 def bound_guard(api: k8s.ApiClient, dep: Any, replicas: int) -> None:
     """Refuse a scale-in of a model pool that would have to remove workers still serving a service."""
-    if (dep.metadata.labels or {}).get(m.LABEL_BUSINESS) != m.UNASSIGNED:
+    if (dep.metadata.labels or {}).get(inference_manifests.LABEL_BUSINESS) != inference_manifests.UNASSIGNED:
         return
     pods = workers(api, dep.metadata.namespace, dep.metadata.name)
-    bound = [p for p in pods if business(p) != m.UNASSIGNED]
+    bound = [p for p in pods if business(p) != inference_manifests.UNASSIGNED]
     remove = len(pods) - replicas
     if remove <= 0 or replicas >= len(bound):
         return
@@ -85,7 +88,7 @@ def _instance_types(dep: Any) -> list[str] | None:
     required = affinity.node_affinity.required_during_scheduling_ignored_during_execution if affinity else None
     for term in (required.node_selector_terms if required else None) or []:
         for expr in term.match_expressions or []:
-            if expr.key == m.INSTANCE_TYPE_LABEL and expr.operator == "In":
+            if expr.key == inference_manifests.INSTANCE_TYPE_LABEL and expr.operator == "In":
                 return list(expr.values or [])
     return None
 
@@ -95,7 +98,7 @@ def _check(app: AppContext, req: ScaleRequest) -> tuple[ScaleParams, int, int, l
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
     dep = model_server(api, req.deployment_name, req.namespace)
     bound_guard(api, dep, req.replicas)
-    gpus = int((dep.metadata.annotations or {}).get(m.ANNOTATION_GPUS, "0") or 0)
+    gpus = int((dep.metadata.annotations or {}).get(inference_manifests.ANNOTATION_GPUS, "0") or 0)
     params = ScaleParams(cluster_tag=row.tag, region=row.region, eks_cluster=row.eks_cluster_name,
                          name=req.deployment_name, namespace=req.namespace, replicas=req.replicas)
     return params, int(dep.spec.replicas or 0), gpus, _instance_types(dep)

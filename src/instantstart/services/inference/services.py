@@ -14,7 +14,7 @@ from instantstart.context import AppContext, CallContext
 from instantstart.kube import k8s
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.informers import Informer
-from instantstart.manifests import inference as m
+from instantstart.manifests import inference as inference_manifests
 from instantstart.services.cluster.status_model import WatchFreshness
 from instantstart.services.core.registry import get_cluster, resolve_tag
 from instantstart.services.monitoring import watched
@@ -64,19 +64,24 @@ def _model_service(dep: Any, svc: Any) -> ModelService:
     notes = meta.annotations or {}
     url = None
     if svc is not None:
-        port = svc.spec.ports[0].port if svc.spec.ports else notes.get(m.ANNOTATION_PORT)
+        port = svc.spec.ports[0].port if svc.spec.ports else notes.get(inference_manifests.ANNOTATION_PORT)
         ingress = (svc.status.load_balancer.ingress if svc.status and svc.status.load_balancer else None) or []
         external = (ingress[0].hostname or ingress[0].ip) if ingress else None
         url = _url(svc.metadata.name, meta.namespace, port, svc.spec.type, external)
     return ModelService(
-        name=str(meta.name), namespace=str(meta.namespace),
-        engine=(meta.labels or {}).get(m.LABEL_ENGINE, "other"), model=notes.get(m.ANNOTATION_MODEL),
+        name=str(meta.name),
+        namespace=str(meta.namespace),
+        engine=(meta.labels or {}).get(inference_manifests.LABEL_ENGINE, "other"),
+        model=notes.get(inference_manifests.ANNOTATION_MODEL),
         service=svc.metadata.name if svc is not None else None,
         service_type=svc.spec.type if svc is not None else None,
         replicas_ready=int((dep.status.ready_replicas if dep.status else 0) or 0),
         replicas_desired=int((dep.spec.replicas if dep.spec else 0) or 0),
-        gpus_per_replica=int(notes.get(m.ANNOTATION_GPUS, "0") or 0), url=url,
-        load_balancer=m.load_balancer_scheme(svc.spec.type, svc.metadata.annotations) if svc is not None else None,
+        gpus_per_replica=int(notes.get(inference_manifests.ANNOTATION_GPUS, "0") or 0),
+        url=url,
+        load_balancer=inference_manifests.load_balancer_scheme(svc.spec.type, svc.metadata.annotations)
+        if svc is not None
+        else None,
         source_ranges=list((svc.spec.load_balancer_source_ranges if svc is not None else None) or []),
     )
 
@@ -84,18 +89,24 @@ def _model_service(dep: Any, svc: Any) -> ModelService:
 def _services(app: AppContext, row: ClusterRow, namespace: str | None) -> list[ModelService]:
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
     apps, core = k8s.AppsV1Api(api), k8s.CoreV1Api(api)
-    selector = f"{m.LABEL_MANAGED}={m.MANAGED_BY},{m.LABEL_ENGINE}"
+    selector = (
+        f"{inference_manifests.LABEL_MANAGED}={inference_manifests.MANAGED_BY},{inference_manifests.LABEL_ENGINE}"
+    )
     deps: Any
     svcs: Any
     if namespace:
         deps = kube_call("list deployments", apps.list_namespaced_deployment, namespace, label_selector=selector)
-        svcs = kube_call("list services", core.list_namespaced_service, namespace, label_selector=m.LABEL_MANAGED)
+        svcs = kube_call(
+            "list services", core.list_namespaced_service, namespace, label_selector=inference_manifests.LABEL_MANAGED
+        )
     else:
         deps = kube_call("list deployments", apps.list_deployment_for_all_namespaces, label_selector=selector)
-        svcs = kube_call("list services", core.list_service_for_all_namespaces, label_selector=m.LABEL_MANAGED)
+        svcs = kube_call(
+            "list services", core.list_service_for_all_namespaces, label_selector=inference_manifests.LABEL_MANAGED
+        )
     by_name = {(s.metadata.namespace, s.metadata.name): s for s in svcs.items or []}
     out = [
-        _model_service(dep, by_name.get((dep.metadata.namespace, m.service_name(dep.metadata.name))))
+        _model_service(dep, by_name.get((dep.metadata.namespace, inference_manifests.service_name(dep.metadata.name))))
         for dep in deps.items or []
     ]
     return sorted(out, key=lambda s: (s.namespace, s.name))
@@ -112,13 +123,19 @@ def _watched_service(dep: dict[str, Any], svc: dict[str, Any] | None) -> ModelSe
     notes = dep["annotations"]
     url = None
     if svc is not None:
-        port = svc["port"] if svc["port"] is not None else notes.get(m.ANNOTATION_PORT)
+        port = svc["port"] if svc["port"] is not None else notes.get(inference_manifests.ANNOTATION_PORT)
         url = _url(svc["name"], dep["namespace"], port, svc["type"], svc["external"])
     return ModelService(
-        name=dep["name"], namespace=dep["namespace"], engine=dep["labels"].get(m.LABEL_ENGINE, "other"),
-        model=notes.get(m.ANNOTATION_MODEL), service=svc["name"] if svc is not None else None,
-        service_type=svc["type"] if svc is not None else None, replicas_ready=dep["ready"],
-        replicas_desired=dep["desired"], gpus_per_replica=int(notes.get(m.ANNOTATION_GPUS, "0") or 0), url=url,
+        name=dep["name"],
+        namespace=dep["namespace"],
+        engine=dep["labels"].get(inference_manifests.LABEL_ENGINE, "other"),
+        model=notes.get(inference_manifests.ANNOTATION_MODEL),
+        service=svc["name"] if svc is not None else None,
+        service_type=svc["type"] if svc is not None else None,
+        replicas_ready=dep["ready"],
+        replicas_desired=dep["desired"],
+        gpus_per_replica=int(notes.get(inference_manifests.ANNOTATION_GPUS, "0") or 0),
+        url=url,
         load_balancer=svc.get("loadBalancer") if svc is not None else None,
         source_ranges=list(svc.get("sourceRanges") or []) if svc is not None else [],
     )
@@ -129,10 +146,17 @@ def _from_watches(infs: list[Informer]) -> list[ModelService]:
     deps, svcs = infs
 
     def compute() -> list[ModelService]:
-        managed = [d for d in deps.snapshot()[1].values()
-                   if d["labels"].get(m.LABEL_MANAGED) == m.MANAGED_BY and m.LABEL_ENGINE in d["labels"]]
+        managed = [
+            d
+            for d in deps.snapshot()[1].values()
+            if d["labels"].get(inference_manifests.LABEL_MANAGED) == inference_manifests.MANAGED_BY
+            and inference_manifests.LABEL_ENGINE in d["labels"]
+        ]
         by_name = {(s["namespace"], s["name"]): s for s in svcs.snapshot()[1].values() if s["managed"]}
-        out = [_watched_service(d, by_name.get((d["namespace"], m.service_name(d["name"])))) for d in managed]
+        out = [
+            _watched_service(d, by_name.get((d["namespace"], inference_manifests.service_name(d["name"]))))
+            for d in managed
+        ]
         return sorted(out, key=lambda x: (x.namespace, x.name))
 
     found: list[ModelService] = memoised(deps, "model-services", (deps.version, svcs.version), compute)

@@ -14,8 +14,8 @@ from instantstart.errors import InvalidInput
 from instantstart.kube import k8s
 from instantstart.kube.apply import delete_object
 from instantstart.kube.calls import kube_api, kube_call
-from instantstart.manifests import inference as m
-from instantstart.manifests import router as r
+from instantstart.manifests import inference as inference_manifests
+from instantstart.manifests import router as router_manifests
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
@@ -63,9 +63,14 @@ def _ref(api_version: str, kind: str, name: str) -> dict[str, str]:
 
 def router_objects(name: str) -> list[dict[str, str]]:
     """The five objects of a router (what manifests/router.objects creates)."""
-    return [_ref(o["apiVersion"], o["kind"], o["metadata"]["name"])
-            for o in r.objects(r.RouterSpec(name=name, namespace="-", workers="-", worker_port=1, policy="-",
-                                            image="-", model=None))]
+    return [
+        _ref(o["apiVersion"], o["kind"], o["metadata"]["name"])
+        for o in router_manifests.objects(
+            router_manifests.RouterSpec(
+                name=name, namespace="-", workers="-", worker_port=1, policy="-", image="-", model=None
+            )
+        )
+    ]
 
 
 def _scalers(api: k8s.ApiClient, name: str, namespace: str) -> list[dict[str, str]]:
@@ -82,8 +87,12 @@ def _scalers(api: k8s.ApiClient, name: str, namespace: str) -> list[dict[str, st
 
 
 def _pool_services(api: k8s.ApiClient, pool: str, namespace: str) -> list[dict[str, str]]:
-    listed: Any = kube_call("list services", k8s.CoreV1Api(api).list_namespaced_service, namespace,
-                            label_selector=f"{m.LABEL_APP}={pool},{m.LABEL_COMPONENT}={m.POOL_SERVICE}")
+    listed: Any = kube_call(
+        "list services",
+        k8s.CoreV1Api(api).list_namespaced_service,
+        namespace,
+        label_selector=f"{inference_manifests.LABEL_APP}={pool},{inference_manifests.LABEL_COMPONENT}={inference_manifests.POOL_SERVICE}",
+    )
     return [_ref("v1", "Service", s.metadata.name) for s in listed.items or []]
 
 
@@ -92,7 +101,7 @@ def plan(api: k8s.ApiClient, req: UndeployRequest) -> tuple[list[dict[str, str]]
     nothing of that name to remove."""
     dep = model_server(api, req.deployment_name, req.namespace)
     name = req.deployment_name
-    is_router = (dep.metadata.labels or {}).get(m.LABEL_COMPONENT) == r.COMPONENT
+    is_router = (dep.metadata.labels or {}).get(inference_manifests.LABEL_COMPONENT) == router_manifests.COMPONENT
     scalers = _scalers(api, name, req.namespace)
     if req.scope == "autoscaling":
         if not scalers:
@@ -103,10 +112,15 @@ def plan(api: k8s.ApiClient, req: UndeployRequest) -> tuple[list[dict[str, str]]
     if is_router:
         return [*scalers, *router_objects(name)], [name]
     routers = routers_of(api, name, req.namespace)
-    objects = [*scalers, *[o for router in routers for o in router_objects(router)],
-               *_pool_services(api, name, req.namespace),
-               _ref("apps/v1", "Deployment", name), _ref("v1", "Service", m.service_name(name)),
-               _ref("v1", "Secret", m.token_secret_name(name)), _ref("v1", "Secret", m.api_key_secret_name(name))]
+    objects = [
+        *scalers,
+        *[o for router in routers for o in router_objects(router)],
+        *_pool_services(api, name, req.namespace),
+        _ref("apps/v1", "Deployment", name),
+        _ref("v1", "Service", inference_manifests.service_name(name)),
+        _ref("v1", "Secret", inference_manifests.token_secret_name(name)),
+        _ref("v1", "Secret", inference_manifests.api_key_secret_name(name)),
+    ]
     return objects, [name, *routers]
 
 
@@ -151,7 +165,7 @@ def _pods_left(api: k8s.ApiClient, p: UndeployParams) -> tuple[bool, str]:
     left = []
     for name in p.pods_of:
         pods: Any = kube_call("list pods", core.list_namespaced_pod, p.namespace,
-                              label_selector=f"{m.LABEL_APP}={name}")
+                              label_selector=f"{inference_manifests.LABEL_APP}={name}")
         left += [pod.metadata.name for pod in pods.items or []]
     return not left, f"pods still terminating: {', '.join(sorted(left))}" if left else "pods gone"
 

@@ -32,7 +32,7 @@ from instantstart.services.monitoring.projections import (
 Obj = dict[str, Any]
 FIRST_SYNC_SECONDS = 10.0
 
-KINDS: dict[str, tuple[str, Projection]] = {
+WATCHED_KINDS: dict[str, tuple[str, Projection]] = {
     "nodes": ("/api/v1/nodes", node_view),
     "pods": ("/api/v1/pods", pod_view),
     "pvcs": ("/api/v1/persistentvolumeclaims", claim_view),
@@ -55,7 +55,7 @@ LIVE_KINDS: set[str] = {"nodes", "pods", "services", "deployments"}
 def register_kinds(kinds: Mapping[str, tuple[str, Projection]], *, live: bool = False) -> None:
     """Watch `kinds` too ({kind: (collection path, projection)}), e.g. a domain's custom resources; `live`: their
     changes reach CHANGE_HOOKS (the WebSocket). Called at start-up (services.load_all), never on import."""
-    KINDS.update(kinds)
+    WATCHED_KINDS.update(kinds)
     if live:
         LIVE_KINDS.update(kinds)
 
@@ -156,12 +156,12 @@ def informer(app: AppContext, tag: str, region: str, eks_cluster: str, kind: str
     """The running informer of `kind` for the cluster, started when absent (marks it read); `pinned`: never
     stopped for being unread (a feed the cluster registry starts, see monitoring.feeds)."""
 
-    if kind not in KINDS:
-        raise KeyError(f"no watch is registered for {kind!r} (registered: {', '.join(sorted(KINDS))}); "
+    if kind not in WATCHED_KINDS:
+        raise KeyError(f"no watch is registered for {kind!r} (registered: {', '.join(sorted(WATCHED_KINDS))}); "
                        "services.load_all registers the custom resource kinds at start-up")
 
     def factory() -> Informer:
-        path, project = KINDS[kind]
+        path, project = WATCHED_KINDS[kind]
         listeners: list[ChangeListener] = [make(app, tag) for make in LISTENER_FACTORIES.get(kind, [])]
         derived = None
         if kind == "pods":

@@ -11,8 +11,8 @@ from instantstart.catalog import operation
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import InvalidInput, NotFound, PreconditionFailed, ProviderError
 from instantstart.kube.calls import kube_api, kube_call
-from instantstart.manifests import fsx as f
-from instantstart.manifests import storage as m
+from instantstart.manifests import fsx as fsx_manifests
+from instantstart.manifests import storage as storage_manifests
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.services.core.installation import installation_id
@@ -56,12 +56,13 @@ async def stage_driver(stage: StageContext) -> dict[str, Any]:
     app = stage.app
     row = await blocking(get_cluster, app.db, p.cluster_tag)
     api = await blocking(kube_api, app.kube, row.eks_cluster_name, row.region)
-    if await blocking(kube_call, "read CSIDriver", csi_driver_installed, api, f.FSX_CSI_DRIVER):
-        await stage.progress(f"CSIDriver {f.FSX_CSI_DRIVER} is installed")
+    if await blocking(kube_call, "read CSIDriver", csi_driver_installed, api, fsx_manifests.FSX_CSI_DRIVER):
+        await stage.progress(f"CSIDriver {fsx_manifests.FSX_CSI_DRIVER} is installed")
         return {"enabled": False}
     if not p.enable_csi_driver:
         raise PreconditionFailed(
-            f"The FSx for Lustre CSI driver ({f.FSX_CSI_DRIVER}) is not enabled on cluster {p.cluster_tag}.",
+            f"The FSx for Lustre CSI driver ({fsx_manifests.FSX_CSI_DRIVER}) is not enabled on cluster "
+            f"{p.cluster_tag}.",
             hint=driver_hint(p.name),
             retryable=False,
         )
@@ -70,10 +71,10 @@ async def stage_driver(stage: StageContext) -> dict[str, Any]:
     await blocking(save_result, app.db, p.cluster_tag, "fsxCsiDriver", result.to_dict())
 
     async def registered() -> tuple[bool, str]:
-        there = await blocking(kube_call, "read CSIDriver", csi_driver_installed, api, f.FSX_CSI_DRIVER)
-        return there, f"CSIDriver {f.FSX_CSI_DRIVER}: {'registered' if there else 'waiting'}"
+        there = await blocking(kube_call, "read CSIDriver", csi_driver_installed, api, fsx_manifests.FSX_CSI_DRIVER)
+        return there, f"CSIDriver {fsx_manifests.FSX_CSI_DRIVER}: {'registered' if there else 'waiting'}"
 
-    await wait_until(stage, registered, limit_seconds=DRIVER_TIMEOUT, what=f"CSIDriver {f.FSX_CSI_DRIVER}")
+    await wait_until(stage, registered, limit_seconds=DRIVER_TIMEOUT, what=f"CSIDriver {fsx_manifests.FSX_CSI_DRIVER}")
     return {"enabled": True, "feature": result.to_dict()}
 
 
@@ -120,7 +121,7 @@ def create_file_system(app: AppContext, p: FsxParams, operation_id: str, group_i
     lustre: dict[str, Any] = {"DeploymentType": p.deployment_type, "DataCompressionType": p.data_compression_type}
     if p.per_unit_storage_throughput is not None:
         lustre["PerUnitStorageThroughput"] = p.per_unit_storage_throughput
-    tiering = p.storage_type == f.INTELLIGENT_TIERING
+    tiering = p.storage_type == fsx_manifests.INTELLIGENT_TIERING
     if tiering:
         lustre["ThroughputCapacity"] = p.throughput_capacity
         lustre["DataReadCacheConfiguration"] = p.read_cache
@@ -181,7 +182,7 @@ async def stage_file_system(stage: StageContext) -> dict[str, Any]:
         await stage.progress(f"security group {group_id}: Lustre 988, 1018-1023 from the cluster's nodes")
         fs = await blocking(create_file_system, app, p, stage.operation_id, group_id)
         created = True
-        tiering = p.storage_type == f.INTELLIGENT_TIERING
+        tiering = p.storage_type == fsx_manifests.INTELLIGENT_TIERING
         size = f"{p.throughput_capacity} MBps" if tiering else f"{p.storage_capacity} GiB"
         await stage.progress(f"file system {fs['FileSystemId']} ({p.deployment_type} {p.storage_type}, {size})")
     fs_id = str(fs["FileSystemId"])
@@ -216,10 +217,13 @@ async def stage_claim(stage: StageContext) -> dict[str, Any]:
     row = await blocking(get_cluster, app.db, p.cluster_tag)
     api = await blocking(kube_api, app.kube, row.eks_cluster_name, row.region)
     capacity = int(fs.get("storageCapacity") or p.storage_capacity)
-    pv = f.build_pv(cluster_tag=p.cluster_tag, claim=p.name, file_system_id=fs["fileSystemId"],
+    pv = fsx_manifests.build_pv(cluster_tag=p.cluster_tag, claim=p.name, file_system_id=fs["fileSystemId"],
                     dns_name=fs["dnsName"], mount_name=fs["mountName"], capacity_gib=capacity, namespace=p.namespace)
-    pvc = f.build_pvc(cluster_tag=p.cluster_tag, claim=p.name, capacity_gib=capacity, namespace=p.namespace)
-    await stage.progress(f"PersistentVolume {m.pv_name(p.name)} on {f.mount_target(fs['dnsName'], fs['mountName'])}")
+    pvc = fsx_manifests.build_pvc(cluster_tag=p.cluster_tag, claim=p.name, capacity_gib=capacity, namespace=p.namespace)
+    await stage.progress(
+        f"PersistentVolume {storage_manifests.pv_name(p.name)} on "
+        f"{fsx_manifests.mount_target(fs['dnsName'], fs['mountName'])}"
+    )
     _, pv_created = await blocking(ensure_object, api, pv)
     _, pvc_created = await blocking(ensure_object, api, pvc)
     app.cache.invalidate(f"kube:{row.region}:{row.eks_cluster_name}:pvcs")
@@ -229,10 +233,10 @@ async def stage_claim(stage: StageContext) -> dict[str, Any]:
         return phase == "Bound", f"claim {p.namespace}/{p.name}: {phase}"
 
     await wait_until(stage, bound, limit_seconds=BIND_TIMEOUT, what=f"claim {p.namespace}/{p.name}")
-    record_ = {"type": "fsx", "namespace": p.namespace, "persistentVolume": m.pv_name(p.name),
+    record_ = {"type": "fsx", "namespace": p.namespace, "persistentVolume": storage_manifests.pv_name(p.name),
                "fileSystemId": fs["fileSystemId"], "dnsName": fs["dnsName"], "mountName": fs["mountName"],
                "createdFileSystem": bool(fs.get("created")), "securityGroupId": fs.get("securityGroupId"),
-               "driver": f.FSX_CSI_DRIVER}
+               "driver": fsx_manifests.FSX_CSI_DRIVER}
     storage_all = {**((row.details or {}).get("storage") or {}), p.name: record_}
     await record_details(stage, p.cluster_tag, storage=storage_all)
     return {"claim": p.name, **record_, "created": {"persistentVolume": pv_created, "claim": pvc_created}}
@@ -327,16 +331,16 @@ async def fsx_storage_create(ctx: CallContext, req: FsxCreateRequest) -> Operati
         net = await blocking(check_subnet, ctx.app, row, network_of(row, req.subnet_id))
     if not req.enable_csi_driver:
         api = await blocking(kube_api, ctx.app.kube, row.eks_cluster_name, row.region)
-        if not await blocking(kube_call, "read CSIDriver", csi_driver_installed, api, f.FSX_CSI_DRIVER):
+        if not await blocking(kube_call, "read CSIDriver", csi_driver_installed, api, fsx_manifests.FSX_CSI_DRIVER):
             raise PreconditionFailed(
-                f"The FSx for Lustre CSI driver ({f.FSX_CSI_DRIVER}) is not enabled on cluster {row.tag}.",
+                f"The FSx for Lustre CSI driver ({fsx_manifests.FSX_CSI_DRIVER}) is not enabled on cluster {row.tag}.",
                 hint=driver_hint(req.name),
             )
     params = FsxParams(
-        cluster_tag=row.tag, region=row.region, name=req.name, namespace=m.DEFAULT_NAMESPACE,
+        cluster_tag=row.tag, region=row.region, name=req.name, namespace=storage_manifests.DEFAULT_NAMESPACE,
         file_system_id=req.file_system_id, deployment_type=req.deployment_type, storage_type=req.storage_type,
         storage_capacity=capacity, per_unit_storage_throughput=throughput,
-        throughput_capacity=req.throughput_capacity if req.storage_type == f.INTELLIGENT_TIERING else None,
+        throughput_capacity=req.throughput_capacity if req.storage_type == fsx_manifests.INTELLIGENT_TIERING else None,
         read_cache=read_cache(req), metadata_iops=req.metadata_iops,
         data_compression_type=req.data_compression_type, file_system_type_version=req.file_system_type_version,
         subnet_id=net.get("subnetId"), vpc_id=net.get("vpcId"), node_security_group_id=net.get("securityGroupId"),

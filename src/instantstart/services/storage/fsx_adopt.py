@@ -11,7 +11,7 @@ from instantstart.aws import ec2_network, vpc
 from instantstart.aws import fsx as fsx_api
 from instantstart.context import AppContext
 from instantstart.errors import InvalidInput, NotFound, PreconditionFailed
-from instantstart.manifests import fsx as f
+from instantstart.manifests import fsx as fsx_manifests
 from instantstart.services.core.ledger import TAG_CLUSTER
 from instantstart.store.models import ClusterRow
 
@@ -37,7 +37,7 @@ def lustre_access(app: AppContext, row: ClusterRow, fs: dict[str, Any]) -> dict[
     node_group = (row.details or {}).get("securityGroupId")
     groups = ec2_network.network_interface_groups(app.aws, row.region, list(fs.get("NetworkInterfaceIds") or []))
     described = vpc.find_security_groups(app.aws, row.region, ids=groups) if groups else []
-    missing = f.lustre_gaps(described, str(node_group), _compute_cidr(app, row)) if node_group else []
+    missing = fsx_manifests.lustre_gaps(described, str(node_group), _compute_cidr(app, row)) if node_group else []
     tagged = [str(g["GroupId"]) for g in described
               if any(t.get("Key") == TAG_CLUSTER and t.get("Value") for t in g.get("Tags") or [])]
     return {"securityGroupIds": groups, "taggedGroupIds": tagged, "nodeSecurityGroupId": node_group, "missing": missing}

@@ -11,7 +11,7 @@ from instantstart.kube import k8s
 from instantstart.kube.apply import read_object
 from instantstart.kube.calls import kube_api
 from instantstart.manifests import fsx as fsx_m
-from instantstart.manifests import storage as m
+from instantstart.manifests import storage as storage_manifests
 from instantstart.store.models import ClusterRow
 
 FSX_MOUNT = fsx_m.FSX_MOUNT
@@ -21,9 +21,13 @@ def recorded_fsx_claims(row: ClusterRow, namespace: str) -> dict[str, dict[str, 
     """The FSx claims fsx_storage_create recorded for the cluster in `namespace` (name → its record: PV, file
     system id, DNS and mount name); storage_delete removes a claim's record."""
     storage = (row.details or {}).get("storage") or {}
-    return {name: dict(rec) for name, rec in storage.items()
-            if isinstance(rec, dict) and rec.get("type") == "fsx" and rec.get("namespace", m.DEFAULT_NAMESPACE)
-            == namespace}
+    return {
+        name: dict(rec)
+        for name, rec in storage.items()
+        if isinstance(rec, dict)
+        and rec.get("type") == "fsx"
+        and rec.get("namespace", storage_manifests.DEFAULT_NAMESPACE) == namespace
+    }
 
 
 def _matches(pvc: dict[str, Any], pv: dict[str, Any] | None, rec: dict[str, Any]) -> bool:

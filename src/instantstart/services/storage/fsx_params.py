@@ -8,7 +8,7 @@ from pydantic import Field
 
 from instantstart.catalog.base import WireModel
 from instantstart.errors import InvalidInput
-from instantstart.manifests import fsx as f
+from instantstart.manifests import fsx as fsx_manifests
 from instantstart.operations.params import ParamsModel
 from instantstart.validation import KubeName
 
@@ -19,7 +19,9 @@ SUBNET_ID = r"^subnet-[0-9a-f]{8,17}$"
 class FsxCreateRequest(WireModel):
     """A claim on an FSx for Lustre file system: a new one in the cluster's compute subnet, or an existing one."""
 
-    name: KubeName = Field(default=f.DEFAULT_CLAIM, description="Claim name (namespace default); the PV is <name>-pv.")
+    name: KubeName = Field(
+        default=fsx_manifests.DEFAULT_CLAIM, description="Claim name (namespace default); the PV is <name>-pv."
+    )
     file_system_id: str | None = Field(
         default=None, pattern=FILE_SYSTEM_ID,
         description="Adopt this existing Lustre file system instead of creating one (it is never deleted by us).",
@@ -149,7 +151,7 @@ def _refuse(field: str, message: str, hint: str) -> InvalidInput:
 def lustre_options(req: FsxCreateRequest) -> tuple[int | None, int]:
     """Check deployment type, storage type, throughput and capacity together; (throughput, capacity) to use.
     Every refusal names the field and the values allowed for the combination."""
-    if req.storage_type == f.INTELLIGENT_TIERING:
+    if req.storage_type == fsx_manifests.INTELLIGENT_TIERING:
         return intelligent_tiering_options(req)
     for name in ("throughput_capacity", "read_cache_sizing_mode", "read_cache_size_gib", "metadata_iops"):
         if getattr(req, name) is not None:
@@ -157,11 +159,11 @@ def lustre_options(req: FsxCreateRequest) -> tuple[int | None, int]:
             raise _refuse(field, f"only used with storageType INTELLIGENT_TIERING, not {req.storage_type}",
                           f"Omit {field}, or use storageType INTELLIGENT_TIERING with deploymentType PERSISTENT_2.")
     key = (req.deployment_type, req.storage_type)
-    if key not in f.THROUGHPUT:
-        allowed = sorted({d for d, s in f.THROUGHPUT if s == req.storage_type})
+    if key not in fsx_manifests.THROUGHPUT:
+        allowed = sorted({d for d, s in fsx_manifests.THROUGHPUT if s == req.storage_type})
         raise _refuse("storageType", f"{req.storage_type} is not available with {req.deployment_type}",
                       f"storageType {req.storage_type} needs deploymentType in {allowed}; or use storageType SSD.")
-    tiers = f.THROUGHPUT[key]
+    tiers = fsx_manifests.THROUGHPUT[key]
     throughput = req.per_unit_storage_throughput
     if tiers is None and throughput is not None:
         raise _refuse("perUnitStorageThroughput", f"{req.deployment_type} takes no throughput setting",
@@ -176,8 +178,8 @@ def lustre_options(req: FsxCreateRequest) -> tuple[int | None, int]:
                 f"allowed: {', '.join(str(t) for t in tiers)}",
                 f"Use one of {', '.join(str(t) for t in tiers)}.",
             )
-    if not f.capacity_allowed(req.deployment_type, req.storage_type, throughput, req.storage_capacity):
-        rule = f.describe_capacity_rule(req.deployment_type, req.storage_type, throughput)
+    if not fsx_manifests.capacity_allowed(req.deployment_type, req.storage_type, throughput, req.storage_capacity):
+        rule = fsx_manifests.describe_capacity_rule(req.deployment_type, req.storage_type, throughput)
         raise _refuse("storageCapacity", f"{req.storage_capacity} GiB is not allowed for {req.deployment_type} "
                       f"{req.storage_type}; allowed: {rule}", f"Use {rule}.")
     return throughput, req.storage_capacity
@@ -201,12 +203,12 @@ def intelligent_tiering_options(req: FsxCreateRequest) -> tuple[int | None, int]
         raise _refuse("perUnitStorageThroughput", "not used with INTELLIGENT_TIERING",
                       "Give throughputCapacity (MBps for the whole file system) instead.")
     allowed = "a multiple of 4000 up to 2000000 MBps"
-    if req.throughput_capacity is None or not f.it_throughput_allowed(req.throughput_capacity):
+    if req.throughput_capacity is None or not fsx_manifests.it_throughput_allowed(req.throughput_capacity):
         given = "missing" if req.throughput_capacity is None else f"{req.throughput_capacity} MBps is not allowed"
         raise _refuse("throughputCapacity", f"{given} for INTELLIGENT_TIERING; allowed: {allowed}",
                       f"Give throughputCapacity: {allowed} (e.g. 4000).")
     mode = req.read_cache_sizing_mode or "PROPORTIONAL_TO_THROUGHPUT_CAPACITY"
-    low, high = f.read_cache_bounds(req.throughput_capacity)
+    low, high = fsx_manifests.read_cache_bounds(req.throughput_capacity)
     if mode == "USER_PROVISIONED":
         size = req.read_cache_size_gib
         if size is None or not low <= size <= high:
@@ -217,7 +219,7 @@ def intelligent_tiering_options(req: FsxCreateRequest) -> tuple[int | None, int]
         raise _refuse("readCacheSizeGib", f"only used with readCacheSizingMode USER_PROVISIONED, not {mode}",
                       "Omit readCacheSizeGib, or set readCacheSizingMode USER_PROVISIONED.")
     iops = req.metadata_iops
-    if iops is not None and not f.metadata_iops_allowed(iops):
+    if iops is not None and not fsx_manifests.metadata_iops_allowed(iops):
         raise _refuse("metadataIops", f"{iops} is not allowed; allowed: 1500, 3000, 6000, 12000, or a multiple of "
                       "12000 up to 192000", "Use 6000 (the default) or 12000.")
     return None, req.storage_capacity
@@ -225,7 +227,7 @@ def intelligent_tiering_options(req: FsxCreateRequest) -> tuple[int | None, int]
 
 def read_cache(req: FsxCreateRequest) -> dict[str, Any] | None:
     """The DataReadCacheConfiguration of a validated INTELLIGENT_TIERING request (None for other types)."""
-    if req.storage_type != f.INTELLIGENT_TIERING:
+    if req.storage_type != fsx_manifests.INTELLIGENT_TIERING:
         return None
     mode = req.read_cache_sizing_mode or "PROPORTIONAL_TO_THROUGHPUT_CAPACITY"
     return {"SizingMode": mode, **({"SizeGiB": req.read_cache_size_gib} if mode == "USER_PROVISIONED" else {})}

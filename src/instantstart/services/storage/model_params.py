@@ -8,7 +8,7 @@ from pydantic import Field
 
 from instantstart.catalog.base import WireModel
 from instantstart.catalog.secret import Secret
-from instantstart.manifests import storage as m
+from instantstart.manifests import storage as storage_manifests
 from instantstart.operations.params import ParamsModel
 from instantstart.validation import KubeName
 
@@ -44,7 +44,9 @@ class ModelDownloadRequest(WireModel):
 
     model_id: str = Field(pattern=MODEL_ID_PATTERN, description="Hugging Face repo id, e.g. Qwen/Qwen3-0.6B.")
     revision: str = Field(default="main", pattern=REVISION_PATTERN, description="Branch, tag or commit.")
-    s3_storage: KubeName = Field(default=m.DEFAULT_CLAIM, description="The S3 claim to copy into (s3_storage_create).")
+    s3_storage: KubeName = Field(
+        default=storage_manifests.DEFAULT_CLAIM, description="The S3 claim to copy into (s3_storage_create)."
+    )
     fsx_storage: KubeName | None = Field(
         default=None, description="Copy into this FSx for Lustre claim of namespace default (fsx_storage_create) "
         "instead of the S3 claim: the model lands at /fsx/models/<modelId>/<revision> for jobs and model servers "
@@ -59,7 +61,7 @@ class ModelStatusRequest(WireModel):
 
     model_id: str = Field(pattern=MODEL_ID_PATTERN)
     revision: str = Field(default="main", pattern=REVISION_PATTERN)
-    s3_storage: KubeName = Field(default=m.DEFAULT_CLAIM)
+    s3_storage: KubeName = Field(default=storage_manifests.DEFAULT_CLAIM)
     fsx_storage: KubeName | None = Field(default=None, description="Report the download into this FSx claim "
                                          "(model_download_enhanced fsxStorage) instead of the S3 claim.")
 
@@ -85,7 +87,7 @@ class ModelEntry(WireModel):
 class ModelListRequest(WireModel):
     """Which claim to read the models of."""
 
-    s3_storage: KubeName = Field(default=m.DEFAULT_CLAIM)
+    s3_storage: KubeName = Field(default=storage_manifests.DEFAULT_CLAIM)
 
 
 class ModelListResult(WireModel):

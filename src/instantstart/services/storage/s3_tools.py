@@ -13,7 +13,7 @@ from instantstart.catalog.base import NoInput, WireModel
 from instantstart.context import AppContext, CallContext
 from instantstart.errors import PreconditionFailed
 from instantstart.manifests import iam_policies as pol
-from instantstart.manifests import storage as m
+from instantstart.manifests import storage as storage_manifests
 from instantstart.operations.models import OperationRef
 from instantstart.services.cluster.params import StorageParams, StorageSpecParams, stored
 from instantstart.services.core.registry import submit_for_cluster
@@ -53,7 +53,7 @@ class StorageDefaults(WireModel):
 class StorageCreateRequest(WireModel):
     """A claim on an S3 bucket (and optionally a prefix of it) for the active cluster."""
 
-    name: KubeName = Field(default=m.DEFAULT_CLAIM, description="Claim name; the PV is <name>-pv.")
+    name: KubeName = Field(default=storage_manifests.DEFAULT_CLAIM, description="Claim name; the PV is <name>-pv.")
     bucket_name: str | None = Field(
         default=None, description="Default: the project bucket. Another bucket only when named here; it must exist."
     )
@@ -66,7 +66,9 @@ class StorageCreateRequest(WireModel):
 class ListContentsRequest(WireModel):
     """Which storage to list, under which prefix, and which page."""
 
-    storage: KubeName = Field(default=m.DEFAULT_CLAIM, description="The claim name given to s3_storage_create.")
+    storage: KubeName = Field(
+        default=storage_manifests.DEFAULT_CLAIM, description="The claim name given to s3_storage_create."
+    )
     prefix: str | None = Field(default=None, description="Key prefix below the volume's own prefix.")
     max_keys: int = Field(default=LIST_MAX_KEYS, ge=1, le=LIST_MAX_KEYS, description="Page size, 1-1000.")
     continuation_token: str | None = Field(
@@ -112,16 +114,16 @@ async def s3_storage_get_defaults(ctx: CallContext, req: NoInput) -> StorageDefa
     region = where or row.region
     return StorageDefaults(
         cluster_tag=row.tag,
-        name=m.DEFAULT_CLAIM,
-        namespace=m.DEFAULT_NAMESPACE,
+        name=storage_manifests.DEFAULT_CLAIM,
+        namespace=storage_manifests.DEFAULT_NAMESPACE,
         bucket_name=bucket,
         bucket_exists=where is not None,
         region=region,
         prefix=pol.data_prefix(row.tag),
-        driver=m.S3_CSI_DRIVER,
-        persistent_volume_name=m.pv_name(m.DEFAULT_CLAIM),
+        driver=storage_manifests.S3_CSI_DRIVER,
+        persistent_volume_name=storage_manifests.pv_name(storage_manifests.DEFAULT_CLAIM),
         access_modes=["ReadWriteMany"],
-        mount_options=m.mount_options(region),
+        mount_options=storage_manifests.mount_options(region),
     )
 
 
@@ -188,7 +190,7 @@ async def s3_storage_list_contents(ctx: CallContext, req: ListContentsRequest) -
     way). One page of at most maxKeys (≤ 1000) entries; when
     `truncated`, pass nextContinuationToken as continuationToken for the next page. Cached a few seconds."""
     row = await active_cluster(ctx)
-    prefix = m.validate_prefix(req.prefix) if req.prefix else ""
+    prefix = storage_manifests.validate_prefix(req.prefix) if req.prefix else ""
 
     async def source() -> dict[str, Any]:
         return await blocking(claim_source, ctx.app, row, req.storage)

@@ -15,7 +15,7 @@ from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext
 from instantstart.errors import Conflict, InvalidInput, NotFound, PreconditionFailed
 from instantstart.manifests import iam_policies as pol
-from instantstart.manifests import storage as m
+from instantstart.manifests import storage as storage_manifests
 from instantstart.services.core.stages import blocking
 from instantstart.services.storage.s3_claims import active_cluster, default_bucket
 from instantstart.store.models import ClusterRow
@@ -57,7 +57,9 @@ async def _claim(ctx: CallContext, claim: str) -> tuple[dict[str, Any], str]:
 class ListFilesRequest(WireModel):
     """Which claim, which sub-folder, which page."""
 
-    storage: KubeName = Field(default=m.DEFAULT_CLAIM, description="The claim name given to s3_storage_create.")
+    storage: KubeName = Field(
+        default=storage_manifests.DEFAULT_CLAIM, description="The claim name given to s3_storage_create."
+    )
     prefix: str | None = Field(default=None, description="Only files below this folder of the claim (e.g. code/).")
     continuation_token: str | None = Field(
         default=None, max_length=1024, description="nextContinuationToken of the previous page."
@@ -123,7 +125,9 @@ async def workspace_list_files(ctx: CallContext, req: ListFilesRequest) -> ListF
 class FileRequest(WireModel):
     """One file of a claim."""
 
-    storage: KubeName = Field(default=m.DEFAULT_CLAIM, description="The claim name given to s3_storage_create.")
+    storage: KubeName = Field(
+        default=storage_manifests.DEFAULT_CLAIM, description="The claim name given to s3_storage_create."
+    )
     path: str = Field(description="The file, relative to the claim (e.g. src/train.py).")
 
 
@@ -165,7 +169,9 @@ async def workspace_read_file(ctx: CallContext, req: FileRequest) -> FileContent
 class WriteFileRequest(WireModel):
     """A file to write, and the version it replaces."""
 
-    storage: KubeName = Field(default=m.DEFAULT_CLAIM, description="The claim name given to s3_storage_create.")
+    storage: KubeName = Field(
+        default=storage_manifests.DEFAULT_CLAIM, description="The claim name given to s3_storage_create."
+    )
     path: str = Field(description="The file, relative to the claim (e.g. src/train.py).")
     content_base64: str = Field(
         max_length=(MAX_FILE_BYTES + 2) // 3 * 4, description="The content, base64; at most 512 KiB decoded."
@@ -237,7 +243,9 @@ async def workspace_write_file(ctx: CallContext, req: WriteFileRequest) -> Writt
 class DeleteFileRequest(WireModel):
     """A file to delete, and the version it must still be."""
 
-    storage: KubeName = Field(default=m.DEFAULT_CLAIM, description="The claim name given to s3_storage_create.")
+    storage: KubeName = Field(
+        default=storage_manifests.DEFAULT_CLAIM, description="The claim name given to s3_storage_create."
+    )
     path: str = Field(description="The file, relative to the claim.")
     if_match: str = Field(pattern=ETAG, description="The ETag of the version to delete (workspace_list_files).")
 

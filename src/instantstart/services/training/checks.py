@@ -11,7 +11,7 @@ from instantstart.errors import Conflict, InvalidInput, NotFound, PreconditionFa
 from instantstart.kube import k8s
 from instantstart.kube.apply import read_object
 from instantstart.kube.calls import kube_api, kube_call
-from instantstart.manifests import training as m
+from instantstart.manifests import training as training_manifests
 from instantstart.manifests.fsx import FSX_MOUNT
 from instantstart.manifests.resources import PodResources
 from instantstart.services.capacity.groups import capacity_type, described
@@ -139,8 +139,17 @@ def check_cluster(app: AppContext, row: ClusterRow, name: str, namespace: str, c
     """Blocking: the training operator serves its CRD, the name is free, the S3 claim exists when needed.
     Returns the claim to mount (None when the namespace has none and nothing needs it)."""
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
-    check_operator_and_name(api, row, crd=m.CRD, api_version=m.API_VERSION, kind=m.KIND, name=name,
-                            namespace=namespace, operator="HyperPod training operator", feature="trainingOperator")
+    check_operator_and_name(
+        api,
+        row,
+        crd=training_manifests.CRD,
+        api_version=training_manifests.API_VERSION,
+        kind=training_manifests.KIND,
+        name=name,
+        namespace=namespace,
+        operator="HyperPod training operator",
+        feature="trainingOperator",
+    )
     return claim_to_mount(api, namespace, claim, needs_claim)
 
 
@@ -161,7 +170,8 @@ def claim_to_mount(api: k8s.ApiClient, namespace: str, claim: str | None, needs_
     if found is None:
         if needs_claim:
             raise PreconditionFailed(
-                f"The job reads or writes under {m.S3_MOUNT}, but namespace {namespace} has no claim {claim}.",
+                f"The job reads or writes under {training_manifests.S3_MOUNT}, but namespace {namespace} "
+                f"has no claim {claim}.",
                 hint="Create it with s3_storage_create, or name the claim in s3Claim.",
             )
         return None
@@ -176,10 +186,12 @@ def under(value: str, mount: str) -> bool:
 
 def check_under_mount(field: str, value: str) -> None:
     """A path field of a recipe must lie under the S3 mount or the FSx mount (/fsx needs fsxClaim)."""
-    if not (under(value, m.S3_MOUNT) or under(value, FSX_MOUNT)):
+    if not (under(value, training_manifests.S3_MOUNT) or under(value, FSX_MOUNT)):
         raise field_error(
-            field, f"{value!r} is not under {m.S3_MOUNT} or {FSX_MOUNT}",
-            f"Give a path under {m.S3_MOUNT} (the cluster's S3 claim), e.g. {m.S3_MOUNT}/data/train.json, or under "
+            field,
+            f"{value!r} is not under {training_manifests.S3_MOUNT} or {FSX_MOUNT}",
+            f"Give a path under {training_manifests.S3_MOUNT} (the cluster's S3 claim), "
+            f"e.g. {training_manifests.S3_MOUNT}/data/train.json, or under "
             f"{FSX_MOUNT} with fsxClaim naming an FSx claim.",
         )
 
@@ -188,13 +200,19 @@ def check_config_path(field: str, value: str, suffixes: list[str]) -> None:
     """A framework config file of a recipe: a file under the S3 mount (its existence in the claim's bucket is
     checked at submit), no `.`/`..` steps, one of the framework's suffixes."""
     steps = value.split("/")
-    fix = (f"Upload the file into the cluster's S3 claim and give its path under {m.S3_MOUNT}, e.g. "
-           f"{m.S3_MOUNT}/configs/sft{suffixes[0]} (s3_storage_list_contents lists the claim's files).")
-    if not under(value, m.S3_MOUNT) or value.rstrip("/") == m.S3_MOUNT or value.endswith("/"):
-        raise field_error(field, f"{value!r} is not a file under {m.S3_MOUNT}", fix)
+    fix = (
+        f"Upload the file into the cluster's S3 claim and give its path under {training_manifests.S3_MOUNT}, e.g. "
+        f"{training_manifests.S3_MOUNT}/configs/sft{suffixes[0]} (s3_storage_list_contents lists the claim's files)."
+    )
+    if (
+        not under(value, training_manifests.S3_MOUNT)
+        or value.rstrip("/") == training_manifests.S3_MOUNT
+        or value.endswith("/")
+    ):
+        raise field_error(field, f"{value!r} is not a file under {training_manifests.S3_MOUNT}", fix)
     if ".." in steps or "." in steps or any(ord(c) < 32 for c in value) or len(value) > 1024:
         raise field_error(field, f"{value!r} has '.'/'..' steps, control characters or is over 1024 characters",
-                          f"Give the file's plain path under {m.S3_MOUNT}. {fix}")
+                          f"Give the file's plain path under {training_manifests.S3_MOUNT}. {fix}")
     if not value.endswith(tuple(suffixes)):
         raise field_error(field, f"{value!r} does not end in {' or '.join(suffixes)}",
                           f"The framework reads {', '.join(suffixes)} config files; rename the file or fix the path.")
@@ -212,10 +230,10 @@ def _regex(field: str, pattern: str, max_groups: int | None) -> None:
                           "with (?:...).")
 
 
-def hang_monitors(monitors: list[Any]) -> tuple[m.LogMonitor, ...]:
+def hang_monitors(monitors: list[Any]) -> tuple[training_manifests.LogMonitor, ...]:
     """hangDetection entries as runPolicy.logMonitoringConfiguration; each must set a deadline to be useful."""
     seen: set[str] = set()
-    out: list[m.LogMonitor] = []
+    out: list[training_manifests.LogMonitor] = []
     for i, mon in enumerate(monitors):
         where = f"hangDetection[{i}]"
         if mon.name in seen:
@@ -229,6 +247,6 @@ def hang_monitors(monitors: list[Any]) -> tuple[m.LogMonitor, ...]:
                               "expectedRecurringFrequencyInSeconds, so it can never detect a hang",
                               "Set expectedStartCutOffInSeconds (first match deadline), "
                               "expectedRecurringFrequencyInSeconds (longest gap), or both.")
-        out.append(m.LogMonitor(mon.name, mon.log_pattern, mon.expected_start_cut_off_in_seconds,
+        out.append(training_manifests.LogMonitor(mon.name, mon.log_pattern, mon.expected_start_cut_off_in_seconds,
                                 mon.expected_recurring_frequency_in_seconds, mon.stop_pattern))
     return tuple(out)

@@ -10,7 +10,7 @@ from instantstart.errors import PreconditionFailed
 from instantstart.kube.apply import read_object
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.manifests import storage as storage_m
-from instantstart.manifests import training as m
+from instantstart.manifests import training as training_manifests
 from instantstart.services.training.checks import field_error
 from instantstart.store.models import ClusterRow
 
@@ -28,15 +28,16 @@ def claim_bucket(app: AppContext, row: ClusterRow, namespace: str, claim: str) -
     source = storage_m.pv_source(pv) if pv is not None else {}
     if source.get("driver") != storage_m.S3_CSI_DRIVER or not source.get("bucket"):
         raise PreconditionFailed(
-            f"Claim {namespace}/{claim} is not bound to an S3 volume, so files under {m.S3_MOUNT} cannot be found.",
-            hint="Create the claim with s3_storage_create (or name an S3 claim in s3Claim) and wait until it is "
-            "bound.")
+            f"Claim {namespace}/{claim} is not bound to an S3 volume, so files under "
+            f"{training_manifests.S3_MOUNT} cannot be found.",
+            hint="Create the claim with s3_storage_create (or name an S3 claim in s3Claim) and wait until it is bound.",
+        )
     return str(source["bucket"]), str(source.get("region") or row.region), str(source.get("prefix") or "")
 
 
 def object_key(prefix: str, path: str) -> str:
     """The S3 key a path under the S3 mount maps to through the claim's prefix (as Mountpoint maps it)."""
-    inside = re.sub(r"/+", "/", path)[len(m.S3_MOUNT) + 1:]
+    inside = re.sub(r"/+", "/", path)[len(training_manifests.S3_MOUNT) + 1:]
     return "/".join(part for part in (prefix.rstrip("/"), inside) if part)
 
 
@@ -47,7 +48,7 @@ def check_files(app: AppContext, row: ClusterRow, namespace: str, claim: str | N
         return
     if not claim:
         field = next(iter(files))
-        raise field_error(field, f"{files[field]} is under {m.S3_MOUNT} but s3Claim is empty",
+        raise field_error(field, f"{files[field]} is under {training_manifests.S3_MOUNT} but s3Claim is empty",
                           "Name the S3 claim the file is in (s3Claim, default s3-claim).")
     bucket, region, prefix = claim_bucket(app, row, namespace, claim)
     owner = identity.account_id(app.aws, region)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from instantstart.kube.informers import Informer
-from instantstart.manifests import ray_job as r
-from instantstart.manifests import training as m
+from instantstart.manifests import ray_job as ray_job_manifests
+from instantstart.manifests import training as training_manifests
 from instantstart.services.monitoring.state import PodState
 from instantstart.services.training.models import JobPod
 
@@ -19,11 +19,13 @@ def job_pods(pods: Informer, job: dict[str, Any]) -> list[JobPod]:
     them, in O(the job's pods). A RayJob's: its Ray cluster's head and workers, then the submitter's pod."""
     meta = job["metadata"]
     namespace, name = meta["namespace"], meta["name"]
-    if job.get("kind") == r.KIND:
+    if job.get("kind") == ray_job_manifests.KIND:
         cluster = (job.get("status") or {}).get("rayClusterName")
-        selectors = ([(r.CLUSTER_LABEL, cluster)] if cluster else []) + [(r.SUBMITTER_LABEL, name)]
+        selectors = ([(ray_job_manifests.CLUSTER_LABEL, cluster)] if cluster else []) + [
+            (ray_job_manifests.SUBMITTER_LABEL, name)
+        ]
     else:
-        selectors = [(m.POD_JOB_LABEL, name)]
+        selectors = [(training_manifests.POD_JOB_LABEL, name)]
     state: PodState = pods.derived
     keys = list(dict.fromkeys(k for label, value in selectors for k in state.labels.pods(namespace, label, value)))
     return [JobPod(name=p["name"], node=p["node"], phase=p["phase"], restarts=p["restarts"]) for p in pods.pick(keys)]

@@ -18,7 +18,7 @@ from instantstart.kube import k8s
 from instantstart.kube.calls import as_dict, kube_api, kube_call
 from instantstart.kube.informers import Informer
 from instantstart.manifests import ray_job
-from instantstart.manifests import training as m
+from instantstart.manifests import training as training_manifests
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
@@ -68,7 +68,7 @@ def _state(obj: dict[str, Any]) -> str:
 
 def _summary(obj: dict[str, Any], kind: str) -> JobSummary:
     meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
-    if kind == m.KIND:
+    if kind == training_manifests.KIND:
         specs = spec.get("replicaSpecs") or []
         nodes = sum(int(r.get("replicas", 1)) for r in specs)
         tmpl = (specs[0].get("template") or {}).get("spec") or {} if specs else {}
@@ -77,10 +77,15 @@ def _summary(obj: dict[str, Any], kind: str) -> JobSummary:
         tmpl = ((spec.get("template") or {}).get("spec")) or {}
     state = _state(obj) if kind != "Job" else _batch_state(obj)
     return JobSummary(
-        name=str(meta.get("name")), namespace=str(meta.get("namespace")), kind=kind, state=state, nodes=nodes,
-        instance_type=(tmpl.get("nodeSelector") or {}).get(m.INSTANCE_TYPE_LABEL),
+        name=str(meta.get("name")),
+        namespace=str(meta.get("namespace")),
+        kind=kind,
+        state=state,
+        nodes=nodes,
+        instance_type=(tmpl.get("nodeSelector") or {}).get(training_manifests.INSTANCE_TYPE_LABEL),
         restart_count=int((obj.get("status") or {}).get("restartCount") or 0),
-        recipe=(meta.get("labels") or {}).get(m.LABEL_RECIPE), created_at=meta.get("creationTimestamp"),
+        recipe=(meta.get("labels") or {}).get(training_manifests.LABEL_RECIPE),
+        created_at=meta.get("creationTimestamp"),
     )
 
 
@@ -96,18 +101,24 @@ def _custom(api: k8s.ApiClient, namespace: str | None) -> list[dict[str, Any]]:
     objects = k8s.CustomObjectsApi(api)
     try:
         if namespace:
-            out: Any = kube_call("list HyperPodPyTorchJobs", objects.list_namespaced_custom_object,
-                                 m.GROUP, m.VERSION, namespace, m.PLURAL)
+            out: Any = kube_call(
+                "list HyperPodPyTorchJobs",
+                objects.list_namespaced_custom_object,
+                training_manifests.GROUP,
+                training_manifests.VERSION,
+                namespace,
+                training_manifests.PLURAL,
+            )
         else:
             out = kube_call("list HyperPodPyTorchJobs", objects.list_cluster_custom_object,
-                            m.GROUP, m.VERSION, m.PLURAL)
+                            training_manifests.GROUP, training_manifests.VERSION, training_manifests.PLURAL)
     except NotFound:  # the operator's CRD is not installed: no such jobs
         return []
     return list(out.get("items") or [])
 
 
 def _summaries(pytorch: list[dict[str, Any]], ray: list[dict[str, Any]]) -> list[JobSummary]:
-    jobs = [_summary(o, m.KIND) for o in pytorch] + [ray_jobs.ray_summary(o) for o in ray]
+    jobs = [_summary(o, training_manifests.KIND) for o in pytorch] + [ray_jobs.ray_summary(o) for o in ray]
     return sorted(jobs, key=lambda j: (j.created_at or "", j.name), reverse=True)
 
 
@@ -202,7 +213,7 @@ class JobStatus(WireModel):
 
 def _pods(api: k8s.ApiClient, name: str, namespace: str) -> list[JobPod]:
     found: Any = kube_call("list the job's pods", k8s.CoreV1Api(api).list_namespaced_pod, namespace,
-                           label_selector=f"{m.POD_JOB_LABEL}={name}")
+                           label_selector=f"{training_manifests.POD_JOB_LABEL}={name}")
     pods = [
         JobPod(name=p.metadata.name, node=p.spec.node_name, phase=(p.status.phase if p.status else None) or "Pending",
                restarts=sum(int(c.restart_count or 0) for c in (p.status.container_statuses or []))
@@ -217,16 +228,26 @@ def read_job(app: AppContext, row: ClusterRow, name: str, namespace: str) -> tup
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
     objects = k8s.CustomObjectsApi(api)
     try:
-        obj: Any = kube_call("read the HyperPodPyTorchJob", objects.get_namespaced_custom_object,
-                             m.GROUP, m.VERSION, namespace, m.PLURAL, name)
+        obj: Any = kube_call(
+            "read the HyperPodPyTorchJob",
+            objects.get_namespaced_custom_object,
+            training_manifests.GROUP,
+            training_manifests.VERSION,
+            namespace,
+            training_manifests.PLURAL,
+            name,
+        )
     except NotFound:
         ray = ray_jobs.read_ray(api, name, namespace)
         if ray is not None:
             return ray
-        names = [f"{o['metadata']['namespace']}/{o['metadata']['name']}"
-                 for o in [*_custom(api, None), *ray_jobs.list_ray(api, None)]]
-        raise NotFound(f"No training job {namespace}/{name}.",
-                       hint=f"Jobs here: {', '.join(names) or 'none'} (training_job_list).") from None
+        names = [
+            f"{o['metadata']['namespace']}/{o['metadata']['name']}"
+            for o in [*_custom(api, None), *ray_jobs.list_ray(api, None)]
+        ]
+        raise NotFound(
+            f"No training job {namespace}/{name}.", hint=f"Jobs here: {', '.join(names) or 'none'} (training_job_list)."
+        ) from None
     return dict(obj), _pods(api, name, namespace)
 
 
@@ -252,7 +273,7 @@ async def job_get_status(ctx: CallContext, req: JobRef) -> JobStatus:
     specs = (obj.get("spec") or {}).get("replicaSpecs") or [{}]
     containers = (((specs[0].get("template") or {}).get("spec") or {}).get("containers")) or [{}]
     return JobStatus(
-        job=_summary(obj, m.KIND), conditions=list(status.get("conditions") or []), run_policy=policy,
+        job=_summary(obj, training_manifests.KIND), conditions=list(status.get("conditions") or []), run_policy=policy,
         budget=BudgetUse(restarts=restarts, job_max_retry_count=int(policy.get("jobMaxRetryCount") or 0),
                          full_job_restarts=full,
                          max_full_job_restarts=(policy.get("restartPolicy") or {}).get("maxFullJobRestarts"),
@@ -319,7 +340,11 @@ async def training_job_logs(ctx: CallContext, req: LogsRequest) -> JobLogs:
     names = [p.name for p in pods]
     pod = req.pod or (names[0] if names else None)
     if pod is None or pod not in names:
-        container = m.CONTAINER if obj.get("kind", m.KIND) == m.KIND else ray_job.HEAD_CONTAINER
+        container = (
+            training_manifests.CONTAINER
+            if obj.get("kind", training_manifests.KIND) == training_manifests.KIND
+            else ray_job.HEAD_CONTAINER
+        )
         found = await blocking(job_logs.shipped, ctx.app, row, req.job_name, req.namespace, container, req.pod,
                                req.tail)
         if found is not None:
@@ -334,7 +359,9 @@ async def training_job_logs(ctx: CallContext, req: LogsRequest) -> JobLogs:
                            "None); with observability logging on (hyperpod_update_advanced_features "
                            '{"observability": {"enabled": true, "logging": true}}) the lines outlive the pods.')
         raise NotFound(f"{pod} is not a pod of {req.job_name}.", hint=f"Its pods: {', '.join(names)}.")
-    container_name = m.CONTAINER if obj.get("kind") == m.KIND else None  # a Ray pod has one container
+    container_name = (
+        training_manifests.CONTAINER if obj.get("kind") == training_manifests.KIND else None
+    )  # a Ray pod has one container
     logs = PodLogsRequest(cluster_tag=row.tag, namespace=req.namespace, pod_name=pod, container=container_name,
                           tail_lines=req.tail, since_seconds=req.since_seconds)
     lines, truncated = await blocking(read_log, ctx.app, row, logs)
@@ -367,13 +394,21 @@ async def training_job_delete(ctx: CallContext, req: JobRef) -> OperationRef:
 def _delete(app: AppContext, p: DeleteParams) -> int:
     api = kube_api(app.kube, p.eks_cluster, p.region)
     with contextlib.suppress(NotFound):
-        kube_call("delete the HyperPodPyTorchJob", k8s.CustomObjectsApi(api).delete_namespaced_custom_object,
-                  m.GROUP, m.VERSION, p.namespace, m.PLURAL, p.name, propagation_policy="Background")
+        kube_call(
+            "delete the HyperPodPyTorchJob",
+            k8s.CustomObjectsApi(api).delete_namespaced_custom_object,
+            training_manifests.GROUP,
+            training_manifests.VERSION,
+            p.namespace,
+            training_manifests.PLURAL,
+            p.name,
+            propagation_policy="Background",
+        )
     core = k8s.CoreV1Api(api)
     kube_call("delete the job's pods", core.delete_collection_namespaced_pod, p.namespace,
-              label_selector=f"{m.POD_JOB_LABEL}={p.name}")
+              label_selector=f"{training_manifests.POD_JOB_LABEL}={p.name}")
     left: Any = kube_call("list the job's pods", core.list_namespaced_pod, p.namespace,
-                          label_selector=f"{m.POD_JOB_LABEL}={p.name}")
+                          label_selector=f"{training_manifests.POD_JOB_LABEL}={p.name}")
     return len(left.items or [])
 
 

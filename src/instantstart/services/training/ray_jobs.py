@@ -14,8 +14,8 @@ from instantstart.errors import NotFound
 from instantstart.kube import k8s
 from instantstart.kube.apply import apply_object, delete_object
 from instantstart.kube.calls import kube_api, kube_call
-from instantstart.manifests import ray_job as r
-from instantstart.manifests import training as m
+from instantstart.manifests import ray_job as ray_job_manifests
+from instantstart.manifests import training as training_manifests
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.services.core import sizing
@@ -31,7 +31,7 @@ from instantstart.validation import ClusterTag, KubeName
 
 KIND = "ray_job_submit"
 SHELL_OPERATORS = (";", "&&", "||", "|", ">", "<", "`", "$(")
-SUBMITTER_LABEL = r.SUBMITTER_LABEL
+SUBMITTER_LABEL = ray_job_manifests.SUBMITTER_LABEL
 
 
 class RayJobRequest(WireModel):
@@ -56,7 +56,9 @@ class RayJobRequest(WireModel):
                                      "MLFLOW_EXPERIMENT_NAME, MLFLOW_RUN_NAME and the writer service account.")
     retries: int = Field(default=0, ge=0, le=10, description="backoffLimit: new attempts after a failed run.")
     active_deadline_seconds: int | None = Field(default=None, ge=60, le=30 * 86400)
-    s3_claim: str | None = Field(default="s3-claim", description=f"Claim mounted at {m.S3_MOUNT} when present.")
+    s3_claim: str | None = Field(
+        default="s3-claim", description=f"Claim mounted at {training_manifests.S3_MOUNT} when present."
+    )
     fsx_claim: KubeName | None = Field(default=None, description="An FSx for Lustre claim of the namespace "
                                        "(fsx_storage_create) mounted read-write at /fsx on the head and workers; "
                                        "required when the entrypoint uses /fsx.")
@@ -79,8 +81,17 @@ def check_ray_cluster(app: AppContext, row: ClusterRow, name: str, namespace: st
                       needs_claim: bool) -> str | None:
     """Blocking: KubeRay serves RayJob, the name is free, the S3 claim exists when needed; the claim to mount."""
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
-    checks.check_operator_and_name(api, row, crd=r.CRD, api_version=r.API_VERSION, kind=r.KIND, name=name,
-                                   namespace=namespace, operator="KubeRay operator", feature="kuberayOperator")
+    checks.check_operator_and_name(
+        api,
+        row,
+        crd=ray_job_manifests.CRD,
+        api_version=ray_job_manifests.API_VERSION,
+        kind=ray_job_manifests.KIND,
+        name=name,
+        namespace=namespace,
+        operator="KubeRay operator",
+        feature="kuberayOperator",
+    )
     return checks.claim_to_mount(api, namespace, claim, needs_claim)
 
 
@@ -90,10 +101,19 @@ async def submit_ray(ctx: CallContext, req: RayJobRequest, entry: list[str], *, 
     checks.check_name(req.job_name)
     facts = checks.facts_of(req.instance_type)
     # Workers leave room for the head, which runs on the same instance type and may share a node with one.
-    worker = sizing.pod_resources(facts, accelerators_per_pod=sizing.accelerators(facts, req.gpus_per_node),
-                                  nodes=req.nodes, efa=req.efa, beside=(r.HEAD_CPU, r.HEAD_MEMORY_GIB))
-    needs_claim = needs_claim or any(w == m.S3_MOUNT or w.startswith(m.S3_MOUNT + "/") or f"={m.S3_MOUNT}/" in w
-                                     for w in entry)
+    worker = sizing.pod_resources(
+        facts,
+        accelerators_per_pod=sizing.accelerators(facts, req.gpus_per_node),
+        nodes=req.nodes,
+        efa=req.efa,
+        beside=(ray_job_manifests.HEAD_CPU, ray_job_manifests.HEAD_MEMORY_GIB),
+    )
+    needs_claim = needs_claim or any(
+        w == training_manifests.S3_MOUNT
+        or w.startswith(training_manifests.S3_MOUNT + "/")
+        or f"={training_manifests.S3_MOUNT}/" in w
+        for w in entry
+    )
     tag = await blocking(resolve_tag, ctx.app.db, req.cluster_tag)
     row = await blocking(get_cluster, ctx.app.db, tag)
     env, service_account = spec_env(req.env), None
@@ -104,14 +124,14 @@ async def submit_ray(ctx: CallContext, req: RayJobRequest, entry: list[str], *, 
     claim = await blocking(check_ray_cluster, ctx.app, row, req.job_name, req.namespace, req.s3_claim, needs_claim)
     fsx = await blocking(mountable_fsx, ctx.app, row, req.namespace, req.fsx_claim, [*entry, *req.env.values()],
                          "entrypoint")
-    spec = r.RayJobSpec(
+    spec = ray_job_manifests.RayJobSpec(
         name=req.job_name, namespace=req.namespace, image=req.image, entrypoint=entry, workers=req.nodes,
         worker=worker, instance_type=req.instance_type, env=env, s3_claim=claim, fsx_claim=fsx, recipe=recipe,
         pod_annotations=dict(req.pod_annotations), backoff_limit=req.retries,
         active_deadline_seconds=req.active_deadline_seconds, service_account=service_account,
     )
     params = JobParams(cluster_tag=tag, region=row.region, eks_cluster=row.eks_cluster_name, name=spec.name,
-                       namespace=spec.namespace, body=r.ray_job(spec))
+                       namespace=spec.namespace, body=ray_job_manifests.ray_job(spec))
     return await submit_for_cluster(ctx, KIND, tag, params, status_tool="job_get_status", poll_after_seconds=10)
 
 
@@ -140,10 +160,20 @@ async def ray_job_submit(ctx: CallContext, req: RayJobRequest) -> OperationRef:
 def _apply(stage: StageContext, p: JobParams) -> dict[str, Any]:
     api = kube_api(stage.app.kube, p.eks_cluster, p.region)
     # The policy before the RayJob (no pod of its Ray cluster is ever unfenced), then owned by it (gone with it).
-    kube_call("apply the Ray cluster's NetworkPolicy", apply_object, api, r.network_policy(p.name, p.namespace))
+    kube_call(
+        "apply the Ray cluster's NetworkPolicy",
+        apply_object,
+        api,
+        ray_job_manifests.network_policy(p.name, p.namespace),
+    )
     applied = kube_call("apply the RayJob", apply_object, api, p.body)
     uid = (applied.get("metadata") or {}).get("uid")
-    kube_call("own the Ray cluster's NetworkPolicy", apply_object, api, r.network_policy(p.name, p.namespace, uid))
+    kube_call(
+        "own the Ray cluster's NetworkPolicy",
+        apply_object,
+        api,
+        ray_job_manifests.network_policy(p.name, p.namespace, uid),
+    )
     return {"uid": uid}
 
 
@@ -177,11 +207,15 @@ def ray_summary(obj: dict[str, Any]) -> JobSummary:
     groups = ((obj.get("spec") or {}).get("rayClusterSpec") or {}).get("workerGroupSpecs") or []
     tmpl = ((groups[0].get("template") or {}).get("spec") or {}) if groups else {}
     return JobSummary(
-        name=str(meta.get("name")), namespace=str(meta.get("namespace")), kind=r.KIND, state=ray_state(obj),
+        name=str(meta.get("name")),
+        namespace=str(meta.get("namespace")),
+        kind=ray_job_manifests.KIND,
+        state=ray_state(obj),
         nodes=sum(int(g.get("replicas") or 0) for g in groups),
-        instance_type=(tmpl.get("nodeSelector") or {}).get(m.INSTANCE_TYPE_LABEL),
+        instance_type=(tmpl.get("nodeSelector") or {}).get(training_manifests.INSTANCE_TYPE_LABEL),
         restart_count=int((obj.get("status") or {}).get("failed") or 0),
-        recipe=(meta.get("labels") or {}).get(m.LABEL_RECIPE), created_at=meta.get("creationTimestamp"),
+        recipe=(meta.get("labels") or {}).get(training_manifests.LABEL_RECIPE),
+        created_at=meta.get("creationTimestamp"),
     )
 
 
@@ -190,10 +224,22 @@ def list_ray(api: k8s.ApiClient, namespace: str | None) -> list[dict[str, Any]]:
     objects = k8s.CustomObjectsApi(api)
     try:
         if namespace:
-            out: Any = kube_call("list RayJobs", objects.list_namespaced_custom_object, r.GROUP, r.VERSION,
-                                 namespace, r.PLURAL)
+            out: Any = kube_call(
+                "list RayJobs",
+                objects.list_namespaced_custom_object,
+                ray_job_manifests.GROUP,
+                ray_job_manifests.VERSION,
+                namespace,
+                ray_job_manifests.PLURAL,
+            )
         else:
-            out = kube_call("list RayJobs", objects.list_cluster_custom_object, r.GROUP, r.VERSION, r.PLURAL)
+            out = kube_call(
+                "list RayJobs",
+                objects.list_cluster_custom_object,
+                ray_job_manifests.GROUP,
+                ray_job_manifests.VERSION,
+                ray_job_manifests.PLURAL,
+            )
     except NotFound:
         return []
     return list(out.get("items") or [])
@@ -204,7 +250,7 @@ def ray_pods(api: k8s.ApiClient, name: str, namespace: str, cluster: str | None)
     core = k8s.CoreV1Api(api)
     selectors = [f"{SUBMITTER_LABEL}={name}"]
     if cluster:
-        selectors.insert(0, f"{r.CLUSTER_LABEL}={cluster}")
+        selectors.insert(0, f"{ray_job_manifests.CLUSTER_LABEL}={cluster}")
     pods: list[JobPod] = []
     for selector in selectors:
         found: Any = kube_call("list the Ray job's pods", core.list_namespaced_pod, namespace, label_selector=selector)
@@ -218,8 +264,15 @@ def ray_pods(api: k8s.ApiClient, name: str, namespace: str, cluster: str | None)
 def read_ray(api: k8s.ApiClient, name: str, namespace: str) -> tuple[dict[str, Any], list[JobPod]] | None:
     """The RayJob and its pods, or None when there is no such RayJob."""
     try:
-        obj: Any = kube_call("read the RayJob", k8s.CustomObjectsApi(api).get_namespaced_custom_object,
-                             r.GROUP, r.VERSION, namespace, r.PLURAL, name)
+        obj: Any = kube_call(
+            "read the RayJob",
+            k8s.CustomObjectsApi(api).get_namespaced_custom_object,
+            ray_job_manifests.GROUP,
+            ray_job_manifests.VERSION,
+            namespace,
+            ray_job_manifests.PLURAL,
+            name,
+        )
     except NotFound:
         return None
     return dict(obj), ray_pods(api, name, namespace, (obj.get("status") or {}).get("rayClusterName"))
@@ -231,9 +284,19 @@ def delete_ray(api: k8s.ApiClient, name: str, namespace: str, cluster: str | Non
     if found is not None:
         cluster = (found[0].get("status") or {}).get("rayClusterName") or cluster
         with contextlib.suppress(NotFound):
-            kube_call("delete the RayJob", k8s.CustomObjectsApi(api).delete_namespaced_custom_object, r.GROUP,
-                      r.VERSION, namespace, r.PLURAL, name, propagation_policy="Background")
+            kube_call(
+                "delete the RayJob",
+                k8s.CustomObjectsApi(api).delete_namespaced_custom_object,
+                ray_job_manifests.GROUP,
+                ray_job_manifests.VERSION,
+                namespace,
+                ray_job_manifests.PLURAL,
+                name,
+                propagation_policy="Background",
+            )
     # Owned by the RayJob, so the garbage collector removes it too; deleted here as well for one left by a RayJob
     # apply that failed after the policy's.
-    kube_call("delete the Ray cluster's NetworkPolicy", delete_object, api, r.network_policy(name, namespace))
+    kube_call(
+        "delete the Ray cluster's NetworkPolicy", delete_object, api, ray_job_manifests.network_policy(name, namespace)
+    )
     return len(ray_pods(api, name, namespace, cluster)), cluster

@@ -11,7 +11,7 @@ from instantstart.context import AppContext
 from instantstart.errors import NotFound, PreconditionFailed
 from instantstart.kube import k8s
 from instantstart.kube.calls import kube_api, kube_call
-from instantstart.manifests import training as m
+from instantstart.manifests import training as training_manifests
 from instantstart.services.training.checks import field_error
 from instantstart.store.models import ClusterRow
 
@@ -25,17 +25,22 @@ class Topology(WireModel):
     mode: Literal["preferred", "required"] = Field(default="preferred",
                                                   description="preferred: best effort; required: wait for it.")
     level: str = Field(max_length=64, description="The EC2 topology label of the domain: "
-                       + ", ".join(m.TOPOLOGY_LEVELS) + ".")
+                       + ", ".join(training_manifests.TOPOLOGY_LEVELS) + ".")
 
 
-def scheduling(queue: str | None, priority: str | None, topology: Topology | None) -> m.Scheduling | None:
+def scheduling(
+    queue: str | None, priority: str | None, topology: Topology | None
+) -> training_manifests.Scheduling | None:
     """The Kueue labels and annotation to render, or None when the user set none."""
     if queue is None and priority is None and topology is None:
         return None
-    if topology is not None and topology.level not in m.TOPOLOGY_LEVELS:
-        raise field_error("topology.level", f"{topology.level!r} is not a topology label HyperPod schedules by",
-                          f"Use one of {', '.join(m.TOPOLOGY_LEVELS)} (network-node-layer-1 is the widest).")
-    return m.Scheduling(queue=queue, priority=priority,
+    if topology is not None and topology.level not in training_manifests.TOPOLOGY_LEVELS:
+        raise field_error(
+            "topology.level",
+            f"{topology.level!r} is not a topology label HyperPod schedules by",
+            f"Use one of {', '.join(training_manifests.TOPOLOGY_LEVELS)} (network-node-layer-1 is the widest).",
+        )
+    return training_manifests.Scheduling(queue=queue, priority=priority,
                         topology=(topology.mode, topology.level) if topology else None)
 
 
@@ -43,7 +48,9 @@ def _names(items: Any) -> list[str]:
     return sorted(str((i.get("metadata") or {}).get("name")) for i in items.get("items") or [])
 
 
-def check_scheduling(app: AppContext, row: ClusterRow, namespace: str, chosen: m.Scheduling | None) -> None:
+def check_scheduling(
+    app: AppContext, row: ClusterRow, namespace: str, chosen: training_manifests.Scheduling | None
+) -> None:
     """Blocking: the LocalQueue exists in the job's namespace and the WorkloadPriorityClass exists (Kueue is
     installed by the task governance add-on); each refusal names what exists."""
     if chosen is None or (chosen.queue is None and chosen.priority is None):

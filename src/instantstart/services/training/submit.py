@@ -13,7 +13,7 @@ from instantstart.context import CallContext, StageContext
 from instantstart.errors import PreconditionFailed
 from instantstart.kube.apply import apply_object
 from instantstart.kube.calls import kube_api, kube_call
-from instantstart.manifests import training as m
+from instantstart.manifests import training as training_manifests
 from instantstart.manifests.env import EnvValue
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
@@ -112,7 +112,9 @@ class JobShape(WireModel):
                                       "(label kueue.x-k8s.io/priority-class).")
     topology: scheduling.Topology | None = Field(default=None, description="Topology-aware scheduling: the "
                                                  "podset's preferred or required EC2 topology domain.")
-    s3_claim: str | None = Field(default="s3-claim", description=f"Claim mounted at {m.S3_MOUNT} when present.")
+    s3_claim: str | None = Field(
+        default="s3-claim", description=f"Claim mounted at {training_manifests.S3_MOUNT} when present."
+    )
     fsx_claim: KubeName | None = Field(default=None, description="An FSx for Lustre claim of the job's namespace "
                                        "(fsx_storage_create) mounted read-write at /fsx; required when the command "
                                        "uses /fsx. Claims InstantStart did not create are refused.")
@@ -173,7 +175,9 @@ async def submit_job(ctx: CallContext, shape: JobShape, image: str, entry: list[
     resources = checks.pod_resources(shape)
     if shape.elastic and shape.elastic.min_replicas > shape.elastic.max_replicas:
         raise checks.field_error("elastic", "minReplicas is above maxReplicas", "Set minReplicas <= maxReplicas.")
-    needs_claim = needs_claim or any(w == m.S3_MOUNT or w.startswith(m.S3_MOUNT + "/") for w in entry)
+    needs_claim = needs_claim or any(
+        w == training_manifests.S3_MOUNT or w.startswith(training_manifests.S3_MOUNT + "/") for w in entry
+    )
     tag = await to_thread.run_sync(resolve_tag, ctx.app.db, shape.cluster_tag)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
     env, service_account = spec_env(shape.env), None
@@ -190,17 +194,35 @@ async def submit_job(ctx: CallContext, shape: JobShape, image: str, entry: list[
     await blocking(scheduling.check_scheduling, ctx.app, row, shape.namespace, sched)
     r = shape.recovery
     monitors = checks.hang_monitors(shape.hang_detection)
-    spec = m.JobSpec(
-        name=shape.job_name, namespace=shape.namespace, image=image, entry=entry, nodes=shape.nodes,
-        nproc_per_node=shape.nproc_per_node, resources=resources, instance_type=shape.instance_type,
-        env=env, s3_claim=claim, fsx_claim=fsx, recipe=recipe, pod_annotations=dict(shape.pod_annotations),
-        scheduling=sched, service_account=service_account,
-        run_policy=m.RunPolicy(r.job_max_retry_count, r.num_restart_before_full_job_restart, r.eval_period_seconds,
-                               r.max_full_job_restarts, r.clean_pod_policy, monitors, r.ttl_seconds_after_finished),
+    spec = training_manifests.JobSpec(
+        name=shape.job_name,
+        namespace=shape.namespace,
+        image=image,
+        entry=entry,
+        nodes=shape.nodes,
+        nproc_per_node=shape.nproc_per_node,
+        resources=resources,
+        instance_type=shape.instance_type,
+        env=env,
+        s3_claim=claim,
+        fsx_claim=fsx,
+        recipe=recipe,
+        pod_annotations=dict(shape.pod_annotations),
+        scheduling=sched,
+        service_account=service_account,
+        run_policy=training_manifests.RunPolicy(
+            r.job_max_retry_count,
+            r.num_restart_before_full_job_restart,
+            r.eval_period_seconds,
+            r.max_full_job_restarts,
+            r.clean_pod_policy,
+            monitors,
+            r.ttl_seconds_after_finished,
+        ),
         elastic=(shape.elastic.min_replicas, shape.elastic.max_replicas) if shape.elastic else None,
     )
     params = JobParams(cluster_tag=tag, region=row.region, eks_cluster=row.eks_cluster_name, name=spec.name,
-                       namespace=spec.namespace, body=m.job(spec))
+                       namespace=spec.namespace, body=training_manifests.job(spec))
     return await submit_for_cluster(ctx, KIND, tag, params, status_tool="job_get_status", poll_after_seconds=10)
 
 

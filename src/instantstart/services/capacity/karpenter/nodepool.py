@@ -8,22 +8,27 @@ from instantstart.context import StageContext
 from instantstart.kube import k8s
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.reads import crds_served, delete_cluster_object, ensure_cluster_object, read_cluster_object
-from instantstart.manifests import karpenter as m
+from instantstart.manifests import karpenter as karpenter_manifests
 from instantstart.services.capacity.karpenter.state import WAIT, KarpenterEnableParams, record_state, state_of
 from instantstart.services.core.registry import ClusterParams, get_cluster
 from instantstart.services.core.stages import blocking, wait_until
 
 # (state key, API group, plural) of the objects the toggle makes, in the order they are removed.
 OBJECTS = (
-    ("nodePool", m.NODEPOOL_GROUP, m.NODEPOOL_PLURAL),
-    ("nodeClass", m.NODECLASS_GROUP, m.NODECLASS_PLURAL),
+    ("nodePool", karpenter_manifests.NODEPOOL_GROUP, karpenter_manifests.NODEPOOL_PLURAL),
+    ("nodeClass", karpenter_manifests.NODECLASS_GROUP, karpenter_manifests.NODECLASS_PLURAL),
 )
-CRDS = (f"{m.NODEPOOL_PLURAL}.{m.NODEPOOL_GROUP}", f"{m.NODECLASS_PLURAL}.{m.NODECLASS_GROUP}")
+CRDS = (
+    f"{karpenter_manifests.NODEPOOL_PLURAL}.{karpenter_manifests.NODEPOOL_GROUP}",
+    f"{karpenter_manifests.NODECLASS_PLURAL}.{karpenter_manifests.NODECLASS_GROUP}",
+)
 
 
 def read_object(api: k8s.ApiClient, group: str, plural: str, name: str) -> dict[str, Any] | None:
     """A Karpenter object (cluster-scoped, version m.VERSION), or None (blocking, errors translated)."""
-    return kube_call(f"read {plural} {name}", read_cluster_object, api, group, m.VERSION, plural, name)
+    return kube_call(
+        f"read {plural} {name}", read_cluster_object, api, group, karpenter_manifests.VERSION, plural, name
+    )
 
 
 def ready(obj: dict[str, Any] | None) -> tuple[bool, str]:
@@ -49,14 +54,35 @@ async def stage_nodepool(stage: StageContext) -> dict[str, Any]:
 
     await wait_until(stage, crds, limit_seconds=WAIT, what="the Karpenter CRDs")
     for key, group, plural, body in (
-        ("nodeClass", m.NODECLASS_GROUP, m.NODECLASS_PLURAL, m.node_class(s)),
-        ("nodePool", m.NODEPOOL_GROUP, m.NODEPOOL_PLURAL, m.node_pool(s)),
+        (
+            "nodeClass",
+            karpenter_manifests.NODECLASS_GROUP,
+            karpenter_manifests.NODECLASS_PLURAL,
+            karpenter_manifests.node_class(s),
+        ),
+        (
+            "nodePool",
+            karpenter_manifests.NODEPOOL_GROUP,
+            karpenter_manifests.NODEPOOL_PLURAL,
+            karpenter_manifests.node_pool(s),
+        ),
     ):
-        await blocking(kube_call, f"apply {body['kind']}", ensure_cluster_object, api, group, m.VERSION, plural, body)
+        await blocking(
+            kube_call,
+            f"apply {body['kind']}",
+            ensure_cluster_object,
+            api,
+            group,
+            karpenter_manifests.VERSION,
+            plural,
+            body,
+        )
         await record_state(app, tag, **{key: s.name})
 
     async def pool_ready() -> tuple[bool, str]:
-        pool = await blocking(read_object, api, m.NODEPOOL_GROUP, m.NODEPOOL_PLURAL, s.name)
+        pool = await blocking(
+            read_object, api, karpenter_manifests.NODEPOOL_GROUP, karpenter_manifests.NODEPOOL_PLURAL, s.name
+        )
         ok, why = ready(pool)
         return ok, f"NodePool {s.name}: {'Ready' if ok else why}"
 
@@ -80,7 +106,16 @@ async def stage_remove_nodepool(stage: StageContext) -> dict[str, Any]:
         if not name:
             continue
         await stage.progress(f"deleting {key} {name}")
-        await blocking(kube_call, f"delete {key} {name}", delete_cluster_object, api, group, m.VERSION, plural, name)
+        await blocking(
+            kube_call,
+            f"delete {key} {name}",
+            delete_cluster_object,
+            api,
+            group,
+            karpenter_manifests.VERSION,
+            plural,
+            name,
+        )
 
         async def gone(g: str = group, p: str = plural, n: str = str(name)) -> tuple[bool, str]:
             left = await blocking(read_object, api, g, p, n)

@@ -9,7 +9,7 @@ from instantstart.aws import iam
 from instantstart.context import AppContext, StageContext
 from instantstart.errors import NotFound
 from instantstart.manifests import iam_policies as pol
-from instantstart.manifests import karpenter as m
+from instantstart.manifests import karpenter as karpenter_manifests
 from instantstart.services.capacity.groups import described
 from instantstart.services.capacity.karpenter.state import record_state, state_of
 from instantstart.services.cluster.iam import ensure_role
@@ -26,7 +26,7 @@ async def stage_role(stage: StageContext) -> dict[str, Any]:
     cluster = await described(app, row)
     cluster_arn = str(cluster["ClusterArn"])
     account = cluster_arn.split(":")[4]
-    name = m.role_name(p.cluster_tag)
+    name = karpenter_manifests.role_name(p.cluster_tag)
     # A retry after the role was made here still owns it.
     created = await blocking(iam.role_arn, app.aws, p.region, name) is None or bool(state_of(row).get("roleCreated"))
     arn = await blocking(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from instantstart.context import AppContext
-from instantstart.manifests import karpenter as m
+from instantstart.manifests import karpenter as karpenter_manifests
 from instantstart.operations.params import ParamsModel
 from instantstart.services.core.registry import ClusterParams, get_cluster, update_cluster
 from instantstart.services.core.stages import blocking
@@ -24,9 +24,9 @@ class KarpenterSettingsParams(ParamsModel):
     budget_nodes: str = "10%"
     gpu_limit: int | None = None
 
-    def manifest_settings(self) -> m.KarpenterSettings:
+    def manifest_settings(self) -> karpenter_manifests.KarpenterSettings:
         """The manifests' KarpenterSettings (empty instance types dropped)."""
-        return m.KarpenterSettings(
+        return karpenter_manifests.KarpenterSettings(
             instance_groups=tuple(self.instance_groups),
             instance_types=tuple(t for t in self.instance_types if t),
             consolidation_policy=self.consolidation_policy,

@@ -11,7 +11,7 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import CallContext
 from instantstart.errors import InvalidInput, PreconditionFailed
-from instantstart.manifests import karpenter as m
+from instantstart.manifests import karpenter as karpenter_manifests
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.services.capacity.groups import GROUP_NAME, described, find_group
@@ -38,7 +38,7 @@ class KarpenterRequest(WireModel):
     cluster_tag: ClusterTag | None = None
     instance_groups: list[GroupName] | None = Field(
         default=None,
-        max_length=m.MAX_GROUPS,
+        max_length=karpenter_manifests.MAX_GROUPS,
         description="Groups to autoscale (default: every eligible group at count 0). They must be at count 0, "
         "without a training plan or deep health checks.",
     )
