@@ -192,7 +192,8 @@ def test_storage_status_and_verification(cp: Running, twin: TwinProcess, tmp_pat
         own = f"clusters/{TAG}/data/"  # the default claim mounts only this cluster's data prefix
         for key in ("top.txt", "data/a.txt", "data/deep/b.txt"):
             s3.put_object(Bucket=bucket, Key=own + key, Body=b"hello")
-        time.sleep(CACHE_SECONDS)
+        assert cp.clock is not None
+        cp.clock.advance(CACHE_SECONDS)  # the listing read before these objects existed is no longer fresh
         listing = client.get("/api/v1/storage/s3/contents").json()
         assert listing["bucketName"] == bucket and listing["storage"] == "s3-claim"
         assert [o["path"] for o in listing["objects"]] == ["top.txt"] and listing["objects"][0]["size"] == 5
@@ -275,7 +276,8 @@ def test_status_reads_are_cached_and_coalesced(cp: Running, twin: TwinProcess, c
         status = wait_status(client, lambda s: s["nodesReadySchedulable"] == 1)
         assert status["nodes"][0]["deepHealthCheck"] == "Passed", status["nodes"]
         assert status["nodes"][0]["healthStatus"] == "Schedulable"
-        time.sleep(IDLE_CACHE_SECONDS * 1.1)  # let every cached read expire (no operation runs: the idle interval)
+        assert cp.clock is not None
+        cp.clock.advance(IDLE_CACHE_SECONDS * 1.1)  # every cached read expires (no operation runs: the idle interval)
         counter.counts.clear()
         polls = 24
         started = time.monotonic()

@@ -23,6 +23,7 @@ import uvicorn
 from instantstart.api.app import create_app
 from instantstart.server import uvicorn_options
 from instantstart.settings import Settings
+from tests.support.clock import SkipClock
 
 REPO = Path(__file__).resolve().parents[2]
 # Child processes import this checkout's sources first (in a git worktree the venv's editable install points at
@@ -51,6 +52,7 @@ class Running:
     data_dir: Path
     database_url: str
     context: Any = None  # the application's AppContext when served in this process (thread_server)
+    clock: SkipClock | None = None  # what its caches' intervals are measured by (thread_server): advance, never sleep
 
     def client(self, **kwargs: object) -> httpx.Client:
         """An authenticated client."""
@@ -100,7 +102,8 @@ def thread_server(data_dir: Path, database_url: str, send_buffer: int | None = N
         plugins=["tests.support.probe_ops"],
         **settings,
     )  # type: ignore[arg-type]
-    app = create_app(config)
+    clock = SkipClock()
+    app = create_app(config, clock=clock)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="on",
                                            **uvicorn_options(config)))
     # IPPROTO_TCP, not socket()'s default protocol 0: asyncio turns Nagle's algorithm off only on sockets it knows
@@ -117,7 +120,7 @@ def thread_server(data_dir: Path, database_url: str, send_buffer: int | None = N
     wait_healthy(url)
     token = (data_dir / "api-token").read_text().strip()
     try:
-        yield Running(url, token, data_dir, database_url, app.fastapi.state.context)  # type: ignore[attr-defined]
+        yield Running(url, token, data_dir, database_url, app.fastapi.state.context, clock)  # type: ignore[attr-defined]
     finally:
         server.should_exit = True
         thread.join(timeout=15)

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -29,7 +30,7 @@ from instantstart.aws.clients import AwsClients
 from instantstart.catalog import CATALOG, Catalog
 from instantstart.catalog.routes import API_PREFIX
 from instantstart.context import AppContext
-from instantstart.describe_cache import DescribeCache
+from instantstart.describe_cache import Clock, DbReadCache, DescribeCache
 from instantstart.errors import InstantStartError, InvalidInput, NotFound
 from instantstart.kube.client import KubeClients
 from instantstart.kube.informers import Informers
@@ -54,8 +55,9 @@ log = logging.getLogger(__name__)
 
 
 
-def build_context(settings: Settings) -> AppContext:
-    """The process-wide context: database, operation store and runner, AWS and Kubernetes clients, cache."""
+def build_context(settings: Settings, clock: Clock = time.monotonic) -> AppContext:
+    """The process-wide context: database, operation store and runner, AWS and Kubernetes clients, caches (whose
+    intervals `clock` measures)."""
     db = Database(settings.resolved_database_url)
     runner: Runner[AppContext] = Runner(settings, OperationStore(db, KINDS), KINDS)
     aws = AwsClients(settings)
@@ -65,8 +67,9 @@ def build_context(settings: Settings) -> AppContext:
         runner=runner,
         aws=aws,
         kube=KubeClients(aws),
-        cache=DescribeCache(settings.status_cache_seconds),
+        cache=DescribeCache(settings.status_cache_seconds, clock=clock),
         informers=Informers(settings.watch_idle_seconds),
+        db_reads=DbReadCache(clock=clock),
     )
 
 
@@ -175,14 +178,16 @@ def create_app(
     on_shutdown: tuple[Callable[[], None], ...] = (),
     *,
     warm_aws: bool = False,
+    clock: Clock = time.monotonic,
 ) -> ASGIApp:
     """Build the whole server application for `settings`; `on_shutdown` runs after the server stops; with
     `warm_aws` (`instantstart serve`) the AWS clients a cluster's creation uses are built in the background at
-    the first authenticated request or the first client built, whichever comes first (an idle server holds none)."""
+    the first authenticated request or the first client built, whichever comes first (an idle server holds none);
+    `clock` measures the caches' intervals (a test injects one it can advance)."""
     settings = settings or Settings()
     load_all(settings.plugins)
     token = _token(settings)
-    context = build_context(settings)
+    context = build_context(settings, clock)
     mcp_manager = session_manager(catalog, context, _allowed_hosts(settings))
     hub = EventHub(context, catalog, slots=SocketSlots("event sockets", settings.ws_sockets_per_client,
                                                        settings.ws_sockets), queue_size=settings.ws_queue_size)

@@ -17,7 +17,6 @@ from instantstart.catalog.registry import Catalog
 from instantstart.catalog.routes import API_PREFIX
 from instantstart.context import AppContext, CallContext
 from instantstart.errors import InstantStartError
-from instantstart.services.monitoring.state import CHANGE_HOOKS
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +51,7 @@ class EventHub:
         self._kick = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        CHANGE_HOOKS.append(self.on_cluster_change)
+        context.change_hooks.append(self.on_cluster_change)
 
     def on_cluster_change(self, app: AppContext, _tag: str, _kind: str) -> None:
         """Watch hook (any thread): something the live views show changed, so push a snapshot soon."""
@@ -74,8 +73,8 @@ class EventHub:
 
     async def stop(self) -> None:
         """Stop both loops and the watch hook."""
-        if self.on_cluster_change in CHANGE_HOOKS:
-            CHANGE_HOOKS.remove(self.on_cluster_change)
+        if self.on_cluster_change in self.context.change_hooks:
+            self.context.change_hooks.remove(self.on_cluster_change)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

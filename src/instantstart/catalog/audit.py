@@ -12,12 +12,12 @@ from typing import Any
 from anyio import to_thread
 
 from instantstart.catalog.registry import OperationSpec
-from instantstart.context import CallContext
+from instantstart.context import CallContext, Slot
 from instantstart.principal import Principal
 from instantstart.store.access import AuditRow, prune_audit, record_audit
 
 PRUNE_EVERY_SECONDS = 3600.0
-_last_prune: dict[int, float] = {}
+LAST_PRUNE: Slot[list[float]] = Slot("audit pruned at")  # per application: [monotonic seconds]
 
 
 def _target(raw: Any) -> str:
@@ -51,6 +51,7 @@ async def audit(
     db = ctx.app.db
     await to_thread.run_sync(record_audit, db, row)
     now = time.monotonic()
-    if now - _last_prune.get(id(db), -PRUNE_EVERY_SECONDS) >= PRUNE_EVERY_SECONDS:
-        _last_prune[id(db)] = now
+    pruned = ctx.app.owned.get(LAST_PRUNE, lambda: [-PRUNE_EVERY_SECONDS])
+    if now - pruned[0] >= PRUNE_EVERY_SECONDS:
+        pruned[0] = now
         await to_thread.run_sync(prune_audit, db, ctx.app.settings.audit_retention_days)

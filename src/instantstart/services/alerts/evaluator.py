@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from anyio import to_thread
 
-from instantstart.context import AppContext
+from instantstart.context import AppContext, Slot
 from instantstart.services.alerts import gather, notify
 from instantstart.services.alerts.rules import DAY, RULES, Snapshot, Threshold, thresholds
 from instantstart.services.core.registry import get_cluster, list_clusters
@@ -136,7 +136,7 @@ class Evaluator:
                 await to_thread.run_sync(store.add_deliveries, self.app.db, alert.id, records)
 
 
-_LOOPS: dict[int, tuple[AppContext, Evaluator, asyncio.Task[None]]] = {}
+LOOP: Slot[tuple[Evaluator, asyncio.Task[None]]] = Slot("alert loop")  # per application: its evaluator and task
 
 
 async def _loop(evaluator: Evaluator, interval: float) -> None:
@@ -150,21 +150,21 @@ async def _loop(evaluator: Evaluator, interval: float) -> None:
 
 def start(app: AppContext, evaluator: Evaluator | None = None) -> Evaluator:
     """Start the application's evaluator loop (idempotent) every `alert_interval_seconds`; returns it."""
-    found = _LOOPS.get(id(app))
-    if found is not None and found[0] is app and not found[2].done():
-        return found[1]
+    found = app.owned.peek(LOOP)
+    if found is not None and not found[1].done():
+        return found[0]
     evaluator = evaluator or Evaluator(app)
     interval = app.settings.alert_interval_seconds
     # A fresh context: the loop outlives the call that started it and must not log under its request id.
     task = asyncio.get_running_loop().create_task(_loop(evaluator, interval), context=contextvars.Context())
-    _LOOPS[id(app)] = (app, evaluator, task)
+    app.owned.put(LOOP, (evaluator, task))
     return evaluator
 
 
 async def stop(app: AppContext) -> None:
     """Stop the application's evaluator loop."""
-    found = _LOOPS.pop(id(app), None)
+    found = app.owned.pop(LOOP)
     if found is not None:
-        found[2].cancel()
+        found[1].cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
-            await found[2]
+            await found[1]

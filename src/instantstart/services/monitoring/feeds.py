@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import anyio
 from anyio import to_thread
 
-from instantstart.context import AppContext
+from instantstart.context import AppContext, Slot
 from instantstart.errors import InstantStartError, NotFound
 from instantstart.services.core.registry import get_cluster, hyperpod_cluster_name, list_clusters
 from instantstart.services.monitoring.state import FIRST_SYNC_SECONDS, informer, informer_key
@@ -53,14 +53,11 @@ class ClusterFeeds:
     hyperpod: HyperPodPoll | None = None
 
 
-_FEEDS: dict[int, tuple[AppContext, dict[str, ClusterFeeds]]] = {}
+FEEDS: Slot[dict[str, ClusterFeeds]] = Slot("cluster feeds")  # per application: {cluster tag: its feeds}
 
 
 def _feeds(app: AppContext) -> dict[str, ClusterFeeds]:
-    found = _FEEDS.get(id(app))
-    if found is None or found[0] is not app:
-        found = _FEEDS[id(app)] = (app, {})
-    return found[1]
+    return app.owned.get(FEEDS, dict)
 
 
 async def _poll_hyperpod(app: AppContext, row: ClusterRow, poll: HyperPodPoll) -> None:

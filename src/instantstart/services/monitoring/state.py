@@ -17,7 +17,7 @@ from typing import Any
 from anyio import to_thread
 
 from instantstart.context import AppContext
-from instantstart.describe_cache import DescribeCache
+from instantstart.describe_cache import DbReadCache
 from instantstart.kube.calls import kube_api
 from instantstart.kube.informers import ChangeListener, Informer, InformerOptions, Projection
 from instantstart.services.monitoring.projections import (
@@ -46,15 +46,13 @@ STATUS_KINDS = ("nodes", "pods", "pvcs")
 # register_listener); each is called with (app, tag) → listener when an informer of that kind starts.
 ListenerFactory = Callable[[AppContext, str], ChangeListener]
 LISTENER_FACTORIES: dict[str, list[ListenerFactory]] = {}
-# Called (app, cluster tag, kind) from the watch's thread after any change of what the live views show
-# (the WebSocket hub registers one to push a snapshot at once instead of at its next interval).
-CHANGE_HOOKS: list[Callable[[AppContext, str, str], None]] = []
 LIVE_KINDS: set[str] = {"nodes", "pods", "services", "deployments"}
 
 
 def register_kinds(kinds: Mapping[str, tuple[str, Projection]], *, live: bool = False) -> None:
     """Watch `kinds` too ({kind: (collection path, projection)}), e.g. a domain's custom resources; `live`: their
-    changes reach CHANGE_HOOKS (the WebSocket). Called at start-up (services.load_all), never on import."""
+    changes reach the application's change_hooks (the WebSocket). Called at start-up (services.load_all), never
+    on import."""
     WATCHED_KINDS.update(kinds)
     if live:
         LIVE_KINDS.update(kinds)
@@ -170,7 +168,8 @@ def informer(app: AppContext, tag: str, region: str, eks_cluster: str, kind: str
         if kind in LIVE_KINDS:
 
             def changed(*_: Any) -> None:
-                for hook in list(CHANGE_HOOKS):
+                # The WebSocket hub's hook pushes a snapshot at once instead of at its next interval.
+                for hook in list(app.change_hooks):
                     hook(app, tag, kind)
 
             listeners.append(changed)
@@ -252,17 +251,10 @@ def memoised(inf: Informer, name: str, versions: tuple[int, ...], compute: Calla
     return value
 
 
-DB_READ_SECONDS = 1.0
-_DB_CACHES: dict[int, tuple[AppContext, DescribeCache]] = {}
-
-
-def db_cache(app: AppContext) -> DescribeCache:
+def db_cache(app: AppContext) -> DbReadCache:
     """The application's cache of status-path database reads (cluster row, active tag, latest operation):
     one read per key per second however many pollers, forgotten at once when an operation changes."""
-    found = _DB_CACHES.get(id(app))
-    if found is None or found[0] is not app:
-        found = _DB_CACHES[id(app)] = (app, DescribeCache(DB_READ_SECONDS))
-    return found[1]
+    return app.db_reads
 
 
 async def cached_db(app: AppContext, key: str, read: Callable[[], Any]) -> Any:

@@ -14,7 +14,7 @@ from typing import Any
 from anyio import to_thread
 
 from instantstart.aws import hyperpod as hp_api
-from instantstart.context import AppContext
+from instantstart.context import AppContext, Slot
 from instantstart.kube.informers import ChangeListener
 from instantstart.readonly import refuse_write
 from instantstart.services.monitoring.state import db_cache, register_listener
@@ -79,17 +79,12 @@ class TimelineWriter:
                 self._idle.set()
 
 
-_WRITERS: dict[int, TimelineWriter] = {}
-_LOCK = threading.Lock()
+WRITER: Slot[TimelineWriter] = Slot("timeline writer")
 
 
 def writer(app: AppContext) -> TimelineWriter:
     """The application's timeline writer (one per application context)."""
-    with _LOCK:
-        found = _WRITERS.get(id(app))
-        if found is None or found.app is not app:
-            found = _WRITERS[id(app)] = TimelineWriter(app)
-        return found
+    return app.owned.get(WRITER, lambda: TimelineWriter(app))
 
 
 def kubernetes_events(app: AppContext, tag: str) -> ChangeListener:
