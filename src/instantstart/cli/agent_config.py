@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from instantstart.catalog.registry import READ_ONLY, Catalog
-from instantstart.mcp.tools import SERVER_NAME
+from instantstart.mcp.wire import SERVER_NAME
 from instantstart.skills import all_skills
 
 AGENT_NAME = "hypd-inst-agent"

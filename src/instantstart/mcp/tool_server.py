@@ -11,13 +11,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 
 from instantstart import __version__
-
-SERVER_NAME = "hypd-inst"
-INSTRUCTIONS = (
-    "InstantStart drives Amazon SageMaker HyperPod clusters on Amazon EKS. Mutating tools return an"
-    " operationId at once; poll the named status tool with wait_seconds in between until it reports a"
-    " terminal state. Pass clientToken to make a retry return the same operation."
-)
+from instantstart.mcp.wire import INSTRUCTIONS, SERVER_NAME, unknown_tool
 
 # (is_error, payload) of a call of the tool named: payload is the operation's JSON output, or
 # {"error": {code, message, hint, details}}.
@@ -33,18 +27,6 @@ def result_for(is_error: bool, payload: dict[str, Any]) -> types.CallToolResult:
         structured_content=payload,
         is_error=is_error,
     )
-
-
-def unknown_tool(name: str) -> tuple[bool, dict[str, Any]]:
-    """The error of a call naming no tool."""
-    return True, {
-        "error": {
-            "code": "NOT_FOUND",
-            "message": f"Unknown tool {name!r}.",
-            "hint": "List the tools to see the valid names.",
-            "details": {},
-        }
-    }
 
 
 def tool_server(tools: list[types.Tool], call: NamedCall, visible: Visible | None = None) -> Server[Any]:

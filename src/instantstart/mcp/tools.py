@@ -11,7 +11,8 @@ from mcp.server.lowlevel import Server
 from instantstart.catalog.index import tool_entry
 from instantstart.catalog.registry import Catalog, OperationSpec
 from instantstart.catalog.schema import arguments_schema
-from instantstart.mcp.tool_server import INSTRUCTIONS, SERVER_NAME, Visible, result_for, tool_server, unknown_tool
+from instantstart.mcp.tool_server import Visible, result_for, tool_server
+from instantstart.mcp.wire import INSTRUCTIONS, SERVER_NAME, unknown_tool
 
 __all__ = ["INSTRUCTIONS", "SERVER_NAME", "build_server", "result_for", "tool_for", "tool_input_schema"]
 
