@@ -61,11 +61,10 @@ def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:
     )
     from instantstart.services.training import history, jobs, mlflow, ray_jobs, recipes, submit  # noqa: F401
 
-    # Watch-fed state: the custom resource kinds (training jobs, endpoints) and the timeline's events listener are
-    # registered here, at start-up, not as an effect of importing a module (so import order cannot change what is
-    # watched or recorded).
+    # Watch-fed state: the custom resource kinds (training jobs, endpoints) are registered here, at start-up, not as
+    # an effect of importing a module (so import order cannot change what is watched); the timeline's events
+    # listener is the application's (timeline.attach).
     custom.register()
-    timeline.register()
 
     for name in plugins:
         importlib.import_module(name)
