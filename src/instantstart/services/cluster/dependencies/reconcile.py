@@ -24,7 +24,6 @@ from instantstart.services.cluster.dependencies.results import (
 
 __all__ = [
     "DepResult",
-    "DependencyFailed",
     "Reconciler",
     "Target",
     "desired_config",
