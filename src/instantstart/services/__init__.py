@@ -49,7 +49,7 @@ def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:
     from instantstart.services.monitoring import custom, timeline, timeline_read  # noqa: F401
     from instantstart.services.monitoring import gpu as monitoring_gpu  # noqa: F401
     from instantstart.services.monitoring import nodes as monitoring_nodes  # noqa: F401
-    from instantstart.services.operation_tools import operations, wait  # noqa: F401
+    from instantstart.services.tracking import operations, wait  # noqa: F401
     from instantstart.services.storage import (  # noqa: F401
         fsx,
         fsx_delete,
