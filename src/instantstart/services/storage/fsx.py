@@ -350,7 +350,7 @@ async def fsx_storage_create(ctx: CallContext, req: FsxCreateRequest) -> Operati
     )
     return await ctx.app.runner.submit(
         KIND,
-        params.model_dump(mode="json", by_alias=True),
+        params,
         target=f"storage:{row.tag}:{req.name}",
         idempotency_key=ctx.idempotency_key,
         status_tool="operation_get",

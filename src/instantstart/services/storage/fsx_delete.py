@@ -99,7 +99,7 @@ async def delete_created_file_system(ctx: CallContext, row: ClusterRow, file_sys
                              security_group_id=ours[file_system_id].get("securityGroupId"))
     return await ctx.app.runner.submit(
         DELETE_KIND,
-        params.model_dump(mode="json", by_alias=True),
+        params,
         target=f"fsx:{row.tag}:{file_system_id}",
         idempotency_key=None,
         status_tool="operation_get",

@@ -306,7 +306,7 @@ async def _submit(
     )
     return await ctx.app.runner.submit(
         KIND,
-        params.model_dump(mode="json", by_alias=True),
+        params,
         target=download_target(row.tag, claim, req.model_id, req.revision),
         idempotency_key=ctx.idempotency_key,
         status_tool="operation_get",
