@@ -10,7 +10,7 @@ from typing import Any, Generic, TypeAlias, TypeVar, cast
 from instantstart.aws.clients import AwsClients
 from instantstart.describe_cache import DbReadCache, DescribeCache
 from instantstart.kube.client import KubeClients
-from instantstart.kube.informers import Informers
+from instantstart.kube.informers import ChangeListener, Informers
 from instantstart.operations.runner import Runner
 from instantstart.operations.stage import StageContext as EngineStageContext
 from instantstart.principal import Principal
@@ -61,6 +61,9 @@ class Owned:
 ChangeHook = Callable[["AppContext", str, str], None]
 """Called (app, cluster tag, kind) from a watch's thread after a change of what the live views show."""
 
+ListenerFactory = Callable[["AppContext", str], ChangeListener]
+"""Called (app, cluster tag) when an informer starts: the extra listener it gets (e.g. the timeline's for events)."""
+
 
 @dataclass
 class AppContext:
@@ -75,6 +78,7 @@ class AppContext:
     informers: Informers = field(default_factory=Informers)
     db_reads: DbReadCache = field(default_factory=DbReadCache)  # status-path database reads (monitoring.state)
     change_hooks: list[ChangeHook] = field(default_factory=list)  # the WebSocket hub's, see monitoring.state
+    listener_factories: dict[str, list[ListenerFactory]] = field(default_factory=dict)  # per kind, monitoring.state
     owned: Owned = field(default_factory=Owned)
 
 

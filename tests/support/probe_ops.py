@@ -111,9 +111,10 @@ class ProbeRequest(WireModel):
 async def probe_run(ctx: CallContext, req: ProbeRequest) -> OperationRef:
     """Test-only: run the four probe stages, recording executions and side effects in journalDir."""
     Path(req.journal_dir).mkdir(parents=True, exist_ok=True)
+    kind = "probe_independent" if req.independent else "probe_alongside" if req.alongside else "probe"
     return await ctx.app.runner.submit(
-        "probe_independent" if req.independent else "probe_alongside" if req.alongside else "probe",
-        req.model_dump(by_alias=True, exclude={"independent", "alongside"}),
+        kind,
+        ctx.app.runner.params_model(kind, req.model_dump(by_alias=True, exclude={"independent", "alongside"})),
         target=req.target,
         idempotency_key=ctx.idempotency_key,
         status_tool="operation_get",

@@ -86,7 +86,7 @@ async def secret_probe_store(ctx: CallContext, req: SecretProbeRequest) -> Opera
     }
     return await ctx.app.runner.submit(
         "secret_probe",
-        params,
+        ctx.app.runner.params_model("secret_probe", params),
         target=f"secret-probe:{req.namespace}/{req.secret_name}",
         idempotency_key=ctx.idempotency_key,
         status_tool="operation_get",

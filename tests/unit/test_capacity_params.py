@@ -8,7 +8,7 @@ import pytest
 
 from instantstart.errors import InvalidInput
 from instantstart.operations.kinds import KINDS, OpenParams
-from instantstart.operations.params import params_for_load, params_for_submit
+from instantstart.operations.params import params_for_load, params_for_submit, params_to_store
 from instantstart.services import load_all
 
 load_all()
@@ -66,7 +66,8 @@ def test_stored_params_load_and_round_trip(kind: str) -> None:
     assert registered.params is not OpenParams, f"{kind} declares no params model"
     loaded = params_for_load(registered.params, kind, "op-0001", STORED[kind])
     assert loaded.model_dump(mode="json", by_alias=True) == STORED[kind]
-    assert params_for_submit(registered.params, kind, STORED[kind]) == STORED[kind]
+    submitted = params_for_submit(registered.params, kind, STORED[kind])
+    assert params_to_store(registered.params, kind, submitted) == STORED[kind]
 
 
 @pytest.mark.parametrize("kind", sorted(STORED))
@@ -90,3 +91,14 @@ def test_nested_values_are_typed() -> None:
     assert node is not None
     with pytest.raises(InvalidInput, match="action"):
         params_for_load(node.params, "node_reboot", "op-0001", {**STORED["node_reboot"], "action": "shutdown"})
+
+
+def test_submit_stores_the_kinds_own_model_and_refuses_another() -> None:
+    registered = KINDS.get("node_reboot")
+    other = KINDS.get("instance_group_add")
+    assert registered is not None and other is not None
+    model = params_for_load(registered.params, "node_reboot", "op-0001", STORED["node_reboot"])
+    assert params_to_store(registered.params, "node_reboot", model) == STORED["node_reboot"]
+    foreign = params_for_load(other.params, "instance_group_add", "op-0001", STORED["instance_group_add"])
+    with pytest.raises(InvalidInput, match=r"node_reboot are a \w+, not its \w+"):
+        params_to_store(registered.params, "node_reboot", foreign)

@@ -8,7 +8,7 @@ import pytest
 
 from instantstart.errors import InvalidInput
 from instantstart.operations.kinds import KINDS, OpenParams
-from instantstart.operations.params import params_for_load, params_for_submit
+from instantstart.operations.params import params_for_load, params_for_submit, params_to_store
 from instantstart.services import load_all
 from instantstart.services.cluster.params import (
     ClusterParams,
@@ -88,7 +88,7 @@ def test_stored_params_load_and_round_trip(kind: str, case: int) -> None:
     assert registered.params is not OpenParams, f"{kind} declares no params model"
     loaded = params_for_load(registered.params, kind, "op-0001", stored)
     assert loaded.model_dump(mode="json", by_alias=True, exclude_unset=True) == stored
-    resubmitted = params_for_submit(registered.params, kind, stored)
+    resubmitted = params_to_store(registered.params, kind, params_for_submit(registered.params, kind, stored))
     # Submitting again adds only the optional keys left out, as null.
     assert _no_nulls(resubmitted) == _no_nulls(stored)
     assert params_for_load(registered.params, kind, "op-0002", resubmitted) == loaded

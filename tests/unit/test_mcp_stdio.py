@@ -1,5 +1,5 @@
 """The stdio MCP proxy's protocol handling: eras, envelopes, errors, cancellation (the SDK clients drive it over a real
-server in tests/skeleton/test_faces.py)."""
+server in tests/wiring/test_faces.py)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from instantstart.services.core.stages import next_poll
+from instantstart.operations.waiting import next_poll
 
 
 def overshoot(wait: float, poll: float) -> tuple[float, int]:

@@ -22,16 +22,27 @@ def _problems(exc: ValidationError) -> str:
     )
 
 
-def params_for_submit(model: type[BaseModel], kind: str, params: dict[str, Any]) -> dict[str, Any]:
-    """Validate params against the kind's model and return the stored (JSON, camelCase) form."""
+def params_for_submit(model: type[BaseModel], kind: str, params: dict[str, Any]) -> BaseModel:
+    """Validate raw params against the kind's model (a tool that builds a dict rather than the model)."""
     try:
-        return model.model_validate(params).model_dump(mode="json", by_alias=True)
+        return model.model_validate(params)
     except ValidationError as exc:
         raise InvalidInput(
             f"Params of operation kind {kind} do not validate: {_problems(exc)}.",
             hint="This is a bug in the tool that submitted it; nothing was recorded.",
             details={"kind": kind},
         ) from None
+
+
+def params_to_store(model: type[BaseModel], kind: str, params: BaseModel) -> dict[str, Any]:
+    """The stored (JSON, camelCase) form of the kind's params model, dumped once; another model is refused."""
+    if not isinstance(params, model):
+        raise InvalidInput(
+            f"Params of operation kind {kind} are a {type(params).__name__}, not its {model.__name__}.",
+            hint="This is a bug in the tool that submitted it: pass the kind's params model; nothing was recorded.",
+            details={"kind": kind},
+        )
+    return params.model_dump(mode="json", by_alias=True)
 
 
 def params_for_load(model: type[BaseModel], kind: str, operation_id: str, params: dict[str, Any]) -> BaseModel:

@@ -11,12 +11,13 @@ import uuid
 from typing import Any, Generic
 
 from anyio import to_thread
+from pydantic import BaseModel
 
 from instantstart.errors import UnknownKind
 from instantstart.logs import operation_id_var
-from instantstart.operations.kinds import KindRegistry
+from instantstart.operations.kinds import KindRegistry, OperationKind
 from instantstart.operations.models import OperationRef
-from instantstart.operations.params import params_for_submit
+from instantstart.operations.params import params_for_submit, params_to_store
 from instantstart.operations.stage import AppT
 from instantstart.operations.stage_runs import LeaseLost, Listener, StageRuns
 from instantstart.operations.store import OperationStore
@@ -75,19 +76,18 @@ class Runner(StageRuns, Generic[AppT]):
     async def submit(
         self,
         kind: str,
-        params: dict[str, Any],
+        params: BaseModel,
         *,
         target: str | None,
         idempotency_key: str | None,
         status_tool: str,
         poll_after_seconds: int = 10,
     ) -> OperationRef:
-        """Persist a new operation (or find the idempotent twin) and return its reference at once."""
-        spec = self.kinds.get(kind)
-        if spec is None:
-            raise UnknownKind(f"Operation kind {kind} is not registered.")
-        params = params_for_submit(spec.params, kind, params)
-        view, created = await to_thread.run_sync(self.store.submit, spec, params, target, idempotency_key)
+        """Persist a new operation (or find the idempotent twin) and return its reference at once. `params` is
+        the kind's params model (see `params_model` for a tool that has a dict): stored as dumped, once."""
+        spec = self._kind(kind)
+        stored = params_to_store(spec.params, kind, params)
+        view, created = await to_thread.run_sync(self.store.submit, spec, stored, target, idempotency_key)
         if created:
             log.info("operation submitted", extra={"operation_id": view.operation_id, "kind": kind})
             self.wake()
@@ -98,6 +98,16 @@ class Runner(StageRuns, Generic[AppT]):
             status_tool=status_tool,
             poll_after_seconds=poll_after_seconds,
         )
+
+    def params_model(self, kind: str, params: dict[str, Any]) -> BaseModel:
+        """Raw params (camelCase or snake_case keys) validated as the kind's params model, for `submit`."""
+        return params_for_submit(self._kind(kind).params, kind, params)
+
+    def _kind(self, kind: str) -> OperationKind:
+        spec = self.kinds.get(kind)
+        if spec is None:
+            raise UnknownKind(f"Operation kind {kind} is not registered.")
+        return spec
 
     async def replay(
         self, kind: str, idempotency_key: str | None, *, status_tool: str, poll_after_seconds: int = 10

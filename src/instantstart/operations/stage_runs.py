@@ -16,6 +16,7 @@ from instantstart.operations.kinds import KindRegistry, OperationKind
 from instantstart.operations.models import TERMINAL, OpStatus
 from instantstart.operations.params import params_for_load
 from instantstart.operations.stage import StageContext
+from instantstart.operations.stage_record import StageRecord
 from instantstart.operations.store import OperationStore, finished_values
 from instantstart.store.models import utcnow
 
@@ -37,7 +38,7 @@ class _Run:
     row: Any
     params: Any
     kind: OperationKind
-    stages: list[dict[str, Any]]
+    stages: list[StageRecord]  # replaced element by element (records are immutable), never rebound
 
 
 class StageRuns:
@@ -64,7 +65,7 @@ class StageRuns:
         lock = self._save_locks.setdefault(operation_id, asyncio.Lock())
         async with lock:
             if "stages" in values:
-                values["stages"] = [dict(s) for s in values["stages"]]
+                values["stages"] = [s.to_dict() for s in values["stages"]]
             if not await to_thread.run_sync(lambda: self.store.save_leased(operation_id, token, **values)):
                 raise LeaseLost(operation_id)
         await self._notify(operation_id)
@@ -73,20 +74,20 @@ class StageRuns:
         row = await to_thread.run_sync(self.store.load_leased, operation_id, token)
         if row is None or row.status in TERMINAL:
             return
+        stages = [StageRecord.from_dict(s) for s in row.stages]
         kind = self.kinds.get(row.kind)
         if kind is None:
             error = UnknownKind(f"No handler for operation kind {row.kind}.").to_dict()
-            await self._finish(operation_id, token, row.stages, OpStatus.FAILED, error)
+            await self._finish(operation_id, token, stages, OpStatus.FAILED, error)
             return
         try:
             params = params_for_load(kind.params, kind.name, operation_id, row.params)
         except InstantStartError as exc:
-            await self._finish(operation_id, token, row.stages, OpStatus.FAILED, exc.to_dict())
+            await self._finish(operation_id, token, stages, OpStatus.FAILED, exc.to_dict())
             return
-        stages = [dict(s) for s in row.stages]
         if row.status != OpStatus.RUNNING.value or row.started_at is None:
             await self._save(operation_id, token, status=OpStatus.RUNNING.value, started_at=row.started_at or utcnow())
-        outputs = {s["name"]: dict(s.get("outputs") or {}) for s in stages if s["status"] == "SUCCEEDED"}
+        outputs = {s.name: dict(s.outputs) for s in stages if s.status == OpStatus.SUCCEEDED}
         failed: dict[str, dict[str, Any]] = {}
         run = _Run(operation_id, token, row, params, kind, stages)
         index = 0
@@ -98,15 +99,15 @@ class StageRuns:
                 if not await self._run_together(run, group, outputs):
                     return
                 continue
-            if stage["status"] == OpStatus.SUCCEEDED.value:
+            if stage.status == OpStatus.SUCCEEDED:
                 continue  # a stage that succeeded is never rerun
-            if stage["status"] == OpStatus.FAILED.value and kind.continue_after_failure:
-                failed[spec.name] = dict((stage.get("outputs") or {}).get("error") or {})  # before a restart
+            if stage.status == OpStatus.FAILED and kind.continue_after_failure:
+                failed[spec.name] = stage.error  # before a restart
                 continue
             result = await self._run_stage(run, group[0], outputs, failed)
             if result is None:
-                if kind.continue_after_failure and stage["status"] == OpStatus.FAILED.value:
-                    failed[spec.name] = stage["outputs"]["error"]
+                if kind.continue_after_failure and stages[group[0]].status == OpStatus.FAILED:
+                    failed[spec.name] = stages[group[0]].error
                     continue
                 return
             outputs[spec.name] = result
@@ -129,7 +130,7 @@ class StageRuns:
         tasks: dict[int, asyncio.Task[dict[str, Any] | None]] = {}
 
         def start(index: int, on_waiting: Callable[[], None] | None = None) -> None:
-            if index in tasks or stages[index]["status"] == OpStatus.SUCCEEDED.value:
+            if index in tasks or stages[index].status == OpStatus.SUCCEEDED:
                 return
             stage_run = self._run_stage(run, index, dict(before), {}, together=True, on_waiting=on_waiting)
             tasks[index] = asyncio.create_task(stage_run, name=f"{run.operation_id}:{kind.stages[index].name}")
@@ -138,7 +139,7 @@ class StageRuns:
             for index in partners:
                 start(index)
 
-        if stages[leader]["status"] == OpStatus.SUCCEEDED.value:
+        if stages[leader].status == OpStatus.SUCCEEDED:
             start_partners()
         start(leader, on_waiting=start_partners)
         try:
@@ -150,7 +151,7 @@ class StageRuns:
                         task.cancel()
                     await asyncio.gather(*tasks.values(), return_exceptions=True)
                     raise broken.exception()  # type: ignore[misc]
-                if stages[leader]["status"] == OpStatus.SUCCEEDED.value:
+                if stages[leader].status == OpStatus.SUCCEEDED:
                     start_partners()  # the leader succeeded without waiting (a no-op for those started)
         except asyncio.CancelledError:
             # A cancel request or shutdown: each stage records its own ending, then the group's is decided.
@@ -160,17 +161,16 @@ class StageRuns:
             if any(isinstance(e, BaseException) for e in ended):
                 raise
         for index in group:
-            if stages[index]["status"] == OpStatus.SUCCEEDED.value:
-                outputs[kind.stages[index].name] = dict(stages[index].get("outputs") or {})
-        statuses = [stages[i]["status"] for i in group]
-        if all(s == OpStatus.SUCCEEDED.value for s in statuses):
+            if stages[index].status == OpStatus.SUCCEEDED:
+                outputs[kind.stages[index].name] = dict(stages[index].outputs)
+        statuses = [stages[i].status for i in group]
+        if all(s == OpStatus.SUCCEEDED for s in statuses):
             return True
-        if OpStatus.CANCELLED.value in statuses:
+        if OpStatus.CANCELLED in statuses:
             await self._cancel(run, leader)
             return False
-        first = next(i for i in group if stages[i]["status"] == OpStatus.FAILED.value)
-        error = dict(stages[first]["outputs"]["error"])
-        await self._finish(run.operation_id, run.token, stages, OpStatus.FAILED, error)
+        first = next(i for i in group if stages[i].status == OpStatus.FAILED)
+        await self._finish(run.operation_id, run.token, stages, OpStatus.FAILED, stages[first].error)
         return False
 
     async def _run_stage(
@@ -187,82 +187,100 @@ class StageRuns:
         ended, unless its kind continues after a failure) or the operation was cancelled. A stage run
         `together` with others records its own failure or cancellation and leaves the operation's ending to
         `_run_together`."""
-        operation_id, token, stages, spec = run.operation_id, run.token, run.stages, run.kind.stages[index]
-        stage = stages[index]
         while True:
-            if await to_thread.run_sync(self.store.cancel_requested, operation_id):
+            if await to_thread.run_sync(self.store.cancel_requested, run.operation_id):
                 await self._cancel(run, index, only_this=together)
                 return None
-            stage.update(
-                status=OpStatus.RUNNING.value,
-                attempts=int(stage["attempts"]) + 1,
-                startedAt=stage.get("startedAt") or utcnow().isoformat(),
-                finishedAt=None,
-            )
-            # The stage's RUNNING state and attempt count are committed before its side effects.
-            await self._save(operation_id, token, stages=stages)
-
-            async def progress(message: str, _stage: dict[str, Any] = stage) -> None:
-                _stage["message"] = message
-                await self._save(operation_id, token, stages=stages)
-
-            assert self.app is not None
-            ctx = StageContext(
-                operation_id=operation_id,
-                kind=run.kind.name,
-                target=run.row.target,
-                params=run.params,
-                raw_params=run.row.params,
-                outputs=outputs,
-                stage=spec.name,
-                attempt=int(stage["attempts"]),
-                app=self.app,
-                _progress=progress,
-                failed=dict(failed),
-                _waiting=on_waiting,
-            )
+            await self._begin_attempt(run, index)
             try:
-                produced = await asyncio.wait_for(spec.fn(ctx), timeout=spec.timeout_seconds)
-            except TimeoutError:
-                error = Timeout(
-                    f"Stage {spec.name} did not finish within {spec.timeout_seconds:.0f}s.", retryable=True
-                )
-                if not await self._retry_or_fail(run, index, error, together):
-                    return None
-                continue
-            except InstantStartError as exc:
-                if exc.retryable:
-                    if not await self._retry_or_fail(run, index, exc, together):
-                        return None
-                    continue
-                await self._fail(run, index, exc.to_dict(), together)
-                return None
+                produced = await self._attempt(run, index, outputs, failed, on_waiting)
             except asyncio.CancelledError:
-                if await to_thread.run_sync(self.store.cancel_requested, operation_id):
+                if await to_thread.run_sync(self.store.cancel_requested, run.operation_id):
                     await self._cancel(run, index, only_this=together)
                     return None
                 raise
             except Exception as exc:
-                log.exception("stage %s crashed", spec.name, extra={"operation_id": operation_id})
-                crash = InternalError(
-                    f"Stage {spec.name} failed unexpectedly: {type(exc).__name__}.",
-                    hint="This is a bug; the server log has the traceback.",
-                )
-                await self._fail(run, index, crash.to_dict(), together)
+                if await self._after_error(run, index, exc, together):
+                    continue  # retrying
                 return None
             result = dict(produced or {})
-            stage.update(
-                status=OpStatus.SUCCEEDED.value,
-                finishedAt=utcnow().isoformat(),
+            stage = run.stages[index]
+            run.stages[index] = stage.replace(
+                status=OpStatus.SUCCEEDED,
+                finished_at=utcnow().isoformat(),
                 outputs=result,
-                message=stage.get("message") or "done",
+                message=stage.message or "done",
             )
-            await self._save(operation_id, token, stages=stages)
+            await self._save(run.operation_id, run.token, stages=run.stages)
             return result
+
+    async def _begin_attempt(self, run: _Run, index: int) -> None:
+        """The stage's RUNNING state and attempt count, committed before its side effects."""
+        stage = run.stages[index]
+        run.stages[index] = stage.replace(
+            status=OpStatus.RUNNING,
+            attempts=stage.attempts + 1,
+            started_at=stage.started_at or utcnow().isoformat(),
+            finished_at=None,
+        )
+        await self._save(run.operation_id, run.token, stages=run.stages)
+
+    async def _attempt(
+        self,
+        run: _Run,
+        index: int,
+        outputs: dict[str, dict[str, Any]],
+        failed: dict[str, dict[str, Any]],
+        on_waiting: Callable[[], None] | None,
+    ) -> dict[str, Any] | None:
+        """One attempt of the stage's function within the stage's time limit (raises what the function raised,
+        TimeoutError past the limit)."""
+        operation_id, token, stages, spec = run.operation_id, run.token, run.stages, run.kind.stages[index]
+
+        async def progress(message: str) -> None:
+            stages[index] = stages[index].replace(message=message)
+            await self._save(operation_id, token, stages=stages)
+
+        assert self.app is not None
+        ctx = StageContext(
+            operation_id=operation_id,
+            kind=run.kind.name,
+            target=run.row.target,
+            params=run.params,
+            raw_params=run.row.params,
+            outputs=outputs,
+            stage=spec.name,
+            attempt=stages[index].attempts,
+            app=self.app,
+            _progress=progress,
+            failed=dict(failed),
+            _waiting=on_waiting,
+        )
+        return await asyncio.wait_for(spec.fn(ctx), timeout=spec.timeout_seconds)
+
+    async def _after_error(self, run: _Run, index: int, exc: Exception, together: bool) -> bool:
+        """Record an attempt's failure: True when the stage is tried again (after its backoff), False when it
+        failed (retries used up, not retryable, or a crash)."""
+        spec = run.kind.stages[index]
+        if isinstance(exc, TimeoutError):
+            error = Timeout(f"Stage {spec.name} did not finish within {spec.timeout_seconds:.0f}s.", retryable=True)
+            return await self._retry_or_fail(run, index, error, together)
+        if isinstance(exc, InstantStartError):
+            if exc.retryable:
+                return await self._retry_or_fail(run, index, exc, together)
+            await self._fail(run, index, exc.to_dict(), together)
+            return False
+        log.error("stage %s crashed", spec.name, exc_info=exc, extra={"operation_id": run.operation_id})
+        crash = InternalError(
+            f"Stage {spec.name} failed unexpectedly: {type(exc).__name__}.",
+            hint="This is a bug; the server log has the traceback.",
+        )
+        await self._fail(run, index, crash.to_dict(), together)
+        return False
 
     async def _retry_or_fail(self, run: _Run, index: int, exc: InstantStartError, together: bool = False) -> bool:
         spec, stage = run.kind.stages[index], run.stages[index]
-        attempts = int(stage["attempts"])
+        attempts = stage.attempts
         if attempts >= spec.max_attempts:
             await self._fail(
                 run,
@@ -277,7 +295,7 @@ class StageRuns:
             )
             return False
         delay = spec.backoff(attempts)
-        stage["message"] = f"attempt {attempts} failed: {exc.message}; retrying in {delay:.0f}s"
+        run.stages[index] = stage.replace(message=f"attempt {attempts} failed: {exc.message}; retrying in {delay:.0f}s")
         await self._save(run.operation_id, run.token, stages=run.stages)
         waited = 0.0
         while waited < delay:  # wake early for a cancel request
@@ -290,11 +308,13 @@ class StageRuns:
 
     async def _fail(self, run: _Run, index: int, error: dict[str, Any], together: bool = False) -> None:
         stages = run.stages
-        stages[index].update(status=OpStatus.FAILED.value, finishedAt=utcnow().isoformat(), message=error["message"])
+        stages[index] = stages[index].replace(
+            status=OpStatus.FAILED, finished_at=utcnow().isoformat(), message=error["message"]
+        )
         error.setdefault("details", {})
-        error["details"] = {**error["details"], "stage": stages[index]["name"]}
+        error["details"] = {**error["details"], "stage": stages[index].name}
         if run.kind.continue_after_failure or together:  # recorded on the stage; the later stages still run
-            stages[index]["outputs"] = {"error": error}
+            stages[index] = stages[index].replace(outputs={"error": error})
             await self._save(run.operation_id, run.token, stages=stages)
             return
         await self._finish(run.operation_id, run.token, stages, OpStatus.FAILED, error)
@@ -303,11 +323,11 @@ class StageRuns:
         """Mark the stages from `index` on CANCELLED and end the operation so; `only_this` marks that stage
         alone and leaves the operation's ending to whoever runs it together with others."""
         stages = run.stages
-        for stage in stages[index : index + 1] if only_this else stages[index:]:
-            if stage["status"] not in TERMINAL:
-                stage["status"] = OpStatus.CANCELLED.value
+        for at in range(index, index + 1 if only_this else len(stages)):
+            if stages[at].status not in TERMINAL:
+                stages[at] = stages[at].replace(status=OpStatus.CANCELLED)
         if only_this:
-            stages[index]["finishedAt"] = utcnow().isoformat()
+            stages[index] = stages[index].replace(finished_at=utcnow().isoformat())
             await self._save(run.operation_id, run.token, stages=stages)
             return
         await self._finish(
@@ -322,7 +342,7 @@ class StageRuns:
         self,
         operation_id: str,
         token: str,
-        stages: list[dict[str, Any]],
+        stages: list[StageRecord],
         status: OpStatus,
         error: dict[str, Any] | None,
         result: dict[str, Any] | None = None,

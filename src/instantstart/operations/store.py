@@ -15,6 +15,7 @@ from instantstart.errors import Cancelled, Conflict, IdempotencyKeyReused, NotFo
 from instantstart.operations.kinds import KindRegistry, OperationKind
 from instantstart.operations.models import ACTIVE, TERMINAL, OperationView, OpStatus, StageView
 from instantstart.operations.secrets import refuse_secrets, remember_operation_secrets, scrub_secrets
+from instantstart.operations.stage_record import StageRecord
 from instantstart.store.db import Database
 from instantstart.store.models import OperationRow, StateRow, utcnow
 
@@ -22,18 +23,6 @@ from instantstart.store.models import OperationRow, StateRow, utcnow
 def new_operation_id() -> str:
     """A fresh, unguessable operation id."""
     return "op-" + secrets.token_hex(10)
-
-
-def _fresh_stage(name: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "status": OpStatus.PENDING.value,
-        "attempts": 0,
-        "startedAt": None,
-        "finishedAt": None,
-        "message": "",
-        "outputs": {},
-    }
 
 
 def _key_slot(tool: str, key: str) -> str:
@@ -100,7 +89,7 @@ class OperationStore:
             params=params,
             idempotency_key=idempotency_key,
             status=OpStatus.PENDING.value,
-            stages=[_fresh_stage(s.name) for s in kind.stages],
+            stages=[StageRecord(s.name).to_dict() for s in kind.stages],
             error=None,
             result=None,
             active_target=target,

@@ -49,7 +49,6 @@ def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:
     from instantstart.services.monitoring import custom, timeline, timeline_read  # noqa: F401
     from instantstart.services.monitoring import gpu as monitoring_gpu  # noqa: F401
     from instantstart.services.monitoring import nodes as monitoring_nodes  # noqa: F401
-    from instantstart.services.operation_tools import operations, wait  # noqa: F401
     from instantstart.services.storage import (  # noqa: F401
         fsx,
         fsx_delete,
@@ -59,13 +58,13 @@ def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:
         s3_tools,
         workspace,
     )
+    from instantstart.services.tracking import operations, wait  # noqa: F401
     from instantstart.services.training import history, jobs, mlflow, ray_jobs, recipes, submit  # noqa: F401
 
-    # Watch-fed state: the custom resource kinds (training jobs, endpoints) and the timeline's events listener are
-    # registered here, at start-up, not as an effect of importing a module (so import order cannot change what is
-    # watched or recorded).
+    # Watch-fed state: the custom resource kinds (training jobs, endpoints) are registered here, at start-up, not as
+    # an effect of importing a module (so import order cannot change what is watched); the timeline's events
+    # listener is the application's (timeline.attach).
     custom.register()
-    timeline.register()
 
     for name in plugins:
         importlib.import_module(name)

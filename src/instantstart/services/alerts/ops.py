@@ -189,12 +189,12 @@ KINDS.register(OperationKind(name="alert_rules_update", params=RulesParams,
 async def alert_rules_update(ctx: CallContext, req: RulesUpdateRequest) -> OperationRef:
     """Change alert rule thresholds: for each named rule only the fields given (value, minutes, enabled) change;
     the others keep their value. Rules: see alert_rules_get. The evaluator uses them from its next pass."""
-    changes = {n: s.model_dump(exclude_none=True) for n, s in req.rules.items()}
+    changes: dict[str, dict[str, Any]] = {n: s.model_dump(exclude_none=True) for n, s in req.rules.items()}
     for name, change in changes.items():
         if "value" in change and RULES[name].default.value is None:
             raise InvalidInput(f"Invalid input: rules.{name}.value: the rule {name} has no value, only minutes",
                                hint="Set `minutes` (how long the condition must hold) or `enabled`.")
-    return await ctx.app.runner.submit("alert_rules_update", {"rules": changes}, target=TARGET,
+    return await ctx.app.runner.submit("alert_rules_update", RulesParams(rules=changes), target=TARGET,
                                        idempotency_key=ctx.idempotency_key, status_tool="alert_rules_get",
                                        poll_after_seconds=1)
 
@@ -260,6 +260,6 @@ async def alert_channels_update(ctx: CallContext, req: ChannelsUpdateRequest) ->
         raise InvalidInput("Invalid input: webhookSecret: only with a webhookUrl", hint="Pass webhookUrl too.")
     if secret is not None:
         await to_thread.run_sync(notify.save_secret, app, secret)
-    return await app.runner.submit("alert_channels_update", {"snsTopicArn": topic, "webhookUrl": url},
+    return await app.runner.submit("alert_channels_update", ChannelsParams(sns_topic_arn=topic, webhook_url=url),
                                    target=TARGET, idempotency_key=ctx.idempotency_key, status_tool="alert_rules_get",
                                    poll_after_seconds=1)

@@ -18,6 +18,7 @@ from instantstart.errors import InvalidInput, NotFound, ProviderError
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
+from instantstart.operations.waiting import blocking, wait_until
 from instantstart.services.capacity.groups import capacity_type, karpenter_groups, placement
 from instantstart.services.core.registry import (
     ClusterParams,
@@ -26,7 +27,6 @@ from instantstart.services.core.registry import (
     resolve_tag,
     submit_for_cluster,
 )
-from instantstart.services.core.stages import blocking, wait_until
 from instantstart.validation import ClusterTag
 
 NODEGROUP_TIMEOUT = 3600

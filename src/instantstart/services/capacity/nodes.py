@@ -17,6 +17,7 @@ from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.reads import read_node
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
+from instantstart.operations.waiting import blocking, wait_until
 from instantstart.services.capacity.groups import described
 from instantstart.services.capacity.node_guards import refuse_unowned, verify_node_script
 from instantstart.services.cluster.lifecycle import verify_groups
@@ -27,7 +28,6 @@ from instantstart.services.core.registry import (
     resolve_tag,
     submit_for_cluster,
 )
-from instantstart.services.core.stages import blocking, wait_until
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag

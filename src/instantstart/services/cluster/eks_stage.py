@@ -20,6 +20,7 @@ from instantstart.manifests import iam_policies as pol
 from instantstart.manifests.network import AddressPlan, validate_plan
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
+from instantstart.operations.waiting import blocking, wait_until
 from instantstart.services.cluster import eks_control_plane as eks_svc
 from instantstart.services.cluster import iam as iam_svc
 from instantstart.services.cluster import network as net
@@ -37,7 +38,7 @@ from instantstart.services.core.registry import (
     scope_region,
     submit_for_cluster,
 )
-from instantstart.services.core.stages import blocking, project_bucket, record_details, wait_until
+from instantstart.services.core.stages import project_bucket, record_details
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow, utcnow
 from instantstart.validation import AccessCidr, ClusterTag, ComputeSubnetCidr, Region, SubnetCidr, VpcCidr

@@ -7,7 +7,7 @@ from typing import Any
 from instantstart.aws import hyperpod as hp_api
 from instantstart.aws.clients import AwsClients
 from instantstart.context import AppContext
-from instantstart.services.core.stages import blocking
+from instantstart.operations.waiting import blocking
 
 CAPACITY_WORDS = ("insufficient capacity", "sufficient capacity", "insufficientcapacity")
 

@@ -22,6 +22,7 @@ from instantstart.manifests.hyperpod import (
 )
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
+from instantstart.operations.waiting import blocking, wait_until
 from instantstart.services.cluster import network as net
 from instantstart.services.cluster.hyperpod_reads import CAPACITY_WORDS, cached_describe, capacity_events
 from instantstart.services.cluster.lifecycle import ensure_lifecycle, lifecycle_key
@@ -37,7 +38,7 @@ from instantstart.services.core.registry import (
     resolve_tag,
     submit_for_cluster,
 )
-from instantstart.services.core.stages import blocking, record_details, wait_until
+from instantstart.services.core.stages import record_details
 from instantstart.services.core.training_plans import PlanPlacement, reconcile_plan_zone
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag

@@ -5,7 +5,7 @@ from __future__ import annotations
 from instantstart.aws import ec2_network
 from instantstart.context import StageContext
 from instantstart.errors import ProviderError
-from instantstart.services.core.stages import blocking, wait_until
+from instantstart.operations.waiting import blocking, wait_until
 
 NAT_TIMEOUT = 15 * 60  # a NAT gateway is usually available within a few minutes
 # What to fix for each NatGateway.FailureCode EC2 reports (botocore model).

@@ -10,8 +10,8 @@ from pydantic import Field
 
 from instantstart.catalog.base import WireModel
 from instantstart.context import CallContext
+from instantstart.operations.waiting import blocking
 from instantstart.services.core.registry import cluster_target, get_cluster
-from instantstart.services.core.stages import blocking
 from instantstart.store.models import utcnow
 
 

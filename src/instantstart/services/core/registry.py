@@ -135,11 +135,12 @@ async def submit_for_cluster(
     poll_after_seconds: int,
 ) -> OperationRef:
     """Record a mutation of one cluster: the cluster is the target (one at a time), the caller's
-    idempotency key makes a retry return the same operation. `params` may be the kind's params model."""
-    stored = params.model_dump(mode="json", by_alias=True) if isinstance(params, ParamsModel) else params
+    idempotency key makes a retry return the same operation. `params`: the kind's params model (stored as
+    dumped, once), or a dict validated as it."""
+    model = params if isinstance(params, ParamsModel) else ctx.app.runner.params_model(kind, params)
     return await ctx.app.runner.submit(
         kind,
-        stored,
+        model,
         target=cluster_target(tag),
         idempotency_key=ctx.idempotency_key,
         status_tool=status_tool,
@@ -347,7 +348,7 @@ async def cluster_switch(ctx: CallContext, req: ClusterSwitchRequest) -> Operati
     await to_thread.run_sync(get_cluster, ctx.app.db, req.cluster_tag)
     return await ctx.app.runner.submit(
         "cluster_switch",
-        SwitchParams(cluster_tag=req.cluster_tag).model_dump(mode="json", by_alias=True),
+        SwitchParams(cluster_tag=req.cluster_tag),
         target="state:active-cluster",
         idempotency_key=ctx.idempotency_key,
         status_tool="cluster_list_all",

@@ -8,7 +8,7 @@ from typing import Any
 from instantstart.aws.hyperpod import HyperPod
 from instantstart.context import AppContext
 from instantstart.errors import InvalidInput
-from instantstart.services.core.stages import blocking
+from instantstart.operations.waiting import blocking
 
 
 def _field_error(field: str, message: str, hint: str | None = None) -> InvalidInput:

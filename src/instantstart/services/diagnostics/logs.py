@@ -10,8 +10,8 @@ from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext
 from instantstart.kube import k8s
 from instantstart.kube.calls import kube_api, kube_call
+from instantstart.operations.waiting import blocking
 from instantstart.services.core.registry import get_cluster, resolve_tag
-from instantstart.services.core.stages import blocking
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag
 

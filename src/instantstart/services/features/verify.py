@@ -11,7 +11,7 @@ from instantstart.context import AppContext
 from instantstart.errors import DependencyFailed
 from instantstart.kube import k8s
 from instantstart.kube.calls import kube_api, kube_call
-from instantstart.services.core.stages import blocking
+from instantstart.operations.waiting import blocking
 from instantstart.store.models import ClusterRow
 
 READY_SECONDS = 300

@@ -24,7 +24,7 @@ from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.proxy import service_request
 from instantstart.manifests import inference as inference_manifests
 from instantstart.manifests import inference_endpoint as iec
-from instantstart.services.core.stages import blocking
+from instantstart.operations.waiting import blocking
 from instantstart.services.inference.call_balancer import through_balancer
 from instantstart.services.inference.services import cluster_row
 from instantstart.store.models import ClusterRow

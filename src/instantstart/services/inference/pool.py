@@ -17,8 +17,8 @@ from instantstart.manifests import inference as inference_manifests
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
+from instantstart.operations.waiting import blocking
 from instantstart.services.core.registry import submit_for_cluster
-from instantstart.services.core.stages import blocking
 from instantstart.services.inference.services import cluster_row
 from instantstart.validation import ClusterTag, KubeName
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from anyio import to_thread
 
-from instantstart.context import AppContext
+from instantstart.context import AppContext, ListenerFactory
 from instantstart.describe_cache import DbReadCache
 from instantstart.kube.calls import kube_api
 from instantstart.kube.informers import ChangeListener, Informer, InformerOptions, Projection
@@ -42,10 +42,6 @@ WATCHED_KINDS: dict[str, tuple[str, Projection]] = {
 }
 STATUS_KINDS = ("nodes", "pods", "pvcs")
 
-# Extra listeners per kind (the timeline's for events, registered at start-up by services.load_all through
-# register_listener); each is called with (app, tag) → listener when an informer of that kind starts.
-ListenerFactory = Callable[[AppContext, str], ChangeListener]
-LISTENER_FACTORIES: dict[str, list[ListenerFactory]] = {}
 LIVE_KINDS: set[str] = {"nodes", "pods", "services", "deployments"}
 
 
@@ -58,10 +54,11 @@ def register_kinds(kinds: Mapping[str, tuple[str, Projection]], *, live: bool = 
         LIVE_KINDS.update(kinds)
 
 
-def register_listener(kind: str, make: ListenerFactory) -> None:
-    """Give every informer of `kind` started from now on the listener `make(app, cluster tag)` (once, however
-    often registered). Called at start-up (services.load_all), never on import."""
-    found = LISTENER_FACTORIES.setdefault(kind, [])
+def register_listener(app: AppContext, kind: str, make: ListenerFactory) -> None:
+    """Give every informer of `kind` the application starts from now on the listener `make(app, cluster tag)`
+    (once, however often registered). Kept on the application context (AppContext.listener_factories), so two
+    applications in one process never share one."""
+    found = app.listener_factories.setdefault(kind, [])
     if make not in found:
         found.append(make)
 
@@ -160,7 +157,7 @@ def informer(app: AppContext, tag: str, region: str, eks_cluster: str, kind: str
 
     def factory() -> Informer:
         path, project = WATCHED_KINDS[kind]
-        listeners: list[ChangeListener] = [make(app, tag) for make in LISTENER_FACTORIES.get(kind, [])]
+        listeners: list[ChangeListener] = [make(app, tag) for make in app.listener_factories.get(kind, [])]
         derived = None
         if kind == "pods":
             derived = PodState()

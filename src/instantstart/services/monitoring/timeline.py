@@ -103,12 +103,6 @@ def kubernetes_events(app: AppContext, tag: str) -> ChangeListener:
     return on_change
 
 
-def register() -> None:
-    """Record every cluster's Kubernetes events in the timeline (the events watch's listener). Called by
-    services.load_all at start-up, so importing this module changes nothing."""
-    register_listener("events", kubernetes_events)
-
-
 def on_operation(app: AppContext, view: Any) -> None:
     """Record an operation's state and each stage's status as timeline entries (deduplicated by state)."""
     target = view.target or ""
@@ -138,7 +132,9 @@ def on_operation(app: AppContext, view: Any) -> None:
 
 
 def attach(app: AppContext) -> None:
-    """Record every operation change of this application in the timeline (the runner's listener)."""
+    """Record every operation change of this application in the timeline (the runner's listener) and every
+    cluster's Kubernetes events (the events watch's listener, kept on this application's context)."""
+    register_listener(app, "events", kubernetes_events)
 
     async def listener(operation_id: str) -> None:
         db_cache(app).invalidate()  # status reads see the change at once

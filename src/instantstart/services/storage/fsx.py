@@ -15,10 +15,11 @@ from instantstart.manifests import fsx as fsx_manifests
 from instantstart.manifests import storage as storage_manifests
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
+from instantstart.operations.waiting import blocking, wait_until
 from instantstart.services.core.installation import installation_id
 from instantstart.services.core.ledger import TAG_CLUSTER, TAG_ROLE, aws_tags, record
 from instantstart.services.core.registry import get_cluster
-from instantstart.services.core.stages import blocking, record_details, wait_until
+from instantstart.services.core.stages import record_details
 from instantstart.services.features.orchestrate import save_result
 from instantstart.services.features.toggles import run_feature
 from instantstart.services.storage.fsx_adopt import add_lustre_rules, check_adoptable
@@ -349,7 +350,7 @@ async def fsx_storage_create(ctx: CallContext, req: FsxCreateRequest) -> Operati
     )
     return await ctx.app.runner.submit(
         KIND,
-        params.model_dump(mode="json", by_alias=True),
+        params,
         target=f"storage:{row.tag}:{req.name}",
         idempotency_key=ctx.idempotency_key,
         status_tool="operation_get",

@@ -16,9 +16,9 @@ from instantstart.kube.calls import core_api, kube_call
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
+from instantstart.operations.waiting import blocking, wait_until
 from instantstart.services.core.ledger import mark_gone, resources_of
 from instantstart.services.core.registry import get_cluster
-from instantstart.services.core.stages import blocking, wait_until
 from instantstart.store.models import ClusterRow
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ async def delete_created_file_system(ctx: CallContext, row: ClusterRow, file_sys
                              security_group_id=ours[file_system_id].get("securityGroupId"))
     return await ctx.app.runner.submit(
         DELETE_KIND,
-        params.model_dump(mode="json", by_alias=True),
+        params,
         target=f"fsx:{row.tag}:{file_system_id}",
         idempotency_key=None,
         status_tool="operation_get",

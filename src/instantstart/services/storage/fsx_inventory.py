@@ -8,8 +8,8 @@ from instantstart.aws import fsx as fsx_api
 from instantstart.catalog import operation
 from instantstart.catalog.base import NoInput
 from instantstart.context import AppContext, CallContext
+from instantstart.operations.waiting import blocking
 from instantstart.services.core.ledger import TAG_CLUSTER
-from instantstart.services.core.stages import blocking
 from instantstart.services.storage.fsx_delete import created_file_systems
 from instantstart.services.storage.fsx_params import FsxClaim, FsxFileSystem, FsxListResult
 from instantstart.services.storage.inventory import StorageClaim, read_claims

@@ -8,7 +8,7 @@ import re
 from instantstart import hub
 from instantstart.context import AppContext
 from instantstart.errors import InvalidInput
-from instantstart.services.core.stages import blocking
+from instantstart.operations.waiting import blocking
 from instantstart.services.storage.model_params import DEFAULT_HUB, MODEL_ID_PATTERN, ModelDownloadRequest
 
 MAX_SUGGESTIONS = 5

@@ -18,7 +18,7 @@ from instantstart.kube.apply import apply_object, delete_object, read_object
 from instantstart.kube.calls import as_dict, kube_call
 from instantstart.manifests import model_download as md
 from instantstart.operations.models import ACTIVE
-from instantstart.services.core.stages import blocking
+from instantstart.operations.waiting import blocking
 from instantstart.store.models import utcnow
 
 log = logging.getLogger(__name__)

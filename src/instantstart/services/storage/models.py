@@ -17,8 +17,8 @@ from instantstart.manifests import model_download as md
 from instantstart.manifests.resources import GPU, NEURON
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
+from instantstart.operations.waiting import blocking, wait_until
 from instantstart.services.core.instance_types import catalog
-from instantstart.services.core.stages import blocking, wait_until
 from instantstart.services.storage import model_token as token
 from instantstart.services.storage.fsx_claims import check_fsx_claim
 from instantstart.services.storage.model_fsx import fsx_result, fsx_status
@@ -306,7 +306,7 @@ async def _submit(
     )
     return await ctx.app.runner.submit(
         KIND,
-        params.model_dump(mode="json", by_alias=True),
+        params,
         target=download_target(row.tag, claim, req.model_id, req.revision),
         idempotency_key=ctx.idempotency_key,
         status_tool="operation_get",

@@ -16,7 +16,7 @@ from instantstart.context import AppContext, CallContext
 from instantstart.errors import Conflict, InvalidInput, NotFound, PreconditionFailed
 from instantstart.manifests import iam_policies as pol
 from instantstart.manifests import storage as storage_manifests
-from instantstart.services.core.stages import blocking
+from instantstart.operations.waiting import blocking
 from instantstart.services.storage.s3_claims import active_cluster, default_bucket
 from instantstart.store.models import ClusterRow
 from instantstart.validation import KubeName

@@ -16,6 +16,7 @@ from instantstart.manifests.hyperpod import DEEP_HEALTH_CHECKS, GroupDecision, i
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
+from instantstart.operations.waiting import blocking
 from instantstart.services.capacity.groups import (
     GROUP_NAME,
     GROUP_TIMEOUT,
@@ -37,7 +38,6 @@ from instantstart.services.core.registry import (
     submit_for_cluster,
     update_cluster,
 )
-from instantstart.services.core.stages import blocking
 from instantstart.services.core.training_plans import PlanPlacement, reconcile_plan_zone
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag

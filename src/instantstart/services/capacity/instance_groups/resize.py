@@ -14,6 +14,7 @@ from instantstart.context import CallContext, StageContext
 from instantstart.errors import NotFound, PreconditionFailed
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
+from instantstart.operations.waiting import blocking, wait_until
 from instantstart.services.capacity.group_allowlist import resubmit_spec
 from instantstart.services.capacity.groups import (
     GROUP_NAME,
@@ -34,7 +35,6 @@ from instantstart.services.core.registry import (
     submit_for_cluster,
     update_cluster,
 )
-from instantstart.services.core.stages import blocking, wait_until
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag
 

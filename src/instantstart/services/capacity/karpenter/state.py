@@ -7,8 +7,8 @@ from typing import Any, Literal
 from instantstart.context import AppContext
 from instantstart.manifests import karpenter as karpenter_manifests
 from instantstart.operations.params import ParamsModel
+from instantstart.operations.waiting import blocking
 from instantstart.services.core.registry import ClusterParams, get_cluster, update_cluster
-from instantstart.services.core.stages import blocking
 from instantstart.store.models import ClusterRow
 
 WAIT = 1800

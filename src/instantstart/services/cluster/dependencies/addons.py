@@ -16,6 +16,7 @@ from instantstart.aws import identity
 from instantstart.context import AppContext
 from instantstart.errors import DependencyFailed, NotFound
 from instantstart.manifests import iam_policies as pol
+from instantstart.operations.waiting import blocking, next_poll
 from instantstart.services.cluster.dependencies.catalog import Dependency
 from instantstart.services.cluster.dependencies.identity import (
     Owner,
@@ -27,7 +28,6 @@ from instantstart.services.cluster.dependencies.results import DepResult, Progre
 from instantstart.services.core.installation import installation_id
 from instantstart.services.core.ledger import record, tag_map
 from instantstart.services.core.registry import get_cluster
-from instantstart.services.core.stages import blocking, next_poll
 
 ADDON_TIMEOUT = 20 * 60
 ADDON_FAILED = ("CREATE_FAILED", "UPDATE_FAILED", "DELETE_FAILED")

@@ -9,6 +9,7 @@ from typing import Any
 from instantstart.context import AppContext
 from instantstart.errors import DependencyFailed
 from instantstart.kube.helm import Helm
+from instantstart.operations.waiting import blocking
 from instantstart.services.cluster.dependencies import manifests as dependency_manifests
 from instantstart.services.cluster.dependencies.addons import AddonSteps, desired_config, parse_config, version_key
 from instantstart.services.cluster.dependencies.catalog import Dependency, DependencyCatalog, load_catalog
@@ -20,11 +21,9 @@ from instantstart.services.cluster.dependencies.results import (
     Target,
     failure_of,
 )
-from instantstart.services.core.stages import blocking
 
 __all__ = [
     "DepResult",
-    "DependencyFailed",
     "Reconciler",
     "Target",
     "desired_config",

@@ -14,6 +14,7 @@ from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import DependencyFailed, InstantStartError, InvalidInput, PreconditionFailed, ProviderError
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
+from instantstart.operations.waiting import blocking
 from instantstart.services.cluster.dependencies import manifests as dependency_manifests
 from instantstart.services.cluster.dependencies.catalog import Dependency, load_catalog
 from instantstart.services.cluster.dependencies.reconcile import DepResult, Reconciler, Target, workload_states
@@ -26,7 +27,6 @@ from instantstart.services.core.registry import (
     submit_for_cluster,
     update_cluster,
 )
-from instantstart.services.core.stages import blocking
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag

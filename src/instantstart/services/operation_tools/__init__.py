@@ -1,1 +1,0 @@
-"""Operation tools: reading, listing, retrying and cancelling persisted operations, and the polling primitive."""
