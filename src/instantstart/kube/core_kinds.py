@@ -15,9 +15,9 @@ def list_nodes(api: Api, **query: Any) -> Any:
     return k8s.CoreV1Api(api).list_node(**query)
 
 
-def read_node(api: Api, name: str) -> Any:
+def read_node(api: Api, name: str, **options: Any) -> Any:
     """GET the Node `name`."""
-    return k8s.CoreV1Api(api).read_node(name)
+    return k8s.CoreV1Api(api).read_node(name, **options)
 
 
 def list_pods(api: Api, namespace: str | None, **query: Any) -> Any:
@@ -28,14 +28,14 @@ def list_pods(api: Api, namespace: str | None, **query: Any) -> Any:
     return core.list_namespaced_pod(namespace, **query)
 
 
-def create_pod(api: Api, namespace: str, body: Any) -> Any:
+def create_pod(api: Api, namespace: str, body: Any, **options: Any) -> Any:
     """POST a Pod into `namespace`."""
-    return k8s.CoreV1Api(api).create_namespaced_pod(namespace, body)
+    return k8s.CoreV1Api(api).create_namespaced_pod(namespace, body, **options)
 
 
-def patch_pod(api: Api, name: str, namespace: str, body: Any) -> Any:
+def patch_pod(api: Api, name: str, namespace: str, body: Any, **options: Any) -> Any:
     """PATCH the Pod `namespace/name`."""
-    return k8s.CoreV1Api(api).patch_namespaced_pod(name, namespace, body)
+    return k8s.CoreV1Api(api).patch_namespaced_pod(name, namespace, body, **options)
 
 
 def delete_pod(api: Api, name: str, namespace: str, **options: Any) -> Any:
@@ -61,9 +61,9 @@ def list_services(api: Api, namespace: str | None, **query: Any) -> Any:
     return core.list_namespaced_service(namespace, **query)
 
 
-def read_service(api: Api, name: str, namespace: str) -> Any:
+def read_service(api: Api, name: str, namespace: str, **options: Any) -> Any:
     """GET the Service `namespace/name`."""
-    return k8s.CoreV1Api(api).read_namespaced_service(name, namespace)
+    return k8s.CoreV1Api(api).read_namespaced_service(name, namespace, **options)
 
 
 def delete_service(api: Api, name: str, namespace: str, **options: Any) -> Any:
@@ -76,24 +76,24 @@ def list_secrets(api: Api, namespace: str, **query: Any) -> Any:
     return k8s.CoreV1Api(api).list_namespaced_secret(namespace, **query)
 
 
-def read_secret(api: Api, name: str, namespace: str) -> Any:
+def read_secret(api: Api, name: str, namespace: str, **options: Any) -> Any:
     """GET the Secret `namespace/name`."""
-    return k8s.CoreV1Api(api).read_namespaced_secret(name, namespace)
+    return k8s.CoreV1Api(api).read_namespaced_secret(name, namespace, **options)
 
 
-def read_service_account(api: Api, name: str, namespace: str) -> Any:
+def read_service_account(api: Api, name: str, namespace: str, **options: Any) -> Any:
     """GET the ServiceAccount `namespace/name`."""
-    return k8s.CoreV1Api(api).read_namespaced_service_account(name, namespace)
+    return k8s.CoreV1Api(api).read_namespaced_service_account(name, namespace, **options)
 
 
-def create_service_account(api: Api, namespace: str, body: Any) -> Any:
+def create_service_account(api: Api, namespace: str, body: Any, **options: Any) -> Any:
     """POST a ServiceAccount into `namespace`."""
-    return k8s.CoreV1Api(api).create_namespaced_service_account(namespace, body)
+    return k8s.CoreV1Api(api).create_namespaced_service_account(namespace, body, **options)
 
 
-def patch_service_account(api: Api, name: str, namespace: str, body: Any) -> Any:
+def patch_service_account(api: Api, name: str, namespace: str, body: Any, **options: Any) -> Any:
     """PATCH the ServiceAccount `namespace/name`."""
-    return k8s.CoreV1Api(api).patch_namespaced_service_account(name, namespace, body)
+    return k8s.CoreV1Api(api).patch_namespaced_service_account(name, namespace, body, **options)
 
 
 def delete_service_account(api: Api, name: str, namespace: str, **options: Any) -> Any:
@@ -101,9 +101,9 @@ def delete_service_account(api: Api, name: str, namespace: str, **options: Any) 
     return k8s.CoreV1Api(api).delete_namespaced_service_account(name, namespace, **options)
 
 
-def read_namespace(api: Api, name: str) -> Any:
+def read_namespace(api: Api, name: str, **options: Any) -> Any:
     """GET the Namespace `name`."""
-    return k8s.CoreV1Api(api).read_namespace(name)
+    return k8s.CoreV1Api(api).read_namespace(name, **options)
 
 
 def list_volumes(api: Api, **query: Any) -> Any:
@@ -111,14 +111,14 @@ def list_volumes(api: Api, **query: Any) -> Any:
     return k8s.CoreV1Api(api).list_persistent_volume(**query)
 
 
-def read_volume(api: Api, name: str) -> Any:
+def read_volume(api: Api, name: str, **options: Any) -> Any:
     """GET the PersistentVolume `name`."""
-    return k8s.CoreV1Api(api).read_persistent_volume(name)
+    return k8s.CoreV1Api(api).read_persistent_volume(name, **options)
 
 
-def patch_volume(api: Api, name: str, body: Any) -> Any:
+def patch_volume(api: Api, name: str, body: Any, **options: Any) -> Any:
     """PATCH the PersistentVolume `name`."""
-    return k8s.CoreV1Api(api).patch_persistent_volume(name, body)
+    return k8s.CoreV1Api(api).patch_persistent_volume(name, body, **options)
 
 
 def delete_volume(api: Api, name: str, **options: Any) -> Any:
@@ -131,14 +131,14 @@ def list_claims(api: Api, **query: Any) -> Any:
     return k8s.CoreV1Api(api).list_persistent_volume_claim_for_all_namespaces(**query)
 
 
-def read_claim(api: Api, name: str, namespace: str) -> Any:
+def read_claim(api: Api, name: str, namespace: str, **options: Any) -> Any:
     """GET the PersistentVolumeClaim `namespace/name`."""
-    return k8s.CoreV1Api(api).read_namespaced_persistent_volume_claim(name, namespace)
+    return k8s.CoreV1Api(api).read_namespaced_persistent_volume_claim(name, namespace, **options)
 
 
-def patch_claim(api: Api, name: str, namespace: str, body: Any) -> Any:
+def patch_claim(api: Api, name: str, namespace: str, body: Any, **options: Any) -> Any:
     """PATCH the PersistentVolumeClaim `namespace/name`."""
-    return k8s.CoreV1Api(api).patch_namespaced_persistent_volume_claim(name, namespace, body)
+    return k8s.CoreV1Api(api).patch_namespaced_persistent_volume_claim(name, namespace, body, **options)
 
 
 def delete_claim(api: Api, name: str, namespace: str, **options: Any) -> Any:
@@ -154,19 +154,19 @@ def list_deployments(api: Api, namespace: str | None, **query: Any) -> Any:
     return apps.list_namespaced_deployment(namespace, **query)
 
 
-def read_deployment(api: Api, name: str, namespace: str) -> Any:
+def read_deployment(api: Api, name: str, namespace: str, **options: Any) -> Any:
     """GET the Deployment `namespace/name`."""
-    return k8s.AppsV1Api(api).read_namespaced_deployment(name, namespace)
+    return k8s.AppsV1Api(api).read_namespaced_deployment(name, namespace, **options)
 
 
-def patch_deployment(api: Api, name: str, namespace: str, body: Any) -> Any:
+def patch_deployment(api: Api, name: str, namespace: str, body: Any, **options: Any) -> Any:
     """PATCH the Deployment `namespace/name`."""
-    return k8s.AppsV1Api(api).patch_namespaced_deployment(name, namespace, body)
+    return k8s.AppsV1Api(api).patch_namespaced_deployment(name, namespace, body, **options)
 
 
-def read_daemon_set(api: Api, name: str, namespace: str) -> Any:
+def read_daemon_set(api: Api, name: str, namespace: str, **options: Any) -> Any:
     """GET the DaemonSet `namespace/name`."""
-    return k8s.AppsV1Api(api).read_namespaced_daemon_set(name, namespace)
+    return k8s.AppsV1Api(api).read_namespaced_daemon_set(name, namespace, **options)
 
 
 def list_jobs(api: Api, **query: Any) -> Any:
@@ -179,11 +179,11 @@ def list_crds(api: Api, **query: Any) -> Any:
     return k8s.ApiextensionsV1Api(api).list_custom_resource_definition(**query)
 
 
-def read_crd(api: Api, name: str) -> Any:
+def read_crd(api: Api, name: str, **options: Any) -> Any:
     """GET the CustomResourceDefinition `name` (`<plural>.<group>`)."""
-    return k8s.ApiextensionsV1Api(api).read_custom_resource_definition(name)
+    return k8s.ApiextensionsV1Api(api).read_custom_resource_definition(name, **options)
 
 
-def read_csi_driver(api: Api, name: str) -> Any:
+def read_csi_driver(api: Api, name: str, **options: Any) -> Any:
     """GET the CSIDriver `name`."""
-    return k8s.StorageV1Api(api).read_csi_driver(name)
+    return k8s.StorageV1Api(api).read_csi_driver(name, **options)

@@ -18,17 +18,20 @@ def list_custom(api: Api, group: str, version: str, plural: str, namespace: str 
     return cast("dict[str, Any]", custom.list_namespaced_custom_object(group, version, namespace, plural, **query))
 
 
-def get_custom(api: Api, group: str, version: str, namespace: str, plural: str, name: str) -> dict[str, Any]:
+def get_custom(api: Api, group: str, version: str, namespace: str, plural: str, name: str, **options: Any
+               ) -> dict[str, Any]:
     """GET the custom object `namespace/name`."""
-    return cast("dict[str, Any]", k8s.CustomObjectsApi(api).get_namespaced_custom_object(
-        group, version, namespace, plural, name))
+    custom = k8s.CustomObjectsApi(api)
+    return cast("dict[str, Any]", custom.get_namespaced_custom_object(group, version, namespace, plural, name,
+                                                                      **options))
 
 
-def create_custom(api: Api, group: str, version: str, namespace: str, plural: str, body: dict[str, Any]
-                  ) -> dict[str, Any]:
+def create_custom(api: Api, group: str, version: str, namespace: str, plural: str, body: dict[str, Any],
+                  **options: Any) -> dict[str, Any]:
     """POST a custom object into `namespace`."""
-    return cast("dict[str, Any]", k8s.CustomObjectsApi(api).create_namespaced_custom_object(
-        group, version, namespace, plural, body))
+    custom = k8s.CustomObjectsApi(api)
+    return cast("dict[str, Any]", custom.create_namespaced_custom_object(group, version, namespace, plural, body,
+                                                                         **options))
 
 
 def delete_custom(api: Api, group: str, version: str, namespace: str, plural: str, name: str, **options: Any
