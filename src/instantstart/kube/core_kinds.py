@@ -187,3 +187,4 @@ def read_crd(api: Api, name: str, **options: Any) -> Any:
 def read_csi_driver(api: Api, name: str, **options: Any) -> Any:
     """GET the CSIDriver `name`."""
     return k8s.StorageV1Api(api).read_csi_driver(name, **options)
+
