@@ -60,11 +60,6 @@ def kube_api(kube: KubeClients, eks_cluster_name: str, region: str) -> k8s.ApiCl
         raise translate(exc, f"reach the Kubernetes API of {eks_cluster_name}") from exc
 
 
-def core_api(kube: KubeClients, eks_cluster_name: str, region: str) -> k8s.CoreV1Api:
-    """The CoreV1 API of the EKS cluster (blocking), with AWS/token errors translated."""
-    return k8s.CoreV1Api(kube_api(kube, eks_cluster_name, region))
-
-
 def as_dict(api: k8s.ApiClient, obj: Any) -> dict[str, Any]:
     """A Kubernetes client model as its wire (camelCase) dict."""
     value: dict[str, Any] = api.sanitize_for_serialization(obj)  # type: ignore[no-untyped-call]

@@ -19,72 +19,29 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
 import urllib3
 
 from instantstart.kube import k8s
-from instantstart.readonly import refuse_write
+from instantstart.kube.watch_types import (
+    Absent,
+    ChangeListener,
+    Expired,
+    InformerOptions,
+    Informers,
+    Obj,
+    Projection,
+    WatchHealth,
+)
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
-Projection = Callable[[Obj], Obj]
-ChangeListener = Callable[[str, str, Obj | None, Obj | None], None]
-"""(type ADDED/MODIFIED/DELETED, key "namespace/name", old projection, new projection)."""
-
-
-class Expired(Exception):
-    """The server no longer has the history the watch or the list continuation asked for (HTTP 410)."""
-
-
-class Absent(Exception):
-    """The server does not serve the collection (HTTP 404): its CustomResourceDefinition is not installed."""
-
-
-@dataclass
-class WatchHealth:
-    """How one watch is doing, as status tools report it."""
-
-    kind: str
-    state: str = "starting"  # starting, synced, reconnecting, absent (the CRD is not installed), stopped
-    connected: bool = False
-    last_ok: float | None = None  # wall time the data was last known current
-    last_error: str | None = None
-    reconnects: int = 0
-    relists: int = 0
-    events: int = 0
-
-    def as_dict(self, now: float | None = None) -> dict[str, Any]:
-        """Wire form, with the age of the data."""
-        now = time.time() if now is None else now
-        age = None if self.last_ok is None else round(0.0 if self.connected else max(now - self.last_ok, 0.0), 1)
-        return {
-            "kind": self.kind,
-            "state": self.state,
-            "connected": self.connected,
-            "dataAgeSeconds": age,
-            "lastError": self.last_error,
-            "reconnects": self.reconnects,
-            "relists": self.relists,
-            "events": self.events,
-        }
-
-
-@dataclass
-class InformerOptions:
-    """Tuning of a watch: page size of lists, the server-side watch timeout, the client read timeout
-    (a silent connection is declared lost after it), and the reconnect backoff."""
-
-    page_size: int = 500
-    watch_timeout: int = 300
-    read_timeout: float = 75.0
-    backoff_min: float = 0.2
-    backoff_max: float = 10.0
-    absent_retry_max: float = 5.0
-
+__all__ = [
+    "Absent", "ChangeListener", "Expired", "Informer", "InformerOptions", "Informers", "Obj", "Projection",
+    "WatchHealth",
+]
 
 def _key(obj: Obj) -> str:
     md = obj.get("metadata") or {}
@@ -382,55 +339,3 @@ def _lines(response: Any) -> Iterator[bytes]:
                 yield line
     if buffer.strip():
         yield buffer
-
-
-@dataclass
-class Informers:
-    """The running informers by key; each started on first use, stopped after `idle_seconds` unread, except a
-    pinned one (a feed whose listener records what it sees, started and stopped by its owner, not by reads)."""
-
-    idle_seconds: float = 300.0
-    running: dict[str, Informer] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def get(self, key: str, factory: Callable[[], Informer], *, pinned: bool = False) -> Informer:
-        """The informer under `key`, started by `factory()` when absent or stopped; marks it used. `pinned`: it
-        never stops for being unread (only `stop` ends it)."""
-        self.reap()
-        with self._lock:
-            informer = self.running.get(key)
-            if informer is None or informer.stopped:
-                if pinned:
-                    refuse_write(f"start the feed {key}")  # a feed records what it sees: its owner starts it
-                informer = factory()
-                informer.idle_seconds = None if pinned else self.idle_seconds
-                self.running[key] = informer.start()
-            elif pinned:
-                informer.idle_seconds = None
-            informer.last_used = time.monotonic()
-            return informer
-
-    def peek(self, key: str) -> Informer | None:
-        """The running informer under `key`, if any; starts nothing."""
-        with self._lock:
-            informer = self.running.get(key)
-            return None if informer is None or informer.stopped else informer
-
-    def reap(self) -> list[str]:
-        """Stop the informers nobody read for `idle_seconds` (never a pinned one); returns their keys."""
-        now = time.monotonic()
-        with self._lock:
-            idle = [k for k, i in self.running.items()
-                    if i.idle_seconds is not None and now - i.last_used > self.idle_seconds]
-            stopped = [self.running.pop(k) for k in idle]
-        for informer in stopped:
-            informer.stop()
-        return idle
-
-    def stop(self, prefix: str = "") -> None:
-        """Stop every informer whose key starts with `prefix` (all by default)."""
-        with self._lock:
-            keys = [k for k in self.running if k.startswith(prefix)]
-            stopped = [self.running.pop(k) for k in keys]
-        for informer in stopped:
-            informer.stop()

@@ -15,8 +15,9 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import CallContext, StageContext
 from instantstart.errors import Conflict, NotFound, PreconditionFailed
-from instantstart.kube import k8s
+from instantstart.kube import core_kinds, custom_objects
 from instantstart.kube.calls import kube_api, kube_call
+from instantstart.kube.gateway import Api
 from instantstart.kube.reads import crds_served
 from instantstart.manifests import validation as validation_manifests
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
@@ -66,9 +67,9 @@ def _ready(node: dict[str, Any]) -> bool:
                for c in (node.get("status") or {}).get("conditions") or [])
 
 
-def list_nodes(api: k8s.ApiClient) -> list[dict[str, Any]]:
+def list_nodes(api: Api) -> list[dict[str, Any]]:
     """Every Kubernetes Node as a wire dict (blocking)."""
-    found: Any = kube_call("list Nodes", k8s.CoreV1Api(api).list_node)
+    found: Any = kube_call("list Nodes", core_kinds.list_nodes, api)
     return [api.sanitize_for_serialization(n) for n in found.items or []]  # type: ignore[no-untyped-call]
 
 
@@ -109,31 +110,31 @@ async def cluster_validate(ctx: CallContext, req: ValidateRequest) -> OperationR
                                     status_tool="operation_get", poll_after_seconds=30)
 
 
-def _create(api: k8s.ApiClient, body: dict[str, Any]) -> None:
+def _create(api: Api, body: dict[str, Any]) -> None:
     """Create a pod or MPIJob; one left by an earlier attempt of this stage is kept (blocking)."""
     try:
         if body["kind"] == "Pod":
-            kube_call(f"create Pod {body['metadata']['name']}", k8s.CoreV1Api(api).create_namespaced_pod,
+            kube_call(f"create Pod {body['metadata']['name']}", core_kinds.create_pod, api,
                       validation_manifests.NAMESPACE, body)
         else:
             group, version, plural = MPIJOB
             kube_call(f"create MPIJob {body['metadata']['name']}",
-                      k8s.CustomObjectsApi(api).create_namespaced_custom_object, group, version,
+                      custom_objects.create_custom, api, group, version,
                       validation_manifests.NAMESPACE, plural, body)
     except Conflict:
         pass
 
 
-def _pods(api: k8s.ApiClient, selector: str) -> dict[str, dict[str, Any]]:
-    found: Any = kube_call("list validation pods", k8s.CoreV1Api(api).list_namespaced_pod,
+def _pods(api: Api, selector: str) -> dict[str, dict[str, Any]]:
+    found: Any = kube_call("list validation pods", core_kinds.list_pods, api,
                            validation_manifests.NAMESPACE, label_selector=selector)
     return {p.metadata.name: api.sanitize_for_serialization(p) for p in found.items or []}  # type: ignore[no-untyped-call]
 
 
-def _log(api: k8s.ApiClient, pod: str) -> str:
+def _log(api: Api, pod: str) -> str:
     text = kube_call(
         f"read the log of {pod}",
-        k8s.CoreV1Api(api).read_namespaced_pod_log,
+        core_kinds.read_pod_log, api,
         pod,
         validation_manifests.NAMESPACE,
         limit_bytes=LOG_BYTES,
@@ -147,7 +148,7 @@ def _by_job(pods: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {str((p["metadata"].get("labels") or {}).get(JOB_LABEL)): p for p in ordered}
 
 
-async def _wait_terminal(stage: StageContext, api: k8s.ApiClient, selector: str, want: set[str], limit: float,
+async def _wait_terminal(stage: StageContext, api: Api, selector: str, want: set[str], limit: float,
                          what: str, by_job: bool = False) -> dict[str, dict[str, Any]]:
     """Poll the pods matching `selector` until every one keyed in `want` (pod name, or MPIJob name when `by_job`) is
     terminal or `limit` seconds pass; the pods as last seen, by that key (one still waiting is reported not-run)."""
@@ -224,15 +225,15 @@ async def stage_checks(stage: StageContext) -> dict[str, Any]:
     return {"nodes": facts}
 
 
-def _delete_pod(api: k8s.ApiClient, name: str) -> None:
+def _delete_pod(api: Api, name: str) -> None:
     with contextlib.suppress(NotFound):
-        kube_call(f"delete Pod {name}", k8s.CoreV1Api(api).delete_namespaced_pod, name, validation_manifests.NAMESPACE)
+        kube_call(f"delete Pod {name}", core_kinds.delete_pod, api, name, validation_manifests.NAMESPACE)
 
 
-def _delete_job(api: k8s.ApiClient, name: str) -> None:
+def _delete_job(api: Api, name: str) -> None:
     group, version, plural = MPIJOB
     with contextlib.suppress(NotFound):
-        kube_call(f"delete MPIJob {name}", k8s.CustomObjectsApi(api).delete_namespaced_custom_object, group, version,
+        kube_call(f"delete MPIJob {name}", custom_objects.delete_custom, api, group, version,
                   validation_manifests.NAMESPACE, plural, name, propagation_policy="Background")
 
 
@@ -248,7 +249,7 @@ def _nccl_result(nodes: list[str], job: str, pod: dict[str, Any] | None, log: st
     return out | {"status": "passed" if ok else "failed"}
 
 
-async def _run_jobs(stage: StageContext, api: k8s.ApiClient, run: str, groups: list[list[str]],
+async def _run_jobs(stage: StageContext, api: Api, run: str, groups: list[list[str]],
                     facts: dict[str, Any], label: str) -> list[dict[str, Any]]:
     """Run one MPIJob per node group at once; their parsed results, in order."""
     jobs: dict[str, list[str]] = {}

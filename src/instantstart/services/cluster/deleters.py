@@ -11,7 +11,8 @@ from instantstart.aws.clients import AwsClients
 from instantstart.aws.errors import error_code
 from instantstart.context import AppContext
 from instantstart.errors import NotFound, Unsupported
-from instantstart.kube.calls import core_api, kube_call
+from instantstart.kube import core_kinds
+from instantstart.kube.calls import kube_api, kube_call
 from instantstart.services.cluster.deletion_owner import check_eks_cluster, check_hyperpod_cluster, delete_oidc_provider
 from instantstart.services.cluster.network import tagged
 from instantstart.services.core.project_bucket import delete_share
@@ -41,8 +42,8 @@ def _row_of(app: AppContext, res: dict[str, Any]) -> ClusterRow:
 def _delete_lb_service(app: AppContext, res: dict[str, Any]) -> bool:
     namespace, name = res["resourceId"].split("/", 1)
     row = _row_of(app, res)
-    core = core_api(app.kube, row.eks_cluster_name, row.region)
-    kube_call(f"delete Service {namespace}/{name}", core.delete_namespaced_service, name=name, namespace=namespace)
+    api = kube_api(app.kube, row.eks_cluster_name, row.region)
+    kube_call(f"delete Service {namespace}/{name}", core_kinds.delete_service, api, name=name, namespace=namespace)
     return False
 
 
@@ -148,8 +149,8 @@ def still_there(app: AppContext, res: dict[str, Any]) -> bool:
         if kind == "k8s:loadbalancer-service":
             namespace, name = rid.split("/", 1)
             row = _row_of(app, res)
-            core = core_api(app.kube, row.eks_cluster_name, row.region)
-            kube_call(f"read Service {rid}", core.read_namespaced_service, name=name, namespace=namespace)
+            api = kube_api(app.kube, row.eks_cluster_name, row.region)
+            kube_call(f"read Service {rid}", core_kinds.read_service, api, name=name, namespace=namespace)
             return True
         if kind == "sagemaker:cluster":
             return hyperpod.cluster_status(app.aws, region, rid) not in (None, "Deleted")

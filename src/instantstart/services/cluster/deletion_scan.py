@@ -7,7 +7,8 @@ import logging
 
 from instantstart.aws import ec2_network, elbv2, fsx
 from instantstart.context import AppContext
-from instantstart.kube.calls import core_api, kube_call
+from instantstart.kube import core_kinds
+from instantstart.kube.calls import kube_api, kube_call
 from instantstart.services.cluster.network import tagged
 from instantstart.services.core.installation import installation_id
 from instantstart.services.core.ledger import TAG_CLUSTER, TAG_INSTALLATION
@@ -43,8 +44,8 @@ def load_balancer_holders(app: AppContext, row: ClusterRow) -> list[tuple[str, s
     load balancers tagged for this EKS cluster; empty when the cluster or its API is gone."""
     found: list[tuple[str, str]] = []
     try:
-        core = core_api(app.kube, row.eks_cluster_name, row.region)
-        services = kube_call("list services", core.list_service_for_all_namespaces).items
+        api = kube_api(app.kube, row.eks_cluster_name, row.region)
+        services = kube_call("list services", core_kinds.list_services, api, None).items
         found += [
             ("k8s:loadbalancer-service", f"{svc.metadata.namespace}/{svc.metadata.name}")
             for svc in services

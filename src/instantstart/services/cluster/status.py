@@ -17,8 +17,8 @@ from instantstart.context import AppContext, CallContext
 from instantstart.errors import (
     InstantStartError,
 )
-from instantstart.kube import k8s
 from instantstart.kube.calls import kube_api
+from instantstart.kube.gateway import Api
 from instantstart.manifests.storage import DEFAULT_CLAIM, DEFAULT_NAMESPACE
 from instantstart.services.cluster.hyperpod_reads import cached_describe
 from instantstart.services.cluster.lifecycle import lifecycle_problems
@@ -52,7 +52,7 @@ ACCOUNT_SECONDS = 3600.0  # the credentials' account id, for ExpectedBucketOwner
 STATUS_MEMO_SECONDS = 0.25  # one status build shared by every poller within this window (checkedAt says when)
 
 
-def _api_or_error(app: AppContext, row: ClusterRow) -> k8s.ApiClient | InstantStartError:
+def _api_or_error(app: AppContext, row: ClusterRow) -> Api | InstantStartError:
     """The ApiClient, or why there is none (cached either way, so an EKS cluster that is not ACTIVE yet
     costs one DescribeCluster per cache interval however many callers poll)."""
     try:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from instantstart.kube import k8s
+from instantstart.kube import core_kinds
 from instantstart.kube.calls import as_dict, kube_call
+from instantstart.kube.gateway import Api
 from instantstart.manifests.labels import LABEL_MANAGED, MANAGER
 from instantstart.manifests.storage import DEFAULT_NAMESPACE
 
@@ -77,17 +78,17 @@ def pod_request(spec: dict[str, Any], resource: str) -> int:
     return max(main, init)
 
 
-def read_nodes(api: k8s.ApiClient) -> list[dict[str, Any]]:
+def read_nodes(api: Api) -> list[dict[str, Any]]:
     """Every Node, summarised (blocking)."""
-    result = kube_call("list nodes", k8s.CoreV1Api(api).list_node)
+    result = kube_call("list nodes", core_kinds.list_nodes, api)
     return [_node_summary(as_dict(api, n)) for n in result.items]
 
 
-def read_allocations(api: k8s.ApiClient) -> dict[str, dict[str, int]]:
+def read_allocations(api: Api) -> dict[str, dict[str, int]]:
     """Accelerators requested by non-terminated pods bound to each node: {node: {gpu, neuron}} (blocking)."""
     result = kube_call(
         "list pods",
-        k8s.CoreV1Api(api).list_pod_for_all_namespaces,
+        core_kinds.list_pods, api, None,
         field_selector="status.phase!=Succeeded,status.phase!=Failed",
     )
     used: dict[str, dict[str, int]] = {}
@@ -103,10 +104,9 @@ def read_allocations(api: k8s.ApiClient) -> dict[str, dict[str, int]]:
     return used
 
 
-def read_claims(api: k8s.ApiClient) -> list[dict[str, Any]]:
+def read_claims(api: Api) -> list[dict[str, Any]]:
     """Every PersistentVolumeClaim with its phase and volume (blocking)."""
-    core = k8s.CoreV1Api(api)
-    result = kube_call("list persistent volume claims", core.list_persistent_volume_claim_for_all_namespaces)
+    result = kube_call("list persistent volume claims", core_kinds.list_claims, api)
     claims = []
     for item in result.items:
         body = as_dict(api, item)

@@ -11,7 +11,7 @@ from pydantic import Field
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext
-from instantstart.kube import k8s
+from instantstart.kube import core_kinds
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.services.core.registry import get_cluster, resolve_tag
 from instantstart.store.models import ClusterRow, utcnow
@@ -131,16 +131,15 @@ def _deployment(dep: Any) -> DeploymentInfo:
 def read_workloads(app: AppContext, row: ClusterRow, namespace: str | None) -> WorkloadsResult:
     """Blocking: list the three kinds once, in one namespace or all of them."""
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
-    core, apps = k8s.CoreV1Api(api), k8s.AppsV1Api(api)
     where = f"in {row.eks_cluster_name}"
     if namespace:
-        pods = kube_call(f"list pods {where}", core.list_namespaced_pod, namespace, limit=LIMIT)
-        services = kube_call(f"list services {where}", core.list_namespaced_service, namespace, limit=LIMIT)
-        deps = kube_call(f"list deployments {where}", apps.list_namespaced_deployment, namespace, limit=LIMIT)
+        pods = kube_call(f"list pods {where}", core_kinds.list_pods, api, namespace, limit=LIMIT)
+        services = kube_call(f"list services {where}", core_kinds.list_services, api, namespace, limit=LIMIT)
+        deps = kube_call(f"list deployments {where}", core_kinds.list_deployments, api, namespace, limit=LIMIT)
     else:
-        pods = kube_call(f"list pods {where}", core.list_pod_for_all_namespaces, limit=LIMIT)
-        services = kube_call(f"list services {where}", core.list_service_for_all_namespaces, limit=LIMIT)
-        deps = kube_call(f"list deployments {where}", apps.list_deployment_for_all_namespaces, limit=LIMIT)
+        pods = kube_call(f"list pods {where}", core_kinds.list_pods, api, None, limit=LIMIT)
+        services = kube_call(f"list services {where}", core_kinds.list_services, api, None, limit=LIMIT)
+        deps = kube_call(f"list deployments {where}", core_kinds.list_deployments, api, None, limit=LIMIT)
     truncated = any(bool(getattr(x.metadata, "_continue", None)) for x in (pods, services, deps))
 
     def key(item: Any) -> tuple[str, str]:

@@ -8,7 +8,7 @@ from pydantic import Field
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext
-from instantstart.kube import k8s
+from instantstart.kube import core_kinds
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.operations.waiting import blocking
 from instantstart.services.core.registry import get_cluster, resolve_tag
@@ -52,7 +52,8 @@ def read_log(app: AppContext, row: ClusterRow, req: PodLogsRequest) -> tuple[lis
         kwargs["since_seconds"] = req.since_seconds
     text = kube_call(
         f"read the log of {req.namespace}/{req.pod_name}",
-        k8s.CoreV1Api(api).read_namespaced_pod_log,
+        core_kinds.read_pod_log,
+        api,
         req.pod_name,
         req.namespace,
         **kwargs,

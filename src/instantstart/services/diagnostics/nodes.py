@@ -12,8 +12,9 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext
 from instantstart.errors import NotFound
-from instantstart.kube import k8s
+from instantstart.kube import core_kinds
 from instantstart.kube.calls import as_dict, kube_api, kube_call
+from instantstart.kube.gateway import api_status
 from instantstart.operations.waiting import blocking
 from instantstart.services.capacity.nodes import NODE_ID, instance_id
 from instantstart.services.cluster.status_reads import GPU, HEALTH_LABEL, pod_request
@@ -59,15 +60,14 @@ def _condition(c: dict[str, Any]) -> dict[str, Any]:
 def kube_view(app: AppContext, row: ClusterRow, name: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """The Node and the non-terminated pods bound to it (blocking)."""
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
-    core = k8s.CoreV1Api(api)
     try:
-        node = as_dict(api, core.read_node(name))
-    except k8s.ApiException as exc:
-        if exc.status != 404:
+        node = as_dict(api, core_kinds.read_node(api, name))
+    except Exception as exc:
+        if api_status(exc) != 404:
             raise
         node = None
     selector = f"spec.nodeName={name},status.phase!=Succeeded,status.phase!=Failed"
-    listed = kube_call("list pods on the node", core.list_pod_for_all_namespaces, field_selector=selector)
+    listed = kube_call("list pods on the node", core_kinds.list_pods, api, None, field_selector=selector)
     return node, [as_dict(api, p) for p in listed.items]
 
 

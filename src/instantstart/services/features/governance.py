@@ -10,9 +10,10 @@ from pydantic import Field, model_validator
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext
 from instantstart.errors import NotFound, PreconditionFailed
-from instantstart.kube import k8s
+from instantstart.kube import core_kinds
 from instantstart.kube.apply import apply_object, read_object
 from instantstart.kube.calls import kube_api, kube_call
+from instantstart.kube.gateway import Api
 from instantstart.manifests import kueue
 from instantstart.store.models import ClusterRow
 from instantstart.validation import KubeName
@@ -56,7 +57,7 @@ class GovernanceToggle(WireModel):
         return self
 
 
-def _apply(api: k8s.ApiClient, body: dict[str, Any]) -> bool:
+def _apply(api: Api, body: dict[str, Any]) -> bool:
     """Apply one object; whether it changed (created, or a new resourceVersion)."""
     what = f"{body['kind']} {body['metadata'].get('namespace', '')}/{body['metadata']['name']}".replace(" /", " ")
     before = kube_call(f"read {what}", read_object, api, body)
@@ -69,10 +70,9 @@ def apply_governance(app: AppContext, row: ClusterRow, settings: dict[str, Any])
     """Blocking: the priority classes and queues `settings` ask for; (what exists, what was written)."""
     wanted = GovernanceToggle.model_validate(settings)
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
-    core = k8s.CoreV1Api(api)
     for i, queue in enumerate(wanted.queues):
         try:
-            kube_call(f"read namespace {queue.namespace}", core.read_namespace, queue.namespace)
+            kube_call(f"read namespace {queue.namespace}", core_kinds.read_namespace, api, queue.namespace)
         except NotFound:
             raise PreconditionFailed(
                 f"taskGovernance.queues[{i}].namespace: namespace {queue.namespace} does not exist on cluster "

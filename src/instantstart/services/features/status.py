@@ -11,7 +11,7 @@ from instantstart.aws import hyperpod as hp_api
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext
 from instantstart.errors import InstantStartError
-from instantstart.kube.calls import core_api
+from instantstart.kube.calls import kube_api
 from instantstart.operations.waiting import blocking
 from instantstart.services.cluster.dependencies.catalog import load_catalog
 from instantstart.services.cluster.dependencies.stage import live_look
@@ -51,8 +51,8 @@ async def feature_view(app: AppContext, row: ClusterRow, key: str) -> FeatureVie
     try:
         if key == "tieredStorage":
             cluster = await blocking(hp_api.describe_cluster, app.aws, row.region, hyperpod_name(row))
-            core = await blocking(core_api, app.kube, row.eks_cluster_name, row.region)
-            actual = await blocking(tiered.chain, where, core, cluster, (row.details or {}).get("bucket"),
+            api = await blocking(kube_api, app.kube, row.eks_cluster_name, row.region)
+            actual = await blocking(tiered.chain, where, api, cluster, (row.details or {}).get("bucket"),
                                     tiered.subject_of(row.details))
             enabled, state = actual["enabled"], actual["state"]
         else:

@@ -10,8 +10,9 @@ from instantstart.aws import eks as eks_api
 from instantstart.aws import hyperpod as hp_api
 from instantstart.aws import iam as iam_api
 from instantstart.errors import DependencyFailed, PreconditionFailed
-from instantstart.kube import k8s
+from instantstart.kube import core_kinds
 from instantstart.kube.calls import kube_call
+from instantstart.kube.gateway import Api, api_status
 from instantstart.manifests import iam_policies as pol
 from instantstart.manifests.labels import LABEL_MANAGED, MANAGED_LABELS, MANAGER
 from instantstart.services.capacity.group_allowlist import resubmit_spec
@@ -113,32 +114,32 @@ def ensure_provider(where: Where, issuer: str) -> tuple[str, bool]:
     return arn, True
 
 
-def read_sa(core: k8s.CoreV1Api, who: Subject) -> Any:
+def read_sa(api: Api, who: Subject) -> Any:
     """The checkpointing ServiceAccount, or None."""
     try:
-        return core.read_namespaced_service_account(who.service_account, who.namespace)
-    except k8s.ApiException as exc:
-        if exc.status == 404:
+        return core_kinds.read_service_account(api, who.service_account, who.namespace)
+    except Exception as exc:
+        if api_status(exc) == 404:
             return None
         raise
 
 
-def namespace_exists(core: k8s.CoreV1Api, namespace: str) -> bool:
+def namespace_exists(api: Api, namespace: str) -> bool:
     """Whether the namespace exists."""
     try:
-        core.read_namespace(namespace)
-    except k8s.ApiException as exc:
-        if exc.status == 404:
+        core_kinds.read_namespace(api, namespace)
+    except Exception as exc:
+        if api_status(exc) == 404:
             return False
         raise
     return True
 
 
-def ensure_annotation(core: k8s.CoreV1Api, who: Subject, role_arn: str) -> str | None:
+def ensure_annotation(api: Api, who: Subject, role_arn: str) -> str | None:
     """The ServiceAccount exists and carries the role annotation; what was written (None: unchanged)."""
-    sa = kube_call("read the checkpointing service account", read_sa, core, who)
+    sa = kube_call("read the checkpointing service account", read_sa, api, who)
     if sa is None:
-        if not kube_call("read the checkpointing namespace", namespace_exists, core, who.namespace):
+        if not kube_call("read the checkpointing namespace", namespace_exists, api, who.namespace):
             raise PreconditionFailed(
                 f"tieredStorage.namespace: namespace {who.namespace} does not exist on the cluster.",
                 hint=f"Create it (kubectl create namespace {who.namespace}) or pass an existing namespace "
@@ -147,35 +148,35 @@ def ensure_annotation(core: k8s.CoreV1Api, who: Subject, role_arn: str) -> str |
             )
         body = {"metadata": {"name": who.service_account, "namespace": who.namespace,
                              "labels": dict(MANAGED_LABELS), "annotations": {ROLE_ANNOTATION: role_arn}}}
-        kube_call("create the checkpointing service account", core.create_namespaced_service_account,
+        kube_call("create the checkpointing service account", core_kinds.create_service_account, api,
                   who.namespace, body)
         return "serviceAccount"
     if (sa.metadata.annotations or {}).get(ROLE_ANNOTATION) == role_arn:
         return None
     patch = {"metadata": {"annotations": {ROLE_ANNOTATION: role_arn}}}
-    kube_call("annotate the checkpointing service account", core.patch_namespaced_service_account,
+    kube_call("annotate the checkpointing service account", core_kinds.patch_service_account, api,
               who.service_account, who.namespace, patch)
     return "annotation"
 
 
-def remove_annotation(core: k8s.CoreV1Api, who: Subject) -> str | None:
+def remove_annotation(api: Api, who: Subject) -> str | None:
     """Remove the annotation (and the ServiceAccount when InstantStart created it); what was removed."""
-    sa = kube_call("read the checkpointing service account", read_sa, core, who)
+    sa = kube_call("read the checkpointing service account", read_sa, api, who)
     if sa is None:
         return None
     if (sa.metadata.labels or {}).get(LABEL_MANAGED) == MANAGER:
-        kube_call("delete the checkpointing service account", core.delete_namespaced_service_account,
+        kube_call("delete the checkpointing service account", core_kinds.delete_service_account, api,
                   who.service_account, who.namespace)
         return "serviceAccount"
     if ROLE_ANNOTATION not in (sa.metadata.annotations or {}):
         return None
     patch = {"metadata": {"annotations": {ROLE_ANNOTATION: None}}}
-    kube_call("remove the role annotation", core.patch_namespaced_service_account, who.service_account,
+    kube_call("remove the role annotation", core_kinds.patch_service_account, api, who.service_account,
               who.namespace, patch)
     return "annotation"
 
 
-def enable(where: Where, core: k8s.CoreV1Api, cluster: dict[str, Any], bucket: str,
+def enable(where: Where, api: Api, cluster: dict[str, Any], bucket: str,
            config: dict[str, Any], who: Subject, before: Subject) -> list[str]:
     """Every link of the chain and the cluster config, each written only when it differs; what was written.
     When the subject moved (`before` differs), the old service account loses the annotation."""
@@ -187,10 +188,10 @@ def enable(where: Where, core: k8s.CoreV1Api, cluster: dict[str, Any], bucket: s
     trust = pol.irsa_trust(provider, issuer, who.namespace, who.service_account)
     role_arn, role_wrote = ensure_role(where, where.role_name(ROLE), trust, (), checkpoint_policy(bucket, where.tag))
     wrote += role_wrote
-    sa_wrote = ensure_annotation(core, who, role_arn)
+    sa_wrote = ensure_annotation(api, who, role_arn)
     if sa_wrote:
         wrote.append(sa_wrote)
-    if before != who and remove_annotation(core, before):
+    if before != who and remove_annotation(api, before):
         wrote.append("previousServiceAccount")
     if not config_matches(cluster.get("TieredStorageConfig"), config):
         update_config(where, cluster, config)
@@ -198,10 +199,10 @@ def enable(where: Where, core: k8s.CoreV1Api, cluster: dict[str, Any], bucket: s
     return wrote
 
 
-def disable(where: Where, core: k8s.CoreV1Api, cluster: dict[str, Any], who: Subject) -> list[str]:
+def disable(where: Where, api: Api, cluster: dict[str, Any], who: Subject) -> list[str]:
     """Annotation (or our ServiceAccount), role and policy removed; TieredStorageConfig Mode Disable."""
     removed = []
-    sa_removed = remove_annotation(core, who)
+    sa_removed = remove_annotation(api, who)
     if sa_removed:
         removed.append(sa_removed)
     if remove_role(where, where.role_name(ROLE)):
@@ -212,7 +213,7 @@ def disable(where: Where, core: k8s.CoreV1Api, cluster: dict[str, Any], who: Sub
     return removed
 
 
-def chain(where: Where, core: k8s.CoreV1Api, cluster: dict[str, Any] | None, bucket: str | None,
+def chain(where: Where, api: Api, cluster: dict[str, Any] | None, bucket: str | None,
           who: Subject) -> dict[str, Any]:
     """The feature's actual state: TieredStorageConfig and every IRSA link with ok/broken and why."""
     links: list[dict[str, Any]] = []
@@ -240,7 +241,7 @@ def chain(where: Where, core: k8s.CoreV1Api, cluster: dict[str, Any] | None, buc
     ok = bucket is not None and policy == checkpoint_policy(bucket, where.tag)
     link("policy", ok, f"S3 limited to s3://{bucket}/{pol.checkpoint_prefix(where.tag)} + CloudWatch metrics" if ok
          else ("no permissions policy" if policy is None else "the permissions policy differs"))
-    sa = kube_call("read the checkpointing service account", read_sa, core, who)
+    sa = kube_call("read the checkpointing service account", read_sa, api, who)
     annotation = (sa.metadata.annotations or {}).get(ROLE_ANNOTATION) if sa is not None else None
     link("serviceAccount", sa is not None,
          f"{who.namespace}/{who.service_account} " + ("exists" if sa else "does not exist"))

@@ -10,7 +10,7 @@ from instantstart.aws import amp as amp_api
 from instantstart.aws import hyperpod as hp_api
 from instantstart.context import AppContext, StageContext
 from instantstart.errors import DependencyFailed, InstantStartError
-from instantstart.kube.calls import core_api
+from instantstart.kube.calls import kube_api
 from instantstart.manifests import iam_policies as pol
 from instantstart.operations.waiting import blocking
 from instantstart.services.cluster.dependencies.catalog import load_catalog
@@ -135,11 +135,11 @@ async def enable(app: AppContext, stage: StageContext, row: ClusterRow, key: str
         before = tiered.subject_of(row.details)
         who = tiered.Subject(settings.get("namespace") or before.namespace,
                              settings.get("serviceAccount") or before.service_account)
-        core = await blocking(core_api, app.kube, row.eks_cluster_name, row.region)
-        wrote = await blocking(tiered.enable, where, core, cluster, bucket, config, who, before)
+        api = await blocking(kube_api, app.kube, row.eks_cluster_name, row.region)
+        wrote = await blocking(tiered.enable, where, api, cluster, bucket, config, who, before)
         await blocking(update_cluster, app.db, row.tag, details={"checkpointing": who.to_dict()})
         await stage.progress(f"tieredStorage: wrote {', '.join(wrote) or 'nothing'}")
-        actual = await blocking(tiered.chain, where, core,
+        actual = await blocking(tiered.chain, where, api,
                                 await blocking(hp_api.describe_cluster, app.aws, row.region, hyperpod_name(row)),
                                 bucket, who)
         return ("updated" if wrote else "unchanged"), {**actual, "repaired": wrote}
@@ -203,8 +203,8 @@ async def disable(app: AppContext, stage: StageContext, row: ClusterRow, key: st
     where = where_of(app, row, stage.operation_id)
     if key == "tieredStorage":
         cluster = await blocking(hp_api.describe_cluster, app.aws, row.region, hyperpod_name(row)) or {}
-        core = await blocking(core_api, app.kube, row.eks_cluster_name, row.region)
-        gone = await blocking(tiered.disable, where, core, cluster, tiered.subject_of(row.details)) if cluster else []
+        api = await blocking(kube_api, app.kube, row.eks_cluster_name, row.region)
+        gone = await blocking(tiered.disable, where, api, cluster, tiered.subject_of(row.details)) if cluster else []
         return ("disabled" if gone else "unchanged"), {"removed": gone}
     orphaned = await blocking(release, app.db, row.tag, key)
     present = await installed_names(app, row, orphaned)

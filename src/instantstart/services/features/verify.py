@@ -9,8 +9,9 @@ from typing import Any
 from instantstart.aws import eks as eks_api
 from instantstart.context import AppContext
 from instantstart.errors import DependencyFailed
-from instantstart.kube import k8s
+from instantstart.kube import core_kinds
 from instantstart.kube.calls import kube_api, kube_call
+from instantstart.kube.gateway import Api, api_status
 from instantstart.operations.waiting import blocking
 from instantstart.store.models import ClusterRow
 
@@ -38,11 +39,11 @@ CHECKS: dict[str, tuple[tuple[str, ...], tuple[tuple[str, str], ...]]] = {
 }
 
 
-def _crd_served(api: k8s.ApiClient, name: str) -> tuple[bool, str]:
+def _crd_served(api: Api, name: str) -> tuple[bool, str]:
     try:
-        crd = k8s.ApiextensionsV1Api(api).read_custom_resource_definition(name)
-    except k8s.ApiException as exc:
-        if exc.status == 404:
+        crd = core_kinds.read_crd(api, name)
+    except Exception as exc:
+        if api_status(exc) == 404:
             return False, "not installed"
         raise
     conditions = {c.type: c.status for c in (crd.status.conditions or [])} if crd.status else {}
@@ -51,11 +52,11 @@ def _crd_served(api: k8s.ApiClient, name: str) -> tuple[bool, str]:
     return ok, "served and Established" if ok else f"served={served}, Established={conditions.get('Established')}"
 
 
-def _deployment_ready(api: k8s.ApiClient, namespace: str, name: str) -> tuple[bool, str]:
+def _deployment_ready(api: Api, namespace: str, name: str) -> tuple[bool, str]:
     try:
-        dep = k8s.AppsV1Api(api).read_namespaced_deployment(name, namespace)
-    except k8s.ApiException as exc:
-        if exc.status == 404:
+        dep = core_kinds.read_deployment(api, name, namespace)
+    except Exception as exc:
+        if api_status(exc) == 404:
             return False, "not found"
         raise
     want = dep.spec.replicas if dep.spec.replicas is not None else 1

@@ -10,9 +10,9 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import InvalidInput, PreconditionFailed
-from instantstart.kube import k8s
 from instantstart.kube.apply import apply_object, read_object
 from instantstart.kube.calls import kube_api, kube_call
+from instantstart.kube.gateway import Api
 from instantstart.manifests import inference as inference_manifests
 from instantstart.manifests import router as router_manifests
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
@@ -159,7 +159,7 @@ async def inference_autoscaling_apply(ctx: CallContext, req: AutoscalingRequest)
                                     status_tool="operation_get", poll_after_seconds=5)
 
 
-def _ready(api: k8s.ApiClient, p: AutoscalingParams) -> tuple[bool, str]:
+def _ready(api: Api, p: AutoscalingParams) -> tuple[bool, str]:
     found = read_object(api, {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
                               "metadata": {"name": p.name, "namespace": p.namespace}})
     for cond in ((found or {}).get("status") or {}).get("conditions") or []:

@@ -17,10 +17,11 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext
 from instantstart.errors import Conflict, NotFound, PreconditionFailed, ProviderError
-from instantstart.kube import k8s
+from instantstart.kube import core_kinds
 from instantstart.kube.apply import read_object
 from instantstart.kube.balancer import balancer_request
 from instantstart.kube.calls import kube_api, kube_call
+from instantstart.kube.gateway import Api
 from instantstart.kube.proxy import service_request
 from instantstart.manifests import inference as inference_manifests
 from instantstart.manifests import inference_endpoint as iec
@@ -96,12 +97,12 @@ class Target:
     api_key: str | None = field(default=None, repr=False)
 
 
-def _crd(api: k8s.ApiClient, plural: str) -> bool:
+def _crd(api: Api, plural: str) -> bool:
     return read_object(api, {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
                              "metadata": {"name": f"{plural}.{iec.GROUP}"}}) is not None
 
 
-def managed_object(api: k8s.ApiClient, name: str, namespace: str) -> dict[str, Any] | None:
+def managed_object(api: Api, name: str, namespace: str) -> dict[str, Any] | None:
     """The InferenceEndpointConfig or JumpStartModel named `name` (None when neither exists or the operator is
     not installed)."""
     for kind, plural in ((iec.KIND, iec.PLURAL), (iec.JUMPSTART_KIND, iec.JUMPSTART_PLURAL)):
@@ -123,10 +124,10 @@ def owned_by(svc: Any, obj: dict[str, Any]) -> bool:
                              for o in svc.metadata.owner_references or [])
 
 
-def _owned_service(api: k8s.ApiClient, obj: dict[str, Any]) -> Any:
+def _owned_service(api: Api, obj: dict[str, Any]) -> Any:
     """The Service the operator made for a managed endpoint: owned by it (uid), preferring the one named like it."""
     meta = obj["metadata"]
-    listed: Any = kube_call("list services", k8s.CoreV1Api(api).list_namespaced_service, meta["namespace"])
+    listed: Any = kube_call("list services", core_kinds.list_services, api, meta["namespace"])
     owned = [s for s in listed.items or [] if owned_by(s, obj)]
     owned.sort(key=lambda s: s.metadata.name != meta["name"])
     if not owned:
@@ -144,7 +145,7 @@ def _refuse_field(obj: dict[str, Any], field: str, value: Any, rule: str) -> Pre
         details={"object": f"{meta['namespace']}/{meta['name']}", "field": f"spec.{field}"})
 
 
-def _managed_target(api: k8s.ApiClient, obj: dict[str, Any]) -> Target:
+def _managed_target(api: Api, obj: dict[str, Any]) -> Target:
     meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
     model = iec.served_model_of(obj)
     given = spec.get("invocationEndpoint") if obj["kind"] == iec.KIND else None
@@ -169,9 +170,9 @@ def _managed_target(api: k8s.ApiClient, obj: dict[str, Any]) -> Target:
                   model=model, service=svc.metadata.name, port=svc.spec.ports[0].port)
 
 
-def _read_service(api: k8s.ApiClient, name: str, namespace: str) -> Any:
+def _read_service(api: Api, name: str, namespace: str) -> Any:
     try:
-        return kube_call("read the Service", k8s.CoreV1Api(api).read_namespaced_service, name, namespace)
+        return kube_call("read the Service", core_kinds.read_service, api, name, namespace)
     except NotFound:
         return None
 
@@ -186,7 +187,7 @@ def _ambiguous(obj: dict[str, Any], service: str, namespace: str) -> Conflict:
                              "selfManaged": f"Service {namespace}/{service}"})
 
 
-def resolve(api: k8s.ApiClient, name: str, namespace: str, kind: str | None = None) -> Target:
+def resolve(api: Api, name: str, namespace: str, kind: str | None = None) -> Target:
     """The route for `name`: `<x>-service` is a self-managed Service; a managed endpoint by its name; else the
     self-managed deployment or router `<name>` through `<name>-service`. A name that is both a managed endpoint and
     a self-managed deployment is refused unless `kind` says which."""
@@ -211,7 +212,7 @@ def resolve(api: k8s.ApiClient, name: str, namespace: str, kind: str | None = No
                   port=svc.spec.ports[0].port, keyed=keyed, self_managed=True)
 
 
-def _has_key(api: k8s.ApiClient, deployment: str, namespace: str) -> bool:
+def _has_key(api: Api, deployment: str, namespace: str) -> bool:
     """Whether the server was started with an API key: the Kubernetes API server's proxy consumes the Authorization
     header (it authenticates the control plane) and never forwards it, so such a server is called at its load
     balancer. The Secret's name comes from the deployment's name, never from a cluster object's field."""

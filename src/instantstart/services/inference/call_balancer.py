@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from instantstart.context import AppContext
 from instantstart.errors import NotFound, PreconditionFailed
-from instantstart.kube import k8s
+from instantstart.kube import core_kinds
 from instantstart.kube.calls import kube_call
+from instantstart.kube.gateway import Api
 from instantstart.logs import register_secret
 from instantstart.manifests import inference as inference_manifests
 from instantstart.services.core.registry import cluster_target
@@ -38,11 +39,10 @@ def recorded_service_uid(app: AppContext, tag: str, namespace: str, name: str) -
     return None
 
 
-def api_key(api: k8s.ApiClient, deployment: str, namespace: str) -> str | None:
+def api_key(api: Api, deployment: str, namespace: str) -> str | None:
     """The server's API key from `<deployment>-api-key` (None when the server has none); never logged."""
-    core = k8s.CoreV1Api(api)
     try:
-        secret: Any = kube_call("read the API key Secret", core.read_namespaced_secret,
+        secret: Any = kube_call("read the API key Secret", core_kinds.read_secret, api,
                                 inference_manifests.api_key_secret_name(deployment), namespace)
     except NotFound:
         return None
@@ -58,14 +58,14 @@ def _refuse(message: str, hint: str, **details: Any) -> PreconditionFailed:
     return PreconditionFailed(message + " Nothing was sent.", hint=hint, details=details)
 
 
-def through_balancer(app: AppContext, row: ClusterRow, api: k8s.ApiClient, target: Target, *,
+def through_balancer(app: AppContext, row: ClusterRow, api: Api, target: Target, *,
                      keyed: bool) -> Target:
     """`target` (a self-managed Service) routed to its load balancer address, with the API key when the server has
     one. Refused (PreconditionFailed, nothing sent): a Service that is not a LoadBalancer, not the one InstantStart
     created (uid), or without an address yet."""
     ns, service = target.namespace, str(target.service)
     deployment = service.removesuffix("-service")
-    svc: Any = kube_call("read the Service", k8s.CoreV1Api(api).read_namespaced_service, service, ns)
+    svc: Any = kube_call("read the Service", core_kinds.read_service, api, service, ns)
     secret = inference_manifests.api_key_secret_name(deployment)
     if svc.spec.type != "LoadBalancer":
         if keyed:

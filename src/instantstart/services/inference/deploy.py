@@ -12,9 +12,10 @@ from instantstart.catalog.base import WireModel
 from instantstart.catalog.secret import Secret
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import InvalidInput, NotFound, PreconditionFailed, ProviderError
-from instantstart.kube import k8s
+from instantstart.kube import core_kinds
 from instantstart.kube.apply import apply_object, read_object
 from instantstart.kube.calls import kube_api, kube_call
+from instantstart.kube.gateway import Api
 from instantstart.logs import register_secret
 from instantstart.manifests import inference as inference_manifests
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
@@ -153,9 +154,8 @@ def _exposure(req: DeployRequest, engine: inference_manifests.Engine, words: lis
 def _plan(app: AppContext, row: ClusterRow, req: DeployRequest, name: str, words: list[str]) -> str | None:
     """Blocking checks against the cluster: the name is free, the S3 claim exists when /s3 is used."""
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
-    apps = k8s.AppsV1Api(api)
     try:
-        kube_call("read deployment", apps.read_namespaced_deployment, name, req.namespace)
+        kube_call("read deployment", core_kinds.read_deployment, api, name, req.namespace)
     except NotFound:
         pass
     else:
@@ -239,7 +239,7 @@ async def inference_deploy_container(ctx: CallContext, req: DeployRequest) -> Op
                                     status_tool="operation_get", poll_after_seconds=15)
 
 
-def _lb_controller(api: k8s.ApiClient) -> bool:
+def _lb_controller(api: Api) -> bool:
     found = read_object(api, {"apiVersion": "apps/v1", "kind": "Deployment",
                               "metadata": {"name": "aws-load-balancer-controller", "namespace": "kube-system"}})
     return found is not None
@@ -260,15 +260,14 @@ async def stage_apply(stage: StageContext) -> dict[str, Any]:
             "exposure": inference_manifests.exposure(p), "serviceUid": svc["metadata"]["uid"]}
 
 
-def _rollout(api: k8s.ApiClient, p: DeployParams) -> tuple[bool, str]:
-    apps, core = k8s.AppsV1Api(api), k8s.CoreV1Api(api)
-    dep: Any = kube_call("read the Deployment", apps.read_namespaced_deployment, p.name, p.namespace)
+def _rollout(api: Api, p: DeployParams) -> tuple[bool, str]:
+    dep: Any = kube_call("read the Deployment", core_kinds.read_deployment, api, p.name, p.namespace)
     ready = int((dep.status.ready_replicas if dep.status else 0) or 0)
     message = f"{p.name}: {ready}/{p.replicas} replicas Ready"
     if ready >= p.replicas:
         return True, message
     pods: Any = kube_call(
-        "list pods", core.list_namespaced_pod, p.namespace, label_selector=f"{inference_manifests.LABEL_APP}={p.name}"
+        "list pods", core_kinds.list_pods, api, p.namespace, label_selector=f"{inference_manifests.LABEL_APP}={p.name}"
     )
     for pod in pods.items or []:
         for cond in (pod.status.conditions if pod.status else None) or []:
@@ -283,14 +282,14 @@ def _rollout(api: k8s.ApiClient, p: DeployParams) -> tuple[bool, str]:
     return False, message
 
 
-def _balancer_url(api: k8s.ApiClient, p: DeployParams) -> str | None:
+def _balancer_url(api: Api, p: DeployParams) -> str | None:
     """The load balancer's URL once the controller wrote its address to the Service (None before, and for
     in-cluster servers): the DNS name AWS gives, or an IP."""
     if p.service_type != "external":
         return None
     svc: Any = kube_call(
         "read the Service",
-        k8s.CoreV1Api(api).read_namespaced_service,
+        core_kinds.read_service, api,
         inference_manifests.service_name(p.name),
         p.namespace,
     )

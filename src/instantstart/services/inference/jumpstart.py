@@ -11,9 +11,9 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import InvalidInput, PreconditionFailed, ProviderError
-from instantstart.kube import k8s
 from instantstart.kube.apply import apply_object, read_object
 from instantstart.kube.calls import kube_api, kube_call
+from instantstart.kube.gateway import Api
 from instantstart.manifests import inference_endpoint as iec
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
@@ -133,7 +133,7 @@ async def stage_apply(stage: StageContext) -> dict[str, Any]:
     return {"name": p.name, "namespace": p.namespace}
 
 
-def _state(api: k8s.ApiClient, p: ManagedParams) -> tuple[bool, str]:
+def _state(api: Api, p: ManagedParams) -> tuple[bool, str]:
     found = read_object(api, {"apiVersion": f"{iec.GROUP}/{iec.VERSION}", "kind": iec.JUMPSTART_KIND,
                               "metadata": {"name": p.name, "namespace": p.namespace}})
     if found is None:

@@ -12,9 +12,10 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import InvalidInput, PreconditionFailed, ProviderError
-from instantstart.kube import k8s
+from instantstart.kube import custom_objects
 from instantstart.kube.apply import apply_object, delete_object, read_object
 from instantstart.kube.calls import kube_api, kube_call
+from instantstart.kube.gateway import Api
 from instantstart.kube.informers import Informer
 from instantstart.manifests import inference_endpoint as iec
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
@@ -138,7 +139,7 @@ class ManagedParams(ParamsModel):
     manifest: dict[str, Any]
 
 
-def _crd_present(api: k8s.ApiClient, name: str = CRD) -> bool:
+def _crd_present(api: Api, name: str = CRD) -> bool:
     return read_object(api, {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
                              "metadata": {"name": name}}) is not None
 
@@ -192,7 +193,7 @@ async def stage_apply(stage: StageContext) -> dict[str, Any]:
     return {"name": p.name, "namespace": p.namespace}
 
 
-def _state(api: k8s.ApiClient, name: str, namespace: str) -> tuple[bool, str]:
+def _state(api: Api, name: str, namespace: str) -> tuple[bool, str]:
     found = read_object(api, {"apiVersion": f"{iec.GROUP}/{iec.VERSION}", "kind": iec.KIND,
                               "metadata": {"name": name, "namespace": namespace}})
     if found is None:
@@ -253,19 +254,14 @@ class ManagedEndpoints(WireModel):
     note: str | None = Field(default=None, description="Why the answer was read directly, or how stale it is.")
 
 
-def _items(api: k8s.ApiClient, namespace: str | None) -> list[dict[str, Any]]:
-    custom = k8s.CustomObjectsApi(api)
+def _items(api: Api, namespace: str | None) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for crd, kind, plural in ((CRD, iec.KIND, iec.PLURAL), (f"{iec.JUMPSTART_PLURAL}.{iec.GROUP}",
                                                           iec.JUMPSTART_KIND, iec.JUMPSTART_PLURAL)):
         if not _crd_present(api, crd):
             continue
-        found: Any
-        if namespace:
-            found = kube_call(f"list {plural}", custom.list_namespaced_custom_object, iec.GROUP, iec.VERSION,
-                              namespace, plural)
-        else:
-            found = kube_call(f"list {plural}", custom.list_cluster_custom_object, iec.GROUP, iec.VERSION, plural)
+        found = kube_call(f"list {plural}", custom_objects.list_custom, api, iec.GROUP, iec.VERSION, plural,
+                          namespace or None)
         out += [{**item, "kind": kind} for item in found.get("items") or []]
     return out
 
@@ -359,7 +355,7 @@ async def inference_managed_delete(ctx: CallContext, req: ManagedDeleteRequest) 
                                     status_tool="operation_get", poll_after_seconds=5)
 
 
-def _gone(api: k8s.ApiClient, p: ManagedParams) -> tuple[bool, str]:
+def _gone(api: Api, p: ManagedParams) -> tuple[bool, str]:
     body = {"apiVersion": f"{iec.GROUP}/{iec.VERSION}", "kind": p.manifest.get("kind", iec.KIND),
             "metadata": {"name": p.name, "namespace": p.namespace}}
     return read_object(api, body) is None, f"{p.name}: deleting"

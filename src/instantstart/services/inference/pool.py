@@ -10,9 +10,10 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import InvalidInput, PreconditionFailed
-from instantstart.kube import k8s
+from instantstart.kube import core_kinds
 from instantstart.kube.apply import apply_object, delete_object, read_object
 from instantstart.kube.calls import kube_api, kube_call
+from instantstart.kube.gateway import Api
 from instantstart.manifests import inference as inference_manifests
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
@@ -30,16 +31,15 @@ def _invalid(field: str, message: str, hint: str) -> InvalidInput:
                         details={"fields": [{"field": field, "message": message}]})
 
 
-def pools(api: k8s.ApiClient, namespace: str) -> dict[str, Any]:
+def pools(api: Api, namespace: str) -> dict[str, Any]:
     """The model-pool Deployments of a namespace, by name."""
-    apps = k8s.AppsV1Api(api)
     selector = (f"{inference_manifests.LABEL_MANAGED}={inference_manifests.MANAGED_BY},"
                 f"{inference_manifests.LABEL_BUSINESS}={inference_manifests.UNASSIGNED}")
-    found: Any = kube_call("list deployments", apps.list_namespaced_deployment, namespace, label_selector=selector)
+    found: Any = kube_call("list deployments", core_kinds.list_deployments, api, namespace, label_selector=selector)
     return {d.metadata.name: d for d in found.items or []}
 
 
-def pick_pool(api: k8s.ApiClient, namespace: str, pool: str | None) -> Any:
+def pick_pool(api: Api, namespace: str, pool: str | None) -> Any:
     """The named pool, or the only one in the namespace; InvalidInput lists the choices otherwise."""
     found = pools(api, namespace)
     names = ", ".join(sorted(found)) or "none (deploy one: inference_deploy_container serviceType=modelpool)"
@@ -52,11 +52,10 @@ def pick_pool(api: k8s.ApiClient, namespace: str, pool: str | None) -> Any:
     return next(iter(found.values()))
 
 
-def workers(api: k8s.ApiClient, namespace: str, pool: str) -> list[Any]:
+def workers(api: Api, namespace: str, pool: str) -> list[Any]:
     """The pool's live pods (not being deleted), by name."""
-    core = k8s.CoreV1Api(api)
     found: Any = kube_call(
-        "list pods", core.list_namespaced_pod, namespace, label_selector=f"{inference_manifests.LABEL_APP}={pool}"
+        "list pods", core_kinds.list_pods, api, namespace, label_selector=f"{inference_manifests.LABEL_APP}={pool}"
     )
     live = [p for p in found.items or [] if not p.metadata.deletion_timestamp]
     return sorted(live, key=lambda p: str(p.metadata.name))
@@ -73,7 +72,7 @@ def is_ready(pod: Any) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in conditions)
 
 
-def _relabel(api: k8s.ApiClient, pod: Any, service: str) -> dict[str, Any]:
+def _relabel(api: Api, pod: Any, service: str) -> dict[str, Any]:
     """Change only the pod's `business` label (and its deletion cost): the container keeps running."""
     cost = inference_manifests.BOUND_DELETION_COST if service != inference_manifests.UNASSIGNED else None
     body = {
@@ -82,8 +81,7 @@ def _relabel(api: k8s.ApiClient, pod: Any, service: str) -> dict[str, Any]:
             "annotations": {inference_manifests.DELETION_COST: cost},
         }
     }
-    core = k8s.CoreV1Api(api)
-    patched: Any = kube_call("relabel the worker", core.patch_namespaced_pod, pod.metadata.name,
+    patched: Any = kube_call("relabel the worker", core_kinds.patch_pod, api, pod.metadata.name,
                              pod.metadata.namespace, body)
     return {"pod": patched.metadata.name, "uid": patched.metadata.uid, "node": patched.spec.node_name,
             "service": business(patched)}
@@ -182,7 +180,7 @@ async def inference_pool_assign(ctx: CallContext, req: AssignRequest) -> Operati
                                     poll_after_seconds=2)
 
 
-def _service_for(api: k8s.ApiClient, p: PoolParams, pool: Any) -> str:
+def _service_for(api: Api, p: PoolParams, pool: Any) -> str:
     """Make sure the service's Service exists (a pool's own Service already selects business=<pool>)."""
     name = inference_manifests.service_name(p.service)
     body = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": p.namespace}}

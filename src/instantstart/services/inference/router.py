@@ -10,9 +10,10 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import InvalidInput
-from instantstart.kube import k8s
+from instantstart.kube import core_kinds
 from instantstart.kube.apply import apply_object
 from instantstart.kube.calls import kube_api, kube_call
+from instantstart.kube.gateway import Api
 from instantstart.manifests import inference as inference_manifests
 from instantstart.manifests import router as router_manifests
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
@@ -53,11 +54,11 @@ class RouterParams(ParamsModel):
     model: str | None
 
 
-def routers_of(api: k8s.ApiClient, workers: str, namespace: str) -> list[str]:
+def routers_of(api: Api, workers: str, namespace: str) -> list[str]:
     """The routers (made by inference_router_deploy) that discover the Deployment `workers`' pods."""
     listed: Any = kube_call(
         "list routers",
-        k8s.AppsV1Api(api).list_namespaced_deployment,
+        core_kinds.list_deployments, api,
         namespace,
         label_selector=f"{inference_manifests.LABEL_MANAGED}={inference_manifests.MANAGED_BY},{inference_manifests.LABEL_COMPONENT}={router_manifests.COMPONENT}",
     )
@@ -114,13 +115,13 @@ def _spec(p: RouterParams) -> router_manifests.RouterSpec:
                         policy=p.policy, image=p.image, model=p.model)
 
 
-def _apply(api: k8s.ApiClient, p: RouterParams) -> None:
+def _apply(api: Api, p: RouterParams) -> None:
     for body in router_manifests.objects(_spec(p)):
         kube_call(f"apply the router's {body['kind']}", apply_object, api, body)
 
 
-def _ready(api: k8s.ApiClient, p: RouterParams) -> tuple[bool, str]:
-    dep: Any = kube_call("read the router", k8s.AppsV1Api(api).read_namespaced_deployment, p.name, p.namespace)
+def _ready(api: Api, p: RouterParams) -> tuple[bool, str]:
+    dep: Any = kube_call("read the router", core_kinds.read_deployment, api, p.name, p.namespace)
     ready = int((dep.status.ready_replicas if dep.status else 0) or 0)
     return ready >= 1, f"router {p.name}: {ready}/1 Ready"
 

@@ -10,8 +10,9 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import InvalidInput, NotFound, PreconditionFailed
-from instantstart.kube import k8s
+from instantstart.kube import core_kinds
 from instantstart.kube.calls import kube_api, kube_call
+from instantstart.kube.gateway import Api
 from instantstart.manifests import inference as inference_manifests
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
@@ -47,11 +48,10 @@ class ScaleParams(ParamsModel):
     replicas: int
 
 
-def model_server(api: k8s.ApiClient, name: str, namespace: str) -> Any:
+def model_server(api: Api, name: str, namespace: str) -> Any:
     """A Deployment made by this control plane; InvalidInput otherwise."""
-    apps = k8s.AppsV1Api(api)
     try:
-        dep: Any = kube_call("read the Deployment", apps.read_namespaced_deployment, name, namespace)
+        dep: Any = kube_call("read the Deployment", core_kinds.read_deployment, api, name, namespace)
     except NotFound:
         dep = None
     if (
@@ -64,7 +64,7 @@ def model_server(api: k8s.ApiClient, name: str, namespace: str) -> Any:
     return dep
 
 
-def bound_guard(api: k8s.ApiClient, dep: Any, replicas: int) -> None:
+def bound_guard(api: Api, dep: Any, replicas: int) -> None:
     """Refuse a scale-in of a model pool that would have to remove workers still serving a service."""
     if (dep.metadata.labels or {}).get(inference_manifests.LABEL_BUSINESS) != inference_manifests.UNASSIGNED:
         return
@@ -126,16 +126,15 @@ async def inference_scale(ctx: CallContext, req: ScaleRequest) -> OperationRef:
                                     status_tool="operation_get", poll_after_seconds=5)
 
 
-def _scale(api: k8s.ApiClient, p: ScaleParams) -> int:
+def _scale(api: Api, p: ScaleParams) -> int:
     dep = model_server(api, p.name, p.namespace)
     bound_guard(api, dep, p.replicas)
-    apps = k8s.AppsV1Api(api)
-    kube_call("scale the Deployment", apps.patch_namespaced_deployment, p.name, p.namespace,
+    kube_call("scale the Deployment", core_kinds.patch_deployment, api, p.name, p.namespace,
               {"spec": {"replicas": p.replicas}})
     return int(dep.spec.replicas or 0)
 
 
-def _settled(api: k8s.ApiClient, p: ScaleParams) -> tuple[bool, str]:
+def _settled(api: Api, p: ScaleParams) -> tuple[bool, str]:
     dep = model_server(api, p.name, p.namespace)
     ready = int((dep.status.ready_replicas if dep.status else 0) or 0)
     live = len(workers(api, p.namespace, p.name))

@@ -11,7 +11,7 @@ from pydantic import Field
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext
-from instantstart.kube import k8s
+from instantstart.kube import core_kinds
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.informers import Informer
 from instantstart.manifests import inference as inference_manifests
@@ -88,21 +88,20 @@ def _model_service(dep: Any, svc: Any) -> ModelService:
 
 def _services(app: AppContext, row: ClusterRow, namespace: str | None) -> list[ModelService]:
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
-    apps, core = k8s.AppsV1Api(api), k8s.CoreV1Api(api)
     selector = (
         f"{inference_manifests.LABEL_MANAGED}={inference_manifests.MANAGED_BY},{inference_manifests.LABEL_ENGINE}"
     )
     deps: Any
     svcs: Any
     if namespace:
-        deps = kube_call("list deployments", apps.list_namespaced_deployment, namespace, label_selector=selector)
+        deps = kube_call("list deployments", core_kinds.list_deployments, api, namespace, label_selector=selector)
         svcs = kube_call(
-            "list services", core.list_namespaced_service, namespace, label_selector=inference_manifests.LABEL_MANAGED
+            "list services", core_kinds.list_services, api, namespace, label_selector=inference_manifests.LABEL_MANAGED
         )
     else:
-        deps = kube_call("list deployments", apps.list_deployment_for_all_namespaces, label_selector=selector)
+        deps = kube_call("list deployments", core_kinds.list_deployments, api, None, label_selector=selector)
         svcs = kube_call(
-            "list services", core.list_service_for_all_namespaces, label_selector=inference_manifests.LABEL_MANAGED
+            "list services", core_kinds.list_services, api, None, label_selector=inference_manifests.LABEL_MANAGED
         )
     by_name = {(s.metadata.namespace, s.metadata.name): s for s in svcs.items or []}
     out = [

@@ -11,9 +11,10 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import InvalidInput
-from instantstart.kube import k8s
+from instantstart.kube import core_kinds, custom_objects
 from instantstart.kube.apply import delete_object
 from instantstart.kube.calls import kube_api, kube_call
+from instantstart.kube.gateway import Api
 from instantstart.manifests import inference as inference_manifests
 from instantstart.manifests import router as router_manifests
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
@@ -73,30 +74,29 @@ def router_objects(name: str) -> list[dict[str, str]]:
     ]
 
 
-def _scalers(api: k8s.ApiClient, name: str, namespace: str) -> list[dict[str, str]]:
+def _scalers(api: Api, name: str, namespace: str) -> list[dict[str, str]]:
     """The KEDA ScaledObjects whose target is the Deployment `name` (none when KEDA is not installed)."""
-    ext = k8s.ApiextensionsV1Api(api)
-    crds: Any = kube_call("list CRDs", ext.list_custom_resource_definition, field_selector=f"metadata.name={KEDA_CRD}")
+    crds: Any = kube_call("list CRDs", core_kinds.list_crds, api, field_selector=f"metadata.name={KEDA_CRD}")
     if not crds.items:
         return []
-    found: Any = kube_call("list ScaledObjects", k8s.CustomObjectsApi(api).list_namespaced_custom_object,
-                           "keda.sh", "v1alpha1", namespace, "scaledobjects")
+    found: Any = kube_call("list ScaledObjects", custom_objects.list_custom, api,
+                           "keda.sh", "v1alpha1", "scaledobjects", namespace)
     return [_ref("keda.sh/v1alpha1", "ScaledObject", so["metadata"]["name"]) for so in found.get("items") or []
             if ((so.get("spec") or {}).get("scaleTargetRef") or {}).get("name") == name
             and ((so.get("spec") or {}).get("scaleTargetRef") or {}).get("kind", "Deployment") == "Deployment"]
 
 
-def _pool_services(api: k8s.ApiClient, pool: str, namespace: str) -> list[dict[str, str]]:
+def _pool_services(api: Api, pool: str, namespace: str) -> list[dict[str, str]]:
     listed: Any = kube_call(
         "list services",
-        k8s.CoreV1Api(api).list_namespaced_service,
+        core_kinds.list_services, api,
         namespace,
         label_selector=f"{inference_manifests.LABEL_APP}={pool},{inference_manifests.LABEL_COMPONENT}={inference_manifests.POOL_SERVICE}",
     )
     return [_ref("v1", "Service", s.metadata.name) for s in listed.items or []]
 
 
-def plan(api: k8s.ApiClient, req: UndeployRequest) -> tuple[list[dict[str, str]], list[str]]:
+def plan(api: Api, req: UndeployRequest) -> tuple[list[dict[str, str]], list[str]]:
     """(objects to delete, deployments whose pods must be gone) for a request; InvalidInput when there is
     nothing of that name to remove."""
     dep = model_server(api, req.deployment_name, req.namespace)
@@ -150,7 +150,7 @@ async def inference_undeploy(ctx: CallContext, req: UndeployRequest) -> Operatio
                                     status_tool="operation_get", poll_after_seconds=5)
 
 
-def _delete(api: k8s.ApiClient, p: UndeployParams) -> list[str]:
+def _delete(api: Api, p: UndeployParams) -> list[str]:
     deleted = []
     for ref in p.objects:
         body = {"apiVersion": ref["apiVersion"], "kind": ref["kind"],
@@ -160,11 +160,10 @@ def _delete(api: k8s.ApiClient, p: UndeployParams) -> list[str]:
     return deleted
 
 
-def _pods_left(api: k8s.ApiClient, p: UndeployParams) -> tuple[bool, str]:
-    core = k8s.CoreV1Api(api)
+def _pods_left(api: Api, p: UndeployParams) -> tuple[bool, str]:
     left = []
     for name in p.pods_of:
-        pods: Any = kube_call("list pods", core.list_namespaced_pod, p.namespace,
+        pods: Any = kube_call("list pods", core_kinds.list_pods, api, p.namespace,
                               label_selector=f"{inference_manifests.LABEL_APP}={name}")
         left += [pod.metadata.name for pod in pods.items or []]
     return not left, f"pods still terminating: {', '.join(sorted(left))}" if left else "pods gone"

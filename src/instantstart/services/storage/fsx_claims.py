@@ -7,9 +7,9 @@ from typing import Any
 
 from instantstart.context import AppContext
 from instantstart.errors import InvalidInput, NotFound
-from instantstart.kube import k8s
 from instantstart.kube.apply import read_object
 from instantstart.kube.calls import kube_api
+from instantstart.kube.gateway import Api
 from instantstart.manifests import fsx as fsx_m
 from instantstart.manifests import storage as storage_manifests
 from instantstart.store.models import ClusterRow
@@ -41,7 +41,7 @@ def _matches(pvc: dict[str, Any], pv: dict[str, Any] | None, rec: dict[str, Any]
     return all(source[key] == value for key, value in wanted.items())
 
 
-def check_fsx_claim(api: k8s.ApiClient, row: ClusterRow, namespace: str, claim: str, field: str = "fsxClaim") -> str:
+def check_fsx_claim(api: Api, row: ClusterRow, namespace: str, claim: str, field: str = "fsxClaim") -> str:
     """Blocking: `claim` is an FSx for Lustre claim in `namespace` that fsx_storage_create made for the cluster
     (recorded in InstantStart's state, still bound to the recorded PV on the FSx CSI driver and file system);
     returns it. A missing claim is NotFound, any other claim (an S3 one, one made by hand or changed since)

@@ -12,7 +12,8 @@ from instantstart.aws import fsx as fsx_api
 from instantstart.aws.errors import error_code
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import DependencyFailed, NotFound
-from instantstart.kube.calls import core_api, kube_call
+from instantstart.kube import core_kinds
+from instantstart.kube.calls import kube_api, kube_call
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
@@ -118,11 +119,10 @@ def delete_for_cluster(app: AppContext, res: dict[str, Any]) -> bool:
     if claim:
         try:
             row = get_cluster(app.db, details.get("clusterTag") or res["clusterTag"])
-            core = core_api(app.kube, row.eks_cluster_name, row.region)
-            pvc = core.delete_namespaced_persistent_volume_claim
+            api = kube_api(app.kube, row.eks_cluster_name, row.region)
             for action, fn, args in (
-                (f"delete claim {namespace}/{claim}", pvc, (claim, namespace)),
-                (f"delete volume {claim}-pv", core.delete_persistent_volume, (f"{claim}-pv",)),
+                (f"delete claim {namespace}/{claim}", core_kinds.delete_claim, (api, claim, namespace)),
+                (f"delete volume {claim}-pv", core_kinds.delete_volume, (api, f"{claim}-pv")),
             ):
                 with contextlib.suppress(NotFound):
                     kube_call(action, fn, *args, _preload_content=False)

@@ -10,8 +10,9 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import NoInput, WireModel
 from instantstart.context import AppContext, CallContext
 from instantstart.errors import Conflict, NotFound, PreconditionFailed
-from instantstart.kube import k8s
+from instantstart.kube import core_kinds
 from instantstart.kube.calls import as_dict, kube_api, kube_call
+from instantstart.kube.gateway import api_status
 from instantstart.manifests import storage as storage_m
 from instantstart.manifests.fsx import FSX_CSI_DRIVER
 from instantstart.manifests.labels import MANAGED_LABELS
@@ -123,11 +124,10 @@ def _claim_of(pv: dict[str, Any], pvcs: dict[str, dict[str, Any]], mounts: dict[
 def read_claims(app: AppContext, row: ClusterRow) -> list[StorageClaim]:
     """Every S3/FSx CSI PV with its claim and the pods mounting it (blocking; three list calls)."""
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
-    core = k8s.CoreV1Api(api)
-    pvs = as_dict(api, kube_call("list volumes", core.list_persistent_volume)).get("items") or []
-    pvc_list = as_dict(api, kube_call("list claims", core.list_persistent_volume_claim_for_all_namespaces))
+    pvs = as_dict(api, kube_call("list volumes", core_kinds.list_volumes, api)).get("items") or []
+    pvc_list = as_dict(api, kube_call("list claims", core_kinds.list_claims, api))
     pvcs = {f"{c['metadata']['namespace']}/{c['metadata']['name']}": c for c in pvc_list.get("items") or []}
-    pods = as_dict(api, kube_call("list pods", core.list_pod_for_all_namespaces)).get("items") or []
+    pods = as_dict(api, kube_call("list pods", core_kinds.list_pods, api, None)).get("items") or []
     mounts = _mounts(pods)
     claims = [c for c in (_claim_of(pv, pvcs, mounts) for pv in pvs) if c is not None]
     return sorted(claims, key=lambda c: (c.namespace, c.name))
@@ -158,15 +158,16 @@ def delete_claim(app: AppContext, row: ClusterRow, name: str, namespace: str) ->
             hint="Delete or finish those pods (their jobs or deployments), then retry storage_delete.",
             details={"pods": claim.mounted_by},
         )
-    core = k8s.CoreV1Api(kube_api(app.kube, row.eks_cluster_name, row.region))
+    api = kube_api(app.kube, row.eks_cluster_name, row.region)
     deleted_claim = claim.phase != "Missing"
     if deleted_claim:
-        delete_pvc = core.delete_namespaced_persistent_volume_claim
-        kube_call(f"delete claim {namespace}/{name}", _delete_ignoring_404, delete_pvc, name, namespace)
+        kube_call(f"delete claim {namespace}/{name}", _delete_ignoring_404, core_kinds.delete_claim, api, name,
+                  namespace)
     kube_call(
         f"delete volume {claim.persistent_volume}",
         _delete_ignoring_404,
-        core.delete_persistent_volume,
+        core_kinds.delete_volume,
+        api,
         claim.persistent_volume,
     )
     return StorageDeleteResult(
@@ -216,8 +217,8 @@ def check_ours(app: AppContext, row: ClusterRow, claim: StorageClaim) -> None:
 def _delete_ignoring_404(fn: Any, *args: Any) -> None:
     try:
         fn(*args, _preload_content=False)  # the answer (object or Status) is not needed
-    except k8s.ApiException as exc:
-        if exc.status != 404:
+    except Exception as exc:
+        if api_status(exc) != 404:
             raise
 
 

@@ -13,9 +13,10 @@ from pydantic import SecretStr
 
 from instantstart.context import AppContext, StageContext
 from instantstart.errors import InstantStartError, PreconditionFailed
-from instantstart.kube import k8s
+from instantstart.kube import core_kinds
 from instantstart.kube.apply import apply_object, delete_object, read_object
 from instantstart.kube.calls import as_dict, kube_call
+from instantstart.kube.gateway import Api
 from instantstart.manifests import model_download as md
 from instantstart.operations.models import ACTIVE
 from instantstart.operations.waiting import blocking
@@ -33,7 +34,7 @@ def secret_body(name: str, namespace: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace}}
 
 
-async def write_secret(api: k8s.ApiClient, job: str, namespace: str, token: SecretStr) -> str:
+async def write_secret(api: Api, job: str, namespace: str, token: SecretStr) -> str:
     """Write the token into a fresh Secret for this call (one per call: deleting it when this call fails never
     takes the token of a running download); returns its name."""
     name = f"{job}-token-{secrets.token_hex(3)}"
@@ -43,7 +44,7 @@ async def write_secret(api: k8s.ApiClient, job: str, namespace: str, token: Secr
     return name
 
 
-async def delete_secret(api: k8s.ApiClient, name: str, namespace: str) -> None:
+async def delete_secret(api: Api, name: str, namespace: str) -> None:
     """Delete the token Secret; a cancellation of the caller (a cancel request, a client gone) does not stop
     the delete (shielded: it finishes in its worker thread)."""
     await asyncio.shield(blocking(delete_object, api, secret_body(name, namespace)))
@@ -60,7 +61,7 @@ async def ends_with_attempt(stage: StageContext, exc: BaseException, max_attempt
     return True  # a crash fails the operation
 
 
-def check_still_there(api: k8s.ApiClient, name: str, namespace: str) -> None:
+def check_still_there(api: Api, name: str, namespace: str) -> None:
     """Refuse to start a Job whose token Secret an earlier ending of this download removed (blocking)."""
     if read_object(api, secret_body(name, namespace)) is None:
         raise PreconditionFailed(
@@ -70,12 +71,13 @@ def check_still_there(api: k8s.ApiClient, name: str, namespace: str) -> None:
         )
 
 
-def sweep_orphans(app: AppContext, api: k8s.ApiClient, namespace: str, kind: str) -> list[str]:
+def sweep_orphans(app: AppContext, api: Api, namespace: str, kind: str) -> list[str]:
     """Delete token Secrets that no active download names and whose time to be claimed has passed (left by a
     crash between writing one and recording its operation, or a stage that timed out for good); blocking."""
     listed = kube_call(
         "list token Secrets",
-        k8s.CoreV1Api(api).list_namespaced_secret,
+        core_kinds.list_secrets,
+        api,
         namespace,
         label_selector=f"{md.LABEL_COMPONENT}={md.COMPONENT},{md.LABEL_TOKEN}=true",
     )

@@ -9,9 +9,10 @@ from instantstart.aws import identity, s3
 from instantstart.catalog import operation
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import InvalidInput, ProviderError
-from instantstart.kube import k8s
+from instantstart.kube import core_kinds
 from instantstart.kube.apply import apply_object, read_object
 from instantstart.kube.calls import as_dict, kube_api, kube_call
+from instantstart.kube.gateway import Api, api_failure
 from instantstart.kube.log_tail import job_log_tail
 from instantstart.manifests import model_download as md
 from instantstart.manifests.resources import GPU, NEURON
@@ -56,10 +57,10 @@ def read_manifest(app: AppContext, bucket: str, region: str, key: str) -> dict[s
     return json.loads(body) if body is not None else None
 
 
-def gpu_instance_types(api: k8s.ApiClient) -> list[str]:
+def gpu_instance_types(api: Api) -> list[str]:
     """Instance types of the cluster's nodes that have accelerators, GPUs or Neuron devices, by the catalog or the
     node's advertised devices (the Job prefers other nodes, so it never sits on an accelerator's cpu/memory)."""
-    nodes = as_dict(api, kube_call("list nodes", k8s.CoreV1Api(api).list_node)).get("items") or []
+    nodes = as_dict(api, kube_call("list nodes", core_kinds.list_nodes, api)).get("items") or []
     return accelerated_types(nodes)
 
 
@@ -76,23 +77,24 @@ def accelerated_types(nodes: list[dict[str, Any]]) -> list[str]:
     return sorted(found)
 
 
-def log_lines(api: k8s.ApiClient, job: str) -> list[str]:
+def log_lines(api: Api, job: str) -> list[str]:
     """The last 50 lines the Job's newest started pod printed (blocking; empty while none has started)."""
-    core = k8s.CoreV1Api(api)
-    pods = as_dict(api, core.list_namespaced_pod(NAMESPACE, label_selector=f"job-name={job}")).get("items") or []
+    pods = as_dict(api, core_kinds.list_pods(api, NAMESPACE, label_selector=f"job-name={job}")).get("items") or []
     if not pods:
         return []
     pod = max(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "")
     if (pod.get("status") or {}).get("phase") == "Pending":
         return []
     try:
-        text = core.read_namespaced_pod_log(pod["metadata"]["name"], NAMESPACE, container="download", tail_lines=50)
-    except k8s.ApiException:
+        text = core_kinds.read_pod_log(api, pod["metadata"]["name"], NAMESPACE, container="download", tail_lines=50)
+    except Exception as exc:
+        if api_failure(exc) is None:
+            raise
         return []
     return str(text).splitlines()
 
 
-def last_progress(api: k8s.ApiClient, job: str) -> dict[str, int] | None:
+def last_progress(api: Api, job: str) -> dict[str, int] | None:
     """The last `progress {...}` line the Job's newest pod printed (blocking)."""
     lines = [ln for ln in log_lines(api, job) if ln.startswith("progress ")]
     return json.loads(lines[-1][len("progress ") :]) if lines else None
@@ -180,7 +182,7 @@ async def stage_download(stage: StageContext) -> dict[str, Any]:
     }
 
 
-async def _start_job(stage: StageContext, api: k8s.ApiClient, p: ModelDownloadParams) -> None:
+async def _start_job(stage: StageContext, api: Api, p: ModelDownloadParams) -> None:
     """Create the download Job unless it exists (a retry adopts it)."""
     if await blocking(read_object, api, _job_body(p.job_name)) is not None:
         return

@@ -9,9 +9,10 @@ from anyio import to_thread
 from instantstart.aws import identity, s3
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import Conflict, InvalidInput, NotFound
-from instantstart.kube import k8s
+from instantstart.kube import core_kinds
 from instantstart.kube.apply import FIELD_MANAGER
 from instantstart.kube.calls import as_dict, kube_api, kube_call
+from instantstart.kube.gateway import Api, api_status
 from instantstart.manifests import fsx as fsx_m
 from instantstart.manifests import iam_policies as pol
 from instantstart.manifests import storage as storage_m
@@ -99,28 +100,26 @@ def refuse_project_bucket(app: AppContext, region: str, bucket: str, field: str)
 # -- Kubernetes objects: look first, adopt what matches, create the rest by server-side apply --------------
 
 
-def read_object(api: k8s.ApiClient, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
-    core = k8s.CoreV1Api(api)
+def read_object(api: Api, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
     try:
         if kind == "PersistentVolume":
-            return as_dict(api, core.read_persistent_volume(name))
-        return as_dict(api, core.read_namespaced_persistent_volume_claim(name, namespace))
-    except k8s.ApiException as exc:
-        if exc.status == 404:
+            return as_dict(api, core_kinds.read_volume(api, name))
+        return as_dict(api, core_kinds.read_claim(api, name, namespace))
+    except Exception as exc:
+        if api_status(exc) == 404:
             return None
         raise
 
 
-def _apply(api: k8s.ApiClient, body: dict[str, Any]) -> dict[str, Any]:
-    core = k8s.CoreV1Api(api)
+def _apply(api: Api, body: dict[str, Any]) -> dict[str, Any]:
     name = body["metadata"]["name"]
     kw: dict[str, Any] = {"field_manager": FIELD_MANAGER, "force": True, "_content_type": APPLY}
     if body["kind"] == "PersistentVolume":
-        return as_dict(api, core.patch_persistent_volume(name, body, **kw))
-    return as_dict(api, core.patch_namespaced_persistent_volume_claim(name, body["metadata"]["namespace"], body, **kw))
+        return as_dict(api, core_kinds.patch_volume(api, name, body, **kw))
+    return as_dict(api, core_kinds.patch_claim(api, name, body["metadata"]["namespace"], body, **kw))
 
 
-def ensure_object(api: k8s.ApiClient, desired: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+def ensure_object(api: Api, desired: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     """Adopt a matching existing PV/PVC untouched, refuse a conflicting one, else create it by server-side
     apply (field manager "instantstart"). Returns (object, created). Blocking."""
     kind, md = desired["kind"], desired["metadata"]
@@ -139,19 +138,19 @@ def ensure_object(api: k8s.ApiClient, desired: dict[str, Any]) -> tuple[dict[str
     return kube_call(action, _apply, api, desired), True
 
 
-def claim_phase(api: k8s.ApiClient, name: str, namespace: str) -> str:
+def claim_phase(api: Api, name: str, namespace: str) -> str:
     """The claim's phase (blocking)."""
     found = kube_call(f"read claim {name}", read_object, api, "PersistentVolumeClaim", name, namespace)
     return str(((found or {}).get("status") or {}).get("phase") or "Missing")
 
 
-def csi_driver_installed(api: k8s.ApiClient, driver: str = storage_m.S3_CSI_DRIVER) -> bool:
+def csi_driver_installed(api: Api, driver: str = storage_m.S3_CSI_DRIVER) -> bool:
     """Whether the CSIDriver object `driver` (default: Mountpoint for S3) exists (blocking)."""
     try:
-        k8s.StorageV1Api(api).read_csi_driver(driver)
+        core_kinds.read_csi_driver(api, driver)
         return True
-    except k8s.ApiException as exc:
-        if exc.status == 404:
+    except Exception as exc:
+        if api_status(exc) == 404:
             return False
         raise
 

@@ -8,9 +8,10 @@ from typing import Any
 
 from instantstart.context import AppContext
 from instantstart.errors import Conflict, InvalidInput, NotFound, PreconditionFailed
-from instantstart.kube import k8s
+from instantstart.kube import core_kinds
 from instantstart.kube.apply import read_object
 from instantstart.kube.calls import kube_api, kube_call
+from instantstart.kube.gateway import Api
 from instantstart.manifests import training as training_manifests
 from instantstart.manifests.fsx import FSX_MOUNT
 from instantstart.manifests.resources import PodResources
@@ -116,12 +117,12 @@ async def check_capacity(app: AppContext, row: ClusterRow, instance_type: str, e
         )
 
 
-def check_operator_and_name(api: k8s.ApiClient, row: ClusterRow, *, crd: str, api_version: str, kind: str,
+def check_operator_and_name(api: Api, row: ClusterRow, *, crd: str, api_version: str, kind: str,
                             name: str, namespace: str, operator: str, feature: str) -> None:
     """Blocking: the operator serves `crd` (else PreconditionFailed naming the feature key) and no `kind` of that
     name exists in the namespace (else Conflict)."""
     try:
-        kube_call(f"read the {kind} CRD", k8s.ApiextensionsV1Api(api).read_custom_resource_definition, crd)
+        kube_call(f"read the {kind} CRD", core_kinds.read_crd, api, crd)
     except NotFound:
         raise PreconditionFailed(
             f"The {operator} is not enabled on cluster {row.tag} (no CRD {crd}).",
@@ -161,7 +162,7 @@ def split_words(field: str, text: str) -> list[str]:
         raise field_error(field, f"cannot be split into words: {exc}", "Balance the quotes.") from None
 
 
-def claim_to_mount(api: k8s.ApiClient, namespace: str, claim: str | None, needs_claim: bool) -> str | None:
+def claim_to_mount(api: Api, namespace: str, claim: str | None, needs_claim: bool) -> str | None:
     """Blocking: the claim to mount at /s3 (None when the namespace has none and nothing needs it)."""
     if not claim:
         return None

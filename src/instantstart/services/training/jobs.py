@@ -14,8 +14,9 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import NotFound
-from instantstart.kube import k8s
+from instantstart.kube import core_kinds, custom_objects
 from instantstart.kube.calls import as_dict, kube_api, kube_call
+from instantstart.kube.gateway import Api
 from instantstart.kube.informers import Informer
 from instantstart.manifests import ray_job
 from instantstart.manifests import training as training_manifests
@@ -97,21 +98,10 @@ def _batch_state(obj: dict[str, Any]) -> str:
     return "Running" if status.get("active") else "Pending"
 
 
-def _custom(api: k8s.ApiClient, namespace: str | None) -> list[dict[str, Any]]:
-    objects = k8s.CustomObjectsApi(api)
+def _custom(api: Api, namespace: str | None) -> list[dict[str, Any]]:
     try:
-        if namespace:
-            out: Any = kube_call(
-                "list HyperPodPyTorchJobs",
-                objects.list_namespaced_custom_object,
-                training_manifests.GROUP,
-                training_manifests.VERSION,
-                namespace,
-                training_manifests.PLURAL,
-            )
-        else:
-            out = kube_call("list HyperPodPyTorchJobs", objects.list_cluster_custom_object,
-                            training_manifests.GROUP, training_manifests.VERSION, training_manifests.PLURAL)
+        out = kube_call("list HyperPodPyTorchJobs", custom_objects.list_custom, api, training_manifests.GROUP,
+                        training_manifests.VERSION, training_manifests.PLURAL, namespace or None)
     except NotFound:  # the operator's CRD is not installed: no such jobs
         return []
     return list(out.get("items") or [])
@@ -152,7 +142,7 @@ async def watched_training(app: AppContext, row: ClusterRow, namespace: str | No
 def list_batch(app: AppContext, row: ClusterRow) -> list[JobSummary]:
     """Kubernetes batch Jobs in every namespace (blocking)."""
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
-    found: Any = kube_call("list Jobs", k8s.BatchV1Api(api).list_job_for_all_namespaces)
+    found: Any = kube_call("list Jobs", core_kinds.list_jobs, api)
     return [_summary(as_dict(api, j), "Job") for j in found.items or []]
 
 
@@ -211,8 +201,8 @@ class JobStatus(WireModel):
     network: NetworkUse | None = Field(default=None, description="Multi-node jobs: does NCCL use EFA? (pod logs)")
 
 
-def _pods(api: k8s.ApiClient, name: str, namespace: str) -> list[JobPod]:
-    found: Any = kube_call("list the job's pods", k8s.CoreV1Api(api).list_namespaced_pod, namespace,
+def _pods(api: Api, name: str, namespace: str) -> list[JobPod]:
+    found: Any = kube_call("list the job's pods", core_kinds.list_pods, api, namespace,
                            label_selector=f"{training_manifests.POD_JOB_LABEL}={name}")
     pods = [
         JobPod(name=p.metadata.name, node=p.spec.node_name, phase=(p.status.phase if p.status else None) or "Pending",
@@ -226,11 +216,11 @@ def _pods(api: k8s.ApiClient, name: str, namespace: str) -> list[JobPod]:
 def read_job(app: AppContext, row: ClusterRow, name: str, namespace: str) -> tuple[dict[str, Any], list[JobPod]]:
     """The job object and its pods read directly (blocking); NotFound lists the jobs that exist."""
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
-    objects = k8s.CustomObjectsApi(api)
     try:
         obj: Any = kube_call(
             "read the HyperPodPyTorchJob",
-            objects.get_namespaced_custom_object,
+            custom_objects.get_custom,
+            api,
             training_manifests.GROUP,
             training_manifests.VERSION,
             namespace,
@@ -396,7 +386,8 @@ def _delete(app: AppContext, p: DeleteParams) -> int:
     with contextlib.suppress(NotFound):
         kube_call(
             "delete the HyperPodPyTorchJob",
-            k8s.CustomObjectsApi(api).delete_namespaced_custom_object,
+            custom_objects.delete_custom,
+            api,
             training_manifests.GROUP,
             training_manifests.VERSION,
             p.namespace,
@@ -404,10 +395,9 @@ def _delete(app: AppContext, p: DeleteParams) -> int:
             p.name,
             propagation_policy="Background",
         )
-    core = k8s.CoreV1Api(api)
-    kube_call("delete the job's pods", core.delete_collection_namespaced_pod, p.namespace,
+    kube_call("delete the job's pods", core_kinds.delete_pods, api, p.namespace,
               label_selector=f"{training_manifests.POD_JOB_LABEL}={p.name}")
-    left: Any = kube_call("list the job's pods", core.list_namespaced_pod, p.namespace,
+    left: Any = kube_call("list the job's pods", core_kinds.list_pods, api, p.namespace,
                           label_selector=f"{training_manifests.POD_JOB_LABEL}={p.name}")
     return len(left.items or [])
 

@@ -12,8 +12,9 @@ from pydantic import Field
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext
 from instantstart.errors import InstantStartError
-from instantstart.kube import k8s
+from instantstart.kube import core_kinds
 from instantstart.kube.calls import kube_api, kube_call
+from instantstart.kube.gateway import Api
 from instantstart.services.diagnostics.hardware_output import Transport, nccl_transport
 from instantstart.services.training.models import JobPod
 from instantstart.store.models import ClusterRow
@@ -36,13 +37,13 @@ class NetworkUse(WireModel):
     warning: str | None = None
 
 
-def _read_head(api: k8s.ApiClient, namespace: str, pod: str) -> str:
-    text = kube_call(f"read the log of {namespace}/{pod}", k8s.CoreV1Api(api).read_namespaced_pod_log, pod,
+def _read_head(api: Api, namespace: str, pod: str) -> str:
+    text = kube_call(f"read the log of {namespace}/{pod}", core_kinds.read_pod_log, api, pod,
                      namespace, limit_bytes=HEAD_BYTES)
     return str(text or "")
 
 
-def _pod_transport(api: k8s.ApiClient, cluster: str, namespace: str, pod: JobPod) -> Transport:
+def _pod_transport(api: Api, cluster: str, namespace: str, pod: JobPod) -> Transport:
     key = (cluster, namespace, pod.name, pod.node or "", pod.restarts)
     now = time.monotonic()
     with _seen_lock:

@@ -11,9 +11,10 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import NotFound
-from instantstart.kube import k8s
+from instantstart.kube import core_kinds, custom_objects
 from instantstart.kube.apply import apply_object, delete_object
 from instantstart.kube.calls import kube_api, kube_call
+from instantstart.kube.gateway import Api
 from instantstart.manifests import ray_job as ray_job_manifests
 from instantstart.manifests import training as training_manifests
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
@@ -219,41 +220,25 @@ def ray_summary(obj: dict[str, Any]) -> JobSummary:
     )
 
 
-def list_ray(api: k8s.ApiClient, namespace: str | None) -> list[dict[str, Any]]:
+def list_ray(api: Api, namespace: str | None) -> list[dict[str, Any]]:
     """RayJobs (none when KubeRay is not installed)."""
-    objects = k8s.CustomObjectsApi(api)
     try:
-        if namespace:
-            out: Any = kube_call(
-                "list RayJobs",
-                objects.list_namespaced_custom_object,
-                ray_job_manifests.GROUP,
-                ray_job_manifests.VERSION,
-                namespace,
-                ray_job_manifests.PLURAL,
-            )
-        else:
-            out = kube_call(
-                "list RayJobs",
-                objects.list_cluster_custom_object,
-                ray_job_manifests.GROUP,
-                ray_job_manifests.VERSION,
-                ray_job_manifests.PLURAL,
-            )
+        out = kube_call("list RayJobs", custom_objects.list_custom, api, ray_job_manifests.GROUP,
+                        ray_job_manifests.VERSION, ray_job_manifests.PLURAL, namespace or None)
     except NotFound:
         return []
     return list(out.get("items") or [])
 
 
-def ray_pods(api: k8s.ApiClient, name: str, namespace: str, cluster: str | None) -> list[JobPod]:
+def ray_pods(api: Api, name: str, namespace: str, cluster: str | None) -> list[JobPod]:
     """The pods of a RayJob: its Ray cluster's head and workers, and the submitter Job's pod."""
-    core = k8s.CoreV1Api(api)
     selectors = [f"{SUBMITTER_LABEL}={name}"]
     if cluster:
         selectors.insert(0, f"{ray_job_manifests.CLUSTER_LABEL}={cluster}")
     pods: list[JobPod] = []
     for selector in selectors:
-        found: Any = kube_call("list the Ray job's pods", core.list_namespaced_pod, namespace, label_selector=selector)
+        found: Any = kube_call("list the Ray job's pods", core_kinds.list_pods, api, namespace,
+                               label_selector=selector)
         pods += [JobPod(name=p.metadata.name, node=p.spec.node_name,
                         phase=(p.status.phase if p.status else None) or "Pending",
                         restarts=sum(int(c.restart_count or 0) for c in (p.status.container_statuses or []))
@@ -261,12 +246,13 @@ def ray_pods(api: k8s.ApiClient, name: str, namespace: str, cluster: str | None)
     return pods
 
 
-def read_ray(api: k8s.ApiClient, name: str, namespace: str) -> tuple[dict[str, Any], list[JobPod]] | None:
+def read_ray(api: Api, name: str, namespace: str) -> tuple[dict[str, Any], list[JobPod]] | None:
     """The RayJob and its pods, or None when there is no such RayJob."""
     try:
         obj: Any = kube_call(
             "read the RayJob",
-            k8s.CustomObjectsApi(api).get_namespaced_custom_object,
+            custom_objects.get_custom,
+            api,
             ray_job_manifests.GROUP,
             ray_job_manifests.VERSION,
             namespace,
@@ -278,7 +264,7 @@ def read_ray(api: k8s.ApiClient, name: str, namespace: str) -> tuple[dict[str, A
     return dict(obj), ray_pods(api, name, namespace, (obj.get("status") or {}).get("rayClusterName"))
 
 
-def delete_ray(api: k8s.ApiClient, name: str, namespace: str, cluster: str | None) -> tuple[int, str | None]:
+def delete_ray(api: Api, name: str, namespace: str, cluster: str | None) -> tuple[int, str | None]:
     """Delete the RayJob if it is still there (its Ray cluster and pods follow): (pods left, Ray cluster name)."""
     found = read_ray(api, name, namespace)
     if found is not None:
@@ -286,7 +272,8 @@ def delete_ray(api: k8s.ApiClient, name: str, namespace: str, cluster: str | Non
         with contextlib.suppress(NotFound):
             kube_call(
                 "delete the RayJob",
-                k8s.CustomObjectsApi(api).delete_namespaced_custom_object,
+                custom_objects.delete_custom,
+                api,
                 ray_job_manifests.GROUP,
                 ray_job_manifests.VERSION,
                 namespace,

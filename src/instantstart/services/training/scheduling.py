@@ -9,7 +9,7 @@ from pydantic import Field
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext
 from instantstart.errors import NotFound, PreconditionFailed
-from instantstart.kube import k8s
+from instantstart.kube import custom_objects
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.manifests import training as training_manifests
 from instantstart.services.training.checks import field_error
@@ -55,12 +55,12 @@ def check_scheduling(
     installed by the task governance add-on); each refusal names what exists."""
     if chosen is None or (chosen.queue is None and chosen.priority is None):
         return
-    objects = k8s.CustomObjectsApi(kube_api(app.kube, row.eks_cluster_name, row.region))
+    api = kube_api(app.kube, row.eks_cluster_name, row.region)
     try:
-        queues = kube_call("list Kueue LocalQueues", objects.list_namespaced_custom_object, KUEUE_GROUP,
-                           KUEUE_VERSION, namespace, "localqueues")
-        classes = kube_call("list Kueue WorkloadPriorityClasses", objects.list_cluster_custom_object, KUEUE_GROUP,
-                            KUEUE_VERSION, "workloadpriorityclasses")
+        queues = kube_call("list Kueue LocalQueues", custom_objects.list_custom, api, KUEUE_GROUP,
+                           KUEUE_VERSION, "localqueues", namespace)
+        classes = kube_call("list Kueue WorkloadPriorityClasses", custom_objects.list_custom, api, KUEUE_GROUP,
+                            KUEUE_VERSION, "workloadpriorityclasses", None)
     except NotFound:
         raise PreconditionFailed(
             f"queueName/priority need HyperPod task governance (Kueue), which is not installed on cluster {row.tag}.",

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from instantstart.context import StageContext
-from instantstart.kube import k8s
 from instantstart.kube.calls import kube_api, kube_call
+from instantstart.kube.gateway import Api
 from instantstart.kube.reads import crds_served, delete_cluster_object, ensure_cluster_object, read_cluster_object
 from instantstart.manifests import karpenter as karpenter_manifests
 from instantstart.operations.waiting import blocking, wait_until
@@ -24,7 +24,7 @@ CRDS = (
 )
 
 
-def read_object(api: k8s.ApiClient, group: str, plural: str, name: str) -> dict[str, Any] | None:
+def read_object(api: Api, group: str, plural: str, name: str) -> dict[str, Any] | None:
     """A Karpenter object (cluster-scoped, version m.VERSION), or None (blocking, errors translated)."""
     return kube_call(
         f"read {plural} {name}", read_cluster_object, api, group, karpenter_manifests.VERSION, plural, name

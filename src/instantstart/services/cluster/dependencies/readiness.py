@@ -8,7 +8,8 @@ from typing import Any
 
 from instantstart.context import AppContext
 from instantstart.errors import DependencyFailed
-from instantstart.kube import k8s
+from instantstart.kube import core_kinds
+from instantstart.kube.gateway import api_status
 from instantstart.operations.waiting import blocking, next_poll
 from instantstart.services.cluster.dependencies.catalog import Dependency, WorkloadRef
 from instantstart.services.cluster.dependencies.results import DepResult, Target
@@ -49,23 +50,23 @@ async def wait_ready(app: AppContext, target: Target, dep: Dependency, result: D
 
 def workload_states(app: AppContext, target: Target, refs: list[tuple[str, WorkloadRef]]) -> list[dict[str, Any]]:
     """Readiness of DaemonSets and Deployments through the Kubernetes API (blocking)."""
-    apps = k8s.AppsV1Api(app.kube.api_client(target.eks_cluster_name, target.region))
+    api = app.kube.api_client(target.eks_cluster_name, target.region)
     out = []
     for kind, ref in refs:
         state: dict[str, Any] = {"kind": kind, "namespace": ref.namespace, "name": ref.name}
         try:
             if kind == "DaemonSet":
-                ds = apps.read_namespaced_daemon_set(ref.name, ref.namespace)
+                ds = core_kinds.read_daemon_set(api, ref.name, ref.namespace)
                 desired = ds.status.desired_number_scheduled if ds.status else None
                 ready = (ds.status.number_ready or 0) if ds.status else 0
             else:
-                dep = apps.read_namespaced_deployment(ref.name, ref.namespace)
+                dep = core_kinds.read_deployment(api, ref.name, ref.namespace)
                 desired = dep.spec.replicas if dep.spec.replicas is not None else 1
                 ready = (dep.status.ready_replicas or 0) if dep.status else 0
                 if dep.status is None or dep.status.observed_generation is None:
                     desired = None
-        except k8s.ApiException as exc:
-            if exc.status != 404:
+        except Exception as exc:
+            if api_status(exc) != 404:
                 raise
             state.update(exists=False, ready=False, desired=None, readyCount=0, message="not found")
             out.append(state)

@@ -9,7 +9,7 @@ from typing import Any
 
 from instantstart.aws.errors import translate
 from instantstart.errors import DependencyFailed, InstantStartError
-from instantstart.kube import k8s
+from instantstart.kube.gateway import api_failure
 from instantstart.kube.helm import HelmError
 
 Progress = Callable[[str], Awaitable[None]]
@@ -63,9 +63,10 @@ def failure_of(exc: BaseException) -> DependencyFailed:
         return DependencyFailed(exc.message, hint=exc.hint if exc.hint != exc.default_hint else _helm_hint(exc.stderr))
     if isinstance(exc, InstantStartError):
         return DependencyFailed(exc.message, hint=exc.hint, retryable=exc.retryable)
-    if isinstance(exc, k8s.ApiException):
+    failure = api_failure(exc)
+    if failure is not None:
         return DependencyFailed(
-            f"Kubernetes API: {exc.status} {exc.reason}", hint="Check the cluster's API server.", retryable=True
+            f"Kubernetes API: {failure.status} {failure.reason}", hint="Check the cluster's API server.", retryable=True
         )
     error = translate(exc if isinstance(exc, Exception) else Exception(str(exc)), "reconcile")
     return DependencyFailed(error.message, hint=error.hint, retryable=error.retryable)
