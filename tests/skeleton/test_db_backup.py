@@ -1,0 +1,134 @@
+"""Backup -> destroy -> restore -> resume on each database, the previous release's database resumed, downgrades refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from instantstart.errors import PreconditionFailed
+from instantstart.store.db import Database, known_revisions
+from tests.support.previous_release import FIXTURE, OPERATION_ID, point_journal, write_previous_release
+from tests.support.servers import CHILD_PYTHONPATH, REPO, process_server
+from tests.support.waits import until, wait_for, wait_terminal
+
+
+def db_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """`instantstart db ARGS` as the operator runs it, with the server's settings in the environment."""
+    return subprocess.run(
+        [sys.executable, "-m", "instantstart.cli.main", "db", *args],
+        env={**env, "PYTHONPATH": CHILD_PYTHONPATH}, cwd=REPO, capture_output=True, text=True, timeout=120,
+        check=False,
+    )
+
+
+def server_env(data: Path, url: str) -> dict[str, str]:
+    return {**os.environ, "INSTANTSTART_DATA_DIR": str(data), "INSTANTSTART_DATABASE_URL": url}
+
+
+def destroy(url: str) -> None:
+    """Lose the database: the SQLite files deleted, or every PostgreSQL table dropped."""
+    parsed = sa.engine.make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{parsed.database}{suffix}").unlink(missing_ok=True)
+        return
+    engine = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sa.text("DROP SCHEMA public CASCADE"))
+        conn.execute(sa.text("CREATE SCHEMA public"))
+    engine.dispose()
+
+
+def test_backup_destroy_restore_resumes_the_running_operation(tmp_path: Path, database_url: str) -> None:
+    data, journal, gate = tmp_path / "data", tmp_path / "journal", tmp_path / "open-the-gate"
+    backup = tmp_path / "backups" / "state.backup"
+    env = server_env(data, database_url)
+    with process_server(data, database_url) as (running, proc):
+        with running.client() as client:
+            ref = client.post("/api/v1/test/probe", json={
+                "journalDir": str(journal), "stageSeconds": 0.05,
+                "behaviour": {"beta": {"holdUntilFileExists": str(gate)}},
+            }).json()
+            operation_id = ref["operationId"]
+            wait_for(client, operation_id, lambda v: v["stages"][1]["status"] == "RUNNING", timeout=60)
+        until(lambda: "beta" in (journal / "executions.log").read_text().split(), what="beta started")
+        done = db_cli(env, "backup", str(backup))  # online: the server is running and holds beta's lease
+        assert done.returncode == 0, done.stderr
+        written = json.loads(done.stdout)
+        assert written["problems"] == [] and written["revision"] == known_revisions()[-1]
+        assert written["rows"]["operations"] == 1
+        assert oct(backup.stat().st_mode & 0o777) == "0o600"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    destroy(database_url)
+    assert db_cli(env, "check", str(backup)).returncode == 0
+    done = db_cli(env, "restore", str(backup))
+    assert done.returncode == 0, done.stderr
+    restored, ledger = done.stdout.split('\n{\n  "ledger"', 1)
+    assert json.loads(restored)["verdict"] == "restored"
+    assert json.loads('{"ledger"' + ledger) == {"ledger": {"clusters": 0, "orphans": [], "phantoms": [], "unchecked": []}}
+    gate.touch()
+    with process_server(data, database_url) as (restarted, _proc), restarted.client() as client:
+        view = wait_terminal(client, operation_id, timeout=60)
+    assert view["status"] == "SUCCEEDED", view
+    assert sorted(p.name for p in journal.glob("effect-*")) == [f"effect-{s}" for s in ("alpha", "beta", "delta", "gamma")]
+    executions = [line.split()[0] for line in (journal / "executions.log").read_text().splitlines()]
+    assert executions == ["alpha", "beta", "beta", "gamma", "delta"], "beta resumed after the restore, alpha never rerun"
+
+
+def test_previous_release_database_is_migrated_and_its_operation_resumed(tmp_path: Path, database_url: str) -> None:
+    if database_url.startswith("sqlite"):
+        shutil.copyfile(FIXTURE, sa.engine.make_url(database_url).database or "")
+    else:
+        write_previous_release(database_url)  # the same writer that made the committed SQLite fixture
+    assert Database(database_url).revisions() == ("0003", known_revisions()[-1])
+    journal = tmp_path / "journal"
+    point_journal(database_url, journal)
+    with process_server(tmp_path / "data", database_url) as (running, _proc), running.client() as client:
+        view = wait_terminal(client, OPERATION_ID, timeout=60)
+    assert view["status"] == "SUCCEEDED", view
+    assert [s["attempts"] for s in view["stages"]] == [1, 2, 1, 1]
+    assert [line.split()[0] for line in (journal / "executions.log").read_text().splitlines()] == ["beta", "gamma", "delta"]
+    assert Database(database_url).revisions() == (known_revisions()[-1], known_revisions()[-1])
+
+
+def test_a_database_from_a_newer_release_is_refused_at_start(tmp_path: Path, sqlite_url: str) -> None:
+    db = Database(sqlite_url)
+    db.migrate()
+    with db.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE alembic_version SET version_num = '0099'"))
+    with pytest.raises(PreconditionFailed) as raised:
+        db.migrate()
+    head = known_revisions()[-1]
+    assert "0099" in raised.value.message and head in raised.value.message
+    assert "instantstart db restore" in raised.value.hint
+    db.dispose()
+
+
+def test_restore_refuses_a_backup_from_a_newer_schema_and_a_damaged_file(tmp_path: Path, sqlite_url: str) -> None:
+    env = server_env(tmp_path / "data", sqlite_url)
+    Database(sqlite_url).migrate()
+    backup = tmp_path / "state.backup"
+    assert db_cli(env, "backup", str(backup)).returncode == 0
+    assert db_cli(env, "backup", str(backup)).returncode == 1, "an existing file is never overwritten"
+    with sqlite3.connect(backup) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = '0099'")
+    conn.close()
+    checked = db_cli(env, "check", str(backup))
+    assert checked.returncode == 1 and "0099" in checked.stdout and "newer release" in checked.stdout
+    refused = db_cli(env, "restore", str(backup))
+    assert refused.returncode == 1 and "not restorable" in refused.stderr and "0099" in refused.stderr
+    damaged = tmp_path / "damaged.backup"
+    damaged.write_bytes(b"SQLite format 3\x00" + b"\x07" * 4000)
+    checked = db_cli(env, "check", str(damaged))
+    assert checked.returncode == 1 and json.loads(checked.stdout)["problems"]
+    assert Database(sqlite_url).revisions()[0] == known_revisions()[-1], "the database was left as it was"
