@@ -1,4 +1,4 @@
-"""Backup -> destroy -> restore -> resume on each database, the previous release's database resumed, downgrades refused."""
+"""Backup -> destroy -> restore -> resume on each database; the previous release's database resumed."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from instantstart.errors import PreconditionFailed
+from instantstart.store.backup import backup
 from instantstart.store.db import Database, known_revisions
 from tests.support.previous_release import FIXTURE, OPERATION_ID, point_journal, write_previous_release
 from tests.support.servers import CHILD_PYTHONPATH, REPO, process_server
@@ -50,7 +51,7 @@ def destroy(url: str) -> None:
 
 def test_backup_destroy_restore_resumes_the_running_operation(tmp_path: Path, database_url: str) -> None:
     data, journal, gate = tmp_path / "data", tmp_path / "journal", tmp_path / "open-the-gate"
-    backup = tmp_path / "backups" / "state.backup"
+    saved = tmp_path / "backups" / "state.backup"
     env = server_env(data, database_url)
     with process_server(data, database_url) as (running, proc):
         with running.client() as client:
@@ -61,28 +62,30 @@ def test_backup_destroy_restore_resumes_the_running_operation(tmp_path: Path, da
             operation_id = ref["operationId"]
             wait_for(client, operation_id, lambda v: v["stages"][1]["status"] == "RUNNING", timeout=60)
         until(lambda: "beta" in (journal / "executions.log").read_text().split(), what="beta started")
-        done = db_cli(env, "backup", str(backup))  # online: the server is running and holds beta's lease
+        done = db_cli(env, "backup", str(saved))  # online: the server is running and holds beta's lease
         assert done.returncode == 0, done.stderr
         written = json.loads(done.stdout)
         assert written["problems"] == [] and written["revision"] == known_revisions()[-1]
         assert written["rows"]["operations"] == 1
-        assert oct(backup.stat().st_mode & 0o777) == "0o600"
+        assert oct(saved.stat().st_mode & 0o777) == "0o600"
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
     destroy(database_url)
-    assert db_cli(env, "check", str(backup)).returncode == 0
-    done = db_cli(env, "restore", str(backup))
+    assert db_cli(env, "check", str(saved)).returncode == 0
+    done = db_cli(env, "restore", str(saved))
     assert done.returncode == 0, done.stderr
     restored, ledger = done.stdout.split('\n{\n  "ledger"', 1)
     assert json.loads(restored)["verdict"] == "restored"
-    assert json.loads('{"ledger"' + ledger) == {"ledger": {"clusters": 0, "orphans": [], "phantoms": [], "unchecked": []}}
+    no_findings = {"clusters": 0, "orphans": [], "phantoms": [], "unchecked": []}
+    assert json.loads('{"ledger"' + ledger) == {"ledger": no_findings}
     gate.touch()
     with process_server(data, database_url) as (restarted, _proc), restarted.client() as client:
         view = wait_terminal(client, operation_id, timeout=60)
     assert view["status"] == "SUCCEEDED", view
-    assert sorted(p.name for p in journal.glob("effect-*")) == [f"effect-{s}" for s in ("alpha", "beta", "delta", "gamma")]
+    effects = sorted(p.name for p in journal.glob("effect-*"))
+    assert effects == [f"effect-{s}" for s in ("alpha", "beta", "delta", "gamma")]
     executions = [line.split()[0] for line in (journal / "executions.log").read_text().splitlines()]
-    assert executions == ["alpha", "beta", "beta", "gamma", "delta"], "beta resumed after the restore, alpha never rerun"
+    assert executions == ["alpha", "beta", "beta", "gamma", "delta"], "beta resumed after the restore, alpha not rerun"
 
 
 def test_previous_release_database_is_migrated_and_its_operation_resumed(tmp_path: Path, database_url: str) -> None:
@@ -97,7 +100,8 @@ def test_previous_release_database_is_migrated_and_its_operation_resumed(tmp_pat
         view = wait_terminal(client, OPERATION_ID, timeout=60)
     assert view["status"] == "SUCCEEDED", view
     assert [s["attempts"] for s in view["stages"]] == [1, 2, 1, 1]
-    assert [line.split()[0] for line in (journal / "executions.log").read_text().splitlines()] == ["beta", "gamma", "delta"]
+    executions = [line.split()[0] for line in (journal / "executions.log").read_text().splitlines()]
+    assert executions == ["beta", "gamma", "delta"], "alpha, done by the previous release, is not rerun"
     assert Database(database_url).revisions() == (known_revisions()[-1], known_revisions()[-1])
 
 
@@ -117,18 +121,42 @@ def test_a_database_from_a_newer_release_is_refused_at_start(tmp_path: Path, sql
 def test_restore_refuses_a_backup_from_a_newer_schema_and_a_damaged_file(tmp_path: Path, sqlite_url: str) -> None:
     env = server_env(tmp_path / "data", sqlite_url)
     Database(sqlite_url).migrate()
-    backup = tmp_path / "state.backup"
-    assert db_cli(env, "backup", str(backup)).returncode == 0
-    assert db_cli(env, "backup", str(backup)).returncode == 1, "an existing file is never overwritten"
-    with sqlite3.connect(backup) as conn:
+    saved = tmp_path / "state.backup"
+    assert db_cli(env, "backup", str(saved)).returncode == 0
+    assert db_cli(env, "backup", str(saved)).returncode == 1, "an existing file is never overwritten"
+    with sqlite3.connect(saved) as conn:
         conn.execute("UPDATE alembic_version SET version_num = '0099'")
     conn.close()
-    checked = db_cli(env, "check", str(backup))
+    checked = db_cli(env, "check", str(saved))
     assert checked.returncode == 1 and "0099" in checked.stdout and "newer release" in checked.stdout
-    refused = db_cli(env, "restore", str(backup))
+    refused = db_cli(env, "restore", str(saved))
     assert refused.returncode == 1 and "not restorable" in refused.stderr and "0099" in refused.stderr
     damaged = tmp_path / "damaged.backup"
     damaged.write_bytes(b"SQLite format 3\x00" + b"\x07" * 4000)
     checked = db_cli(env, "check", str(damaged))
     assert checked.returncode == 1 and json.loads(checked.stdout)["problems"]
     assert Database(sqlite_url).revisions()[0] == known_revisions()[-1], "the database was left as it was"
+
+
+def test_pg_tools_get_the_password_through_the_environment_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pg_dump sees the password in PGPASSWORD, never in its arguments (visible to every local user in ps);
+    its failure is reported without it. A recording pg_dump stands first on PATH."""
+    seen = tmp_path / "seen"
+    tool = tmp_path / "bin" / "pg_dump"
+    tool.parent.mkdir()
+    tool.write_text(f'#!/bin/sh\necho "argv: $*" > {seen}\n'
+                    f'echo "env: $PGUSER@$PGHOST:$PGPORT/$PGDATABASE $PGPASSWORD" >> {seen}\n'
+                    'echo "connection refused for s3cret-pw" >&2\nexit 1\n')
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tool.parent}{os.pathsep}{os.environ['PATH']}")
+    db = Database("postgresql+psycopg://ops:s3cret-pw@127.0.0.1:5439/control")
+    with pytest.raises(PreconditionFailed) as raised:
+        backup(db, tmp_path / "out.backup")
+    assert not (tmp_path / "out.backup").exists(), "no half-written backup is left behind"
+    argv, env = seen.read_text().splitlines()
+    assert "s3cret-pw" not in argv and "--format=custom" in argv
+    assert env == "env: ops@127.0.0.1:5439/control s3cret-pw"
+    assert "pg_dump failed" in raised.value.message and "s3cret-pw" not in raised.value.message
+    db.dispose()

@@ -23,7 +23,8 @@ def _stage(name: str, status: str, attempts: int) -> dict[str, object]:
     done = status == "SUCCEEDED"
     return {"name": name, "status": status, "attempts": attempts,
             "startedAt": _AT.isoformat() if attempts else None, "finishedAt": _AT.isoformat() if done else None,
-            "message": f"{name} working (attempt 1)" if attempts else "", "outputs": {"effect": f"effect-{name}"} if done else {}}
+            "message": f"{name} working (attempt 1)" if attempts else "",
+            "outputs": {"effect": f"effect-{name}"} if done else {}}
 
 
 def write_previous_release(url: str) -> None:

@@ -42,20 +42,22 @@ def backup(db: Database, path: Path) -> BackupReport:
     if path.exists():
         raise InvalidInput(f"{path} exists; the backup never overwrites a file.", hint="Name a new file.")
     path.parent.mkdir(parents=True, exist_ok=True)
-    if db.is_sqlite:
-        source = sqlite3.connect(_sqlite_file(db))
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)  # the copy is as private as the database
-        os.close(fd)
-        target = sqlite3.connect(path)
-        try:
-            source.backup(target)
-        finally:
-            target.close()
-            source.close()
-    else:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        os.close(fd)
-        _pg_run(db, ["pg_dump", "--format=custom", "--no-owner", "--file", str(path)])
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # the copy is as private as the database
+    os.close(fd)
+    try:
+        if db.is_sqlite:
+            source = sqlite3.connect(_sqlite_file(db))
+            target = sqlite3.connect(path)
+            try:
+                source.backup(target)
+            finally:
+                target.close()
+                source.close()
+        else:
+            _pg_run(db, ["pg_dump", "--format=custom", "--no-owner", "--file", str(path)])
+    except BaseException:
+        path.unlink(missing_ok=True)  # no half-written backup left to be mistaken for one
+        raise
     return check(db, path)
 
 
@@ -102,7 +104,8 @@ def restore(db: Database, path: Path) -> BackupReport:
     counts = row_counts(db)
     for table, expected in report.rows.items():
         if counts.get(table) != expected:
-            report.problems.append(f"table {table}: {counts.get(table)} rows after the restore, {expected} in the backup")
+            found = counts.get(table)
+            report.problems.append(f"table {table}: {found} rows after the restore, {expected} in the backup")
     if not report.ok:
         raise PreconditionFailed(f"Restore of {path} is incomplete: {'; '.join(report.problems)}.",
                                  hint="Restore again; if it repeats, the backup file is damaged.")
@@ -128,7 +131,7 @@ def row_counts(db: Database) -> dict[str, int]:
     with db.engine.connect() as connection:
         for table in Base.metadata.sorted_tables:
             counts[table.name] = int(connection.scalar(select(func.count()).select_from(table)) or 0)
-        counts[VERSION_TABLE] = int(connection.scalar(text(f"SELECT count(*) FROM {VERSION_TABLE}")) or 0)
+        counts[VERSION_TABLE] = int(connection.scalar(text("SELECT count(*) FROM alembic_version")) or 0)
     return counts
 
 
@@ -146,9 +149,10 @@ def _inspect_sqlite(path: Path) -> BackupReport:
         tables = [row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
         for table in tables:
             if not table.startswith("sqlite_"):
-                report.rows[table] = int(connection.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0])
+                count = f'SELECT count(*) FROM "{table}"'  # noqa: S608 (a table name sqlite_master gave)
+                report.rows[table] = int(connection.execute(count).fetchone()[0])
         if VERSION_TABLE in tables:
-            found = connection.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchone()
+            found = connection.execute("SELECT version_num FROM alembic_version").fetchone()
             report.revision = found[0] if found else None
     except sqlite3.DatabaseError as exc:
         report.problems.append(f"{path} is not a readable SQLite database: {exc}")
