@@ -35,6 +35,16 @@ def server_env(data: Path, url: str) -> dict[str, str]:
     return {**os.environ, "INSTANTSTART_DATA_DIR": str(data), "INSTANTSTART_DATABASE_URL": url}
 
 
+def revisions(url: str) -> tuple[str | None, str | None]:
+    """The database's revision and the head; the connection closed again (SQLite shares per-file state inside a
+    process: a connection left open on a deleted file would confuse a later file given the same inode)."""
+    db = Database(url)
+    try:
+        return db.revisions()
+    finally:
+        db.dispose()
+
+
 def destroy(url: str) -> None:
     """Lose the database: the SQLite files deleted, or every PostgreSQL table dropped."""
     parsed = sa.engine.make_url(url)
@@ -93,7 +103,7 @@ def test_previous_release_database_is_migrated_and_its_operation_resumed(tmp_pat
         shutil.copyfile(FIXTURE, sa.engine.make_url(database_url).database or "")
     else:
         write_previous_release(database_url)  # the same writer that made the committed SQLite fixture
-    assert Database(database_url).revisions() == ("0003", known_revisions()[-1])
+    assert revisions(database_url) == ("0003", known_revisions()[-1])
     journal = tmp_path / "journal"
     point_journal(database_url, journal)
     with process_server(tmp_path / "data", database_url) as (running, _proc), running.client() as client:
@@ -102,7 +112,7 @@ def test_previous_release_database_is_migrated_and_its_operation_resumed(tmp_pat
     assert [s["attempts"] for s in view["stages"]] == [1, 2, 1, 1]
     executions = [line.split()[0] for line in (journal / "executions.log").read_text().splitlines()]
     assert executions == ["beta", "gamma", "delta"], "alpha, done by the previous release, is not rerun"
-    assert Database(database_url).revisions() == (known_revisions()[-1], known_revisions()[-1])
+    assert revisions(database_url) == (known_revisions()[-1], known_revisions()[-1])
 
 
 def test_a_database_from_a_newer_release_is_refused_at_start(tmp_path: Path, sqlite_url: str) -> None:
@@ -116,11 +126,21 @@ def test_a_database_from_a_newer_release_is_refused_at_start(tmp_path: Path, sql
     assert "0099" in raised.value.message and head in raised.value.message
     assert "instantstart db restore" in raised.value.hint
     db.dispose()
+    serve = subprocess.run(
+        [sys.executable, "-m", "instantstart.cli.main", "serve"],
+        env={**server_env(tmp_path / "data", sqlite_url), "PYTHONPATH": CHILD_PYTHONPATH}, cwd=REPO,
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert serve.returncode == 2, serve.stderr
+    assert "schema revision 0099" in serve.stderr and f"its newest is {head}" in serve.stderr
+    assert "hint: Run the release that wrote revision 0099" in serve.stderr
 
 
 def test_restore_refuses_a_backup_from_a_newer_schema_and_a_damaged_file(tmp_path: Path, sqlite_url: str) -> None:
     env = server_env(tmp_path / "data", sqlite_url)
-    Database(sqlite_url).migrate()
+    db = Database(sqlite_url)
+    db.migrate()
+    db.dispose()
     saved = tmp_path / "state.backup"
     assert db_cli(env, "backup", str(saved)).returncode == 0
     assert db_cli(env, "backup", str(saved)).returncode == 1, "an existing file is never overwritten"
@@ -135,7 +155,7 @@ def test_restore_refuses_a_backup_from_a_newer_schema_and_a_damaged_file(tmp_pat
     damaged.write_bytes(b"SQLite format 3\x00" + b"\x07" * 4000)
     checked = db_cli(env, "check", str(damaged))
     assert checked.returncode == 1 and json.loads(checked.stdout)["problems"]
-    assert Database(sqlite_url).revisions()[0] == known_revisions()[-1], "the database was left as it was"
+    assert revisions(sqlite_url)[0] == known_revisions()[-1], "the database was left as it was"
 
 
 def test_pg_tools_get_the_password_through_the_environment_only(

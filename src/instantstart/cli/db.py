@@ -59,6 +59,26 @@ def db_app(settings: Callable[[], Settings]) -> typer.Typer:
     return app
 
 
+def refuse_newer_schema(settings: Settings) -> None:
+    """Before `serve` starts: a database a newer release migrated stops it with the message and the fix on
+    stderr (exit 2), not a traceback in the log. An unreachable database is left to the server's start."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from instantstart.errors import PreconditionFailed
+    from instantstart.store.db import Database, refuse_unknown_revision
+
+    db = Database(settings.resolved_database_url)
+    try:
+        refuse_unknown_revision(db.revisions()[0])
+    except SQLAlchemyError:
+        return
+    except PreconditionFailed as exc:
+        typer.echo(f"error: {exc.message}\nhint: {exc.hint}", err=True)
+        raise typer.Exit(2) from None
+    finally:
+        db.dispose()
+
+
 def _run(settings: Callable[[], Settings], action: Callable[[Any], BackupReport]) -> BackupReport:
     from instantstart.errors import InstantStartError
     from instantstart.store.db import Database

@@ -12,7 +12,7 @@ import typer
 
 from instantstart import catalog_index
 from instantstart.cli.commands import add_catalog_commands
-from instantstart.cli.db import db_app
+from instantstart.cli.db import db_app, refuse_newer_schema
 from instantstart.cli.workspace import add_sync_command
 from instantstart.client_config import TOKEN_FILE, ClientConfig
 
@@ -51,6 +51,7 @@ def build_app(settings: Settings | None = None, argv: list[str] | None = None) -
         from instantstart.auth import InsecureFileMode
         from instantstart.server import TwinOptions, run_server
 
+        refuse_newer_schema(full_settings())
         try:
             run_server(
                 full_settings(), host=host, port=port, twin=TwinOptions(twin_port, twin_clock_scale) if twin else None

@@ -46,13 +46,7 @@ def backup(db: Database, path: Path) -> BackupReport:
     os.close(fd)
     try:
         if db.is_sqlite:
-            source = sqlite3.connect(_sqlite_file(db))
-            target = sqlite3.connect(path)
-            try:
-                source.backup(target)
-            finally:
-                target.close()
-                source.close()
+            _sqlite_copy(_sqlite_file(db), str(path))
         else:
             _pg_run(db, ["pg_dump", "--format=custom", "--no-owner", "--file", str(path)])
     except BaseException:
@@ -91,13 +85,7 @@ def restore(db: Database, path: Path) -> BackupReport:
         )
     db.dispose()
     if db.is_sqlite:
-        source = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        target = sqlite3.connect(_sqlite_file(db))
-        try:
-            source.backup(target)
-        finally:
-            target.close()
-            source.close()
+        _sqlite_copy(f"file:{path}?mode=ro", _sqlite_file(db))
     else:
         _pg_run(db, ["pg_restore", "--clean", "--if-exists", "--no-owner", "--single-transaction", str(path)],
                 database=True)
@@ -188,6 +176,17 @@ def _inspect_pg_dump(db: Database, path: Path) -> BackupReport:
     if VERSION_TABLE not in report.rows:
         report.problems.append(f"{path} holds no {VERSION_TABLE} table: not a backup of this control plane")
     return report
+
+
+def _sqlite_copy(source_uri: str, target_file: str) -> None:
+    """SQLite's online backup API: a consistent copy even while other connections write the source."""
+    source = sqlite3.connect(source_uri, uri=True)
+    target = sqlite3.connect(target_file)
+    try:
+        source.backup(target)
+    finally:
+        target.close()
+        source.close()
 
 
 def _sqlite_file(db: Database) -> str:
