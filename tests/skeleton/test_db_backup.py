@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from instantstart.errors import PreconditionFailed
 from instantstart.store.backup import backup
 from instantstart.store.db import Database, known_revisions
+from instantstart.store.models import OperationRow
 from tests.support.previous_release import FIXTURE, OPERATION_ID, point_journal, write_previous_release
 from tests.support.servers import CHILD_PYTHONPATH, REPO, process_server
 from tests.support.waits import until, wait_for, wait_terminal
@@ -88,6 +89,12 @@ def test_backup_destroy_restore_resumes_the_running_operation(tmp_path: Path, da
     assert json.loads(restored)["verdict"] == "restored"
     no_findings = {"clusters": 0, "orphans": [], "phantoms": [], "unchecked": []}
     assert json.loads('{"ledger"' + ledger) == {"ledger": no_findings}
+    db = Database(database_url)
+    with db.session() as session:
+        row = session.get(OperationRow, operation_id)
+        assert row is not None and row.status == "RUNNING"
+        assert (row.lease_owner, row.lease_expires_at) == (None, None), "the dead server's lease is freed"
+    db.dispose()
     gate.touch()
     with process_server(data, database_url) as (restarted, _proc), restarted.client() as client:
         view = wait_terminal(client, operation_id, timeout=60)
