@@ -20,7 +20,7 @@ from instantstart.store.db import Database, known_revisions
 from instantstart.store.models import OperationRow
 from tests.support.previous_release import FIXTURE, OPERATION_ID, point_journal, write_previous_release
 from tests.support.servers import CHILD_PYTHONPATH, REPO, process_server
-from tests.support.waits import until, wait_for, wait_terminal
+from tests.support.waits import probe_held_in_beta, wait_terminal
 
 
 def db_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -65,14 +65,7 @@ def test_backup_destroy_restore_resumes_the_running_operation(tmp_path: Path, da
     saved = tmp_path / "backups" / "state.backup"
     env = server_env(data, database_url)
     with process_server(data, database_url) as (running, proc):
-        with running.client() as client:
-            ref = client.post("/api/v1/test/probe", json={
-                "journalDir": str(journal), "stageSeconds": 0.05,
-                "behaviour": {"beta": {"holdUntilFileExists": str(gate)}},
-            }).json()
-            operation_id = ref["operationId"]
-            wait_for(client, operation_id, lambda v: v["stages"][1]["status"] == "RUNNING", timeout=60)
-        until(lambda: "beta" in (journal / "executions.log").read_text().split(), what="beta started")
+        operation_id = probe_held_in_beta(running, journal, gate)
         done = db_cli(env, "backup", str(saved))  # online: the server is running and holds beta's lease
         assert done.returncode == 0, done.stderr
         written = json.loads(done.stdout)
