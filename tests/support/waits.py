@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import httpx
+
+if TYPE_CHECKING:
+    from tests.support.servers import Running
 
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
 
@@ -45,3 +49,16 @@ def until(check: Callable[[], Any], what: str = "condition", timeout: float = 60
         if time.monotonic() >= deadline:
             raise TimeoutError(f"{what}: not reached within {timeout} s")
         time.sleep(every)
+
+
+def probe_held_in_beta(running: Running, journal: Path, gate: Path) -> str:
+    """Start a probe operation whose stage beta holds until `gate` exists; return its id once beta runs."""
+    with running.client() as client:
+        ref = client.post("/api/v1/test/probe", json={
+            "journalDir": str(journal), "stageSeconds": 0.05,
+            "behaviour": {"beta": {"holdUntilFileExists": str(gate)}},
+        }).json()
+        operation_id = str(ref["operationId"])
+        wait_for(client, operation_id, lambda v: v["stages"][1]["status"] == "RUNNING", timeout=60)
+    until(lambda: "beta" in (journal / "executions.log").read_text().split(), what="beta started")
+    return operation_id

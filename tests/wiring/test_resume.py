@@ -7,7 +7,7 @@ import signal
 from pathlib import Path
 
 from tests.support.servers import Running, process_server, thread_server
-from tests.support.waits import until, wait_for, wait_terminal
+from tests.support.waits import probe_held_in_beta, wait_terminal
 
 
 def test_kill_9_mid_operation_resumes_with_each_side_effect_once(tmp_path: Path, database_url: str) -> None:
@@ -15,14 +15,7 @@ def test_kill_9_mid_operation_resumes_with_each_side_effect_once(tmp_path: Path,
     journal = tmp_path / "journal"
     gate = tmp_path / "open-the-gate"  # beta holds until this exists: the kill lands mid-stage however slow
     with process_server(data, database_url) as (running, proc):
-        with running.client() as client:
-            ref = client.post("/api/v1/test/probe", json={
-                "journalDir": str(journal), "stageSeconds": 0.05,
-                "behaviour": {"beta": {"holdUntilFileExists": str(gate)}},
-            }).json()
-            operation_id = ref["operationId"]
-            wait_for(client, operation_id, lambda v: v["stages"][1]["status"] == "RUNNING", timeout=60)
-        until(lambda: "beta" in (journal / "executions.log").read_text().split(), what="beta started")
+        operation_id = probe_held_in_beta(running, journal, gate)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
     gate.touch()

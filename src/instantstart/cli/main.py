@@ -12,6 +12,7 @@ import typer
 
 from instantstart import catalog_index
 from instantstart.cli.commands import add_catalog_commands
+from instantstart.cli.db import db_app, refuse_newer_schema
 from instantstart.cli.workspace import add_sync_command
 from instantstart.client_config import TOKEN_FILE, ClientConfig
 
@@ -50,6 +51,7 @@ def build_app(settings: Settings | None = None, argv: list[str] | None = None) -
         from instantstart.auth import InsecureFileMode
         from instantstart.server import TwinOptions, run_server
 
+        refuse_newer_schema(full_settings())
         try:
             run_server(
                 full_settings(), host=host, port=port, twin=TwinOptions(twin_port, twin_clock_scale) if twin else None
@@ -119,6 +121,7 @@ def build_app(settings: Settings | None = None, argv: list[str] | None = None) -
     index = catalog_index.load(client_config().plugins)
     add_catalog_commands(app, index, client_config, None if argv is None else named_group(argv, index["groups"]))
     add_sync_command(app, client_config)
+    app.add_typer(db_app(full_settings), name="db")
     return app
 
 

@@ -11,10 +11,11 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
+from instantstart.errors import PreconditionFailed
 from instantstart.readonly import refuse_write_sql
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -56,20 +57,15 @@ class Database:
         config = Config()
         config.set_main_option("script_location", str(MIGRATIONS))
         with self.engine.begin() as connection:
+            refuse_unknown_revision(_current_revision(connection))
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
 
     def revisions(self) -> tuple[str | None, str | None]:
         """(the database's Alembic revision, the newest shipped one); connects, so it fails when unreachable."""
-        from alembic.runtime.migration import MigrationContext
-        from alembic.script import ScriptDirectory
-
-        config = Config()
-        config.set_main_option("script_location", str(MIGRATIONS))
-        head = ScriptDirectory.from_config(config).get_current_head()
         with self.engine.connect() as connection:
-            current = MigrationContext.configure(connection).get_current_revision()
-        return current, head
+            current = _current_revision(connection)
+        return current, known_revisions()[-1]
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -98,6 +94,34 @@ class Database:
     def dispose(self) -> None:
         """Close every pooled connection."""
         self.engine.dispose()
+
+
+def known_revisions() -> list[str]:
+    """The Alembic revisions this release ships, oldest first (the last is the head)."""
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    return [script.revision for script in reversed(list(ScriptDirectory.from_config(config).walk_revisions()))]
+
+
+def refuse_unknown_revision(current: str | None) -> None:
+    """Refuse a database a newer release migrated (a downgrade of the code): this release cannot read it."""
+    known = known_revisions()
+    if current is not None and current not in known:
+        raise PreconditionFailed(
+            f"The database is at schema revision {current}, which this release does not know (its newest is "
+            f"{known[-1]}): a newer InstantStart wrote it, and this release refuses to run on it (no downgrades).",
+            hint=f"Run the release that wrote revision {current}, or restore a backup taken at revision {known[-1]} "
+            "or older with `instantstart db restore PATH`.",
+            details={"databaseRevision": current, "releaseRevision": known[-1]},
+        )
+
+
+def _current_revision(connection: Connection) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
+    return MigrationContext.configure(connection).get_current_revision()
 
 
 def private_files(db_file: Path) -> None:
