@@ -10,12 +10,13 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sqlalchemy import func, select, text, update
+from sqlalchemy import func, inspect, select, update
+from sqlalchemy import table as table_clause
 from sqlalchemy.engine import make_url
 
 from instantstart.errors import InvalidInput, PreconditionFailed
 from instantstart.store.db import Database, known_revisions
-from instantstart.store.models import Base, OperationRow
+from instantstart.store.models import OperationRow
 
 ACTIVE = ("PENDING", "RUNNING")
 VERSION_TABLE = "alembic_version"
@@ -114,12 +115,12 @@ def release_leases(db: Database) -> int:
 
 
 def row_counts(db: Database) -> dict[str, int]:
-    """Rows per table of the schema (and the revision table), as the database has them now."""
+    """Rows per table the database has now (the revision table included), read from the database itself: the
+    process restoring need not have imported every module that declares a table."""
     counts: dict[str, int] = {}
     with db.engine.connect() as connection:
-        for table in Base.metadata.sorted_tables:
-            counts[table.name] = int(connection.scalar(select(func.count()).select_from(table)) or 0)
-        counts[VERSION_TABLE] = int(connection.scalar(text("SELECT count(*) FROM alembic_version")) or 0)
+        for name in inspect(connection).get_table_names():
+            counts[name] = int(connection.scalar(select(func.count()).select_from(table_clause(name))) or 0)
     return counts
 
 
