@@ -37,7 +37,7 @@ export function workspaceCard(shell) {
     catch (err) { replace(files); if (err instanceof ApiError) showError(listForm, err); else shell.fail(err); return; }
     replace(files, table([
       { label: "Path", cell: (f) => h("span", { class: "mono small" }, f.path) },
-      { label: "Size", num: true, cell: (f) => String(f.size) },
+      { label: "Bytes", num: true, cell: (f) => String(f.size) },
       { label: "Modified", cell: (f) => when(f.lastModified) },
       { label: "", cell: (f) => h("div", { class: "actions tight" },
         h("button", { type: "button", "data-operation": "workspace_read_file", "aria-label": `Open ${f.path}`, onclick: () => open(page.storage, f.path) }, "Open"),
