@@ -1,5 +1,6 @@
 """inference_list_services tells model servers from the SGLang routers in front of them by the labels the
-manifests give each (kind_of, on the objects and on their watched projection), and lists nothing else: not a model pool's Service, not a Deployment it did not make."""
+manifests give each (kind_of, on the objects and on their watched projection), and lists nothing else: not a
+model pool's Service, not a Deployment it did not make."""
 
 from __future__ import annotations
 
