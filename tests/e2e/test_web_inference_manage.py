@@ -1,8 +1,9 @@
 """The Inference page's actions in a real browser against `instantstart serve --twin`: a model server scaled, an
-SGLang router put in front of it, KEDA autoscaling refused until KEDA is on, a JumpStart model refused for a GPU type
-it does not support then deployed, that managed endpoint deleted, the server undeployed, warm pool workers bound to
-a service and released; MLflow configured from the Training page; a viewer offered none of it. Every form is
-reached with Tab; axe-core finds no WCAG 2.0/2.1 A or AA violation."""
+SGLang router put in front of it (listed with its kind, picked, scaled), KEDA autoscaling refused until KEDA is on,
+a JumpStart model refused for a GPU type it does not support then deployed, that managed endpoint deleted, the
+server undeployed (its router with it), warm pool workers bound to a service and released; MLflow configured from
+the Training page; a viewer offered none of it. Every form is reached with Tab; axe-core finds no WCAG 2.0/2.1 A
+or AA violation."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from tests.support.web_session import sign_in, signed_in_as
 pytestmark = pytest.mark.e2e
 
 SERVER = "chatw"
+ROUTER = f"{SERVER}-router"
 LONG = 120_000  # an operation followed to its end in the browser
 
 
@@ -68,6 +70,24 @@ def test_scale_route_and_autoscale_a_model_server(page: Any, served: Served, dep
     assert routed["status"] == "SUCCEEDED" and routed["params"]["policy"] == "round_robin"
     assert routed["result"]["router"]["service"] == f"{SERVER}-router-service"
 
+    # The router is listed with its kind and picked in the card: only what acts on a router is offered there,
+    # and its replicas are scaled like a server's.
+    listed = services(served)
+    assert listed[ROUTER]["kind"] == "router" and listed[ROUTER]["engine"] == "sglang-router", listed[ROUTER]
+    assert listed[SERVER]["kind"] == "server"
+    manage.get_by_label("Model server").select_option(ROUTER)
+    expect(manage.get_by_label("Model server").locator("option:checked")).to_have_text(f"{ROUTER} (router)")
+    for hidden in ["#autoscale-form", "#router-form", "#pool-form"]:
+        expect(page.locator(hidden)).to_be_hidden()
+    page.locator("#scale-form").get_by_label("Replicas").fill("2")
+    page.locator("#scale-form").get_by_role("button", name="Scale").click()
+    expect(page.locator("#scale-form-status")).to_contain_text("Working")
+    expect(page.locator("#scale-form-status")).to_contain_text("Done", timeout=LONG)
+    assert services(served)[ROUTER]["replicasDesired"] == 2
+    audit(page, "Inference with a router picked")
+    manage.get_by_label("Model server").select_option(SERVER)
+    expect(page.locator("#autoscale-form")).to_be_visible()
+
     # Autoscaling needs KEDA: the refusal names the feature to turn on, and the form keeps what was typed.
     autoscale = page.locator("#autoscale-form")
     autoscale.get_by_label("Prometheus URL").fill("http://prometheus.monitoring:9090")
@@ -113,7 +133,7 @@ def test_undeploy_the_server(page: Any, served: Served, deployed: None) -> None:
     page.locator("#undeploy-form").get_by_role("button", name="Undeploy…").click()
     page.get_by_role("dialog").get_by_role("button", name="Undeploy").click()
     expect(page.locator("#undeploy-form-status")).to_contain_text("Done", timeout=LONG)
-    assert SERVER not in services(served)
+    assert not {SERVER, ROUTER} & set(services(served))  # its router went with it
     expect(page.locator(f'#services tr[data-service="{SERVER}"]')).to_have_count(0)
     assert not page.page_errors, page.page_errors
 

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import boto3
 import pytest
 from playwright.sync_api import expect
 
-from hyperpod_twin.twin import ACCESS_KEY_ID, SECRET_ACCESS_KEY
 from tests.support.browser import Served, audit, shot, wait_op
 
 pytestmark = pytest.mark.e2e
@@ -28,8 +26,7 @@ MODEL = "twin-org/tiny-llama"
 
 def aws(served: Served, service: str) -> Any:
     """A boto3 client on the served twin, for what the control plane did there."""
-    return boto3.client(service, endpoint_url=served.twin_url, region_name=REGION,
-                        aws_access_key_id=ACCESS_KEY_ID, aws_secret_access_key=SECRET_ACCESS_KEY)
+    return served.aws(service, REGION)
 
 
 def tab_to(page: Any, selector: str, limit: int = 400) -> None:

@@ -48,6 +48,15 @@ class Served:
         headers = {"Authorization": f"Bearer {self.token}"}
         return httpx.Client(base_url=self.url, headers=headers, timeout=30, verify=SSL_CONTEXT)
 
+    def aws(self, service: str, region: str = "us-west-2") -> Any:
+        """A boto3 client on the served twin (the test's own view of what the control plane did there)."""
+        import boto3
+
+        from hyperpod_twin.twin import ACCESS_KEY_ID, SECRET_ACCESS_KEY
+
+        return boto3.client(service, endpoint_url=self.twin_url, region_name=region,
+                            aws_access_key_id=ACCESS_KEY_ID, aws_secret_access_key=SECRET_ACCESS_KEY)
+
     @contextmanager
     def kube_api(self, data_dir: Path) -> Iterator[Any]:
         """A Kubernetes ApiClient for the active cluster, made the way the control plane makes it (EKS token from

@@ -1,9 +1,9 @@
-"""Deployed model servers: list them and undeploy them (with their router and autoscaler)."""
+"""Deployed model servers and the SGLang routers in front of them: list them (each with its kind)."""
 
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 from anyio import to_thread
 from pydantic import Field
@@ -15,6 +15,7 @@ from instantstart.kube import core_kinds
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.informers import Informer
 from instantstart.manifests import inference as inference_manifests
+from instantstart.manifests import router as router_manifests
 from instantstart.services.cluster.status_model import WatchFreshness
 from instantstart.services.core.registry import get_cluster, resolve_tag
 from instantstart.services.monitoring import watched
@@ -31,11 +32,16 @@ class ListRequest(WireModel):
 
 
 class ModelService(WireModel):
-    """One deployed model server."""
+    """One deployed model server, or an SGLang router in front of one."""
 
     name: str
     namespace: str
-    engine: str
+    kind: Literal["server", "router"] = Field(
+        default="server",
+        description="server: a model server (inference_deploy_container); router: an SGLang router "
+        "(inference_router_deploy), which inference_scale, inference_undeploy and inference_call_model take too.",
+    )
+    engine: str = Field(description="vllm, sglang or other; sglang-router for a router.")
     model: str | None
     service: str | None
     service_type: str | None
@@ -59,6 +65,19 @@ class ModelServices(WireModel):
     note: str | None = Field(default=None, description="Why the answer was read directly, or how stale it is.")
 
 
+def kind_of(labels: dict[str, str]) -> Literal["server", "router"] | None:
+    """What a Deployment this control plane labelled is: a model server, a router, or neither (None)."""
+    if labels.get(inference_manifests.LABEL_MANAGED) != inference_manifests.MANAGED_BY:
+        return None
+    if labels.get(inference_manifests.LABEL_COMPONENT) == router_manifests.COMPONENT:
+        return "router"
+    return "server" if inference_manifests.LABEL_ENGINE in labels else None
+
+
+def _engine(labels: dict[str, str]) -> str:
+    return "sglang-router" if kind_of(labels) == "router" else labels.get(inference_manifests.LABEL_ENGINE, "other")
+
+
 def _model_service(dep: Any, svc: Any) -> ModelService:
     meta = dep.metadata
     notes = meta.annotations or {}
@@ -71,7 +90,8 @@ def _model_service(dep: Any, svc: Any) -> ModelService:
     return ModelService(
         name=str(meta.name),
         namespace=str(meta.namespace),
-        engine=(meta.labels or {}).get(inference_manifests.LABEL_ENGINE, "other"),
+        kind=kind_of(meta.labels or {}) or "server",
+        engine=_engine(meta.labels or {}),
         model=notes.get(inference_manifests.ANNOTATION_MODEL),
         service=svc.metadata.name if svc is not None else None,
         service_type=svc.spec.type if svc is not None else None,
@@ -88,9 +108,8 @@ def _model_service(dep: Any, svc: Any) -> ModelService:
 
 def _services(app: AppContext, row: ClusterRow, namespace: str | None) -> list[ModelService]:
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
-    selector = (
-        f"{inference_manifests.LABEL_MANAGED}={inference_manifests.MANAGED_BY},{inference_manifests.LABEL_ENGINE}"
-    )
+    # Model servers (an engine label) and routers (component=router): one selector cannot say "or", kind_of can.
+    selector = f"{inference_manifests.LABEL_MANAGED}={inference_manifests.MANAGED_BY}"
     deps: Any
     svcs: Any
     if namespace:
@@ -107,6 +126,7 @@ def _services(app: AppContext, row: ClusterRow, namespace: str | None) -> list[M
     out = [
         _model_service(dep, by_name.get((dep.metadata.namespace, inference_manifests.service_name(dep.metadata.name))))
         for dep in deps.items or []
+        if kind_of(dep.metadata.labels or {})
     ]
     return sorted(out, key=lambda s: (s.namespace, s.name))
 
@@ -127,7 +147,8 @@ def _watched_service(dep: dict[str, Any], svc: dict[str, Any] | None) -> ModelSe
     return ModelService(
         name=dep["name"],
         namespace=dep["namespace"],
-        engine=dep["labels"].get(inference_manifests.LABEL_ENGINE, "other"),
+        kind=kind_of(dep["labels"]) or "server",
+        engine=_engine(dep["labels"]),
         model=notes.get(inference_manifests.ANNOTATION_MODEL),
         service=svc["name"] if svc is not None else None,
         service_type=svc["type"] if svc is not None else None,
@@ -145,12 +166,7 @@ def _from_watches(infs: list[Informer]) -> list[ModelService]:
     deps, svcs = infs
 
     def compute() -> list[ModelService]:
-        managed = [
-            d
-            for d in deps.snapshot()[1].values()
-            if d["labels"].get(inference_manifests.LABEL_MANAGED) == inference_manifests.MANAGED_BY
-            and inference_manifests.LABEL_ENGINE in d["labels"]
-        ]
+        managed = [d for d in deps.snapshot()[1].values() if kind_of(d["labels"])]
         by_name = {(s["namespace"], s["name"]): s for s in svcs.snapshot()[1].values() if s["managed"]}
         out = [
             _watched_service(d, by_name.get((d["namespace"], inference_manifests.service_name(d["name"]))))
@@ -182,8 +198,9 @@ async def _cluster(ctx: CallContext, tag: str | None) -> ClusterRow:
 
 @operation("inference_list_services", method="GET", path="/inference/services", example={})
 async def inference_list_services(ctx: CallContext, req: ListRequest) -> ModelServices:
-    """The model servers deployed by inference_deploy_container: engine, served model, replicas ready of
-    desired, GPUs per replica, Service and URL. Read-only; served from the cluster's watches of deployments and
+    """The model servers deployed by inference_deploy_container and the SGLang routers in front of them
+    (inference_router_deploy; kind says which): engine, served model, replicas ready of desired, GPUs per replica,
+    Service and URL. Read-only; served from the cluster's watches of deployments and
     services (`watch` says how fresh; stale with its age while a watch is down)."""
     return await _listed(ctx, req)
 

@@ -15,7 +15,7 @@ Obj = dict[str, Any]
 # The labels that tie a pod to its training job (the operator's job label, a Ray cluster's, a Ray submitter's):
 # the only labels a pod's projection keeps, and what state.PodLabels indexes.
 JOB_POD_LABELS = (train_m.POD_JOB_LABEL, ray_m.CLUSTER_LABEL, ray_m.SUBMITTER_LABEL)
-_SERVER_LABELS = (inf.LABEL_MANAGED, inf.LABEL_ENGINE)
+_SERVER_LABELS = (inf.LABEL_MANAGED, inf.LABEL_ENGINE, inf.LABEL_COMPONENT)  # a router: component=router
 _SERVER_ANNOTATIONS = (inf.ANNOTATION_MODEL, inf.ANNOTATION_PORT, inf.ANNOTATION_GPUS)
 
 

@@ -65,7 +65,7 @@ export async function render(view, arg, shell) {
     names = [...own.services.map((s) => s.name), ...(managed.error ? [] : managed.endpoints.map((e) => e.name))];
     replace(target, names.length ? names.map((n) => h("option", { value: n }, n)) : h("option", { value: "" }, "nothing deployed"));
     if (names.includes(picked)) target.value = picked;
-    manage.update(own.services.map((s) => s.name), managed.error ? [] : managed.endpoints.map((e) => e.name));
+    manage.update(own.services, managed.error ? [] : managed.endpoints.map((e) => e.name));
   }
 
   const engine = h("select", { name: "engine", id: "deploy-engine" },

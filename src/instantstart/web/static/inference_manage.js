@@ -1,5 +1,5 @@
 // Inference page, acting on what is deployed: a model server's replicas, KEDA autoscaling, an SGLang router in
-// front of it, warm-pool binding, undeploy; a managed endpoint's removal; a JumpStart deployment; the services
+// front of it, warm-pool binding, undeploy (a router picked: only its replicas and undeploy); a managed endpoint's removal; a JumpStart deployment; the services
 // reachable from outside the cluster. Every action is a catalog operation followed to its end (operation_get).
 import { get } from "./api.js";
 import { confirmDialog, errorBox, field, h, replace, table } from "./dom.js";
@@ -43,7 +43,8 @@ export function manageCard(shell, onChange) {
   const undeploy = opForm({ ...common, id: "undeploy-form", operation: "inference_undeploy", path: "/inference/deployments/delete", button: "Undeploy…",
     fields: field("Remove", select("scope", "undeploy-scope", [["all", "the server (its Service and autoscaler too)"], ["autoscaling", "only its autoscaler"]])),
     body: (d) => ({ deploymentName: picked(), scope: d.get("scope") }),
-    confirm: (b) => confirmDialog(`Undeploy ${b.deploymentName}?`, b.scope === "all" ? "Its pods, Service and autoscaler are deleted." : "Its KEDA autoscaler is deleted; the replicas stay as they are.", "Undeploy") });
+    confirm: (b) => confirmDialog(`Undeploy ${b.deploymentName}?`, b.scope !== "all" ? "Its KEDA autoscaler is deleted; the replicas stay as they are."
+      : isRouter() ? "The router's pods, Service and RBAC are deleted; the model server behind it stays." : "Its pods, Service and autoscaler are deleted, with the routers in front of it.", "Undeploy") });
   const removeManaged = opForm({ ...common, id: "managed-delete-form", operation: "inference_managed_delete", path: "/inference/managed/delete", button: "Delete…",
     fields: field("Managed endpoint", managed),
     body: () => ({ name: managed.value }),
@@ -52,19 +53,25 @@ export function manageCard(shell, onChange) {
   undeploy.querySelector("button[type=submit]").classList.replace("primary", "danger");
 
   const section = (title, form) => h("div", { class: "card sub", "data-op": form.dataset.op }, h("h3", {}, title), form);
+  // What acts on model workers only (each refuses a router): hidden while a router is picked.
+  const workersOnly = h("div", { class: "stack", id: "manage-workers-only" }, section("Autoscaling (KEDA)", autoscale), section("SGLang router", router),
+    section("Model pool: bind warm workers of this server (serviceType modelpool) to a service", pool));
+  const isRouter = () => server.selectedOptions[0]?.dataset.kind === "router";
+  server.addEventListener("change", () => { workersOnly.hidden = isRouter(); });
   const card = h("section", { class: "card", id: "manage", "aria-labelledby": "manage-title" },
     h("h2", { id: "manage-title" }, "Manage a model server"),
-    field("Model server", server, "Self-managed servers of the active cluster."),
-    section("Replicas", scale), section("Autoscaling (KEDA)", autoscale), section("SGLang router", router),
-    section("Model pool: bind warm workers of this server (serviceType modelpool) to a service", pool), section("Undeploy", undeploy), section("Delete a managed endpoint", removeManaged));
+    field("Model server", server, "Self-managed servers and the SGLang routers in front of them, of the active cluster."),
+    section("Replicas", scale), workersOnly, section("Undeploy", undeploy), section("Delete a managed endpoint", removeManaged));
+  // own: inference_list_services' entries (name, kind); endpoints: managed endpoint names.
   function update(own, endpoints) {
-    const fill = (sel, names, none) => {
+    const fill = (sel, options, none) => {
       const chosen = sel.value;
-      replace(sel, names.length ? names.map((n) => h("option", { value: n }, n)) : h("option", { value: "" }, none));
-      if (names.includes(chosen)) sel.value = chosen;
+      replace(sel, options.length ? options : h("option", { value: "" }, none));
+      if (options.some((o) => o.value === chosen)) sel.value = chosen;
     };
-    fill(server, own, "no model server deployed");
-    fill(managed, endpoints, "no managed endpoint");
+    fill(server, own.map((s) => h("option", { value: s.name, dataset: { kind: s.kind } }, s.kind === "router" ? `${s.name} (router)` : s.name)), "no model server deployed");
+    fill(managed, endpoints.map((n) => h("option", { value: n }, n)), "no managed endpoint");
+    workersOnly.hidden = isRouter();
   }
   return { card, update };
 }

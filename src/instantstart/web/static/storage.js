@@ -1,10 +1,12 @@
 // Storage & Models: the active cluster's S3 and FSx claims (contents browser, add with the S3 defaults shown, FSx
 // created or adopted, delete) and the models in an S3 claim (download into it or into an FSx claim instead, with live
-// progress; where a download stands; the list read from manifests). Every action is the REST operation.
+// progress; where a download stands; the list read from manifests), the workspace files of an S3 claim
+// (workspace_files.js). Every action is the REST operation.
 import { ApiError, get, newKey, post } from "./api.js";
 import { badge, clearErrors, confirmDialog, errorBox, field, h, replace, showError, table, tick, when } from "./dom.js";
 import { events, fresher } from "./live.js";
 import { progressPanel } from "./operations.js";
+import { workspaceCard } from "./workspace_files.js";
 
 const size = (n) => {
   if (n === null || n === undefined) return "—";
@@ -31,7 +33,8 @@ export async function render(view, _arg, shell) {
   const addCard = h("section", { class: "card", id: "add-storage" });
   const modelsCard = h("section", { class: "card", id: "models" });
   const opBox = h("div", { id: "storage-op" });
-  replace(view, h("div", { class: "stack" }, claimsCard, opBox, browseCard, addCard, modelsCard));
+  const workspace = workspaceCard(shell);
+  replace(view, h("div", { class: "stack" }, claimsCard, opBox, browseCard, workspace.el, addCard, modelsCard));
   let claims = [];
   let fsx = {};
   let browsing = null;  // {storage, prefix, token}
@@ -261,9 +264,9 @@ export async function render(view, _arg, shell) {
   // The lists redraw; the forms keep their input (hidden, not rebuilt, while there is no cluster to act on).
   async function refresh() {
     const ready = await drawClaims();
-    addCard.hidden = modelsCard.hidden = !ready;
+    addCard.hidden = modelsCard.hidden = workspace.el.hidden = !ready;
     if (ready) {
-      await Promise.all([drawModels(), drawDefaults()]);
+      await Promise.all([drawModels(), drawDefaults(), workspace.refresh(claims.filter((c) => c.type === "s3").map((c) => c.name))]);
       if (browsing) await browse(browsing.storage, browsing.prefix, browsing.token);
     }
   }
