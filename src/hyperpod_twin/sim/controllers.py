@@ -22,7 +22,8 @@ from hyperpod_twin.sim.rayservice import RayServiceController
 from hyperpod_twin.sim.s3_mounts import S3MountWriter
 from hyperpod_twin.sim.scheduler import Scheduler
 from hyperpod_twin.sim.services import EndpointsController
-from hyperpod_twin.sim.sets import DaemonSetController, StatefulSetController
+from hyperpod_twin.sim.sets import DaemonSetController
+from hyperpod_twin.sim.statefulsets import StatefulSetController
 from hyperpod_twin.sim.training import TrainingOperator
 from hyperpod_twin.sim.volumes import VolumeBinder
 from hyperpod_twin.sim.workloads import DeploymentController, ReplicaSetController
