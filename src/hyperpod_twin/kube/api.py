@@ -30,13 +30,8 @@ from hyperpod_twin.kube.priority import admit_priority
 from hyperpod_twin.kube.scale import scale_of, scale_paths
 from hyperpod_twin.kube.selectors import combine, parse_field_selector, parse_label_selector
 from hyperpod_twin.kube.status import ApiError, not_found
-from hyperpod_twin.kube.store import (
-    NotFoundError,
-    ObjectStore,
-    ResourceType,
-    StoreError,
-    now_rfc3339,
-)
+from hyperpod_twin.kube.store import ObjectStore, ResourceType, now_rfc3339
+from hyperpod_twin.kube.store_errors import NotFoundError, StoreError
 from hyperpod_twin.kube.types import core
 from hyperpod_twin.kube.validation import prune_unknown
 

@@ -20,7 +20,8 @@ from hyperpod_twin.kube.proxy import ServiceProxy
 from hyperpod_twin.kube.runtime import ClusterRuntime
 from hyperpod_twin.kube.selectors import combine, parse_field_selector, parse_label_selector
 from hyperpod_twin.kube.status import ApiError, status_body
-from hyperpod_twin.kube.store import NotFoundError, ObjectStore, ResourceType
+from hyperpod_twin.kube.store import ObjectStore, ResourceType
+from hyperpod_twin.kube.store_errors import NotFoundError
 from hyperpod_twin.kube.streams import BOOKMARK_EVERY, log_stream, pick_container, watch_stream
 from hyperpod_twin.kube.table import to_table
 from hyperpod_twin.kube.types import REVIEW_TYPES, bootstrap, core

@@ -17,7 +17,8 @@ from hyperpod_twin.kube import graceful
 from hyperpod_twin.kube.priority import admit_priority
 from hyperpod_twin.kube.runtime import ClusterRuntime
 from hyperpod_twin.kube.status import ApiError
-from hyperpod_twin.kube.store import NotFoundError, ObjectStore, ResourceType, StoreError, WatchEvent
+from hyperpod_twin.kube.store import ObjectStore, ResourceType, WatchEvent
+from hyperpod_twin.kube.store_errors import NotFoundError, StoreError
 from hyperpod_twin.sim import kobj
 from hyperpod_twin.sim.kobj import Obj
 
