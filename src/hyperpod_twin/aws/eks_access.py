@@ -8,6 +8,7 @@ from typing import Any
 
 from .context import AwsContext, alnum_id
 from .eks_clusters import EKS, EksState, invalid_param, not_found
+from .eks_pod_identity import iam_principal_exists, register_pod_identity
 from .protocol import AwsError, AwsRequest, PassThrough, RawResponse, json_response
 
 POLICY_PREFIX = "arn:aws:eks::aws:cluster-access-policy/"
@@ -31,17 +32,6 @@ ACCESS_POLICIES = (
 )
 ENTRY_TYPES = ("STANDARD", "FARGATE_LINUX", "EC2_LINUX", "EC2_WINDOWS", "EC2", "HYBRID_LINUX", "HYPERPOD_LINUX")
 PRINCIPAL_RE = re.compile(r"^arn:aws[a-z\-]*:iam::\d{12}:(role|user)/.+$")
-ROLE_RE = re.compile(r"^arn:aws[a-z\-]*:iam::\d{12}:role/.+$")
-
-
-def iam_principal_exists(ctx: AwsContext, arn: str) -> bool:
-    """Whether the IAM role or user `arn` exists in the account (matched by name, as the path may differ)."""
-    iam = ctx.iam()
-    name = arn.rsplit("/", 1)[-1]
-    if ":role/" in arn:
-        return any(role.name == name for role in list(iam.roles.values()))
-    return name in iam.users
-
 
 def check_principal(ctx: AwsContext, principal: str, kind: str) -> None:
     """EKS's checks of an access entry's principal: an IAM role or user ARN (never an STS session),
@@ -273,122 +263,8 @@ def register(ctx: AwsContext, state: EksState) -> None:
         items = [{"name": n, "arn": POLICY_PREFIX + n} for n in ACCESS_POLICIES]
         return json_response(req, {"accessPolicies": items})
 
-    _register_pod_identity(ctx, state)
+    register_pod_identity(ctx, state)
     register_tags(ctx, state)
-
-
-def _register_pod_identity(ctx: AwsContext, state: EksState) -> None:
-    def find(region: str, cluster: Any, association_id: Any) -> dict[str, Any]:
-        assoc = state.cluster_extras(region, cluster.name).pod_identities.get(str(association_id))
-        if assoc is None:
-            raise not_found(f"Pod Identity Association {association_id} not found", clusterName=cluster.name)
-        return assoc
-
-    @ctx.route(EKS, "CreatePodIdentityAssociation")
-    def create(req: AwsRequest) -> RawResponse:
-        p = req.params
-        with ctx.locked():
-            cluster = state.active(req.region, p.get("clusterName"))
-            assoc = create_association(ctx, state, req.region, cluster, p)
-            return json_response(req, {"association": copy.deepcopy(assoc)})
-
-    @ctx.route(EKS, "DescribePodIdentityAssociation")
-    def describe(req: AwsRequest) -> RawResponse:
-        with ctx.locked():
-            cluster = state.cluster(req.region, req.params.get("clusterName"))
-            assoc = find(req.region, cluster, req.params.get("associationId"))
-            return json_response(req, {"association": copy.deepcopy(assoc)})
-
-    @ctx.route(EKS, "ListPodIdentityAssociations")
-    def list_assocs(req: AwsRequest) -> RawResponse:
-        p = req.params
-        with ctx.locked():
-            cluster = state.cluster(req.region, p.get("clusterName"))
-            items = list(state.cluster_extras(req.region, cluster.name).pod_identities.values())
-        if p.get("namespace"):
-            items = [a for a in items if a["namespace"] == p["namespace"]]
-        if p.get("serviceAccount"):
-            items = [a for a in items if a["serviceAccount"] == p["serviceAccount"]]
-        keys = ("clusterName", "namespace", "serviceAccount", "associationArn", "associationId", "ownerArn")
-        summaries = [{k: a[k] for k in keys if k in a} for a in items]
-        return json_response(req, {"associations": summaries})
-
-    @ctx.route(EKS, "UpdatePodIdentityAssociation")
-    def update(req: AwsRequest) -> RawResponse:
-        p = req.params
-        with ctx.locked():
-            cluster = state.cluster(req.region, p.get("clusterName"))
-            assoc = find(req.region, cluster, p.get("associationId"))
-            if p.get("roleArn"):
-                if not ROLE_RE.match(str(p["roleArn"])):
-                    raise invalid_param(f"Invalid role ARN {p['roleArn']}")
-                assoc["roleArn"] = p["roleArn"]
-            for key in ("disableSessionTags", "targetRoleArn", "policy"):
-                if key in p:
-                    assoc[key] = p[key]
-            assoc["modifiedAt"] = ctx.clock.wall()
-            _publish(ctx, state, req.region, cluster)
-            return json_response(req, {"association": copy.deepcopy(assoc)})
-
-    @ctx.route(EKS, "DeletePodIdentityAssociation")
-    def delete(req: AwsRequest) -> RawResponse:
-        p = req.params
-        with ctx.locked():
-            cluster = state.cluster(req.region, p.get("clusterName"))
-            assoc = find(req.region, cluster, p.get("associationId"))
-            del state.cluster_extras(req.region, cluster.name).pod_identities[assoc["associationId"]]
-            _publish(ctx, state, req.region, cluster)
-            return json_response(req, {"association": copy.deepcopy(assoc)})
-
-
-def create_association(
-    ctx: AwsContext, state: EksState, region: str, cluster: Any, p: dict[str, Any], owner: str | None = None
-) -> dict[str, Any]:
-    """Create one pod identity association (also used by CreateAddon's podIdentityAssociations)."""
-    ns, sa, role = p.get("namespace"), p.get("serviceAccount"), str(p.get("roleArn") or "")
-    if not ns or not sa:
-        raise invalid_param("namespace and serviceAccount are required")
-    if not ROLE_RE.match(role):
-        raise invalid_param(f"Invalid role ARN {role}")
-    if not iam_principal_exists(ctx, role):
-        raise invalid_param(f"Role {role} does not exist")
-    extra = state.cluster_extras(region, cluster.name)
-    for existing in extra.pod_identities.values():
-        if existing["namespace"] == ns and existing["serviceAccount"] == sa:
-            raise AwsError(
-                "ResourceInUseException",
-                "Association already exists for the specified namespace and service account",
-                409,
-                clusterName=cluster.name,
-            )
-    aid = "a-" + alnum_id(17)
-    now = ctx.clock.wall()
-    assoc: dict[str, Any] = {
-        "clusterName": cluster.name,
-        "namespace": ns,
-        "serviceAccount": sa,
-        "roleArn": role,
-        "associationArn": ctx.arn("eks", region, f"podidentityassociation/{cluster.name}/{aid}"),
-        "associationId": aid,
-        "tags": dict(p.get("tags") or {}),
-        "createdAt": now,
-        "modifiedAt": now,
-        "disableSessionTags": bool(p.get("disableSessionTags", False)),
-    }
-    if owner:
-        assoc["ownerArn"] = owner
-    if p.get("targetRoleArn"):
-        assoc["targetRoleArn"] = p["targetRoleArn"]
-    if p.get("policy"):
-        assoc["policy"] = p["policy"]
-    extra.pod_identities[aid] = assoc
-    _publish(ctx, state, region, cluster)
-    return assoc
-
-
-def _publish(ctx: AwsContext, state: EksState, region: str, cluster: Any) -> None:
-    items = [copy.deepcopy(a) for a in state.cluster_extras(region, cluster.name).pod_identities.values()]
-    ctx.emit("eks.pod_identity.changed", cluster_name=cluster.name, cluster_arn=cluster.arn, associations=items)
 
 
 def register_tags(ctx: AwsContext, state: EksState) -> None:
