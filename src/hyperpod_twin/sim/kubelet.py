@@ -11,7 +11,7 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 
 from hyperpod_twin.kube.store import WatchEvent
-from hyperpod_twin.sim import fsx_mounts, kobj, mlflow_runs, model_server, nccl_tests
+from hyperpod_twin.sim import fsx_mounts, kobj, mlflow_runs, model_pods, nccl_tests
 from hyperpod_twin.sim.core import NODES, PODS, ClusterSim, Controller
 from hyperpod_twin.sim.kobj import Obj
 from hyperpod_twin.sim.log_shipping import LogShipper
@@ -260,7 +260,7 @@ class Kubelet(Controller):
         run = self._runs.get((ns, name))
         if pod is None or run is None or run.down or pod.get("status", {}).get("phase") != "Running":
             return
-        problem = model_server.local_model_problem(self.sim, pod)
+        problem = model_pods.local_model_problem(self.sim, pod)
         if problem is not None:  # the server exits at startup: it has no model to load
             for container in pod["spec"].get("containers") or []:
                 self.sim.runtime.logs.append(ns, name, container["name"], problem)
@@ -274,7 +274,7 @@ class Kubelet(Controller):
             dict(cs, ready=True, started=True) for cs in status.get("containerStatuses") or []
         ]
         stored = self.sim.patch_status(PODS, pod, status)
-        model_server.register(self.sim, stored)
+        model_pods.register(self.sim, stored)
 
     def _exit(self, ns: str, name: str, uid: str) -> None:
         pod = self._current(ns, name, uid)
@@ -438,7 +438,7 @@ class Kubelet(Controller):
                 ns, name, container["name"], f"[twin] started {container.get('image', '')} {command}".rstrip()
             )
             # NCCL's network lines come at communicator init, right after start (sim/nccl_tests.py).
-            for line in [*model_server.startup_lines(pod, container),
+            for line in [*model_pods.startup_lines(pod, container),
                          *nccl_tests.training_lines(self.sim, pod, container)]:
                 self.sim.runtime.logs.append(ns, name, container["name"], line)
 
