@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from hyperpod_twin.kube import protobuf
-from hyperpod_twin.kube.api import WriteOptions
 from hyperpod_twin.kube.http import Request, Response
+from hyperpod_twin.kube.resource_checks import WriteOptions
 from hyperpod_twin.kube.status import ApiError
 from hyperpod_twin.kube.store import Obj
 

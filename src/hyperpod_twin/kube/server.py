@@ -9,7 +9,7 @@ from typing import Any
 
 from hyperpod_twin import writes
 from hyperpod_twin.kube import discovery, serviceaccounts
-from hyperpod_twin.kube.api import ResourceApi, Target, WriteOptions
+from hyperpod_twin.kube.api import ResourceApi
 from hyperpod_twin.kube.auth import AuthError, Identity
 from hyperpod_twin.kube.authz import Attributes, allowed, forbidden_message
 from hyperpod_twin.kube.certs import ClusterCertificates, make_certificates
@@ -17,6 +17,7 @@ from hyperpod_twin.kube.controllers import ControlPlane
 from hyperpod_twin.kube.http import HttpServer, Request, Response
 from hyperpod_twin.kube.proxy import ServiceProxy
 from hyperpod_twin.kube.request_body import decode_body, delete_options, field_validation, with_warnings
+from hyperpod_twin.kube.resource_checks import Target, WriteOptions
 from hyperpod_twin.kube.runtime import ClusterRuntime
 from hyperpod_twin.kube.selectors import combine, parse_field_selector, parse_label_selector
 from hyperpod_twin.kube.status import ApiError, status_body
