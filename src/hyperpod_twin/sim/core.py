@@ -20,39 +20,13 @@ from hyperpod_twin.kube.status import ApiError
 from hyperpod_twin.kube.store import ObjectStore, ResourceType, WatchEvent
 from hyperpod_twin.kube.store_errors import NotFoundError, StoreError
 from hyperpod_twin.sim import kobj
+from hyperpod_twin.sim.kinds import EVENTS, NAMESPACES, PODS, TypeKey
 from hyperpod_twin.sim.kobj import Obj
 
 if TYPE_CHECKING:
     from hyperpod_twin.events import EventBus
 
 log = logging.getLogger(__name__)
-
-# A group/plural pair as the store keys types.
-TypeKey = tuple[str, str]
-
-PODS: TypeKey = ("", "pods")
-NODES: TypeKey = ("", "nodes")
-EVENTS: TypeKey = ("", "events")
-SERVICES: TypeKey = ("", "services")
-ENDPOINTS: TypeKey = ("", "endpoints")
-SECRETS: TypeKey = ("", "secrets")
-NAMESPACES: TypeKey = ("", "namespaces")
-PVS: TypeKey = ("", "persistentvolumes")
-PVCS: TypeKey = ("", "persistentvolumeclaims")
-DEPLOYMENTS: TypeKey = ("apps", "deployments")
-REPLICASETS: TypeKey = ("apps", "replicasets")
-DAEMONSETS: TypeKey = ("apps", "daemonsets")
-STATEFULSETS: TypeKey = ("apps", "statefulsets")
-JOBS: TypeKey = ("batch", "jobs")
-STORAGECLASSES: TypeKey = ("storage.k8s.io", "storageclasses")
-ENDPOINTSLICES: TypeKey = ("discovery.k8s.io", "endpointslices")
-CRDS: TypeKey = ("apiextensions.k8s.io", "customresourcedefinitions")
-
-
-def nsname(key: Hashable) -> tuple[str, str]:
-    """A (namespace, name) work key."""
-    assert isinstance(key, tuple) and len(key) == 2
-    return str(key[0]), str(key[1])
 
 
 EVENT_TTL_SECONDS = 3600.0

@@ -90,7 +90,7 @@ class RouterHandler:
         return "\n".join(lines) + "\n"
 
     def _workers(self) -> list[tuple[str, str, int, ProxyHandler, str]]:
-        from hyperpod_twin.sim.core import PODS, SERVICES
+        from hyperpod_twin.sim.kinds import PODS, SERVICES
 
         found: list[tuple[str, str, int, ProxyHandler, str]] = []
         pods = self.sim.list(PODS)

@@ -6,13 +6,10 @@ import json
 import threading
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hyperpod_twin.kube.runtime import ProxyResponse
 from hyperpod_twin.sim.kobj import Obj
-
-if TYPE_CHECKING:
-    pass
 
 SIMULATED = "[twin simulated response]"
 _DEFAULT_PORTS = {"vllm": 8000, "sglang": 30000, "router": 30000}
