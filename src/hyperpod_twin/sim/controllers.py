@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from hyperpod_twin.sim.certmanager import CertManager
 from hyperpod_twin.sim.collector import ObservabilityCollector
-from hyperpod_twin.sim.core import ClusterSim, Controller
+from hyperpod_twin.sim.controller_base import Controller
+from hyperpod_twin.sim.core import ClusterSim
 from hyperpod_twin.sim.inference import InferenceOperator
 from hyperpod_twin.sim.jobs import JobController
 from hyperpod_twin.sim.jumpstart import JumpStartOperator

@@ -6,9 +6,8 @@ import builtins
 import copy
 import logging
 import threading
-from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +19,7 @@ from hyperpod_twin.kube.status import ApiError
 from hyperpod_twin.kube.store import ObjectStore, ResourceType, WatchEvent
 from hyperpod_twin.kube.store_errors import NotFoundError, StoreError
 from hyperpod_twin.sim import kobj
+from hyperpod_twin.sim.controller_base import Controller
 from hyperpod_twin.sim.kinds import EVENTS, NAMESPACES, PODS, TypeKey
 from hyperpod_twin.sim.kobj import Obj
 
@@ -46,33 +46,6 @@ class SimConfig:
     decode_seconds_per_token: float = 0.02  # and per further token (what routers count as running requests)
 
 
-class Controller(ABC):
-    """A reconciler: `watches` names the types whose changes it hears; `keys_for` maps a change to
-    the keys it must reconcile; `reconcile(key)` makes the world match. Reconciles are level-based,
-    so a key reconciled twice is harmless."""
-
-    watches: tuple[TypeKey, ...] = ()
-
-    def __init__(self, sim: ClusterSim) -> None:
-        self.sim = sim
-
-    def keys_for(self, event: WatchEvent) -> Iterable[Hashable]:
-        """Keys to reconcile because of `event` (default: the changed object's (namespace, name))."""
-        md = event.object.get("metadata", {})
-        return [(md.get("namespace", ""), md.get("name", ""))]
-
-    def resync_keys(self) -> Iterable[Hashable]:
-        """Keys to reconcile when the controller starts (everything it watches that exists)."""
-        return []
-
-    def stop(self) -> None:  # noqa: B027 - optional hook, most controllers hold nothing
-        """Release what the controller holds (worker threads); the default holds nothing."""
-
-    @abstractmethod
-    def reconcile(self, key: Hashable) -> None:
-        """Bring the object named by `key` to its desired state."""
-
-
 def _without(value: Any, keys: tuple[str, ...]) -> Any:
     """`value` with every dict key in `keys` dropped, recursively."""
     if not keys:
@@ -82,31 +55,6 @@ def _without(value: Any, keys: tuple[str, ...]) -> Any:
     if isinstance(value, list):
         return [_without(v, keys) for v in value]
     return value
-
-
-class OwnerController(Controller):
-    """A controller of one `primary` type that its dependents wake: a change to an object of a type in
-    `owns` reconciles the owner named by its controller ownerReference (when the kind matches)."""
-
-    primary: TypeKey = ("", "")
-    owns: dict[TypeKey, str] = {}  # dependent type → kind of the owner in its controller reference
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if "watches" not in cls.__dict__:
-            cls.watches = (cls.primary, *cls.owns)
-
-    def keys_for(self, event: WatchEvent) -> Iterable[Hashable]:
-        if event.rtype.key == self.primary:
-            return super().keys_for(event)
-        kind = self.owns.get(event.rtype.key)
-        ref = kobj.controller_of(event.object)
-        if kind and ref and ref.get("kind") == kind:
-            return [(event.object["metadata"].get("namespace", "default"), ref["name"])]
-        return []
-
-    def resync_keys(self) -> Iterable[Hashable]:
-        return [(o["metadata"].get("namespace", ""), o["metadata"]["name"]) for o in self.sim.list(self.primary)]
 
 
 @dataclass

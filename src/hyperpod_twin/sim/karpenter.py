@@ -14,7 +14,8 @@ from hyperpod_twin.kube.store import WatchEvent
 from hyperpod_twin.role_usage import role_documents, use
 from hyperpod_twin.sim import kobj
 from hyperpod_twin.sim.certmanager import parse_duration
-from hyperpod_twin.sim.core import ClusterSim, Controller
+from hyperpod_twin.sim.controller_base import Controller
+from hyperpod_twin.sim.core import ClusterSim
 from hyperpod_twin.sim.kinds import NODES, PODS, TypeKey
 from hyperpod_twin.sim.kobj import Obj
 from hyperpod_twin.sim.node_capacity import allocatable_of, capacity_of

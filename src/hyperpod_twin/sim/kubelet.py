@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from hyperpod_twin.kube.store import WatchEvent
 from hyperpod_twin.sim import fsx_mounts, kobj, mlflow_runs, model_pods
-from hyperpod_twin.sim.core import ClusterSim, Controller
+from hyperpod_twin.sim.controller_base import Controller
+from hyperpod_twin.sim.core import ClusterSim
 from hyperpod_twin.sim.kinds import NODES, PODS
 from hyperpod_twin.sim.kobj import Obj
 from hyperpod_twin.sim.log_shipping import LogShipper

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hyperpod_twin.sim import fsx_mounts, kobj
-from hyperpod_twin.sim.core import Controller
+from hyperpod_twin.sim.controller_base import Controller
 from hyperpod_twin.sim.hf_hub import HUB, HubError
 from hyperpod_twin.sim.kinds import NODES, PODS, SECRETS, nsname
 from hyperpod_twin.sim.kobj import Obj

@@ -10,7 +10,8 @@ from typing import Any
 
 from hyperpod_twin.kube.store import WatchEvent
 from hyperpod_twin.sim import kobj
-from hyperpod_twin.sim.core import ClusterSim, Controller
+from hyperpod_twin.sim.controller_base import Controller
+from hyperpod_twin.sim.core import ClusterSim
 from hyperpod_twin.sim.kinds import NODES
 from hyperpod_twin.sim.kobj import Obj
 from hyperpod_twin.sim.node_capacity import allocatable_of, capacity_of, label_value, node_name

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from hyperpod_twin.kube.store import WatchEvent
 from hyperpod_twin.sim import kobj
-from hyperpod_twin.sim.core import OwnerController
+from hyperpod_twin.sim.controller_base import OwnerController
 from hyperpod_twin.sim.kinds import DAEMONSETS, NODES, PODS, nsname
 from hyperpod_twin.sim.kobj import Obj
 

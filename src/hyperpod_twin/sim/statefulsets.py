@@ -6,7 +6,7 @@ import copy
 from collections.abc import Hashable
 
 from hyperpod_twin.sim import kobj
-from hyperpod_twin.sim.core import OwnerController
+from hyperpod_twin.sim.controller_base import OwnerController
 from hyperpod_twin.sim.kinds import PODS, PVCS, STATEFULSETS, nsname
 from hyperpod_twin.sim.kobj import Obj
 from hyperpod_twin.sim.workloads import replicas_of
