@@ -20,16 +20,14 @@ from hyperpod_twin.kube.store import ObjectStore, ResourceType, WatchEvent
 from hyperpod_twin.kube.store_errors import NotFoundError, StoreError
 from hyperpod_twin.sim import kobj
 from hyperpod_twin.sim.controller_base import Controller
-from hyperpod_twin.sim.kinds import EVENTS, NAMESPACES, PODS, TypeKey
+from hyperpod_twin.sim.kinds import NAMESPACES, PODS, TypeKey
 from hyperpod_twin.sim.kobj import Obj
+from hyperpod_twin.sim.recorded_events import record_event
 
 if TYPE_CHECKING:
     from hyperpod_twin.events import EventBus
 
 log = logging.getLogger(__name__)
-
-
-EVENT_TTL_SECONDS = 3600.0
 
 
 @dataclass
@@ -389,51 +387,7 @@ class ClusterSim:
 
     def event(self, involved: Obj, reason: str, message: str, etype: str = "Normal", source: str = "") -> None:
         """Record a core/v1 Event about `involved`; a repeat bumps count and lastTimestamp."""
-        rtype = self.rtype(EVENTS)
-        if rtype is None:
-            return
-        md = involved.get("metadata", {})
-        ns = md.get("namespace") or "default"
-        now = self.now()
-        ident = (ns, str(md.get("uid", "")), reason, message)
-        known = self._events.get(ident)
-        existing = self.get(EVENTS, ns, known) if known else None
-        if existing is not None:
-            existing["count"] = int(existing.get("count", 1)) + 1
-            existing["lastTimestamp"] = now
-            existing["metadata"].pop("resourceVersion", None)
-            self.update(EVENTS, existing)
-            return
-        name = f"{md.get('name', 'object')}.{kobj.random_suffix(16)}"
-        self._events[ident] = name
-
-        def expire() -> None:  # the API server's event TTL (one hour by default)
-            self._events.pop(ident, None)
-            self.delete(EVENTS, ns, name)
-
-        self.after(EVENT_TTL_SECONDS, expire)
-        self.create(
-            EVENTS,
-            {
-                "metadata": {"name": name, "namespace": ns},
-                "involvedObject": {
-                    "apiVersion": involved.get("apiVersion", ""),
-                    "kind": involved.get("kind", ""),
-                    "name": md.get("name", ""),
-                    "namespace": md.get("namespace", ""),
-                    "uid": md.get("uid", ""),
-                    "resourceVersion": md.get("resourceVersion", ""),
-                },
-                "reason": reason,
-                "message": message,
-                "type": etype,
-                "count": 1,
-                "firstTimestamp": now,
-                "lastTimestamp": now,
-                "source": {"component": source or "twin-simulator"},
-                "reportingComponent": source or "twin-simulator",
-            },
-        )
+        record_event(self, self._events, involved, reason, message, etype, source)
 
     def ensure_namespace(self, name: str) -> None:
         """Create a namespace if it is missing (operators install into their own namespaces)."""
