@@ -112,24 +112,28 @@ def bootstrap_creator(ctx: AwsContext, state: EksState, region: str, cluster: An
     }
 
 
-def register(ctx: AwsContext, state: EksState) -> None:
-    """Answer the access-entry, access-policy and pod-identity APIs."""
+class AccessEntryOps:
+    """The EKS access entry and access policy operations, one named handler each."""
 
-    def entry_of(region: str, cluster: Any, principal: Any) -> dict[str, Any]:
-        entry = state.cluster_extras(region, cluster.name).access_entries.get(str(principal))
+    def __init__(self, ctx: AwsContext, state: EksState) -> None:
+        self.ctx = ctx
+        self.state = state
+
+    def _entry_of(self, region: str, cluster: Any, principal: Any) -> dict[str, Any]:
+        entry = self.state.cluster_extras(region, cluster.name).access_entries.get(str(principal))
         if entry is None:
             raise not_found(f"The specified access entry resource is not found: {principal}", clusterName=cluster.name)
         return entry
 
-    @ctx.route(EKS, "CreateAccessEntry")
-    def create_entry(req: AwsRequest) -> RawResponse:
+    def create_entry(self, req: AwsRequest) -> RawResponse:
+        """CreateAccessEntry."""
         p = req.params
         principal = str(p.get("principalArn") or "")
-        with ctx.locked():
-            cluster = state.active(req.region, p.get("clusterName"))
+        with self.ctx.locked():
+            cluster = self.state.active(req.region, p.get("clusterName"))
             _require_api_mode(cluster)
-            check_principal(ctx, principal, str(p.get("type") or "STANDARD"))
-            extra = state.cluster_extras(req.region, cluster.name)
+            check_principal(self.ctx, principal, str(p.get("type") or "STANDARD"))
+            extra = self.state.cluster_extras(req.region, cluster.name)
             if principal in extra.access_entries:
                 raise AwsError(
                     "ResourceInUseException",
@@ -137,65 +141,65 @@ def register(ctx: AwsContext, state: EksState) -> None:
                     409,
                     clusterName=cluster.name,
                 )
-            entry = _entry(ctx, req.region, cluster, principal, p)
+            entry = _entry(self.ctx, req.region, cluster, principal, p)
             extra.access_entries[principal] = entry
-            state.publish_access(req.region, cluster)
+            self.state.publish_access(req.region, cluster)
             return json_response(req, {"accessEntry": copy.deepcopy(entry)})
 
-    @ctx.route(EKS, "DescribeAccessEntry")
-    def describe_entry(req: AwsRequest) -> RawResponse:
-        with ctx.locked():
-            cluster = state.cluster(req.region, req.params.get("clusterName"))
+    def describe_entry(self, req: AwsRequest) -> RawResponse:
+        """DescribeAccessEntry."""
+        with self.ctx.locked():
+            cluster = self.state.cluster(req.region, req.params.get("clusterName"))
             return json_response(
-                req, {"accessEntry": copy.deepcopy(entry_of(req.region, cluster, req.params.get("principalArn")))}
+                req, {"accessEntry": copy.deepcopy(self._entry_of(req.region, cluster, req.params.get("principalArn")))}
             )
 
-    @ctx.route(EKS, "ListAccessEntries")
-    def list_entries(req: AwsRequest) -> RawResponse:
+    def list_entries(self, req: AwsRequest) -> RawResponse:
+        """ListAccessEntries."""
         p = req.params
-        with ctx.locked():
-            cluster = state.cluster(req.region, p.get("clusterName"))
+        with self.ctx.locked():
+            cluster = self.state.cluster(req.region, p.get("clusterName"))
             _require_api_mode(cluster)
-            extra = state.cluster_extras(req.region, cluster.name)
+            extra = self.state.cluster_extras(req.region, cluster.name)
             arns = sorted(extra.access_entries)
             if p.get("associatedPolicyArn"):
                 arns = [a for a in arns if p["associatedPolicyArn"] in extra.policies.get(a, {})]
         return json_response(req, {"accessEntries": arns})
 
-    @ctx.route(EKS, "UpdateAccessEntry")
-    def update_entry(req: AwsRequest) -> RawResponse:
+    def update_entry(self, req: AwsRequest) -> RawResponse:
+        """UpdateAccessEntry."""
         p = req.params
-        with ctx.locked():
-            cluster = state.cluster(req.region, p.get("clusterName"))
-            entry = entry_of(req.region, cluster, p.get("principalArn"))
+        with self.ctx.locked():
+            cluster = self.state.cluster(req.region, p.get("clusterName"))
+            entry = self._entry_of(req.region, cluster, p.get("principalArn"))
             if entry["type"] != "STANDARD" and (p.get("kubernetesGroups") or p.get("username")):
                 raise invalid_param("kubernetesGroups and username can only be updated on STANDARD access entries")
             if "kubernetesGroups" in p:
                 entry["kubernetesGroups"] = list(p["kubernetesGroups"] or [])
             if p.get("username"):
                 entry["username"] = p["username"]
-            entry["modifiedAt"] = ctx.clock.wall()
-            state.publish_access(req.region, cluster)
+            entry["modifiedAt"] = self.ctx.clock.wall()
+            self.state.publish_access(req.region, cluster)
             return json_response(req, {"accessEntry": copy.deepcopy(entry)})
 
-    @ctx.route(EKS, "DeleteAccessEntry")
-    def delete_entry(req: AwsRequest) -> RawResponse:
+    def delete_entry(self, req: AwsRequest) -> RawResponse:
+        """DeleteAccessEntry."""
         p = req.params
-        with ctx.locked():
-            cluster = state.cluster(req.region, p.get("clusterName"))
-            entry_of(req.region, cluster, p.get("principalArn"))
-            extra = state.cluster_extras(req.region, cluster.name)
+        with self.ctx.locked():
+            cluster = self.state.cluster(req.region, p.get("clusterName"))
+            self._entry_of(req.region, cluster, p.get("principalArn"))
+            extra = self.state.cluster_extras(req.region, cluster.name)
             del extra.access_entries[str(p["principalArn"])]
             extra.policies.pop(str(p["principalArn"]), None)
-            state.publish_access(req.region, cluster)
+            self.state.publish_access(req.region, cluster)
         return json_response(req, {})
 
-    @ctx.route(EKS, "AssociateAccessPolicy")
-    def associate(req: AwsRequest) -> RawResponse:
+    def associate(self, req: AwsRequest) -> RawResponse:
+        """AssociateAccessPolicy."""
         p = req.params
-        with ctx.locked():
-            cluster = state.cluster(req.region, p.get("clusterName"))
-            entry = entry_of(req.region, cluster, p.get("principalArn"))
+        with self.ctx.locked():
+            cluster = self.state.cluster(req.region, p.get("clusterName"))
+            entry = self._entry_of(req.region, cluster, p.get("principalArn"))
             policy = str(p.get("policyArn") or "")
             if not policy.startswith(POLICY_PREFIX) or policy.removeprefix(POLICY_PREFIX) not in ACCESS_POLICIES:
                 raise invalid_param(f"The policyArn {policy} is not a valid EKS access policy")
@@ -211,8 +215,8 @@ def register(ctx: AwsContext, state: EksState) -> None:
             if scope["type"] == "namespace" and not scope.get("namespaces"):
                 raise invalid_param("accessScope.namespaces is required for a namespace scope")
             scope.setdefault("namespaces", [])
-            now = ctx.clock.wall()
-            extra = state.cluster_extras(req.region, cluster.name)
+            now = self.ctx.clock.wall()
+            extra = self.state.cluster_extras(req.region, cluster.name)
             previous = extra.policies.setdefault(entry["principalArn"], {}).get(policy)
             assoc = {
                 "policyArn": policy,
@@ -221,33 +225,33 @@ def register(ctx: AwsContext, state: EksState) -> None:
                 "modifiedAt": now,
             }
             extra.policies[entry["principalArn"]][policy] = assoc
-            state.publish_access(req.region, cluster)
+            self.state.publish_access(req.region, cluster)
         return json_response(
             req, {"clusterName": cluster.name, "principalArn": entry["principalArn"], "associatedAccessPolicy": assoc}
         )
 
-    @ctx.route(EKS, "DisassociateAccessPolicy")
-    def disassociate(req: AwsRequest) -> RawResponse:
+    def disassociate(self, req: AwsRequest) -> RawResponse:
+        """DisassociateAccessPolicy."""
         p = req.params
-        with ctx.locked():
-            cluster = state.cluster(req.region, p.get("clusterName"))
-            entry = entry_of(req.region, cluster, p.get("principalArn"))
-            policies = state.cluster_extras(req.region, cluster.name).policies.get(entry["principalArn"], {})
+        with self.ctx.locked():
+            cluster = self.state.cluster(req.region, p.get("clusterName"))
+            entry = self._entry_of(req.region, cluster, p.get("principalArn"))
+            policies = self.state.cluster_extras(req.region, cluster.name).policies.get(entry["principalArn"], {})
             if str(p.get("policyArn")) not in policies:
                 raise not_found(
                     f"The specified policy is not associated: {p.get('policyArn')}", clusterName=cluster.name
                 )
             del policies[str(p["policyArn"])]
-            state.publish_access(req.region, cluster)
+            self.state.publish_access(req.region, cluster)
         return json_response(req, {})
 
-    @ctx.route(EKS, "ListAssociatedAccessPolicies")
-    def list_associated(req: AwsRequest) -> RawResponse:
+    def list_associated(self, req: AwsRequest) -> RawResponse:
+        """ListAssociatedAccessPolicies."""
         p = req.params
-        with ctx.locked():
-            cluster = state.cluster(req.region, p.get("clusterName"))
-            entry = entry_of(req.region, cluster, p.get("principalArn"))
-            policies = state.cluster_extras(req.region, cluster.name).policies
+        with self.ctx.locked():
+            cluster = self.state.cluster(req.region, p.get("clusterName"))
+            entry = self._entry_of(req.region, cluster, p.get("principalArn"))
+            policies = self.state.cluster_extras(req.region, cluster.name).policies
             items = list(policies.get(entry["principalArn"], {}).values())
         return json_response(
             req,
@@ -258,11 +262,27 @@ def register(ctx: AwsContext, state: EksState) -> None:
             },
         )
 
-    @ctx.route(EKS, "ListAccessPolicies")
-    def list_policies(req: AwsRequest) -> RawResponse:
+    def list_policies(self, req: AwsRequest) -> RawResponse:
+        """ListAccessPolicies."""
         items = [{"name": n, "arn": POLICY_PREFIX + n} for n in ACCESS_POLICIES]
         return json_response(req, {"accessPolicies": items})
 
+
+def register(ctx: AwsContext, state: EksState) -> None:
+    """Answer the access-entry, access-policy and pod-identity APIs."""
+    ops = AccessEntryOps(ctx, state)
+    for operation, handler in (
+        ("CreateAccessEntry", ops.create_entry),
+        ("DescribeAccessEntry", ops.describe_entry),
+        ("ListAccessEntries", ops.list_entries),
+        ("UpdateAccessEntry", ops.update_entry),
+        ("DeleteAccessEntry", ops.delete_entry),
+        ("AssociateAccessPolicy", ops.associate),
+        ("DisassociateAccessPolicy", ops.disassociate),
+        ("ListAssociatedAccessPolicies", ops.list_associated),
+        ("ListAccessPolicies", ops.list_policies),
+    ):
+        ctx.route(EKS, operation)(handler)
     register_pod_identity(ctx, state)
     register_tags(ctx, state)
 
