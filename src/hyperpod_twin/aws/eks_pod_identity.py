@@ -22,35 +22,40 @@ def iam_principal_exists(ctx: AwsContext, arn: str) -> bool:
     return name in iam.users
 
 
-def register_pod_identity(ctx: AwsContext, state: EksState) -> None:
-    """Answer the pod identity association APIs (create, describe, list, update, delete)."""
-    def find(region: str, cluster: Any, association_id: Any) -> dict[str, Any]:
-        assoc = state.cluster_extras(region, cluster.name).pod_identities.get(str(association_id))
+class PodIdentityOps:
+    """The EKS pod identity association operations, one named handler each."""
+
+    def __init__(self, ctx: AwsContext, state: EksState) -> None:
+        self.ctx = ctx
+        self.state = state
+
+    def _find(self, region: str, cluster: Any, association_id: Any) -> dict[str, Any]:
+        assoc = self.state.cluster_extras(region, cluster.name).pod_identities.get(str(association_id))
         if assoc is None:
             raise not_found(f"Pod Identity Association {association_id} not found", clusterName=cluster.name)
         return assoc
 
-    @ctx.route(EKS, "CreatePodIdentityAssociation")
-    def create(req: AwsRequest) -> RawResponse:
+    def create(self, req: AwsRequest) -> RawResponse:
+        """CreatePodIdentityAssociation."""
         p = req.params
-        with ctx.locked():
-            cluster = state.active(req.region, p.get("clusterName"))
-            assoc = create_association(ctx, state, req.region, cluster, p)
+        with self.ctx.locked():
+            cluster = self.state.active(req.region, p.get("clusterName"))
+            assoc = create_association(self.ctx, self.state, req.region, cluster, p)
             return json_response(req, {"association": copy.deepcopy(assoc)})
 
-    @ctx.route(EKS, "DescribePodIdentityAssociation")
-    def describe(req: AwsRequest) -> RawResponse:
-        with ctx.locked():
-            cluster = state.cluster(req.region, req.params.get("clusterName"))
-            assoc = find(req.region, cluster, req.params.get("associationId"))
+    def describe(self, req: AwsRequest) -> RawResponse:
+        """DescribePodIdentityAssociation."""
+        with self.ctx.locked():
+            cluster = self.state.cluster(req.region, req.params.get("clusterName"))
+            assoc = self._find(req.region, cluster, req.params.get("associationId"))
             return json_response(req, {"association": copy.deepcopy(assoc)})
 
-    @ctx.route(EKS, "ListPodIdentityAssociations")
-    def list_assocs(req: AwsRequest) -> RawResponse:
+    def list_assocs(self, req: AwsRequest) -> RawResponse:
+        """ListPodIdentityAssociations."""
         p = req.params
-        with ctx.locked():
-            cluster = state.cluster(req.region, p.get("clusterName"))
-            items = list(state.cluster_extras(req.region, cluster.name).pod_identities.values())
+        with self.ctx.locked():
+            cluster = self.state.cluster(req.region, p.get("clusterName"))
+            items = list(self.state.cluster_extras(req.region, cluster.name).pod_identities.values())
         if p.get("namespace"):
             items = [a for a in items if a["namespace"] == p["namespace"]]
         if p.get("serviceAccount"):
@@ -59,12 +64,12 @@ def register_pod_identity(ctx: AwsContext, state: EksState) -> None:
         summaries = [{k: a[k] for k in keys if k in a} for a in items]
         return json_response(req, {"associations": summaries})
 
-    @ctx.route(EKS, "UpdatePodIdentityAssociation")
-    def update(req: AwsRequest) -> RawResponse:
+    def update(self, req: AwsRequest) -> RawResponse:
+        """UpdatePodIdentityAssociation."""
         p = req.params
-        with ctx.locked():
-            cluster = state.cluster(req.region, p.get("clusterName"))
-            assoc = find(req.region, cluster, p.get("associationId"))
+        with self.ctx.locked():
+            cluster = self.state.cluster(req.region, p.get("clusterName"))
+            assoc = self._find(req.region, cluster, p.get("associationId"))
             if p.get("roleArn"):
                 if not ROLE_RE.match(str(p["roleArn"])):
                     raise invalid_param(f"Invalid role ARN {p['roleArn']}")
@@ -72,19 +77,32 @@ def register_pod_identity(ctx: AwsContext, state: EksState) -> None:
             for key in ("disableSessionTags", "targetRoleArn", "policy"):
                 if key in p:
                     assoc[key] = p[key]
-            assoc["modifiedAt"] = ctx.clock.wall()
-            _publish(ctx, state, req.region, cluster)
+            assoc["modifiedAt"] = self.ctx.clock.wall()
+            _publish(self.ctx, self.state, req.region, cluster)
             return json_response(req, {"association": copy.deepcopy(assoc)})
 
-    @ctx.route(EKS, "DeletePodIdentityAssociation")
-    def delete(req: AwsRequest) -> RawResponse:
+    def delete(self, req: AwsRequest) -> RawResponse:
+        """DeletePodIdentityAssociation."""
         p = req.params
-        with ctx.locked():
-            cluster = state.cluster(req.region, p.get("clusterName"))
-            assoc = find(req.region, cluster, p.get("associationId"))
-            del state.cluster_extras(req.region, cluster.name).pod_identities[assoc["associationId"]]
-            _publish(ctx, state, req.region, cluster)
+        with self.ctx.locked():
+            cluster = self.state.cluster(req.region, p.get("clusterName"))
+            assoc = self._find(req.region, cluster, p.get("associationId"))
+            del self.state.cluster_extras(req.region, cluster.name).pod_identities[assoc["associationId"]]
+            _publish(self.ctx, self.state, req.region, cluster)
             return json_response(req, {"association": copy.deepcopy(assoc)})
+
+
+def register_pod_identity(ctx: AwsContext, state: EksState) -> None:
+    """Answer the pod identity association APIs (create, describe, list, update, delete)."""
+    ops = PodIdentityOps(ctx, state)
+    for operation, handler in (
+        ("CreatePodIdentityAssociation", ops.create),
+        ("DescribePodIdentityAssociation", ops.describe),
+        ("ListPodIdentityAssociations", ops.list_assocs),
+        ("UpdatePodIdentityAssociation", ops.update),
+        ("DeletePodIdentityAssociation", ops.delete),
+    ):
+        ctx.route(EKS, operation)(handler)
 
 
 def create_association(
