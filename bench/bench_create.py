@@ -32,7 +32,7 @@ import httpx
 
 from hyperpod_twin.aws.eks_addon_api import ADDON_CREATE
 from hyperpod_twin.aws.eks_clusters import CLUSTER_CREATE
-from hyperpod_twin.aws.hyperpod_lifecycle import CLUSTER_SETUP, NODE_BOOT
+from hyperpod_twin.aws.hyperpod_timings import CLUSTER_SETUP, NODE_BOOT
 from instantstart.twin_process import start_twin
 
 REPO = Path(__file__).resolve().parents[1]

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hyperpod_twin.aws.hyperpod_lifecycle import CLUSTER_SETUP, NODE_BOOT
+from hyperpod_twin.aws.hyperpod_timings import CLUSTER_SETUP, NODE_BOOT
 from hyperpod_twin.twin import Twin, TwinConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository, for tests.support

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hyperpod_twin.aws import instance_types as twin_types
 from hyperpod_twin.sim import kobj
-from hyperpod_twin.sim.nodes import allocatable_of, capacity_of
+from hyperpod_twin.sim.node_capacity import allocatable_of, capacity_of
 from instantstart.services.core import sizing
 from instantstart.services.core.instance_types import catalog
 
@@ -40,7 +40,7 @@ def test_a_ray_worker_and_its_head_fit_one_node_of_every_type() -> None:
 
 
 def test_the_download_job_avoids_trainium_nodes_as_well_as_gpu_nodes() -> None:
-    from hyperpod_twin.sim.nodes import capacity_of as twin_capacity
+    from hyperpod_twin.sim.node_capacity import capacity_of as twin_capacity
     from instantstart.services.storage.models import accelerated_types
 
     def node(itype: str, capacity: dict[str, str] | None = None) -> dict[str, object]:

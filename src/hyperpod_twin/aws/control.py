@@ -36,122 +36,145 @@ def _error(message: str, status: int = 400) -> Response:
     return _json({"error": message}, status)
 
 
-def make_control(
-    side: AwsSide, reset: Callable[[], None], info: Callable[[], dict[str, Any]]
-) -> Callable[[Request], Response]:
+def _body(request: Request) -> dict[str, Any]:
+    """The request's JSON object body ({} when empty)."""
+    if not request.get_data():
+        return {}
+    data = json.loads(request.get_data())
+    if not isinstance(data, dict):
+        raise ValueError("body must be a JSON object")
+    return data
+
+
+class ControlEndpoints:
     """The WSGI handler for `/_twin/…`; `reset` resets the whole twin, `info` describes it."""
-    ctx = side.ctx
 
-    def body(request: Request) -> dict[str, Any]:
-        if not request.get_data():
-            return {}
-        data = json.loads(request.get_data())
-        if not isinstance(data, dict):
-            raise ValueError("body must be a JSON object")
-        return data
+    def __init__(self, side: AwsSide, reset: Callable[[], None], info: Callable[[], dict[str, Any]]) -> None:
+        self.side = side
+        self.ctx = side.ctx
+        self.reset = reset
+        self.info = info
 
-    def clock(request: Request) -> Response:
-        if request.method == "POST":
-            data = body(request)
-            if "scale" in data:
-                scale = float(data["scale"])
-                if scale <= 0:
-                    return _error("scale must be positive")
-                ctx.clock.set_scale(scale)
-            if "advance" in data:
-                seconds = float(data["advance"])
-                if seconds < 0:
-                    return _error("advance must not be negative")
-                ctx.clock.advance(seconds)
-        wall = ctx.clock.wall()
-        return _json(
-            {
-                "now": ctx.clock.now(),
-                "wall": wall,
-                "iso": dt.datetime.fromtimestamp(wall, dt.UTC).isoformat(),
-                "scale": ctx.clock.scale,
-            }
-        )
-
-    def faults(request: Request, path: str) -> Response:
-        m = re.match(r"^/_twin/faults/(\d+)$", path)
-        if m and request.method == "DELETE":
-            ok = ctx.faults.remove(int(m.group(1)))
-            return _json({"removed": ok}, 200 if ok else 404)
-        if request.method == "POST":
-            data = body(request)
-            specs: list[dict[str, Any]] = list(data["faults"]) if "faults" in data else [data]
-            added = [ctx.faults.add(s).to_dict() for s in specs]
-            return _json({"faults": added}, 201)
-        if request.method == "DELETE":
-            ctx.faults.clear()
-            return _json({"faults": []})
-        return _json({"faults": [f.to_dict() for f in ctx.faults.list()]})
-
-    def quotas(request: Request) -> Response:
-        if request.method in ("POST", "PUT"):
-            with ctx.locked():
-                q = side.quotas.set(body(request))
-            return _json(q.shape(ctx.account_id, ctx.region))
-        with ctx.locked():
-            items = [q.shape(ctx.account_id, ctx.region) for q in side.quotas.items.values()]
-        return _json({"quotas": items})
-
-    def node_health(request: Request, instance_id: str) -> Response:
-        data = body(request)
-        status = data.get("status")
-        if status not in HEALTH_STATUSES:
-            return _error(f"status must be one of {', '.join(HEALTH_STATUSES)}")
-        with ctx.locked():
-            found = side.life.find_node(instance_id)
-            if found is None:
-                return _error(f"no HyperPod node {instance_id}", 404)
-            cluster, node = found
-            extra = {k: str(data[k]) for k in ("fault_type", "deep_health_check_status") if data.get(k)}
-            side.life.node_health(cluster, node, str(status), str(data.get("reason") or "Injected by /_twin"), **extra)
-            recovery = cluster.node_recovery
-        return _json({"instance_id": instance_id, "health_status": status, "node_recovery": recovery})
-
-    def handle(request: Request) -> Response:
+    def __call__(self, request: Request) -> Response:
+        """Answer one `/_twin/…` request."""
         path = request.path.rstrip("/")
         try:
             if path == "/_twin/health":
-                return _json({"status": "ok", **info()})
+                return _json({"status": "ok", **self.info()})
             if path == "/_twin/clock":
-                return clock(request)
+                return self.clock(request)
             if path == "/_twin/reset" and request.method == "POST":
-                reset()
+                self.reset()
                 return _json({"reset": True})
             if path.startswith("/_twin/faults"):
-                return faults(request, path)
+                return self.faults(request, path)
             if path == "/_twin/s3/foreign-buckets" and request.method == "POST":
-                return _json(s3_owner.create_foreign_bucket(body(request), ctx.region))
+                return _json(s3_owner.create_foreign_bucket(_body(request), self.ctx.region))
             if path == "/_twin/quotas":
-                return quotas(request)
+                return self.quotas(request)
             if path == "/_twin/writes":
                 if request.method == "DELETE":
                     writes.reset()
                 return _json({"writes": writes.snapshot()})
             m = _NODE_HEALTH.match(path)
             if m and request.method == "POST":
-                return node_health(request, m.group(1))
+                return self.node_health(request, m.group(1))
             m = _NODE_HARDWARE.match(path)
-            if m and request.method == "POST":  # the simulator's hardware faults (sim/nccl_tests.py)
-                answers = ctx.bus.publish("twin.node.hardware", instance_id=m.group(1), body=body(request))
-                if not answers:
-                    return _error("the twin's simulator is not running", 404)
-                return _error(answers[0]["error"]) if "error" in answers[0] else _json(answers[0])
+            if m and request.method == "POST":
+                return self.hardware(request, m.group(1))
             m = _KUBE.match(path)
             if m and request.method == "POST":
-                args = {"cluster": m.group(1), "action": m.group(2), "body": body(request)}
-                answers = ctx.bus.publish("twin.kube.control", **args)
-                if not answers:
-                    return _error("the twin's Kubernetes side is not running", 404)
-                answer = answers[0]
-                return _error(answer["error"], 404 if "no running" in answer["error"] else 400) if "error" in answer \
-                    else _json(answer)
+                return self.kube(request, m.group(1), m.group(2))
         except (ValueError, TypeError, KeyError) as exc:
             return _error(str(exc))
         return _error(f"unknown twin control endpoint {request.method} {path}", 404)
 
-    return handle
+    def clock(self, request: Request) -> Response:
+        """/_twin/clock: read it, or POST a new scale and/or seconds to advance."""
+        if request.method == "POST":
+            data = _body(request)
+            if "scale" in data:
+                scale = float(data["scale"])
+                if scale <= 0:
+                    return _error("scale must be positive")
+                self.ctx.clock.set_scale(scale)
+            if "advance" in data:
+                seconds = float(data["advance"])
+                if seconds < 0:
+                    return _error("advance must not be negative")
+                self.ctx.clock.advance(seconds)
+        wall = self.ctx.clock.wall()
+        return _json(
+            {
+                "now": self.ctx.clock.now(),
+                "wall": wall,
+                "iso": dt.datetime.fromtimestamp(wall, dt.UTC).isoformat(),
+                "scale": self.ctx.clock.scale,
+            }
+        )
+
+    def faults(self, request: Request, path: str) -> Response:
+        """/_twin/faults: list, add (POST), clear (DELETE) or remove one (DELETE /_twin/faults/<id>)."""
+        m = re.match(r"^/_twin/faults/(\d+)$", path)
+        if m and request.method == "DELETE":
+            ok = self.ctx.faults.remove(int(m.group(1)))
+            return _json({"removed": ok}, 200 if ok else 404)
+        if request.method == "POST":
+            data = _body(request)
+            specs: list[dict[str, Any]] = list(data["faults"]) if "faults" in data else [data]
+            added = [self.ctx.faults.add(s).to_dict() for s in specs]
+            return _json({"faults": added}, 201)
+        if request.method == "DELETE":
+            self.ctx.faults.clear()
+            return _json({"faults": []})
+        return _json({"faults": [f.to_dict() for f in self.ctx.faults.list()]})
+
+    def quotas(self, request: Request) -> Response:
+        """/_twin/quotas: list them, or set one (POST/PUT)."""
+        if request.method in ("POST", "PUT"):
+            with self.ctx.locked():
+                q = self.side.quotas.set(_body(request))
+            return _json(q.shape(self.ctx.account_id, self.ctx.region))
+        with self.ctx.locked():
+            items = [q.shape(self.ctx.account_id, self.ctx.region) for q in self.side.quotas.items.values()]
+        return _json({"quotas": items})
+
+    def node_health(self, request: Request, instance_id: str) -> Response:
+        """POST /_twin/nodes/<id>/health: a health finding on a HyperPod node."""
+        data = _body(request)
+        status = data.get("status")
+        if status not in HEALTH_STATUSES:
+            return _error(f"status must be one of {', '.join(HEALTH_STATUSES)}")
+        with self.ctx.locked():
+            found = self.side.life.find_node(instance_id)
+            if found is None:
+                return _error(f"no HyperPod node {instance_id}", 404)
+            cluster, node = found
+            extra = {k: str(data[k]) for k in ("fault_type", "deep_health_check_status") if data.get(k)}
+            reason = str(data.get("reason") or "Injected by /_twin")
+            self.side.life.node_health(cluster, node, str(status), reason, **extra)
+            recovery = cluster.node_recovery
+        return _json({"instance_id": instance_id, "health_status": status, "node_recovery": recovery})
+
+    def hardware(self, request: Request, instance_id: str) -> Response:
+        """POST /_twin/nodes/<id>/hardware: the simulator's hardware faults (sim/nccl_tests.py)."""
+        answers = self.ctx.bus.publish("twin.node.hardware", instance_id=instance_id, body=_body(request))
+        if not answers:
+            return _error("the twin's simulator is not running", 404)
+        return _error(answers[0]["error"]) if "error" in answers[0] else _json(answers[0])
+
+    def kube(self, request: Request, cluster: str, action: str) -> Response:
+        """POST /_twin/kube/<cluster>/<action>: a control action on a cluster's Kubernetes side."""
+        answers = self.ctx.bus.publish("twin.kube.control", cluster=cluster, action=action, body=_body(request))
+        if not answers:
+            return _error("the twin's Kubernetes side is not running", 404)
+        answer = answers[0]
+        return _error(answer["error"], 404 if "no running" in answer["error"] else 400) if "error" in answer \
+            else _json(answer)
+
+
+def make_control(
+    side: AwsSide, reset: Callable[[], None], info: Callable[[], dict[str, Any]]
+) -> Callable[[Request], Response]:
+    """The WSGI handler for `/_twin/…`; `reset` resets the whole twin, `info` describes it."""
+    return ControlEndpoints(side, reset, info)

@@ -8,6 +8,7 @@ from typing import Any
 
 from .context import AwsContext, alnum_id
 from .eks_clusters import EKS, EksState, invalid_param, not_found
+from .eks_pod_identity import iam_principal_exists, register_pod_identity
 from .protocol import AwsError, AwsRequest, PassThrough, RawResponse, json_response
 
 POLICY_PREFIX = "arn:aws:eks::aws:cluster-access-policy/"
@@ -31,17 +32,6 @@ ACCESS_POLICIES = (
 )
 ENTRY_TYPES = ("STANDARD", "FARGATE_LINUX", "EC2_LINUX", "EC2_WINDOWS", "EC2", "HYBRID_LINUX", "HYPERPOD_LINUX")
 PRINCIPAL_RE = re.compile(r"^arn:aws[a-z\-]*:iam::\d{12}:(role|user)/.+$")
-ROLE_RE = re.compile(r"^arn:aws[a-z\-]*:iam::\d{12}:role/.+$")
-
-
-def iam_principal_exists(ctx: AwsContext, arn: str) -> bool:
-    """Whether the IAM role or user `arn` exists in the account (matched by name, as the path may differ)."""
-    iam = ctx.iam()
-    name = arn.rsplit("/", 1)[-1]
-    if ":role/" in arn:
-        return any(role.name == name for role in list(iam.roles.values()))
-    return name in iam.users
-
 
 def check_principal(ctx: AwsContext, principal: str, kind: str) -> None:
     """EKS's checks of an access entry's principal: an IAM role or user ARN (never an STS session),
@@ -122,24 +112,28 @@ def bootstrap_creator(ctx: AwsContext, state: EksState, region: str, cluster: An
     }
 
 
-def register(ctx: AwsContext, state: EksState) -> None:
-    """Answer the access-entry, access-policy and pod-identity APIs."""
+class AccessEntryOps:
+    """The EKS access entry and access policy operations, one named handler each."""
 
-    def entry_of(region: str, cluster: Any, principal: Any) -> dict[str, Any]:
-        entry = state.cluster_extras(region, cluster.name).access_entries.get(str(principal))
+    def __init__(self, ctx: AwsContext, state: EksState) -> None:
+        self.ctx = ctx
+        self.state = state
+
+    def _entry_of(self, region: str, cluster: Any, principal: Any) -> dict[str, Any]:
+        entry = self.state.cluster_extras(region, cluster.name).access_entries.get(str(principal))
         if entry is None:
             raise not_found(f"The specified access entry resource is not found: {principal}", clusterName=cluster.name)
         return entry
 
-    @ctx.route(EKS, "CreateAccessEntry")
-    def create_entry(req: AwsRequest) -> RawResponse:
+    def create_entry(self, req: AwsRequest) -> RawResponse:
+        """CreateAccessEntry."""
         p = req.params
         principal = str(p.get("principalArn") or "")
-        with ctx.locked():
-            cluster = state.active(req.region, p.get("clusterName"))
+        with self.ctx.locked():
+            cluster = self.state.active(req.region, p.get("clusterName"))
             _require_api_mode(cluster)
-            check_principal(ctx, principal, str(p.get("type") or "STANDARD"))
-            extra = state.cluster_extras(req.region, cluster.name)
+            check_principal(self.ctx, principal, str(p.get("type") or "STANDARD"))
+            extra = self.state.cluster_extras(req.region, cluster.name)
             if principal in extra.access_entries:
                 raise AwsError(
                     "ResourceInUseException",
@@ -147,65 +141,65 @@ def register(ctx: AwsContext, state: EksState) -> None:
                     409,
                     clusterName=cluster.name,
                 )
-            entry = _entry(ctx, req.region, cluster, principal, p)
+            entry = _entry(self.ctx, req.region, cluster, principal, p)
             extra.access_entries[principal] = entry
-            state.publish_access(req.region, cluster)
+            self.state.publish_access(req.region, cluster)
             return json_response(req, {"accessEntry": copy.deepcopy(entry)})
 
-    @ctx.route(EKS, "DescribeAccessEntry")
-    def describe_entry(req: AwsRequest) -> RawResponse:
-        with ctx.locked():
-            cluster = state.cluster(req.region, req.params.get("clusterName"))
+    def describe_entry(self, req: AwsRequest) -> RawResponse:
+        """DescribeAccessEntry."""
+        with self.ctx.locked():
+            cluster = self.state.cluster(req.region, req.params.get("clusterName"))
             return json_response(
-                req, {"accessEntry": copy.deepcopy(entry_of(req.region, cluster, req.params.get("principalArn")))}
+                req, {"accessEntry": copy.deepcopy(self._entry_of(req.region, cluster, req.params.get("principalArn")))}
             )
 
-    @ctx.route(EKS, "ListAccessEntries")
-    def list_entries(req: AwsRequest) -> RawResponse:
+    def list_entries(self, req: AwsRequest) -> RawResponse:
+        """ListAccessEntries."""
         p = req.params
-        with ctx.locked():
-            cluster = state.cluster(req.region, p.get("clusterName"))
+        with self.ctx.locked():
+            cluster = self.state.cluster(req.region, p.get("clusterName"))
             _require_api_mode(cluster)
-            extra = state.cluster_extras(req.region, cluster.name)
+            extra = self.state.cluster_extras(req.region, cluster.name)
             arns = sorted(extra.access_entries)
             if p.get("associatedPolicyArn"):
                 arns = [a for a in arns if p["associatedPolicyArn"] in extra.policies.get(a, {})]
         return json_response(req, {"accessEntries": arns})
 
-    @ctx.route(EKS, "UpdateAccessEntry")
-    def update_entry(req: AwsRequest) -> RawResponse:
+    def update_entry(self, req: AwsRequest) -> RawResponse:
+        """UpdateAccessEntry."""
         p = req.params
-        with ctx.locked():
-            cluster = state.cluster(req.region, p.get("clusterName"))
-            entry = entry_of(req.region, cluster, p.get("principalArn"))
+        with self.ctx.locked():
+            cluster = self.state.cluster(req.region, p.get("clusterName"))
+            entry = self._entry_of(req.region, cluster, p.get("principalArn"))
             if entry["type"] != "STANDARD" and (p.get("kubernetesGroups") or p.get("username")):
                 raise invalid_param("kubernetesGroups and username can only be updated on STANDARD access entries")
             if "kubernetesGroups" in p:
                 entry["kubernetesGroups"] = list(p["kubernetesGroups"] or [])
             if p.get("username"):
                 entry["username"] = p["username"]
-            entry["modifiedAt"] = ctx.clock.wall()
-            state.publish_access(req.region, cluster)
+            entry["modifiedAt"] = self.ctx.clock.wall()
+            self.state.publish_access(req.region, cluster)
             return json_response(req, {"accessEntry": copy.deepcopy(entry)})
 
-    @ctx.route(EKS, "DeleteAccessEntry")
-    def delete_entry(req: AwsRequest) -> RawResponse:
+    def delete_entry(self, req: AwsRequest) -> RawResponse:
+        """DeleteAccessEntry."""
         p = req.params
-        with ctx.locked():
-            cluster = state.cluster(req.region, p.get("clusterName"))
-            entry_of(req.region, cluster, p.get("principalArn"))
-            extra = state.cluster_extras(req.region, cluster.name)
+        with self.ctx.locked():
+            cluster = self.state.cluster(req.region, p.get("clusterName"))
+            self._entry_of(req.region, cluster, p.get("principalArn"))
+            extra = self.state.cluster_extras(req.region, cluster.name)
             del extra.access_entries[str(p["principalArn"])]
             extra.policies.pop(str(p["principalArn"]), None)
-            state.publish_access(req.region, cluster)
+            self.state.publish_access(req.region, cluster)
         return json_response(req, {})
 
-    @ctx.route(EKS, "AssociateAccessPolicy")
-    def associate(req: AwsRequest) -> RawResponse:
+    def associate(self, req: AwsRequest) -> RawResponse:
+        """AssociateAccessPolicy."""
         p = req.params
-        with ctx.locked():
-            cluster = state.cluster(req.region, p.get("clusterName"))
-            entry = entry_of(req.region, cluster, p.get("principalArn"))
+        with self.ctx.locked():
+            cluster = self.state.cluster(req.region, p.get("clusterName"))
+            entry = self._entry_of(req.region, cluster, p.get("principalArn"))
             policy = str(p.get("policyArn") or "")
             if not policy.startswith(POLICY_PREFIX) or policy.removeprefix(POLICY_PREFIX) not in ACCESS_POLICIES:
                 raise invalid_param(f"The policyArn {policy} is not a valid EKS access policy")
@@ -221,8 +215,8 @@ def register(ctx: AwsContext, state: EksState) -> None:
             if scope["type"] == "namespace" and not scope.get("namespaces"):
                 raise invalid_param("accessScope.namespaces is required for a namespace scope")
             scope.setdefault("namespaces", [])
-            now = ctx.clock.wall()
-            extra = state.cluster_extras(req.region, cluster.name)
+            now = self.ctx.clock.wall()
+            extra = self.state.cluster_extras(req.region, cluster.name)
             previous = extra.policies.setdefault(entry["principalArn"], {}).get(policy)
             assoc = {
                 "policyArn": policy,
@@ -231,33 +225,33 @@ def register(ctx: AwsContext, state: EksState) -> None:
                 "modifiedAt": now,
             }
             extra.policies[entry["principalArn"]][policy] = assoc
-            state.publish_access(req.region, cluster)
+            self.state.publish_access(req.region, cluster)
         return json_response(
             req, {"clusterName": cluster.name, "principalArn": entry["principalArn"], "associatedAccessPolicy": assoc}
         )
 
-    @ctx.route(EKS, "DisassociateAccessPolicy")
-    def disassociate(req: AwsRequest) -> RawResponse:
+    def disassociate(self, req: AwsRequest) -> RawResponse:
+        """DisassociateAccessPolicy."""
         p = req.params
-        with ctx.locked():
-            cluster = state.cluster(req.region, p.get("clusterName"))
-            entry = entry_of(req.region, cluster, p.get("principalArn"))
-            policies = state.cluster_extras(req.region, cluster.name).policies.get(entry["principalArn"], {})
+        with self.ctx.locked():
+            cluster = self.state.cluster(req.region, p.get("clusterName"))
+            entry = self._entry_of(req.region, cluster, p.get("principalArn"))
+            policies = self.state.cluster_extras(req.region, cluster.name).policies.get(entry["principalArn"], {})
             if str(p.get("policyArn")) not in policies:
                 raise not_found(
                     f"The specified policy is not associated: {p.get('policyArn')}", clusterName=cluster.name
                 )
             del policies[str(p["policyArn"])]
-            state.publish_access(req.region, cluster)
+            self.state.publish_access(req.region, cluster)
         return json_response(req, {})
 
-    @ctx.route(EKS, "ListAssociatedAccessPolicies")
-    def list_associated(req: AwsRequest) -> RawResponse:
+    def list_associated(self, req: AwsRequest) -> RawResponse:
+        """ListAssociatedAccessPolicies."""
         p = req.params
-        with ctx.locked():
-            cluster = state.cluster(req.region, p.get("clusterName"))
-            entry = entry_of(req.region, cluster, p.get("principalArn"))
-            policies = state.cluster_extras(req.region, cluster.name).policies
+        with self.ctx.locked():
+            cluster = self.state.cluster(req.region, p.get("clusterName"))
+            entry = self._entry_of(req.region, cluster, p.get("principalArn"))
+            policies = self.state.cluster_extras(req.region, cluster.name).policies
             items = list(policies.get(entry["principalArn"], {}).values())
         return json_response(
             req,
@@ -268,127 +262,29 @@ def register(ctx: AwsContext, state: EksState) -> None:
             },
         )
 
-    @ctx.route(EKS, "ListAccessPolicies")
-    def list_policies(req: AwsRequest) -> RawResponse:
+    def list_policies(self, req: AwsRequest) -> RawResponse:
+        """ListAccessPolicies."""
         items = [{"name": n, "arn": POLICY_PREFIX + n} for n in ACCESS_POLICIES]
         return json_response(req, {"accessPolicies": items})
 
-    _register_pod_identity(ctx, state)
+
+def register(ctx: AwsContext, state: EksState) -> None:
+    """Answer the access-entry, access-policy and pod-identity APIs."""
+    ops = AccessEntryOps(ctx, state)
+    for operation, handler in (
+        ("CreateAccessEntry", ops.create_entry),
+        ("DescribeAccessEntry", ops.describe_entry),
+        ("ListAccessEntries", ops.list_entries),
+        ("UpdateAccessEntry", ops.update_entry),
+        ("DeleteAccessEntry", ops.delete_entry),
+        ("AssociateAccessPolicy", ops.associate),
+        ("DisassociateAccessPolicy", ops.disassociate),
+        ("ListAssociatedAccessPolicies", ops.list_associated),
+        ("ListAccessPolicies", ops.list_policies),
+    ):
+        ctx.route(EKS, operation)(handler)
+    register_pod_identity(ctx, state)
     register_tags(ctx, state)
-
-
-def _register_pod_identity(ctx: AwsContext, state: EksState) -> None:
-    def find(region: str, cluster: Any, association_id: Any) -> dict[str, Any]:
-        assoc = state.cluster_extras(region, cluster.name).pod_identities.get(str(association_id))
-        if assoc is None:
-            raise not_found(f"Pod Identity Association {association_id} not found", clusterName=cluster.name)
-        return assoc
-
-    @ctx.route(EKS, "CreatePodIdentityAssociation")
-    def create(req: AwsRequest) -> RawResponse:
-        p = req.params
-        with ctx.locked():
-            cluster = state.active(req.region, p.get("clusterName"))
-            assoc = create_association(ctx, state, req.region, cluster, p)
-            return json_response(req, {"association": copy.deepcopy(assoc)})
-
-    @ctx.route(EKS, "DescribePodIdentityAssociation")
-    def describe(req: AwsRequest) -> RawResponse:
-        with ctx.locked():
-            cluster = state.cluster(req.region, req.params.get("clusterName"))
-            assoc = find(req.region, cluster, req.params.get("associationId"))
-            return json_response(req, {"association": copy.deepcopy(assoc)})
-
-    @ctx.route(EKS, "ListPodIdentityAssociations")
-    def list_assocs(req: AwsRequest) -> RawResponse:
-        p = req.params
-        with ctx.locked():
-            cluster = state.cluster(req.region, p.get("clusterName"))
-            items = list(state.cluster_extras(req.region, cluster.name).pod_identities.values())
-        if p.get("namespace"):
-            items = [a for a in items if a["namespace"] == p["namespace"]]
-        if p.get("serviceAccount"):
-            items = [a for a in items if a["serviceAccount"] == p["serviceAccount"]]
-        keys = ("clusterName", "namespace", "serviceAccount", "associationArn", "associationId", "ownerArn")
-        summaries = [{k: a[k] for k in keys if k in a} for a in items]
-        return json_response(req, {"associations": summaries})
-
-    @ctx.route(EKS, "UpdatePodIdentityAssociation")
-    def update(req: AwsRequest) -> RawResponse:
-        p = req.params
-        with ctx.locked():
-            cluster = state.cluster(req.region, p.get("clusterName"))
-            assoc = find(req.region, cluster, p.get("associationId"))
-            if p.get("roleArn"):
-                if not ROLE_RE.match(str(p["roleArn"])):
-                    raise invalid_param(f"Invalid role ARN {p['roleArn']}")
-                assoc["roleArn"] = p["roleArn"]
-            for key in ("disableSessionTags", "targetRoleArn", "policy"):
-                if key in p:
-                    assoc[key] = p[key]
-            assoc["modifiedAt"] = ctx.clock.wall()
-            _publish(ctx, state, req.region, cluster)
-            return json_response(req, {"association": copy.deepcopy(assoc)})
-
-    @ctx.route(EKS, "DeletePodIdentityAssociation")
-    def delete(req: AwsRequest) -> RawResponse:
-        p = req.params
-        with ctx.locked():
-            cluster = state.cluster(req.region, p.get("clusterName"))
-            assoc = find(req.region, cluster, p.get("associationId"))
-            del state.cluster_extras(req.region, cluster.name).pod_identities[assoc["associationId"]]
-            _publish(ctx, state, req.region, cluster)
-            return json_response(req, {"association": copy.deepcopy(assoc)})
-
-
-def create_association(
-    ctx: AwsContext, state: EksState, region: str, cluster: Any, p: dict[str, Any], owner: str | None = None
-) -> dict[str, Any]:
-    """Create one pod identity association (also used by CreateAddon's podIdentityAssociations)."""
-    ns, sa, role = p.get("namespace"), p.get("serviceAccount"), str(p.get("roleArn") or "")
-    if not ns or not sa:
-        raise invalid_param("namespace and serviceAccount are required")
-    if not ROLE_RE.match(role):
-        raise invalid_param(f"Invalid role ARN {role}")
-    if not iam_principal_exists(ctx, role):
-        raise invalid_param(f"Role {role} does not exist")
-    extra = state.cluster_extras(region, cluster.name)
-    for existing in extra.pod_identities.values():
-        if existing["namespace"] == ns and existing["serviceAccount"] == sa:
-            raise AwsError(
-                "ResourceInUseException",
-                "Association already exists for the specified namespace and service account",
-                409,
-                clusterName=cluster.name,
-            )
-    aid = "a-" + alnum_id(17)
-    now = ctx.clock.wall()
-    assoc: dict[str, Any] = {
-        "clusterName": cluster.name,
-        "namespace": ns,
-        "serviceAccount": sa,
-        "roleArn": role,
-        "associationArn": ctx.arn("eks", region, f"podidentityassociation/{cluster.name}/{aid}"),
-        "associationId": aid,
-        "tags": dict(p.get("tags") or {}),
-        "createdAt": now,
-        "modifiedAt": now,
-        "disableSessionTags": bool(p.get("disableSessionTags", False)),
-    }
-    if owner:
-        assoc["ownerArn"] = owner
-    if p.get("targetRoleArn"):
-        assoc["targetRoleArn"] = p["targetRoleArn"]
-    if p.get("policy"):
-        assoc["policy"] = p["policy"]
-    extra.pod_identities[aid] = assoc
-    _publish(ctx, state, region, cluster)
-    return assoc
-
-
-def _publish(ctx: AwsContext, state: EksState, region: str, cluster: Any) -> None:
-    items = [copy.deepcopy(a) for a in state.cluster_extras(region, cluster.name).pod_identities.values()]
-    ctx.emit("eks.pod_identity.changed", cluster_name=cluster.name, cluster_arn=cluster.arn, associations=items)
 
 
 def register_tags(ctx: AwsContext, state: EksState) -> None:

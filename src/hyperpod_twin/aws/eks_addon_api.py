@@ -14,10 +14,10 @@ from typing import Any
 from hyperpod_twin.events import Topic
 
 from .context import AwsContext, hex_id
-from .eks_access import create_association
 from .eks_addon_schemas import check_config, schema_of
 from .eks_addons import CATALOG, addon_info, health_issues
 from .eks_clusters import DEFAULT_K8S_VERSION, EKS, K8S_VERSIONS, EksState, invalid_param, not_found
+from .eks_pod_identity import create_association
 from .protocol import AwsError, AwsRequest, RawResponse, json_response, page
 
 ADDON_CREATE = 60.0  # twin seconds

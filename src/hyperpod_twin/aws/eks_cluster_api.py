@@ -16,7 +16,6 @@ from collections.abc import Callable
 from typing import Any
 
 from .context import AwsContext, hex_id
-from .eks_access import iam_principal_exists
 from .eks_clusters import (
     AUTH_ORDER,
     CLUSTER_DELETE,
@@ -32,6 +31,7 @@ from .eks_clusters import (
     schedule_activation,
     update_record,
 )
+from .eks_pod_identity import iam_principal_exists
 from .protocol import AwsError, AwsRequest, PassThrough, RawResponse, json_response
 
 Handler = Callable[[AwsContext, EksState, AwsRequest], RawResponse]

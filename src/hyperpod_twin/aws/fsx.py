@@ -77,11 +77,15 @@ class FsxState:
         self.file_systems.clear()
 
 
-def register(ctx: AwsContext, state: FsxState) -> None:
-    """Answer FSx Create/Describe/Delete/UpdateFileSystem and tags for Lustre file systems."""
+class FsxOps:
+    """The FSx for Lustre file system operations, one named handler each."""
 
-    @ctx.route(FSX, "CreateFileSystem")
-    def create(req: AwsRequest) -> RawResponse:
+    def __init__(self, ctx: AwsContext, state: FsxState) -> None:
+        self.ctx = ctx
+        self.state = state
+
+    def create(self, req: AwsRequest) -> RawResponse:
+        """CreateFileSystem."""
         p = req.params
         if p.get("FileSystemType") != "LUSTRE":
             raise PassThrough()
@@ -105,12 +109,12 @@ def register(ctx: AwsContext, state: FsxState) -> None:
         subnets = list(p.get("SubnetIds") or [])
         if len(subnets) != 1:
             raise AwsError("InvalidNetworkSettings", "Lustre file systems require exactly one subnet.")
-        with ctx.locked():
+        with self.ctx.locked():
             try:
-                az, az_id, vpc_id = ctx.subnet_az(req.region, subnets[0])
+                az, az_id, vpc_id = self.ctx.subnet_az(req.region, subnets[0])
             except AwsError as exc:
                 raise AwsError("InvalidNetworkSettings", f"The subnet ID '{subnets[0]}' does not exist") from exc
-            ec2 = ctx.ec2(req.region)
+            ec2 = self.ctx.ec2(req.region)
             groups = list(p.get("SecurityGroupIds") or [])
             for sg in groups:
                 if ec2.get_security_group_from_id(sg) is None:
@@ -120,7 +124,7 @@ def register(ctx: AwsContext, state: FsxState) -> None:
                 groups = [default.id] if default is not None else []
             token = p.get("ClientRequestToken")
             if token:
-                for known in state.file_systems.values():
+                for known in self.state.file_systems.values():
                     if known.get("_token") == token:
                         return json_response(req, {"FileSystem": _public(known)})
             fs_id = "fs-" + hex_id(17)
@@ -138,8 +142,8 @@ def register(ctx: AwsContext, state: FsxState) -> None:
             lustre.setdefault("DataCompressionType", "NONE")
             lustre.setdefault("WeeklyMaintenanceStartTime", "1:05:00")
             fs: dict[str, Any] = {
-                "OwnerId": ctx.account_id,
-                "CreationTime": ctx.clock.wall(),
+                "OwnerId": self.ctx.account_id,
+                "CreationTime": self.ctx.clock.wall(),
                 "FileSystemId": fs_id,
                 "FileSystemType": "LUSTRE",
                 "FileSystemTypeVersion": p.get("FileSystemTypeVersion", "2.15"),
@@ -150,7 +154,7 @@ def register(ctx: AwsContext, state: FsxState) -> None:
                 "SubnetIds": subnets,
                 "NetworkInterfaceIds": [eni.id],
                 "DNSName": f"{fs_id}.fsx.{req.region}.amazonaws.com",
-                "ResourceARN": ctx.arn("fsx", req.region, f"file-system/{fs_id}"),
+                "ResourceARN": self.ctx.arn("fsx", req.region, f"file-system/{fs_id}"),
                 "Tags": list(p.get("Tags") or []),
                 "LustreConfiguration": lustre,
                 "_token": token,
@@ -160,69 +164,69 @@ def register(ctx: AwsContext, state: FsxState) -> None:
             }
             if p.get("KmsKeyId"):
                 fs["KmsKeyId"] = p["KmsKeyId"]
-            state.file_systems[fs_id] = fs
-            _changed(ctx, fs)
+            self.state.file_systems[fs_id] = fs
+            _changed(self.ctx, fs)
 
             def available() -> None:
-                if state.file_systems.get(fs_id) is fs and fs["Lifecycle"] == "CREATING":
+                if self.state.file_systems.get(fs_id) is fs and fs["Lifecycle"] == "CREATING":
                     fs["Lifecycle"] = "AVAILABLE"
-                    _changed(ctx, fs)
+                    _changed(self.ctx, fs)
 
             def failed() -> None:
-                if state.file_systems.get(fs_id) is fs:
+                if self.state.file_systems.get(fs_id) is fs:
                     fs["Lifecycle"] = "FAILED"
                     fs["FailureDetails"] = {"Message": "Insufficient capacity to create the file system in " + az}
-                    _changed(ctx, fs)
+                    _changed(self.ctx, fs)
 
             # A scripted capacity shortage for "fsx.lustre" in this AZ fails the file system.
-            short = ctx.faults.capacity_short("fsx.lustre", az, az_id)
-            ctx.later(CREATE_SECONDS if not short else 60.0, failed if short else available)
+            short = self.ctx.faults.capacity_short("fsx.lustre", az, az_id)
+            self.ctx.later(CREATE_SECONDS if not short else 60.0, failed if short else available)
             return json_response(req, {"FileSystem": _public(fs)})
 
-    @ctx.route(FSX, "DescribeFileSystems")
-    def describe(req: AwsRequest) -> RawResponse:
+    def describe(self, req: AwsRequest) -> RawResponse:
+        """DescribeFileSystems."""
         p = req.params
-        with ctx.locked():
+        with self.ctx.locked():
             ids = list(p.get("FileSystemIds") or [])
             for fid in ids:
-                if fid not in state.file_systems:
+                if fid not in self.state.file_systems:
                     raise AwsError("FileSystemNotFound", f"File system '{fid}' does not exist.")
             items = [
                 _public(fs)
-                for fid, fs in sorted(state.file_systems.items())
+                for fid, fs in sorted(self.state.file_systems.items())
                 if fs["_region"] == req.region and (not ids or fid in ids)
             ]
         return json_response(req, page(p, items, "FileSystems", default_size=2147483647))
 
-    @ctx.route(FSX, "DeleteFileSystem")
-    def delete(req: AwsRequest) -> RawResponse:
+    def delete(self, req: AwsRequest) -> RawResponse:
+        """DeleteFileSystem."""
         fid = str(req.params.get("FileSystemId"))
-        with ctx.locked():
-            fs = state.file_systems.get(fid)
+        with self.ctx.locked():
+            fs = self.state.file_systems.get(fid)
             if fs is None:
                 raise AwsError("FileSystemNotFound", f"File system '{fid}' does not exist.")
             if fs["Lifecycle"] == "CREATING":
                 raise bad_request(f"File system '{fid}' is CREATING and cannot be deleted yet.")
             fs["Lifecycle"] = "DELETING"
-            _changed(ctx, fs)
+            _changed(self.ctx, fs)
 
             def gone() -> None:
-                if state.file_systems.get(fid) is fs:
-                    del state.file_systems[fid]
+                if self.state.file_systems.get(fid) is fs:
+                    del self.state.file_systems[fid]
                     for eni_id in fs["NetworkInterfaceIds"]:  # its network interfaces go with it
                         with contextlib.suppress(Exception):  # already gone
-                            ctx.ec2(fs["_region"]).delete_network_interface(eni_id)
-                    ctx.emit(CHANGED, file_system_id=fid, deleted=True)
+                            self.ctx.ec2(fs["_region"]).delete_network_interface(eni_id)
+                    self.ctx.emit(CHANGED, file_system_id=fid, deleted=True)
 
-            ctx.later(DELETE_SECONDS, gone)
+            self.ctx.later(DELETE_SECONDS, gone)
         return json_response(req, {"FileSystemId": fid, "Lifecycle": "DELETING"})
 
-    @ctx.route(FSX, "UpdateFileSystem")
-    def update(req: AwsRequest) -> RawResponse:
+    def update(self, req: AwsRequest) -> RawResponse:
+        """UpdateFileSystem."""
         p = req.params
         fid = str(p.get("FileSystemId"))
-        with ctx.locked():
-            fs = state.file_systems.get(fid)
+        with self.ctx.locked():
+            fs = self.state.file_systems.get(fid)
             if fs is None:
                 raise AwsError("FileSystemNotFound", f"File system '{fid}' does not exist.")
             if fs["Lifecycle"] != "AVAILABLE":
@@ -234,13 +238,13 @@ def register(ctx: AwsContext, state: FsxState) -> None:
                 fs["LustreConfiguration"][key] = value
             return json_response(req, {"FileSystem": _public(fs)})
 
-    def tagged(arn: str) -> dict[str, Any] | None:
-        return next((fs for fs in state.file_systems.values() if fs["ResourceARN"] == arn), None)
+    def _tagged(self, arn: str) -> dict[str, Any] | None:
+        return next((fs for fs in self.state.file_systems.values() if fs["ResourceARN"] == arn), None)
 
-    @ctx.route(FSX, "TagResource")
-    def tag(req: AwsRequest) -> RawResponse:
-        with ctx.locked():
-            fs = tagged(str(req.params.get("ResourceARN")))
+    def tag(self, req: AwsRequest) -> RawResponse:
+        """TagResource."""
+        with self.ctx.locked():
+            fs = self._tagged(str(req.params.get("ResourceARN")))
             if fs is None:
                 raise PassThrough()
             new = {t["Key"]: t["Value"] for t in req.params.get("Tags") or []}
@@ -249,24 +253,38 @@ def register(ctx: AwsContext, state: FsxState) -> None:
             ]
         return json_response(req, {})
 
-    @ctx.route(FSX, "UntagResource")
-    def untag(req: AwsRequest) -> RawResponse:
-        with ctx.locked():
-            fs = tagged(str(req.params.get("ResourceARN")))
+    def untag(self, req: AwsRequest) -> RawResponse:
+        """UntagResource."""
+        with self.ctx.locked():
+            fs = self._tagged(str(req.params.get("ResourceARN")))
             if fs is None:
                 raise PassThrough()
             keys = set(req.params.get("TagKeys") or [])
             fs["Tags"] = [t for t in fs["Tags"] if t["Key"] not in keys]
         return json_response(req, {})
 
-    @ctx.route(FSX, "ListTagsForResource")
-    def list_tags(req: AwsRequest) -> RawResponse:
-        with ctx.locked():
-            fs = tagged(str(req.params.get("ResourceARN")))
+    def list_tags(self, req: AwsRequest) -> RawResponse:
+        """ListTagsForResource."""
+        with self.ctx.locked():
+            fs = self._tagged(str(req.params.get("ResourceARN")))
             if fs is None:
                 raise PassThrough()
             return json_response(req, {"Tags": list(fs["Tags"])})
 
+
+def register(ctx: AwsContext, state: FsxState) -> None:
+    """Answer FSx Create/Describe/Delete/UpdateFileSystem and tags for Lustre file systems."""
+    ops = FsxOps(ctx, state)
+    for operation, handler in (
+        ("CreateFileSystem", ops.create),
+        ("DescribeFileSystems", ops.describe),
+        ("DeleteFileSystem", ops.delete),
+        ("UpdateFileSystem", ops.update),
+        ("TagResource", ops.tag),
+        ("UntagResource", ops.untag),
+        ("ListTagsForResource", ops.list_tags),
+    ):
+        ctx.route(FSX, operation)(handler)
     ctx.on_reset(state.reset)
 
 

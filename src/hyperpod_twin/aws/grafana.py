@@ -99,89 +99,108 @@ def _check_create(ctx: AwsContext, p: dict[str, Any]) -> None:
         raise validation("workspaceOrganizationalUnits is required when accountAccessType is ORGANIZATION.")
 
 
-def register(ctx: AwsContext, state: GrafanaState) -> None:
-    """Answer the Amazon Managed Grafana workspace API from `state`."""
+class GrafanaOps:
+    """The Amazon Managed Grafana operations, one named handler each."""
 
-    @ctx.route(SERVICE, "CreateWorkspace")
-    def create(req: AwsRequest) -> RawResponse:
+    def __init__(self, ctx: AwsContext, state: GrafanaState) -> None:
+        self.ctx = ctx
+        self.state = state
+
+    def create(self, req: AwsRequest) -> RawResponse:
+        """CreateWorkspace."""
         p = req.params
-        _check_create(ctx, p)
+        _check_create(self.ctx, p)
         token = p.get("clientToken")
-        with ctx.locked():
-            for existing in state.workspaces.values():
+        with self.ctx.locked():
+            for existing in self.state.workspaces.values():
                 if token and existing.client_token == token and existing.region == req.region:
                     return json_response(req, {"workspace": existing.shape()}, 202)
             wid = f"g-{hex_id(10)}"
-            now = ctx.clock.wall()
+            now = self.ctx.clock.wall()
             workspace = Workspace(
-                id=wid, arn=ctx.arn("grafana", req.region, f"/workspaces/{wid}"), region=req.region,
+                id=wid, arn=self.ctx.arn("grafana", req.region, f"/workspaces/{wid}"), region=req.region,
                 account_access_type=str(p["accountAccessType"]), permission_type=str(p["permissionType"]),
                 providers=list(p["authenticationProviders"]), created=now, name=p.get("workspaceName"),
                 description=p.get("workspaceDescription"), role_arn=p.get("workspaceRoleArn"),
                 data_sources=list(p.get("workspaceDataSources") or []), tags=dict(p.get("tags") or {}),
                 client_token=token,
             )
-            state.workspaces[wid] = workspace
-            fails = ctx.faults.lifecycle("grafana_failure") is not None
+            self.state.workspaces[wid] = workspace
+            fails = self.ctx.faults.lifecycle("grafana_failure") is not None
 
             def settled() -> None:
                 if workspace.status == "CREATING":
                     workspace.status = "CREATION_FAILED" if fails else "ACTIVE"
-                    workspace.modified = ctx.clock.wall()
+                    workspace.modified = self.ctx.clock.wall()
 
-            ctx.later(CREATE_SECONDS, settled)
+            self.ctx.later(CREATE_SECONDS, settled)
             return json_response(req, {"workspace": workspace.shape()}, 202)
 
-    @ctx.route(SERVICE, "DescribeWorkspace")
-    def describe(req: AwsRequest) -> RawResponse:
-        with ctx.locked():
-            return json_response(req, {"workspace": state.find(req.region, str(req.params["workspaceId"])).shape()})
+    def describe(self, req: AwsRequest) -> RawResponse:
+        """DescribeWorkspace."""
+        with self.ctx.locked():
+            workspace = self.state.find(req.region, str(req.params["workspaceId"]))
+            return json_response(req, {"workspace": workspace.shape()})
 
-    @ctx.route(SERVICE, "ListWorkspaces")
-    def list_workspaces(req: AwsRequest) -> RawResponse:
-        with ctx.locked():
-            items = [w.summary() for w in sorted(state.workspaces.values(), key=lambda w: w.created)
+    def list_workspaces(self, req: AwsRequest) -> RawResponse:
+        """ListWorkspaces."""
+        with self.ctx.locked():
+            items = [w.summary() for w in sorted(self.state.workspaces.values(), key=lambda w: w.created)
                      if w.region == req.region]
         try:
             return json_response(req, page(req.params, copy.deepcopy(items), "workspaces", camel=True))
         except AwsError as exc:  # Grafana answers a token it did not issue with a ValidationException
             raise validation(exc.message) from exc
 
-    @ctx.route(SERVICE, "DeleteWorkspace")
-    def delete(req: AwsRequest) -> RawResponse:
-        with ctx.locked():
-            workspace = state.find(req.region, str(req.params["workspaceId"]))
+    def delete(self, req: AwsRequest) -> RawResponse:
+        """DeleteWorkspace."""
+        with self.ctx.locked():
+            workspace = self.state.find(req.region, str(req.params["workspaceId"]))
             if workspace.status != "DELETING":
                 workspace.status = "DELETING"
-                workspace.modified = ctx.clock.wall()
+                workspace.modified = self.ctx.clock.wall()
 
                 def gone() -> None:
-                    state.workspaces.pop(workspace.id, None)
+                    self.state.workspaces.pop(workspace.id, None)
 
-                ctx.later(DELETE_SECONDS, gone)
+                self.ctx.later(DELETE_SECONDS, gone)
             return json_response(req, {"workspace": workspace.shape()}, 202)
 
-    @ctx.route(SERVICE, "TagResource")
-    def tag(req: AwsRequest) -> RawResponse:
-        with ctx.locked():
-            workspace = state.by_arn(str(req.params["resourceArn"]))
+    def tag(self, req: AwsRequest) -> RawResponse:
+        """TagResource."""
+        with self.ctx.locked():
+            workspace = self.state.by_arn(str(req.params["resourceArn"]))
             tags = {**workspace.tags, **dict(req.params.get("tags") or {})}
             if len(tags) > 50:
                 raise validation("A workspace can have at most 50 tags.")
             workspace.tags = tags
             return json_response(req, {})
 
-    @ctx.route(SERVICE, "UntagResource")
-    def untag(req: AwsRequest) -> RawResponse:
-        with ctx.locked():
-            workspace = state.by_arn(str(req.params["resourceArn"]))
+    def untag(self, req: AwsRequest) -> RawResponse:
+        """UntagResource."""
+        with self.ctx.locked():
+            workspace = self.state.by_arn(str(req.params["resourceArn"]))
             for key in req.params.get("tagKeys") or []:
                 workspace.tags.pop(str(key), None)
             return json_response(req, {})
 
-    @ctx.route(SERVICE, "ListTagsForResource")
-    def list_tags(req: AwsRequest) -> RawResponse:
-        with ctx.locked():
-            return json_response(req, {"tags": dict(state.by_arn(str(req.params["resourceArn"])).tags)})
+    def list_tags(self, req: AwsRequest) -> RawResponse:
+        """ListTagsForResource."""
+        with self.ctx.locked():
+            return json_response(req, {"tags": dict(self.state.by_arn(str(req.params["resourceArn"])).tags)})
 
+
+def register(ctx: AwsContext, state: GrafanaState) -> None:
+    """Answer the Amazon Managed Grafana workspace API from `state`."""
+    ops = GrafanaOps(ctx, state)
+    for operation, handler in (
+        ("CreateWorkspace", ops.create),
+        ("DescribeWorkspace", ops.describe),
+        ("ListWorkspaces", ops.list_workspaces),
+        ("DeleteWorkspace", ops.delete),
+        ("TagResource", ops.tag),
+        ("UntagResource", ops.untag),
+        ("ListTagsForResource", ops.list_tags),
+    ):
+        ctx.route(SERVICE, operation)(handler)
     ctx.on_reset(state.reset)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import copy
+import json
 import re
 from typing import Any
+from urllib.parse import unquote
 
 from . import instance_types
 from .protocol import AwsError, validation
@@ -166,3 +168,24 @@ def _fmt(value: Any) -> str:
     if isinstance(value, dict) and "InterfaceType" in value:
         return str(value["InterfaceType"])
     return str(value)
+
+
+def trusts(document: Any, service: str) -> bool:
+    """Whether a trust policy lets `service` call sts:AssumeRole."""
+    try:
+        policy = json.loads(document) if isinstance(document, str) else document
+    except ValueError:
+        policy = json.loads(unquote(str(document)))
+    statements = policy.get("Statement") or []
+    for st in statements if isinstance(statements, list) else [statements]:
+        if st.get("Effect") != "Allow":
+            continue
+        actions = st.get("Action") or []
+        actions = [actions] if isinstance(actions, str) else actions
+        if not any(a in ("sts:AssumeRole", "sts:*", "*") for a in actions):
+            continue
+        principals = (st.get("Principal") or {}).get("Service") or []
+        principals = [principals] if isinstance(principals, str) else principals
+        if service in principals:
+            return True
+    return False

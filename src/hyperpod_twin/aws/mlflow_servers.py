@@ -84,11 +84,17 @@ class MlflowServers:
         return self.process.url if server.status == "Created" else ""
 
 
-def register(ctx: AwsContext, state: MlflowServers) -> None:
-    """Answer the MLflow tracking server API from `state`; stop the process with the twin."""
+class MlflowServerOps:
+    """The SageMaker MLflow tracking server operations, one named handler each."""
 
-    @ctx.route(SM, "CreateMlflowTrackingServer")
-    def create(req: AwsRequest) -> RawResponse:
+    def __init__(self, ctx: AwsContext, state: MlflowServers) -> None:
+        self.ctx = ctx
+        self.state = state
+        # AddTags/ListTags of other SageMaker resources go to the handler registered before (HyperPod's), else moto.
+        self.before = {op: ctx.handlers.get((SM, op)) for op in ("AddTags", "ListTags")}
+
+    def create(self, req: AwsRequest) -> RawResponse:
+        """CreateMlflowTrackingServer."""
         p = req.params
         name = str(p.get("TrackingServerName") or "")
         if not NAME_RE.match(name):
@@ -103,35 +109,35 @@ def register(ctx: AwsContext, state: MlflowServers) -> None:
         size = str(p.get("TrackingServerSize") or "Small")
         if size not in SIZES:
             raise validation(f"TrackingServerSize must be one of {', '.join(SIZES)}.")
-        with ctx.locked():
-            if any(s.name == name for s in state.servers.values()):
+        with self.ctx.locked():
+            if any(s.name == name for s in self.state.servers.values()):
                 raise AwsError("ResourceInUse", f"Tracking server {name} already exists.")
-            arn = ctx.arn("sagemaker", req.region, f"mlflow-tracking-server/{name}")
+            arn = self.ctx.arn("sagemaker", req.region, f"mlflow-tracking-server/{name}")
             server = TrackingServer(name=name, arn=arn, region=req.region, artifact_store_uri=uri, role_arn=role,
-                                    size=size, created=ctx.clock.wall(), tags=list(p.get("Tags") or []))
-            state.servers[arn] = server
+                                    size=size, created=self.ctx.clock.wall(), tags=list(p.get("Tags") or []))
+            self.state.servers[arn] = server
 
             def created() -> None:
                 server.waited = True
 
-            ctx.later(CREATE_SECONDS, created)
-        state.process.ensure_started()
+            self.ctx.later(CREATE_SECONDS, created)
+        self.state.process.ensure_started()
         return json_response(req, {"TrackingServerArn": arn})
 
-    @ctx.route(SM, "DescribeMlflowTrackingServer")
-    def describe(req: AwsRequest) -> RawResponse:
-        with ctx.locked():
-            server = state.find(str(req.params.get("TrackingServerName")))
-            state.settle(server)
+    def describe(self, req: AwsRequest) -> RawResponse:
+        """DescribeMlflowTrackingServer."""
+        with self.ctx.locked():
+            server = self.state.find(str(req.params.get("TrackingServerName")))
+            self.state.settle(server)
             return json_response(req, server.shape(proxy_url(req.headers.get("Host", "127.0.0.1"), server.name)))
 
-    @ctx.route(SM, "ListMlflowTrackingServers")
-    def list_servers(req: AwsRequest) -> RawResponse:
+    def list_servers(self, req: AwsRequest) -> RawResponse:
+        """ListMlflowTrackingServers."""
         p = req.params
-        with ctx.locked():
+        with self.ctx.locked():
             items = []
-            for server in state.servers.values():
-                state.settle(server)
+            for server in self.state.servers.values():
+                self.state.settle(server)
                 if server.region == req.region and p.get("TrackingServerStatus") in (None, server.status):
                     items.append({k: v for k, v in server.shape("").items() if k in (
                         "TrackingServerArn", "TrackingServerName", "CreationTime", "LastModifiedTime",
@@ -139,60 +145,72 @@ def register(ctx: AwsContext, state: MlflowServers) -> None:
         items.sort(key=lambda i: i["CreationTime"], reverse=p.get("SortOrder") != "Ascending")
         return json_response(req, page(p, copy.deepcopy(items), "TrackingServerSummaries"))
 
-    @ctx.route(SM, "CreatePresignedMlflowTrackingServerUrl")
-    def presigned(req: AwsRequest) -> RawResponse:
-        with ctx.locked():
-            server = state.find(str(req.params.get("TrackingServerName")))
-            state.settle(server)
+    def presigned(self, req: AwsRequest) -> RawResponse:
+        """CreatePresignedMlflowTrackingServerUrl."""
+        with self.ctx.locked():
+            server = self.state.find(str(req.params.get("TrackingServerName")))
+            self.state.settle(server)
             if server.status != "Created":
                 raise validation(f"Tracking server {server.name} is {server.status}, not Created.")
-            return json_response(req, {"AuthorizedUrl": state.process.url + "/"})
+            return json_response(req, {"AuthorizedUrl": self.state.process.url + "/"})
 
-    @ctx.route(SM, "DeleteMlflowTrackingServer")
-    def delete(req: AwsRequest) -> RawResponse:
-        with ctx.locked():
-            server = state.find(str(req.params.get("TrackingServerName")))
-            state.servers.pop(server.arn, None)
+    def delete(self, req: AwsRequest) -> RawResponse:
+        """DeleteMlflowTrackingServer."""
+        with self.ctx.locked():
+            server = self.state.find(str(req.params.get("TrackingServerName")))
+            self.state.servers.pop(server.arn, None)
             return json_response(req, {"TrackingServerArn": server.arn})
 
-    # AddTags/ListTags of other SageMaker resources go to the handler registered before (HyperPod's), else moto.
-    before = {op: ctx.handlers.get((SM, op)) for op in ("AddTags", "ListTags")}
-
-    def tagged(req: AwsRequest) -> TrackingServer | None:
+    def _tagged(self, req: AwsRequest) -> TrackingServer | None:
         arn = str(req.params.get("ResourceArn"))
-        return state.find(arn) if ":mlflow-tracking-server/" in arn else None
+        return self.state.find(arn) if ":mlflow-tracking-server/" in arn else None
 
-    def other(req: AwsRequest) -> RawResponse:
-        handler = before.get(str(req.operation))
+    def _other(self, req: AwsRequest) -> RawResponse:
+        handler = self.before.get(str(req.operation))
         if handler is None:
             raise PassThrough()
         return handler(req)
 
-    @ctx.route(SM, "AddTags")
-    def add_tags(req: AwsRequest) -> RawResponse:
-        with ctx.locked():
-            server = tagged(req)
+    def add_tags(self, req: AwsRequest) -> RawResponse:
+        """AddTags."""
+        with self.ctx.locked():
+            server = self._tagged(req)
             if server is None:
-                return other(req)
+                return self._other(req)
             new = {t["Key"]: t["Value"] for t in req.params.get("Tags") or []}
             server.tags = [t for t in server.tags if t["Key"] not in new] + [
                 {"Key": k, "Value": v} for k, v in new.items()]
             return json_response(req, {"Tags": list(server.tags)})
 
-    @ctx.route(SM, "ListTags")
-    def list_tags(req: AwsRequest) -> RawResponse:
-        with ctx.locked():
-            server = tagged(req)
+    def list_tags(self, req: AwsRequest) -> RawResponse:
+        """ListTags."""
+        with self.ctx.locked():
+            server = self._tagged(req)
             if server is None:
-                return other(req)
+                return self._other(req)
             return json_response(req, page(req.params, list(server.tags), "Tags"))
 
-    def on_resolve(arn: str = "", **_: Any) -> str | None:
-        with ctx.locked():
-            return state.url_for(arn)
+    def on_resolve(self, arn: str = "", **_: Any) -> str | None:
+        """The URL of the tracking server `arn` (the `twin.mlflow.resolve` bus answer)."""
+        with self.ctx.locked():
+            return self.state.url_for(arn)
 
+
+def register(ctx: AwsContext, state: MlflowServers) -> None:
+    """Answer the MLflow tracking server API from `state`; stop the process with the twin."""
+    ops = MlflowServerOps(ctx, state)
+    for operation, handler in (
+        ("CreateMlflowTrackingServer", ops.create),
+        ("DescribeMlflowTrackingServer", ops.describe),
+        ("ListMlflowTrackingServers", ops.list_servers),
+        ("CreatePresignedMlflowTrackingServerUrl", ops.presigned),
+        ("DeleteMlflowTrackingServer", ops.delete),
+        ("AddTags", ops.add_tags),
+        ("ListTags", ops.list_tags),
+    ):
+        ctx.route(SM, operation)(handler)
     ctx.on_reset(state.reset)
-    ctx.bus.subscribe("twin.mlflow.resolve", on_resolve)
+    ctx.bus.subscribe("twin.mlflow.resolve", ops.on_resolve)
     ctx.bus.subscribe("twin.stopping", lambda **_: state.process.stop())
 
 

@@ -134,51 +134,54 @@ class Quotas:
         return q
 
 
-def register(ctx: AwsContext, quotas: Quotas) -> None:
-    """Answer the Service Quotas API from `quotas`."""
-    svc = "service-quotas"
+class QuotaOps:
+    """The Service Quotas operations, one named handler each."""
 
-    def paged(req: AwsRequest, items: list[dict[str, Any]], key: str) -> RawResponse:
+    def __init__(self, ctx: AwsContext, quotas: Quotas) -> None:
+        self.ctx = ctx
+        self.quotas = quotas
+
+    def _paged(self, req: AwsRequest, items: list[dict[str, Any]], key: str) -> RawResponse:
         return json_response(req, page(req.params, items, key))
 
-    def listed(req: AwsRequest, *, default: bool) -> RawResponse:
+    def _listed(self, req: AwsRequest, *, default: bool) -> RawResponse:
         service = str(req.params.get("ServiceCode", ""))
         if service not in SERVICE_NAMES:
             raise AwsError("NoSuchResourceException", f"The service {service} does not exist.")
         code = req.params.get("QuotaCode")
         items = [
-            q.shape(ctx.account_id, req.region, default=default)
-            for q in sorted(quotas.items.values(), key=lambda q: q.name)
+            q.shape(self.ctx.account_id, req.region, default=default)
+            for q in sorted(self.quotas.items.values(), key=lambda q: q.name)
             if q.service == service and (code is None or q.code == code)
         ]
-        return paged(req, items, "Quotas")
+        return self._paged(req, items, "Quotas")
 
-    @ctx.route(svc, "ListServices")
-    def list_services(req: AwsRequest) -> RawResponse:
+    def list_services(self, req: AwsRequest) -> RawResponse:
+        """ListServices."""
         items = [{"ServiceCode": k, "ServiceName": v} for k, v in sorted(SERVICE_NAMES.items())]
-        return paged(req, items, "Services")
+        return self._paged(req, items, "Services")
 
-    @ctx.route(svc, "GetServiceQuota")
-    def get_quota(req: AwsRequest) -> RawResponse:
-        q = quotas.get(str(req.params.get("ServiceCode")), str(req.params.get("QuotaCode")))
-        return json_response(req, {"Quota": q.shape(ctx.account_id, req.region)})
+    def get_quota(self, req: AwsRequest) -> RawResponse:
+        """GetServiceQuota."""
+        q = self.quotas.get(str(req.params.get("ServiceCode")), str(req.params.get("QuotaCode")))
+        return json_response(req, {"Quota": q.shape(self.ctx.account_id, req.region)})
 
-    @ctx.route(svc, "GetAWSDefaultServiceQuota")
-    def get_default(req: AwsRequest) -> RawResponse:
-        q = quotas.get(str(req.params.get("ServiceCode")), str(req.params.get("QuotaCode")))
-        return json_response(req, {"Quota": q.shape(ctx.account_id, req.region, default=True)})
+    def get_default(self, req: AwsRequest) -> RawResponse:
+        """GetAWSDefaultServiceQuota."""
+        q = self.quotas.get(str(req.params.get("ServiceCode")), str(req.params.get("QuotaCode")))
+        return json_response(req, {"Quota": q.shape(self.ctx.account_id, req.region, default=True)})
 
-    @ctx.route(svc, "ListServiceQuotas")
-    def list_quotas(req: AwsRequest) -> RawResponse:
-        return listed(req, default=False)
+    def list_quotas(self, req: AwsRequest) -> RawResponse:
+        """ListServiceQuotas."""
+        return self._listed(req, default=False)
 
-    @ctx.route(svc, "ListAWSDefaultServiceQuotas")
-    def list_defaults(req: AwsRequest) -> RawResponse:
-        return listed(req, default=True)
+    def list_defaults(self, req: AwsRequest) -> RawResponse:
+        """ListAWSDefaultServiceQuotas."""
+        return self._listed(req, default=True)
 
-    @ctx.route(svc, "RequestServiceQuotaIncrease")
-    def request_increase(req: AwsRequest) -> RawResponse:
-        q = quotas.get(str(req.params.get("ServiceCode")), str(req.params.get("QuotaCode")))
+    def request_increase(self, req: AwsRequest) -> RawResponse:
+        """RequestServiceQuotaIncrease."""
+        q = self.quotas.get(str(req.params.get("ServiceCode")), str(req.params.get("QuotaCode")))
         desired = float(req.params.get("DesiredValue", 0))
         if desired <= q.value:
             raise AwsError("IllegalArgumentException", "The desired value must be greater than the current value.")
@@ -191,55 +194,74 @@ def register(ctx: AwsContext, quotas: Quotas) -> None:
             "QuotaName": q.name,
             "DesiredValue": desired,
             "Status": "PENDING",
-            "Created": ctx.clock.wall(),
-            "LastUpdated": ctx.clock.wall(),
-            "Requester": ctx.caller_arn,
-            "QuotaArn": q.shape(ctx.account_id, req.region)["QuotaArn"],
+            "Created": self.ctx.clock.wall(),
+            "LastUpdated": self.ctx.clock.wall(),
+            "Requester": self.ctx.caller_arn,
+            "QuotaArn": q.shape(self.ctx.account_id, req.region)["QuotaArn"],
             "GlobalQuota": False,
             "Unit": "None",
         }
-        quotas.requests[rid] = record
+        self.quotas.requests[rid] = record
 
         def approve() -> None:
-            if quotas.requests.get(rid) is record:
+            if self.quotas.requests.get(rid) is record:
                 record["Status"] = "APPROVED"
-                record["LastUpdated"] = ctx.clock.wall()
+                record["LastUpdated"] = self.ctx.clock.wall()
                 q.value = max(q.value, desired)
 
         # Quota increases take a while in AWS; the twin approves after one twin hour.
-        ctx.later(3600, approve)
+        self.ctx.later(3600, approve)
         return json_response(req, {"RequestedQuota": record})
 
-    @ctx.route(svc, "GetRequestedServiceQuotaChange")
-    def get_request(req: AwsRequest) -> RawResponse:
-        record = quotas.requests.get(str(req.params.get("RequestId")))
+    def get_request(self, req: AwsRequest) -> RawResponse:
+        """GetRequestedServiceQuotaChange."""
+        record = self.quotas.requests.get(str(req.params.get("RequestId")))
         if record is None:
             raise AwsError("NoSuchResourceException", "The request does not exist.")
         return json_response(req, {"RequestedQuota": record})
 
-    @ctx.route(svc, "ListRequestedServiceQuotaChangeHistory")
-    def history(req: AwsRequest) -> RawResponse:
+    def history(self, req: AwsRequest) -> RawResponse:
+        """ListRequestedServiceQuotaChangeHistory."""
         service = req.params.get("ServiceCode")
-        items = [r for r in quotas.requests.values() if service in (None, r["ServiceCode"])]
-        return paged(req, items, "RequestedQuotas")
+        items = [r for r in self.quotas.requests.values() if service in (None, r["ServiceCode"])]
+        return self._paged(req, items, "RequestedQuotas")
 
-    def vpc_guard(quota_name: str, count: Any, service: str = "vpc", error: str = "ResourceLimitExceeded") -> Any:
+    def vpc_guard(
+        self, quota_name: str, count: Any, service: str = "vpc", error: str = "ResourceLimitExceeded"
+    ) -> Any:
+        """A guard refusing a create call once `count` reaches the quota `quota_name` of `service`."""
         def guard(req: AwsRequest) -> None:
-            limit = quotas.value(service, quota_name)
+            limit = self.quotas.value(service, quota_name)
             if count(req) >= limit:
                 raise AwsError(error, f"The maximum number of {quota_name} has been reached ({int(limit)}).")
 
         return guard
 
-    ctx.guards[("ec2", "CreateVpc")] = vpc_guard(
+
+def register(ctx: AwsContext, quotas: Quotas) -> None:
+    """Answer the Service Quotas API from `quotas`."""
+    svc = "service-quotas"
+    ops = QuotaOps(ctx, quotas)
+    for operation, handler in (
+        ("ListServices", ops.list_services),
+        ("GetServiceQuota", ops.get_quota),
+        ("GetAWSDefaultServiceQuota", ops.get_default),
+        ("ListServiceQuotas", ops.list_quotas),
+        ("ListAWSDefaultServiceQuotas", ops.list_defaults),
+        ("RequestServiceQuotaIncrease", ops.request_increase),
+        ("GetRequestedServiceQuotaChange", ops.get_request),
+        ("ListRequestedServiceQuotaChangeHistory", ops.history),
+    ):
+        ctx.route(svc, operation)(handler)
+    ctx.guards[("ec2", "CreateVpc")] = ops.vpc_guard(
         "VPCs per Region", lambda r: len(ctx.ec2(r.region).vpcs), error="VpcLimitExceeded"
     )
-    ctx.guards[("ec2", "CreateInternetGateway")] = vpc_guard(
+    ctx.guards[("ec2", "CreateInternetGateway")] = ops.vpc_guard(
         "Internet gateways per Region",
         lambda r: len(ctx.ec2(r.region).internet_gateways),
         error="InternetGatewayLimitExceeded",
     )
-    ctx.guards[("ec2", "AllocateAddress")] = vpc_guard(
+    ctx.guards[("ec2", "AllocateAddress")] = ops.vpc_guard(
         "EC2-VPC Elastic IPs", lambda r: len(ctx.ec2(r.region).addresses), "ec2", "AddressLimitExceeded"
     )
     ctx.on_reset(quotas.reset)

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import copy
-import json
 from typing import Any
-from urllib.parse import unquote
 
 from .context import AwsContext, alnum_id
 from .hyperpod_lifecycle import Lifecycle
@@ -23,8 +21,9 @@ from .hyperpod_validate import (
     immutable_changes,
     immutable_error,
     normalize_group,
+    trusts,
 )
-from .protocol import AwsError, AwsRequest, RawResponse, json_response, page, validation
+from .protocol import AwsError, AwsRequest, RawResponse, json_response, validation
 from .quotas import PER_CLUSTER_HYPERPOD, TOTAL_HYPERPOD, Quotas, cluster_usage_name
 from .training_plans import TrainingPlans
 
@@ -101,7 +100,7 @@ class HyperPod:
             role = next((r for r in self.ctx.iam().roles.values() if r.name == name), None)
         if role is None:
             raise validation(f"The execution role {arn} of instance group {spec['InstanceGroupName']} does not exist.")
-        if not _trusts(role.assume_role_policy_document, "sagemaker.amazonaws.com"):
+        if not trusts(role.assume_role_policy_document, "sagemaker.amazonaws.com"):
             raise validation(
                 f"The execution role {arn} cannot be assumed by sagemaker.amazonaws.com: its trust policy does not "
                 "allow sts:AssumeRole for that service principal."
@@ -384,86 +383,4 @@ class HyperPod:
         self.publish_cluster(cluster)
 
 
-def _trusts(document: Any, service: str) -> bool:
-    """Whether a trust policy lets `service` call sts:AssumeRole."""
-    try:
-        policy = json.loads(document) if isinstance(document, str) else document
-    except ValueError:
-        policy = json.loads(unquote(str(document)))
-    statements = policy.get("Statement") or []
-    for st in statements if isinstance(statements, list) else [statements]:
-        if st.get("Effect") != "Allow":
-            continue
-        actions = st.get("Action") or []
-        actions = [actions] if isinstance(actions, str) else actions
-        if not any(a in ("sts:AssumeRole", "sts:*", "*") for a in actions):
-            continue
-        principals = (st.get("Principal") or {}).get("Service") or []
-        principals = [principals] if isinstance(principals, str) else principals
-        if service in principals:
-            return True
-    return False
-
-
-def register(ctx: AwsContext, hp: HyperPod) -> None:
-    """Answer the HyperPod cluster API."""
-    from .sagemaker_nodes import register_node_ops
-
-    ctx.route(SM, "CreateCluster")(hp.create)
-    ctx.route(SM, "UpdateCluster")(hp.update)
-
-    @ctx.route(SM, "DescribeCluster")
-    def describe(req: AwsRequest) -> RawResponse:
-        with ctx.locked():
-            return json_response(req, hp.describe(hp.get(req.region, req.params.get("ClusterName"))))
-
-    @ctx.route(SM, "DeleteCluster")
-    def delete(req: AwsRequest) -> RawResponse:
-        with ctx.locked():
-            cluster = hp.get(req.region, req.params.get("ClusterName"))
-            if cluster.status != "Deleting":
-                cluster.add_event(ctx.clock.wall(), "Cluster deletion started")
-                hp.life.delete_cluster(cluster)
-        return json_response(req, {"ClusterArn": cluster.arn})
-
-    @ctx.route(SM, "ListClusters")
-    def list_clusters(req: AwsRequest) -> RawResponse:
-        p = req.params
-        with ctx.locked():
-            items = [c for c in hp.life.clusters.values() if c.region == req.region]
-            if p.get("NameContains"):
-                items = [c for c in items if str(p["NameContains"]) in c.name]
-            if p.get("CreationTimeAfter") is not None:
-                items = [c for c in items if c.creation_time > float(p["CreationTimeAfter"])]
-            if p.get("CreationTimeBefore") is not None:
-                items = [c for c in items if c.creation_time < float(p["CreationTimeBefore"])]
-            if p.get("TrainingPlanArn"):
-                items = [
-                    c
-                    for c in items
-                    if any(g.spec.get("TrainingPlanArn") == p["TrainingPlanArn"] for g in c.groups.values())
-                ]
-            if p.get("SortBy") == "NAME":
-                items.sort(key=lambda c: c.name, reverse=p.get("SortOrder") == "Descending")
-            else:
-                # CREATION_TIME and Ascending are the defaults (the model says so).
-                items.sort(key=lambda c: c.creation_time, reverse=p.get("SortOrder") == "Descending")
-            summaries = [
-                {
-                    "ClusterArn": c.arn,
-                    "ClusterName": c.name,
-                    "CreationTime": c.creation_time,
-                    "ClusterStatus": c.status,
-                    "TrainingPlanArns": sorted(
-                        {str(g.spec["TrainingPlanArn"]) for g in c.groups.values() if g.spec.get("TrainingPlanArn")}
-                    ),
-                }
-                for c in items
-            ]
-        return json_response(req, page(p, summaries, "ClusterSummaries"))
-
-    register_node_ops(ctx, hp)
-    ctx.on_reset(hp.reset)
-
-
-__all__ = ["HyperPod", "node_details", "node_summary", "register"]
+__all__ = ["HyperPod", "node_details", "node_summary"]

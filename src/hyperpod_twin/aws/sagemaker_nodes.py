@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -27,15 +28,19 @@ def _node(cluster: Cluster, p: dict[str, Any], now: float) -> Node:
     raise AwsError("ResourceNotFound", f"Node {node_id or logical} not found in cluster {cluster.name}.")
 
 
-def register_node_ops(ctx: AwsContext, hp: HyperPod) -> None:
-    """Register node, event, software-update and tag operations."""
-    life = hp.life
+class NodeOps:
+    """The HyperPod node, event, software-update and tag operations, one named handler each."""
 
-    @ctx.route(SM, "ListClusterNodes")
-    def list_nodes(req: AwsRequest) -> RawResponse:
+    def __init__(self, ctx: AwsContext, hp: HyperPod) -> None:
+        self.ctx = ctx
+        self.hp = hp
+        self.life = hp.life
+
+
+    def list_nodes(self, req: AwsRequest) -> RawResponse:
         p = req.params
-        with ctx.locked():
-            cluster = hp.get(req.region, p.get("ClusterName"))
+        with self.ctx.locked():
+            cluster = self.hp.get(req.region, p.get("ClusterName"))
             nodes = list(cluster.nodes.values())
             if p.get("InstanceGroupNameContains"):
                 nodes = [n for n in nodes if str(p["InstanceGroupNameContains"]) in n.group]
@@ -49,7 +54,7 @@ def register_node_ops(ctx: AwsContext, hp: HyperPod) -> None:
                 nodes.sort(key=lambda n: (n.launch_time, n.instance_id))
             if p.get("SortOrder") == "Descending":
                 nodes.reverse()
-            now = ctx.clock.wall()
+            now = self.ctx.clock.wall()
             if p.get("IncludeNodeLogicalIds"):
                 # Nodes still provisioning are listed too, by NodeLogicalId, without an InstanceId.
                 items = [node_summary(cluster, n) if n.has_instance(now) else without_instance(node_summary(cluster, n))
@@ -60,16 +65,15 @@ def register_node_ops(ctx: AwsContext, hp: HyperPod) -> None:
                     item.pop("NodeLogicalId", None)
         return json_response(req, page(p, items, "ClusterNodeSummaries"))
 
-    @ctx.route(SM, "DescribeClusterNode")
-    def describe_node(req: AwsRequest) -> RawResponse:
-        with ctx.locked():
-            cluster = hp.get(req.region, req.params.get("ClusterName"))
-            now = ctx.clock.wall()
+    def describe_node(self, req: AwsRequest) -> RawResponse:
+        with self.ctx.locked():
+            cluster = self.hp.get(req.region, req.params.get("ClusterName"))
+            now = self.ctx.clock.wall()
             node = _node(cluster, req.params, now)
             details = node_details(cluster, node)
             return json_response(req, {"NodeDetails": details if node.has_instance(now) else without_instance(details)})
 
-    def ids(p: dict[str, Any], limit: int) -> list[str]:
+    def _ids(self, p: dict[str, Any], limit: int) -> list[str]:
         node_ids = [str(i) for i in p.get("NodeIds") or []]
         if not node_ids and not p.get("NodeLogicalIds"):
             raise validation("Specify NodeIds or NodeLogicalIds.")
@@ -77,7 +81,7 @@ def register_node_ops(ctx: AwsContext, hp: HyperPod) -> None:
             raise validation(f"At most {limit} NodeIds can be given.")
         return node_ids
 
-    def by_logical(cluster: Cluster, logical: list[str]) -> tuple[list[Node], list[str]]:
+    def _by_logical(self, cluster: Cluster, logical: list[str]) -> tuple[list[Node], list[str]]:
         found, missing = [], []
         for lid in logical:
             node = next((n for n in cluster.nodes.values() if n.logical_id == lid), None)
@@ -87,11 +91,11 @@ def register_node_ops(ctx: AwsContext, hp: HyperPod) -> None:
                 found.append(node)
         return found, missing
 
-    def batch(req: AwsRequest, action: str) -> RawResponse:
+    def batch(self, req: AwsRequest, action: str) -> RawResponse:
         p = req.params
-        node_ids = ids(p, 25)
-        with ctx.locked():
-            cluster = hp.get(req.region, p.get("ClusterName"))
+        node_ids = self._ids(p, 25)
+        with self.ctx.locked():
+            cluster = self.hp.get(req.region, p.get("ClusterName"))
             ok: list[str] = []
             failed: list[dict[str, str]] = []
             for nid in node_ids:
@@ -110,14 +114,14 @@ def register_node_ops(ctx: AwsContext, hp: HyperPod) -> None:
                     )
                 else:
                     ok.append(nid)
-            nodes, missing = by_logical(cluster, [str(x) for x in p.get("NodeLogicalIds") or []])
+            nodes, missing = self._by_logical(cluster, [str(x) for x in p.get("NodeLogicalIds") or []])
             for nid in ok:
                 if action == "reboot":
-                    life.reboot(cluster, cluster.nodes[nid])
+                    self.life.reboot(cluster, cluster.nodes[nid])
                 else:
-                    life.replace(cluster, cluster.nodes[nid])
+                    self.life.replace(cluster, cluster.nodes[nid])
             for node in nodes:
-                (life.reboot if action == "reboot" else life.replace)(cluster, node)
+                (self.life.reboot if action == "reboot" else self.life.replace)(cluster, node)
         out: dict[str, Any] = {"Successful": ok, "Failed": failed}
         if p.get("NodeLogicalIds"):
             out["SuccessfulNodeLogicalIds"] = [n.logical_id for n in nodes]
@@ -127,15 +131,12 @@ def register_node_ops(ctx: AwsContext, hp: HyperPod) -> None:
             ]
         return json_response(req, out)
 
-    ctx.route(SM, "BatchRebootClusterNodes")(lambda req: batch(req, "reboot"))
-    ctx.route(SM, "BatchReplaceClusterNodes")(lambda req: batch(req, "replace"))
 
-    @ctx.route(SM, "BatchDeleteClusterNodes")
-    def batch_delete(req: AwsRequest) -> RawResponse:
+    def batch_delete(self, req: AwsRequest) -> RawResponse:
         p = req.params
-        node_ids = ids(p, 3000)
-        with ctx.locked():
-            cluster = hp.get(req.region, p.get("ClusterName"))
+        node_ids = self._ids(p, 3000)
+        with self.ctx.locked():
+            cluster = self.hp.get(req.region, p.get("ClusterName"))
             if cluster.status in ("Creating", "Deleting"):
                 raise AwsError("ConflictException", f"Cluster {cluster.name} is {cluster.status}.")
             ok: list[str] = []
@@ -150,14 +151,14 @@ def register_node_ops(ctx: AwsContext, hp: HyperPod) -> None:
                     )
                 else:
                     ok.append(nid)
-            nodes, missing = by_logical(cluster, [str(x) for x in p.get("NodeLogicalIds") or []])
+            nodes, missing = self._by_logical(cluster, [str(x) for x in p.get("NodeLogicalIds") or []])
             for node in [cluster.nodes[n] for n in ok] + nodes:
                 group = cluster.groups.get(node.group)
                 if group is not None:
                     # Deleting a node lowers the group's target so HyperPod does not launch a replacement.
                     group.target = max(group.target - 1, 0)
-                life.remove_node(cluster, node, "Deleted by BatchDeleteClusterNodes")
-            life.reconcile(cluster)
+                self.life.remove_node(cluster, node, "Deleted by BatchDeleteClusterNodes")
+            self.life.reconcile(cluster)
         out: dict[str, Any] = {"Successful": ok, "Failed": failed}
         if p.get("NodeLogicalIds"):
             out["SuccessfulNodeLogicalIds"] = [n.logical_id for n in nodes]
@@ -166,14 +167,13 @@ def register_node_ops(ctx: AwsContext, hp: HyperPod) -> None:
             ]
         return json_response(req, out)
 
-    @ctx.route(SM, "BatchAddClusterNodes")
-    def batch_add(req: AwsRequest) -> RawResponse:
+    def batch_add(self, req: AwsRequest) -> RawResponse:
         p = req.params
         adds = p.get("NodesToAdd") or []
         if not 1 <= len(adds) <= 5:
             raise validation("NodesToAdd must contain 1 to 5 entries.")
-        with ctx.locked():
-            cluster = hp.get(req.region, p.get("ClusterName"))
+        with self.ctx.locked():
+            cluster = self.hp.get(req.region, p.get("ClusterName"))
             if not cluster.continuous:
                 raise validation("BatchAddClusterNodes requires NodeProvisioningMode Continuous.")
             ok: list[dict[str, Any]] = []
@@ -203,18 +203,17 @@ def register_node_ops(ctx: AwsContext, hp: HyperPod) -> None:
                     )
                     continue
                 before = set(cluster.nodes)
-                life.scale(cluster, group, group.target + inc)
+                self.life.scale(cluster, group, group.target + inc)
                 for nid in sorted(set(cluster.nodes) - before):
                     ok.append(
                         {"NodeLogicalId": cluster.nodes[nid].logical_id, "InstanceGroupName": name, "Status": "Pending"}
                     )
         return json_response(req, {"Successful": ok, "Failed": failed})
 
-    @ctx.route(SM, "UpdateClusterSoftware")
-    def update_software(req: AwsRequest) -> RawResponse:
+    def update_software(self, req: AwsRequest) -> RawResponse:
         p = req.params
-        with ctx.locked():
-            cluster = hp.get(req.region, p.get("ClusterName"))
+        with self.ctx.locked():
+            cluster = self.hp.get(req.region, p.get("ClusterName"))
             if cluster.status != "InService":
                 raise AwsError(
                     "ConflictException", f"Cluster {cluster.name} is {cluster.status}; it must be InService."
@@ -223,15 +222,14 @@ def register_node_ops(ctx: AwsContext, hp: HyperPod) -> None:
             for n in names:
                 if n not in cluster.groups:
                     raise validation(f"Instance group {n} does not exist in cluster {cluster.name}.")
-            cluster.add_event(ctx.clock.wall(), "Cluster software update started")
-            life.software_update(cluster, [cluster.groups[n] for n in names])
+            cluster.add_event(self.ctx.clock.wall(), "Cluster software update started")
+            self.life.software_update(cluster, [cluster.groups[n] for n in names])
         return json_response(req, {"ClusterArn": cluster.arn})
 
-    @ctx.route(SM, "StartClusterHealthCheck")
-    def health_check(req: AwsRequest) -> RawResponse:
+    def health_check(self, req: AwsRequest) -> RawResponse:
         p = req.params
-        with ctx.locked():
-            cluster = hp.get(req.region, p.get("ClusterName"))
+        with self.ctx.locked():
+            cluster = self.hp.get(req.region, p.get("ClusterName"))
             for conf in p.get("DeepHealthCheckConfigurations") or []:
                 name = str(conf.get("InstanceGroupName"))
                 if name not in cluster.groups:
@@ -239,14 +237,13 @@ def register_node_ops(ctx: AwsContext, hp: HyperPod) -> None:
                 wanted = set(conf.get("InstanceIds") or [])
                 for node in cluster.group_nodes(name):
                     if node.status == "Running" and (not wanted or node.instance_id in wanted):
-                        life.deep_health_check(cluster, node)
+                        self.life.deep_health_check(cluster, node)
         return json_response(req, {"ClusterArn": cluster.arn})
 
-    @ctx.route(SM, "ListClusterEvents")
-    def list_events(req: AwsRequest) -> RawResponse:
+    def list_events(self, req: AwsRequest) -> RawResponse:
         p = req.params
-        with ctx.locked():
-            cluster = hp.get(req.region, p.get("ClusterName"))
+        with self.ctx.locked():
+            cluster = self.hp.get(req.region, p.get("ClusterName"))
             events = list(cluster.events)
         for key, field in (
             ("InstanceGroupName", "InstanceGroupName"),
@@ -263,49 +260,66 @@ def register_node_ops(ctx: AwsContext, hp: HyperPod) -> None:
         events.sort(key=lambda e: e["EventTime"], reverse=p.get("SortOrder", "Descending") == "Descending")
         return json_response(req, page(p, events, "Events"))
 
-    @ctx.route(SM, "DescribeClusterEvent")
-    def describe_event(req: AwsRequest) -> RawResponse:
-        with ctx.locked():
-            cluster = hp.get(req.region, req.params.get("ClusterName"))
+    def describe_event(self, req: AwsRequest) -> RawResponse:
+        with self.ctx.locked():
+            cluster = self.hp.get(req.region, req.params.get("ClusterName"))
             event = next((e for e in cluster.events if e["EventId"] == req.params.get("EventId")), None)
         if event is None:
             raise AwsError("ResourceNotFound", f"Event {req.params.get('EventId')} not found.")
         return json_response(req, {"EventDetails": dict(event)})
 
-    def tagged(arn: str) -> Any:
-        for cluster in life.clusters.values():
+    def _tagged(self, arn: str) -> Any:
+        for cluster in self.life.clusters.values():
             if cluster.arn == arn:
                 return cluster
-        plan = hp.plans.plans.get(arn)
+        plan = self.hp.plans.plans.get(arn)
         if plan is None and re.match(r"^arn:aws[a-z\-]*:sagemaker:[^:]*:\d{12}:(cluster|training-plan)/", arn):
             # HyperPod clusters and training plans are the twin's; moto does not know them.
             raise AwsError("ResourceNotFound", f"Resource {arn} not found.")
         return plan
 
-    @ctx.route(SM, "AddTags")
-    def add_tags(req: AwsRequest) -> RawResponse:
-        with ctx.locked():
-            obj = tagged(str(req.params.get("ResourceArn")))
+    def add_tags(self, req: AwsRequest) -> RawResponse:
+        with self.ctx.locked():
+            obj = self._tagged(str(req.params.get("ResourceArn")))
             if obj is None:
                 raise PassThrough()
             new = {t["Key"]: t["Value"] for t in req.params.get("Tags") or []}
             obj.tags = [t for t in obj.tags if t["Key"] not in new] + [{"Key": k, "Value": v} for k, v in new.items()]
             return json_response(req, {"Tags": list(obj.tags)})
 
-    @ctx.route(SM, "DeleteTags")
-    def delete_tags(req: AwsRequest) -> RawResponse:
-        with ctx.locked():
-            obj = tagged(str(req.params.get("ResourceArn")))
+    def delete_tags(self, req: AwsRequest) -> RawResponse:
+        with self.ctx.locked():
+            obj = self._tagged(str(req.params.get("ResourceArn")))
             if obj is None:
                 raise PassThrough()
             keys = set(req.params.get("TagKeys") or [])
             obj.tags = [t for t in obj.tags if t["Key"] not in keys]
         return json_response(req, {})
 
-    @ctx.route(SM, "ListTags")
-    def list_tags(req: AwsRequest) -> RawResponse:
-        with ctx.locked():
-            obj = tagged(str(req.params.get("ResourceArn")))
+    def list_tags(self, req: AwsRequest) -> RawResponse:
+        with self.ctx.locked():
+            obj = self._tagged(str(req.params.get("ResourceArn")))
             if obj is None:
                 raise PassThrough()
             return json_response(req, page(req.params, list(obj.tags), "Tags"))
+
+
+def register_node_ops(ctx: AwsContext, hp: HyperPod) -> None:
+    """Register node, event, software-update and tag operations."""
+    ops = NodeOps(ctx, hp)
+    for operation, handler in (
+        ("ListClusterNodes", ops.list_nodes),
+        ("DescribeClusterNode", ops.describe_node),
+        ("BatchRebootClusterNodes", functools.partial(ops.batch, action="reboot")),
+        ("BatchReplaceClusterNodes", functools.partial(ops.batch, action="replace")),
+        ("BatchDeleteClusterNodes", ops.batch_delete),
+        ("BatchAddClusterNodes", ops.batch_add),
+        ("UpdateClusterSoftware", ops.update_software),
+        ("StartClusterHealthCheck", ops.health_check),
+        ("ListClusterEvents", ops.list_events),
+        ("DescribeClusterEvent", ops.describe_event),
+        ("AddTags", ops.add_tags),
+        ("DeleteTags", ops.delete_tags),
+        ("ListTags", ops.list_tags),
+    ):
+        ctx.route(SM, operation)(handler)

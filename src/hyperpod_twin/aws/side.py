@@ -27,6 +27,7 @@ from . import (
     nat_gateways,
     quotas,
     s3_owner,
+    sagemaker_cluster_api,
     sagemaker_hyperpod,
     sts_web_identity,
     tagging,
@@ -83,7 +84,7 @@ class AwsSide:
         self.fsx = fsx.FsxState()
         quotas.register(self.ctx, self.quotas)
         training_plans.register(self.ctx, self.plans)
-        sagemaker_hyperpod.register(self.ctx, self.hyperpod)
+        sagemaker_cluster_api.register(self.ctx, self.hyperpod)
         self.mlflow = mlflow_servers.MlflowServers(self.ctx)
         mlflow_servers.register(self.ctx, self.mlflow)  # after HyperPod's AddTags/ListTags, which it chains
         eks_cluster_api.register(self.ctx, self.eks)

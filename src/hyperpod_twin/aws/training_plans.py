@@ -158,12 +158,15 @@ def _status_message(status: str) -> str:
     }.get(status, status)
 
 
-def register(ctx: AwsContext, plans: TrainingPlans) -> None:
-    """Answer the training plan API from `plans`."""
-    sm = "sagemaker"
+class TrainingPlanOps:
+    """The SageMaker training plan operations, one named handler each."""
 
-    @ctx.route(sm, "SearchTrainingPlanOfferings")
-    def search(req: AwsRequest) -> RawResponse:
+    def __init__(self, ctx: AwsContext, plans: TrainingPlans) -> None:
+        self.ctx = ctx
+        self.plans = plans
+
+    def search(self, req: AwsRequest) -> RawResponse:
+        """SearchTrainingPlanOfferings."""
         p = req.params
         itype = p.get("InstanceType")
         if itype is None:
@@ -178,16 +181,16 @@ def register(ctx: AwsContext, plans: TrainingPlans) -> None:
         if not targets:
             raise validation("TargetResources is required.")
         hours = int(p.get("DurationHours") or 24)
-        now = ctx.clock.wall()
+        now = self.ctx.clock.wall()
         start = max(float(p.get("StartTimeAfter") or now), now)
         end = start + hours * 3600
         if p.get("EndTimeBefore") is not None and end > float(p["EndTimeBefore"]):
             return json_response(req, {"TrainingPlanOfferings": [], "TrainingPlanExtensionOfferings": []})
         offerings = []
-        with ctx.locked():
-            for az in ctx.az_names(req.region)[:3]:
-                az_id = ctx.az_id(req.region, az)
-                if ctx.faults.capacity_scripted_short(itype, az, az_id):
+        with self.ctx.locked():
+            for az in self.ctx.az_names(req.region)[:3]:
+                az_id = self.ctx.az_id(req.region, az)
+                if self.ctx.faults.capacity_scripted_short(itype, az, az_id):
                     continue  # no capacity to reserve in an AZ scripted as short
                 oid = "tpo-" + hashlib.sha1(f"{itype}{count}{az}{start}{hours}".encode()).hexdigest()[:20]  # noqa: S324
                 fee = f"{_HOURLY.get(itype, 10.0) * count * hours:.2f}"
@@ -212,24 +215,24 @@ def register(ctx: AwsContext, plans: TrainingPlans) -> None:
                         }
                     ],
                 }
-                plans.offerings[oid] = {**offering, "_az_id": az_id, "_region": req.region}
+                self.plans.offerings[oid] = {**offering, "_az_id": az_id, "_region": req.region}
                 offerings.append(offering)
         return json_response(req, {"TrainingPlanOfferings": offerings, "TrainingPlanExtensionOfferings": []})
 
-    @ctx.route(sm, "CreateTrainingPlan")
-    def create(req: AwsRequest) -> RawResponse:
+    def create(self, req: AwsRequest) -> RawResponse:
+        """CreateTrainingPlan."""
         p = req.params
         name = str(p.get("TrainingPlanName") or "")
         if not name or len(name) > 64:
             raise validation("TrainingPlanName must be 1 to 64 characters.")
-        with ctx.locked():
-            offering = plans.offerings.get(str(p.get("TrainingPlanOfferingId")))
+        with self.ctx.locked():
+            offering = self.plans.offerings.get(str(p.get("TrainingPlanOfferingId")))
             if offering is None:
                 raise AwsError(
                     "ResourceNotFound", f"Training plan offering {p.get('TrainingPlanOfferingId')} not found."
                 )
-            arn = ctx.arn("sagemaker", req.region, f"training-plan/{name}")
-            if arn in plans.plans:
+            arn = self.ctx.arn("sagemaker", req.region, f"training-plan/{name}")
+            if arn in self.plans.plans:
                 raise AwsError("ResourceInUse", f"Training plan {name} already exists.")
             rc = offering["ReservedCapacityOfferings"][0]
             plan = Plan(
@@ -247,23 +250,23 @@ def register(ctx: AwsContext, plans: TrainingPlans) -> None:
                 target_resources=list(offering["TargetResources"]),
                 tags=list(p.get("Tags") or []),
             )
-            plans.plans[arn] = plan
-            _schedule(ctx, plans, plan)
+            self.plans.plans[arn] = plan
+            _schedule(self.ctx, self.plans, plan)
         return json_response(req, {"TrainingPlanArn": arn})
 
-    @ctx.route(sm, "DescribeTrainingPlan")
-    def describe(req: AwsRequest) -> RawResponse:
-        with ctx.locked():
-            plan = plans.find(str(req.params.get("TrainingPlanName")))
+    def describe(self, req: AwsRequest) -> RawResponse:
+        """DescribeTrainingPlan."""
+        with self.ctx.locked():
+            plan = self.plans.find(str(req.params.get("TrainingPlanName")))
             if plan is None:
                 raise AwsError("ResourceNotFound", f"Training plan {req.params.get('TrainingPlanName')} not found.")
-            return json_response(req, plans.shape(plan))
+            return json_response(req, self.plans.shape(plan))
 
-    @ctx.route(sm, "ListTrainingPlans")
-    def list_plans(req: AwsRequest) -> RawResponse:
+    def list_plans(self, req: AwsRequest) -> RawResponse:
+        """ListTrainingPlans."""
         p = req.params
-        with ctx.locked():
-            items = [plans.shape(x) for x in plans.plans.values() if x.region == req.region]
+        with self.ctx.locked():
+            items = [self.plans.shape(x) for x in self.plans.plans.values() if x.region == req.region]
         for f in p.get("Filters") or []:
             if f.get("Name") == "Status":
                 items = [i for i in items if i["Status"] == f.get("Value")]
@@ -277,6 +280,18 @@ def register(ctx: AwsContext, plans: TrainingPlans) -> None:
             item.pop("UnhealthyInstanceCount", None)
         return json_response(req, page(p, copy.deepcopy(items), "TrainingPlanSummaries"))
 
+
+def register(ctx: AwsContext, plans: TrainingPlans) -> None:
+    """Answer the training plan API from `plans`."""
+    sm = "sagemaker"
+    ops = TrainingPlanOps(ctx, plans)
+    for operation, handler in (
+        ("SearchTrainingPlanOfferings", ops.search),
+        ("CreateTrainingPlan", ops.create),
+        ("DescribeTrainingPlan", ops.describe),
+        ("ListTrainingPlans", ops.list_plans),
+    ):
+        ctx.route(sm, operation)(handler)
     ctx.on_reset(plans.reset)
 
 

@@ -11,7 +11,7 @@ import datetime as dt
 from typing import Any
 
 from hyperpod_twin.kube.runtime import ClusterRuntime
-from hyperpod_twin.kube.store import NotFoundError
+from hyperpod_twin.kube.store_errors import NotFoundError
 
 EVENT_TTL_SECONDS = 3600.0  # kube-apiserver's default --event-ttl
 ACTIONS = ("watches/cut", "watches/block", "api/block", "writes/hold", "history/compact", "events/expire")

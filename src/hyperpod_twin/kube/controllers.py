@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hyperpod_twin.kube import graceful
-from hyperpod_twin.kube.store import NotFoundError, ObjectStore, ResourceType, StoreError, WatchEvent, now_rfc3339
+from hyperpod_twin.kube.store import ObjectStore, ResourceType, WatchEvent, now_rfc3339
+from hyperpod_twin.kube.store_errors import NotFoundError, StoreError
 from hyperpod_twin.kube.types import builtin, core
 
 log = logging.getLogger(__name__)

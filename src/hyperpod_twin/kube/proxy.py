@@ -10,7 +10,7 @@ from hyperpod_twin.kube.http import Request, Response
 from hyperpod_twin.kube.runtime import ClusterRuntime
 from hyperpod_twin.kube.selectors import match_label_selector
 from hyperpod_twin.kube.status import ApiError, not_found
-from hyperpod_twin.kube.store import NotFoundError
+from hyperpod_twin.kube.store_errors import NotFoundError
 from hyperpod_twin.kube.types import core
 
 Obj = dict[str, Any]

@@ -2,25 +2,27 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
 from hyperpod_twin import writes
-from hyperpod_twin.kube import discovery, protobuf, serviceaccounts
-from hyperpod_twin.kube.api import ResourceApi, Target, WriteOptions
+from hyperpod_twin.kube import discovery, serviceaccounts
+from hyperpod_twin.kube.api import ResourceApi
 from hyperpod_twin.kube.auth import AuthError, Identity
 from hyperpod_twin.kube.authz import Attributes, allowed, forbidden_message
 from hyperpod_twin.kube.certs import ClusterCertificates, make_certificates
 from hyperpod_twin.kube.controllers import ControlPlane
 from hyperpod_twin.kube.http import HttpServer, Request, Response
 from hyperpod_twin.kube.proxy import ServiceProxy
+from hyperpod_twin.kube.request_body import decode_body, delete_options, field_validation, with_warnings
+from hyperpod_twin.kube.resource_checks import Target, WriteOptions
 from hyperpod_twin.kube.runtime import ClusterRuntime
 from hyperpod_twin.kube.selectors import combine, parse_field_selector, parse_label_selector
 from hyperpod_twin.kube.status import ApiError, status_body
-from hyperpod_twin.kube.store import NotFoundError, ObjectStore, ResourceType
+from hyperpod_twin.kube.store import ObjectStore, ResourceType
+from hyperpod_twin.kube.store_errors import NotFoundError
 from hyperpod_twin.kube.streams import BOOKMARK_EVERY, log_stream, pick_container, watch_stream
 from hyperpod_twin.kube.table import to_table
 from hyperpod_twin.kube.types import REVIEW_TYPES, bootstrap, core
@@ -188,7 +190,7 @@ class KubeApiServer:
             return self._logs(request, target)
         if sub == "token" and rtype.plural == "serviceaccounts" and not group and request.method == "POST":
             answer = serviceaccounts.token_request(self.runtime, namespace or "default", name or "",
-                                                   self._body(request))
+                                                   decode_body(request))
             return Response.json(201, answer)
         if sub is not None and sub not in rtype.subresources:
             raise ApiError(404, "the server could not find the requested resource", "NotFound")
@@ -199,7 +201,7 @@ class KubeApiServer:
             field_manager=request.param("fieldManager")
             or ("" if request.content_type == "application/apply-patch+yaml" else _manager_from_agent(request)),
             force=request.flag("force"),
-            validation=self._field_validation(request),
+            validation=field_validation(request),
         )
         if name is None:
             if method == "GET" and watch:
@@ -207,13 +209,13 @@ class KubeApiServer:
             if method == "GET":
                 return self._list(request, target)
             if method == "POST":
-                body = self._body(request)
+                body = decode_body(request)
                 if rtype.plural == "pods" and not group and not opts.dry_run:
                     serviceaccounts.inject_web_identity(self.runtime, namespace or "default", body)
                 obj = self.api.create(target, body, opts)
-                return self._with_warnings(self._object(request, target, obj, 201), opts)
+                return with_warnings(self._object(request, target, obj, 201), opts)
             if method == "DELETE":
-                options = self._delete_options(request)
+                options = delete_options(request)
                 params = {k: request.param(k) for k in ("labelSelector", "fieldSelector")}
                 return Response.json(200, self.api.delete_collection(target, params, options, opts))
             raise ApiError(405, f"{method} is not supported on a collection", "MethodNotAllowed")
@@ -225,32 +227,16 @@ class KubeApiServer:
             obj = self.api.get_scale(target) if sub == "scale" else self.api.get(target)
             return self._object(request, target, obj)
         if method == "PUT":
-            obj = self.api.update(target, self._body(request), opts)
-            return self._with_warnings(self._object(request, target, obj), opts)
+            obj = self.api.update(target, decode_body(request), opts)
+            return with_warnings(self._object(request, target, obj), opts)
         if method == "PATCH":
             code, obj = self.api.patch(target, request.body, request.content_type, opts)
-            return self._with_warnings(self._object(request, target, obj, code), opts)
+            return with_warnings(self._object(request, target, obj, code), opts)
         if method == "DELETE":
-            code, obj = self.api.delete(target, self._delete_options(request), opts)
+            code, obj = self.api.delete(target, delete_options(request), opts)
             return Response.json(code, obj)
         raise ApiError(405, f"{method} is not supported", "MethodNotAllowed")
 
-    @staticmethod
-    def _field_validation(request: Request) -> str:
-        value = request.param("fieldValidation") or "Warn"
-        for mode in ("Strict", "Warn", "Ignore"):
-            if value.lower() == mode.lower():
-                return mode
-        raise ApiError(400, f"fieldValidation must be one of Ignore, Warn, Strict; got {value!r}", "BadRequest")
-
-    @staticmethod
-    def _with_warnings(response: Response, opts: WriteOptions) -> Response:
-        if opts.warnings:
-            # One Warning header, comma-separated values (RFC 9111 §5.5 form, which client-go parses).
-            response.headers["Warning"] = ", ".join(
-                '299 - "' + w.replace("\\", "\\\\").replace('"', '\\"') + '"' for w in opts.warnings
-            )
-        return response
 
     @staticmethod
     def _authorize(request: Request, attrs: Attributes) -> None:
@@ -262,49 +248,6 @@ class KubeApiServer:
             if attrs.group:
                 details["group"] = attrs.group
             raise ApiError(403, forbidden_message(identity.username, attrs), "Forbidden", details)
-
-    def _body(self, request: Request) -> Obj:
-        if request.content_type == "application/vnd.kubernetes.protobuf":
-            try:
-                return protobuf.decode(request.body)
-            except protobuf.ProtobufError as err:
-                raise ApiError(415, str(err), "UnsupportedMediaType") from err
-        try:
-            if request.content_type in ("application/yaml", "application/apply-patch+yaml"):
-                import yaml
-
-                body = yaml.safe_load(request.body)
-            else:
-                body = json.loads(request.body or b"null")
-        except ValueError as err:
-            raise ApiError(400, f"couldn't decode the request body: {err}", "BadRequest") from err
-        if not isinstance(body, dict):
-            raise ApiError(400, "the request body must be an object", "BadRequest")
-        return body
-
-    def _delete_options(self, request: Request) -> Obj:
-        options: Obj = {}
-        if request.body.strip():
-            try:
-                if request.content_type == "application/vnd.kubernetes.protobuf":
-                    parsed = protobuf.decode(request.body)
-                else:
-                    parsed = json.loads(request.body)
-            except ValueError as err:
-                raise ApiError(400, f"couldn't decode DeleteOptions: {err}", "BadRequest") from err
-            if isinstance(parsed, dict):
-                options = parsed
-        if request.param("propagationPolicy"):
-            options["propagationPolicy"] = request.param("propagationPolicy")
-        if request.param("orphanDependents"):
-            options["orphanDependents"] = request.flag("orphanDependents")
-        grace = request.param("gracePeriodSeconds")
-        if grace:
-            try:
-                options["gracePeriodSeconds"] = int(grace)
-            except ValueError as err:
-                raise ApiError(400, f"gracePeriodSeconds must be an integer, got {grace!r}", "BadRequest") from err
-        return options
 
     def _wants_table(self, request: Request) -> bool:
         return "as=Table" in request.headers.get("accept", "").replace(" ", "")
@@ -407,7 +350,7 @@ class KubeApiServer:
         if request.method != "POST":
             raise ApiError(405, "only create is supported", "MethodNotAllowed")
         # Review requests carry nothing the answer depends on (kubectl sends them as protobuf).
-        body = {} if request.content_type == "application/vnd.kubernetes.protobuf" else self._body(request)
+        body = {} if request.content_type == "application/vnd.kubernetes.protobuf" else decode_body(request)
         identity: Identity = request.identity
         if rtype.kind == "SelfSubjectReview":
             body["status"] = {"userInfo": {"username": identity.username, "uid": identity.uid,

@@ -8,7 +8,7 @@ from typing import Any
 from hyperpod_twin import oidc
 from hyperpod_twin.kube.runtime import ClusterRuntime
 from hyperpod_twin.kube.status import ApiError
-from hyperpod_twin.kube.store import NotFoundError
+from hyperpod_twin.kube.store_errors import NotFoundError
 from hyperpod_twin.kube.types import core
 
 ROLE_ANNOTATION = "eks.amazonaws.com/role-arn"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hyperpod_twin.kube.store import ResourceType, StoreError
+from hyperpod_twin.kube.store import ResourceType
+from hyperpod_twin.kube.store_errors import StoreError
 
 REASONS = {
     400: "BadRequest",

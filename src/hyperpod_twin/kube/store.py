@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from .store_errors import AlreadyExistsError, ConflictError, NotFoundError, StoreError
+
 Obj = dict[str, Any]
 
 
@@ -50,34 +52,6 @@ class WatchEvent:
     rtype: ResourceType
     object: Obj
     resource_version: int
-
-
-class StoreError(Exception):
-    """Base of store errors; `code` is the HTTP status the API server answers with."""
-
-    code = 500
-    reason = "InternalError"
-
-
-class NotFoundError(StoreError):
-    """The object (or type) does not exist."""
-
-    code = 404
-    reason = "NotFound"
-
-
-class AlreadyExistsError(StoreError):
-    """An object with that name exists already."""
-
-    code = 409
-    reason = "AlreadyExists"
-
-
-class ConflictError(StoreError):
-    """The resourceVersion of a write is not the stored one (optimistic concurrency)."""
-
-    code = 409
-    reason = "Conflict"
 
 
 def now_rfc3339() -> str:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hyperpod_twin.sim.core import DAEMONSETS, DEPLOYMENTS, ClusterSim, TypeKey
+from hyperpod_twin.sim.core import ClusterSim
+from hyperpod_twin.sim.kinds import DAEMONSETS, DEPLOYMENTS, TypeKey
 from hyperpod_twin.sim.kobj import Obj
 
 CSIDRIVERS: TypeKey = ("storage.k8s.io", "csidrivers")

@@ -15,7 +15,8 @@ from cryptography.x509.oid import NameOID
 
 from hyperpod_twin.kube.store import WatchEvent
 from hyperpod_twin.sim import kobj
-from hyperpod_twin.sim.core import SECRETS, Controller, TypeKey
+from hyperpod_twin.sim.controller_base import Controller
+from hyperpod_twin.sim.kinds import SECRETS, TypeKey
 from hyperpod_twin.sim.kobj import Obj
 
 CERTIFICATES: TypeKey = ("cert-manager.io", "certificates")

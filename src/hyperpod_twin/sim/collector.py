@@ -11,7 +11,8 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from hyperpod_twin.role_usage import role_documents, use
-from hyperpod_twin.sim.core import PODS, Controller, nsname
+from hyperpod_twin.sim.controller_base import Controller
+from hyperpod_twin.sim.kinds import PODS, nsname
 from hyperpod_twin.sim.kobj import Obj
 from hyperpod_twin.sim.s3_mounts import S3Writer
 

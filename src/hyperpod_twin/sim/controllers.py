@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from hyperpod_twin.sim.certmanager import CertManager
 from hyperpod_twin.sim.collector import ObservabilityCollector
-from hyperpod_twin.sim.core import ClusterSim, Controller
+from hyperpod_twin.sim.controller_base import Controller
+from hyperpod_twin.sim.core import ClusterSim
 from hyperpod_twin.sim.inference import InferenceOperator
 from hyperpod_twin.sim.jobs import JobController
 from hyperpod_twin.sim.jumpstart import JumpStartOperator
@@ -22,7 +23,8 @@ from hyperpod_twin.sim.rayservice import RayServiceController
 from hyperpod_twin.sim.s3_mounts import S3MountWriter
 from hyperpod_twin.sim.scheduler import Scheduler
 from hyperpod_twin.sim.services import EndpointsController
-from hyperpod_twin.sim.sets import DaemonSetController, StatefulSetController
+from hyperpod_twin.sim.sets import DaemonSetController
+from hyperpod_twin.sim.statefulsets import StatefulSetController
 from hyperpod_twin.sim.training import TrainingOperator
 from hyperpod_twin.sim.volumes import VolumeBinder
 from hyperpod_twin.sim.workloads import DeploymentController, ReplicaSetController

@@ -6,9 +6,8 @@ import builtins
 import copy
 import logging
 import threading
-from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -17,44 +16,18 @@ from hyperpod_twin.kube import graceful
 from hyperpod_twin.kube.priority import admit_priority
 from hyperpod_twin.kube.runtime import ClusterRuntime
 from hyperpod_twin.kube.status import ApiError
-from hyperpod_twin.kube.store import NotFoundError, ObjectStore, ResourceType, StoreError, WatchEvent
+from hyperpod_twin.kube.store import ObjectStore, ResourceType, WatchEvent
+from hyperpod_twin.kube.store_errors import NotFoundError, StoreError
 from hyperpod_twin.sim import kobj
+from hyperpod_twin.sim.controller_base import Controller
+from hyperpod_twin.sim.kinds import NAMESPACES, PODS, TypeKey
 from hyperpod_twin.sim.kobj import Obj
+from hyperpod_twin.sim.recorded_events import record_event
 
 if TYPE_CHECKING:
     from hyperpod_twin.events import EventBus
 
 log = logging.getLogger(__name__)
-
-# A group/plural pair as the store keys types.
-TypeKey = tuple[str, str]
-
-PODS: TypeKey = ("", "pods")
-NODES: TypeKey = ("", "nodes")
-EVENTS: TypeKey = ("", "events")
-SERVICES: TypeKey = ("", "services")
-ENDPOINTS: TypeKey = ("", "endpoints")
-SECRETS: TypeKey = ("", "secrets")
-NAMESPACES: TypeKey = ("", "namespaces")
-PVS: TypeKey = ("", "persistentvolumes")
-PVCS: TypeKey = ("", "persistentvolumeclaims")
-DEPLOYMENTS: TypeKey = ("apps", "deployments")
-REPLICASETS: TypeKey = ("apps", "replicasets")
-DAEMONSETS: TypeKey = ("apps", "daemonsets")
-STATEFULSETS: TypeKey = ("apps", "statefulsets")
-JOBS: TypeKey = ("batch", "jobs")
-STORAGECLASSES: TypeKey = ("storage.k8s.io", "storageclasses")
-ENDPOINTSLICES: TypeKey = ("discovery.k8s.io", "endpointslices")
-CRDS: TypeKey = ("apiextensions.k8s.io", "customresourcedefinitions")
-
-
-def nsname(key: Hashable) -> tuple[str, str]:
-    """A (namespace, name) work key."""
-    assert isinstance(key, tuple) and len(key) == 2
-    return str(key[0]), str(key[1])
-
-
-EVENT_TTL_SECONDS = 3600.0
 
 
 @dataclass
@@ -71,33 +44,6 @@ class SimConfig:
     decode_seconds_per_token: float = 0.02  # and per further token (what routers count as running requests)
 
 
-class Controller(ABC):
-    """A reconciler: `watches` names the types whose changes it hears; `keys_for` maps a change to
-    the keys it must reconcile; `reconcile(key)` makes the world match. Reconciles are level-based,
-    so a key reconciled twice is harmless."""
-
-    watches: tuple[TypeKey, ...] = ()
-
-    def __init__(self, sim: ClusterSim) -> None:
-        self.sim = sim
-
-    def keys_for(self, event: WatchEvent) -> Iterable[Hashable]:
-        """Keys to reconcile because of `event` (default: the changed object's (namespace, name))."""
-        md = event.object.get("metadata", {})
-        return [(md.get("namespace", ""), md.get("name", ""))]
-
-    def resync_keys(self) -> Iterable[Hashable]:
-        """Keys to reconcile when the controller starts (everything it watches that exists)."""
-        return []
-
-    def stop(self) -> None:  # noqa: B027 - optional hook, most controllers hold nothing
-        """Release what the controller holds (worker threads); the default holds nothing."""
-
-    @abstractmethod
-    def reconcile(self, key: Hashable) -> None:
-        """Bring the object named by `key` to its desired state."""
-
-
 def _without(value: Any, keys: tuple[str, ...]) -> Any:
     """`value` with every dict key in `keys` dropped, recursively."""
     if not keys:
@@ -107,31 +53,6 @@ def _without(value: Any, keys: tuple[str, ...]) -> Any:
     if isinstance(value, list):
         return [_without(v, keys) for v in value]
     return value
-
-
-class OwnerController(Controller):
-    """A controller of one `primary` type that its dependents wake: a change to an object of a type in
-    `owns` reconciles the owner named by its controller ownerReference (when the kind matches)."""
-
-    primary: TypeKey = ("", "")
-    owns: dict[TypeKey, str] = {}  # dependent type → kind of the owner in its controller reference
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if "watches" not in cls.__dict__:
-            cls.watches = (cls.primary, *cls.owns)
-
-    def keys_for(self, event: WatchEvent) -> Iterable[Hashable]:
-        if event.rtype.key == self.primary:
-            return super().keys_for(event)
-        kind = self.owns.get(event.rtype.key)
-        ref = kobj.controller_of(event.object)
-        if kind and ref and ref.get("kind") == kind:
-            return [(event.object["metadata"].get("namespace", "default"), ref["name"])]
-        return []
-
-    def resync_keys(self) -> Iterable[Hashable]:
-        return [(o["metadata"].get("namespace", ""), o["metadata"]["name"]) for o in self.sim.list(self.primary)]
 
 
 @dataclass
@@ -466,51 +387,7 @@ class ClusterSim:
 
     def event(self, involved: Obj, reason: str, message: str, etype: str = "Normal", source: str = "") -> None:
         """Record a core/v1 Event about `involved`; a repeat bumps count and lastTimestamp."""
-        rtype = self.rtype(EVENTS)
-        if rtype is None:
-            return
-        md = involved.get("metadata", {})
-        ns = md.get("namespace") or "default"
-        now = self.now()
-        ident = (ns, str(md.get("uid", "")), reason, message)
-        known = self._events.get(ident)
-        existing = self.get(EVENTS, ns, known) if known else None
-        if existing is not None:
-            existing["count"] = int(existing.get("count", 1)) + 1
-            existing["lastTimestamp"] = now
-            existing["metadata"].pop("resourceVersion", None)
-            self.update(EVENTS, existing)
-            return
-        name = f"{md.get('name', 'object')}.{kobj.random_suffix(16)}"
-        self._events[ident] = name
-
-        def expire() -> None:  # the API server's event TTL (one hour by default)
-            self._events.pop(ident, None)
-            self.delete(EVENTS, ns, name)
-
-        self.after(EVENT_TTL_SECONDS, expire)
-        self.create(
-            EVENTS,
-            {
-                "metadata": {"name": name, "namespace": ns},
-                "involvedObject": {
-                    "apiVersion": involved.get("apiVersion", ""),
-                    "kind": involved.get("kind", ""),
-                    "name": md.get("name", ""),
-                    "namespace": md.get("namespace", ""),
-                    "uid": md.get("uid", ""),
-                    "resourceVersion": md.get("resourceVersion", ""),
-                },
-                "reason": reason,
-                "message": message,
-                "type": etype,
-                "count": 1,
-                "firstTimestamp": now,
-                "lastTimestamp": now,
-                "source": {"component": source or "twin-simulator"},
-                "reportingComponent": source or "twin-simulator",
-            },
-        )
+        record_event(self, self._events, involved, reason, message, etype, source)
 
     def ensure_namespace(self, name: str) -> None:
         """Create a namespace if it is missing (operators install into their own namespaces)."""

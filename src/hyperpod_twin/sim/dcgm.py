@@ -21,7 +21,8 @@ from urllib.parse import parse_qs
 
 from hyperpod_twin.aws.protocol import AwsError, AwsRequest, RawResponse
 from hyperpod_twin.sim import kobj
-from hyperpod_twin.sim.core import NODES, PODS, ClusterSim
+from hyperpod_twin.sim.core import ClusterSim
+from hyperpod_twin.sim.kinds import NODES, PODS
 from hyperpod_twin.sim.kobj import Obj
 from hyperpod_twin.sim.promql import QueryError, Series, vector
 

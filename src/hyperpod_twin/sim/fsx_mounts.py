@@ -9,7 +9,7 @@ from typing import Any
 
 from hyperpod_twin.sim import kobj
 from hyperpod_twin.sim.addons import CSIDRIVERS
-from hyperpod_twin.sim.core import PVCS, PVS
+from hyperpod_twin.sim.kinds import PVCS, PVS
 from hyperpod_twin.sim.kobj import Obj
 from hyperpod_twin.sim.lustre_network import PENDING, LustreReachability
 

@@ -7,7 +7,8 @@ from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
 from hyperpod_twin.sim import kobj
-from hyperpod_twin.sim.core import DEPLOYMENTS, SERVICES, OwnerController, TypeKey, nsname
+from hyperpod_twin.sim.controller_base import OwnerController
+from hyperpod_twin.sim.kinds import DEPLOYMENTS, SERVICES, TypeKey, nsname
 from hyperpod_twin.sim.kobj import Obj
 
 if TYPE_CHECKING:

@@ -6,7 +6,8 @@ import copy
 from collections.abc import Hashable
 
 from hyperpod_twin.sim import kobj
-from hyperpod_twin.sim.core import JOBS, PODS, OwnerController, nsname
+from hyperpod_twin.sim.controller_base import OwnerController
+from hyperpod_twin.sim.kinds import JOBS, PODS, nsname
 from hyperpod_twin.sim.kobj import Obj
 
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"

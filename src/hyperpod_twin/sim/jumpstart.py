@@ -9,8 +9,10 @@ from collections.abc import Hashable, Iterable
 from hyperpod_twin.aws import instance_types
 from hyperpod_twin.aws.protocol import AwsError, AwsRequest, RawResponse
 from hyperpod_twin.sim import kobj
-from hyperpod_twin.sim.core import DEPLOYMENTS, PODS, ClusterSim, OwnerController, TypeKey, nsname
+from hyperpod_twin.sim.controller_base import OwnerController
+from hyperpod_twin.sim.core import ClusterSim
 from hyperpod_twin.sim.inference import APP_LABEL, IECS, endpoint_status, serve
+from hyperpod_twin.sim.kinds import DEPLOYMENTS, PODS, TypeKey, nsname
 from hyperpod_twin.sim.kobj import Obj
 
 JUMPSTARTS: TypeKey = ("inference.sagemaker.aws.amazon.com", "jumpstartmodels")

@@ -11,19 +11,15 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from hyperpod_twin.kube.store import WatchEvent
-from hyperpod_twin.role_usage import role_documents, use
 from hyperpod_twin.sim import kobj
 from hyperpod_twin.sim.certmanager import parse_duration
-from hyperpod_twin.sim.core import NODES, PODS, ClusterSim, Controller, TypeKey
+from hyperpod_twin.sim.controller_base import Controller
+from hyperpod_twin.sim.core import ClusterSim
+from hyperpod_twin.sim.karpenter_calls import SCALING_ACTIONS, as_cluster_role, group_spec, update_group
+from hyperpod_twin.sim.karpenter_fit import POOL_LABEL, admits, room_under_limits, virtual_node
+from hyperpod_twin.sim.kinds import NODES, PODS, TypeKey
 from hyperpod_twin.sim.kobj import Obj
-from hyperpod_twin.sim.nodes import (
-    COMPUTE_TYPE_LABEL,
-    GROUP_LABEL,
-    HEALTH_LABEL,
-    INSTANCE_TYPE_LABEL,
-    allocatable_of,
-    capacity_of,
-)
+from hyperpod_twin.sim.nodes import GROUP_LABEL, INSTANCE_TYPE_LABEL
 from hyperpod_twin.sim.scheduler import needs_scheduling
 
 log = logging.getLogger(__name__)
@@ -31,47 +27,7 @@ log = logging.getLogger(__name__)
 NODEPOOLS: TypeKey = ("karpenter.sh", "nodepools")
 NODECLASSES: TypeKey = ("karpenter.sagemaker.amazonaws.com", "hyperpodnodeclasses")
 NODECLAIMS: TypeKey = ("karpenter.sh", "nodeclaims")
-POOL_LABEL = "karpenter.sh/nodepool"
 ALL = "all"
-# Fields of DescribeCluster's group details that UpdateCluster takes back unchanged.
-_SPEC_FIELDS = (
-    "InstanceGroupName",
-    "InstanceType",
-    "LifeCycleConfig",
-    "ExecutionRole",
-    "ThreadsPerCore",
-    "InstanceStorageConfigs",
-    "OnStartDeepHealthChecks",
-    "TrainingPlanArn",
-    "OverrideVpcConfig",
-    "ScheduledUpdateConfig",
-    "CapacityRequirements",
-    "NetworkInterface",
-    "ImageId",
-)
-
-
-def group_spec(details: Obj, count: int) -> Obj:
-    """An UpdateCluster InstanceGroups entry for a group as DescribeCluster shows it, with a new count."""
-    spec = {k: copy.deepcopy(details[k]) for k in _SPEC_FIELDS if k in details}
-    spec["InstanceCount"] = count
-    kube = details.get("KubernetesConfig") or {}
-    labels = kube.get("DesiredLabels", kube.get("CurrentLabels"))
-    taints = kube.get("DesiredTaints", kube.get("CurrentTaints"))
-    if labels is not None or taints is not None:
-        spec["KubernetesConfig"] = {"Labels": labels or {}, "Taints": taints or []}
-    return spec
-
-
-def _update_group(client: Any, *, cluster_name: str, spec: Obj) -> Any:
-    return client.update_cluster(ClusterName=cluster_name, InstanceGroups=[spec])
-
-
-def _requirement_ok(req: Obj, labels: dict[str, str]) -> bool:
-    expr = {"key": req.get("key", ""), "operator": req.get("operator", "In"), "values": req.get("values") or []}
-    return kobj.node_selector_term_matches({"matchExpressions": [expr]}, {"metadata": {"name": "", "labels": labels}})
-
-
 class KarpenterController(Controller):
     """Acts for NodePools whose nodeClassRef names a HyperpodNodeClass.
 
@@ -306,7 +262,7 @@ class KarpenterController(Controller):
             extra = sum(1 for _, new in group_bins if new)
             pool = managed.get(name)
             if extra and pool is not None:
-                extra = min(extra, self._room_under_limits(pool, groups, managed))
+                extra = min(extra, room_under_limits(pool, groups, managed, self._requested))
             if extra <= 0:
                 continue
             details = groups[name]
@@ -316,7 +272,7 @@ class KarpenterController(Controller):
                 "update_cluster",
                 cluster_name,
                 name,
-                functools.partial(_update_group, cluster_name=cluster_name, spec=group_spec(details, count)),
+                functools.partial(update_group, cluster_name=cluster_name, spec=group_spec(details, count)),
             )
             for pod in pending:
                 self.sim.event(
@@ -325,28 +281,6 @@ class KarpenterController(Controller):
                     f"Pod should schedule on: new node of instance group {name} (scaling to {count})",
                     source="karpenter",
                 )
-
-    def _room_under_limits(self, pool: Obj, groups: dict[str, Obj], managed: dict[str, Obj]) -> int:
-        """How many more nodes the pool's spec.limits allow (counting launching nodes); large if none."""
-        limits = {k: kobj.quantity(v) for k, v in ((pool.get("spec") or {}).get("limits") or {}).items()}
-        if not limits:
-            return 1 << 30
-        used: dict[str, float] = {}
-        per_node: dict[str, float] = {}
-        for name, details in groups.items():
-            if managed.get(name) is not pool:
-                continue
-            capacity = {k: kobj.quantity(v) for k, v in capacity_of(str(details.get("InstanceType", ""))).items()}
-            per_node = per_node or capacity
-            target = max(int(details.get("TargetCount", 0) or 0), self._requested.get(name, 0))
-            for resource, amount in capacity.items():
-                used[resource] = used.get(resource, 0.0) + amount * target
-        room = 1 << 30
-        for resource, limit in limits.items():
-            each = per_node.get(resource, 0.0)
-            if each > 0:
-                room = min(room, int((limit - used.get(resource, 0.0)) // each))
-        return max(room, 0)
 
     def _used_on(self, node_name: str) -> Counter[str]:
         used: Counter[str] = Counter()
@@ -366,8 +300,8 @@ class KarpenterController(Controller):
                 details = groups.get(name)
                 if details is None:
                     continue
-                labels, taints, alloc = self._virtual_node(pool, details)
-                if not self._admits(pod, pool, labels, taints, requests, alloc):
+                labels, taints, alloc = virtual_node(pool, details)
+                if not admits(pod, pool, labels, taints, requests, alloc):
                     continue
                 for used, _ in bins[name]:
                     if all(used[r] + v <= kobj.quantity(alloc.get(r, 0)) for r, v in requests.items()):
@@ -375,59 +309,6 @@ class KarpenterController(Controller):
                         return
                 bins[name].append((Counter(requests), True))
                 return
-
-    def _virtual_node(self, pool: Obj, details: Obj) -> tuple[dict[str, str], list[Obj], dict[str, str]]:
-        itype = str(details.get("InstanceType", ""))
-        template = (pool.get("spec") or {}).get("template") or {}
-        labels = {
-            INSTANCE_TYPE_LABEL: itype,
-            "kubernetes.io/arch": "amd64",
-            "kubernetes.io/os": "linux",
-            COMPUTE_TYPE_LABEL: "hyperpod",
-            GROUP_LABEL: str(details.get("InstanceGroupName", "")),
-            HEALTH_LABEL: "Schedulable",
-            POOL_LABEL: pool["metadata"]["name"],
-            **((template.get("metadata") or {}).get("labels") or {}),
-        }
-        kube = details.get("KubernetesConfig") or {}
-        labels.update(kube.get("CurrentLabels") or kube.get("DesiredLabels") or {})
-        taints = [dict(t) for t in (template.get("spec") or {}).get("taints") or []]
-        taints += [
-            {"key": t["Key"], "value": t.get("Value", ""), "effect": t["Effect"]}
-            for t in kube.get("CurrentTaints") or kube.get("DesiredTaints") or []
-        ]
-        return labels, taints, allocatable_of(capacity_of(itype))
-
-    @staticmethod
-    def _admits(
-        pod: Obj,
-        pool: Obj,
-        labels: dict[str, str],
-        taints: list[Obj],
-        requests: dict[str, float],
-        alloc: dict[str, str],
-    ) -> bool:
-        requirements = ((((pool.get("spec") or {}).get("template") or {}).get("spec") or {}).get("requirements")) or []
-        if not all(_requirement_ok(r, labels) for r in requirements):
-            return False
-        spec = pod.get("spec", {})
-        if not kobj.match_map(spec.get("nodeSelector"), labels):
-            return False
-        terms = (
-            ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-                "requiredDuringSchedulingIgnoredDuringExecution"
-            )
-            or {}
-        ).get("nodeSelectorTerms")
-        node = {"metadata": {"name": "", "labels": labels}}
-        if terms and not any(kobj.node_selector_term_matches(t, node) for t in terms):
-            return False
-        for taint in taints:
-            if taint.get("effect") in ("NoSchedule", "NoExecute") and not kobj.tolerates(
-                spec.get("tolerations"), taint
-            ):
-                return False
-        return all(v <= kobj.quantity(alloc.get(r, 0)) for r, v in requests.items() if v > 0)
 
     # -- consolidation -------------------------------------------------------------------------------
     def _consolidate(self, managed: dict[str, Obj], cluster_name: str) -> None:
@@ -505,20 +386,3 @@ class KarpenterController(Controller):
         for instance_id in target.split(","):
             self._deleting.discard(f"hyperpod-{instance_id}")
         self.sim.enqueue(self, ALL)
-
-
-# HyperPod adds and removes the nodes Karpenter asks for as the cluster's ClusterRole (the autoscaling role);
-# the twin scales a group up through UpdateCluster's TargetCount where HyperPod calls BatchAddClusterNodes.
-SCALING_ACTIONS = {
-    "update_cluster": "sagemaker:BatchAddClusterNodes",
-    "batch_delete_cluster_nodes": "sagemaker:BatchDeleteClusterNodes",
-}
-
-
-def as_cluster_role(factory: Callable[[str], Any], role: str, cluster_arn: str, action: str) -> None:
-    """Raise PermissionError unless the cluster's ClusterRole may perform `action` on the cluster (recorded as
-    the role's use)."""
-    decision = use(role_documents(factory("iam"), role), role, action, cluster_arn)
-    if decision != "Allow":
-        raise PermissionError(f"AccessDenied: {role} is not authorized to perform {action} on {cluster_arn} "
-                              f"({decision})")

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 from hyperpod_twin.kube.store import WatchEvent
 from hyperpod_twin.sim import kobj, promql
-from hyperpod_twin.sim.core import DEPLOYMENTS, PODS, STATEFULSETS, Controller, TypeKey, nsname
+from hyperpod_twin.sim.controller_base import Controller
+from hyperpod_twin.sim.kinds import DEPLOYMENTS, PODS, STATEFULSETS, TypeKey, nsname
 from hyperpod_twin.sim.kobj import Obj
 
 if TYPE_CHECKING:

@@ -3,20 +3,29 @@
 from __future__ import annotations
 
 import copy
-import functools
-import hashlib
 import logging
-import threading
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 
 from hyperpod_twin.kube.store import WatchEvent
-from hyperpod_twin.sim import fsx_mounts, kobj, mlflow_runs, model_server, nccl_tests
-from hyperpod_twin.sim.core import NODES, PODS, ClusterSim, Controller
+from hyperpod_twin.sim import fsx_mounts, kobj, mlflow_runs, model_pods
+from hyperpod_twin.sim.controller_base import Controller
+from hyperpod_twin.sim.core import ClusterSim
+from hyperpod_twin.sim.kinds import NODES, PODS
 from hyperpod_twin.sim.kobj import Obj
 from hyperpod_twin.sim.log_shipping import LogShipper
 from hyperpod_twin.sim.lustre_network import PENDING, LustreReachability
 from hyperpod_twin.sim.nodes import is_ready
+from hyperpod_twin.sim.pod_index import PodsByNode
+from hyperpod_twin.sim.pod_logs import PodLogs
+from hyperpod_twin.sim.pod_status import (
+    container_status,
+    internal_ip,
+    pod_ip,
+    qos_class,
+    runs_to_completion,
+    should_fail,
+)
 
 log = logging.getLogger(__name__)
 
@@ -35,32 +44,6 @@ class _Run:
     mount_problem: str | None = None  # the last FailedMount message (its volumes could not be mounted)
 
 
-def runs_to_completion(pod: Obj) -> bool:
-    """Pods whose containers are not restarted after a clean exit (Jobs, training replicas)."""
-    return pod.get("spec", {}).get("restartPolicy", "Always") in ("Never", "OnFailure")
-
-
-def should_fail(pod: Obj, restarts: int = 0) -> bool:
-    """Whether this attempt's main container exits non-zero (twin annotations on the pod).
-
-    The attempt number is the controller's retry index (annotation) plus in-place container
-    restarts, so `fail-attempts` works for restartPolicy OnFailure/Always too.
-    """
-    if kobj.annotation(pod, kobj.FAIL).lower() in ("true", "1", "yes"):
-        return True
-    attempts = kobj.annotation(pod, kobj.FAIL_ATTEMPTS)
-    if attempts.isdigit():
-        attempt = kobj.annotation(pod, kobj.ATTEMPT, "0")
-        return (int(attempt) if attempt.isdigit() else 0) + restarts < int(attempts)
-    return False
-
-
-def pod_ip(uid: str) -> str:
-    """A stable pod IP in the twin's pod CIDR."""
-    digest = hashlib.sha256(uid.encode()).digest()
-    return f"10.2.{digest[0]}.{max(digest[1], 2)}"
-
-
 class Kubelet(Controller):
     """Runs every pod bound to a node: Pending → Running → Ready, then Succeeded/Failed for
     run-to-completion pods; on node NotReady their containers die; on node removal the pods go."""
@@ -71,11 +54,9 @@ class Kubelet(Controller):
         super().__init__(sim)
         self._runs: dict[tuple[str, str], _Run] = {}
         self._stopping: dict[tuple[str, str], str] = {}  # pods in their grace period: uid@deadline
-        # The pods bound to each node, kept from the pod watch events.
-        self._index_lock = threading.Lock()
-        self._node_of: dict[tuple[str, str], str] = {}
-        self._on_node: dict[str, set[tuple[str, str]]] = {}
+        self._index = PodsByNode()  # the pods bound to each node, kept from the pod watch events
         self._lustre = LustreReachability(sim, fsx_mounts.RETRY_SECONDS)  # FSx mounts: the network path
+        self._logs = PodLogs(sim, self._current)
         self._shipper = LogShipper(sim)  # with observability logging on, lines reach CloudWatch before they go
 
     def stop(self) -> None:
@@ -83,36 +64,17 @@ class Kubelet(Controller):
         self._lustre.stop()
         self._shipper.stop()
 
-    def _file(self, pod: Obj, deleted: bool, *, only_new: bool = False) -> None:
-        """Keep the pods-by-node index (a Node event reads its node's pods, not every pod) current."""
-        md = pod["metadata"]
-        key = (md.get("namespace", "default"), md["name"])
-        node = "" if deleted else str(pod.get("spec", {}).get("nodeName") or "")
-        with self._index_lock:
-            if only_new and key in self._node_of:
-                return
-            old = self._node_of.pop(key, "")
-            if old:
-                held = self._on_node.get(old)
-                if held is not None:
-                    held.discard(key)
-                    if not held:
-                        del self._on_node[old]
-            if node:
-                self._node_of[key] = node
-                self._on_node.setdefault(node, set()).add(key)
-
     def keys_for(self, event: WatchEvent) -> Iterable[Hashable]:
         md = event.object["metadata"]
         if event.rtype.key == NODES:
             return [("node", md["name"])]
-        self._file(event.object, event.type == "DELETED")
+        self._index.file(event.object, event.type == "DELETED")
         return [("pod", md.get("namespace", "default"), md["name"])]
 
     def resync_keys(self) -> Iterable[Hashable]:
         pods = self.sim.view(PODS)
         for pod in pods:
-            self._file(pod, False, only_new=True)
+            self._index.file(pod, False, only_new=True)
         return [("pod", p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods]
 
     def reconcile(self, key: Hashable) -> None:
@@ -189,10 +151,10 @@ class Kubelet(Controller):
     def _creating(self, pod: Obj, run: _Run, node: Obj) -> None:
         """Bound but not started: containers wait in ContainerCreating (what `kubectl get pods` shows)."""
         status = dict(pod.get("status") or {})
-        status["hostIP"] = _internal_ip(node)
+        status["hostIP"] = internal_ip(node)
         status["containerStatuses"] = [
             {
-                **_container_status(c, running_since=None, ready=False, restarts=run.crashes),
+                **container_status(c, running_since=None, ready=False, restarts=run.crashes),
                 "state": {"waiting": {"reason": "ContainerCreating"}},
             }
             for c in pod["spec"].get("containers") or []
@@ -219,11 +181,11 @@ class Kubelet(Controller):
         status.update(
             {
                 "phase": "Running",
-                "hostIP": _internal_ip(node),
+                "hostIP": internal_ip(node),
                 "podIP": pod_ip(uid),
                 "podIPs": [{"ip": pod_ip(uid)}],
                 "startTime": status.get("startTime") or now,
-                "qosClass": _qos(pod),
+                "qosClass": qos_class(pod),
             }
         )
         kobj.set_condition(status, "PodReadyToStartContainers", "True", now)
@@ -232,13 +194,13 @@ class Kubelet(Controller):
         kobj.set_condition(status, "Ready", "False", now, "ContainersNotReady")
         kobj.set_condition(status, "PodScheduled", "True", now)
         status["containerStatuses"] = [
-            _container_status(c, running_since=now, ready=False, restarts=run.crashes)
+            container_status(c, running_since=now, ready=False, restarts=run.crashes)
             for c in pod["spec"].get("containers") or []
         ]
         if pod["spec"].get("initContainers"):
             status["initContainerStatuses"] = [
                 {
-                    **_container_status(c, running_since=None, ready=True, restarts=0),
+                    **container_status(c, running_since=None, ready=True, restarts=0),
                     "state": {
                         "terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}
                     },
@@ -246,13 +208,13 @@ class Kubelet(Controller):
                 for c in pod["spec"]["initContainers"]
             ]
         self.sim.patch_status(PODS, pod, status)
-        self._write_start_logs(pod)
+        self._logs.write_start(pod)
         mlflow_runs.start(self.sim, pod)
         ready_delay = self.sim.config.pod_ready_seconds
         self.sim.after(ready_delay, lambda: self._ready(ns, name, uid))
         if runs_to_completion(pod) or should_fail(pod, run.crashes):
             run_for = kobj.float_annotation(pod, kobj.RUN_SECONDS, self.sim.config.job_run_seconds)
-            self._schedule_log_lines(pod, run_for)
+            self._logs.schedule(pod, run_for)
             self.sim.after(max(run_for, ready_delay + 0.01), lambda: self._exit(ns, name, uid))
 
     def _ready(self, ns: str, name: str, uid: str) -> None:
@@ -260,7 +222,7 @@ class Kubelet(Controller):
         run = self._runs.get((ns, name))
         if pod is None or run is None or run.down or pod.get("status", {}).get("phase") != "Running":
             return
-        problem = model_server.local_model_problem(self.sim, pod)
+        problem = model_pods.local_model_problem(self.sim, pod)
         if problem is not None:  # the server exits at startup: it has no model to load
             for container in pod["spec"].get("containers") or []:
                 self.sim.runtime.logs.append(ns, name, container["name"], problem)
@@ -274,7 +236,7 @@ class Kubelet(Controller):
             dict(cs, ready=True, started=True) for cs in status.get("containerStatuses") or []
         ]
         stored = self.sim.patch_status(PODS, pod, status)
-        model_server.register(self.sim, stored)
+        model_pods.register(self.sim, stored)
 
     def _exit(self, ns: str, name: str, uid: str) -> None:
         pod = self._current(ns, name, uid)
@@ -337,7 +299,7 @@ class Kubelet(Controller):
         kobj.set_condition(status, "Ready", "False", now, "ContainersNotReady")
         status["containerStatuses"] = [
             {
-                **_container_status(c, running_since=None, ready=False, restarts=run.crashes),
+                **container_status(c, running_since=None, ready=False, restarts=run.crashes),
                 "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off restarting failed container"}},
                 "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": now}},
             }
@@ -370,8 +332,7 @@ class Kubelet(Controller):
     # -- nodes ---------------------------------------------------------------------------------------
     def _node(self, node_name: str) -> None:
         node = self.sim.get(NODES, "", node_name)
-        with self._index_lock:
-            keys = sorted(self._on_node.get(node_name, ()))
+        keys = self._index.on(node_name)
         found = (self.sim.peek(PODS, ns, name) for ns, name in keys)
         pods = [copy.deepcopy(p) for p in found if p is not None and p.get("spec", {}).get("nodeName") == node_name]
         if node is None:
@@ -429,92 +390,9 @@ class Kubelet(Controller):
                 return True
         return False
 
-    # -- logs ----------------------------------------------------------------------------------------
-    def _write_start_logs(self, pod: Obj) -> None:
-        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
-        for container in pod["spec"].get("containers") or []:
-            command = " ".join([*(container.get("command") or []), *(container.get("args") or [])])
-            self.sim.runtime.logs.append(
-                ns, name, container["name"], f"[twin] started {container.get('image', '')} {command}".rstrip()
-            )
-            # NCCL's network lines come at communicator init, right after start (sim/nccl_tests.py).
-            for line in [*model_server.startup_lines(pod, container),
-                         *nccl_tests.training_lines(self.sim, pod, container)]:
-                self.sim.runtime.logs.append(ns, name, container["name"], line)
-
-    def _schedule_log_lines(self, pod: Obj, run_for: float) -> None:
-        """Spread the container's output over its run time, so `logs -f` sees it arrive."""
-        ns, name, uid = pod["metadata"]["namespace"], pod["metadata"]["name"], pod["metadata"]["uid"]
-        containers = pod["spec"].get("containers") or []
-        if not containers:
-            return
-        main = containers[0]["name"]
-        scripted = kobj.annotation(pod, kobj.LOG_LINES)
-        lines = scripted.splitlines() if scripted else (
-            nccl_tests.output(self.sim, pod, containers[0]) or _default_lines(pod, containers[0]))
-        for i, line in enumerate(lines):
-            at = run_for * (i + 1) / (len(lines) + 1)
-            self.sim.after(at, functools.partial(self._log, ns, name, uid, main, line))
-
-    def _log(self, ns: str, name: str, uid: str, container: str, line: str) -> None:
-        pod = self._current(ns, name, uid)
-        if pod is not None and pod.get("status", {}).get("phase") == "Running":
-            self.sim.runtime.logs.append(ns, name, container, line)
-
     def _forget(self, ns: str, name: str) -> None:
         self._runs.pop((ns, name), None)
         self._stopping.pop((ns, name), None)
         self.sim.runtime.pod_http.unregister_pod(ns, name)
         self._shipper.ship(ns, name)
         self.sim.runtime.logs.forget(ns, name)
-
-
-def _default_lines(pod: Obj, container: Obj) -> list[str]:
-    env = {e.get("name"): e.get("value") for e in container.get("env") or []}
-    if "NNODES" in env:
-        rank = env.get("NODE_RANK", env.get("GROUP_RANK", "0"))
-        lines = [f"[twin] rank {rank}: world size {env.get('WORLD_SIZE', '?')}, nnodes {env['NNODES']}"]
-        lines += [f"step {step}/5 loss={2.5 / step:.3f}" for step in range(1, 6)]
-        return [*lines, "training complete"]
-    if should_fail(pod):
-        return ["[twin] working", "[twin] simulated failure: exiting with code 1"]
-    return [f"[twin] working ({i}/3)" for i in range(1, 4)]
-
-
-def _container_status(container: Obj, *, running_since: str | None, ready: bool, restarts: int) -> Obj:
-    image = str(container.get("image", ""))
-    status: Obj = {
-        "name": container["name"],
-        "image": container.get("image", ""),
-        "imageID": f"{image}@sha256:{hashlib.sha256(image.encode()).hexdigest()}",
-        "containerID": f"containerd://{hashlib.sha256(container['name'].encode()).hexdigest()[:32]}",
-        "ready": ready,
-        "started": running_since is not None,
-        "restartCount": restarts,
-    }
-    if running_since is not None:
-        status["state"] = {"running": {"startedAt": running_since}}
-    return status
-
-
-def _internal_ip(node: Obj) -> str:
-    for address in node.get("status", {}).get("addresses") or []:
-        if address.get("type") == "InternalIP":
-            return str(address.get("address"))
-    return ""
-
-
-def _qos(pod: Obj) -> str:
-    containers = pod.get("spec", {}).get("containers") or []
-    if not any(
-        (c.get("resources") or {}).get("requests") or (c.get("resources") or {}).get("limits") for c in containers
-    ):
-        return "BestEffort"
-    for c in containers:
-        res = c.get("resources") or {}
-        limits, requests = res.get("limits") or {}, res.get("requests") or {}
-        if not {"cpu", "memory"} <= set(limits) or any(
-            str(requests.get(k, limits[k])) != str(limits[k]) for k in limits
-        ):
-            return "Burstable"
-    return "Guaranteed"

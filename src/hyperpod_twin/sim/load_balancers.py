@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from hyperpod_twin.kube.http import Handler, HttpServer, Request, Response
 from hyperpod_twin.kube.proxy import ServiceProxy
 from hyperpod_twin.kube.status import ApiError
-from hyperpod_twin.sim.core import SERVICES, ClusterSim, Controller, nsname
+from hyperpod_twin.sim.controller_base import Controller
+from hyperpod_twin.sim.core import ClusterSim
+from hyperpod_twin.sim.kinds import SERVICES, nsname
 
 log = logging.getLogger(__name__)
 _ATTEMPTS = 32  # addresses tried before giving up (another twin on this machine may hold one)

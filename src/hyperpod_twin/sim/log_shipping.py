@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hyperpod_twin.sim.collector import ADDON, NAMESPACE, refusal
-from hyperpod_twin.sim.core import PODS
+from hyperpod_twin.sim.kinds import PODS
 from hyperpod_twin.sim.s3_mounts import S3Writer
 
 # One stream per container, named like the node's container log file (/var/log/containers/<pod>_<ns>_<container>)

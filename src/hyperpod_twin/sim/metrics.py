@@ -6,7 +6,9 @@ from collections.abc import Hashable, Iterable
 
 from hyperpod_twin.kube.store import ResourceType, WatchEvent
 from hyperpod_twin.sim import kobj
-from hyperpod_twin.sim.core import NODES, PODS, ClusterSim, Controller, TypeKey
+from hyperpod_twin.sim.controller_base import Controller
+from hyperpod_twin.sim.core import ClusterSim
+from hyperpod_twin.sim.kinds import NODES, PODS, TypeKey
 from hyperpod_twin.sim.kobj import Obj
 
 GROUP = "metrics.k8s.io"

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from hyperpod_twin.sim import fsx_mounts, kobj
-from hyperpod_twin.sim.core import NODES, PODS, SECRETS, Controller, nsname
+from hyperpod_twin.sim.controller_base import Controller
 from hyperpod_twin.sim.hf_hub import HUB, HubError
+from hyperpod_twin.sim.kinds import NODES, PODS, SECRETS, nsname
 from hyperpod_twin.sim.kobj import Obj
 from hyperpod_twin.sim.kubelet import Kubelet
 from hyperpod_twin.sim.s3_mounts import S3Target, S3Writer, guarded_exists, guarded_put, mount_context, resolve

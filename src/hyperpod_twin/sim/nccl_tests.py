@@ -12,7 +12,8 @@ import zlib
 from typing import Any
 
 from hyperpod_twin.sim import kobj
-from hyperpod_twin.sim.core import NODES, PODS, ClusterSim
+from hyperpod_twin.sim.core import ClusterSim
+from hyperpod_twin.sim.kinds import NODES, PODS
 from hyperpod_twin.sim.kobj import Obj
 
 EFA = "vpc.amazonaws.com/efa"

@@ -13,8 +13,9 @@ from hyperpod_twin.aws.protocol import AwsRequest, RawResponse
 from hyperpod_twin.clock import TwinClock
 from hyperpod_twin.kube.runtime import ClusterRuntime
 from hyperpod_twin.sim import addons, crds, dcgm, fsx_mounts, jumpstart, nccl_tests
-from hyperpod_twin.sim.core import CRDS, ClusterSim, SimConfig
+from hyperpod_twin.sim.core import ClusterSim, SimConfig
 from hyperpod_twin.sim.hf_hub_http import HubServer
+from hyperpod_twin.sim.kinds import CRDS
 from hyperpod_twin.sim.kobj import Obj
 from hyperpod_twin.sim.nodes import NodeController
 

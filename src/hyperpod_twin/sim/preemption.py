@@ -15,7 +15,7 @@ from typing import Any
 
 from hyperpod_twin.kube import graceful
 from hyperpod_twin.sim import kobj
-from hyperpod_twin.sim.core import PODS
+from hyperpod_twin.sim.kinds import PODS
 from hyperpod_twin.sim.kobj import Obj
 
 RESOURCE_REASONS = ("Insufficient ", "Too many pods")

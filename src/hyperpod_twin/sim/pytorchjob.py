@@ -6,7 +6,9 @@ import copy
 from collections.abc import Hashable
 
 from hyperpod_twin.sim import kobj
-from hyperpod_twin.sim.core import PODS, SERVICES, ClusterSim, OwnerController, TypeKey, nsname
+from hyperpod_twin.sim.controller_base import OwnerController
+from hyperpod_twin.sim.core import ClusterSim
+from hyperpod_twin.sim.kinds import PODS, SERVICES, TypeKey, nsname
 from hyperpod_twin.sim.kobj import Obj
 
 PYTORCHJOBS: TypeKey = ("kubeflow.org", "pytorchjobs")

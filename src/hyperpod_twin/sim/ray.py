@@ -7,8 +7,9 @@ from collections.abc import Hashable, Iterable
 
 from hyperpod_twin.kube.store import WatchEvent
 from hyperpod_twin.sim import kobj
-from hyperpod_twin.sim.core import JOBS, PODS, SERVICES, Controller, OwnerController, TypeKey, nsname
+from hyperpod_twin.sim.controller_base import Controller, OwnerController
 from hyperpod_twin.sim.jobs import job_finished
+from hyperpod_twin.sim.kinds import JOBS, PODS, SERVICES, TypeKey, nsname
 from hyperpod_twin.sim.kobj import Obj
 
 RAYCLUSTERS: TypeKey = ("ray.io", "rayclusters")

@@ -12,7 +12,8 @@ import yaml
 from hyperpod_twin.kube.runtime import ProxyResponse
 from hyperpod_twin.kube.store import WatchEvent
 from hyperpod_twin.sim import kobj
-from hyperpod_twin.sim.core import PODS, SERVICES, Controller, TypeKey, nsname
+from hyperpod_twin.sim.controller_base import Controller
+from hyperpod_twin.sim.kinds import PODS, SERVICES, TypeKey, nsname
 from hyperpod_twin.sim.kobj import Obj
 from hyperpod_twin.sim.model_server import SIMULATED, ModelServer
 from hyperpod_twin.sim.ray import CLUSTER_LABEL, PORTS, RAYCLUSTERS, TYPE_LABEL

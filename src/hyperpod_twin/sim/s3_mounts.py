@@ -13,7 +13,8 @@ from typing import Any
 
 from hyperpod_twin.role_usage import role_documents, use
 from hyperpod_twin.sim import kobj
-from hyperpod_twin.sim.core import NODES, PODS, PVCS, PVS, Controller, nsname
+from hyperpod_twin.sim.controller_base import Controller
+from hyperpod_twin.sim.kinds import NODES, PODS, PVCS, PVS, nsname
 from hyperpod_twin.sim.kobj import Obj
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 
 from hyperpod_twin.kube.store import WatchEvent
 from hyperpod_twin.sim import kobj
-from hyperpod_twin.sim.core import NODES, PODS, PVCS, Controller
+from hyperpod_twin.sim.controller_base import Controller
+from hyperpod_twin.sim.kinds import NODES, PODS, PVCS
 from hyperpod_twin.sim.kobj import Obj
 from hyperpod_twin.sim.preemption import preempt, priority
 

@@ -6,7 +6,8 @@ from collections.abc import Hashable, Iterable
 
 from hyperpod_twin.kube.store import WatchEvent
 from hyperpod_twin.sim import kobj
-from hyperpod_twin.sim.core import ENDPOINTS, ENDPOINTSLICES, PODS, SERVICES, Controller, nsname
+from hyperpod_twin.sim.controller_base import Controller
+from hyperpod_twin.sim.kinds import ENDPOINTS, ENDPOINTSLICES, PODS, SERVICES, nsname
 from hyperpod_twin.sim.kobj import Obj
 
 _SLICE_LABEL = "kubernetes.io/service-name"

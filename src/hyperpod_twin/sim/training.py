@@ -6,7 +6,9 @@ import copy
 from collections.abc import Hashable
 
 from hyperpod_twin.sim import kobj
-from hyperpod_twin.sim.core import PODS, ClusterSim, OwnerController, TypeKey, nsname
+from hyperpod_twin.sim.controller_base import OwnerController
+from hyperpod_twin.sim.core import ClusterSim
+from hyperpod_twin.sim.kinds import PODS, TypeKey, nsname
 from hyperpod_twin.sim.kobj import Obj
 from hyperpod_twin.sim.log_monitor import LogMonitors
 

@@ -6,7 +6,8 @@ from collections.abc import Hashable, Iterable
 
 from hyperpod_twin.kube.store import WatchEvent
 from hyperpod_twin.sim import kobj
-from hyperpod_twin.sim.core import PVCS, PVS, STORAGECLASSES, Controller
+from hyperpod_twin.sim.controller_base import Controller
+from hyperpod_twin.sim.kinds import PVCS, PVS, STORAGECLASSES
 from hyperpod_twin.sim.kobj import Obj
 
 ALL = "all"
@@ -121,7 +122,7 @@ class VolumeBinder(Controller):
         )
 
     def _consumed(self, pvc: Obj) -> bool:
-        from hyperpod_twin.sim.core import PODS
+        from hyperpod_twin.sim.kinds import PODS
 
         ns, name = pvc["metadata"]["namespace"], pvc["metadata"]["name"]
         for pod in self.sim.list(PODS, ns):

@@ -6,7 +6,9 @@ import copy
 from collections.abc import Hashable
 
 from hyperpod_twin.sim import kobj
-from hyperpod_twin.sim.core import DEPLOYMENTS, PODS, REPLICASETS, ClusterSim, OwnerController, nsname
+from hyperpod_twin.sim.controller_base import OwnerController
+from hyperpod_twin.sim.core import ClusterSim
+from hyperpod_twin.sim.kinds import DEPLOYMENTS, PODS, REPLICASETS, nsname
 from hyperpod_twin.sim.kobj import Obj
 
 HASH_LABEL = "pod-template-hash"

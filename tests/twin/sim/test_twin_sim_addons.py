@@ -8,7 +8,7 @@ from typing import Any
 
 from cryptography import x509
 
-from hyperpod_twin.sim.karpenter import group_spec
+from hyperpod_twin.sim.karpenter_calls import group_spec
 from hyperpod_twin.sim.plugin import install_crds
 from tests.support.sim import SERVE_CONFIG, SimCluster, head_template, pod_spec
 
@@ -152,7 +152,6 @@ def test_group_spec_round_trips_describe_cluster_fields() -> None:
     spec = group_spec(details, 3)
     assert spec["InstanceCount"] == 3 and "Status" not in spec and "CurrentCount" not in spec
     assert spec["KubernetesConfig"] == {"Labels": {"a": "b"}, "Taints": []}
-
 
 
 def test_ray_service_serves_its_applications(cluster: SimCluster) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from hyperpod_twin.aws.hyperpod_lifecycle import NODE_BOOT
+from hyperpod_twin.aws.hyperpod_timings import NODE_BOOT
 from hyperpod_twin.clock import TwinClock
 from hyperpod_twin.events import EventBus
 from hyperpod_twin.kube.controllers import ControlPlane
