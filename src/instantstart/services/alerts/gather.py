@@ -11,8 +11,8 @@ from anyio import to_thread
 from instantstart.aws import amp_query
 from instantstart.aws import hyperpod as hp_api
 from instantstart.context import AppContext
+from instantstart.services.base.registry import hyperpod_cluster_name
 from instantstart.services.cluster.lifecycle import lifecycle_problems
-from instantstart.services.core.registry import hyperpod_cluster_name
 from instantstart.services.monitoring.gpu import METRIC, observability_workspace
 from instantstart.store.models import ClusterRow
 

@@ -18,14 +18,14 @@ from instantstart.errors import InvalidInput, NotFound, ProviderError
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
-from instantstart.services.capacity.groups import capacity_type, karpenter_groups, placement
-from instantstart.services.core.registry import (
+from instantstart.services.base.registry import (
     ClusterParams,
     get_cluster,
     hyperpod_cluster_name,
     resolve_tag,
     submit_for_cluster,
 )
+from instantstart.services.capacity.groups import capacity_type, karpenter_groups, placement
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.validation import ClusterTag
 

@@ -17,16 +17,16 @@ from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.reads import read_node
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
-from instantstart.services.capacity.groups import described
-from instantstart.services.capacity.node_guards import refuse_unowned, verify_node_script
-from instantstart.services.cluster.lifecycle import verify_groups
-from instantstart.services.core.registry import (
+from instantstart.services.base.registry import (
     ClusterParams,
     get_cluster,
     hyperpod_cluster_name,
     resolve_tag,
     submit_for_cluster,
 )
+from instantstart.services.capacity.groups import described
+from instantstart.services.capacity.node_guards import refuse_unowned, verify_node_script
+from instantstart.services.cluster.lifecycle import verify_groups
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow

@@ -21,8 +21,8 @@ from instantstart.kube.reads import crds_served
 from instantstart.manifests import validation as validation_manifests
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
+from instantstart.services.base.registry import ClusterParams, get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.capacity.validate_report import report
-from instantstart.services.core.registry import ClusterParams, get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.core.stages import blocking, next_poll
 from instantstart.services.diagnostics import hardware_output as parse
 from instantstart.validation import ClusterTag

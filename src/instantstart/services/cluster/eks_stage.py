@@ -20,14 +20,7 @@ from instantstart.manifests import iam_policies as pol
 from instantstart.manifests.network import AddressPlan, validate_plan
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
-from instantstart.services.cluster import eks_control_plane as eks_svc
-from instantstart.services.cluster import iam as iam_svc
-from instantstart.services.cluster import network as net
-from instantstart.services.cluster import vpc_reuse
-from instantstart.services.cluster.nat_wait import wait_nat
-from instantstart.services.cluster.params import AddressPlanParams, EksParams, stored
-from instantstart.services.cluster.stage_status import StageStatus, stage_status
-from instantstart.services.core.registry import (
+from instantstart.services.base.registry import (
     RegionScope,
     default_hyperpod_name,
     get_cluster,
@@ -37,6 +30,13 @@ from instantstart.services.core.registry import (
     scope_region,
     submit_for_cluster,
 )
+from instantstart.services.cluster import eks_control_plane as eks_svc
+from instantstart.services.cluster import iam as iam_svc
+from instantstart.services.cluster import network as net
+from instantstart.services.cluster import vpc_reuse
+from instantstart.services.cluster.nat_wait import wait_nat
+from instantstart.services.cluster.params import AddressPlanParams, EksParams, stored
+from instantstart.services.cluster.stage_status import StageStatus, stage_status
 from instantstart.services.core.stages import blocking, project_bucket, record_details, wait_until
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow, utcnow

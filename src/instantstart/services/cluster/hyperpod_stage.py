@@ -22,6 +22,13 @@ from instantstart.manifests.hyperpod import (
 )
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
+from instantstart.services.base.registry import (
+    get_cluster,
+    hyperpod_cluster_name,
+    mirror_pipeline_stages,
+    resolve_tag,
+    submit_for_cluster,
+)
 from instantstart.services.cluster import network as net
 from instantstart.services.cluster.hyperpod_reads import CAPACITY_WORDS, cached_describe, capacity_events
 from instantstart.services.cluster.lifecycle import ensure_lifecycle, lifecycle_key
@@ -30,13 +37,6 @@ from instantstart.services.cluster.stage_status import StageStatus, stage_status
 from instantstart.services.core.installation import installation_id, refuse_foreign
 from instantstart.services.core.instance_types import lookup
 from instantstart.services.core.ledger import TAG_CLUSTER, aws_tags, record
-from instantstart.services.core.registry import (
-    get_cluster,
-    hyperpod_cluster_name,
-    mirror_pipeline_stages,
-    resolve_tag,
-    submit_for_cluster,
-)
 from instantstart.services.core.stages import blocking, record_details, wait_until
 from instantstart.services.core.training_plans import PlanPlacement, reconcile_plan_zone
 from instantstart.store.models import ClusterRow

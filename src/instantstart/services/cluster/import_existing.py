@@ -17,8 +17,8 @@ from instantstart.context import CallContext, StageContext
 from instantstart.errors import NotFound
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
+from instantstart.services.base.registry import insert_cluster, submit_for_cluster, update_cluster
 from instantstart.services.cluster.params import ImportParams, stored
-from instantstart.services.core.registry import insert_cluster, submit_for_cluster, update_cluster
 from instantstart.services.core.stages import blocking
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow, utcnow

@@ -20,6 +20,7 @@ from instantstart.errors import (
 from instantstart.kube import k8s
 from instantstart.kube.calls import kube_api
 from instantstart.manifests.storage import DEFAULT_CLAIM, DEFAULT_NAMESPACE
+from instantstart.services.base.registry import get_cluster, hyperpod_cluster_name, resolve_tag
 from instantstart.services.cluster.hyperpod_reads import cached_describe
 from instantstart.services.cluster.lifecycle import lifecycle_problems
 from instantstart.services.cluster.status_model import (
@@ -31,7 +32,6 @@ from instantstart.services.cluster.status_model import (
     dependency_health,
     latest_operation,
 )
-from instantstart.services.core.registry import get_cluster, hyperpod_cluster_name, resolve_tag
 from instantstart.services.monitoring.digest import NodeDigest, node_status
 from instantstart.services.monitoring.state import Freshness, cached_db, db_cache
 from instantstart.services.monitoring.view import node_state

@@ -12,8 +12,8 @@ from anyio import to_thread
 
 from instantstart.context import StageContext
 from instantstart.errors import Timeout
+from instantstart.services.base.registry import update_cluster
 from instantstart.services.core.project_bucket import ensure_project_bucket
-from instantstart.services.core.registry import update_cluster
 
 T = TypeVar("T")
 

@@ -10,9 +10,9 @@ from instantstart.aws.clients import AwsClients
 from instantstart.context import StageContext
 from instantstart.errors import DependencyFailed, InvalidInput, PreconditionFailed
 from instantstart.manifests import iam_policies as pol
+from instantstart.services.base.registry import update_cluster
 from instantstart.services.core.installation import installation_id
 from instantstart.services.core.ledger import TAG_CLUSTER, mark_gone, record, resources_of, tag_map
-from instantstart.services.core.registry import update_cluster
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.services.features.identity import Where, ensure_role, remove_role
 

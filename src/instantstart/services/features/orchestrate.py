@@ -11,9 +11,9 @@ from instantstart.context import AppContext, StageContext
 from instantstart.errors import Conflict, DependencyFailed, ErrorCode, InstantStartError, InvalidInput
 from instantstart.operations.kinds import KINDS, OperationKind, StageFn, StageSpec
 from instantstart.operations.params import ParamsModel
+from instantstart.services.base.registry import get_cluster, update_cluster
 from instantstart.services.capacity.karpenter.state import WAIT
 from instantstart.services.cluster.dependencies.catalog import load_catalog
-from instantstart.services.core.registry import get_cluster, update_cluster
 from instantstart.services.core.stages import blocking
 from instantstart.services.features.karpenter import KEY as KARPENTER
 from instantstart.services.features.specs import FEATURES, ORDER, dependents, needs

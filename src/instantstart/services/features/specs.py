@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from instantstart.services.base.registry import get_cluster, update_cluster
 from instantstart.services.cluster.dependencies.catalog import load_catalog
-from instantstart.services.core.registry import get_cluster, update_cluster
 from instantstart.store.db import Database
 
 CLUSTER_OWNER = "cluster"

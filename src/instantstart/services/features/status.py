@@ -12,9 +12,9 @@ from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext
 from instantstart.errors import InstantStartError
 from instantstart.kube.calls import core_api
+from instantstart.services.base.registry import hyperpod_cluster_name as hyperpod_name
 from instantstart.services.cluster.dependencies.catalog import load_catalog
 from instantstart.services.cluster.dependencies.stage import live_look
-from instantstart.services.core.registry import hyperpod_cluster_name as hyperpod_name
 from instantstart.services.core.stages import blocking
 from instantstart.services.features import grafana, tiered
 from instantstart.services.features import observability as obs

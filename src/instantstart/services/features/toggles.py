@@ -12,11 +12,11 @@ from instantstart.context import AppContext, StageContext
 from instantstart.errors import DependencyFailed, InstantStartError
 from instantstart.kube.calls import core_api
 from instantstart.manifests import iam_policies as pol
+from instantstart.services.base.registry import get_cluster, update_cluster
+from instantstart.services.base.registry import hyperpod_cluster_name as hyperpod_name
 from instantstart.services.cluster.dependencies.catalog import load_catalog
 from instantstart.services.cluster.dependencies.reconcile import Reconciler, Target
 from instantstart.services.cluster.dependencies.stage import reconcile_dependencies, remove_dependencies
-from instantstart.services.core.registry import get_cluster, update_cluster
-from instantstart.services.core.registry import hyperpod_cluster_name as hyperpod_name
 from instantstart.services.core.stages import blocking
 from instantstart.services.features import governance, grafana, tiered
 from instantstart.services.features import observability as obs

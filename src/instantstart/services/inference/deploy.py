@@ -20,8 +20,8 @@ from instantstart.manifests import inference as inference_manifests
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
+from instantstart.services.base.registry import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.cluster.status import collect_status
-from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.services.inference import server_sizing as sz
 from instantstart.services.inference.placement import check_types, place

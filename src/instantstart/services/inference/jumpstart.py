@@ -17,8 +17,8 @@ from instantstart.kube.calls import kube_api, kube_call
 from instantstart.manifests import inference_endpoint as iec
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
+from instantstart.services.base.registry import submit_for_cluster
 from instantstart.services.core.instance_types import catalog
-from instantstart.services.core.registry import submit_for_cluster
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.services.inference.managed import ManagedParams
 from instantstart.services.inference.services import cluster_row

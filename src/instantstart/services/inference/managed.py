@@ -20,9 +20,9 @@ from instantstart.manifests import inference_endpoint as iec
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
+from instantstart.services.base.registry import submit_for_cluster
 from instantstart.services.cluster.status_model import WatchFreshness
 from instantstart.services.core.instance_types import catalog
-from instantstart.services.core.registry import submit_for_cluster
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.services.inference.managed_autoscaling import ManagedAutoscaling, to_spec
 from instantstart.services.inference.managed_models import KvCache, ModelSource

@@ -17,7 +17,7 @@ from instantstart.manifests import inference as inference_manifests
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
-from instantstart.services.core.registry import submit_for_cluster
+from instantstart.services.base.registry import submit_for_cluster
 from instantstart.services.core.stages import blocking
 from instantstart.services.inference.services import cluster_row
 from instantstart.validation import ClusterTag, KubeName

@@ -19,7 +19,7 @@ from instantstart.manifests import router as router_manifests
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
-from instantstart.services.core.registry import submit_for_cluster
+from instantstart.services.base.registry import submit_for_cluster
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.services.inference.router import routers_of
 from instantstart.services.inference.scale import model_server

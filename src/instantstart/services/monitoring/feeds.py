@@ -14,7 +14,7 @@ from anyio import to_thread
 
 from instantstart.context import AppContext, Slot
 from instantstart.errors import InstantStartError, NotFound
-from instantstart.services.core.registry import get_cluster, hyperpod_cluster_name, list_clusters
+from instantstart.services.base.registry import get_cluster, hyperpod_cluster_name, list_clusters
 from instantstart.services.monitoring.state import FIRST_SYNC_SECONDS, informer, informer_key
 from instantstart.services.monitoring.timeline import record_hyperpod_events
 from instantstart.store.models import ClusterRow

@@ -15,7 +15,7 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext
 from instantstart.errors import InstantStartError
-from instantstart.services.core.registry import get_cluster, resolve_tag
+from instantstart.services.base.registry import get_cluster, resolve_tag
 from instantstart.services.core.stages import blocking
 from instantstart.services.features import grafana
 from instantstart.services.features.observability import alias

@@ -16,8 +16,8 @@ from instantstart.kube.calls import core_api, kube_call
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
+from instantstart.services.base.registry import get_cluster
 from instantstart.services.core.ledger import mark_gone, resources_of
-from instantstart.services.core.registry import get_cluster
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.store.models import ClusterRow
 

@@ -16,7 +16,7 @@ from instantstart.manifests import storage as storage_m
 from instantstart.manifests.fsx import FSX_CSI_DRIVER
 from instantstart.manifests.labels import MANAGED_LABELS
 from instantstart.operations.models import OperationRef
-from instantstart.services.core.registry import update_cluster
+from instantstart.services.base.registry import update_cluster
 from instantstart.services.core.stages import blocking
 from instantstart.services.storage.claim_iam import narrow_csi_role
 from instantstart.services.storage.fsx_delete import delete_created_file_system

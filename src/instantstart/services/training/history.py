@@ -13,7 +13,7 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext
 from instantstart.errors import NotFound, PreconditionFailed
-from instantstart.services.core.registry import get_cluster, resolve_tag
+from instantstart.services.base.registry import get_cluster, resolve_tag
 from instantstart.services.core.stages import blocking
 from instantstart.services.training.mlflow import mlflow_config
 from instantstart.store.models import ClusterRow

@@ -23,9 +23,9 @@ from instantstart.manifests.labels import MANAGED_LABELS
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
+from instantstart.services.base.registry import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.core.installation import installation_id, refuse_foreign
 from instantstart.services.core.ledger import TAG_CLUSTER, TAG_INSTALLATION, aws_tags, record
-from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.core.stages import blocking, project_bucket, wait_until
 from instantstart.services.features.identity import Where, ensure_association, ensure_role
 from instantstart.services.features.specs import Identity

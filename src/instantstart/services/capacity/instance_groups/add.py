@@ -16,6 +16,13 @@ from instantstart.manifests.hyperpod import DEEP_HEALTH_CHECKS, GroupDecision, i
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
+from instantstart.services.base.registry import (
+    get_cluster,
+    hyperpod_cluster_name,
+    resolve_tag,
+    submit_for_cluster,
+    update_cluster,
+)
 from instantstart.services.capacity.groups import (
     GROUP_NAME,
     GROUP_TIMEOUT,
@@ -30,13 +37,6 @@ from instantstart.services.cluster import network as net
 from instantstart.services.cluster.hyperpod_stage import validate_zone
 from instantstart.services.cluster.lifecycle import ensure_lifecycle, lifecycle_uri
 from instantstart.services.core.instance_types import InstanceType, lookup
-from instantstart.services.core.registry import (
-    get_cluster,
-    hyperpod_cluster_name,
-    resolve_tag,
-    submit_for_cluster,
-    update_cluster,
-)
 from instantstart.services.core.stages import blocking
 from instantstart.services.core.training_plans import PlanPlacement, reconcile_plan_zone
 from instantstart.store.models import ClusterRow

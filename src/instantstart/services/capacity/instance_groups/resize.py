@@ -14,6 +14,14 @@ from instantstart.context import CallContext, StageContext
 from instantstart.errors import NotFound, PreconditionFailed
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
+from instantstart.services.base.registry import (
+    ClusterParams,
+    get_cluster,
+    hyperpod_cluster_name,
+    resolve_tag,
+    submit_for_cluster,
+    update_cluster,
+)
 from instantstart.services.capacity.group_allowlist import resubmit_spec
 from instantstart.services.capacity.groups import (
     GROUP_NAME,
@@ -26,14 +34,6 @@ from instantstart.services.capacity.groups import (
     wait_group,
 )
 from instantstart.services.cluster.lifecycle import verify_groups
-from instantstart.services.core.registry import (
-    ClusterParams,
-    get_cluster,
-    hyperpod_cluster_name,
-    resolve_tag,
-    submit_for_cluster,
-    update_cluster,
-)
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag

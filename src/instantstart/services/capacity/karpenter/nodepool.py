@@ -9,8 +9,8 @@ from instantstart.kube import k8s
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.reads import crds_served, delete_cluster_object, ensure_cluster_object, read_cluster_object
 from instantstart.manifests import karpenter as karpenter_manifests
+from instantstart.services.base.registry import ClusterParams, get_cluster
 from instantstart.services.capacity.karpenter.state import WAIT, KarpenterEnableParams, record_state, state_of
-from instantstart.services.core.registry import ClusterParams, get_cluster
 from instantstart.services.core.stages import blocking, wait_until
 
 # (state key, API group, plural) of the objects the toggle makes, in the order they are removed.

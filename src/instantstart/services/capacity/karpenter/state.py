@@ -7,7 +7,7 @@ from typing import Any, Literal
 from instantstart.context import AppContext
 from instantstart.manifests import karpenter as karpenter_manifests
 from instantstart.operations.params import ParamsModel
-from instantstart.services.core.registry import ClusterParams, get_cluster, update_cluster
+from instantstart.services.base.registry import ClusterParams, get_cluster, update_cluster
 from instantstart.services.core.stages import blocking
 from instantstart.store.models import ClusterRow
 

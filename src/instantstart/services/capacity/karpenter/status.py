@@ -13,10 +13,10 @@ from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext
 from instantstart.kube.calls import kube_api
 from instantstart.operations.models import OperationView
+from instantstart.services.base.registry import cluster_target, get_cluster, hyperpod_cluster_name, resolve_tag
 from instantstart.services.capacity.karpenter.nodepool import OBJECTS, read_object, ready
 from instantstart.services.capacity.karpenter.state import state_of
 from instantstart.services.capacity.karpenter.toggle import ClusterOnly
-from instantstart.services.core.registry import cluster_target, get_cluster, hyperpod_cluster_name, resolve_tag
 from instantstart.services.core.stages import blocking
 from instantstart.store.models import ClusterRow
 

@@ -14,6 +14,7 @@ from instantstart.errors import InvalidInput, PreconditionFailed
 from instantstart.manifests import karpenter as karpenter_manifests
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
+from instantstart.services.base.registry import ClusterParams, get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.capacity.groups import GROUP_NAME, described, find_group
 from instantstart.services.capacity.karpenter.autoscaling import stage_autoscaling, stage_remove_autoscaling
 from instantstart.services.capacity.karpenter.nodepool import stage_nodepool, stage_remove_nodepool
@@ -24,7 +25,6 @@ from instantstart.services.capacity.karpenter.state import (
     KarpenterSettingsParams,
     state_of,
 )
-from instantstart.services.core.registry import ClusterParams, get_cluster, resolve_tag, submit_for_cluster
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag
 

@@ -16,6 +16,7 @@ from instantstart.aws import identity
 from instantstart.context import AppContext
 from instantstart.errors import DependencyFailed, NotFound
 from instantstart.manifests import iam_policies as pol
+from instantstart.services.base.registry import get_cluster
 from instantstart.services.cluster.dependencies.catalog import Dependency
 from instantstart.services.cluster.dependencies.identity import (
     Owner,
@@ -26,7 +27,6 @@ from instantstart.services.cluster.dependencies.readiness import wait_ready
 from instantstart.services.cluster.dependencies.results import DepResult, Progress, Target
 from instantstart.services.core.installation import installation_id
 from instantstart.services.core.ledger import record, tag_map
-from instantstart.services.core.registry import get_cluster
 from instantstart.services.core.stages import blocking, next_poll
 
 ADDON_TIMEOUT = 20 * 60

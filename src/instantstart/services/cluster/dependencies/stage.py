@@ -14,18 +14,18 @@ from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import DependencyFailed, InstantStartError, InvalidInput, PreconditionFailed, ProviderError
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
-from instantstart.services.cluster.dependencies import manifests as dependency_manifests
-from instantstart.services.cluster.dependencies.catalog import Dependency, load_catalog
-from instantstart.services.cluster.dependencies.reconcile import DepResult, Reconciler, Target, workload_states
-from instantstart.services.cluster.params import ClusterParams, stored
-from instantstart.services.cluster.stage_status import stage_status
-from instantstart.services.core.registry import (
+from instantstart.services.base.registry import (
     get_cluster,
     mirror_pipeline_stages,
     resolve_tag,
     submit_for_cluster,
     update_cluster,
 )
+from instantstart.services.cluster.dependencies import manifests as dependency_manifests
+from instantstart.services.cluster.dependencies.catalog import Dependency, load_catalog
+from instantstart.services.cluster.dependencies.reconcile import DepResult, Reconciler, Target, workload_states
+from instantstart.services.cluster.params import ClusterParams, stored
+from instantstart.services.cluster.stage_status import stage_status
 from instantstart.services.core.stages import blocking
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow
