@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from instantstart.services.base.facts import ClusterFacts
 from instantstart.services.cluster.status_model import dependency_health
 from instantstart.services.cluster.status_reads import _node_summary, pod_request
 
@@ -68,18 +69,19 @@ def test_pod_gpu_request_counts_limits_and_init_containers() -> None:
 
 
 def test_dependency_health_reads_what_the_dependencies_stage_records() -> None:
-    assert dependency_health({}) == (False, [])
+    assert dependency_health(ClusterFacts()) == (False, [])
     recorded = {"dependencies": {
         "metrics-server": {"status": "ACTIVE", "message": "ready"},
         "mountpoint-s3-csi": {"status": "DEGRADED", "message": "add-on health issue"},
         "hyperpod-dependencies": {"status": "FAILED", "message": "helm install timed out"},
         "pod-identity": "BLOCKED",
     }}
-    found, deps = dependency_health(recorded)
+    found, deps = dependency_health(ClusterFacts.model_validate(recorded))
     assert found
     health = {d.name: (d.healthy, d.status) for d in deps}
     assert health == {"metrics-server": (True, "ACTIVE"), "mountpoint-s3-csi": (True, "DEGRADED"),
                       "hyperpod-dependencies": (False, "FAILED"), "pod-identity": (False, "BLOCKED")}
     assert next(d for d in deps if d.name == "hyperpod-dependencies").message == "helm install timed out"
-    listed = dependency_health({"dependencies": [{"name": "a", "healthy": True}, {"name": "b", "ready": False}]})
+    older = [{"name": "a", "healthy": True}, {"name": "b", "ready": False}]
+    listed = dependency_health(ClusterFacts(dependencies=older))
     assert [(d.name, d.healthy) for d in listed[1]] == [("a", True), ("b", False)]

@@ -18,6 +18,7 @@ from instantstart.errors import InvalidInput, NotFound, ProviderError
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
+from instantstart.services.base.facts import facts_of
 from instantstart.services.base.registry import (
     ClusterParams,
     get_cluster,
@@ -118,7 +119,7 @@ async def cluster_get_instance_groups(ctx: CallContext, req: NoInput) -> Instanc
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
     name = hyperpod_cluster_name(row)
     cluster = await blocking(HyperPod(ctx.app.aws, row.region).describe_cluster, name) or {}
-    recorded = (row.details or {}).get("instanceGroups") or {}
+    recorded = facts_of(row).group_records()
     managed = set(karpenter_groups(row))
     groups = cluster.get("InstanceGroups", [])
     subnets = sorted({s for g in groups for s in placement(g, cluster)})

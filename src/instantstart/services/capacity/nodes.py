@@ -17,6 +17,7 @@ from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.reads import read_node
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
+from instantstart.services.base.facts import facts_of
 from instantstart.services.base.registry import (
     ClusterParams,
     get_cluster,
@@ -286,7 +287,7 @@ def row_by_arn(db: Database, arn: str) -> ClusterRow:
         for row in rows:
             session.expunge(row)
     for row in rows:
-        if (row.details or {}).get("hyperpodClusterArn") == arn:
+        if facts_of(row).hyperpod_cluster_arn == arn:
             return row
     raise NotFound(
         f"Invalid input: clusterArn: no managed cluster has HyperPod cluster {arn}",

@@ -10,7 +10,8 @@ from pydantic import Field
 
 from instantstart.catalog.base import WireModel
 from instantstart.context import CallContext
-from instantstart.services.base.registry import cluster_target, get_cluster
+from instantstart.services.base.registry import get_cluster
+from instantstart.services.base.target import cluster_target
 from instantstart.services.core.stages import blocking
 from instantstart.store.models import utcnow
 

@@ -113,11 +113,11 @@ async def delete_created_file_system(ctx: CallContext, row: ClusterRow, file_sys
 def delete_for_cluster(app: AppContext, res: dict[str, Any]) -> bool:
     """Cluster deletion's deleter of an "fsx:file-system" ledger row: the claim and PV made for it first (when
     the cluster's Kubernetes API still answers), then DeleteFileSystem. False: the caller waits until it is gone."""
-    details = res.get("details") or {}
-    claim, namespace = details.get("claim"), details.get("namespace") or "default"
+    made = res.get("details") or {}  # what the ledger recorded with the file system
+    claim, namespace = made.get("claim"), made.get("namespace") or "default"
     if claim:
         try:
-            row = get_cluster(app.db, details.get("clusterTag") or res["clusterTag"])
+            row = get_cluster(app.db, made.get("clusterTag") or res["clusterTag"])
             core = core_api(app.kube, row.eks_cluster_name, row.region)
             pvc = core.delete_namespaced_persistent_volume_claim
             for action, fn, args in (

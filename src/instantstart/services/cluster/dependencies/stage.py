@@ -14,12 +14,13 @@ from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import DependencyFailed, InstantStartError, InvalidInput, PreconditionFailed, ProviderError
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
+from instantstart.services.base.facts import facts_of
 from instantstart.services.base.registry import (
     get_cluster,
     mirror_pipeline_stages,
+    record_facts,
     resolve_tag,
     submit_for_cluster,
-    update_cluster,
 )
 from instantstart.services.cluster.dependencies import manifests as dependency_manifests
 from instantstart.services.cluster.dependencies.catalog import Dependency, load_catalog
@@ -98,7 +99,7 @@ def target_of(row: ClusterRow, operation_id: str | None) -> Target:
         tag=row.tag,
         region=row.region,
         eks_cluster_name=row.eks_cluster_name,
-        bucket=(row.details or {}).get("bucket"),
+        bucket=facts_of(row).bucket,
         operation_id=operation_id,
     )
 
@@ -106,10 +107,10 @@ def target_of(row: ClusterRow, operation_id: str | None) -> Target:
 def persist_results(db: Database, tag: str, results: list[DepResult]) -> dict[str, Any]:
     """Merge results into the cluster row's details["dependencies"] (other entries kept); the merged map."""
     row = get_cluster(db, tag)
-    merged = dict((row.details or {}).get("dependencies") or {})
+    merged = facts_of(row).dependency_map()
     for result in results:
         merged[result.name] = result.to_dict()
-    update_cluster(db, tag, details={"dependencies": merged})
+    record_facts(db, tag, dependencies=merged)
     return merged
 
 
@@ -288,7 +289,7 @@ async def cluster_get_dependency_status(ctx: CallContext, req: DependencyStatusR
     stage = await stage_status(ctx, tag, STAGE, (KIND, "cluster_create"))
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
     catalog = load_catalog()
-    persisted: dict[str, Any] = (row.details or {}).get("dependencies") or {}
+    persisted: dict[str, Any] = facts_of(row).dependency_map()
     eks_done = row.imported or (row.stages or {}).get("eks") == "SUCCEEDED"
     names = [n for n in catalog.names if n in persisted or catalog.get(n).default]
     if eks_done:
