@@ -279,6 +279,43 @@ async def _quiet(_message: str) -> None:
     return None
 
 
+def _view(
+    dep: Dependency, saved: dict[str, Any], actual: dict[str, Any], stage_state: str, present: set[str]
+) -> DependencyView:
+    """One dependency as the status shows it: what the stage recorded (`saved`), corrected by what the cluster
+    has now (`actual`): an ACTIVE one no longer ready is DEGRADED, and a DEGRADED add-on names the add-ons it
+    needs that are gone (`present`: the names installed now)."""
+    status = saved.get("status") or ("IN_PROGRESS" if stage_state == "IN_PROGRESS" else "NOT_INSTALLED")
+    message = saved.get("message") or ("waiting for its turn" if status == "IN_PROGRESS" else "not installed")
+    hint = saved.get("hint")
+    if status == "ACTIVE" and not actual.get("ready") and actual.get("status") != "UNKNOWN":
+        status = "DEGRADED"
+        message = f"was ACTIVE; now {actual.get('status')}"
+        hint = "Run cluster_configure_dependencies to reconcile it again."
+    missing = [p for p in dep.depends_on if p not in present]
+    if actual.get("status") == "DEGRADED" and missing:
+        # EKS keeps an add-on DEGRADED while an add-on it needs is gone; say which, not "wait for nodes".
+        status = "DEGRADED"
+        message = f"DEGRADED: {'; '.join(map(str, actual.get('issues') or [])) or 'pods not ready'}"
+        hint = (f"It needs {', '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} not installed: "
+                f"install {'it' if len(missing) == 1 else 'them'} again (cluster_configure_dependencies, or the "
+                "feature that needs it); the add-on recovers by itself once they are ACTIVE.")
+    return DependencyView(
+        name=dep.name,
+        source=dep.source,
+        default=dep.default,
+        depends_on=list(dep.depends_on),
+        desired=saved.get("desired") or _desired(dep),
+        actual=actual,
+        status=status,
+        ready=bool(actual.get("ready")),
+        action=saved.get("action"),
+        message=message,
+        hint=hint,
+        updated_at=saved.get("updatedAt"),
+    )
+
+
 @operation(STATUS_TOOL, method="GET", path="/clusters/dependency-status", example={})
 async def cluster_get_dependency_status(ctx: CallContext, req: DependencyStatusRequest) -> DependencyStatusResult:
     """Every catalog dependency of a cluster (the active one when clusterTag is absent): desired version
@@ -296,42 +333,11 @@ async def cluster_get_dependency_status(ctx: CallContext, req: DependencyStatusR
         looks = await asyncio.gather(*(live_look(ctx.app, row, catalog.get(n)) for n in names))
     else:
         looks = [{"status": "NOT_INSTALLED", "ready": False, "reason": "the EKS stage has not finished"}] * len(names)
-    views = []
     present = {n for n, look in zip(names, looks, strict=True) if look.get("status") not in ABSENT}
-    for name, actual in zip(names, looks, strict=True):
-        dep = catalog.get(name)
-        saved = persisted.get(name) or {}
-        status = saved.get("status") or ("IN_PROGRESS" if stage.state == "IN_PROGRESS" else "NOT_INSTALLED")
-        message = saved.get("message") or ("waiting for its turn" if status == "IN_PROGRESS" else "not installed")
-        hint = saved.get("hint")
-        if status == "ACTIVE" and not actual.get("ready") and actual.get("status") != "UNKNOWN":
-            status = "DEGRADED"
-            message = f"was ACTIVE; now {actual.get('status')}"
-            hint = "Run cluster_configure_dependencies to reconcile it again."
-        missing = [p for p in dep.depends_on if p not in present]
-        if actual.get("status") == "DEGRADED" and missing:
-            # EKS keeps an add-on DEGRADED while an add-on it needs is gone; say which, not "wait for nodes".
-            status = "DEGRADED"
-            message = f"DEGRADED: {'; '.join(map(str, actual.get('issues') or [])) or 'pods not ready'}"
-            hint = (f"It needs {', '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} not installed: "
-                    f"install {'it' if len(missing) == 1 else 'them'} again (cluster_configure_dependencies, or the "
-                    "feature that needs it); the add-on recovers by itself once they are ACTIVE.")
-        views.append(
-            DependencyView(
-                name=name,
-                source=dep.source,
-                default=dep.default,
-                depends_on=list(dep.depends_on),
-                desired=saved.get("desired") or _desired(dep),
-                actual=actual,
-                status=status,
-                ready=bool(actual.get("ready")),
-                action=saved.get("action"),
-                message=message,
-                hint=hint,
-                updated_at=saved.get("updatedAt"),
-            )
-        )
+    views = [
+        _view(catalog.get(name), persisted.get(name) or {}, actual, stage.state, present)
+        for name, actual in zip(names, looks, strict=True)
+    ]
     return DependencyStatusResult(
         cluster_tag=tag,
         state=stage.state,
