@@ -30,7 +30,7 @@ def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:
         status,
         workloads,
     )
-    from instantstart.services.cluster.dependencies import stage  # noqa: F401
+    from instantstart.services.dependencies import stage  # noqa: F401
     from instantstart.services.diagnostics import logs  # noqa: F401
     from instantstart.services.diagnostics import nodes as node_diagnostics  # noqa: F401
     from instantstart.services.features import advanced  # noqa: F401

@@ -22,7 +22,7 @@ from instantstart.services.capacity.karpenter.toggle import (
     KarpenterRequest,
     enable_params,
 )
-from instantstart.services.cluster.dependencies.stage import require_eks_ready
+from instantstart.services.dependencies.stage import require_eks_ready
 from instantstart.services.features.governance import GovernanceToggle
 from instantstart.services.features.grafana import check_adoptable
 from instantstart.services.features.karpenter import KEY as KARPENTER

@@ -14,8 +14,8 @@ from instantstart.operations.params import ParamsModel
 from instantstart.services.base.facts import facts_of
 from instantstart.services.base.registry import get_cluster, record_facts
 from instantstart.services.capacity.karpenter.state import WAIT
-from instantstart.services.cluster.dependencies.catalog import load_catalog
 from instantstart.services.core.stages import blocking
+from instantstart.services.dependencies.catalog import load_catalog
 from instantstart.services.features.karpenter import KEY as KARPENTER
 from instantstart.services.features.specs import FEATURES, ORDER, dependents, needs
 from instantstart.services.features.tiered import DNS_LABEL, NAMESPACE, SERVICE_ACCOUNT

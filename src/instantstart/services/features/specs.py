@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from instantstart.services.base.facts import facts_of
 from instantstart.services.base.registry import get_cluster, record_facts
-from instantstart.services.cluster.dependencies.catalog import load_catalog
+from instantstart.services.dependencies.catalog import load_catalog
 from instantstart.store.db import Database
 
 CLUSTER_OWNER = "cluster"

@@ -14,9 +14,9 @@ from instantstart.errors import InstantStartError
 from instantstart.kube.calls import core_api
 from instantstart.services.base.facts import facts_of
 from instantstart.services.base.registry import hyperpod_cluster_name as hyperpod_name
-from instantstart.services.cluster.dependencies.catalog import load_catalog
-from instantstart.services.cluster.dependencies.stage import live_look
 from instantstart.services.core.stages import blocking
+from instantstart.services.dependencies.catalog import load_catalog
+from instantstart.services.dependencies.stage import live_look
 from instantstart.services.features import grafana, tiered
 from instantstart.services.features import observability as obs
 from instantstart.services.features.identity import Where, identity_state

@@ -15,10 +15,10 @@ from instantstart.manifests import iam_policies as pol
 from instantstart.services.base.facts import facts_of
 from instantstart.services.base.registry import get_cluster, record_facts
 from instantstart.services.base.registry import hyperpod_cluster_name as hyperpod_name
-from instantstart.services.cluster.dependencies.catalog import load_catalog
-from instantstart.services.cluster.dependencies.reconcile import Reconciler, Target
-from instantstart.services.cluster.dependencies.stage import reconcile_dependencies, remove_dependencies
 from instantstart.services.core.stages import blocking
+from instantstart.services.dependencies.catalog import load_catalog
+from instantstart.services.dependencies.reconcile import Reconciler, Target
+from instantstart.services.dependencies.stage import reconcile_dependencies, remove_dependencies
 from instantstart.services.features import governance, grafana, tiered
 from instantstart.services.features import observability as obs
 from instantstart.services.features.identity import Where, ensure_identity, remove_identity

@@ -22,12 +22,12 @@ from instantstart.services.base.registry import (
     resolve_tag,
     submit_for_cluster,
 )
-from instantstart.services.cluster.dependencies import manifests as dependency_manifests
-from instantstart.services.cluster.dependencies.catalog import Dependency, load_catalog
-from instantstart.services.cluster.dependencies.reconcile import DepResult, Reconciler, Target, workload_states
 from instantstart.services.cluster.params import ClusterParams, stored
 from instantstart.services.cluster.stage_status import stage_status
 from instantstart.services.core.stages import blocking
+from instantstart.services.dependencies import manifests as dependency_manifests
+from instantstart.services.dependencies.catalog import Dependency, load_catalog
+from instantstart.services.dependencies.reconcile import DepResult, Reconciler, Target, workload_states
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag

@@ -9,9 +9,9 @@ from typing import Any
 from instantstart.context import AppContext
 from instantstart.errors import DependencyFailed
 from instantstart.kube import k8s
-from instantstart.services.cluster.dependencies.catalog import Dependency, WorkloadRef
-from instantstart.services.cluster.dependencies.results import DepResult, Target
 from instantstart.services.core.stages import blocking, next_poll
+from instantstart.services.dependencies.catalog import Dependency, WorkloadRef
+from instantstart.services.dependencies.results import DepResult, Target
 
 READY_TIMEOUT = 10 * 60
 

@@ -18,17 +18,17 @@ from instantstart.errors import DependencyFailed, NotFound
 from instantstart.manifests import iam_policies as pol
 from instantstart.services.base.facts import facts_of
 from instantstart.services.base.registry import get_cluster
-from instantstart.services.cluster.dependencies.catalog import Dependency
-from instantstart.services.cluster.dependencies.identity import (
+from instantstart.services.core.installation import installation_id
+from instantstart.services.core.ledger import record, tag_map
+from instantstart.services.core.stages import blocking, next_poll
+from instantstart.services.dependencies.catalog import Dependency
+from instantstart.services.dependencies.identity import (
     Owner,
     ensure_pod_identity_association,
     ensure_pod_identity_role,
 )
-from instantstart.services.cluster.dependencies.readiness import wait_ready
-from instantstart.services.cluster.dependencies.results import DepResult, Progress, Target
-from instantstart.services.core.installation import installation_id
-from instantstart.services.core.ledger import record, tag_map
-from instantstart.services.core.stages import blocking, next_poll
+from instantstart.services.dependencies.readiness import wait_ready
+from instantstart.services.dependencies.results import DepResult, Progress, Target
 
 ADDON_TIMEOUT = 20 * 60
 ADDON_FAILED = ("CREATE_FAILED", "UPDATE_FAILED", "DELETE_FAILED")
