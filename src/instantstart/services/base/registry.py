@@ -21,6 +21,7 @@ from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
 from instantstart.services.base.facts import stored_changes
 from instantstart.services.base.target import cluster_of, cluster_target
+from instantstart.services.core.stages import blocking
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow, OperationRow, StateRow, utcnow
 from instantstart.store.state import read_state, write_state
@@ -168,6 +169,12 @@ def record_facts(db: Database, tag: str, **changes: Any) -> None:
         if stored:
             row.details = {**(row.details or {}), **stored}
         row.updated_at = utcnow()
+
+
+async def record_details(stage: StageContext, tag: str, **details: Any) -> None:
+    """Merge facts a stage learned (network ids, outputs) into the cluster row's details. Stage statuses are
+    not written here: the engine mirrors them (see `mirror_pipeline_stages`)."""
+    await blocking(record_facts, stage.app.db, tag, **details)
 
 
 PIPELINE_STAGES = ("eks", "activate", "dependencies", "hyperpod", "storage", "verification")

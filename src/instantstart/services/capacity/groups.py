@@ -8,8 +8,8 @@ from instantstart.aws.hyperpod import HyperPod
 from instantstart.context import AppContext, StageContext
 from instantstart.errors import CapacityUnavailable, InvalidInput, PreconditionFailed, ProviderError
 from instantstart.services.base.facts import facts_of
+from instantstart.services.base.hyperpod_reads import CAPACITY_WORDS
 from instantstart.services.base.registry import hyperpod_cluster_name
-from instantstart.services.cluster.hyperpod_reads import CAPACITY_WORDS
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.store.models import ClusterRow
 

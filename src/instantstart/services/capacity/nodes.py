@@ -18,6 +18,7 @@ from instantstart.kube.reads import read_node
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.services.base.facts import facts_of
+from instantstart.services.base.lifecycle import verify_groups
 from instantstart.services.base.registry import (
     ClusterParams,
     get_cluster,
@@ -27,7 +28,6 @@ from instantstart.services.base.registry import (
 )
 from instantstart.services.capacity.groups import described
 from instantstart.services.capacity.node_guards import refuse_unowned, verify_node_script
-from instantstart.services.cluster.lifecycle import verify_groups
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow

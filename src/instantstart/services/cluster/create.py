@@ -15,10 +15,10 @@ from instantstart.errors import InvalidInput, PreconditionFailed
 from instantstart.manifests.network import plan_addresses
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
+from instantstart.services.base.params import CreateParams, StorageSpecParams, stored
 from instantstart.services.base.registry import activate_cluster, mirror_pipeline_stages, reach_cluster
 from instantstart.services.cluster.eks_stage import ACCESS_DOC, EKS_STAGE, VPC_ID_DOC, new_tag, submit_pipeline
 from instantstart.services.cluster.hyperpod_stage import HYPERPOD_STAGE, HyperPodCreateRequest, hyperpod_params
-from instantstart.services.cluster.params import CreateParams, StorageSpecParams, stored
 from instantstart.services.cluster.preflight import PlanCreateRequest, plan
 from instantstart.services.cluster.verification import VERIFICATION_STAGE
 from instantstart.services.dependencies.stage import DEPENDENCIES_STAGE

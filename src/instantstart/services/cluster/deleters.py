@@ -12,9 +12,9 @@ from instantstart.aws.errors import error_code
 from instantstart.context import AppContext
 from instantstart.errors import NotFound, Unsupported
 from instantstart.kube.calls import core_api, kube_call
+from instantstart.services.base.network import tagged
 from instantstart.services.base.registry import get_cluster
 from instantstart.services.cluster.deletion_owner import check_eks_cluster, check_hyperpod_cluster, delete_oidc_provider
-from instantstart.services.cluster.network import tagged
 from instantstart.services.core.project_bucket import delete_share
 from instantstart.services.storage import fsx_delete
 from instantstart.store.models import ClusterRow

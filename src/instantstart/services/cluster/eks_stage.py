@@ -20,25 +20,26 @@ from instantstart.manifests import iam_policies as pol
 from instantstart.manifests.network import AddressPlan, validate_plan
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
+from instantstart.services.base import iam as iam_svc
+from instantstart.services.base import network as net
+from instantstart.services.base import vpc_reuse
+from instantstart.services.base.nat_wait import wait_nat
+from instantstart.services.base.params import AddressPlanParams, EksParams, stored
 from instantstart.services.base.registry import (
     RegionScope,
     default_hyperpod_name,
     get_cluster,
     insert_cluster,
     mirror_pipeline_stages,
+    record_details,
     resolve_tag,
     scope_region,
     submit_for_cluster,
 )
+from instantstart.services.base.stage_status import StageStatus, stage_status
 from instantstart.services.cluster import eks_control_plane as eks_svc
-from instantstart.services.cluster import iam as iam_svc
-from instantstart.services.cluster import network as net
-from instantstart.services.cluster import vpc_reuse
 from instantstart.services.cluster.eks_steps import access_and_oidc, active_check, ensure_execution_role, foundations
-from instantstart.services.cluster.nat_wait import wait_nat
-from instantstart.services.cluster.params import AddressPlanParams, EksParams, stored
-from instantstart.services.cluster.stage_status import StageStatus, stage_status
-from instantstart.services.core.stages import blocking, record_details, wait_until
+from instantstart.services.core.stages import blocking, wait_until
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow, utcnow
 from instantstart.validation import AccessCidr, ClusterTag, ComputeSubnetCidr, Region, SubnetCidr, VpcCidr

@@ -12,10 +12,11 @@ from instantstart.context import StageContext
 from instantstart.errors import ProviderError
 from instantstart.manifests import iam_policies as pol
 from instantstart.manifests.network import AddressPlan
-from instantstart.services.cluster import iam as iam_svc
-from instantstart.services.cluster import network as net
-from instantstart.services.cluster.params import EksParams
-from instantstart.services.core.stages import blocking, project_bucket, record_details
+from instantstart.services.base import iam as iam_svc
+from instantstart.services.base import network as net
+from instantstart.services.base.params import EksParams
+from instantstart.services.base.registry import record_details
+from instantstart.services.core.stages import blocking, project_bucket
 
 
 async def ensure_eks_role(stage: StageContext, scope: pol.Scope, common: dict[str, Any]) -> str:

@@ -8,12 +8,11 @@ from typing import Any
 from anyio import to_thread
 from pydantic import AliasChoices, Field
 
-from instantstart.aws import ec2_network
 from instantstart.aws import hyperpod as hp_api
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import CallContext, StageContext
-from instantstart.errors import CapacityUnavailable, InvalidInput, PreconditionFailed, ProviderError
+from instantstart.errors import CapacityUnavailable, PreconditionFailed, ProviderError
 from instantstart.manifests.hyperpod import (
     DEEP_HEALTH_CHECKS,
     GroupDecision,
@@ -22,23 +21,25 @@ from instantstart.manifests.hyperpod import (
 )
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
+from instantstart.services.base import network as net
 from instantstart.services.base.facts import ClusterFacts, facts_of
+from instantstart.services.base.hyperpod_reads import CAPACITY_WORDS, cached_describe, capacity_events
+from instantstart.services.base.lifecycle import ensure_lifecycle, lifecycle_key
+from instantstart.services.base.params import HyperPodGroupParams, HyperPodParams, stored
 from instantstart.services.base.registry import (
     get_cluster,
     hyperpod_cluster_name,
     mirror_pipeline_stages,
+    record_details,
     resolve_tag,
     submit_for_cluster,
 )
-from instantstart.services.cluster import network as net
-from instantstart.services.cluster.hyperpod_reads import CAPACITY_WORDS, cached_describe, capacity_events
-from instantstart.services.cluster.lifecycle import ensure_lifecycle, lifecycle_key
-from instantstart.services.cluster.params import HyperPodGroupParams, HyperPodParams, stored
-from instantstart.services.cluster.stage_status import StageStatus, stage_status
+from instantstart.services.base.stage_status import StageStatus, stage_status
+from instantstart.services.base.zones import validate_zone
 from instantstart.services.core.installation import installation_id, refuse_foreign
 from instantstart.services.core.instance_types import lookup
 from instantstart.services.core.ledger import TAG_CLUSTER, aws_tags, record
-from instantstart.services.core.stages import blocking, record_details, wait_until
+from instantstart.services.core.stages import blocking, wait_until
 from instantstart.services.core.training_plans import PlanPlacement, reconcile_plan_zone
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag
@@ -296,22 +297,6 @@ KINDS.register(
         name="hyperpod_create", params=HyperPodParams, stages=(HYPERPOD_STAGE,), mirror=mirror_pipeline_stages
     )
 )
-
-
-async def validate_zone(ctx: CallContext, region: str, az: str, field: str = "availabilityZone") -> None:
-    """The AZ must belong to the Region (checked against EC2, cached)."""
-
-    async def fetch() -> list[dict[str, str]]:
-        return await blocking(ec2_network.availability_zones, ctx.app.aws, region)
-
-    zones = await ctx.app.cache.get(f"azs:{region}", fetch)
-    names = [z["name"] for z in zones]
-    if az not in names:
-        raise InvalidInput(
-            f"Invalid input: {field}: {az} is not an Availability Zone of {region}",
-            hint=f"Choose one of {', '.join(names)}.",
-            details={"fields": [{"field": field, "message": f"not in {region}"}]},
-        )
 
 
 @operation(

@@ -18,8 +18,8 @@ from instantstart.errors import NotFound
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.services.base.facts import ClusterFacts
+from instantstart.services.base.params import ImportParams, stored
 from instantstart.services.base.registry import insert_cluster, record_facts, submit_for_cluster
-from instantstart.services.cluster.params import ImportParams, stored
 from instantstart.services.core.stages import blocking
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow, utcnow

@@ -21,10 +21,10 @@ from instantstart.kube import k8s
 from instantstart.kube.calls import kube_api
 from instantstart.manifests.storage import DEFAULT_CLAIM, DEFAULT_NAMESPACE
 from instantstart.services.base.facts import facts_of
+from instantstart.services.base.hyperpod_reads import cached_describe
+from instantstart.services.base.lifecycle import lifecycle_problems
 from instantstart.services.base.registry import get_cluster, hyperpod_cluster_name, resolve_tag
-from instantstart.services.cluster.hyperpod_reads import cached_describe
-from instantstart.services.cluster.lifecycle import lifecycle_problems
-from instantstart.services.cluster.status_model import (
+from instantstart.services.base.status_model import (
     AcceleratorTotals,
     ClaimStatus,
     ClusterStatus,

@@ -10,9 +10,10 @@ from instantstart.context import StageContext
 from instantstart.errors import PreconditionFailed, ProviderError, VerificationFailed
 from instantstart.manifests.storage import DEFAULT_CLAIM
 from instantstart.operations.kinds import StageSpec
-from instantstart.services.cluster.params import VerificationParams
+from instantstart.services.base.params import VerificationParams
+from instantstart.services.base.registry import record_details
 from instantstart.services.cluster.status import collect_status
-from instantstart.services.core.stages import next_poll, record_details
+from instantstart.services.core.stages import next_poll
 
 VERIFY_WAIT_SECONDS = 20 * 60
 

@@ -12,7 +12,6 @@ from anyio import to_thread
 
 from instantstart.context import StageContext
 from instantstart.errors import Timeout
-from instantstart.services.base.registry import record_facts
 from instantstart.services.core.project_bucket import ensure_project_bucket
 
 T = TypeVar("T")
@@ -59,12 +58,6 @@ async def wait_until(
                 f"{what} did not finish within {limit_seconds:.0f}s (last: {message}).", retryable=True
             )
         await asyncio.sleep(next_poll(time.monotonic() - started, stage.app.settings.poll_seconds))
-
-
-async def record_details(stage: StageContext, tag: str, **details: Any) -> None:
-    """Merge facts a stage learned (network ids, outputs) into the cluster row's details. Stage statuses are
-    not written here: the engine mirrors them (see `mirror_pipeline_stages`)."""
-    await blocking(record_facts, stage.app.db, tag, **details)
 
 
 def project_bucket(stage: StageContext, region: str, cluster_tag: str) -> str:

@@ -15,6 +15,7 @@ from instantstart.errors import DependencyFailed, InstantStartError, InvalidInpu
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.services.base.facts import facts_of
+from instantstart.services.base.params import ClusterParams, stored
 from instantstart.services.base.registry import (
     get_cluster,
     mirror_pipeline_stages,
@@ -22,8 +23,7 @@ from instantstart.services.base.registry import (
     resolve_tag,
     submit_for_cluster,
 )
-from instantstart.services.cluster.params import ClusterParams, stored
-from instantstart.services.cluster.stage_status import stage_status
+from instantstart.services.base.stage_status import stage_status
 from instantstart.services.core.stages import blocking
 from instantstart.services.dependencies import manifests as dependency_manifests
 from instantstart.services.dependencies.catalog import Dependency, load_catalog

@@ -15,8 +15,8 @@ from instantstart.errors import NotFound
 from instantstart.kube import k8s
 from instantstart.kube.calls import as_dict, kube_api, kube_call
 from instantstart.services.base.registry import get_cluster, hyperpod_cluster_name, resolve_tag
+from instantstart.services.base.status_reads import GPU, HEALTH_LABEL, pod_request
 from instantstart.services.capacity.nodes import NODE_ID, instance_id
-from instantstart.services.cluster.status_reads import GPU, HEALTH_LABEL, pod_request
 from instantstart.services.core.stages import blocking
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag

@@ -21,7 +21,7 @@ from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
 from instantstart.services.base.registry import submit_for_cluster
-from instantstart.services.cluster.status_model import WatchFreshness
+from instantstart.services.base.status_model import WatchFreshness
 from instantstart.services.core.instance_types import catalog
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.services.inference.managed_autoscaling import ManagedAutoscaling, to_spec

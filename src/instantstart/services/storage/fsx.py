@@ -16,10 +16,10 @@ from instantstart.manifests import storage as storage_manifests
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.services.base.facts import facts_of
-from instantstart.services.base.registry import get_cluster
+from instantstart.services.base.registry import get_cluster, record_details
 from instantstart.services.core.installation import installation_id
 from instantstart.services.core.ledger import TAG_CLUSTER, TAG_ROLE, aws_tags, record
-from instantstart.services.core.stages import blocking, record_details, wait_until
+from instantstart.services.core.stages import blocking, wait_until
 from instantstart.services.features.orchestrate import save_result
 from instantstart.services.features.toggles import run_feature
 from instantstart.services.storage.fsx_adopt import add_lustre_rules, check_adoptable

@@ -17,10 +17,10 @@ from instantstart.manifests import iam_policies as pol
 from instantstart.manifests import storage as storage_m
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.services.base.facts import facts_of
-from instantstart.services.base.registry import get_cluster, mirror_pipeline_stages, resolve_tag
-from instantstart.services.cluster.params import StorageParams
+from instantstart.services.base.params import StorageParams
+from instantstart.services.base.registry import get_cluster, mirror_pipeline_stages, record_details, resolve_tag
 from instantstart.services.core.project_bucket import project_bucket_reason, remembered_bucket
-from instantstart.services.core.stages import blocking, project_bucket, record_details, wait_until
+from instantstart.services.core.stages import blocking, project_bucket, wait_until
 from instantstart.services.storage.claim_iam import widen_csi_role
 from instantstart.store.models import ClusterRow
 

@@ -15,8 +15,8 @@ from instantstart.errors import PreconditionFailed
 from instantstart.manifests import iam_policies as pol
 from instantstart.manifests import storage as storage_manifests
 from instantstart.operations.models import OperationRef
+from instantstart.services.base.params import StorageParams, StorageSpecParams, stored
 from instantstart.services.base.registry import submit_for_cluster
-from instantstart.services.cluster.params import StorageParams, StorageSpecParams, stored
 from instantstart.services.core.stages import blocking
 from instantstart.services.storage.s3_claims import (
     active_cluster,

@@ -23,7 +23,7 @@ from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
 from instantstart.services.base.registry import get_cluster, resolve_tag, submit_for_cluster
-from instantstart.services.cluster.status_model import WatchFreshness
+from instantstart.services.base.status_model import WatchFreshness
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.services.diagnostics.logs import PodLogsRequest, read_log
 from instantstart.services.monitoring import custom, watched

@@ -16,7 +16,9 @@ from instantstart.manifests.hyperpod import DEEP_HEALTH_CHECKS, GroupDecision, i
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
+from instantstart.services.base import network as net
 from instantstart.services.base.facts import ClusterFacts, facts_of
+from instantstart.services.base.lifecycle import ensure_lifecycle, lifecycle_uri
 from instantstart.services.base.registry import (
     get_cluster,
     hyperpod_cluster_name,
@@ -24,6 +26,7 @@ from instantstart.services.base.registry import (
     resolve_tag,
     submit_for_cluster,
 )
+from instantstart.services.base.zones import validate_zone
 from instantstart.services.capacity.groups import (
     GROUP_NAME,
     GROUP_TIMEOUT,
@@ -34,9 +37,6 @@ from instantstart.services.capacity.groups import (
     seen_events,
     wait_group,
 )
-from instantstart.services.cluster import network as net
-from instantstart.services.cluster.hyperpod_stage import validate_zone
-from instantstart.services.cluster.lifecycle import ensure_lifecycle, lifecycle_uri
 from instantstart.services.core.instance_types import InstanceType, lookup
 from instantstart.services.core.stages import blocking
 from instantstart.services.core.training_plans import PlanPlacement, reconcile_plan_zone

@@ -15,6 +15,7 @@ from instantstart.errors import NotFound, PreconditionFailed
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.services.base.facts import facts_of
+from instantstart.services.base.lifecycle import verify_groups
 from instantstart.services.base.registry import (
     ClusterParams,
     get_cluster,
@@ -34,7 +35,6 @@ from instantstart.services.capacity.groups import (
     seen_events,
     wait_group,
 )
-from instantstart.services.cluster.lifecycle import verify_groups
 from instantstart.services.core.stages import blocking, wait_until
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag
