@@ -105,7 +105,7 @@ def target_of(row: ClusterRow, operation_id: str | None) -> Target:
 
 
 def persist_results(db: Database, tag: str, results: list[DepResult]) -> dict[str, Any]:
-    """Merge results into the cluster row's details["dependencies"] (other entries kept); the merged map."""
+    """Merge results into the cluster facts' dependencies (other entries kept); the merged map."""
     row = get_cluster(db, tag)
     merged = facts_of(row).dependency_map()
     for result in results:
