@@ -26,7 +26,7 @@ BOUNDARY_NAME = "InstantStartPermissionsBoundary"
 BOUNDARY = f"arn:aws:iam::*:policy/{BOUNDARY_NAME}"
 WITH_BOUNDARY = {"ArnLike": {"iam:PermissionsBoundary": BOUNDARY}}
 OURS = {"StringLike": {f"aws:ResourceTag/{INSTALLATION_TAG}": "?*"}}
-# The AWS managed policies the code attaches (services/cluster/iam.py, services/features/specs.py); a test keeps
+# The AWS managed policies the code attaches (services/base/iam.py, services/features/specs.py); a test keeps
 # this list equal to the code's.
 MANAGED_POLICIES = [
     "arn:aws:iam::aws:policy/AmazonEKSClusterPolicy",

@@ -11,7 +11,7 @@ from moto.iam.aws_managed_policies import aws_managed_policies_data
 
 from hyperpod_twin.iam_eval import evaluate, listed
 from instantstart.services.account.policy import boundary_policy, control_plane_policy
-from instantstart.services.cluster.iam import EKS_CLUSTER_POLICY, HYPERPOD_INSTANCE_POLICY
+from instantstart.services.base.iam import EKS_CLUSTER_POLICY, HYPERPOD_INSTANCE_POLICY
 from instantstart.services.features.specs import FEATURES
 from tests.support.role_usage import builder_grants
 

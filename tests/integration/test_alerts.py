@@ -264,7 +264,7 @@ def test_a_changed_lifecycle_script_alerts_and_resolves_when_restored(
 ) -> None:
     s3 = twin_client(twin_process, "s3")
     row = shared_cp.context.db
-    from instantstart.services.core.registry import get_cluster
+    from instantstart.services.base.registry import get_cluster
 
     bucket = get_cluster(row, TAG).details["bucket"]
     [key] = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="lifecycle/")["Contents"]

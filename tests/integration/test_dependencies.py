@@ -28,7 +28,7 @@ from instantstart.operations.kinds import KINDS, OpenParams
 from instantstart.operations.runner import Runner
 from instantstart.operations.stage import StageContext
 from instantstart.operations.store import OperationStore
-from instantstart.services.cluster.dependencies.stage import reconcile_dependencies, remove_dependencies
+from instantstart.services.dependencies.stage import reconcile_dependencies, remove_dependencies
 from instantstart.settings import Settings
 from instantstart.store.db import Database
 from instantstart.twin_process import TwinProcess

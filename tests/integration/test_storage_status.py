@@ -27,9 +27,9 @@ from instantstart.operations.kinds import KINDS
 from instantstart.operations.runner import Runner
 from instantstart.operations.stage import StageContext
 from instantstart.operations.store import OperationStore
-from instantstart.services.cluster.params import VerificationParams
+from instantstart.services.base.params import VerificationParams
+from instantstart.services.base.registry import set_active_cluster
 from instantstart.services.cluster.verification import stage_verification
-from instantstart.services.core.registry import set_active_cluster
 from instantstart.settings import Settings
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow

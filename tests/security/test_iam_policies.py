@@ -125,7 +125,7 @@ def test_a_claim_on_another_bucket_widens_the_csi_role_to_exactly_that_prefix() 
             "datasets": {"bucketName": "team-datasets", "prefix": "imagenet/"},
         },
     }
-    grants = pol.claim_grants(details)
+    grants = pol.claim_grants(details["bucket"], details["storage"])
     assert grants == [("team-datasets", "imagenet/")]
     policy = pol.csi_data_policy(SCOPE, grants)
     assert violations("widened", policy) == []
@@ -138,7 +138,7 @@ def test_a_claim_on_another_bucket_widens_the_csi_role_to_exactly_that_prefix() 
     assert evaluate([policy], "s3:ListBucket", "arn:aws:s3:::team-datasets", listing) == "ImplicitDeny"
     assert evaluate([policy], "s3:ListBucket", "arn:aws:s3:::team-datasets", {"s3:prefix": "imagenet/a"}) == "Allow"
     # No claim elsewhere: the plain data-prefix policy.
-    assert pol.csi_data_policy(SCOPE, pol.claim_grants({"bucket": SCOPE.bucket})) == pol.csi_data_policy(SCOPE)
+    assert pol.csi_data_policy(SCOPE, pol.claim_grants(SCOPE.bucket, {})) == pol.csi_data_policy(SCOPE)
 
 
 def test_the_mlflow_writer_role_reaches_its_tracking_server_only() -> None:

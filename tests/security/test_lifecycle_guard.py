@@ -17,7 +17,7 @@ from instantstart.aws.clients import AwsClients
 from instantstart.errors import Conflict
 from instantstart.manifests import iam_policies as pol
 from instantstart.manifests.hyperpod import LIFECYCLE_SCRIPT
-from instantstart.services.cluster.lifecycle import verify_groups
+from instantstart.services.base.lifecycle import verify_groups
 from instantstart.settings import Settings
 from instantstart.twin_process import TwinProcess
 from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait

@@ -49,14 +49,14 @@ def test_the_index_is_used_only_while_it_matches_the_sources(tmp_path: Path) -> 
 
 def test_the_fingerprint_follows_the_sources_but_not_the_faces(tmp_path: Path) -> None:
     package = tmp_path / "instantstart"
-    for part in ("services/core/registry.py", "catalog/registry.py", "cli/main.py", "mcp/stdio.py", "api/app.py"):
+    for part in ("services/base/registry.py", "catalog/registry.py", "cli/main.py", "mcp/stdio.py", "api/app.py"):
         (package / part).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO / "src" / "instantstart" / part, package / part)
     before = source_fingerprint(package)
     (package / "cli" / "main.py").write_text("# a face changed\n")
     (package / "api" / "app.py").write_text("# a face changed\n")
     assert source_fingerprint(package) == before
-    (package / "services" / "core" / "registry.py").write_text("# an operation changed\n")
+    (package / "services" / "base" / "registry.py").write_text("# an operation changed\n")
     changed = source_fingerprint(package)
     assert changed != before
     (package / "services" / "new.py").write_text("")

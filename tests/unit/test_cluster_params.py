@@ -10,7 +10,7 @@ from instantstart.errors import InvalidInput
 from instantstart.operations.kinds import KINDS, OpenParams
 from instantstart.operations.params import params_for_load, params_for_submit, params_to_store
 from instantstart.services import load_all
-from instantstart.services.cluster.params import (
+from instantstart.services.base.params import (
     ClusterParams,
     CreateParams,
     DeleteParams,

@@ -15,8 +15,8 @@ import yaml
 from instantstart.errors import PreconditionFailed
 from instantstart.kube.helm import Connection, Helm, HelmError, kubeconfig, redact
 from instantstart.manifests.iam_policies import Scope, csi_data_policy, pod_identity_trust
-from instantstart.services.cluster.dependencies.catalog import load_catalog, parse_catalog
-from instantstart.services.cluster.dependencies.reconcile import desired_config, parse_config
+from instantstart.services.dependencies.catalog import load_catalog, parse_catalog
+from instantstart.services.dependencies.reconcile import desired_config, parse_config
 
 
 def _catalog(entries: list[dict[str, Any]]) -> str:

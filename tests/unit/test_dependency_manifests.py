@@ -6,8 +6,8 @@ import pytest
 
 from instantstart.errors import InvalidInput
 from instantstart.kube.apply import drifted
-from instantstart.services.cluster.dependencies.catalog import parse_catalog
-from instantstart.services.cluster.dependencies.manifests import load_documents
+from instantstart.services.dependencies.catalog import parse_catalog
+from instantstart.services.dependencies.manifests import load_documents
 
 
 def test_priority_classes_ship_in_preemption_order() -> None:

@@ -108,7 +108,7 @@ def dotted_exists(word: str) -> bool | None:
     """True/False for `package.module.name` references, None for other dotted words.
 
     A word counts as a reference when it starts with a package and a module of it
-    (`services.core.registry.default_tag`, `hyperpod_twin.sim.plugin`); label keys, log topics and
+    (`services.base.registry.default_tag`, `hyperpod_twin.sim.plugin`); label keys, log topics and
     fixture calls (`instantstart.job`, `kube.cluster.started`, `twin.reset`) do not.
     """
     if not DOTTED.match(word):
@@ -169,7 +169,7 @@ def test_checker_catches_a_renamed_module(tmp_path: Path) -> None:
     doc = tmp_path / "X.md"
     doc.write_text(
         "`services/dependency_catalog.py`, `kube/informers.py`, `monitoring/watched.py:from_watches`, "
-        "`nosuch_module.py`, `services.core.registry.no_such_function`, `aws/errors.call`, "
+        "`nosuch_module.py`, `services.base.registry.no_such_function`, `aws/errors.call`, "
         "`services/<domain>/`, `tests/unit/test_*.py`, `app.kubernetes.io/managed-by`, "
         "`catalog.invoke.invoke_spec`, `aws/errors.nosuchmodule_x`\n"
         "```\nservices/in_a_fence.py\n```\n",
@@ -177,7 +177,7 @@ def test_checker_catches_a_renamed_module(tmp_path: Path) -> None:
     )
     assert missing_names(doc) == [
         "nosuch_module.py",
-        "services.core.registry.no_such_function",
+        "services.base.registry.no_such_function",
         "services/dependency_catalog.py",
     ]
 

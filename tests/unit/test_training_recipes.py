@@ -276,7 +276,7 @@ def test_a_tracked_job_runs_as_the_mlflow_writer_service_account_on_both_paths()
 
 def test_ray_network_policy_admits_only_the_jobs_own_pods_the_submitter_and_the_operator() -> None:
     from instantstart.manifests import ray_job as ray_job_manifests
-    from instantstart.services.cluster.dependencies.catalog import load_catalog
+    from instantstart.services.dependencies.catalog import load_catalog
 
     body = ray_job_manifests.ray_job(
         ray_job_manifests.RayJobSpec(

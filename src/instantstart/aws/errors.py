@@ -52,7 +52,8 @@ _CONFLICT = {
 def error_code(exc: BaseException) -> str:
     """The AWS error code of a ClientError, or of a domain error translated from one ("" otherwise)."""
     if isinstance(exc, InstantStartError):
-        return str(exc.details.get("awsErrorCode", ""))
+        extra = exc.details
+        return str(extra.get("awsErrorCode", ""))
     response = getattr(exc, "response", None)
     if not isinstance(response, dict):
         return ""

@@ -36,9 +36,8 @@ def clip(text: str, limit: int = MAX_ECHO) -> str:
 
 
 def _bad(code: str, field: str, message: str) -> InvalidInput:
-    err = InvalidInput(f"Invalid input: {field}: {message}", details={"fields": [{"field": field, "message": message}]})
-    err.details["reason"] = code
-    return err
+    fields = [{"field": field, "message": message}]
+    return InvalidInput(f"Invalid input: {field}: {message}", details={"fields": fields, "reason": code})
 
 
 def check_bounds(value: Any, where: str = "(body)", depth: int = 0) -> None:

@@ -233,13 +233,12 @@ def execution_inline_policy(scope: Scope) -> dict[str, Any]:
 MOUNT_WRITES = ["s3:PutObject", "s3:AbortMultipartUpload", "s3:DeleteObject"]
 
 
-def claim_grants(details: dict[str, Any]) -> list[tuple[str, str]]:
-    """(bucket, prefix) of every recorded S3 claim of a cluster (`details["storage"]`) on a bucket other than its
-    project bucket: what the S3 CSI role must reach beyond the cluster's data prefix, in a stable order."""
-    project = details.get("bucket")
+def claim_grants(project: str | None, storage: dict[str, dict[str, Any]]) -> list[tuple[str, str]]:
+    """(bucket, prefix) of every recorded S3 claim of a cluster (`storage`: claim name → record) on a bucket other
+    than its `project` bucket: what the S3 CSI role must reach beyond the cluster's data prefix, in a stable order."""
     grants = {
         (str(c["bucketName"]), str(c.get("prefix") or ""))
-        for c in (details.get("storage") or {}).values()
+        for c in storage.values()
         if c.get("bucketName") and c["bucketName"] != project
     }
     return sorted(grants)

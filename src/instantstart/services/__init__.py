@@ -12,6 +12,7 @@ def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:
     # Explicit imports: the registration order is the catalog order every face shows.
     from instantstart.services.access import audit, tokens, users  # noqa: F401
     from instantstart.services.alerts import ops as alert_ops  # noqa: F401
+    from instantstart.services.base import registry  # noqa: F401
     from instantstart.services.capacity import (  # noqa: F401
         instance_groups,
         karpenter,
@@ -29,8 +30,7 @@ def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:
         status,
         workloads,
     )
-    from instantstart.services.cluster.dependencies import stage  # noqa: F401
-    from instantstart.services.core import registry  # noqa: F401
+    from instantstart.services.dependencies import stage  # noqa: F401
     from instantstart.services.diagnostics import logs  # noqa: F401
     from instantstart.services.diagnostics import nodes as node_diagnostics  # noqa: F401
     from instantstart.services.features import advanced  # noqa: F401

@@ -18,7 +18,7 @@ from anyio import to_thread
 from instantstart.context import AppContext, Slot
 from instantstart.services.alerts import gather, notify
 from instantstart.services.alerts.rules import DAY, RULES, Snapshot, Threshold, thresholds
-from instantstart.services.core.registry import get_cluster, list_clusters
+from instantstart.services.base.registry import get_cluster, list_clusters
 from instantstart.services.monitoring.feeds import events_attachable
 from instantstart.services.monitoring.state import WATCHED_KINDS, PodState, informer, informer_key
 from instantstart.services.monitoring.timeline import writer

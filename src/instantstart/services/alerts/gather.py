@@ -11,8 +11,9 @@ from anyio import to_thread
 from instantstart.aws import amp_query
 from instantstart.aws import hyperpod as hp_api
 from instantstart.context import AppContext
-from instantstart.services.cluster.lifecycle import lifecycle_problems
-from instantstart.services.core.registry import hyperpod_cluster_name
+from instantstart.services.base.facts import facts_of
+from instantstart.services.base.lifecycle import lifecycle_problems
+from instantstart.services.base.registry import hyperpod_cluster_name
 from instantstart.services.monitoring.gpu import METRIC, observability_workspace
 from instantstart.store.models import ClusterRow
 
@@ -22,7 +23,7 @@ log = logging.getLogger(__name__)
 async def lifecycle(app: AppContext, row: ClusterRow) -> list[str] | None:
     """The cluster's own lifecycle scripts that are not InstantStart's (cluster_get_status's check); none when the
     cluster has no HyperPod cluster of ours; None when it cannot be read now (unknown, not "changed")."""
-    bucket = (row.details or {}).get("bucket")
+    bucket = facts_of(row).bucket
     if not bucket or not row.hyperpod_cluster_name:
         return []
     name = hyperpod_cluster_name(row)

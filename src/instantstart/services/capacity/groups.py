@@ -8,8 +8,9 @@ from instantstart.aws.hyperpod import HyperPod
 from instantstart.context import AppContext, StageContext
 from instantstart.errors import CapacityUnavailable, InvalidInput, PreconditionFailed, ProviderError
 from instantstart.operations.waiting import blocking, wait_until
-from instantstart.services.cluster.hyperpod_reads import CAPACITY_WORDS
-from instantstart.services.core.registry import hyperpod_cluster_name
+from instantstart.services.base.facts import facts_of
+from instantstart.services.base.hyperpod_reads import CAPACITY_WORDS
+from instantstart.services.base.registry import hyperpod_cluster_name
 from instantstart.store.models import ClusterRow
 
 GROUP_TIMEOUT = 3 * 3600
@@ -43,7 +44,7 @@ def placement(found: dict[str, Any], cluster: dict[str, Any]) -> list[str]:
 
 def karpenter_groups(row: ClusterRow) -> list[str]:
     """Instance groups HyperPod-managed Karpenter manages on this cluster (as recorded by karpenter_install)."""
-    state = (row.details or {}).get("karpenter") or {}
+    state = facts_of(row).karpenter
     return list(state.get("instanceGroups") or []) if state.get("enabled") else []
 
 

@@ -19,14 +19,15 @@ from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
 from instantstart.operations.waiting import blocking, wait_until
-from instantstart.services.capacity.groups import capacity_type, karpenter_groups, placement
-from instantstart.services.core.registry import (
+from instantstart.services.base.facts import facts_of
+from instantstart.services.base.registry import (
     ClusterParams,
     get_cluster,
     hyperpod_cluster_name,
     resolve_tag,
     submit_for_cluster,
 )
+from instantstart.services.capacity.groups import capacity_type, karpenter_groups, placement
 from instantstart.validation import ClusterTag
 
 NODEGROUP_TIMEOUT = 3600
@@ -118,7 +119,7 @@ async def cluster_get_instance_groups(ctx: CallContext, req: NoInput) -> Instanc
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
     name = hyperpod_cluster_name(row)
     cluster = await blocking(HyperPod(ctx.app.aws, row.region).describe_cluster, name) or {}
-    recorded = (row.details or {}).get("instanceGroups") or {}
+    recorded = facts_of(row).group_records()
     managed = set(karpenter_groups(row))
     groups = cluster.get("InstanceGroups", [])
     subnets = sorted({s for g in groups for s in placement(g, cluster)})

@@ -9,7 +9,7 @@ from instantstart.aws.clients import AwsClients
 from instantstart.aws.hyperpod import HyperPod
 from instantstart.context import AppContext
 from instantstart.errors import PreconditionFailed
-from instantstart.services.cluster.lifecycle import verify_groups
+from instantstart.services.base.lifecycle import verify_groups
 from instantstart.services.core.ledger import TAG_INSTALLATION
 
 

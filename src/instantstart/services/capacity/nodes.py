@@ -18,16 +18,17 @@ from instantstart.kube.reads import read_node
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.waiting import blocking, wait_until
-from instantstart.services.capacity.groups import described
-from instantstart.services.capacity.node_guards import refuse_unowned, verify_node_script
-from instantstart.services.cluster.lifecycle import verify_groups
-from instantstart.services.core.registry import (
+from instantstart.services.base.facts import facts_of
+from instantstart.services.base.lifecycle import verify_groups
+from instantstart.services.base.registry import (
     ClusterParams,
     get_cluster,
     hyperpod_cluster_name,
     resolve_tag,
     submit_for_cluster,
 )
+from instantstart.services.capacity.groups import described
+from instantstart.services.capacity.node_guards import refuse_unowned, verify_node_script
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag
@@ -286,7 +287,7 @@ def row_by_arn(db: Database, arn: str) -> ClusterRow:
         for row in rows:
             session.expunge(row)
     for row in rows:
-        if (row.details or {}).get("hyperpodClusterArn") == arn:
+        if facts_of(row).hyperpod_cluster_arn == arn:
             return row
     raise NotFound(
         f"Invalid input: clusterArn: no managed cluster has HyperPod cluster {arn}",

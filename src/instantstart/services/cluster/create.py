@@ -15,13 +15,13 @@ from instantstart.errors import InvalidInput, PreconditionFailed
 from instantstart.manifests.network import plan_addresses
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
-from instantstart.services.cluster.dependencies.stage import DEPENDENCIES_STAGE
+from instantstart.services.base.params import CreateParams, StorageSpecParams, stored
+from instantstart.services.base.registry import activate_cluster, mirror_pipeline_stages, reach_cluster
 from instantstart.services.cluster.eks_stage import ACCESS_DOC, EKS_STAGE, VPC_ID_DOC, new_tag, submit_pipeline
 from instantstart.services.cluster.hyperpod_stage import HYPERPOD_STAGE, HyperPodCreateRequest, hyperpod_params
-from instantstart.services.cluster.params import CreateParams, StorageSpecParams, stored
 from instantstart.services.cluster.preflight import PlanCreateRequest, plan
 from instantstart.services.cluster.verification import VERIFICATION_STAGE
-from instantstart.services.core.registry import activate_cluster, mirror_pipeline_stages, reach_cluster
+from instantstart.services.dependencies.stage import DEPENDENCIES_STAGE
 from instantstart.services.storage.s3_claims import STORAGE_STAGE
 from instantstart.validation import AccessCidr, ClusterTag, Region, VpcCidr
 
@@ -79,6 +79,34 @@ KINDS.register(
 )
 
 
+def _refuse_blockers(ctx: CallContext, req: CreateClusterRequest, region: str) -> None:
+    """Run the cluster_plan_create preflight; its blockers refuse the request (PreconditionFailed naming each
+    blocker and its field) before anything is created. Blocking."""
+    preflight = plan(
+        ctx,
+        PlanCreateRequest(
+            region=region,
+            vpc_id=req.vpc_id,
+            instance_type=req.instance_type,
+            instance_count=req.instance_count,
+            availability_zone=req.availability_zone,
+            training_plan_arn=req.training_plan_arn,
+        ),
+        region,
+    )
+    if preflight.blockers:
+        first = preflight.blockers[0]
+        raise PreconditionFailed(
+            f"The preflight found {len(preflight.blockers)} blocker(s): "
+            + "; ".join(b.message for b in preflight.blockers),
+            hint=first.hint,
+            details={
+                "blockers": [b.model_dump(by_alias=True) for b in preflight.blockers],
+                "fields": [{"field": b.field, "message": b.message} for b in preflight.blockers if b.field],
+            },
+        )
+
+
 @operation(
     "cluster_create",
     destructive=False,
@@ -124,30 +152,7 @@ async def cluster_create(ctx: CallContext, req: CreateClusterRequest) -> Operati
         ),
     )
     if await ctx.app.runner.replay("cluster_create", ctx.idempotency_key, status_tool="cluster_get_status") is None:
-        preflight = await to_thread.run_sync(
-            plan,
-            ctx,
-            PlanCreateRequest(
-                region=region,
-                vpc_id=req.vpc_id,
-                instance_type=req.instance_type,
-                instance_count=req.instance_count,
-                availability_zone=req.availability_zone,
-                training_plan_arn=req.training_plan_arn,
-            ),
-            region,
-        )
-        if preflight.blockers:
-            first = preflight.blockers[0]
-            raise PreconditionFailed(
-                f"The preflight found {len(preflight.blockers)} blocker(s): "
-                + "; ".join(b.message for b in preflight.blockers),
-                hint=first.hint,
-                details={
-                    "blockers": [b.model_dump(by_alias=True) for b in preflight.blockers],
-                    "fields": [{"field": b.field, "message": b.message} for b in preflight.blockers if b.field],
-                },
-            )
+        await to_thread.run_sync(_refuse_blockers, ctx, req, region)
     params = CreateParams(
         cluster_tag=tag,
         region=region,

@@ -13,10 +13,10 @@ from instantstart.context import AppContext
 from instantstart.errors import NotFound, Unsupported
 from instantstart.kube import core_kinds
 from instantstart.kube.calls import kube_api, kube_call
+from instantstart.services.base.network import tagged
+from instantstart.services.base.registry import get_cluster
 from instantstart.services.cluster.deletion_owner import check_eks_cluster, check_hyperpod_cluster, delete_oidc_provider
-from instantstart.services.cluster.network import tagged
 from instantstart.services.core.project_bucket import delete_share
-from instantstart.services.core.registry import get_cluster
 from instantstart.services.storage import fsx_delete
 from instantstart.store.models import ClusterRow
 

@@ -18,11 +18,11 @@ from instantstart.errors import Conflict, DependencyFailed
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.waiting import blocking, wait_until
+from instantstart.services.base.params import DeleteParams, PlannedStep, stored
+from instantstart.services.base.registry import ACTIVE_CLUSTER_KEY, get_cluster, submit_for_cluster
 from instantstart.services.cluster.deleters import delete_one, is_gone, still_there
 from instantstart.services.cluster.deletion_scan import load_balancer_holders, tag_scan
-from instantstart.services.cluster.params import DeleteParams, PlannedStep, stored
 from instantstart.services.core.ledger import mark_deleted, resources_of
-from instantstart.services.core.registry import ACTIVE_CLUSTER_KEY, get_cluster, submit_for_cluster
 from instantstart.services.training.mlflow import config_key as mlflow_config_key
 from instantstart.store.models import ClusterRow, ResourceRow, StateRow
 

@@ -9,7 +9,7 @@ from instantstart.aws import ec2_network, elbv2, fsx
 from instantstart.context import AppContext
 from instantstart.kube import core_kinds
 from instantstart.kube.calls import kube_api, kube_call
-from instantstart.services.cluster.network import tagged
+from instantstart.services.base.network import tagged
 from instantstart.services.core.installation import installation_id
 from instantstart.services.core.ledger import TAG_CLUSTER, TAG_INSTALLATION
 from instantstart.store.models import ClusterRow

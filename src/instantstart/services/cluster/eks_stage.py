@@ -9,36 +9,37 @@ from typing import Any
 from anyio import to_thread
 from pydantic import Field
 
-from instantstart.aws import ec2_network, identity
+from instantstart.aws import ec2_network
 from instantstart.aws import eks as eks_api
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import CallContext, StageContext
-from instantstart.errors import InvalidInput, ProviderError
+from instantstart.errors import InvalidInput
 from instantstart.kube.client import preload_in_background
 from instantstart.manifests import iam_policies as pol
 from instantstart.manifests.network import AddressPlan, validate_plan
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.waiting import blocking, wait_until
-from instantstart.services.cluster import eks_control_plane as eks_svc
-from instantstart.services.cluster import iam as iam_svc
-from instantstart.services.cluster import network as net
-from instantstart.services.cluster import vpc_reuse
-from instantstart.services.cluster.nat_wait import wait_nat
-from instantstart.services.cluster.params import AddressPlanParams, EksParams, stored
-from instantstart.services.cluster.stage_status import StageStatus, stage_status
-from instantstart.services.core.registry import (
+from instantstart.services.base import iam as iam_svc
+from instantstart.services.base import network as net
+from instantstart.services.base import vpc_reuse
+from instantstart.services.base.nat_wait import wait_nat
+from instantstart.services.base.params import AddressPlanParams, EksParams, stored
+from instantstart.services.base.registry import (
     RegionScope,
     default_hyperpod_name,
     get_cluster,
     insert_cluster,
     mirror_pipeline_stages,
+    record_details,
     resolve_tag,
     scope_region,
     submit_for_cluster,
 )
-from instantstart.services.core.stages import project_bucket, record_details
+from instantstart.services.base.stage_status import StageStatus, stage_status
+from instantstart.services.cluster import eks_control_plane as eks_svc
+from instantstart.services.cluster.eks_steps import access_and_oidc, active_check, ensure_execution_role, foundations
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow, utcnow
 from instantstart.validation import AccessCidr, ClusterTag, ComputeSubnetCidr, Region, SubnetCidr, VpcCidr
@@ -128,35 +129,6 @@ async def submit_pipeline(
     return await submit_for_cluster(ctx, kind, tag, params, status_tool=status_tool, poll_after_seconds=30)
 
 
-async def _eks_role(stage: StageContext, scope: pol.Scope, common: dict[str, Any]) -> str:
-    """The EKS cluster role (trusted by EKS for this cluster only); its ARN."""
-    return await blocking(
-        iam_svc.ensure_role,
-        stage.app.aws,
-        stage.app.db,
-        name=f"instantstart-{common['cluster_tag']}-eks",
-        trust=pol.eks_cluster_trust(scope),
-        managed=[iam_svc.EKS_CLUSTER_POLICY],
-        description="EKS control plane of an InstantStart cluster",
-        **common,
-    )
-
-
-async def _execution_role(stage: StageContext, scope: pol.Scope, common: dict[str, Any]) -> str:
-    """The HyperPod execution role (S3 limited to the cluster's prefixes); its ARN."""
-    return await blocking(
-        iam_svc.ensure_role,
-        stage.app.aws,
-        stage.app.db,
-        name=f"instantstart-{common['cluster_tag']}-hyperpod",
-        trust=pol.execution_trust(scope),
-        managed=[iam_svc.HYPERPOD_INSTANCE_POLICY],
-        inline=pol.execution_inline_policy(scope),
-        description="HyperPod instance groups of an InstantStart cluster",
-        **common,
-    )
-
-
 async def stage_eks(stage: StageContext) -> dict[str, Any]:
     """Network (VPC, subnets, security group) and IAM → EKS control plane, waited for while the routes out of
     the subnets, the execution role and the caller are made → NAT gateway available → access entry and OIDC."""
@@ -164,38 +136,11 @@ async def stage_eks(stage: StageContext) -> dict[str, Any]:
     tag, region = p.cluster_tag, p.region
     app = stage.app
     n = net.NetCtx(aws=app.aws, db=app.db, cluster_tag=tag, operation_id=stage.operation_id, region=region)
-    plan = (
-        AddressPlan(
-            vpc=p.plan.vpc,
-            public=(p.plan.public[0], p.plan.public[1]),
-            eks_private=(p.plan.eks_private[0], p.plan.eks_private[1]),
-            compute=p.plan.compute,
-        )
-        if p.plan
-        else None
-    )
     common = {"cluster_tag": tag, "operation_id": stage.operation_id, "region": region}
-
-    async def network_part() -> dict[str, Any]:
-        await stage.progress("network: VPC, subnets, security group")
-        built: dict[str, Any] = await blocking(
-            net.ensure_eks_network, n, vpc_id=p.vpc_id, plan=plan, vpc_cidr=p.vpc_cidr
-        )
-        await record_details(stage, tag, network=built)
-        return built
-
     name = eks_svc.eks_cluster_name(tag)
-    async def eks_role_part() -> tuple[str, str]:
-        account = await blocking(identity.account_id, app.aws, region)
-        await stage.progress("IAM: EKS cluster role")
-        return account, await _eks_role(stage, pol.Scope(account, region, tag, name, ""), common)
-
-    # The network, the project bucket and the EKS cluster role do not depend on each other: made side by side.
     # The execution role needs the VPC and the bucket (its policy is scoped to them) and is not needed before
     # the HyperPod stage: it is made while the EKS control plane is created.
-    network, bucket, (account, eks_role) = await asyncio.gather(
-        network_part(), blocking(project_bucket, stage, region, tag), eks_role_part()
-    )
+    network, bucket, account, eks_role = await foundations(stage, p, n, name, common)
     scope = pol.Scope(account, region, tag, name, bucket, network["vpcId"])
     version = p.kubernetes_version or app.settings.kubernetes_version
     await stage.progress(f"EKS control plane {name} (Kubernetes {version}): creating")
@@ -215,17 +160,6 @@ async def stage_eks(stage: StageContext) -> dict[str, Any]:
     # What the later stages use, loaded while the control plane is created instead of on their critical path.
     preload_in_background()
 
-    async def active() -> tuple[bool, str]:
-        cluster = await blocking(eks_api.describe_cluster, app.aws, region, name)
-        status = (cluster or {}).get("status", "MISSING")
-        if status in ("FAILED", "DELETING", "MISSING"):
-            raise ProviderError(
-                f"EKS cluster {name} is {status}.",
-                hint="Delete the cluster and create it again.",
-                retryable=False,
-            )
-        return status == "ACTIVE", f"EKS control plane {name}: {status}"
-
     async def egress() -> None:
         # Internet and NAT gateways, routes, the S3 endpoint: not needed by CreateCluster, so made meanwhile (no
         # progress message: the stage keeps saying what it waits for, the EKS control plane).
@@ -233,17 +167,13 @@ async def stage_eks(stage: StageContext) -> dict[str, Any]:
         await record_details(stage, tag, network=network)
 
     _, _, exec_role, principal = await asyncio.gather(
-        wait_until(stage, active, limit_seconds=EKS_TIMEOUT, what=f"EKS cluster {name}"),
+        wait_until(stage, active_check(stage, region, name), limit_seconds=EKS_TIMEOUT, what=f"EKS cluster {name}"),
         egress(),
-        _execution_role(stage, scope, common),
+        ensure_execution_role(stage, scope, common),
         blocking(iam_svc.caller_principal, app.aws, region),
     )
     await wait_nat(stage, region, str(network["natGatewayId"]))
-    cluster = await blocking(eks_api.describe_cluster, app.aws, region, name) or {}
-    await stage.progress("access entry for the control plane and the cluster's OIDC provider")
-    await blocking(eks_api.ensure_admin_access, app.aws, region, name=name, principal_arn=principal)
-    issuer = cluster.get("identity", {}).get("oidc", {}).get("issuer")
-    oidc = await blocking(iam_svc.ensure_oidc_provider, app.aws, app.db, issuer=issuer, **common) if issuer else None
+    cluster, oidc = await access_and_oidc(stage, region, name, principal, common)
     outputs = {
         "eksClusterName": name,
         "eksClusterArn": cluster.get("arn"),

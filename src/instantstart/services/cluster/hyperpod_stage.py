@@ -8,12 +8,11 @@ from typing import Any
 from anyio import to_thread
 from pydantic import AliasChoices, Field
 
-from instantstart.aws import ec2_network
 from instantstart.aws import hyperpod as hp_api
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import CallContext, StageContext
-from instantstart.errors import CapacityUnavailable, InvalidInput, PreconditionFailed, ProviderError
+from instantstart.errors import CapacityUnavailable, PreconditionFailed, ProviderError
 from instantstart.manifests.hyperpod import (
     DEEP_HEALTH_CHECKS,
     GroupDecision,
@@ -23,22 +22,24 @@ from instantstart.manifests.hyperpod import (
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.waiting import blocking, wait_until
-from instantstart.services.cluster import network as net
-from instantstart.services.cluster.hyperpod_reads import CAPACITY_WORDS, cached_describe, capacity_events
-from instantstart.services.cluster.lifecycle import ensure_lifecycle, lifecycle_key
-from instantstart.services.cluster.params import HyperPodGroupParams, HyperPodParams, stored
-from instantstart.services.cluster.stage_status import StageStatus, stage_status
-from instantstart.services.core.installation import installation_id, refuse_foreign
-from instantstart.services.core.instance_types import lookup
-from instantstart.services.core.ledger import TAG_CLUSTER, aws_tags, record
-from instantstart.services.core.registry import (
+from instantstart.services.base import network as net
+from instantstart.services.base.facts import ClusterFacts, facts_of
+from instantstart.services.base.hyperpod_reads import CAPACITY_WORDS, cached_describe, capacity_events
+from instantstart.services.base.lifecycle import ensure_lifecycle, lifecycle_key
+from instantstart.services.base.params import HyperPodGroupParams, HyperPodParams, stored
+from instantstart.services.base.registry import (
     get_cluster,
     hyperpod_cluster_name,
     mirror_pipeline_stages,
+    record_details,
     resolve_tag,
     submit_for_cluster,
 )
-from instantstart.services.core.stages import record_details
+from instantstart.services.base.stage_status import StageStatus, stage_status
+from instantstart.services.base.zones import validate_zone
+from instantstart.services.core.installation import installation_id, refuse_foreign
+from instantstart.services.core.instance_types import lookup
+from instantstart.services.core.ledger import TAG_CLUSTER, aws_tags, record
 from instantstart.services.core.training_plans import PlanPlacement, reconcile_plan_zone
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag
@@ -138,18 +139,18 @@ def hyperpod_params(tag: str, region: str, req: HyperPodCreateRequest) -> HyperP
     return HyperPodParams(cluster_tag=tag, region=region, hyperpod=group)
 
 
-def _eks_details(row: ClusterRow) -> dict[str, Any]:
+def _eks_facts(row: ClusterRow) -> ClusterFacts:
     """What the EKS stage recorded; PreconditionFailed until it has finished."""
-    details = row.details or {}
-    if (row.stages or {}).get("eks") != "SUCCEEDED" or not details.get("eksClusterArn"):
+    facts = facts_of(row)
+    if (row.stages or {}).get("eks") != "SUCCEEDED" or not facts.eks_cluster_arn:
         raise PreconditionFailed(
             f"The EKS stage of {row.tag} has not finished.",
             hint="Run cluster_create_eks and wait for it (cluster_get_eks_creation_status).",
         )
-    return details
+    return facts
 
 
-async def _compute_subnet(stage: StageContext, p: HyperPodParams, details: dict[str, Any]) -> dict[str, Any]:
+async def _compute_subnet(stage: StageContext, p: HyperPodParams, facts: ClusterFacts) -> dict[str, Any]:
     """The compute subnet of the group's AZ (given, shared, or new), recorded on the cluster."""
     app, hp = stage.app, p.hyperpod
     n = net.NetCtx(aws=app.aws, db=app.db, cluster_tag=p.cluster_tag, operation_id=stage.operation_id, region=p.region)
@@ -157,29 +158,29 @@ async def _compute_subnet(stage: StageContext, p: HyperPodParams, details: dict[
     subnet: dict[str, Any] = await blocking(
         net.ensure_compute_subnet,
         n,
-        vpc_id=details["vpcId"],
+        vpc_id=facts.need("vpc_id"),
         az=hp.availability_zone,
         subnet_id=hp.subnet_id,
-        nat_gateway_id=details.get("natGatewayId"),
-        s3_endpoint_id=details.get("s3EndpointId"),
+        nat_gateway_id=facts.nat_gateway_id,
+        s3_endpoint_id=facts.s3_endpoint_id,
         min_free=hp.count + 8,
-        preferred_cidr=details.get("computeSubnetCidr"),
+        preferred_cidr=facts.compute_subnet_cidr,
     )
-    await record_details(stage, p.cluster_tag, computeSubnets={hp.availability_zone: subnet["subnetId"]})
+    await record_details(stage, p.cluster_tag, compute_subnets={hp.availability_zone: subnet["subnetId"]})
     return subnet
 
 
 async def _create_cluster(
-    stage: StageContext, p: HyperPodParams, name: str, details: dict[str, Any], subnet_id: str
+    stage: StageContext, p: HyperPodParams, name: str, facts: ClusterFacts, subnet_id: str
 ) -> None:
     """CreateCluster with the one accelerated group, ledgered."""
     app, hp, tag = stage.app, p.hyperpod, p.cluster_tag
-    bucket = details["bucket"]
+    bucket = facts.need("bucket")
     group = GroupDecision(
         name=hp.group_name,
         instance_type=hp.instance_type,
         count=hp.count,
-        execution_role=details["executionRoleArn"],
+        execution_role=facts.need("execution_role_arn"),
         lifecycle_uri=await blocking(ensure_lifecycle, app.aws, p.region, bucket, tag),
         ebs_gb=hp.ebs_gb,
         threads_per_core=hp.threads_per_core,
@@ -189,8 +190,8 @@ async def _create_cluster(
     )
     request = create_cluster_request(
         name=name,
-        eks_cluster_arn=details["eksClusterArn"],
-        security_group_id=details["securityGroupId"],
+        eks_cluster_arn=facts.need("eks_cluster_arn"),
+        security_group_id=facts.need("security_group_id"),
         subnet_id=subnet_id,
         groups=[instance_group(group)],
         tags=aws_tags(tag, stage.operation_id, installation=await blocking(installation_id, app.db)),
@@ -257,8 +258,8 @@ async def stage_hyperpod(stage: StageContext) -> dict[str, Any]:
     p = stage.params_as(HyperPodParams)
     tag, region, app = p.cluster_tag, p.region, stage.app
     row = await blocking(get_cluster, app.db, tag)
-    details = _eks_details(row)
-    bucket = details["bucket"]
+    facts = _eks_facts(row)
+    bucket = facts.need("bucket")
     name = hyperpod_cluster_name(row)
 
     async def lifecycle() -> None:
@@ -267,11 +268,11 @@ async def stage_hyperpod(stage: StageContext) -> dict[str, Any]:
 
     # Independent of each other: made side by side (CreateCluster verifies the script once more just before).
     _, subnet, existing = await asyncio.gather(
-        lifecycle(), _compute_subnet(stage, p, details), blocking(hp_api.describe_cluster, app.aws, region, name)
+        lifecycle(), _compute_subnet(stage, p, facts), blocking(hp_api.describe_cluster, app.aws, region, name)
     )
     seen = {e.get("EventId") for e in await blocking(capacity_events, app.aws, region, name)} if existing else set()
     if existing is None:
-        await _create_cluster(stage, p, name, details, subnet["subnetId"])
+        await _create_cluster(stage, p, name, facts, subnet["subnetId"])
     else:
         tags = await blocking(hp_api.cluster_tags, app.aws, region, str(existing["ClusterArn"]))
         mine = await blocking(installation_id, app.db)
@@ -296,22 +297,6 @@ KINDS.register(
         name="hyperpod_create", params=HyperPodParams, stages=(HYPERPOD_STAGE,), mirror=mirror_pipeline_stages
     )
 )
-
-
-async def validate_zone(ctx: CallContext, region: str, az: str, field: str = "availabilityZone") -> None:
-    """The AZ must belong to the Region (checked against EC2, cached)."""
-
-    async def fetch() -> list[dict[str, str]]:
-        return await blocking(ec2_network.availability_zones, ctx.app.aws, region)
-
-    zones = await ctx.app.cache.get(f"azs:{region}", fetch)
-    names = [z["name"] for z in zones]
-    if az not in names:
-        raise InvalidInput(
-            f"Invalid input: {field}: {az} is not an Availability Zone of {region}",
-            hint=f"Choose one of {', '.join(names)}.",
-            details={"fields": [{"field": field, "message": f"not in {region}"}]},
-        )
 
 
 @operation(

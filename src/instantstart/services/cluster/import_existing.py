@@ -18,8 +18,9 @@ from instantstart.errors import NotFound
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.waiting import blocking
-from instantstart.services.cluster.params import ImportParams, stored
-from instantstart.services.core.registry import insert_cluster, submit_for_cluster, update_cluster
+from instantstart.services.base.facts import ClusterFacts
+from instantstart.services.base.params import ImportParams, stored
+from instantstart.services.base.registry import insert_cluster, record_facts, submit_for_cluster
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow, utcnow
 from instantstart.validation import ClusterTag, Region
@@ -46,7 +47,7 @@ def detect(app_aws: AwsClients, name: str, region: str) -> dict[str, Any]:
     if cluster is None:
         raise NotFound(f"EKS cluster {name} does not exist in {region}.", hint="Check the name and Region.")
     vpc = cluster.get("resourcesVpcConfig", {})
-    details: dict[str, Any] = {
+    found: dict[str, Any] = {
         "eksClusterName": name,
         "eksClusterArn": cluster.get("arn"),
         "kubernetesVersion": cluster.get("version"),
@@ -57,11 +58,11 @@ def detect(app_aws: AwsClients, name: str, region: str) -> dict[str, Any]:
         "eksStatus": cluster.get("status"),
     }
     try:
-        details["addons"] = sorted(eks_api.list_addons(app_aws, region, name))
+        found["addons"] = sorted(eks_api.list_addons(app_aws, region, name))
         for hp in hyperpod.list_clusters(app_aws, region):
             if hp.get("Orchestrator", {}).get("Eks", {}).get("ClusterArn") == cluster.get("arn"):
                 groups = hp.get("InstanceGroups", [])
-                details.update(
+                found.update(
                     {
                         "hyperpodClusterName": hp["ClusterName"],
                         "hyperpodClusterArn": hp["ClusterArn"],
@@ -73,23 +74,25 @@ def detect(app_aws: AwsClients, name: str, region: str) -> dict[str, Any]:
                 break
     except Exception as exc:
         raise translate(exc, f"inspect {name}") from exc
-    return details
+    return found
 
 
-def register_import(db: Database, tag: str, region: str, details: dict[str, Any]) -> None:
-    """The cluster row of an imported cluster (nothing in the ledger: it owns nothing)."""
-    stages = {"eks": "SUCCEEDED" if details.get("eksStatus") == "ACTIVE" else str(details.get("eksStatus"))}
-    if details.get("hyperpodClusterName"):
-        stages["hyperpod"] = "SUCCEEDED" if details.get("hyperpodStatus") == "InService" else "RUNNING"
+def register_import(db: Database, tag: str, region: str, found: dict[str, Any]) -> None:
+    """The cluster row of an imported cluster (nothing in the ledger: it owns nothing); `found` is what
+    `detect` saw, stored as the cluster's facts."""
+    facts = ClusterFacts.model_validate(found)
+    stages = {"eks": "SUCCEEDED" if facts.eks_status == "ACTIVE" else str(facts.eks_status)}
+    if facts.hyperpod_cluster_name:
+        stages["hyperpod"] = "SUCCEEDED" if facts.hyperpod_status == "InService" else "RUNNING"
     now = utcnow()
     row = ClusterRow(
         tag=tag,
         region=region,
-        eks_cluster_name=details["eksClusterName"],
-        hyperpod_cluster_name=details.get("hyperpodClusterName"),
+        eks_cluster_name=facts.need("eks_cluster_name"),
+        hyperpod_cluster_name=facts.hyperpod_cluster_name,
         imported=True,
         stages=stages,
-        details=details,
+        details=facts.stored(),
         created_at=now,
         updated_at=now,
     )
@@ -99,13 +102,14 @@ def register_import(db: Database, tag: str, region: str, details: dict[str, Any]
 async def stage_detect(stage: StageContext) -> dict[str, Any]:
     """Refresh what the imported cluster has (re-runnable)."""
     p = stage.params_as(ImportParams)
-    details = await blocking(detect, stage.app.aws, p.eks_cluster_name, p.region)
-    await blocking(update_cluster, stage.app.db, p.cluster_tag, details=details)
+    found = await blocking(detect, stage.app.aws, p.eks_cluster_name, p.region)
+    await blocking(record_facts, stage.app.db, p.cluster_tag, **found)
+    facts = ClusterFacts.model_validate(found)
     await stage.progress(
-        f"detected {len(details.get('addons', []))} add-ons"
-        + (f" and HyperPod cluster {details['hyperpodClusterName']}" if details.get("hyperpodClusterName") else "")
+        f"detected {len(facts.addons)} add-ons"
+        + (f" and HyperPod cluster {facts.hyperpod_cluster_name}" if facts.hyperpod_cluster_name else "")
     )
-    return details
+    return found
 
 
 KINDS.register(OperationKind(name="cluster_import", params=ImportParams, stages=(StageSpec("detect", stage_detect),)))
@@ -130,9 +134,9 @@ async def cluster_import(ctx: CallContext, req: ImportRequest) -> OperationRef:
     )
     if replayed is not None:
         return replayed
-    details = await blocking(detect, ctx.app.aws, req.eks_cluster_name, region)
+    found = await blocking(detect, ctx.app.aws, req.eks_cluster_name, region)
     tag = req.cluster_tag or derive_tag(req.eks_cluster_name)
-    await to_thread.run_sync(register_import, ctx.app.db, tag, region, details)
+    await to_thread.run_sync(register_import, ctx.app.db, tag, region, found)
     return await submit_for_cluster(
         ctx,
         "cluster_import",

@@ -16,9 +16,9 @@ from instantstart.catalog.base import WireModel
 from instantstart.context import CallContext
 from instantstart.errors import InstantStartError
 from instantstart.operations.waiting import blocking
-from instantstart.services.cluster import vpc_reuse
+from instantstart.services.base import vpc_reuse
+from instantstart.services.base.registry import RegionScope, scope_region
 from instantstart.services.core.instance_types import InstanceType, catalog, lookup
-from instantstart.services.core.registry import RegionScope, scope_region
 from instantstart.validation import ClusterTag, Region
 
 

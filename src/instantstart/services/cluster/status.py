@@ -20,9 +20,11 @@ from instantstart.errors import (
 from instantstart.kube.calls import kube_api
 from instantstart.kube.gateway import Api
 from instantstart.manifests.storage import DEFAULT_CLAIM, DEFAULT_NAMESPACE
-from instantstart.services.cluster.hyperpod_reads import cached_describe
-from instantstart.services.cluster.lifecycle import lifecycle_problems
-from instantstart.services.cluster.status_model import (
+from instantstart.services.base.facts import facts_of
+from instantstart.services.base.hyperpod_reads import cached_describe
+from instantstart.services.base.lifecycle import lifecycle_problems
+from instantstart.services.base.registry import get_cluster, hyperpod_cluster_name, resolve_tag
+from instantstart.services.base.status_model import (
     AcceleratorTotals,
     ClaimStatus,
     ClusterStatus,
@@ -31,7 +33,6 @@ from instantstart.services.cluster.status_model import (
     dependency_health,
     latest_operation,
 )
-from instantstart.services.core.registry import get_cluster, hyperpod_cluster_name, resolve_tag
 from instantstart.services.monitoring.digest import NodeDigest, node_status
 from instantstart.services.monitoring.state import Freshness, cached_db, db_cache
 from instantstart.services.monitoring.view import node_state
@@ -127,7 +128,7 @@ async def _lifecycle(app: AppContext, row: ClusterRow, hp: dict[str, Any] | None
     """A lifecycle script changed behind our back (auto-recovery and Karpenter would run it as root), with the
     fix; checked once per describe interval like HyperPod's state."""
     groups = list((hp or {}).get("InstanceGroups") or [])
-    bucket = (row.details or {}).get("bucket")
+    bucket = facts_of(row).bucket
     if not bucket or not groups:
         return []  # nothing of ours to check (no HyperPod cluster yet, or an imported one)
 
@@ -212,7 +213,7 @@ async def collect_status(
     problems.extend(await _lifecycle(app, row, hp, ttl))
     problems.extend(nodes.problems)
     storage = _storage(pvcs, claims, unreachable is None, problems)
-    recorded, deps = dependency_health(row.details or {})
+    recorded, deps = dependency_health(facts_of(row))
     problems.extend(
         f"dependency {d.name} is {d.status}{': ' + d.message if d.message else ''}." for d in deps if not d.healthy
     )
@@ -264,7 +265,7 @@ async def cluster_get_status(ctx: CallContext, req: StatusRequest) -> ClusterSta
     app = ctx.app
     tag: str = await cached_db(app, "active-tag", lambda: resolve_tag(app.db, None))
     row: ClusterRow = await cached_db(app, f"row:{tag}", lambda: get_cluster(app.db, tag))
-    recorded = (row.details or {}).get("storage") or {}
+    recorded = facts_of(row).storage
     claims = tuple(sorted(recorded)) if isinstance(recorded, dict) and recorded else (DEFAULT_CLAIM,)
 
     async def build() -> ClusterStatus:

@@ -13,7 +13,7 @@ from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext
 from instantstart.kube import core_kinds
 from instantstart.kube.calls import kube_api, kube_call
-from instantstart.services.core.registry import get_cluster, resolve_tag
+from instantstart.services.base.registry import get_cluster, resolve_tag
 from instantstart.store.models import ClusterRow, utcnow
 from instantstart.validation import KubeName
 

@@ -15,7 +15,7 @@ from instantstart.context import AppContext
 from instantstart.errors import InvalidInput
 from instantstart.kube.calls import kube_api
 from instantstart.kube.log_follow import follow_log, interrupt
-from instantstart.services.core.registry import get_cluster, resolve_tag
+from instantstart.services.base.registry import get_cluster, resolve_tag
 
 RESUME_MARGIN_SECONDS = 2  # asked for beyond the last line's age, for clocks that disagree a little
 QUEUE_LINES = 1000

@@ -11,7 +11,7 @@ from instantstart.context import AppContext, CallContext
 from instantstart.kube import core_kinds
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.operations.waiting import blocking
-from instantstart.services.core.registry import get_cluster, resolve_tag
+from instantstart.services.base.registry import get_cluster, resolve_tag
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag
 

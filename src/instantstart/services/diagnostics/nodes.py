@@ -16,9 +16,9 @@ from instantstart.kube import core_kinds
 from instantstart.kube.calls import as_dict, kube_api, kube_call
 from instantstart.kube.gateway import api_status
 from instantstart.operations.waiting import blocking
+from instantstart.services.base.registry import get_cluster, hyperpod_cluster_name, resolve_tag
+from instantstart.services.base.status_reads import GPU, HEALTH_LABEL, pod_request
 from instantstart.services.capacity.nodes import NODE_ID, instance_id
-from instantstart.services.cluster.status_reads import GPU, HEALTH_LABEL, pod_request
-from instantstart.services.core.registry import get_cluster, hyperpod_cluster_name, resolve_tag
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag
 
@@ -75,18 +75,18 @@ def hyperpod_view(app: AppContext, row: ClusterRow, node: str) -> dict[str, Any]
     """DescribeClusterNode, compacted (None when the cluster does not know the instance; blocking)."""
     if not (row.hyperpod_cluster_name or (row.stages or {}).get("hyperpod")):
         return None
-    details = describe_node(app.aws, row.region, hyperpod_cluster_name(row), node)
-    if details is None:
+    described = describe_node(app.aws, row.region, hyperpod_cluster_name(row), node)
+    if described is None:
         return None
-    status = details.get("InstanceStatus") or {}
+    status = described.get("InstanceStatus") or {}
     return {
         "status": status.get("Status"),
         "message": status.get("Message"),
-        "instanceGroup": details.get("InstanceGroupName"),
-        "instanceType": details.get("InstanceType"),
-        "launchTime": str(details.get("LaunchTime")) if details.get("LaunchTime") else None,
-        "capacityType": details.get("CapacityType"),
-        "availabilityZone": (details.get("Placement") or {}).get("AvailabilityZone"),
+        "instanceGroup": described.get("InstanceGroupName"),
+        "instanceType": described.get("InstanceType"),
+        "launchTime": str(described.get("LaunchTime")) if described.get("LaunchTime") else None,
+        "capacityType": described.get("CapacityType"),
+        "availabilityZone": (described.get("Placement") or {}).get("AvailabilityZone"),
     }
 
 

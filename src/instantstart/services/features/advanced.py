@@ -13,6 +13,7 @@ from instantstart.catalog.base import WireModel
 from instantstart.context import CallContext
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
+from instantstart.services.base.registry import ClusterParams, get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.capacity.karpenter.status import KarpenterStatus, karpenter_get_status
 from instantstart.services.capacity.karpenter.toggle import (
     DURATION,
@@ -21,8 +22,7 @@ from instantstart.services.capacity.karpenter.toggle import (
     KarpenterRequest,
     enable_params,
 )
-from instantstart.services.cluster.dependencies.stage import require_eks_ready
-from instantstart.services.core.registry import ClusterParams, get_cluster, resolve_tag, submit_for_cluster
+from instantstart.services.dependencies.stage import require_eks_ready
 from instantstart.services.features.governance import GovernanceToggle
 from instantstart.services.features.grafana import check_adoptable
 from instantstart.services.features.karpenter import KEY as KARPENTER

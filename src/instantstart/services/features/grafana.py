@@ -11,9 +11,9 @@ from instantstart.context import StageContext
 from instantstart.errors import DependencyFailed, InvalidInput, PreconditionFailed
 from instantstart.manifests import iam_policies as pol
 from instantstart.operations.waiting import blocking, wait_until
+from instantstart.services.base.registry import record_facts
 from instantstart.services.core.installation import installation_id
 from instantstart.services.core.ledger import TAG_CLUSTER, mark_gone, record, resources_of, tag_map
-from instantstart.services.core.registry import update_cluster
 from instantstart.services.features.identity import Where, ensure_role, remove_role
 
 ID_FIELD = "observability.grafanaWorkspaceId"
@@ -140,7 +140,7 @@ async def wait_active(stage: StageContext, where: Where, workspace_id: str) -> d
 
 
 async def reconcile(stage: StageContext, where: Where, settings: dict[str, Any], amp_workspace_arn: str,
-                    details: dict[str, Any] | None) -> tuple[dict[str, Any] | None, list[str]]:
+                    recorded: dict[str, Any] | None) -> tuple[dict[str, Any] | None, list[str]]:
     """Bring the Grafana workspace to what `settings` ask (grafanaWorkspaceId: adopt; grafana true: ours; grafana
     false: none; neither: as it was); (its summary, what changed). Remembered on the cluster row."""
     adopt = settings.get("grafanaWorkspaceId")
@@ -151,27 +151,27 @@ async def reconcile(stage: StageContext, where: Where, settings: dict[str, Any],
         # One of ours is replaced by the adopted one; "adopting" our own workspace keeps it ours.
         changed += await blocking(remove_created, where, str(adopt))
         ours = (workspace.get("tags") or {}).get(TAG_CLUSTER) == where.tag and await blocking(ours_recorded, where)
-        await blocking(update_cluster, where.db, where.tag, details={DETAILS_KEY: {"workspaceId": adopt,
-                                                                                   "created": ours}})
+        await blocking(record_facts, where.db, where.tag, grafana={"workspaceId": adopt,
+                                                                           "created": ours})
         return summary(workspace, ours), changed
     if create is False:
         changed += await blocking(remove_created, where)
-        await blocking(update_cluster, where.db, where.tag, details={DETAILS_KEY: None})
+        await blocking(record_facts, where.db, where.tag, grafana=None)
         return None, changed
     if create is True:
         found, wrote = await blocking(ensure_created, where, amp_workspace_arn)
         await stage.progress(f"observability: Grafana workspace {found['id']} is {found.get('status')}")
         found = await wait_active(stage, where, str(found["id"]))
-        await blocking(update_cluster, where.db, where.tag, details={DETAILS_KEY: {"workspaceId": found["id"],
-                                                                                   "created": True}})
+        await blocking(record_facts, where.db, where.tag, grafana={"workspaceId": found["id"],
+                                                                           "created": True})
         return summary(found, True), changed + wrote
-    return await blocking(current, where.aws, where.region, where.tag, details), changed
+    return await blocking(current, where.aws, where.region, where.tag, recorded), changed
 
 
-def current(aws: AwsClients, region: str, tag: str, details: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The cluster's Grafana workspace now, as the cluster row's details name it (adopted: described by id; ours:
-    found again by the cluster tag); None, without an AWS call, when the feature has none."""
-    known = (details or {}).get(DETAILS_KEY) or {}
+def current(aws: AwsClients, region: str, tag: str, recorded: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The cluster's Grafana workspace now, as the cluster facts' `grafana` names it (adopted: described by id;
+    ours: found again by the cluster tag); None, without an AWS call, when the feature has none."""
+    known = recorded or {}
     if not known.get("workspaceId"):
         return None
     if not known.get("created"):

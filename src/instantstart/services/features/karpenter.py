@@ -8,9 +8,9 @@ from typing import Any
 from instantstart.context import AppContext, StageContext
 from instantstart.operations.params import ParamsModel
 from instantstart.operations.waiting import blocking
+from instantstart.services.base.registry import ClusterParams, get_cluster
 from instantstart.services.capacity.karpenter.state import KarpenterEnableParams, KarpenterSettingsParams, state_of
 from instantstart.services.capacity.karpenter.toggle import DISABLE_STAGES, ENABLE_STAGES
-from instantstart.services.core.registry import ClusterParams, get_cluster
 from instantstart.store.models import ClusterRow
 
 KEY = "karpenter"

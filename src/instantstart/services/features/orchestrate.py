@@ -12,9 +12,10 @@ from instantstart.errors import Conflict, DependencyFailed, ErrorCode, InstantSt
 from instantstart.operations.kinds import KINDS, OperationKind, StageFn, StageSpec
 from instantstart.operations.params import ParamsModel
 from instantstart.operations.waiting import blocking
+from instantstart.services.base.facts import facts_of
+from instantstart.services.base.registry import get_cluster, record_facts
 from instantstart.services.capacity.karpenter.state import WAIT
-from instantstart.services.cluster.dependencies.catalog import load_catalog
-from instantstart.services.core.registry import get_cluster, update_cluster
+from instantstart.services.dependencies.catalog import load_catalog
 from instantstart.services.features.karpenter import KEY as KARPENTER
 from instantstart.services.features.specs import FEATURES, ORDER, dependents, needs
 from instantstart.services.features.tiered import DNS_LABEL, NAMESPACE, SERVICE_ACCOUNT
@@ -101,9 +102,9 @@ class FeaturesParams(ParamsModel):
 def save_result(db: Database, tag: str, key: str, result: dict[str, Any]) -> None:
     """Remember a feature's last result on the cluster row (shown by hyperpod_get_advanced_features)."""
     row = get_cluster(db, tag)
-    results = dict((row.details or {}).get("featureResults") or {})
+    results = dict(facts_of(row).feature_results)
     results[key] = result
-    update_cluster(db, tag, details={"featureResults": results})
+    record_facts(db, tag, feature_results=results)
 
 
 def _stage(key: str) -> StageFn:
@@ -119,7 +120,8 @@ def _stage(key: str) -> StageFn:
                 refuse_when_blocked(stage, key, settings)
             result = await run_feature(stage.app, stage, p.cluster_tag, key, settings)
         except InstantStartError as exc:
-            failed = exc.details.get("feature") or {"key": key, "status": "FAILED", "code": exc.code.value,
+            recorded = exc.details
+            failed = recorded.get("feature") or {"key": key, "status": "FAILED", "code": exc.code.value,
                                                     "message": exc.message, "hint": exc.hint}
             failed["operationId"] = stage.operation_id
             await blocking(save_result, stage.app.db, p.cluster_tag, key, failed)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from instantstart.services.cluster.dependencies.catalog import load_catalog
-from instantstart.services.core.registry import get_cluster, update_cluster
+from instantstart.services.base.facts import facts_of
+from instantstart.services.base.registry import get_cluster, record_facts
+from instantstart.services.dependencies.catalog import load_catalog
 from instantstart.store.db import Database
 
 CLUSTER_OWNER = "cluster"
@@ -103,13 +103,12 @@ def dependents(key: str) -> list[str]:
     return [k for k in FEATURES if key in needs(k)]
 
 
-# -- the owner ledger (cluster row: details["featureOwners"] = {dependency: [owner, …]}) ---------------------
+# -- the owner ledger (cluster facts: feature_owners = {dependency: [owner, …]}) ----------------------------------
 
 
 def owners(db: Database, tag: str) -> dict[str, list[str]]:
     """Who installed what: dependency name → owners (feature keys, or `cluster`)."""
-    raw: dict[str, Any] = (get_cluster(db, tag).details or {}).get("featureOwners") or {}
-    return {str(k): [str(o) for o in v] for k, v in raw.items()}
+    return {k: list(v) for k, v in facts_of(get_cluster(db, tag)).feature_owners.items()}
 
 
 def claim(db: Database, tag: str, key: str, installed: set[str]) -> dict[str, list[str]]:
@@ -122,7 +121,7 @@ def claim(db: Database, tag: str, key: str, installed: set[str]) -> dict[str, li
             current.append(CLUSTER_OWNER)
         if key not in current:
             current.append(key)
-    update_cluster(db, tag, details={"featureOwners": ledger})
+    record_facts(db, tag, feature_owners=ledger)
     return ledger
 
 
@@ -139,5 +138,5 @@ def release(db: Database, tag: str, key: str) -> list[str]:
         else:
             ledger.pop(name, None)
             orphaned.append(name)
-    update_cluster(db, tag, details={"featureOwners": ledger})
+    record_facts(db, tag, feature_owners=ledger)
     return orphaned

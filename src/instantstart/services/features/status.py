@@ -13,9 +13,10 @@ from instantstart.context import AppContext
 from instantstart.errors import InstantStartError
 from instantstart.kube.calls import kube_api
 from instantstart.operations.waiting import blocking
-from instantstart.services.cluster.dependencies.catalog import load_catalog
-from instantstart.services.cluster.dependencies.stage import live_look
-from instantstart.services.core.registry import hyperpod_cluster_name as hyperpod_name
+from instantstart.services.base.facts import facts_of
+from instantstart.services.base.registry import hyperpod_cluster_name as hyperpod_name
+from instantstart.services.dependencies.catalog import load_catalog
+from instantstart.services.dependencies.stage import live_look
 from instantstart.services.features import grafana, tiered
 from instantstart.services.features import observability as obs
 from instantstart.services.features.identity import Where, identity_state
@@ -46,14 +47,14 @@ async def feature_view(app: AppContext, row: ClusterRow, key: str) -> FeatureVie
     spec = FEATURES[key]
     where = Where(app.db, app.aws, row.tag, row.region, row.eks_cluster_name, "status")
     ledger = await blocking(owners, app.db, row.tag)
-    last = ((row.details or {}).get("featureResults") or {}).get(key)
+    last = facts_of(row).feature_results.get(key)
     actual: dict[str, Any] = {}
     try:
         if key == "tieredStorage":
             cluster = await blocking(hp_api.describe_cluster, app.aws, row.region, hyperpod_name(row))
             api = await blocking(kube_api, app.kube, row.eks_cluster_name, row.region)
-            actual = await blocking(tiered.chain, where, api, cluster, (row.details or {}).get("bucket"),
-                                    tiered.subject_of(row.details))
+            actual = await blocking(tiered.chain, where, api, cluster, facts_of(row).bucket,
+                                    tiered.subject_of(facts_of(row).checkpointing))
             enabled, state = actual["enabled"], actual["state"]
         else:
             assert spec.primary is not None
@@ -79,7 +80,8 @@ async def feature_view(app: AppContext, row: ClusterRow, key: str) -> FeatureVie
                 workspace = await blocking(amp_api.find_workspace, app.aws, row.region, obs.alias(row.tag))
                 actual["workspace"] = obs.urls(workspace) if workspace else None
                 try:
-                    actual["grafana"] = await blocking(grafana.current, app.aws, row.region, row.tag, row.details)
+                    recorded = facts_of(row).grafana
+                    actual["grafana"] = await blocking(grafana.current, app.aws, row.region, row.tag, recorded)
                 except InstantStartError as exc:  # the metrics path is fine without it: not the feature's state
                     actual["grafana"] = {"error": exc.message, "hint": exc.hint}
     except InstantStartError as exc:

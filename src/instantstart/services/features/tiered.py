@@ -50,9 +50,9 @@ class Subject:
         return {"namespace": self.namespace, "serviceAccount": self.service_account}
 
 
-def subject_of(details: dict[str, Any] | None) -> Subject:
-    """The subject recorded by the last enable (the defaults when none was)."""
-    found = (details or {}).get("checkpointing") or {}
+def subject_of(recorded: dict[str, Any] | None) -> Subject:
+    """The subject the last enable recorded (the cluster facts' `checkpointing`; the defaults when none was)."""
+    found = recorded or {}
     return Subject(str(found.get("namespace") or NAMESPACE), str(found.get("serviceAccount") or SERVICE_ACCOUNT))
 
 

@@ -13,11 +13,12 @@ from instantstart.errors import DependencyFailed, InstantStartError
 from instantstart.kube.calls import kube_api
 from instantstart.manifests import iam_policies as pol
 from instantstart.operations.waiting import blocking
-from instantstart.services.cluster.dependencies.catalog import load_catalog
-from instantstart.services.cluster.dependencies.reconcile import Reconciler, Target
-from instantstart.services.cluster.dependencies.stage import reconcile_dependencies, remove_dependencies
-from instantstart.services.core.registry import get_cluster, update_cluster
-from instantstart.services.core.registry import hyperpod_cluster_name as hyperpod_name
+from instantstart.services.base.facts import facts_of
+from instantstart.services.base.registry import get_cluster, record_facts
+from instantstart.services.base.registry import hyperpod_cluster_name as hyperpod_name
+from instantstart.services.dependencies.catalog import load_catalog
+from instantstart.services.dependencies.reconcile import Reconciler, Target
+from instantstart.services.dependencies.stage import reconcile_dependencies, remove_dependencies
 from instantstart.services.features import governance, grafana, tiered
 from instantstart.services.features import observability as obs
 from instantstart.services.features.identity import Where, ensure_identity, remove_identity
@@ -76,7 +77,7 @@ async def feature_values(app: AppContext, row: ClusterRow, key: str, settings: d
         return {FEATURES[key].primary or "": obs.addon_values(workspace, bool(settings.get("logging")))}
     if key != "inferenceOperator":
         return {}
-    bucket = (row.details or {}).get("bucket")
+    bucket = facts_of(row).bucket
     tls = settings.get("tlsCertificateBucket") or (f"s3://{bucket}/hyperpod-inference/tls" if bucket else None)
     if not tls:
         raise DependencyFailed("inferenceOperator needs a TLS certificate bucket and the project bucket is unknown.",
@@ -126,18 +127,18 @@ async def enable(app: AppContext, stage: StageContext, row: ClusterRow, key: str
     """Turn `key` on; (action, actual)."""
     where = where_of(app, row, stage.operation_id)
     if key == "tieredStorage":
-        bucket = tiered.require_bucket((row.details or {}).get("bucket"))
+        bucket = tiered.require_bucket(facts_of(row).bucket)
         cluster = await blocking(hp_api.describe_cluster, app.aws, row.region, hyperpod_name(row))
         if cluster is None:
             raise DependencyFailed(f"tieredStorage needs the HyperPod cluster {hyperpod_name(row)}.",
                                    hint="Create the HyperPod cluster first (hyperpod_create).")
         config = tiered.desired_config(True, settings.get("configMode", "default"), settings.get("percentage"))
-        before = tiered.subject_of(row.details)
+        before = tiered.subject_of(facts_of(row).checkpointing)
         who = tiered.Subject(settings.get("namespace") or before.namespace,
                              settings.get("serviceAccount") or before.service_account)
         api = await blocking(kube_api, app.kube, row.eks_cluster_name, row.region)
         wrote = await blocking(tiered.enable, where, api, cluster, bucket, config, who, before)
-        await blocking(update_cluster, app.db, row.tag, details={"checkpointing": who.to_dict()})
+        await blocking(record_facts, app.db, row.tag, checkpointing=who.to_dict())
         await stage.progress(f"tieredStorage: wrote {', '.join(wrote) or 'nothing'}")
         actual = await blocking(tiered.chain, where, api,
                                 await blocking(hp_api.describe_cluster, app.aws, row.region, hyperpod_name(row)),
@@ -183,7 +184,7 @@ async def observability_grafana(app: AppContext, stage: StageContext, row: Clust
                                hint="operation_retry creates it again.", retryable=True)
     fresh = await blocking(get_cluster, app.db, row.tag)
     return await grafana.reconcile(stage, where_of(app, row, stage.operation_id), settings, str(workspace["arn"]),
-                                   fresh.details)
+                                   facts_of(fresh).grafana)
 
 
 def tag_for_training(app: AppContext, row: ClusterRow) -> list[str]:
@@ -204,7 +205,8 @@ async def disable(app: AppContext, stage: StageContext, row: ClusterRow, key: st
     if key == "tieredStorage":
         cluster = await blocking(hp_api.describe_cluster, app.aws, row.region, hyperpod_name(row)) or {}
         api = await blocking(kube_api, app.kube, row.eks_cluster_name, row.region)
-        gone = await blocking(tiered.disable, where, api, cluster, tiered.subject_of(row.details)) if cluster else []
+        subject = tiered.subject_of(facts_of(row).checkpointing)
+        gone = await blocking(tiered.disable, where, api, cluster, subject) if cluster else []
         return ("disabled" if gone else "unchanged"), {"removed": gone}
     orphaned = await blocking(release, app.db, row.tag, key)
     present = await installed_names(app, row, orphaned)
@@ -217,7 +219,7 @@ async def disable(app: AppContext, stage: StageContext, row: ClusterRow, key: st
             removed += [f"{other}.{x}" for x in await blocking(remove_identity, where, spec.identity)]
             if other == "observability":
                 removed += await blocking(grafana.remove_created, where)
-                await blocking(update_cluster, app.db, row.tag, details={grafana.DETAILS_KEY: None})
+                await blocking(record_facts, app.db, row.tag, grafana=None)
             if other == "observability" and await blocking(obs.remove_workspace, where):
                 removed.append("observability.workspace")
     kept = [n for n in closure(key) if n not in orphaned]

@@ -19,7 +19,7 @@ from instantstart.kube.calls import kube_call
 from instantstart.kube.gateway import Api
 from instantstart.logs import register_secret
 from instantstart.manifests import inference as inference_manifests
-from instantstart.services.core.registry import cluster_target
+from instantstart.services.base.target import cluster_target
 from instantstart.store.models import ClusterRow
 
 if TYPE_CHECKING:

@@ -18,8 +18,8 @@ from instantstart.manifests import inference_endpoint as iec
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.waiting import blocking, wait_until
+from instantstart.services.base.registry import submit_for_cluster
 from instantstart.services.core.instance_types import catalog
-from instantstart.services.core.registry import submit_for_cluster
 from instantstart.services.inference.managed import ManagedParams
 from instantstart.services.inference.services import cluster_row
 from instantstart.validation import ClusterTag, KubeName

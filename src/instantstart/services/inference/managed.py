@@ -22,9 +22,9 @@ from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
 from instantstart.operations.waiting import blocking, wait_until
-from instantstart.services.cluster.status_model import WatchFreshness
+from instantstart.services.base.registry import submit_for_cluster
+from instantstart.services.base.status_model import WatchFreshness
 from instantstart.services.core.instance_types import catalog
-from instantstart.services.core.registry import submit_for_cluster
 from instantstart.services.inference.managed_autoscaling import ManagedAutoscaling, to_spec
 from instantstart.services.inference.managed_models import KvCache, ModelSource
 from instantstart.services.inference.placement import endpoint_cpu_memory

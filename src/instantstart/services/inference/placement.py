@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from instantstart.errors import InvalidInput, PreconditionFailed
 from instantstart.manifests.resources import PodResources
-from instantstart.services.cluster.status_model import ClusterStatus
+from instantstart.services.base.status_model import ClusterStatus
 from instantstart.services.core import sizing
 from instantstart.services.core.instance_types import catalog
 

@@ -19,7 +19,7 @@ from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
 from instantstart.operations.waiting import blocking
-from instantstart.services.core.registry import submit_for_cluster
+from instantstart.services.base.registry import submit_for_cluster
 from instantstart.services.inference.services import cluster_row
 from instantstart.validation import ClusterTag, KubeName
 

@@ -20,7 +20,7 @@ from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
 from instantstart.operations.waiting import blocking, wait_until
-from instantstart.services.core.registry import submit_for_cluster
+from instantstart.services.base.registry import submit_for_cluster
 from instantstart.services.inference.scale import model_server
 from instantstart.services.inference.services import cluster_row
 from instantstart.validation import ClusterTag, KubeName

@@ -8,7 +8,7 @@ from decimal import Decimal, InvalidOperation
 
 from instantstart.errors import InvalidInput, PreconditionFailed
 from instantstart.manifests.resources import PodResources, quantity_cpu
-from instantstart.services.cluster.status_model import ClusterStatus
+from instantstart.services.base.status_model import ClusterStatus
 from instantstart.services.core import sizing
 from instantstart.services.core.instance_types import InstanceType, catalog
 from instantstart.services.inference.placement import server_resources

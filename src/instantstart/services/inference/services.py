@@ -16,8 +16,8 @@ from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.informers import Informer
 from instantstart.manifests import inference as inference_manifests
 from instantstart.manifests import router as router_manifests
-from instantstart.services.cluster.status_model import WatchFreshness
-from instantstart.services.core.registry import get_cluster, resolve_tag
+from instantstart.services.base.registry import get_cluster, resolve_tag
+from instantstart.services.base.status_model import WatchFreshness
 from instantstart.services.monitoring import watched
 from instantstart.services.monitoring.state import memoised
 from instantstart.store.models import ClusterRow

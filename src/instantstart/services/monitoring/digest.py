@@ -9,8 +9,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from instantstart.services.cluster.status_model import NodeStatus
-from instantstart.services.cluster.status_reads import GPU
+from instantstart.services.base.status_model import NodeStatus
+from instantstart.services.base.status_reads import GPU
 
 Obj = dict[str, Any]
 

@@ -14,13 +14,13 @@ from anyio import to_thread
 
 from instantstart.context import AppContext, Slot
 from instantstart.errors import InstantStartError, NotFound
-from instantstart.services.core.registry import get_cluster, hyperpod_cluster_name, list_clusters
+from instantstart.services.base.registry import get_cluster, hyperpod_cluster_name, list_clusters
+from instantstart.services.base.target import cluster_of
 from instantstart.services.monitoring.state import FIRST_SYNC_SECONDS, informer, informer_key
 from instantstart.services.monitoring.timeline import record_hyperpod_events
 from instantstart.store.models import ClusterRow
 
 log = logging.getLogger(__name__)
-_TARGET = "cluster:"
 MAX_POLL_SECONDS = 300.0  # the HyperPod events poll's longest pause while the cluster cannot be read
 
 
@@ -136,10 +136,9 @@ def attach(app: AppContext) -> None:
     async def listener(operation_id: str) -> None:
         try:
             view = await to_thread.run_sync(app.runner.store.get, operation_id)
-            target = view.target or ""
-            if not target.startswith(_TARGET):
+            tag = cluster_of(view.target)
+            if tag is None:
                 return
-            tag = target.removeprefix(_TARGET)
             try:
                 row = await to_thread.run_sync(get_cluster, app.db, tag)
             except NotFound:

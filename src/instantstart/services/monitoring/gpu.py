@@ -16,7 +16,8 @@ from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext
 from instantstart.errors import InstantStartError
 from instantstart.operations.waiting import blocking
-from instantstart.services.core.registry import get_cluster, resolve_tag
+from instantstart.services.base.facts import facts_of
+from instantstart.services.base.registry import get_cluster, resolve_tag
 from instantstart.services.features import grafana
 from instantstart.services.features.observability import alias
 from instantstart.store.models import ClusterRow
@@ -116,7 +117,7 @@ def links(region: str, workspace: dict[str, Any] | None, off_reason: str | None,
 async def observability_workspace(app: AppContext, row: ClusterRow) -> tuple[dict[str, Any] | None, str | None]:
     """(the cluster's AMP workspace, None) when the observability feature is on, else (None, why it is off).
     One workspace lookup per cache interval however many readers."""
-    last = ((row.details or {}).get("featureResults") or {}).get("observability") or {}
+    last = facts_of(row).feature_results.get("observability") or {}
     if last.get("status") == "SUCCEEDED" and not (last.get("desired") or {}).get("enabled", True):
         return None, "The observability feature was turned off (hyperpod_update_advanced_features)."
 
@@ -139,7 +140,7 @@ async def grafana_workspace(app: AppContext, row: ClusterRow) -> dict[str, Any] 
 
     async def fetch() -> dict[str, Any] | None:
         try:
-            return await blocking(grafana.current, app.aws, row.region, row.tag, row.details)
+            return await blocking(grafana.current, app.aws, row.region, row.tag, facts_of(row).grafana)
         except InstantStartError:
             return None
 

@@ -11,8 +11,8 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import CallContext
 from instantstart.errors import InvalidInput
-from instantstart.services.cluster.status_model import NodeStatus, WatchFreshness
-from instantstart.services.core.registry import get_cluster, resolve_tag
+from instantstart.services.base.registry import get_cluster, resolve_tag
+from instantstart.services.base.status_model import NodeStatus, WatchFreshness
 from instantstart.services.monitoring.digest import node_status, unhealthy
 from instantstart.services.monitoring.view import node_state
 

@@ -9,7 +9,7 @@ from instantstart.manifests import ray_job as ray_m
 from instantstart.manifests import training as train_m
 from instantstart.manifests.labels import LABEL_MANAGED, MANAGER
 from instantstart.manifests.storage import DEFAULT_NAMESPACE
-from instantstart.services.cluster.status_reads import GPU, NEURON, _node_summary, pod_request
+from instantstart.services.base.status_reads import GPU, NEURON, node_summary, pod_request
 
 Obj = dict[str, Any]
 # The labels that tie a pod to its training job (the operator's job label, a Ray cluster's, a Ray submitter's):
@@ -24,8 +24,8 @@ def _kept(source: Obj | None, keys: tuple[str, ...]) -> dict[str, str]:
 
 
 def node_view(node: Obj) -> Obj:
-    """A Node as the status summarises it (see status_reads._node_summary)."""
-    return _node_summary(node)
+    """A Node as the status summarises it (see status_reads.node_summary)."""
+    return node_summary(node)
 
 
 def pod_view(pod: Obj) -> Obj:

@@ -17,6 +17,7 @@ from instantstart.aws import hyperpod as hp_api
 from instantstart.context import AppContext, Slot
 from instantstart.kube.informers import ChangeListener
 from instantstart.readonly import refuse_write
+from instantstart.services.base.target import cluster_of
 from instantstart.services.monitoring.state import db_cache, register_listener
 from instantstart.store import timeline as store
 from instantstart.store.models import utcnow
@@ -105,10 +106,9 @@ def kubernetes_events(app: AppContext, tag: str) -> ChangeListener:
 
 def on_operation(app: AppContext, view: Any) -> None:
     """Record an operation's state and each stage's status as timeline entries (deduplicated by state)."""
-    target = view.target or ""
-    if not target.startswith("cluster:"):
+    tag = cluster_of(view.target)
+    if tag is None:
         return
-    tag = target.removeprefix("cluster:")
     status = view.status.value
     now = utcnow()
     failed = "Warning" if status == "FAILED" else "Normal"

@@ -12,7 +12,7 @@ from pydantic import Field
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import CallContext
-from instantstart.services.core.registry import get_cluster, resolve_tag
+from instantstart.services.base.registry import get_cluster, resolve_tag
 from instantstart.services.monitoring import feeds
 from instantstart.services.monitoring.timeline import writer
 from instantstart.store import timeline as store

@@ -17,7 +17,7 @@ from anyio import to_thread
 
 from instantstart.context import AppContext
 from instantstart.kube.informers import Informer
-from instantstart.services.cluster.status_model import WatchFreshness
+from instantstart.services.base.status_model import WatchFreshness
 from instantstart.services.monitoring.state import Freshness, freshness, watched
 from instantstart.store.models import ClusterRow
 

@@ -16,10 +16,10 @@ from instantstart.manifests import storage as storage_manifests
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.waiting import blocking, wait_until
+from instantstart.services.base.facts import facts_of
+from instantstart.services.base.registry import get_cluster, record_details
 from instantstart.services.core.installation import installation_id
 from instantstart.services.core.ledger import TAG_CLUSTER, TAG_ROLE, aws_tags, record
-from instantstart.services.core.registry import get_cluster
-from instantstart.services.core.stages import record_details
 from instantstart.services.features.orchestrate import save_result
 from instantstart.services.features.toggles import run_feature
 from instantstart.services.storage.fsx_adopt import add_lustre_rules, check_adoptable
@@ -238,7 +238,7 @@ async def stage_claim(stage: StageContext) -> dict[str, Any]:
                "fileSystemId": fs["fileSystemId"], "dnsName": fs["dnsName"], "mountName": fs["mountName"],
                "createdFileSystem": bool(fs.get("created")), "securityGroupId": fs.get("securityGroupId"),
                "driver": fsx_manifests.FSX_CSI_DRIVER}
-    storage_all = {**((row.details or {}).get("storage") or {}), p.name: record_}
+    storage_all = {**facts_of(row).storage, p.name: record_}
     await record_details(stage, p.cluster_tag, storage=storage_all)
     return {"claim": p.name, **record_, "created": {"persistentVolume": pv_created, "claim": pvc_created}}
 
@@ -259,15 +259,14 @@ KINDS.register(
 def network_of(row: ClusterRow, subnet_id: str | None) -> dict[str, Any]:
     """The subnet (given, else the cluster's compute subnet), VPC and node security group (PreconditionFailed
     when the cluster has no compute subnet yet and none is given)."""
-    details = row.details or {}
-    subnet = subnet_id or details.get("computeSubnetId") or next(iter((details.get("computeSubnets") or {}).values()),
-                                                                  None)
+    facts = facts_of(row)
+    subnet = subnet_id or facts.any_compute_subnet
     if not subnet:
         raise PreconditionFailed(
             f"Cluster {row.tag} has no HyperPod compute subnet yet.",
             hint="Create the HyperPod cluster first (hyperpod_create), or give subnetId.",
         )
-    return {"subnetId": subnet, "vpcId": details.get("vpcId"), "securityGroupId": details.get("securityGroupId")}
+    return {"subnetId": subnet, "vpcId": facts.vpc_id, "securityGroupId": facts.security_group_id}
 
 
 def check_subnet(app: AppContext, row: ClusterRow, net: dict[str, Any]) -> dict[str, Any]:

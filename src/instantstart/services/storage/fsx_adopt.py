@@ -12,6 +12,7 @@ from instantstart.aws import fsx as fsx_api
 from instantstart.context import AppContext
 from instantstart.errors import InvalidInput, NotFound, PreconditionFailed
 from instantstart.manifests import fsx as fsx_manifests
+from instantstart.services.base.facts import facts_of
 from instantstart.services.core.ledger import TAG_CLUSTER
 from instantstart.store.models import ClusterRow
 
@@ -22,8 +23,7 @@ def _field(message: str) -> dict[str, Any]:
 
 def _compute_cidr(app: AppContext, row: ClusterRow) -> str | None:
     """The CIDR block of the cluster's compute subnet (where its nodes are), when known."""
-    details = row.details or {}
-    subnet = details.get("computeSubnetId") or next(iter((details.get("computeSubnets") or {}).values()), None)
+    subnet = facts_of(row).any_compute_subnet
     if not subnet:
         return None
     found = ec2_network.describe_subnets(app.aws, row.region, [str(subnet)])
@@ -34,7 +34,7 @@ def lustre_access(app: AppContext, row: ClusterRow, fs: dict[str, Any]) -> dict[
     """{securityGroupIds, taggedGroupIds, nodeSecurityGroupId, missing}: the file system's groups (from its network
     interfaces), those carrying the cluster tag (the only ones the control plane may change), and the Lustre port
     ranges they do not allow from the cluster's node security group (blocking)."""
-    node_group = (row.details or {}).get("securityGroupId")
+    node_group = facts_of(row).security_group_id
     groups = ec2_network.network_interface_groups(app.aws, row.region, list(fs.get("NetworkInterfaceIds") or []))
     described = vpc.find_security_groups(app.aws, row.region, ids=groups) if groups else []
     missing = fsx_manifests.lustre_gaps(described, str(node_group), _compute_cidr(app, row)) if node_group else []
@@ -63,7 +63,7 @@ def check_adoptable(app: AppContext, row: ClusterRow, file_system_id: str, *, ad
             hint="fsx_storage_list shows the cluster's file systems; check the id and the active cluster's Region.",
             details=_field("no such Lustre file system"),
         )
-    cluster_vpc = (row.details or {}).get("vpcId")
+    cluster_vpc = facts_of(row).vpc_id
     if cluster_vpc and fs.get("VpcId") != cluster_vpc:
         raise InvalidInput(
             f"Invalid input: fileSystemId: file system {file_system_id} is in VPC {fs.get('VpcId')}, not in the "

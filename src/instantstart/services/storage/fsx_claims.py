@@ -12,6 +12,7 @@ from instantstart.kube.calls import kube_api
 from instantstart.kube.gateway import Api
 from instantstart.manifests import fsx as fsx_m
 from instantstart.manifests import storage as storage_manifests
+from instantstart.services.base.facts import facts_of
 from instantstart.store.models import ClusterRow
 
 FSX_MOUNT = fsx_m.FSX_MOUNT
@@ -20,7 +21,7 @@ FSX_MOUNT = fsx_m.FSX_MOUNT
 def recorded_fsx_claims(row: ClusterRow, namespace: str) -> dict[str, dict[str, Any]]:
     """The FSx claims fsx_storage_create recorded for the cluster in `namespace` (name → its record: PV, file
     system id, DNS and mount name); storage_delete removes a claim's record."""
-    storage = (row.details or {}).get("storage") or {}
+    storage = facts_of(row).storage
     return {
         name: dict(rec)
         for name, rec in storage.items()

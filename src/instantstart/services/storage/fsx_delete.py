@@ -18,8 +18,8 @@ from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
 from instantstart.operations.waiting import blocking, wait_until
+from instantstart.services.base.registry import get_cluster
 from instantstart.services.core.ledger import mark_gone, resources_of
-from instantstart.services.core.registry import get_cluster
 from instantstart.store.models import ClusterRow
 
 log = logging.getLogger(__name__)
@@ -114,11 +114,11 @@ async def delete_created_file_system(ctx: CallContext, row: ClusterRow, file_sys
 def delete_for_cluster(app: AppContext, res: dict[str, Any]) -> bool:
     """Cluster deletion's deleter of an "fsx:file-system" ledger row: the claim and PV made for it first (when
     the cluster's Kubernetes API still answers), then DeleteFileSystem. False: the caller waits until it is gone."""
-    details = res.get("details") or {}
-    claim, namespace = details.get("claim"), details.get("namespace") or "default"
+    made = res.get("details") or {}  # what the ledger recorded with the file system
+    claim, namespace = made.get("claim"), made.get("namespace") or "default"
     if claim:
         try:
-            row = get_cluster(app.db, details.get("clusterTag") or res["clusterTag"])
+            row = get_cluster(app.db, made.get("clusterTag") or res["clusterTag"])
             api = kube_api(app.kube, row.eks_cluster_name, row.region)
             for action, fn, args in (
                 (f"delete claim {namespace}/{claim}", core_kinds.delete_claim, (api, claim, namespace)),

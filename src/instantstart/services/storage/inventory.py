@@ -18,7 +18,8 @@ from instantstart.manifests.fsx import FSX_CSI_DRIVER
 from instantstart.manifests.labels import MANAGED_LABELS
 from instantstart.operations.models import OperationRef
 from instantstart.operations.waiting import blocking
-from instantstart.services.core.registry import update_cluster
+from instantstart.services.base.facts import facts_of
+from instantstart.services.base.registry import record_facts
 from instantstart.services.storage.claim_iam import narrow_csi_role
 from instantstart.services.storage.fsx_delete import delete_created_file_system
 from instantstart.services.storage.s3_claims import active_cluster, read_object
@@ -243,9 +244,9 @@ async def storage_delete(ctx: CallContext, req: StorageDeleteRequest) -> Storage
     if result.file_system_id and not req.keep_file_system:
         ref = await delete_created_file_system(ctx, row, result.file_system_id)
         result = result.model_copy(update={"file_system_deletion": ref})
-    recorded = dict((row.details or {}).get("storage") or {})
+    recorded = dict(facts_of(row).storage)
     if recorded.pop(req.name, None) is not None:
-        await blocking(update_cluster, ctx.app.db, row.tag, details={"storage": recorded})
+        await blocking(record_facts, ctx.app.db, row.tag, storage=recorded)
     if result.bucket_name:
         # The S3 CSI role keeps exactly what the remaining claims need (the last claim on a bucket takes it).
         narrowed = await blocking(narrow_csi_role, ctx.app, row, recorded)

@@ -207,7 +207,7 @@ async def _start_job(stage: StageContext, api: Api, p: ModelDownloadParams) -> N
 
 
 async def _eks_name(app: AppContext, tag: str) -> str:
-    from instantstart.services.core.registry import get_cluster
+    from instantstart.services.base.registry import get_cluster
 
     row: ClusterRow = await blocking(get_cluster, app.db, tag)
     return row.eks_cluster_name

@@ -18,10 +18,11 @@ from instantstart.manifests import iam_policies as pol
 from instantstart.manifests import storage as storage_m
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.waiting import blocking, wait_until
-from instantstart.services.cluster.params import StorageParams
+from instantstart.services.base.facts import facts_of
+from instantstart.services.base.params import StorageParams
+from instantstart.services.base.registry import get_cluster, mirror_pipeline_stages, record_details, resolve_tag
 from instantstart.services.core.project_bucket import project_bucket_reason, remembered_bucket
-from instantstart.services.core.registry import get_cluster, mirror_pipeline_stages, resolve_tag
-from instantstart.services.core.stages import project_bucket, record_details
+from instantstart.services.core.stages import project_bucket
 from instantstart.services.storage.claim_iam import widen_csi_role
 from instantstart.store.models import ClusterRow
 
@@ -35,7 +36,7 @@ BIND_TIMEOUT = 300
 def default_bucket(app: AppContext, row: ClusterRow) -> str:
     """The cluster's project bucket: as recorded by the EKS stage, else configured, else the one this
     installation made in the Region, else the legacy convention."""
-    recorded = (row.details or {}).get("bucket")
+    recorded = facts_of(row).bucket
     if recorded:
         return str(recorded)
     if app.settings.project_bucket:
@@ -59,7 +60,7 @@ def storage_spec(app: AppContext, row: ClusterRow, given: dict[str, Any], *, fie
         given.get("bucketName") or default_bucket(app, row), f"{field_prefix}bucketName"
     )
     prefix = storage_m.validate_prefix(given["prefix"], f"{field_prefix}prefix") if given.get("prefix") else None
-    own = (row.details or {}).get("bucket") or default_bucket(app, row)
+    own = facts_of(row).bucket or default_bucket(app, row)
     if not given.get("bucketName") or bucket == own:
         # The shared project bucket: only this cluster's data prefix (the CSI role may write nowhere else).
         data = pol.data_prefix(row.tag)
@@ -165,7 +166,7 @@ async def stage_storage(stage: StageContext) -> dict[str, Any]:
     tag, app = p.cluster_tag, stage.app
     row = await to_thread.run_sync(get_cluster, app.db, tag)
     given: dict[str, Any] = p.storage.model_dump(by_alias=True, exclude_none=True) if p.storage else {}
-    if not given.get("bucketName") and not (row.details or {}).get("bucket"):
+    if not given.get("bucketName") and not facts_of(row).bucket:
         given["bucketName"] = await blocking(project_bucket, stage, p.region or row.region, tag)
     try:
         spec = await blocking(storage_spec, app, row, given, field_prefix="storage.")
@@ -212,7 +213,7 @@ async def stage_storage(stage: StageContext) -> dict[str, Any]:
         "driver": storage_m.S3_CSI_DRIVER,
         "csiDriverInstalled": driver,
     }
-    storage_all = {**((row.details or {}).get("storage") or {}), name: record}
+    storage_all = {**facts_of(row).storage, name: record}
     await record_details(stage, tag, storage=storage_all)
     return {"claim": name, **record, "created": {"persistentVolume": pv_created, "claim": pvc_created}}
 
@@ -245,7 +246,7 @@ def claim_source(app: AppContext, row: ClusterRow, claim: str) -> dict[str, Any]
     if pv is not None and storage_m.pv_source(pv)["driver"] == storage_m.S3_CSI_DRIVER:
         source = storage_m.pv_source(pv)
         return {"bucketName": source["bucket"], "region": source["region"] or row.region, "prefix": source["prefix"]}
-    recorded = ((row.details or {}).get("storage") or {}).get(claim)
+    recorded = facts_of(row).storage.get(claim)
     if pvc is None and recorded:
         return {"bucketName": recorded["bucketName"], "region": recorded["region"], "prefix": recorded.get("prefix")}
     raise NotFound(

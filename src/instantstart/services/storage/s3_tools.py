@@ -16,8 +16,8 @@ from instantstart.manifests import iam_policies as pol
 from instantstart.manifests import storage as storage_manifests
 from instantstart.operations.models import OperationRef
 from instantstart.operations.waiting import blocking
-from instantstart.services.cluster.params import StorageParams, StorageSpecParams, stored
-from instantstart.services.core.registry import submit_for_cluster
+from instantstart.services.base.params import StorageParams, StorageSpecParams, stored
+from instantstart.services.base.registry import submit_for_cluster
 from instantstart.services.storage.s3_claims import (
     active_cluster,
     bucket_region,

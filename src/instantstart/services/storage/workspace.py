@@ -17,6 +17,7 @@ from instantstart.errors import Conflict, InvalidInput, NotFound, PreconditionFa
 from instantstart.manifests import iam_policies as pol
 from instantstart.manifests import storage as storage_manifests
 from instantstart.operations.waiting import blocking
+from instantstart.services.base.facts import facts_of
 from instantstart.services.storage.s3_claims import active_cluster, default_bucket
 from instantstart.store.models import ClusterRow
 from instantstart.validation import KubeName
@@ -30,7 +31,7 @@ def claim_base(app: AppContext, row: ClusterRow, claim: str) -> dict[str, Any]:
     """Bucket, Region and key prefix of a claim as this control plane recorded it when it made the claim (never
     read back from the PV: anyone who can write PVs could point one at the lifecycle scripts). On the project
     bucket the prefix must lie in the cluster's data prefix."""
-    recorded = ((row.details or {}).get("storage") or {}).get(claim)
+    recorded = facts_of(row).storage.get(claim)
     if not recorded:
         raise NotFound(
             f"No S3 storage named {claim!r} recorded for cluster {row.tag}.",

@@ -14,7 +14,7 @@ from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext
 from instantstart.errors import NotFound, PreconditionFailed
 from instantstart.operations.waiting import blocking
-from instantstart.services.core.registry import get_cluster, resolve_tag
+from instantstart.services.base.registry import get_cluster, resolve_tag
 from instantstart.services.training.mlflow import mlflow_config
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag, KubeName

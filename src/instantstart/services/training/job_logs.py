@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from instantstart.aws import cloudwatch_logs
 from instantstart.context import AppContext
-from instantstart.services.core.registry import hyperpod_cluster_name
+from instantstart.services.base.registry import hyperpod_cluster_name
 from instantstart.services.diagnostics.logs import LIMIT_BYTES, LINE_CHARS
 from instantstart.services.features import observability
 from instantstart.store.models import ClusterRow

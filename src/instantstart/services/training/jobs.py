@@ -24,8 +24,8 @@ from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
 from instantstart.operations.waiting import blocking, wait_until
-from instantstart.services.cluster.status_model import WatchFreshness
-from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
+from instantstart.services.base.registry import get_cluster, resolve_tag, submit_for_cluster
+from instantstart.services.base.status_model import WatchFreshness
 from instantstart.services.diagnostics.logs import PodLogsRequest, read_log
 from instantstart.services.monitoring import custom, watched
 from instantstart.services.monitoring.state import memoised

@@ -24,9 +24,9 @@ from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
 from instantstart.operations.waiting import blocking, wait_until
+from instantstart.services.base.registry import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.core.installation import installation_id, refuse_foreign
 from instantstart.services.core.ledger import TAG_CLUSTER, TAG_INSTALLATION, aws_tags, record
-from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.core.stages import project_bucket
 from instantstart.services.features.identity import Where, ensure_association, ensure_role
 from instantstart.services.features.specs import Identity

@@ -20,8 +20,8 @@ from instantstart.manifests import training as training_manifests
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.waiting import blocking
+from instantstart.services.base.registry import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.core import sizing
-from instantstart.services.core.registry import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.storage.fsx_claims import mountable_fsx
 from instantstart.services.training import checks
 from instantstart.services.training.env import ENV_DESCRIPTION, EnvEntry, spec_env

@@ -17,6 +17,17 @@ from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
 from instantstart.operations.waiting import blocking
+from instantstart.services.base import network as net
+from instantstart.services.base.facts import ClusterFacts, facts_of
+from instantstart.services.base.lifecycle import ensure_lifecycle, lifecycle_uri
+from instantstart.services.base.registry import (
+    get_cluster,
+    hyperpod_cluster_name,
+    record_facts,
+    resolve_tag,
+    submit_for_cluster,
+)
+from instantstart.services.base.zones import validate_zone
 from instantstart.services.capacity.groups import (
     GROUP_NAME,
     GROUP_TIMEOUT,
@@ -27,24 +38,14 @@ from instantstart.services.capacity.groups import (
     seen_events,
     wait_group,
 )
-from instantstart.services.cluster import network as net
-from instantstart.services.cluster.hyperpod_stage import validate_zone
-from instantstart.services.cluster.lifecycle import ensure_lifecycle, lifecycle_uri
 from instantstart.services.core.instance_types import InstanceType, lookup
-from instantstart.services.core.registry import (
-    get_cluster,
-    hyperpod_cluster_name,
-    resolve_tag,
-    submit_for_cluster,
-    update_cluster,
-)
 from instantstart.services.core.training_plans import PlanPlacement, reconcile_plan_zone
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag
 
 AZ = r"^[a-z]{2}(-gov)?-[a-z]+-\d[a-z]$"
 PLAN_ARN = r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]+:\d{12}:training-plan/[a-zA-Z0-9\-]+$"
-NEEDED_DETAILS = ("vpcId", "securityGroupId", "executionRoleArn", "bucket")
+NEEDED_FACTS = ("vpc_id", "security_group_id", "execution_role_arn", "bucket")
 IMMUTABLE_NOTE = "Capacity type and network interface mode are fixed for the life of the group."
 
 
@@ -155,7 +156,7 @@ async def hyperpod_add_instance_group(ctx: CallContext, req: AddGroupRequest) ->
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
     facts = lookup(req.instance_type, "instanceType")
     check_decision(req, facts)
-    missing = [k for k in NEEDED_DETAILS if not (row.details or {}).get(k)]
+    missing = facts_of(row).missing(*NEEDED_FACTS)
     if missing:
         raise PreconditionFailed(
             f"Cluster {tag} has no recorded {', '.join(missing)} (it was imported or its EKS stage did not finish).",
@@ -196,7 +197,7 @@ async def hyperpod_add_instance_group(ctx: CallContext, req: AddGroupRequest) ->
     )
 
 
-async def ensure_subnet(stage: StageContext, p: GroupAddParams, details: dict[str, Any]) -> dict[str, Any]:
+async def ensure_subnet(stage: StageContext, p: GroupAddParams, facts: ClusterFacts) -> dict[str, Any]:
     """The group's subnet through ensure_compute_subnet (given, shared per AZ, or dedicated)."""
     g = p.group
     n = net.NetCtx(
@@ -210,26 +211,26 @@ async def ensure_subnet(stage: StageContext, p: GroupAddParams, details: dict[st
     return await blocking(
         net.ensure_compute_subnet,
         n,
-        vpc_id=details["vpcId"],
+        vpc_id=facts.need("vpc_id"),
         az=g.availability_zone,
         subnet_id=g.subnet_id,
-        nat_gateway_id=details.get("natGatewayId"),
-        s3_endpoint_id=details.get("s3EndpointId"),
+        nat_gateway_id=facts.nat_gateway_id,
+        s3_endpoint_id=facts.s3_endpoint_id,
         dedicated=g.new_subnet,
         dedicated_name=g.name,
         min_free=g.count + 8,
     )
 
 
-def decision(p: GroupAddParams, details: dict[str, Any], subnet_id: str) -> GroupDecision:
+def decision(p: GroupAddParams, facts: ClusterFacts, subnet_id: str) -> GroupDecision:
     """The manifests' GroupDecision of the stored group, in the recorded subnet, role and bucket."""
     g = p.group
     return GroupDecision(
         name=g.name,
         instance_type=g.instance_type,
         count=g.count,
-        execution_role=details["executionRoleArn"],
-        lifecycle_uri=lifecycle_uri(details["bucket"], p.cluster_tag),
+        execution_role=facts.need("execution_role_arn"),
+        lifecycle_uri=lifecycle_uri(facts.need("bucket"), p.cluster_tag),
         ebs_gb=g.ebs_gb,
         threads_per_core=g.threads_per_core,
         training_plan_arn=g.training_plan_arn,
@@ -237,7 +238,7 @@ def decision(p: GroupAddParams, details: dict[str, Any], subnet_id: str) -> Grou
         efa_only=g.efa_only,
         deep_health_checks=tuple(g.deep_health_checks),
         subnet_id=subnet_id,
-        security_group_id=details["securityGroupId"],
+        security_group_id=facts.need("security_group_id"),
     )
 
 
@@ -247,10 +248,10 @@ async def stage_add(stage: StageContext) -> dict[str, Any]:
     g = p.group
     app = stage.app
     row = await blocking(get_cluster, app.db, p.cluster_tag)
-    details = row.details or {}
+    facts = facts_of(row)
     for note in g.notes:
         await stage.progress(note)
-    subnet = await ensure_subnet(stage, p, details)
+    subnet = await ensure_subnet(stage, p, facts)
     sm = HyperPod(app.aws, p.region)
     name = hyperpod_cluster_name(row)
     cluster = await blocking(sm.describe_cluster, name)
@@ -258,21 +259,21 @@ async def stage_add(stage: StageContext) -> dict[str, Any]:
         raise PreconditionFailed(f"HyperPod cluster {name} does not exist.")
     seen = await seen_events(sm, name, g.name)
     if find_group(cluster, g.name) is None:
-        await blocking(ensure_lifecycle, app.aws, p.region, details["bucket"], p.cluster_tag)
-        spec = instance_group(decision(p, details, subnet["subnetId"]))
+        await blocking(ensure_lifecycle, app.aws, p.region, facts.need("bucket"), p.cluster_tag)
+        spec = instance_group(decision(p, facts, subnet["subnetId"]))
         where = f"{g.count} x {g.instance_type} in {g.availability_zone}"
         await stage.progress(f"UpdateCluster {name}: add {g.name} ({where})")
         await blocking(
             sm.update_cluster, f"add instance group {g.name} to {name}", ClusterName=name, InstanceGroups=[spec]
         )
     found = await wait_group(stage, sm, name, g.name, None, seen)
-    groups = dict(details.get("instanceGroups") or {})
+    groups = facts.group_records()
     groups[g.name] = {
         "subnetId": subnet["subnetId"],
         "dedicatedSubnet": g.new_subnet,
         "availabilityZone": g.availability_zone,
     }
-    await blocking(update_cluster, app.db, p.cluster_tag, details={"instanceGroups": groups})
+    await blocking(record_facts, app.db, p.cluster_tag, instance_groups=groups)
     return {
         "instanceGroupName": g.name,
         "capacityType": capacity_type(found),

@@ -15,6 +15,16 @@ from instantstart.errors import NotFound, PreconditionFailed
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.waiting import blocking, wait_until
+from instantstart.services.base.facts import facts_of
+from instantstart.services.base.lifecycle import verify_groups
+from instantstart.services.base.registry import (
+    ClusterParams,
+    get_cluster,
+    hyperpod_cluster_name,
+    record_facts,
+    resolve_tag,
+    submit_for_cluster,
+)
 from instantstart.services.capacity.group_allowlist import resubmit_spec
 from instantstart.services.capacity.groups import (
     GROUP_NAME,
@@ -25,15 +35,6 @@ from instantstart.services.capacity.groups import (
     karpenter_groups,
     seen_events,
     wait_group,
-)
-from instantstart.services.cluster.lifecycle import verify_groups
-from instantstart.services.core.registry import (
-    ClusterParams,
-    get_cluster,
-    hyperpod_cluster_name,
-    resolve_tag,
-    submit_for_cluster,
-    update_cluster,
 )
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag
@@ -205,9 +206,9 @@ async def stage_delete_group(stage: StageContext) -> dict[str, Any]:
 
     await wait_until(stage, gone, limit_seconds=GROUP_TIMEOUT, what=f"deletion of instance group {name}")
     row = await blocking(get_cluster, app.db, p.cluster_tag)
-    groups = dict((row.details or {}).get("instanceGroups") or {})
+    groups = facts_of(row).group_records()
     kept = groups.pop(name, None) or {}
-    await blocking(update_cluster, app.db, p.cluster_tag, details={"instanceGroups": groups})
+    await blocking(record_facts, app.db, p.cluster_tag, instance_groups=groups)
     out: dict[str, Any] = {"instanceGroupName": name, "deleted": True}
     if kept.get("dedicatedSubnet"):
         out["keptSubnetId"] = kept.get("subnetId")

@@ -10,8 +10,8 @@ from instantstart.kube.gateway import Api
 from instantstart.kube.reads import crds_served, delete_cluster_object, ensure_cluster_object, read_cluster_object
 from instantstart.manifests import karpenter as karpenter_manifests
 from instantstart.operations.waiting import blocking, wait_until
+from instantstart.services.base.registry import ClusterParams, get_cluster
 from instantstart.services.capacity.karpenter.state import WAIT, KarpenterEnableParams, record_state, state_of
-from instantstart.services.core.registry import ClusterParams, get_cluster
 
 # (state key, API group, plural) of the objects the toggle makes, in the order they are removed.
 OBJECTS = (

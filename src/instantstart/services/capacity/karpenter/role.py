@@ -11,11 +11,11 @@ from instantstart.errors import NotFound
 from instantstart.manifests import iam_policies as pol
 from instantstart.manifests import karpenter as karpenter_manifests
 from instantstart.operations.waiting import blocking
+from instantstart.services.base.iam import ensure_role
+from instantstart.services.base.registry import ClusterParams, get_cluster, record_facts
 from instantstart.services.capacity.groups import described
 from instantstart.services.capacity.karpenter.state import record_state, state_of
-from instantstart.services.cluster.iam import ensure_role
 from instantstart.services.core.ledger import mark_deleted, resources_of
-from instantstart.services.core.registry import ClusterParams, get_cluster, update_cluster
 
 
 async def stage_role(stage: StageContext) -> dict[str, Any]:
@@ -65,5 +65,5 @@ async def stage_remove_role(stage: StageContext) -> dict[str, Any]:
     if state.get("roleCreated") and state.get("roleName"):
         await blocking(delete_role, app, p.cluster_tag, p.region, state["roleName"])
         out = {"role": f"deleted {state['roleName']}"}
-    await blocking(update_cluster, app.db, p.cluster_tag, details={"karpenter": {"enabled": False, "removed": True}})
+    await blocking(record_facts, app.db, p.cluster_tag, karpenter={"enabled": False, "removed": True})
     return out

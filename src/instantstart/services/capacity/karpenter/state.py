@@ -8,7 +8,8 @@ from instantstart.context import AppContext
 from instantstart.manifests import karpenter as karpenter_manifests
 from instantstart.operations.params import ParamsModel
 from instantstart.operations.waiting import blocking
-from instantstart.services.core.registry import ClusterParams, get_cluster, update_cluster
+from instantstart.services.base.facts import facts_of
+from instantstart.services.base.registry import ClusterParams, get_cluster, record_facts
 from instantstart.store.models import ClusterRow
 
 WAIT = 1800
@@ -44,10 +45,10 @@ class KarpenterEnableParams(ClusterParams):
 
 def state_of(row: ClusterRow) -> dict[str, Any]:
     """What the toggle recorded on the cluster row."""
-    return dict((row.details or {}).get("karpenter") or {})
+    return dict(facts_of(row).karpenter)
 
 
 async def record_state(app: AppContext, tag: str, **values: Any) -> None:
     """Merge into the recorded Karpenter state."""
     row = await blocking(get_cluster, app.db, tag)
-    await blocking(update_cluster, app.db, tag, details={"karpenter": {**state_of(row), **values}})
+    await blocking(record_facts, app.db, tag, karpenter={**state_of(row), **values})

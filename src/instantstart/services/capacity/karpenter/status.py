@@ -14,10 +14,11 @@ from instantstart.context import AppContext, CallContext
 from instantstart.kube.calls import kube_api
 from instantstart.operations.models import OperationView
 from instantstart.operations.waiting import blocking
+from instantstart.services.base.registry import get_cluster, hyperpod_cluster_name, resolve_tag
+from instantstart.services.base.target import cluster_target
 from instantstart.services.capacity.karpenter.nodepool import OBJECTS, read_object, ready
 from instantstart.services.capacity.karpenter.state import state_of
 from instantstart.services.capacity.karpenter.toggle import ClusterOnly
-from instantstart.services.core.registry import cluster_target, get_cluster, hyperpod_cluster_name, resolve_tag
 from instantstart.store.models import ClusterRow
 
 

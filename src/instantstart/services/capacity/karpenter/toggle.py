@@ -14,6 +14,8 @@ from instantstart.errors import InvalidInput, PreconditionFailed
 from instantstart.manifests import karpenter as karpenter_manifests
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
+from instantstart.services.base.facts import facts_of
+from instantstart.services.base.registry import ClusterParams, get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.capacity.groups import GROUP_NAME, described, find_group
 from instantstart.services.capacity.karpenter.autoscaling import stage_autoscaling, stage_remove_autoscaling
 from instantstart.services.capacity.karpenter.nodepool import stage_nodepool, stage_remove_nodepool
@@ -24,7 +26,6 @@ from instantstart.services.capacity.karpenter.state import (
     KarpenterSettingsParams,
     state_of,
 )
-from instantstart.services.core.registry import ClusterParams, get_cluster, resolve_tag, submit_for_cluster
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag
 
@@ -150,7 +151,7 @@ async def karpenter_uninstall(ctx: CallContext, req: ClusterOnly) -> OperationRe
         return replayed
     tag = await to_thread.run_sync(resolve_tag, ctx.app.db, req.cluster_tag)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
-    if not (row.details or {}).get("karpenter"):
+    if not facts_of(row).karpenter:
         raise PreconditionFailed(f"Karpenter was never enabled on {tag} by InstantStart.", hint="Nothing to remove.")
     return await submit_for_cluster(
         ctx,

@@ -24,7 +24,7 @@ from instantstart.manifests.network import (
     plan_in_free_space,
     usable_addresses,
 )
-from instantstart.services.cluster import vpc_reuse
+from instantstart.services.base import vpc_reuse
 from instantstart.services.core.installation import installation_id
 from instantstart.services.core.ledger import TAG_CLUSTER, TAG_ROLE, aws_tags, record
 from instantstart.store.db import Database

@@ -10,12 +10,12 @@ from instantstart.context import AppContext
 from instantstart.errors import DependencyFailed
 from instantstart.kube.helm import Helm
 from instantstart.operations.waiting import blocking
-from instantstart.services.cluster.dependencies import manifests as dependency_manifests
-from instantstart.services.cluster.dependencies.addons import AddonSteps, desired_config, parse_config, version_key
-from instantstart.services.cluster.dependencies.catalog import Dependency, DependencyCatalog, load_catalog
-from instantstart.services.cluster.dependencies.helm_steps import HelmSteps
-from instantstart.services.cluster.dependencies.readiness import workload_states
-from instantstart.services.cluster.dependencies.results import (
+from instantstart.services.dependencies import manifests as dependency_manifests
+from instantstart.services.dependencies.addons import AddonSteps, desired_config, parse_config, version_key
+from instantstart.services.dependencies.catalog import Dependency, DependencyCatalog, load_catalog
+from instantstart.services.dependencies.helm_steps import HelmSteps
+from instantstart.services.dependencies.readiness import workload_states
+from instantstart.services.dependencies.results import (
     DepResult,
     Progress,
     Target,

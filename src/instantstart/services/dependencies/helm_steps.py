@@ -9,9 +9,9 @@ from instantstart.errors import DependencyFailed
 from instantstart.kube.helm import Connection, Helm, list_entry
 from instantstart.kube.helm_binary import resolve_helm
 from instantstart.operations.waiting import blocking
-from instantstart.services.cluster.dependencies.catalog import Dependency
-from instantstart.services.cluster.dependencies.readiness import wait_ready
-from instantstart.services.cluster.dependencies.results import DepResult, Progress, Target
+from instantstart.services.dependencies.catalog import Dependency
+from instantstart.services.dependencies.readiness import wait_ready
+from instantstart.services.dependencies.results import DepResult, Progress, Target
 
 HELM_TIMEOUT = 10 * 60
 

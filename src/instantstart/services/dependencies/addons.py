@@ -17,17 +17,18 @@ from instantstart.context import AppContext
 from instantstart.errors import DependencyFailed, NotFound
 from instantstart.manifests import iam_policies as pol
 from instantstart.operations.waiting import blocking, next_poll
-from instantstart.services.cluster.dependencies.catalog import Dependency
-from instantstart.services.cluster.dependencies.identity import (
+from instantstart.services.base.facts import facts_of
+from instantstart.services.base.registry import get_cluster
+from instantstart.services.core.installation import installation_id
+from instantstart.services.core.ledger import record, tag_map
+from instantstart.services.dependencies.catalog import Dependency
+from instantstart.services.dependencies.identity import (
     Owner,
     ensure_pod_identity_association,
     ensure_pod_identity_role,
 )
-from instantstart.services.cluster.dependencies.readiness import wait_ready
-from instantstart.services.cluster.dependencies.results import DepResult, Progress, Target
-from instantstart.services.core.installation import installation_id
-from instantstart.services.core.ledger import record, tag_map
-from instantstart.services.core.registry import get_cluster
+from instantstart.services.dependencies.readiness import wait_ready
+from instantstart.services.dependencies.results import DepResult, Progress, Target
 
 ADDON_TIMEOUT = 20 * 60
 ADDON_FAILED = ("CREATE_FAILED", "UPDATE_FAILED", "DELETE_FAILED")
@@ -280,7 +281,7 @@ class AddonSteps:
         )
         trust = pol.pod_identity_trust(account, self.target.eks_cluster_name, spec.namespace, spec.service_account)
         row = await blocking(get_cluster, self.app.db, self.target.tag)
-        policy = pol.csi_data_policy(scope, pol.claim_grants(row.details or {}))
+        policy = pol.csi_data_policy(scope, pol.claim_grants(facts_of(row).bucket, facts_of(row).storage))
         role_arn = await blocking(ensure_pod_identity_role, self.app.aws, owner, role_name, trust, policy)
         await blocking(
             ensure_pod_identity_association,

@@ -11,8 +11,8 @@ from instantstart.errors import DependencyFailed
 from instantstart.kube import core_kinds
 from instantstart.kube.gateway import api_status
 from instantstart.operations.waiting import blocking, next_poll
-from instantstart.services.cluster.dependencies.catalog import Dependency, WorkloadRef
-from instantstart.services.cluster.dependencies.results import DepResult, Target
+from instantstart.services.dependencies.catalog import Dependency, WorkloadRef
+from instantstart.services.dependencies.results import DepResult, Target
 
 READY_TIMEOUT = 10 * 60
 

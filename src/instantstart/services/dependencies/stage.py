@@ -15,18 +15,19 @@ from instantstart.errors import DependencyFailed, InstantStartError, InvalidInpu
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.waiting import blocking
-from instantstart.services.cluster.dependencies import manifests as dependency_manifests
-from instantstart.services.cluster.dependencies.catalog import Dependency, load_catalog
-from instantstart.services.cluster.dependencies.reconcile import DepResult, Reconciler, Target, workload_states
-from instantstart.services.cluster.params import ClusterParams, stored
-from instantstart.services.cluster.stage_status import stage_status
-from instantstart.services.core.registry import (
+from instantstart.services.base.facts import facts_of
+from instantstart.services.base.params import ClusterParams, stored
+from instantstart.services.base.registry import (
     get_cluster,
     mirror_pipeline_stages,
+    record_facts,
     resolve_tag,
     submit_for_cluster,
-    update_cluster,
 )
+from instantstart.services.base.stage_status import stage_status
+from instantstart.services.dependencies import manifests as dependency_manifests
+from instantstart.services.dependencies.catalog import Dependency, load_catalog
+from instantstart.services.dependencies.reconcile import DepResult, Reconciler, Target, workload_states
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag
@@ -98,18 +99,18 @@ def target_of(row: ClusterRow, operation_id: str | None) -> Target:
         tag=row.tag,
         region=row.region,
         eks_cluster_name=row.eks_cluster_name,
-        bucket=(row.details or {}).get("bucket"),
+        bucket=facts_of(row).bucket,
         operation_id=operation_id,
     )
 
 
 def persist_results(db: Database, tag: str, results: list[DepResult]) -> dict[str, Any]:
-    """Merge results into the cluster row's details["dependencies"] (other entries kept); the merged map."""
+    """Merge results into the cluster facts' dependencies (other entries kept); the merged map."""
     row = get_cluster(db, tag)
-    merged = dict((row.details or {}).get("dependencies") or {})
+    merged = facts_of(row).dependency_map()
     for result in results:
         merged[result.name] = result.to_dict()
-    update_cluster(db, tag, details={"dependencies": merged})
+    record_facts(db, tag, dependencies=merged)
     return merged
 
 
@@ -278,6 +279,43 @@ async def _quiet(_message: str) -> None:
     return None
 
 
+def _view(
+    dep: Dependency, saved: dict[str, Any], actual: dict[str, Any], stage_state: str, present: set[str]
+) -> DependencyView:
+    """One dependency as the status shows it: what the stage recorded (`saved`), corrected by what the cluster
+    has now (`actual`): an ACTIVE one no longer ready is DEGRADED, and a DEGRADED add-on names the add-ons it
+    needs that are gone (`present`: the names installed now)."""
+    status = saved.get("status") or ("IN_PROGRESS" if stage_state == "IN_PROGRESS" else "NOT_INSTALLED")
+    message = saved.get("message") or ("waiting for its turn" if status == "IN_PROGRESS" else "not installed")
+    hint = saved.get("hint")
+    if status == "ACTIVE" and not actual.get("ready") and actual.get("status") != "UNKNOWN":
+        status = "DEGRADED"
+        message = f"was ACTIVE; now {actual.get('status')}"
+        hint = "Run cluster_configure_dependencies to reconcile it again."
+    missing = [p for p in dep.depends_on if p not in present]
+    if actual.get("status") == "DEGRADED" and missing:
+        # EKS keeps an add-on DEGRADED while an add-on it needs is gone; say which, not "wait for nodes".
+        status = "DEGRADED"
+        message = f"DEGRADED: {'; '.join(map(str, actual.get('issues') or [])) or 'pods not ready'}"
+        hint = (f"It needs {', '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} not installed: "
+                f"install {'it' if len(missing) == 1 else 'them'} again (cluster_configure_dependencies, or the "
+                "feature that needs it); the add-on recovers by itself once they are ACTIVE.")
+    return DependencyView(
+        name=dep.name,
+        source=dep.source,
+        default=dep.default,
+        depends_on=list(dep.depends_on),
+        desired=saved.get("desired") or _desired(dep),
+        actual=actual,
+        status=status,
+        ready=bool(actual.get("ready")),
+        action=saved.get("action"),
+        message=message,
+        hint=hint,
+        updated_at=saved.get("updatedAt"),
+    )
+
+
 @operation(STATUS_TOOL, method="GET", path="/clusters/dependency-status", example={})
 async def cluster_get_dependency_status(ctx: CallContext, req: DependencyStatusRequest) -> DependencyStatusResult:
     """Every catalog dependency of a cluster (the active one when clusterTag is absent): desired version
@@ -288,49 +326,18 @@ async def cluster_get_dependency_status(ctx: CallContext, req: DependencyStatusR
     stage = await stage_status(ctx, tag, STAGE, (KIND, "cluster_create"))
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
     catalog = load_catalog()
-    persisted: dict[str, Any] = (row.details or {}).get("dependencies") or {}
+    persisted: dict[str, Any] = facts_of(row).dependency_map()
     eks_done = row.imported or (row.stages or {}).get("eks") == "SUCCEEDED"
     names = [n for n in catalog.names if n in persisted or catalog.get(n).default]
     if eks_done:
         looks = await asyncio.gather(*(live_look(ctx.app, row, catalog.get(n)) for n in names))
     else:
         looks = [{"status": "NOT_INSTALLED", "ready": False, "reason": "the EKS stage has not finished"}] * len(names)
-    views = []
     present = {n for n, look in zip(names, looks, strict=True) if look.get("status") not in ABSENT}
-    for name, actual in zip(names, looks, strict=True):
-        dep = catalog.get(name)
-        saved = persisted.get(name) or {}
-        status = saved.get("status") or ("IN_PROGRESS" if stage.state == "IN_PROGRESS" else "NOT_INSTALLED")
-        message = saved.get("message") or ("waiting for its turn" if status == "IN_PROGRESS" else "not installed")
-        hint = saved.get("hint")
-        if status == "ACTIVE" and not actual.get("ready") and actual.get("status") != "UNKNOWN":
-            status = "DEGRADED"
-            message = f"was ACTIVE; now {actual.get('status')}"
-            hint = "Run cluster_configure_dependencies to reconcile it again."
-        missing = [p for p in dep.depends_on if p not in present]
-        if actual.get("status") == "DEGRADED" and missing:
-            # EKS keeps an add-on DEGRADED while an add-on it needs is gone; say which, not "wait for nodes".
-            status = "DEGRADED"
-            message = f"DEGRADED: {'; '.join(map(str, actual.get('issues') or [])) or 'pods not ready'}"
-            hint = (f"It needs {', '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} not installed: "
-                    f"install {'it' if len(missing) == 1 else 'them'} again (cluster_configure_dependencies, or the "
-                    "feature that needs it); the add-on recovers by itself once they are ACTIVE.")
-        views.append(
-            DependencyView(
-                name=name,
-                source=dep.source,
-                default=dep.default,
-                depends_on=list(dep.depends_on),
-                desired=saved.get("desired") or _desired(dep),
-                actual=actual,
-                status=status,
-                ready=bool(actual.get("ready")),
-                action=saved.get("action"),
-                message=message,
-                hint=hint,
-                updated_at=saved.get("updatedAt"),
-            )
-        )
+    views = [
+        _view(catalog.get(name), persisted.get(name) or {}, actual, stage.state, present)
+        for name, actual in zip(names, looks, strict=True)
+    ]
     return DependencyStatusResult(
         cluster_tag=tag,
         state=stage.state,

@@ -11,7 +11,8 @@ from pydantic import Field
 from instantstart.catalog.base import WireModel
 from instantstart.context import CallContext
 from instantstart.operations.waiting import blocking
-from instantstart.services.core.registry import cluster_target, get_cluster
+from instantstart.services.base.registry import get_cluster
+from instantstart.services.base.target import cluster_target
 from instantstart.store.models import utcnow
 
 

@@ -9,6 +9,8 @@ from pydantic import Field
 
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext
+from instantstart.services.base.facts import ClusterFacts
+from instantstart.services.base.target import cluster_target
 
 # Dependency states that do not block verification. DEGRADED counts as usable, as the dependencies stage
 # itself treats it; the status still shows it.
@@ -128,9 +130,9 @@ class ClusterStatus(WireModel):
     checked_at: datetime
 
 
-def dependency_health(details: dict[str, Any]) -> tuple[bool, list[DependencyHealth]]:
-    """Read what the dependencies stage recorded in the cluster details (absent: nothing recorded)."""
-    raw = details.get("dependencies")
+def dependency_health(facts: ClusterFacts) -> tuple[bool, list[DependencyHealth]]:
+    """Read what the dependencies stage recorded in the cluster facts (absent: nothing recorded)."""
+    raw: Any = facts.dependencies
     if raw is None:
         return False, []
     if isinstance(raw, dict) and isinstance(raw.get("items") or raw.get("dependencies"), (list, dict)):
@@ -158,7 +160,7 @@ def dependency_health(details: dict[str, Any]) -> tuple[bool, list[DependencyHea
 
 def latest_operation(app: AppContext, tag: str) -> LatestOperation | None:
     """The newest operation targeting the cluster (a database read; no provider call)."""
-    found, _ = app.runner.store.list_operations(target=f"cluster:{tag}", limit=1)
+    found, _ = app.runner.store.list_operations(target=cluster_target(tag), limit=1)
     if not found:
         return None
     op = found[0]

@@ -9,7 +9,7 @@ from typing import Any
 from instantstart.aws import eks as eks_api
 from instantstart.aws import iam as iam_api
 from instantstart.aws.clients import AwsClients
-from instantstart.services.cluster.iam import refuse_foreign_role
+from instantstart.services.base.iam import refuse_foreign_role
 from instantstart.services.core.installation import installation_id
 from instantstart.services.core.ledger import aws_tags, record, tag_map
 from instantstart.store.db import Database

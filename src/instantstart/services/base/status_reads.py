@@ -23,7 +23,8 @@ NEURON = "aws.amazon.com/neurondevice"
 # -- what the status is built from (each read is one call per cache interval) ---------------------------
 
 
-def _node_summary(node: dict[str, Any]) -> dict[str, Any]:
+def node_summary(node: dict[str, Any]) -> dict[str, Any]:
+    """A Node (a plain dict) as the status summarises it: readiness, schedulability, HyperPod health, GPUs."""
     md, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get("status") or {}
     labels = md.get("labels") or {}
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
@@ -81,7 +82,7 @@ def pod_request(spec: dict[str, Any], resource: str) -> int:
 def read_nodes(api: Api) -> list[dict[str, Any]]:
     """Every Node, summarised (blocking)."""
     result = kube_call("list nodes", core_kinds.list_nodes, api)
-    return [_node_summary(as_dict(api, n)) for n in result.items]
+    return [node_summary(as_dict(api, n)) for n in result.items]
 
 
 def read_allocations(api: Api) -> dict[str, dict[str, int]]:

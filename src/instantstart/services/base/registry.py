@@ -19,6 +19,9 @@ from instantstart.kube.reads import cluster_version
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
+from instantstart.operations.waiting import blocking
+from instantstart.services.base.facts import stored_changes
+from instantstart.services.base.target import cluster_of, cluster_target
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow, OperationRow, StateRow, utcnow
 from instantstart.store.state import read_state, write_state
@@ -120,11 +123,6 @@ def hyperpod_cluster_name(row: ClusterRow) -> str:
     return row.hyperpod_cluster_name or default_hyperpod_name(row.tag)
 
 
-def cluster_target(tag: str) -> str:
-    """The operations-engine target of a cluster (one active mutation per cluster)."""
-    return f"cluster:{tag}"
-
-
 async def submit_for_cluster(
     ctx: CallContext,
     kind: str,
@@ -161,15 +159,23 @@ def insert_cluster(db: Database, row: ClusterRow, *, hint: str) -> None:
         ) from None
 
 
-def update_cluster(db: Database, tag: str, *, details: dict[str, Any] | None = None) -> None:
-    """Merge details (facts stages learned) into a cluster row; stage statuses come from the engine only."""
+def record_facts(db: Database, tag: str, **changes: Any) -> None:
+    """Merge facts stages learned into a cluster row (keyed by ClusterFacts field name; see `stored_changes`);
+    stage statuses come from the engine only. A fact set to None is stored as null."""
+    stored = stored_changes(changes)
     with db.session() as session:
         row = session.get(ClusterRow, tag)
         if row is None:
             return
-        if details:
-            row.details = {**(row.details or {}), **details}
+        if stored:
+            row.details = {**(row.details or {}), **stored}
         row.updated_at = utcnow()
+
+
+async def record_details(stage: StageContext, tag: str, **details: Any) -> None:
+    """Merge facts a stage learned (network ids, outputs) into the cluster row's details. Stage statuses are
+    not written here: the engine mirrors them (see `mirror_pipeline_stages`)."""
+    await blocking(record_facts, stage.app.db, tag, **details)
 
 
 PIPELINE_STAGES = ("eks", "activate", "dependencies", "hyperpod", "storage", "verification")
@@ -179,9 +185,10 @@ def mirror_pipeline_stages(session: Session, target: str | None, stages: list[di
     """The stage mirror of the creation-pipeline kinds: copy each pipeline stage's status onto the cluster
     row's stage view, inside the transaction that changes the operation, so cluster_list_all can never
     disagree with the operation. A PENDING stage does not overwrite a status an earlier operation left."""
-    if not target or not target.startswith("cluster:"):
+    tag = cluster_of(target)
+    if tag is None:
         return
-    row = session.get(ClusterRow, target.removeprefix("cluster:"))
+    row = session.get(ClusterRow, tag)
     if row is None:
         return
     view = dict(row.stages or {})
@@ -197,7 +204,6 @@ def mirror_pipeline_stages(session: Session, target: str | None, stages: list[di
 # Operation kinds that bring a cluster (or its HyperPod cluster) into being: the newest one submitted
 # since the active cluster was last chosen decides what an argument-less call means (see `default_tag`).
 CREATION_KINDS = ("cluster_create", "cluster_create_eks", "hyperpod_create")
-_TARGET_PREFIX = "cluster:"
 
 
 def recent_creation_tag(db: Database) -> str | None:
@@ -211,9 +217,9 @@ def recent_creation_tag(db: Database) -> str | None:
         target = session.scalars(
             query.order_by(OperationRow.created_at.desc(), OperationRow.id.desc()).limit(1)
         ).first()
-        if not target or not target.startswith(_TARGET_PREFIX):
+        tag = cluster_of(target)
+        if tag is None:
             return None
-        tag = target.removeprefix(_TARGET_PREFIX)
         return tag if session.get(ClusterRow, tag) is not None else None
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import Field
 
 from instantstart.operations.params import ParamsModel
-from instantstart.services.core.registry import ClusterParams as ClusterParams  # the base, re-exported
+from instantstart.services.base.registry import ClusterParams as ClusterParams  # the base, re-exported
 
 
 class AddressPlanParams(ParamsModel):
