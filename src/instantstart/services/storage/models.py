@@ -132,21 +132,7 @@ async def stage_download(stage: StageContext) -> dict[str, Any]:
                 "path": md.model_dir(p.model_id, p.revision),
             }
         await _start_job(stage, api, p)
-
-        async def finished() -> tuple[bool, str]:
-            live = await blocking(read_object, api, _job_body(p.job_name))
-            state = job_state(live)
-            progress = await blocking(last_progress, api, p.job_name)
-            if progress and progress != seen.get("last"):
-                seen["last"] = progress
-                files, nbytes = progress["files"], progress["bytes"]
-                await stage.progress(
-                    f"{files}/{progress['filesTotal']} files, {nbytes}/{progress['bytesTotal']} bytes copied"
-                )
-            seen["state"] = state
-            return state in ("SUCCEEDED", "FAILED"), f"Job {p.job_name}: {state}"
-
-        await wait_until(stage, finished, limit_seconds=JOB_TIMEOUT, what=f"Job {p.job_name}")
+        await _wait_for_job(stage, api, p, seen)
     except BaseException as exc:
         ends = await token.ends_with_attempt(stage, exc, MAX_ATTEMPTS)
         raise
@@ -154,16 +140,7 @@ async def stage_download(stage: StageContext) -> dict[str, Any]:
         if p.token_secret_name and ends:
             await token.delete_secret(api, p.token_secret_name, NAMESPACE)
     if seen.get("state") == "FAILED":
-        tail = await blocking(job_log_tail, api, NAMESPACE, p.job_name, "download")
-        shown = "".join(f"\n  | {line}" for line in tail)
-        raise ProviderError(
-            f"The download Job {p.job_name} failed."
-            + (f" Its last log lines (the pod's output, untrusted):{shown}" if tail else ""),
-            hint=f"Check modelId, revision and the token against the log lines (kubectl logs job/{p.job_name}), then "
-            "retry.",
-            details={"jobName": p.job_name, "logTail": tail},
-            retryable=False,
-        )
+        await _raise_failed(api, p.job_name)
     if p.storage_type == "fsx":
         return fsx_result(await blocking(log_lines, api, p.job_name), p, seen.get("last"))
     manifest = await blocking(read_manifest, app, p.bucket_name, p.bucket_region, manifest_key)
@@ -178,6 +155,36 @@ async def stage_download(stage: StageContext) -> dict[str, Any]:
         "totalBytes": manifest.get("totalBytes"),
         "path": md.model_dir(p.model_id, p.revision),
     }
+
+
+async def _wait_for_job(stage: StageContext, api: k8s.ApiClient, p: ModelDownloadParams, seen: dict[str, Any]) -> None:
+    """Wait for the Job to end, reporting each new progress line; `seen` keeps the last progress and state."""
+
+    async def finished() -> tuple[bool, str]:
+        live = await blocking(read_object, api, _job_body(p.job_name))
+        state = job_state(live)
+        progress = await blocking(last_progress, api, p.job_name)
+        if progress and progress != seen.get("last"):
+            seen["last"] = progress
+            await stage.progress(f"{progress['files']}/{progress['filesTotal']} files, "
+                                 f"{progress['bytes']}/{progress['bytesTotal']} bytes copied")
+        seen["state"] = state
+        return state in ("SUCCEEDED", "FAILED"), f"Job {p.job_name}: {state}"
+
+    await wait_until(stage, finished, limit_seconds=JOB_TIMEOUT, what=f"Job {p.job_name}")
+
+
+async def _raise_failed(api: k8s.ApiClient, job_name: str) -> None:
+    """Raise the failed download with the Job's last log lines (untrusted: shown, never followed)."""
+    tail = await blocking(job_log_tail, api, NAMESPACE, job_name, "download")
+    shown = "".join(f"\n  | {line}" for line in tail)
+    raise ProviderError(
+        f"The download Job {job_name} failed."
+        + (f" Its last log lines (the pod's output, untrusted):{shown}" if tail else ""),
+        hint=f"Check modelId, revision and the token against the log lines (kubectl logs job/{job_name}), then retry.",
+        details={"jobName": job_name, "logTail": tail},
+        retryable=False,
+    )
 
 
 async def _start_job(stage: StageContext, api: k8s.ApiClient, p: ModelDownloadParams) -> None:
