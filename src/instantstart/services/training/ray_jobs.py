@@ -25,7 +25,7 @@ from instantstart.services.storage.fsx_claims import mountable_fsx
 from instantstart.services.training import checks
 from instantstart.services.training.env import ENV_DESCRIPTION, EnvEntry, spec_env
 from instantstart.services.training.models import JobPod, JobSummary
-from instantstart.services.training.submit import JobParams, MlflowUse, mlflow_env
+from instantstart.services.training.submit import JobParams, MlflowUse, apply_stage, mlflow_env
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag, KubeName
 
@@ -177,15 +177,8 @@ def _apply(stage: StageContext, p: JobParams) -> dict[str, Any]:
     return {"uid": uid}
 
 
-async def stage_apply(stage: StageContext) -> dict[str, Any]:
-    """Server-side apply the RayJob (a rerun re-applies the same object)."""
-    p = stage.params_as(JobParams)
-    await stage.progress(f"applying RayJob {p.namespace}/{p.name}")
-    out = await blocking(_apply, stage, p)
-    return {"jobName": p.name, "namespace": p.namespace, "uid": out["uid"], "statusTool": "job_get_status"}
-
-
-KINDS.register(OperationKind(name=KIND, params=JobParams, stages=(StageSpec("apply", stage_apply, max_attempts=3),),
+KINDS.register(OperationKind(name=KIND, params=JobParams,
+                             stages=(StageSpec("apply", apply_stage(_apply), max_attempts=3),),
                              result_from=lambda outputs: outputs.get("apply", {})))
 
 
