@@ -7,7 +7,7 @@ import hashlib
 import re
 from typing import Any
 
-from instantstart.manifests.labels import MANAGED_LABELS
+from instantstart.manifests.labels import INSTANCE_TYPE_LABEL, MANAGED_LABELS
 
 NVME_HOST_PATH = "/opt/dlami/nvme"
 MODELS_DIR = "models"
@@ -198,7 +198,7 @@ def _env(model_id: str, revision: str, hf_endpoint: str | None, token_secret_nam
 
 def _off_gpu_nodes(gpu_instance_types: list[str]) -> dict[str, Any]:
     """An affinity preferring nodes that are not one of the GPU instance types (a download needs no GPU)."""
-    term = {"key": "node.kubernetes.io/instance-type", "operator": "NotIn", "values": sorted(gpu_instance_types)}
+    term = {"key": INSTANCE_TYPE_LABEL, "operator": "NotIn", "values": sorted(gpu_instance_types)}
     return {
         "nodeAffinity": {
             "preferredDuringSchedulingIgnoredDuringExecution": [

@@ -14,8 +14,9 @@ from instantstart.context import AppContext, CallContext
 from instantstart.errors import NotFound
 from instantstart.kube import k8s
 from instantstart.kube.calls import as_dict, kube_api, kube_call
+from instantstart.manifests.labels import HEALTH_LABEL
 from instantstart.services.capacity.nodes import NODE_ID, instance_id
-from instantstart.services.cluster.status_reads import GPU, HEALTH_LABEL, pod_request
+from instantstart.services.cluster.status_reads import GPU, pod_request
 from instantstart.services.core.registry import get_cluster, hyperpod_cluster_name, resolve_tag
 from instantstart.services.core.stages import blocking
 from instantstart.store.models import ClusterRow

@@ -14,6 +14,7 @@ from instantstart.kube.apply import apply_object, read_object
 from instantstart.kube.calls import as_dict, kube_api, kube_call
 from instantstart.kube.log_tail import job_log_tail
 from instantstart.manifests import model_download as md
+from instantstart.manifests.labels import INSTANCE_TYPE_LABEL
 from instantstart.manifests.resources import GPU, NEURON
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
@@ -68,7 +69,7 @@ def accelerated_types(nodes: list[dict[str, Any]]) -> list[str]:
     known = catalog()
     found = set()
     for node in nodes:
-        itype = (node["metadata"].get("labels") or {}).get("node.kubernetes.io/instance-type")
+        itype = (node["metadata"].get("labels") or {}).get(INSTANCE_TYPE_LABEL)
         capacity = (node.get("status") or {}).get("capacity") or {}
         devices = any(int(capacity.get(key) or 0) > 0 for key in (GPU, NEURON))
         if itype and (devices or (itype in known and known[itype].accelerated)):

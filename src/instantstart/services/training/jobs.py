@@ -19,6 +19,7 @@ from instantstart.kube.calls import as_dict, kube_api, kube_call
 from instantstart.kube.informers import Informer
 from instantstart.manifests import ray_job
 from instantstart.manifests import training as training_manifests
+from instantstart.manifests.labels import INSTANCE_TYPE_LABEL
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
@@ -82,7 +83,7 @@ def _summary(obj: dict[str, Any], kind: str) -> JobSummary:
         kind=kind,
         state=state,
         nodes=nodes,
-        instance_type=(tmpl.get("nodeSelector") or {}).get(training_manifests.INSTANCE_TYPE_LABEL),
+        instance_type=(tmpl.get("nodeSelector") or {}).get(INSTANCE_TYPE_LABEL),
         restart_count=int((obj.get("status") or {}).get("restartCount") or 0),
         recipe=(meta.get("labels") or {}).get(training_manifests.LABEL_RECIPE),
         created_at=meta.get("creationTimestamp"),

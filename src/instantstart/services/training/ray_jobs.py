@@ -16,6 +16,7 @@ from instantstart.kube.apply import apply_object, delete_object
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.manifests import ray_job as ray_job_manifests
 from instantstart.manifests import training as training_manifests
+from instantstart.manifests.labels import INSTANCE_TYPE_LABEL
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.services.core import sizing
@@ -205,7 +206,7 @@ def ray_summary(obj: dict[str, Any]) -> JobSummary:
         kind=ray_job_manifests.KIND,
         state=ray_state(obj),
         nodes=sum(int(g.get("replicas") or 0) for g in groups),
-        instance_type=(tmpl.get("nodeSelector") or {}).get(training_manifests.INSTANCE_TYPE_LABEL),
+        instance_type=(tmpl.get("nodeSelector") or {}).get(INSTANCE_TYPE_LABEL),
         restart_count=int((obj.get("status") or {}).get("failed") or 0),
         recipe=(meta.get("labels") or {}).get(training_manifests.LABEL_RECIPE),
         created_at=meta.get("creationTimestamp"),
