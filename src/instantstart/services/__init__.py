@@ -74,4 +74,4 @@ def _import_operation_modules() -> None:
         s3_tools,
         workspace,
     )
-    from instantstart.services.training import history, jobs, mlflow, ray_jobs, recipes, submit  # noqa: F401
+    from instantstart.services.training import history, job_delete, jobs, mlflow, ray_jobs, recipes, submit  # noqa: F401
