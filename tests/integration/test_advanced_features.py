@@ -12,7 +12,7 @@ import httpx
 import pytest
 from kubernetes import client as k8s
 
-from instantstart.manifests.iam_policies import fsx_csi_policy
+from instantstart.manifests.iam_feature_policies import fsx_csi_policy
 from instantstart.twin_process import TwinProcess
 from tests.support.flows import add_group, kube, make_hyperpod, mcp_calls, mcp_wait
 from tests.support.role_usage import recorded_uses, role_log

@@ -15,6 +15,7 @@ from kubernetes import client as k8s
 
 from instantstart.kube.informers import Informer, InformerOptions
 from instantstart.manifests import inference_endpoint as iec
+from instantstart.manifests import labels
 from instantstart.manifests import training as training_manifests
 from instantstart.services.monitoring.custom import CUSTOM_KINDS
 from instantstart.services.monitoring.state import Freshness
@@ -106,7 +107,7 @@ def test_a_custom_resource_watch_waits_for_its_crd_then_resumes_after_a_cut_and_
         until(in_sync, "the three jobs")
         view_j1 = informer.snapshot()[1]["default/j1"]
         assert view_j1["spec"]["replicaSpecs"][0]["template"]["spec"]["nodeSelector"] == {
-            training_manifests.INSTANCE_TYPE_LABEL: "ml.g6.4xlarge"}
+            labels.INSTANCE_TYPE_LABEL: "ml.g6.4xlarge"}
         assert "env" not in view_j1["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]  # pruned
         # 1. The connection drops: the changes made meanwhile arrive once the watch resumes from its version.
         twin_kube(twin, "watches/cut")

@@ -1,5 +1,6 @@
 """Every IAM document the control plane writes: no mutating action on `Resource: "*"` without a condition, every
-service trust carries confused-deputy conditions, and all documents come from manifests/iam_policies.py."""
+service trust carries confused-deputy conditions, and all documents come from manifests/iam_policies.py
+(and iam_feature_policies.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from urllib.parse import unquote
 
 import pytest
 
+from instantstart.manifests import iam_feature_policies as feature_pol
 from instantstart.manifests import iam_policies as pol
 from instantstart.twin_process import TwinProcess
 from tests.support.flows import make_hyperpod
@@ -20,6 +22,7 @@ from tests.support.twin import twin_client
 from tests.support.waits import wait_terminal
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "instantstart"
+POLICY_MODULES = ("iam_policies.py", "iam_feature_policies.py")  # manifests/: every IAM document is built there
 READ_ONLY = re.compile(r"^[a-z0-9-]+:(Describe|List|Get|BatchGet|BatchCheck|Head)")
 
 # Justified exceptions: mutating actions allowed on "*" without a condition. Keep this list short and explained.
@@ -90,9 +93,9 @@ def test_no_policy_document_is_built_outside_the_policy_module() -> None:
     offenders = [
         str(path.relative_to(SRC))
         for path in SRC.rglob("*.py")
-        if path.name != "iam_policies.py" and re.search(r"[\"']Statement[\"']\s*:", path.read_text())
+        if path.name not in POLICY_MODULES and re.search(r"[\"']Statement[\"']\s*:", path.read_text())
     ]
-    assert offenders == [], "build IAM documents in manifests/iam_policies.py"
+    assert offenders == [], "build IAM documents in manifests/iam_policies.py (or iam_feature_policies.py)"
 
 
 def test_every_policy_written_to_the_twin_is_scoped(cp: Running, twin: TwinProcess) -> None:
@@ -142,12 +145,12 @@ def test_a_claim_on_another_bucket_widens_the_csi_role_to_exactly_that_prefix() 
 
 
 def test_the_mlflow_writer_role_reaches_its_tracking_server_only() -> None:
-    document = pol.mlflow_writer_policy(TRACKING_SERVER)
+    document = feature_pol.mlflow_writer_policy(TRACKING_SERVER)
     allows = [s for s in document["Statement"] if s["Effect"] == "Allow"]  # beside the lifecycle Deny
     assert {r for s in allows for r in listed(s["Resource"])} == {TRACKING_SERVER}
     actions = {a for s in allows for a in listed(s["Action"])}
     assert actions == {"sagemaker-mlflow:*", "sagemaker:DescribeMlflowTrackingServer"}
-    server = pol.mlflow_server_policy("instantstart-123456789012-x", pol.mlflow_prefix("alpha"))
+    server = feature_pol.mlflow_server_policy("instantstart-123456789012-x", feature_pol.mlflow_prefix("alpha"))
     objects = next(s for s in server["Statement"] if s["Sid"] == "ArtifactObjects")
     assert objects["Resource"] == ["arn:aws:s3:::instantstart-123456789012-x/clusters/alpha/mlflow/*"], objects
 

@@ -1,10 +1,11 @@
-"""Every IAM document builder of manifests/iam_policies.py called with one realistic scope (shared by the IAM
-walk of tests/security and the role-usage check of tests/iam)."""
+"""Every IAM document builder of manifests/iam_policies.py and iam_feature_policies.py called with one realistic
+scope (shared by the IAM walk of tests/security and the role-usage check of tests/iam)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from instantstart.manifests import iam_feature_policies as feature_pol
 from instantstart.manifests import iam_policies as pol
 
 SCOPE = pol.Scope("123456789012", "us-west-2", "alpha", "eks-cluster-alpha", "instantstart-123456789012-x", "vpc-1")
@@ -27,11 +28,12 @@ def every_generated_document() -> dict[str, dict[str, Any]]:
         "autoscaling_policy": pol.autoscaling_policy(SCOPE.region, CLUSTER_ARN),
         "irsa_trust": pol.irsa_trust(PROVIDER, ISSUER, "ns", "sa", ("sagemaker.amazonaws.com",)),
         "checkpoint_policy": pol.checkpoint_policy(SCOPE.bucket, pol.checkpoint_prefix(SCOPE.cluster_tag)),
-        "remote_write_policy": pol.remote_write_policy(WORKSPACE_ARN),
-        "fsx_csi_policy": pol.fsx_csi_policy(),
-        "mlflow_server_policy": pol.mlflow_server_policy(SCOPE.bucket, pol.mlflow_prefix(SCOPE.cluster_tag)),
-        "mlflow_writer_policy": pol.mlflow_writer_policy(TRACKING_SERVER),
-        "grafana_trust": pol.grafana_trust(WORKSPACE_ARN),
-        "grafana_query_policy": pol.grafana_query_policy(WORKSPACE_ARN),
+        "remote_write_policy": feature_pol.remote_write_policy(WORKSPACE_ARN),
+        "fsx_csi_policy": feature_pol.fsx_csi_policy(),
+        "mlflow_server_policy": feature_pol.mlflow_server_policy(SCOPE.bucket,
+                                                                feature_pol.mlflow_prefix(SCOPE.cluster_tag)),
+        "mlflow_writer_policy": feature_pol.mlflow_writer_policy(TRACKING_SERVER),
+        "grafana_trust": feature_pol.grafana_trust(WORKSPACE_ARN),
+        "grafana_query_policy": feature_pol.grafana_query_policy(WORKSPACE_ARN),
         "lifecycle_guard_policy": pol.lifecycle_guard_policy(),
     }

@@ -7,6 +7,7 @@ from datetime import datetime
 import pytest
 
 from instantstart.manifests import inference as inference_manifests
+from instantstart.manifests import labels
 
 
 def test_engines_ports_and_parallelism_are_read_from_the_command() -> None:
@@ -69,7 +70,7 @@ def test_the_deployment_requests_its_gpus_and_is_pinned_to_gpu_types() -> None:
     }
     assert container["command"] == ["vllm", "serve", "q"]  # an argument list: no shell
     terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    pinned = {"key": inference_manifests.INSTANCE_TYPE_LABEL, "operator": "In", "values": ["ml.g6.12xlarge"]}
+    pinned = {"key": labels.INSTANCE_TYPE_LABEL, "operator": "In", "values": ["ml.g6.12xlarge"]}
     assert pinned in terms[0]["matchExpressions"]
     assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": 8000}
     # The token only ever as a reference to the Secret.

@@ -8,7 +8,7 @@ import gc
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from anyio import to_thread
 from fastapi import FastAPI, Request
@@ -50,6 +50,9 @@ from instantstart.store.db import Database
 from instantstart.validation import known_regions
 from instantstart.web.routes import add_web_routes
 from instantstart.web.sessions import SessionStore
+
+if TYPE_CHECKING:
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 log = logging.getLogger(__name__)
 
@@ -172,31 +175,17 @@ def _cors(settings: Settings, inner: ASGIApp) -> ASGIApp | None:
     )
 
 
-def create_app(
-    settings: Settings | None = None,
-    catalog: Catalog = CATALOG,
-    on_shutdown: tuple[Callable[[], None], ...] = (),
+def _lifespan(
+    context: AppContext,
+    hub: EventHub,
+    mcp_manager: StreamableHTTPSessionManager,
+    metrics: Metrics,
+    settings: Settings,
+    on_shutdown: tuple[Callable[[], None], ...],
     *,
-    warm_aws: bool = False,
-    clock: Clock = time.monotonic,
-) -> ASGIApp:
-    """Build the whole server application for `settings`; `on_shutdown` runs after the server stops; with
-    `warm_aws` (`instantstart serve`) the AWS clients a cluster's creation uses are built in the background at
-    the first authenticated request or the first client built, whichever comes first (an idle server holds none);
-    `clock` measures the caches' intervals (a test injects one it can advance)."""
-    settings = settings or Settings()
-    load_all(settings.plugins)
-    token = _token(settings)
-    context = build_context(settings, clock)
-    mcp_manager = session_manager(catalog, context, _allowed_hosts(settings))
-    hub = EventHub(context, catalog, slots=SocketSlots("event sockets", settings.ws_sockets_per_client,
-                                                       settings.ws_sockets), queue_size=settings.ws_queue_size)
-    context.runner.add_listener(hub.on_operation)
-    attach_timeline(context)
-    feeds.attach(context)  # the timeline's feeds follow the cluster registry, never a read
-    sessions = SessionStore()
-
-    auth = Authenticator(token, context.db)
+    warm_aws: bool,
+) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
+    """The server's start (migrations, runner, feeds, alerts, sockets, MCP) and its stop, in reverse."""
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -226,11 +215,40 @@ def create_app(
         for hook in on_shutdown:
             await to_thread.run_sync(hook)
 
+    return lifespan
+
+
+def create_app(
+    settings: Settings | None = None,
+    catalog: Catalog = CATALOG,
+    on_shutdown: tuple[Callable[[], None], ...] = (),
+    *,
+    warm_aws: bool = False,
+    clock: Clock = time.monotonic,
+) -> ASGIApp:
+    """Build the whole server application for `settings`; `on_shutdown` runs after the server stops; with
+    `warm_aws` (`instantstart serve`) the AWS clients a cluster's creation uses are built in the background at
+    the first authenticated request or the first client built, whichever comes first (an idle server holds none);
+    `clock` measures the caches' intervals (a test injects one it can advance)."""
+    settings = settings or Settings()
+    load_all(settings.plugins)
+    token = _token(settings)
+    context = build_context(settings, clock)
+    mcp_manager = session_manager(catalog, context, _allowed_hosts(settings))
+    hub = EventHub(context, catalog, slots=SocketSlots("event sockets", settings.ws_sockets_per_client,
+                                                       settings.ws_sockets), queue_size=settings.ws_queue_size)
+    context.runner.add_listener(hub.on_operation)
+    attach_timeline(context)
+    feeds.attach(context)  # the timeline's feeds follow the cluster registry, never a read
+    sessions = SessionStore()
+    auth = Authenticator(token, context.db)
+
+    metrics = Metrics(context.runner.store.stale_count)
+    lifespan = _lifespan(context, hub, mcp_manager, metrics, settings, on_shutdown, warm_aws=warm_aws)
     app = FastAPI(
         title="InstantStart", version=__version__, lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None
     )
     app.state.context = context
-    metrics = Metrics(context.runner.store.stale_count)
     _add_error_handlers(app)
     _add_public_routes(app, build_openapi(catalog), metrics)
     add_routes(app, catalog, context)

@@ -78,7 +78,6 @@ class Gate:
         path: str = scope.get("path", "")
         started = time.perf_counter()
         status_holder = {"status": 500}
-        principal_reset = None
 
         async def send_wrapper(message: Any) -> None:
             if message["type"] == "http.response.start":
@@ -88,11 +87,25 @@ class Gate:
             await send(message)
 
         try:
-            if self.cors is not None and is_preflight(scope, headers) and headers["origin"] in self.cors_origins:
-                await self.cors(scope, receive, send_wrapper)  # a preflight carries no credentials by design
-                return
-            protected = path.startswith("/api/") or path == "/api" or path == "/mcp" or path.startswith("/mcp/")
-            if protected:
+            await self._gate(scope, receive, send_wrapper, headers, request_id)
+        finally:
+            if scope["type"] == "http":
+                route = _route_label(scope, path)
+                method = method_label(scope.get("method", ""))
+                self.metrics.latency.labels(method, route, str(status_holder["status"])).observe(
+                    time.perf_counter() - started
+                )
+            request_id_var.reset(reset)
+
+    async def _gate(self, scope: Scope, receive: Receive, send: Send, headers: dict[str, str], request_id: str) -> None:
+        """A CORS preflight passes; /api and /mcp need a caller; a body over its limit is refused; then the route."""
+        path: str = scope.get("path", "")
+        if self.cors is not None and is_preflight(scope, headers) and headers["origin"] in self.cors_origins:
+            await self.cors(scope, receive, send)  # a preflight carries no credentials by design
+            return
+        principal_reset = None
+        try:
+            if path.startswith("/api/") or path == "/api" or path == "/mcp" or path.startswith("/mcp/"):
                 principal, problem = await self._authenticate(scope, path, headers)
                 if principal is not None:
                     scope[PRINCIPAL_KEY] = principal
@@ -101,50 +114,49 @@ class Gate:
                         first_caller, self.on_first_caller = self.on_first_caller, None
                         first_caller()
                 if problem is not None:
-                    if scope["type"] == "websocket":
-                        await receive()
-                        await send({"type": "websocket.close", "code": 4401, "reason": problem[:120]})
-                        return
-                    response = error_response(Unauthorized(problem), request_id)
-                    response.headers["WWW-Authenticate"] = 'Bearer realm="instantstart"'
-                    await response(scope, receive, send_wrapper)
+                    await _refuse_caller(scope, receive, send, problem, request_id)
                     return
             if scope["type"] == "http":
-                limit = body_limit(path, self.max_body)
-                declared = declared_length(scope)
-                body, refused = (b"", True) if declared is not None and (declared < 0 or declared > limit) else (
-                    await buffer_body(receive, limit)
-                )
-                if refused:
-                    too_large = PayloadTooLarge(
-                        f"The request body is larger than {limit} bytes; nothing was read or changed.",
-                        details={"limitBytes": limit},
-                    )
-                    response = error_response(too_large, request_id)
-                    response.headers["Connection"] = "close"
-                    await response(scope, receive, send_wrapper)
+                bounded = await self._bounded_body(scope, receive, send, path, request_id)
+                if bounded is None:
                     return
-                receive = replay(body, receive)
-            if path in ("/mcp", "/mcp/"):
-                await self.mcp(scope, receive, send_wrapper)
-                return
-            fast = self.fast_reads.get(path) if scope["type"] == "http" and scope.get("method") == "GET" else None
-            if fast is not None and "origin" not in headers:
-                # A hot read (pollers): authenticated and bounded above; FastAPI's layers add nothing here.
-                scope["instantstart.route"] = path
-                await (await _fast_response(fast, Request(scope, receive)))(scope, receive, send_wrapper)
-                return
-            await self.app(scope, receive, send_wrapper)
+                receive = bounded
+            await self._route(scope, receive, send, path, headers)
         finally:
-            if scope["type"] == "http":
-                route = _route_label(scope, path)
-                method = method_label(scope.get("method", ""))
-                self.metrics.latency.labels(method, route, str(status_holder["status"])).observe(
-                    time.perf_counter() - started
-                )
             if principal_reset is not None:
                 current_principal.reset(principal_reset)
-            request_id_var.reset(reset)
+
+    async def _bounded_body(self, scope: Scope, receive: Receive, send: Send, path: str,
+                            request_id: str) -> Receive | None:
+        """The request's receive with its body buffered within the path's limit; None once a larger one is refused."""
+        limit = body_limit(path, self.max_body)
+        declared = declared_length(scope)
+        body, refused = (b"", True) if declared is not None and (declared < 0 or declared > limit) else (
+            await buffer_body(receive, limit)
+        )
+        if refused:
+            too_large = PayloadTooLarge(
+                f"The request body is larger than {limit} bytes; nothing was read or changed.",
+                details={"limitBytes": limit},
+            )
+            response = error_response(too_large, request_id)
+            response.headers["Connection"] = "close"
+            await response(scope, receive, send)
+            return None
+        return replay(body, receive)
+
+    async def _route(self, scope: Scope, receive: Receive, send: Send, path: str, headers: dict[str, str]) -> None:
+        """The MCP route, a registered hot read, or the FastAPI app."""
+        if path in ("/mcp", "/mcp/"):
+            await self.mcp(scope, receive, send)
+            return
+        fast = self.fast_reads.get(path) if scope["type"] == "http" and scope.get("method") == "GET" else None
+        if fast is not None and "origin" not in headers:
+            # A hot read (pollers): authenticated and bounded above; FastAPI's layers add nothing here.
+            scope["instantstart.route"] = path
+            await (await _fast_response(fast, Request(scope, receive)))(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
 
     async def _authenticate(
         self, scope: Scope, path: str, headers: dict[str, str]
@@ -176,6 +188,17 @@ class Gate:
             self.sessions.drop(session.sid)
             return None, "The token this session signed in with was revoked or has expired; sign in again."
         return current.via("ui", source), None
+
+
+async def _refuse_caller(scope: Scope, receive: Receive, send: Send, problem: str, request_id: str) -> None:
+    """401 for an unauthenticated request (a WebSocket closes with 4401), saying what is missing."""
+    if scope["type"] == "websocket":
+        await receive()
+        await send({"type": "websocket.close", "code": 4401, "reason": problem[:120]})
+        return
+    response = error_response(Unauthorized(problem), request_id)
+    response.headers["WWW-Authenticate"] = 'Bearer realm="instantstart"'
+    await response(scope, receive, send)
 
 
 async def _fast_response(endpoint: Callable[[Request], Awaitable[Response]], request: Request) -> Response:

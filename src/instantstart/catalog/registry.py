@@ -162,65 +162,111 @@ def operation(
     """
 
     def decorate(handler: Handler) -> Handler:
-        if not _NAME.match(name):
-            raise ValueError(f"bad operation name {name!r}")
-        hints = get_type_hints(handler)
-        params = list(inspect.signature(handler).parameters)
-        if len(params) != 2:
-            raise TypeError(f"{name}: handler must take (ctx, req)")
-        input_model = hints[params[1]]
-        output_model = hints["return"]
-        if not (isinstance(input_model, type) and issubclass(input_model, WireModel)):
-            raise TypeError(f"{name}: input must be a WireModel subclass")
-        if not (isinstance(output_model, type) and issubclass(output_model, BaseModel)):
-            raise TypeError(f"{name}: output must be a pydantic model")
-        if side_effecting and mutating:
-            raise ValueError(f"{name}: an operation is side-effecting or mutating, not both")
-        is_mutating = False if side_effecting else (method.upper() != "GET" if mutating is None else mutating)
-        if method.upper() == "GET" and (is_mutating or side_effecting):
-            raise ValueError(
-                f"{name}: a GET is read-only (caches, proxies and link prefetchers replay GETs); declare it"
-                " method='POST' to be side-effecting or mutating"
-            )
-        description = inspect.getdoc(handler) or name
-        if (is_mutating or side_effecting) and "read-only" in description.lower():
-            raise ValueError(f"{name}: the docstring says read-only, but the operation is not (an agent reads it)")
-        secrets = secret_fields(input_model)
-        if secrets and method.upper() == "GET":
-            raise ValueError(f"{name}: Secret fields {secrets} never travel in a query string (it gets logged)")
-        for field_name in secrets:
-            if field_name in (example or {}):
-                raise ValueError(f"{name}: the example must not carry a value for the Secret field {field_name}")
-        if is_mutating and completion is None:
-            raise ValueError(f"{name}: a mutating operation names the status tool that decides completion")
-        if is_mutating and (destructive is None or idempotent is None):
-            raise ValueError(f"{name}: a mutating operation declares destructive= and idempotent=")
-        if side_effecting and destructive:
-            raise ValueError(f"{name}: a side-effecting operation changes no managed resource (not destructive)")
-        if not is_mutating and not side_effecting and (destructive or idempotent is False):
-            raise ValueError(f"{name}: a read-only operation is neither destructive nor non-idempotent")
-        for param in _PATH_PARAM.findall(path):
-            if param not in {f.alias or n for n, f in input_model.model_fields.items()}:
-                raise ValueError(f"{name}: path parameter {param} is not a field of {input_model.__name__}")
-        group, _, command = name.partition("_")
-        spec = OperationSpec(
-            name=name,
-            handler=handler,
-            input_model=input_model,
-            output_model=output_model,
-            method=method.upper(),
-            path=path,
-            mutating=is_mutating,
-            completion=completion,
-            description=description,
-            example=example or {},
-            cli_group=cli[0] if cli else group,
-            cli_command=cli[1] if cli else command.replace("_", "-"),
-            destructive=bool(destructive),
-            idempotent=(not side_effecting) if idempotent is None else idempotent,
-            side_effecting=side_effecting,
-        )
+        spec = _spec(name, handler, method=method.upper(), path=path, completion=completion, mutating=mutating,
+                     side_effecting=side_effecting, example=example or {}, cli=cli, destructive=destructive,
+                     idempotent=idempotent)
         (CATALOG if catalog is None else catalog).add(spec)  # an empty Catalog is falsy
         return handler
 
     return decorate
+
+
+def _spec(
+    name: str,
+    handler: Handler,
+    *,
+    method: str,
+    path: str,
+    completion: str | None,
+    mutating: bool | None,
+    side_effecting: bool,
+    example: dict[str, Any],
+    cli: tuple[str, str] | None,
+    destructive: bool | None,
+    idempotent: bool | None,
+) -> OperationSpec:
+    """The checked spec of one `@operation` declaration (its rules: see `operation`)."""
+    if not _NAME.match(name):
+        raise ValueError(f"bad operation name {name!r}")
+    input_model, output_model = _handler_models(name, handler)
+    description = inspect.getdoc(handler) or name
+    is_mutating = _is_mutating(name, method, description, mutating=mutating, side_effecting=side_effecting)
+    _check_secrets(name, method, input_model, example)
+    _check_declared(name, is_mutating, completion=completion, side_effecting=side_effecting, destructive=destructive,
+                    idempotent=idempotent)
+    for param in _PATH_PARAM.findall(path):
+        if param not in {f.alias or n for n, f in input_model.model_fields.items()}:
+            raise ValueError(f"{name}: path parameter {param} is not a field of {input_model.__name__}")
+    group, _, command = name.partition("_")
+    return OperationSpec(
+        name=name,
+        handler=handler,
+        input_model=input_model,
+        output_model=output_model,
+        method=method,
+        path=path,
+        mutating=is_mutating,
+        completion=completion,
+        description=description,
+        example=example,
+        cli_group=cli[0] if cli else group,
+        cli_command=cli[1] if cli else command.replace("_", "-"),
+        destructive=bool(destructive),
+        idempotent=(not side_effecting) if idempotent is None else idempotent,
+        side_effecting=side_effecting,
+    )
+
+
+def _handler_models(name: str, handler: Handler) -> tuple[type[WireModel], type[BaseModel]]:
+    """The input and output models of `async def handler(ctx, req: InputModel) -> OutputModel`."""
+    hints = get_type_hints(handler)
+    params = list(inspect.signature(handler).parameters)
+    if len(params) != 2:
+        raise TypeError(f"{name}: handler must take (ctx, req)")
+    input_model = hints[params[1]]
+    output_model = hints["return"]
+    if not (isinstance(input_model, type) and issubclass(input_model, WireModel)):
+        raise TypeError(f"{name}: input must be a WireModel subclass")
+    if not (isinstance(output_model, type) and issubclass(output_model, BaseModel)):
+        raise TypeError(f"{name}: output must be a pydantic model")
+    return input_model, output_model
+
+
+def _is_mutating(name: str, method: str, description: str, *, mutating: bool | None, side_effecting: bool) -> bool:
+    """Whether the operation is mutating; refuses a GET or a docstring that disagrees with its class."""
+    if side_effecting and mutating:
+        raise ValueError(f"{name}: an operation is side-effecting or mutating, not both")
+    is_mutating = False if side_effecting else (method != "GET" if mutating is None else mutating)
+    if method == "GET" and (is_mutating or side_effecting):
+        raise ValueError(
+            f"{name}: a GET is read-only (caches, proxies and link prefetchers replay GETs); declare it"
+            " method='POST' to be side-effecting or mutating"
+        )
+    if (is_mutating or side_effecting) and "read-only" in description.lower():
+        raise ValueError(f"{name}: the docstring says read-only, but the operation is not (an agent reads it)")
+    return is_mutating
+
+
+def _check_secrets(name: str, method: str, input_model: type[WireModel], example: dict[str, Any]) -> None:
+    """Secret fields never travel in a query string nor in the (published) example."""
+    secrets = secret_fields(input_model)
+    if secrets and method == "GET":
+        raise ValueError(f"{name}: Secret fields {secrets} never travel in a query string (it gets logged)")
+    for field_name in secrets:
+        if field_name in example:
+            raise ValueError(f"{name}: the example must not carry a value for the Secret field {field_name}")
+
+
+def _check_declared(
+    name: str, is_mutating: bool, *, completion: str | None, side_effecting: bool, destructive: bool | None,
+    idempotent: bool | None,
+) -> None:
+    """A mutating operation names its completion tool and declares destructive= and idempotent=; the others fit."""
+    if is_mutating and completion is None:
+        raise ValueError(f"{name}: a mutating operation names the status tool that decides completion")
+    if is_mutating and (destructive is None or idempotent is None):
+        raise ValueError(f"{name}: a mutating operation declares destructive= and idempotent=")
+    if side_effecting and destructive:
+        raise ValueError(f"{name}: a side-effecting operation changes no managed resource (not destructive)")
+    if not is_mutating and not side_effecting and (destructive or idempotent is False):
+        raise ValueError(f"{name}: a read-only operation is neither destructive nor non-idempotent")

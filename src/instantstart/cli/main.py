@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Container
+from collections.abc import Callable, Container
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,6 +36,18 @@ def build_app(settings: Settings | None = None, argv: list[str] | None = None) -
         return ClientConfig.from_settings(settings) if settings is not None else ClientConfig.from_env()
 
     app = typer.Typer(help="InstantStart: HyperPod on EKS control plane.", no_args_is_help=True, add_completion=False)
+    _add_run_commands(app, full_settings, client_config)
+    _add_setup_commands(app, full_settings, client_config)
+    index = catalog_index.load(client_config().plugins)
+    add_catalog_commands(app, index, client_config, None if argv is None else named_group(argv, index["groups"]))
+    add_sync_command(app, client_config)
+    app.add_typer(db_app(full_settings), name="db")
+    return app
+
+
+def _add_run_commands(app: typer.Typer, full_settings: Callable[[], Settings],
+                      client_config: Callable[[], ClientConfig]) -> None:
+    """`serve` (the control plane) and `mcp` (the stdio MCP proxy to a running one)."""
 
     @app.command()
     def serve(
@@ -68,6 +80,11 @@ def build_app(settings: Settings | None = None, argv: list[str] | None = None) -
         from instantstart.mcp.stdio import run
 
         run(client_config(), server_url=server)
+
+
+def _add_setup_commands(app: typer.Typer, full_settings: Callable[[], Settings],
+                        client_config: Callable[[], ClientConfig]) -> None:
+    """`agent-config`, `doctor` and `token-file`: getting an agent, an account and a client ready."""
 
     @app.command("agent-config")
     def agent_config(
@@ -117,12 +134,6 @@ def build_app(settings: Settings | None = None, argv: list[str] | None = None) -
         """Print where the bootstrap admin's API token is stored (never the token itself); `instantstart token`
         manages your own tokens."""
         typer.echo(str(client_config().data_dir / TOKEN_FILE))
-
-    index = catalog_index.load(client_config().plugins)
-    add_catalog_commands(app, index, client_config, None if argv is None else named_group(argv, index["groups"]))
-    add_sync_command(app, client_config)
-    app.add_typer(db_app(full_settings), name="db")
-    return app
 
 
 def named_group(argv: list[str], groups: Container[str]) -> set[str]:

@@ -11,21 +11,19 @@ from pydantic import BaseModel, ConfigDict
 
 from instantstart.manifests import fsx
 
-# LABEL_MANAGED re-exported: the inference modules read m.LABEL_MANAGED.
+# LABEL_MANAGED and LABEL_APP re-exported: the inference modules read m.LABEL_MANAGED and m.LABEL_APP.
+from instantstart.manifests.labels import HEALTH_LABEL, INSTANCE_TYPE_LABEL, MANAGER
+from instantstart.manifests.labels import LABEL_APP as LABEL_APP
 from instantstart.manifests.labels import LABEL_MANAGED as LABEL_MANAGED
-from instantstart.manifests.labels import MANAGER
 from instantstart.manifests.resources import PodResources
 
 MANAGED_BY = MANAGER  # the managed-by value, as inference modules read it (m.MANAGED_BY)
-LABEL_APP = "app.kubernetes.io/name"
 LABEL_ENGINE = "instantstart.io/engine"
 LABEL_COMPONENT = "instantstart.io/component"
 LABEL_BUSINESS = "business"
 ANNOTATION_MODEL = "instantstart.io/served-model"
 ANNOTATION_PORT = "instantstart.io/port"
 ANNOTATION_GPUS = "instantstart.io/gpu-count"
-INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
-HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
 GPU = "nvidia.com/gpu"
 UNASSIGNED = "unassigned"
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from instantstart.manifests.labels import MANAGED_LABELS
+from instantstart.manifests.labels import INSTANCE_TYPE_LABEL, MANAGED_LABELS
 
 NODECLASS_GROUP = "karpenter.sagemaker.amazonaws.com"
 NODECLASS_PLURAL = "hyperpodnodeclasses"
@@ -45,7 +45,7 @@ def node_pool(s: KarpenterSettings) -> dict[str, Any]:
     requirements: list[dict[str, Any]] = [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]
     if s.instance_types:
         requirements.append(
-            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": sorted(set(s.instance_types))}
+            {"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": sorted(set(s.instance_types))}
         )
     spec: dict[str, Any] = {
         "template": {

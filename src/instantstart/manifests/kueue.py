@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from instantstart.manifests.labels import MANAGED_LABELS
+from instantstart.manifests.labels import MANAGED_LABELS, NAMESPACE_NAME_LABEL
 
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -54,7 +54,7 @@ def cluster_queue(namespace: str, queue: str, accelerators: int | None) -> dict[
     return {
         "apiVersion": API_VERSION, "kind": "ClusterQueue", "metadata": _meta(cluster_queue_name(namespace, queue)),
         "spec": {
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}},
             "queueingStrategy": "BestEffortFIFO",
             "resourceGroups": [{"coveredResources": list(COVERED), "flavors": [
                 {"name": FLAVOR, "resources": [{"name": r, "nominalQuota": quotas[r]} for r in COVERED]}]}],

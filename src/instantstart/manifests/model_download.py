@@ -7,7 +7,7 @@ import hashlib
 import re
 from typing import Any
 
-from instantstart.manifests.labels import MANAGED_LABELS
+from instantstart.manifests.labels import INSTANCE_TYPE_LABEL, MANAGED_LABELS
 
 NVME_HOST_PATH = "/opt/dlami/nvme"
 MODELS_DIR = "models"
@@ -137,29 +137,9 @@ def build_job(
     it), mounts the claim at /models and only the model's own NVMe directory (`staging_dir`, created when absent)
     at /host-nvme.
     `image` must already hold python3 and huggingface_hub: the container installs nothing."""
-    env: list[dict[str, Any]] = [
-        {"name": "MODEL_ID", "value": model_id},
-        {"name": "REVISION", "value": revision},
-        {"name": "DEST_DIR", "value": f"/models/{model_dir(model_id, revision)}"},
-        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},
-        {"name": "HF_HUB_DISABLE_TELEMETRY", "value": "1"},
-    ]
-    if hf_endpoint:
-        env.append({"name": "HF_ENDPOINT", "value": hf_endpoint})
-    if token_secret_name:
-        env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": token_secret_name, "key": TOKEN_KEY}}})
+    env = _env(model_id, revision, hf_endpoint, token_secret_name)
     resources = {"cpu": cpu, "memory": f"{memory_gi}Gi"}
     labels = {**MANAGED_LABELS, LABEL_COMPONENT: COMPONENT, LABEL_MODEL: job_name(model_id, revision)[9:]}
-    affinity: dict[str, Any] = {}
-    if gpu_instance_types:
-        term = {"key": "node.kubernetes.io/instance-type", "operator": "NotIn", "values": sorted(gpu_instance_types)}
-        affinity = {
-            "nodeAffinity": {
-                "preferredDuringSchedulingIgnoredDuringExecution": [
-                    {"weight": 100, "preference": {"matchExpressions": [term]}}
-                ]
-            }
-        }
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "priorityClassName": BACKGROUND_PRIORITY_CLASS,
@@ -184,8 +164,8 @@ def build_job(
             {"name": "scratch", "emptyDir": {}},
         ],
     }
-    if affinity:
-        pod_spec["affinity"] = affinity
+    if gpu_instance_types:
+        pod_spec["affinity"] = _off_gpu_nodes(gpu_instance_types)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -197,4 +177,32 @@ def build_job(
             "ttlSecondsAfterFinished": 3600,
             "template": {"metadata": {"labels": labels}, "spec": pod_spec},
         },
+    }
+
+
+def _env(model_id: str, revision: str, hf_endpoint: str | None, token_secret_name: str | None) -> list[dict[str, Any]]:
+    """The download container's environment: what to fetch, where to, no GPU, and the token by reference."""
+    env: list[dict[str, Any]] = [
+        {"name": "MODEL_ID", "value": model_id},
+        {"name": "REVISION", "value": revision},
+        {"name": "DEST_DIR", "value": f"/models/{model_dir(model_id, revision)}"},
+        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},
+        {"name": "HF_HUB_DISABLE_TELEMETRY", "value": "1"},
+    ]
+    if hf_endpoint:
+        env.append({"name": "HF_ENDPOINT", "value": hf_endpoint})
+    if token_secret_name:
+        env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": token_secret_name, "key": TOKEN_KEY}}})
+    return env
+
+
+def _off_gpu_nodes(gpu_instance_types: list[str]) -> dict[str, Any]:
+    """An affinity preferring nodes that are not one of the GPU instance types (a download needs no GPU)."""
+    term = {"key": INSTANCE_TYPE_LABEL, "operator": "NotIn", "values": sorted(gpu_instance_types)}
+    return {
+        "nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 100, "preference": {"matchExpressions": [term]}}
+            ]
+        }
     }

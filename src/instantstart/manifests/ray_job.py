@@ -10,7 +10,7 @@ from typing import Any
 from instantstart.manifests import fsx
 from instantstart.manifests import training as train_m
 from instantstart.manifests.env import EnvValue, env_entries
-from instantstart.manifests.labels import LABEL_MANAGED, MANAGER
+from instantstart.manifests.labels import INSTANCE_TYPE_LABEL, LABEL_APP, LABEL_MANAGED, MANAGER, NAMESPACE_NAME_LABEL
 from instantstart.manifests.resources import PodResources, efa_env
 
 GROUP = "ray.io"
@@ -31,7 +31,7 @@ DASHBOARD_PORT = 8265  # the Ray dashboard and job-submission API (runs code: ne
 # The KubeRay operator (its pods' chart label, and the namespace the dependency catalog installs it in) polls the
 # dashboard for the job's status.
 OPERATOR_NAMESPACE = "ray-system"
-OPERATOR_LABELS = {"app.kubernetes.io/name": "kuberay-operator"}
+OPERATOR_LABELS = {LABEL_APP: "kuberay-operator"}
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ def _template(spec: RayJobSpec, container: str, resources: dict[str, Any],
     template: dict[str, Any] = {
         "metadata": {"labels": labels},
         "spec": {
-            "nodeSelector": {train_m.INSTANCE_TYPE_LABEL: spec.instance_type},
+            "nodeSelector": {INSTANCE_TYPE_LABEL: spec.instance_type},
             "containers": [{
                 "name": container,
                 "image": spec.image,
@@ -162,7 +162,7 @@ def network_policy(job: str, namespace: str, owner_uid: str | None = None) -> di
             "ingress": [
                 {"from": [own]},
                 {"from": [{"podSelector": {"matchLabels": {SUBMITTER_LABEL: job}}}], "ports": dashboard},
-                {"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": OPERATOR_NAMESPACE}},
+                {"from": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: OPERATOR_NAMESPACE}},
                            "podSelector": {"matchLabels": dict(OPERATOR_LABELS)}}], "ports": dashboard},
             ],
         },

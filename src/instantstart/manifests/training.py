@@ -7,7 +7,7 @@ from typing import Any
 
 from instantstart.manifests import fsx
 from instantstart.manifests.env import EnvValue, env_entries
-from instantstart.manifests.labels import LABEL_MANAGED, MANAGER
+from instantstart.manifests.labels import INSTANCE_TYPE_LABEL, LABEL_MANAGED, MANAGER
 from instantstart.manifests.resources import GPU as GPU
 from instantstart.manifests.resources import PodResources, efa_env
 
@@ -24,7 +24,6 @@ REPLICA = "pod"
 LAUNCHER = "hyperpodrun"
 AGENT_PORT = 8080  # the elastic agent's server port (FACTS §6.1)
 S3_MOUNT = "/s3"
-INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"

@@ -9,6 +9,20 @@ import importlib
 
 def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:
     """Import every service module that registers operations, then each plugin module."""
+    _import_operation_modules()
+    from instantstart.services.monitoring import custom
+
+    # Watch-fed state: the custom resource kinds (training jobs, endpoints) are registered here, at start-up, not as
+    # an effect of importing a module (so import order cannot change what is watched); the timeline's events
+    # listener is the application's (timeline.attach).
+    custom.register()
+
+    for name in plugins:
+        importlib.import_module(name)
+
+
+def _import_operation_modules() -> None:
+    """Import the product's service modules; each registers its operations on import."""
     # Explicit imports: the registration order is the catalog order every face shows.
     from instantstart.services.access import audit, tokens, users  # noqa: F401
     from instantstart.services.alerts import ops as alert_ops  # noqa: F401
@@ -59,12 +73,4 @@ def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:
         workspace,
     )
     from instantstart.services.tracking import operations, wait  # noqa: F401
-    from instantstart.services.training import history, jobs, mlflow, ray_jobs, recipes, submit  # noqa: F401
-
-    # Watch-fed state: the custom resource kinds (training jobs, endpoints) are registered here, at start-up, not as
-    # an effect of importing a module (so import order cannot change what is watched); the timeline's events
-    # listener is the application's (timeline.attach).
-    custom.register()
-
-    for name in plugins:
-        importlib.import_module(name)
+    from instantstart.services.training import history, job_delete, jobs, mlflow, ray_jobs, recipes, submit  # noqa: F401

@@ -7,15 +7,13 @@ from typing import Any
 from instantstart.kube import core_kinds
 from instantstart.kube.calls import as_dict, kube_call
 from instantstart.kube.gateway import Api
-from instantstart.manifests.labels import LABEL_MANAGED, MANAGER
+from instantstart.manifests.labels import HEALTH_LABEL, INSTANCE_TYPE_LABEL, LABEL_MANAGED, MANAGER
 from instantstart.manifests.storage import DEFAULT_NAMESPACE
 
-HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
 DHC_LABEL = "sagemaker.amazonaws.com/deep-health-check-status"
 FAULT_LABEL = "sagemaker.amazonaws.com/fault-reasons"
 GROUP_LABEL = "sagemaker.amazonaws.com/instance-group-name"
 HP_CLUSTER_LABEL = "sagemaker.amazonaws.com/cluster-name"
-INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 GPU = "nvidia.com/gpu"
 NEURON = "aws.amazon.com/neurondevice"
 

@@ -20,6 +20,7 @@ from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.gateway import Api
 from instantstart.kube.reads import crds_served
 from instantstart.manifests import validation as validation_manifests
+from instantstart.manifests.labels import INSTANCE_TYPE_LABEL
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.waiting import blocking, next_poll
@@ -170,7 +171,7 @@ async def _wait_terminal(stage: StageContext, api: Api, selector: str, want: set
 def _facts(node: dict[str, Any]) -> dict[str, Any]:
     labels = node["metadata"].get("labels") or {}
     return {
-        "instanceType": labels.get("node.kubernetes.io/instance-type"),
+        "instanceType": labels.get(INSTANCE_TYPE_LABEL),
         "gpus": _alloc(node, validation_manifests.GPU),
         "efaDevices": _alloc(node, validation_manifests.EFA),
     }

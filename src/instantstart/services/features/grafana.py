@@ -9,7 +9,7 @@ from instantstart.aws import grafana as grafana_api
 from instantstart.aws.clients import AwsClients
 from instantstart.context import StageContext
 from instantstart.errors import DependencyFailed, InvalidInput, PreconditionFailed
-from instantstart.manifests import iam_policies as pol
+from instantstart.manifests import iam_feature_policies as feature_pol
 from instantstart.operations.waiting import blocking, wait_until
 from instantstart.services.base.registry import record_facts
 from instantstart.services.core.installation import installation_id
@@ -75,8 +75,8 @@ def find_created(where: Where) -> dict[str, Any] | None:
 def ensure_created(where: Where, amp_workspace_arn: str) -> tuple[dict[str, Any], list[str]]:
     """The cluster's own workspace and its data-source role: found by the cluster tag, else created (ledgered,
     tagged); the role is brought to exactly its trust and query policy. (workspace, what was written)."""
-    role_arn, wrote = ensure_role(where, where.role_name(ROLE), pol.grafana_trust(amp_workspace_arn), (),
-                                  pol.grafana_query_policy(amp_workspace_arn))
+    role_arn, wrote = ensure_role(where, where.role_name(ROLE), feature_pol.grafana_trust(amp_workspace_arn), (),
+                                  feature_pol.grafana_query_policy(amp_workspace_arn))
     wrote = [f"grafana.{w}" for w in wrote]
     found = find_created(where)
     if found is None:

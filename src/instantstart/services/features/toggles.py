@@ -11,6 +11,7 @@ from instantstart.aws import hyperpod as hp_api
 from instantstart.context import AppContext, StageContext
 from instantstart.errors import DependencyFailed, InstantStartError
 from instantstart.kube.calls import kube_api
+from instantstart.manifests import iam_feature_policies as feature_pol
 from instantstart.manifests import iam_policies as pol
 from instantstart.operations.waiting import blocking
 from instantstart.services.base.facts import facts_of
@@ -107,9 +108,9 @@ async def identities(
         if other == "observability":
             workspace, created = await blocking(obs.ensure_workspace, where, app.settings.poll_seconds)
             wrote += ["workspace"] if created else []
-            inline = pol.remote_write_policy(str(workspace["arn"]))
+            inline = feature_pol.remote_write_policy(str(workspace["arn"]))
         elif other == "fsxCsiDriver":
-            inline = pol.fsx_csi_policy()
+            inline = feature_pol.fsx_csi_policy()
         if ident.irsa:
             issuer = await blocking(tiered.issuer_of, where)
             provider, created = await blocking(tiered.ensure_provider, where, issuer)

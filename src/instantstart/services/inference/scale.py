@@ -14,6 +14,7 @@ from instantstart.kube import core_kinds
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.gateway import Api
 from instantstart.manifests import inference as inference_manifests
+from instantstart.manifests.labels import INSTANCE_TYPE_LABEL
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
@@ -88,7 +89,7 @@ def _instance_types(dep: Any) -> list[str] | None:
     required = affinity.node_affinity.required_during_scheduling_ignored_during_execution if affinity else None
     for term in (required.node_selector_terms if required else None) or []:
         for expr in term.match_expressions or []:
-            if expr.key == inference_manifests.INSTANCE_TYPE_LABEL and expr.operator == "In":
+            if expr.key == INSTANCE_TYPE_LABEL and expr.operator == "In":
                 return list(expr.values or [])
     return None
 

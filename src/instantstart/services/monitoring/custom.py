@@ -15,7 +15,7 @@ from typing import Any
 from instantstart.manifests import inference_endpoint as iec
 from instantstart.manifests import ray_job as ray_m
 from instantstart.manifests import training as train_m
-from instantstart.manifests.labels import LABEL_MANAGED
+from instantstart.manifests.labels import INSTANCE_TYPE_LABEL, LABEL_MANAGED
 from instantstart.services.monitoring.state import register_kinds
 
 Obj = dict[str, Any]
@@ -45,7 +45,7 @@ def pytorchjob_view(obj: Obj) -> Obj:
     if specs:
         tmpl = (specs[0].get("template") or {}).get("spec") or {}
         container = (tmpl.get("containers") or [{}])[0]
-        selector = _some(tmpl.get("nodeSelector") or {}, train_m.INSTANCE_TYPE_LABEL)
+        selector = _some(tmpl.get("nodeSelector") or {}, INSTANCE_TYPE_LABEL)
         replicas[0]["template"] = {"spec": {"nodeSelector": selector,
                                             "containers": [_some(container, "image", "command")]}}
     return {
@@ -67,7 +67,7 @@ def rayjob_view(obj: Obj) -> Obj:
     if groups:
         tmpl = (groups[0].get("template") or {}).get("spec") or {}
         workers[0]["template"] = {"spec": {"nodeSelector": _some(tmpl.get("nodeSelector") or {},
-                                                                 train_m.INSTANCE_TYPE_LABEL)}}
+                                                                 INSTANCE_TYPE_LABEL)}}
     kept = _some(spec, "entrypoint", "backoffLimit", "shutdownAfterJobFinishes", "ttlSecondsAfterFinished",
                  "activeDeadlineSeconds")
     head_container = _some((head.get("containers") or [{}])[0], "image")

@@ -13,8 +13,8 @@ from instantstart.kube import core_kinds
 from instantstart.kube.apply import apply_object, read_object
 from instantstart.kube.calls import as_dict, kube_api, kube_call
 from instantstart.kube.gateway import Api, api_failure
-from instantstart.kube.log_tail import job_log_tail
 from instantstart.manifests import model_download as md
+from instantstart.manifests.labels import INSTANCE_TYPE_LABEL
 from instantstart.manifests.resources import GPU, NEURON
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
@@ -24,6 +24,7 @@ from instantstart.services.storage import model_token as token
 from instantstart.services.storage.fsx_claims import check_fsx_claim
 from instantstart.services.storage.model_fsx import fsx_result, fsx_status
 from instantstart.services.storage.model_hub import check_on_hub
+from instantstart.services.storage.model_job import raise_failed_download
 from instantstart.services.storage.model_params import (
     DEFAULT_HUB,
     ModelDownloadParams,
@@ -69,7 +70,7 @@ def accelerated_types(nodes: list[dict[str, Any]]) -> list[str]:
     known = catalog()
     found = set()
     for node in nodes:
-        itype = (node["metadata"].get("labels") or {}).get("node.kubernetes.io/instance-type")
+        itype = (node["metadata"].get("labels") or {}).get(INSTANCE_TYPE_LABEL)
         capacity = (node.get("status") or {}).get("capacity") or {}
         devices = any(int(capacity.get(key) or 0) > 0 for key in (GPU, NEURON))
         if itype and (devices or (itype in known and known[itype].accelerated)):
@@ -134,21 +135,7 @@ async def stage_download(stage: StageContext) -> dict[str, Any]:
                 "path": md.model_dir(p.model_id, p.revision),
             }
         await _start_job(stage, api, p)
-
-        async def finished() -> tuple[bool, str]:
-            live = await blocking(read_object, api, _job_body(p.job_name))
-            state = job_state(live)
-            progress = await blocking(last_progress, api, p.job_name)
-            if progress and progress != seen.get("last"):
-                seen["last"] = progress
-                files, nbytes = progress["files"], progress["bytes"]
-                await stage.progress(
-                    f"{files}/{progress['filesTotal']} files, {nbytes}/{progress['bytesTotal']} bytes copied"
-                )
-            seen["state"] = state
-            return state in ("SUCCEEDED", "FAILED"), f"Job {p.job_name}: {state}"
-
-        await wait_until(stage, finished, limit_seconds=JOB_TIMEOUT, what=f"Job {p.job_name}")
+        await _wait_for_job(stage, api, p, seen)
     except BaseException as exc:
         ends = await token.ends_with_attempt(stage, exc, MAX_ATTEMPTS)
         raise
@@ -156,16 +143,7 @@ async def stage_download(stage: StageContext) -> dict[str, Any]:
         if p.token_secret_name and ends:
             await token.delete_secret(api, p.token_secret_name, NAMESPACE)
     if seen.get("state") == "FAILED":
-        tail = await blocking(job_log_tail, api, NAMESPACE, p.job_name, "download")
-        shown = "".join(f"\n  | {line}" for line in tail)
-        raise ProviderError(
-            f"The download Job {p.job_name} failed."
-            + (f" Its last log lines (the pod's output, untrusted):{shown}" if tail else ""),
-            hint=f"Check modelId, revision and the token against the log lines (kubectl logs job/{p.job_name}), then "
-            "retry.",
-            details={"jobName": p.job_name, "logTail": tail},
-            retryable=False,
-        )
+        await raise_failed_download(api, NAMESPACE, p.job_name)
     if p.storage_type == "fsx":
         return fsx_result(await blocking(log_lines, api, p.job_name), p, seen.get("last"))
     manifest = await blocking(read_manifest, app, p.bucket_name, p.bucket_region, manifest_key)
@@ -180,6 +158,23 @@ async def stage_download(stage: StageContext) -> dict[str, Any]:
         "totalBytes": manifest.get("totalBytes"),
         "path": md.model_dir(p.model_id, p.revision),
     }
+
+
+async def _wait_for_job(stage: StageContext, api: Api, p: ModelDownloadParams, seen: dict[str, Any]) -> None:
+    """Wait for the Job to end, reporting each new progress line; `seen` keeps the last progress and state."""
+
+    async def finished() -> tuple[bool, str]:
+        live = await blocking(read_object, api, _job_body(p.job_name))
+        state = job_state(live)
+        progress = await blocking(last_progress, api, p.job_name)
+        if progress and progress != seen.get("last"):
+            seen["last"] = progress
+            await stage.progress(f"{progress['files']}/{progress['filesTotal']} files, "
+                                 f"{progress['bytes']}/{progress['bytesTotal']} bytes copied")
+        seen["state"] = state
+        return state in ("SUCCEEDED", "FAILED"), f"Job {p.job_name}: {state}"
+
+    await wait_until(stage, finished, limit_seconds=JOB_TIMEOUT, what=f"Job {p.job_name}")
 
 
 async def _start_job(stage: StageContext, api: Api, p: ModelDownloadParams) -> None:

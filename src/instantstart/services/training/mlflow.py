@@ -18,6 +18,7 @@ from instantstart.context import CallContext, StageContext
 from instantstart.errors import Conflict, DependencyFailed, PreconditionFailed
 from instantstart.kube.apply import apply_object
 from instantstart.kube.calls import kube_api, kube_call
+from instantstart.manifests import iam_feature_policies as feature_pol
 from instantstart.manifests import iam_policies as pol
 from instantstart.manifests.labels import MANAGED_LABELS
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
@@ -120,10 +121,10 @@ def _server(stage: StageContext, p: MlflowParams) -> dict[str, Any]:
     account = sts_api.account_id(aws, p.region)
     arn = f"arn:aws:sagemaker:{p.region}:{account}:mlflow-tracking-server/{p.name}"
     bucket = project_bucket(stage, p.region, p.cluster_tag)
-    prefix = pol.mlflow_prefix(p.cluster_tag)
+    prefix = feature_pol.mlflow_prefix(p.cluster_tag)
     role_arn, _ = ensure_role(where, where.role_name(SERVER_ROLE),
                               pol.service_trust("sagemaker.amazonaws.com", account, arn), (),
-                              pol.mlflow_server_policy(bucket, prefix))
+                              feature_pol.mlflow_server_policy(bucket, prefix))
     record(stage.app.db, cluster_tag=p.cluster_tag, operation_id=stage.operation_id,
            resource_type="sagemaker:mlflow-tracking-server", resource_id=p.name, region=p.region)
     with suppress(Conflict):  # created by an earlier attempt whose answer was lost: the ARN is known
@@ -169,7 +170,7 @@ def _identity(stage: StageContext, p: MlflowParams) -> dict[str, Any]:
     ident = Identity(namespace=p.namespace, service_account=SERVICE_ACCOUNT, role=WRITER_ROLE)
     trust = pol.pod_identity_trust(sts_api.account_id(where.aws, where.region), where.eks_cluster, p.namespace,
                                    SERVICE_ACCOUNT)
-    role_arn, _ = ensure_role(where, where.role_name(ident.role), trust, (), pol.mlflow_writer_policy(arn))
+    role_arn, _ = ensure_role(where, where.role_name(ident.role), trust, (), feature_pol.mlflow_writer_policy(arn))
     ensure_association(where, ident, role_arn)
     api = kube_api(stage.app.kube, p.eks_cluster, p.region)
     kube_call("apply the training service account", apply_object, api, {

@@ -17,6 +17,7 @@ from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.gateway import Api
 from instantstart.manifests import ray_job as ray_job_manifests
 from instantstart.manifests import training as training_manifests
+from instantstart.manifests.labels import INSTANCE_TYPE_LABEL
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.waiting import blocking
@@ -26,7 +27,7 @@ from instantstart.services.storage.fsx_claims import mountable_fsx
 from instantstart.services.training import checks
 from instantstart.services.training.env import ENV_DESCRIPTION, EnvEntry, spec_env
 from instantstart.services.training.models import JobPod, JobSummary
-from instantstart.services.training.submit import JobParams, MlflowUse, mlflow_env
+from instantstart.services.training.submit import JobParams, MlflowUse, apply_stage, mlflow_env
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag, KubeName
 
@@ -178,15 +179,8 @@ def _apply(stage: StageContext, p: JobParams) -> dict[str, Any]:
     return {"uid": uid}
 
 
-async def stage_apply(stage: StageContext) -> dict[str, Any]:
-    """Server-side apply the RayJob (a rerun re-applies the same object)."""
-    p = stage.params_as(JobParams)
-    await stage.progress(f"applying RayJob {p.namespace}/{p.name}")
-    out = await blocking(_apply, stage, p)
-    return {"jobName": p.name, "namespace": p.namespace, "uid": out["uid"], "statusTool": "job_get_status"}
-
-
-KINDS.register(OperationKind(name=KIND, params=JobParams, stages=(StageSpec("apply", stage_apply, max_attempts=3),),
+KINDS.register(OperationKind(name=KIND, params=JobParams,
+                             stages=(StageSpec("apply", apply_stage(_apply), max_attempts=3),),
                              result_from=lambda outputs: outputs.get("apply", {})))
 
 
@@ -213,7 +207,7 @@ def ray_summary(obj: dict[str, Any]) -> JobSummary:
         kind=ray_job_manifests.KIND,
         state=ray_state(obj),
         nodes=sum(int(g.get("replicas") or 0) for g in groups),
-        instance_type=(tmpl.get("nodeSelector") or {}).get(training_manifests.INSTANCE_TYPE_LABEL),
+        instance_type=(tmpl.get("nodeSelector") or {}).get(INSTANCE_TYPE_LABEL),
         restart_count=int((obj.get("status") or {}).get("failed") or 0),
         recipe=(meta.get("labels") or {}).get(training_manifests.LABEL_RECIPE),
         created_at=meta.get("creationTimestamp"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 from anyio import to_thread
@@ -15,7 +16,7 @@ from instantstart.kube.apply import apply_object
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.manifests import training as training_manifests
 from instantstart.manifests.env import EnvValue
-from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
+from instantstart.operations.kinds import KINDS, OperationKind, StageFn, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
 from instantstart.operations.waiting import blocking
@@ -282,14 +283,19 @@ def _apply(stage: StageContext, p: JobParams) -> dict[str, Any]:
     return {"uid": (applied.get("metadata") or {}).get("uid")}
 
 
-async def stage_apply(stage: StageContext) -> dict[str, Any]:
-    """Server-side apply the job (a rerun re-applies the same object)."""
-    p = stage.params_as(JobParams)
-    await stage.progress(f"applying HyperPodPyTorchJob {p.namespace}/{p.name}")
-    out = await blocking(_apply, stage, p)
-    return {"jobName": p.name, "namespace": p.namespace, "uid": out["uid"], "statusTool": "job_get_status"}
+def apply_stage(apply: Callable[[StageContext, JobParams], dict[str, Any]]) -> StageFn:
+    """The apply stage of both training paths: server-side apply the recorded job with `apply` (which returns its
+    uid; a rerun re-applies the same object)."""
+
+    async def stage_apply(stage: StageContext) -> dict[str, Any]:
+        p = stage.params_as(JobParams)
+        await stage.progress(f"applying {p.body['kind']} {p.namespace}/{p.name}")
+        out = await blocking(apply, stage, p)
+        return {"jobName": p.name, "namespace": p.namespace, "uid": out["uid"], "statusTool": "job_get_status"}
+
+    return stage_apply
 
 
 KINDS.register(OperationKind(name=KIND, params=JobParams,
-                             stages=(StageSpec("apply", stage_apply, max_attempts=3),),
+                             stages=(StageSpec("apply", apply_stage(_apply), max_attempts=3),),
                              result_from=lambda outputs: outputs.get("apply", {})))
