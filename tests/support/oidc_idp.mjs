@@ -3,6 +3,7 @@
 // users.json: {"<account id>": {"email": "...", "groups": ["..."]}}, re-read at every sign-in (a test removes
 // a user from a group by rewriting it). Prints "READY <issuer>" once listening (a random port).
 // Control endpoints (test only): POST /control/rotate (a new signing key; the old one leaves the JWKS),
+// POST /control/redirect {uri} (the client's redirect URI, once the server's port is known),
 // POST /control/mint {claims, foreign} (a token signed with the current key, or with a key never published).
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
@@ -10,7 +11,8 @@ import http from 'node:http';
 import Provider from 'oidc-provider';
 import { SignJWT, exportJWK, generateKeyPair } from 'jose';
 
-const [usersFile, clientId, clientSecret, redirectUri] = process.argv.slice(2);
+const [usersFile, clientId, clientSecret, firstRedirect] = process.argv.slice(2);
+let redirectUri = firstRedirect;
 let generation = 0;
 
 async function newKey() {
@@ -69,6 +71,12 @@ const server = http.createServer(async (req, res) => {
       key = await newKey();
       provider = build(provider.issuer, key);
       res.end(JSON.stringify({ kid: key.jwk.kid }));
+      return;
+    }
+    if (req.method === 'POST' && req.url === '/control/redirect') {
+      ({ uri: redirectUri } = await json(req));
+      provider = build(provider.issuer, key);
+      res.end('{}');
       return;
     }
     if (req.method === 'POST' && req.url === '/control/mint') {
