@@ -64,8 +64,23 @@ def test_web_sign_in_maps_groups_to_roles_and_teams_at_every_sign_in(sso: tuple[
     seen = {(e["user"], e["outcome"], e["errorCode"], e["face"]) for e in entries}
     assert {("alice", "ok", "", "ui"), ("bob", "ok", "", "ui"),
             ("carol@example.com", "denied", "NO_MAPPED_GROUP", "ui")} <= seen
+    # An admin deletes Bob: his SSO session ends at once (his next sign-in creates him again).
+    with server.client() as admin:
+        assert admin.post("/api/v1/users/bob/delete", json={}).status_code == 200
+    assert me(bob).status_code == 401
     for client in (alice, bob, again, carol):
         client.close()
+
+
+def test_an_sso_user_never_takes_over_a_local_user(sso: tuple[IdP, Running]) -> None:
+    idp, server = sso
+    idp.set_users({"mallory": {"email": "admin@example.com", "groups": ["viewers"]}})
+    mallory, _ = web_sign_in(server, "mallory")
+    who = me(mallory).json()
+    assert who["user"].startswith("admin-") and who["role"] == "viewer"
+    with server.client() as admin:
+        assert me(admin).json() == {**me(admin).json(), "user": "admin", "role": "admin"}
+    mallory.close()
 
 
 def test_a_callback_not_started_here_or_replayed_is_refused(sso: tuple[IdP, Running]) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import secrets
+import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass

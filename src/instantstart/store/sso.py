@@ -17,6 +17,7 @@ from instantstart.store.db import Database
 from instantstart.store.models import Base, UTCDateTime, utcnow
 
 SSO_SOURCE = "oidc"  # users.created_by of the users the provider signs in
+SSO_SESSION = "sso"  # the token id of a browser session the provider signed in (no API token behind it)
 
 
 class SsoIdentityRow(Base):
@@ -84,3 +85,10 @@ def sso_user(db: Database, name: str) -> SsoUser | None:
             return None
         identity, user = row
         return SsoUser(user.name, user.role, identity.subject, identity.email, json.loads(identity.teams))
+
+
+def user_role(db: Database, name: str) -> str | None:
+    """The current role of user `name`; None once deleted (an SSO session then ends)."""
+    with db.read_session() as session:
+        row = session.get(UserRow, name)
+        return None if row is None else row.role

@@ -15,6 +15,7 @@ from fastapi.responses import RedirectResponse, Response
 
 from instantstart.sso.provider import TokenRefused, pkce_pair
 from instantstart.sso.signin import NoMappedGroup, SsoGate
+from instantstart.store.sso import SSO_SESSION
 from instantstart.web.routes import _page as page
 from instantstart.web.routes import client_address, security_headers, start_session
 from instantstart.web.sessions import SessionStore, cookie_value
@@ -105,6 +106,6 @@ def add_oidc_routes(app: FastAPI, sso: SsoGate, sessions: SessionStore) -> None:
         await sso.audit(user.name, user.role, "ui", source, "ok")
         principal = sso.principal(user).via("ui", source)
         # A page (not a redirect) continues to /: the Strict session cookie then travels on a same-site navigation.
-        response = start_session(request, sessions, principal, None, page(request, "sso_done.html"))
+        response = start_session(request, sessions, principal, SSO_SESSION, page(request, "sso_done.html"))
         response.delete_cookie(FLOW_COOKIE, path="/auth/oidc")
         return response
