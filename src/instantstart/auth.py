@@ -13,6 +13,7 @@ from instantstart.principal import BOOTSTRAP_TOKEN_NAME, BOOTSTRAP_USER, Princip
 from instantstart.settings import Settings
 from instantstart.store.access import live_token, resolve
 from instantstart.store.db import Database
+from instantstart.store.sso import SSO_SESSION, user_role
 
 
 def token_path(settings: Settings) -> Path:
@@ -107,5 +108,8 @@ class Authenticator:
         deleted; the user's current role otherwise."""
         if token_id is None:
             return principal
+        if token_id == SSO_SESSION:  # signed in through the SSO provider: the user must still exist
+            role = user_role(self.db, principal.user)
+            return None if role is None else Principal(principal.user, role, principal.token_name)
         owner = live_token(self.db, token_id)
         return None if owner is None else Principal(owner.user, owner.role, owner.token_name)

@@ -133,6 +133,24 @@ class Settings(BaseSettings):
         "defaults use, so the nodes that serve the model pull one image.",
     )
 
+    oidc_issuer: str | None = Field(
+        default=None, description="OpenID Connect provider for SSO (https; http only on loopback). Unset: SSO is off."
+    )
+    oidc_client_id: str | None = Field(default=None, description="This server's client id at the SSO provider.")
+    oidc_client_secret: SecretStr | None = Field(default=None, description="The SSO client secret (never echoed).")
+    oidc_client_secret_file: Path | None = Field(default=None, description="A file holding the SSO client secret.")
+    oidc_redirect_base: str | None = Field(
+        default=None, description="The server's public URL the provider redirects back to (default: base_url)."
+    )
+    oidc_groups_claim: str = Field(default="groups", description="The ID token claim listing the user's groups.")
+    oidc_group_roles: dict[str, str] = Field(
+        default_factory=dict, description='JSON group -> role, e.g. {"admins": "admin"}; the highest match wins.'
+    )
+    oidc_group_teams: dict[str, list[str]] = Field(
+        default_factory=dict, description='JSON group -> teams, e.g. {"ml": ["research"]}.'
+    )
+    oidc_scopes: str = Field(default="openid email profile", description="Scopes asked for at SSO sign-in.")
+
     @cached_property
     def resolved_database_url(self) -> str:
         """The database URL in use: the configured one, or the SQLite file in the data dir."""

@@ -45,9 +45,11 @@ from instantstart.services.alerts import evaluator as alert_evaluator
 from instantstart.services.monitoring import feeds
 from instantstart.services.monitoring.timeline import attach as attach_timeline
 from instantstart.settings import Settings
+from instantstart.sso.signin import sso_gate
 from instantstart.store.access import ensure_user
 from instantstart.store.db import Database
 from instantstart.validation import known_regions
+from instantstart.web.oidc import add_oidc_routes
 from instantstart.web.routes import add_web_routes
 from instantstart.web.sessions import SessionStore
 
@@ -256,7 +258,10 @@ def create_app(
     log_slots = SocketSlots("log streams", settings.ws_log_streams_per_client, settings.ws_log_streams)
     add_log_ws_route(app, context, log_slots)
     metrics.watch_sockets(hub.slots, log_slots)
-    add_web_routes(app, auth, sessions)
+    sso = sso_gate(settings, context.db)  # None unless an OpenID Connect provider is configured
+    add_web_routes(app, auth, sessions, sso=sso is not None)
+    if sso is not None:
+        add_oidc_routes(app, sso, sessions)
     cors = _cors(settings, app)
     gate = Gate(
         cors or app,
@@ -269,6 +274,7 @@ def create_app(
         cors_origins=tuple(settings.allowed_origins),
     )
     gate.fast_reads = fast_reads(catalog, context)
+    gate.bearer_fallback = sso.bearer if sso is not None else None
     if warm_aws:
         gate.on_first_caller = context.aws.warm_in_background
     gate.fastapi = app  # type: ignore[attr-defined]

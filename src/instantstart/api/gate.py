@@ -65,6 +65,8 @@ class Gate:
         self.fast_reads: dict[str, Callable[[Request], Awaitable[Response]]] = {}
         # Called once, at the first authenticated request (`serve` warms its AWS clients then: someone is using it).
         self.on_first_caller: Callable[[], None] | None = None
+        # A bearer value that is no API token of ours: (principal, None), (None, why refused) or (None, None).
+        self.bearer_fallback: Callable[[str, str, str], Awaitable[tuple[Principal | None, str | None]]] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -171,10 +173,14 @@ class Gate:
             if found is None:
                 resolved = await to_thread.run_sync(self.auth.resolve, value)
                 found = resolved[0] if resolved else None
+            said = headers.get(FACE_HEADER, "")
+            face = "mcp" if path.startswith("/mcp") else said if said in ("cli", "mcp") else "rest"
             if found is not None:
-                said = headers.get(FACE_HEADER, "")
-                face = "mcp" if path.startswith("/mcp") else said if said in ("cli", "mcp") else "rest"
                 return found.via(face, source), None
+            if self.bearer_fallback is not None:  # SSO: a JWT from the configured OpenID Connect provider
+                sso_found, problem = await self.bearer_fallback(value, face, source)
+                if sso_found is not None or problem is not None:
+                    return sso_found, problem
         if self.sessions is None or not path.startswith("/api/"):
             return None, "Missing or invalid API token."
         problem = self.sessions.check(scope["type"], scope.get("method", "GET"), headers)

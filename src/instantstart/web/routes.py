@@ -19,6 +19,7 @@ from starlette.staticfiles import StaticFiles
 
 from instantstart import __version__
 from instantstart.auth import Authenticator
+from instantstart.principal import Principal
 from instantstart.web.sessions import CSRF_HEADER, SESSION_COOKIE, SessionStore, cookie_value, same_origin
 
 HERE = Path(__file__).parent
@@ -96,18 +97,37 @@ def _form(raw: bytes) -> dict[str, str]:
     return {k: v[0] for k, v in fields.items() if v}
 
 
+def start_session(
+    request: Request, sessions: SessionStore, principal: Principal, token_id: str | None, response: Response
+) -> Response:
+    """A new session of `principal` (any old one of this browser dropped: ids are never reused), its cookie
+    set on `response`."""
+    sessions.drop(cookie_value(request.headers.get("cookie"), SESSION_COOKIE))
+    session = sessions.create(principal, token_id)
+    response.set_cookie(
+        SESSION_COOKIE,
+        session.sid,
+        httponly=True,
+        samesite="strict",
+        path="/",
+        secure=request.url.scheme == "https",
+    )
+    return security_headers(response, request.headers.get("host"))
+
+
 def add_web_routes(
-    app: FastAPI, auth: Authenticator, sessions: SessionStore, limiter: FailureLimiter | None = None
+    app: FastAPI, auth: Authenticator, sessions: SessionStore, limiter: FailureLimiter | None = None,
+    *, sso: bool = False,
 ) -> None:
-    """Mount the UI: GET / (shell or sign-in), POST /sign-in (the bootstrap token or a user's API token),
-    POST /sign-out, /static."""
+    """Mount the UI: GET / (shell or sign-in, with "Sign in with SSO" when `sso`), POST /sign-in (the
+    bootstrap token or a user's API token), POST /sign-out, /static."""
     limiter = limiter or FailureLimiter()
 
     @app.get("/", include_in_schema=False)
     async def index(request: Request) -> Response:
         session = sessions.from_headers({"cookie": request.headers.get("cookie", "")})
         if session is None:
-            return _page(request, "signin.html")
+            return _page(request, "signin.html", sso=sso)
         return _page(request, "app.html", csrf=session.csrf)
 
     @app.post("/sign-in", include_in_schema=False)
@@ -124,18 +144,7 @@ def add_web_routes(
         if found is None:
             limiter.failed(client)
             return _page(request, "signin.html", 401, error="That is not the API token of this server.")
-        sessions.drop(cookie_value(request.headers.get("cookie"), SESSION_COOKIE))  # never reuse an old id
-        session = sessions.create(*found)
-        response = RedirectResponse("/", status_code=303)
-        response.set_cookie(
-            SESSION_COOKIE,
-            session.sid,
-            httponly=True,
-            samesite="strict",
-            path="/",
-            secure=request.url.scheme == "https",
-        )
-        return security_headers(response, request.headers.get("host"))
+        return start_session(request, sessions, *found, RedirectResponse("/", status_code=303))
 
     @app.post("/sign-out", include_in_schema=False)
     async def sign_out(request: Request) -> Response:
