@@ -74,11 +74,12 @@ def test_hostile_requests_get_clear_4xx(database_url: str, tmp_path: Path) -> No
         hostile_requests(cp, client)
 
 
-def loop_lags(client: httpx.Client) -> dict[float, float]:
-    """The server's event-loop lag histogram from /metrics: cumulative count per upper bound (le)."""
+def loop_lags(client: httpx.Client, name: str = "instantstart_event_loop_busy_lag_seconds") -> dict[float, float]:
+    """A server's event-loop lag histogram from /metrics (by default the part of the lag its loop thread spent
+    running code, which other processes on a busy machine do not add to): cumulative count per upper bound (le)."""
     buckets: dict[float, float] = {}
     for line in client.get("/metrics").text.splitlines():
-        if line.startswith("instantstart_event_loop_lag_seconds_bucket{"):
+        if line.startswith(f"{name}_bucket{{"):
             bound = line.split('le="', 1)[1].split('"', 1)[0]
             buckets[float(bound)] = float(line.rsplit(" ", 1)[1])
     return buckets
@@ -86,7 +87,9 @@ def loop_lags(client: httpx.Client) -> dict[float, float]:
 
 def test_healthz_stays_fast_under_hostile_requests(tmp_path: Path) -> None:
     # A separate server process and a separate poller process. /healthz must answer every poll, and the server's
-    # own event loop must never stall for 100 ms: its 10 ms timer's lateness is the measure (the poller's round
+    # own event loop must never stall for 100 ms: its 10 ms timer's lateness while its thread ran code is the measure
+    # (wall-clock lateness also counts the time the OS ran other processes first: with the whole suite's workers on
+    # two cores, a stall by that measure was the machine, not the server; the poller's round
     # trip also counts the time the OS did not schedule the poller, on a shared 2-core machine up to a second;
     # diagnosis of the former xfail: the server-side stalls were botocore's endpoint data loaded by the first
     # Region validation (~0.8 s, now loaded at start in a thread) and full GC passes (gc.freeze at start)).
