@@ -123,7 +123,7 @@ export async function render(view, _arg, shell) {
 
   // -- add S3 / FSx (built once: a redraw after an operation never loses what the user is typing) ----------
   const s3Defaults = h("p", { class: "hint", id: "s3-defaults", "data-operation": "s3_storage_get_defaults" });
-  // What s3_storage_create uses when given nothing: shown under the form, and as the fields' hint text (their HTML placeholder attribute).
+  // What s3_storage_create uses when given nothing: shown under the form and as each field's greyed hint text.
   async function drawDefaults() {
     const d = await get("/storage/s3/defaults").catch((error) => ({ error }));
     if (d.error) { replace(s3Defaults, `Defaults unavailable: ${d.error.message}`); return; }
