@@ -556,6 +556,15 @@ def test_kubectl_waits_on_simulated_workloads(env: Env, tmp_path: Path) -> None:
     assert "condition met" in while_time_moves("wait", "--for=condition=complete", "job/hello", "--timeout=60s")
     assert "hello from the twin" in kubectl("logs", "job/hello")
     kubectl("apply", "-f", "-", stdin=FOLLOW_JOB)
+
+    def follow_started() -> bool:
+        # As with a real kubelet, the logs of a container still in ContainerCreating are refused (400), and kubectl
+        # logs -f on a Job takes its first pod whatever its phase: so follow once the container has started.
+        env.twin.clock.advance(0.5)
+        pods = env.core.list_namespaced_pod("default", label_selector="job-name=follow").items
+        return bool(pods) and pods[0].status.phase not in (None, "Pending")
+
+    env.wait("the follow job's container to start", follow_started)
     followed = while_time_moves("logs", "-f", "job/follow", "--pod-running-timeout=60s")
     assert followed.splitlines()[-1] == "[twin] exited with code 0" and "[twin] working (3/3)" in followed
     env.twin.boto3_client("eks").create_addon(clusterName=EKS, addonName="metrics-server")
