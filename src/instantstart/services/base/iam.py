@@ -23,7 +23,7 @@ def ensure_role(
     db: Database,
     *,
     cluster_tag: str,
-    operation_id: str,
+    operation_id: str | None,
     region: str,
     name: str,
     trust: dict[str, Any],
@@ -32,7 +32,8 @@ def ensure_role(
     description: str = "",
 ) -> str:
     """A role with exactly the given trust, managed policies and inline policy; returns its ARN. A same-named
-    role that is not this cluster's (no matching cluster tag) is refused, never adopted."""
+    role that is not this cluster's (no matching cluster tag) is refused, never adopted. Without an operation (a
+    role ensured while adopting a cluster) its tag names "adopted"."""
     role = iam_api.get_role(aws, region, name)
     if role is not None:
         arn = str(role["Arn"])
@@ -46,7 +47,7 @@ def ensure_role(
             name=name,
             trust_policy=json.dumps(trust),
             description=description,
-            tags=aws_tags(cluster_tag, operation_id, name, installation=installation_id(db)),
+            tags=aws_tags(cluster_tag, operation_id or "adopted", name, installation=installation_id(db)),
         )
         record(
             db,
@@ -57,7 +58,7 @@ def ensure_role(
             region=region,
             details={"arn": arn},
         )
-    attached = iam_api.attached_policies(aws, region, name)
+    attached = iam_api.attached_policies(aws, region, name) if managed else []
     for policy in managed:
         if policy not in attached:
             iam_api.attach_policy(aws, region, name, policy)

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from instantstart.aws import eks as eks_api
-from instantstart.aws import iam as iam_api
 from instantstart.aws.clients import AwsClients
-from instantstart.services.base.iam import refuse_foreign_role
+from instantstart.services.base.iam import ensure_role
 from instantstart.services.core.installation import installation_id
-from instantstart.services.core.ledger import aws_tags, record, tag_map
+from instantstart.services.core.ledger import record, tag_map
 from instantstart.store.db import Database
 
 
@@ -30,36 +28,18 @@ def ensure_pod_identity_role(
 ) -> str:
     """A role EKS Pod Identity can assume (`trust`), with exactly `policy` inline; created (tagged, ledgered) if
     absent; a same-named role of someone else is refused."""
-    region = owner.region
-    role = iam_api.get_role(aws, region, name)
-    if role is not None:
-        arn = str(role["Arn"])
-        refuse_foreign_role(role, name, owner.cluster_tag, installation_id(owner.db))
-        if role.get("AssumeRolePolicyDocument") != trust:
-            iam_api.update_trust_policy(aws, region, name, trust)
-    else:
-        arn = iam_api.create_role(
-            aws,
-            region,
-            name=name,
-            trust_policy=json.dumps(trust),
-            description=f"Pod Identity role of an InstantStart add-on (cluster {owner.cluster_tag})",
-            tags=aws_tags(
-                owner.cluster_tag, owner.operation_id or "adopted", name, installation=installation_id(owner.db)
-            ),
-        )
-        record(
-            owner.db,
-            cluster_tag=owner.cluster_tag,
-            operation_id=owner.operation_id,
-            resource_type="iam:role",
-            resource_id=name,
-            region=region,
-            details={"arn": arn},
-        )
-    if iam_api.inline_policy(aws, region, name) != policy:
-        iam_api.put_inline_policy(aws, region, name, policy)
-    return arn
+    return ensure_role(
+        aws,
+        owner.db,
+        cluster_tag=owner.cluster_tag,
+        operation_id=owner.operation_id,
+        region=owner.region,
+        name=name,
+        trust=trust,
+        managed=[],
+        inline=policy,
+        description=f"Pod Identity role of an InstantStart add-on (cluster {owner.cluster_tag})",
+    )
 
 
 def ensure_pod_identity_association(
