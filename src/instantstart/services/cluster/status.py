@@ -33,9 +33,9 @@ from instantstart.services.base.status_model import (
     dependency_health,
     latest_operation,
 )
-from instantstart.services.monitoring.digest import NodeDigest, node_status
-from instantstart.services.monitoring.state import Freshness, cached_db, db_cache
-from instantstart.services.monitoring.view import node_state
+from instantstart.services.base.watch.digest import NodeDigest, node_status
+from instantstart.services.base.watch.state import Freshness, cached_db, db_cache
+from instantstart.services.base.watch.view import node_state
 from instantstart.store.models import ClusterRow, utcnow
 
 T = TypeVar("T")
