@@ -13,9 +13,9 @@ from instantstart.manifests import iam_feature_policies as feature_pol
 from instantstart.operations.waiting import blocking, wait_until
 from instantstart.services.base.observability import current_grafana, summary
 from instantstart.services.base.registry import record_facts
+from instantstart.services.base.workload_identity import Where, ensure_role, remove_role
 from instantstart.services.core.installation import installation_id
 from instantstart.services.core.ledger import TAG_CLUSTER, mark_gone, record, resources_of, tag_map
-from instantstart.services.features.identity import Where, ensure_role, remove_role
 
 ID_FIELD = "observability.grafanaWorkspaceId"
 CREATE_FIELD = "observability.grafana"

@@ -8,9 +8,9 @@ from typing import Any
 from instantstart.aws import amp as amp_api
 from instantstart.errors import DependencyFailed
 from instantstart.services.base.observability import alias
+from instantstart.services.base.workload_identity import Where
 from instantstart.services.core.installation import installation_id
 from instantstart.services.core.ledger import mark_gone, record, tag_map
-from instantstart.services.features.identity import Where
 
 WAIT_SECONDS = 300
 SCRAPE_SECONDS = 30

@@ -16,11 +16,11 @@ from instantstart.operations.waiting import blocking
 from instantstart.services.base.facts import facts_of
 from instantstart.services.base.observability import alias, current_grafana
 from instantstart.services.base.registry import hyperpod_cluster_name as hyperpod_name
+from instantstart.services.base.workload_identity import Where, identity_state
 from instantstart.services.dependencies.catalog import load_catalog
 from instantstart.services.dependencies.stage import live_look
 from instantstart.services.features import observability as obs
 from instantstart.services.features import tiered
-from instantstart.services.features.identity import Where, identity_state
 from instantstart.services.features.specs import FEATURES, dependents, needs, owners
 from instantstart.services.features.verify import kube_checks
 from instantstart.store.models import ClusterRow

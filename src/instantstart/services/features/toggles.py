@@ -18,12 +18,12 @@ from instantstart.services.base.facts import facts_of
 from instantstart.services.base.observability import alias
 from instantstart.services.base.registry import get_cluster, record_facts
 from instantstart.services.base.registry import hyperpod_cluster_name as hyperpod_name
+from instantstart.services.base.workload_identity import Where, ensure_identity, remove_identity
 from instantstart.services.dependencies.catalog import load_catalog
 from instantstart.services.dependencies.reconcile import Reconciler, Target
 from instantstart.services.dependencies.stage import reconcile_dependencies, remove_dependencies
 from instantstart.services.features import governance, grafana, tiered
 from instantstart.services.features import observability as obs
-from instantstart.services.features.identity import Where, ensure_identity, remove_identity
 from instantstart.services.features.karpenter import KEY as KARPENTER
 from instantstart.services.features.karpenter import run_karpenter
 from instantstart.services.features.specs import FEATURES, claim, closure, needs, release

@@ -12,6 +12,7 @@ from pydantic import Field
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import CallContext
+from instantstart.services.base.hyperpod_reads import NODE_ID
 from instantstart.services.base.registry import get_cluster, resolve_tag
 from instantstart.services.base.watch.timeline import writer
 from instantstart.services.base.watch.watched import events_attachable
@@ -22,7 +23,6 @@ from instantstart.validation import ClusterTag
 
 MESSAGE_CHARS = 300
 DNS_NAME = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
-NODE_ID = r"^(hyperpod-)?i-[0-9a-f]{8}([0-9a-f]{9})?$"
 
 
 class TimelineRequest(WireModel):

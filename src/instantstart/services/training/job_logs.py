@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from instantstart.aws import cloudwatch_logs
 from instantstart.context import AppContext
 from instantstart.services.base.observability import pod_log_group
+from instantstart.services.base.pod_logs import LIMIT_BYTES, LINE_CHARS
 from instantstart.services.base.registry import hyperpod_cluster_name
-from instantstart.services.diagnostics.logs import LIMIT_BYTES, LINE_CHARS
 from instantstart.store.models import ClusterRow
 
 

@@ -21,11 +21,11 @@ from instantstart.manifests import ray_job
 from instantstart.manifests import training as training_manifests
 from instantstart.manifests.labels import INSTANCE_TYPE_LABEL
 from instantstart.operations.waiting import blocking
+from instantstart.services.base.pod_logs import PodLogsRequest, read_log
 from instantstart.services.base.registry import get_cluster, resolve_tag
 from instantstart.services.base.status_model import WatchFreshness
 from instantstart.services.base.watch import custom, watched
 from instantstart.services.base.watch.state import memoised
-from instantstart.services.diagnostics.logs import PodLogsRequest, read_log
 from instantstart.services.training import job_logs, job_watch, ray_jobs
 from instantstart.services.training.models import JobPod, JobSummary
 from instantstart.services.training.network import NetworkUse, network_use
