@@ -47,7 +47,7 @@ def _import_operation_modules() -> None:
     from instantstart.services.dependencies import stage  # noqa: F401
     from instantstart.services.diagnostics import logs  # noqa: F401
     from instantstart.services.diagnostics import nodes as node_diagnostics  # noqa: F401
-    from instantstart.services.features import advanced  # noqa: F401
+    from instantstart.services.features import advanced, fsx_csi  # noqa: F401
     from instantstart.services.inference import (  # noqa: F401
         autoscaling,
         call,
