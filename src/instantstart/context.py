@@ -76,9 +76,9 @@ class AppContext:
     kube: KubeClients
     cache: DescribeCache
     informers: Informers = field(default_factory=Informers)
-    db_reads: DbReadCache = field(default_factory=DbReadCache)  # status-path database reads (monitoring.state)
-    change_hooks: list[ChangeHook] = field(default_factory=list)  # the WebSocket hub's, see monitoring.state
-    listener_factories: dict[str, list[ListenerFactory]] = field(default_factory=dict)  # per kind, monitoring.state
+    db_reads: DbReadCache = field(default_factory=DbReadCache)  # status-path database reads (base.watch.state)
+    change_hooks: list[ChangeHook] = field(default_factory=list)  # the WebSocket hub's, see base.watch.state
+    listener_factories: dict[str, list[ListenerFactory]] = field(default_factory=dict)  # per kind, base.watch.state
     owned: Owned = field(default_factory=Owned)
 
 

@@ -18,9 +18,10 @@ from hyperpod_twin import role_usage as twin_usage
 from hyperpod_twin.iam_eval import evaluate
 from instantstart.manifests import iam_policies as pol
 from instantstart.manifests import karpenter
+from instantstart.services.base.workload_identity import Identity
 from instantstart.services.dependencies.catalog import load_catalog
 from instantstart.services.features import grafana, tiered
-from instantstart.services.features.specs import FEATURES, Identity
+from instantstart.services.features.specs import FEATURES
 from instantstart.services.training import mlflow
 from tests.support.iam_documents import SCOPE
 from tests.support.policy_plugin import FULL_RUN, role_finding

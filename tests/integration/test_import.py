@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from instantstart.services.monitoring.state import informer_key
+from instantstart.services.base.watch.state import informer_key
 from instantstart.twin_process import TwinProcess
 from tests.support import waits
 from tests.support.servers import Running

@@ -19,7 +19,7 @@ from instantstart.catalog.routes import API_PREFIX
 from instantstart.logs import request_id_var
 from instantstart.readonly import WRITE_SQL
 from instantstart.services import load_all
-from instantstart.services.monitoring.state import informer_key
+from instantstart.services.base.watch.state import informer_key
 from instantstart.twin_process import TwinProcess
 from tests.support.flows import make_hyperpod
 from tests.support.servers import Running

@@ -17,8 +17,8 @@ from instantstart.kube.informers import Informer, InformerOptions
 from instantstart.manifests import inference_endpoint as iec
 from instantstart.manifests import labels
 from instantstart.manifests import training as training_manifests
-from instantstart.services.monitoring.custom import CUSTOM_KINDS
-from instantstart.services.monitoring.state import Freshness
+from instantstart.services.base.watch.custom import CUSTOM_KINDS
+from instantstart.services.base.watch.state import Freshness
 from instantstart.twin_process import TwinProcess
 from tests.support.flows import changes_per_key, kube, make_eks
 from tests.support.servers import Running

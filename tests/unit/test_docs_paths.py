@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 # Where a relative name may be rooted: the repository, each package, and the services package
-# (docs say `monitoring/watched.py` for `services/monitoring/watched.py`).
+# (docs say `base/watch/watched.py` for `services/base/watch/watched.py`).
 BASES = (
     ROOT,
     ROOT / "src",
@@ -168,7 +168,7 @@ def test_checker_catches_a_renamed_module(tmp_path: Path) -> None:
     """The check is strict: a moved module, a bare file name and a dotted name all fail; placeholders pass."""
     doc = tmp_path / "X.md"
     doc.write_text(
-        "`services/dependency_catalog.py`, `kube/informers.py`, `monitoring/watched.py:from_watches`, "
+        "`services/dependency_catalog.py`, `kube/informers.py`, `base/watch/watched.py:from_watches`, "
         "`nosuch_module.py`, `services.base.registry.no_such_function`, `aws/errors.call`, "
         "`services/<domain>/`, `tests/unit/test_*.py`, `app.kubernetes.io/managed-by`, "
         "`catalog.invoke.invoke_spec`, `aws/errors.nosuchmodule_x`\n"

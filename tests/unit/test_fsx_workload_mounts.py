@@ -10,7 +10,7 @@ from instantstart.manifests import inference as mi
 from instantstart.manifests import ray_job as ray_job_manifests
 from instantstart.manifests import training as training_manifests
 from instantstart.manifests.resources import PodResources
-from instantstart.services.storage.fsx_claims import require_fsx_claim, uses_fsx
+from instantstart.services.base.fsx_claims import require_fsx_claim, uses_fsx
 from instantstart.services.storage.model_fsx import fsx_outcome
 from instantstart.services.training import checks
 from instantstart.services.training.recipes import needs_s3, recipes
@@ -79,7 +79,7 @@ def test_an_fsx_download_outcome_comes_from_its_log() -> None:
 
 def test_only_plain_words_are_read_for_fsx_paths() -> None:
     """An env entry that is a secretKeyRef names no path (it used to raise AttributeError: a 500)."""
-    from instantstart.services.storage.fsx_claims import uses_fsx
+    from instantstart.services.base.fsx_claims import uses_fsx
     from instantstart.services.training.env import EnvSource
 
     ref = EnvSource.model_validate({"secretKeyRef": {"name": "s", "key": "k"}})

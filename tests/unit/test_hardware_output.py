@@ -7,13 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from instantstart.manifests.validation import nccl_mpijob, pair_rounds
-from instantstart.services.capacity.validate_report import report
-from instantstart.services.diagnostics.hardware_output import (
+from instantstart.services.base.hardware_output import (
     nccl_transport,
     parse_dcgm_diag,
     parse_fi_info,
     parse_nccl_tests,
 )
+from instantstart.services.capacity.validate_report import report
 
 SAMPLES = Path(__file__).parent / "hardware_samples"  # in the tools' real formats (see the module docstring)
 NCCL_TAGGED = (SAMPLES / "nccl_tests_tagged_efa.txt").read_text()

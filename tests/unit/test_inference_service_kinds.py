@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from instantstart.manifests import inference as mi
 from instantstart.manifests import router as router_manifests
+from instantstart.services.base.watch.projections import deployment_view
 from instantstart.services.inference.services import kind_of
-from instantstart.services.monitoring.projections import deployment_view
 
 
 def test_servers_and_routers_by_their_labels_nothing_else() -> None:

@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from instantstart.manifests.iam_feature_policies import grafana_query_policy, grafana_trust
-from instantstart.services.features.grafana import summary
+from instantstart.services.base.observability import summary
 from instantstart.services.features.orchestrate import ObservabilityToggle
 from instantstart.services.monitoring.gpu import links
 

@@ -17,7 +17,7 @@ from instantstart.context import CallContext
 from instantstart.errors import InternalError
 from instantstart.kube.informers import Informer, Informers
 from instantstart.readonly import ReadWrote, read_only_call
-from instantstart.services.monitoring.timeline import TimelineWriter
+from instantstart.services.base.watch.timeline import TimelineWriter
 from instantstart.store import timeline as store
 from instantstart.store.db import Database
 from instantstart.store.models import utcnow

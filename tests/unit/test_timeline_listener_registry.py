@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from instantstart.api.app import build_context
 from instantstart.services import load_all
-from instantstart.services.monitoring import state, timeline
+from instantstart.services.base.watch import state, timeline
 from instantstart.settings import Settings
 assert not hasattr(state, "LISTENER_FACTORIES"), "listener factories are per application"
 load_all()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from instantstart.services.monitoring.digest import digest
-from instantstart.services.monitoring.state import Allocations
+from instantstart.services.base.watch.digest import digest
+from instantstart.services.base.watch.state import Allocations
 
 
 def pod(node: str | None, gpu: int, phase: str = "Running") -> dict[str, Any]:

@@ -9,11 +9,11 @@ import sys
 import pytest
 
 from instantstart.services import load_all
-from instantstart.services.monitoring import state
-from instantstart.services.monitoring.custom import CUSTOM_KINDS
+from instantstart.services.base.watch import state
+from instantstart.services.base.watch.custom import CUSTOM_KINDS
 
 IMPORT_ONLY = """
-from instantstart.services.monitoring import custom, state
+from instantstart.services.base.watch import custom, state
 assert not set(custom.CUSTOM_KINDS) & set(state.WATCHED_KINDS), sorted(state.WATCHED_KINDS)
 custom.register()
 assert set(custom.CUSTOM_KINDS) <= set(state.WATCHED_KINDS) and set(custom.CUSTOM_KINDS) <= state.LIVE_KINDS

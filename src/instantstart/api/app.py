@@ -42,8 +42,8 @@ from instantstart.operations.store import OperationStore
 from instantstart.principal import BOOTSTRAP_USER
 from instantstart.services import load_all
 from instantstart.services.alerts import evaluator as alert_evaluator
+from instantstart.services.base.watch.timeline import attach as attach_timeline
 from instantstart.services.monitoring import feeds
-from instantstart.services.monitoring.timeline import attach as attach_timeline
 from instantstart.settings import Settings
 from instantstart.sso.signin import sso_gate
 from instantstart.store.access import ensure_user

@@ -10,7 +10,7 @@ import importlib
 def load_all(plugins: tuple[str, ...] | list[str] = ()) -> None:
     """Import every service module that registers operations, then each plugin module."""
     _import_operation_modules()
-    from instantstart.services.monitoring import custom
+    from instantstart.services.base.watch import custom
 
     # Watch-fed state: the custom resource kinds (training jobs, endpoints) are registered here, at start-up, not as
     # an effect of importing a module (so import order cannot change what is watched); the timeline's events
@@ -47,7 +47,7 @@ def _import_operation_modules() -> None:
     from instantstart.services.dependencies import stage  # noqa: F401
     from instantstart.services.diagnostics import logs  # noqa: F401
     from instantstart.services.diagnostics import nodes as node_diagnostics  # noqa: F401
-    from instantstart.services.features import advanced  # noqa: F401
+    from instantstart.services.features import advanced, fsx_csi  # noqa: F401
     from instantstart.services.inference import (  # noqa: F401
         autoscaling,
         call,
@@ -60,9 +60,9 @@ def _import_operation_modules() -> None:
         services,
         undeploy,
     )
-    from instantstart.services.monitoring import custom, timeline, timeline_read  # noqa: F401
     from instantstart.services.monitoring import gpu as monitoring_gpu  # noqa: F401
     from instantstart.services.monitoring import nodes as monitoring_nodes  # noqa: F401
+    from instantstart.services.monitoring import timeline_read  # noqa: F401
     from instantstart.services.storage import (  # noqa: F401
         fsx,
         fsx_delete,

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from hyperpod_twin.sim import nccl_tests
-from instantstart.services.diagnostics.hardware_output import nccl_transport, parse_dcgm_diag, parse_fi_info
+from instantstart.services.base.hardware_output import nccl_transport, parse_dcgm_diag, parse_fi_info
 
 NODE = {"metadata": {"name": "hyperpod-i-0123456789abcdef0"},
         "status": {"allocatable": {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "4"}}}

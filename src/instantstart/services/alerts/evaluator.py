@@ -19,9 +19,9 @@ from instantstart.context import AppContext, Slot
 from instantstart.services.alerts import gather, notify
 from instantstart.services.alerts.rules import DAY, RULES, Snapshot, Threshold, thresholds
 from instantstart.services.base.registry import get_cluster, list_clusters
-from instantstart.services.monitoring.feeds import events_attachable
-from instantstart.services.monitoring.state import WATCHED_KINDS, PodState, informer, informer_key
-from instantstart.services.monitoring.timeline import writer
+from instantstart.services.base.watch.state import WATCHED_KINDS, PodState, informer, informer_key
+from instantstart.services.base.watch.timeline import writer
+from instantstart.services.base.watch.watched import events_attachable
 from instantstart.store import alerts as store
 from instantstart.store import timeline as timeline_store
 from instantstart.store.models import ClusterRow, utcnow

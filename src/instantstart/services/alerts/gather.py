@@ -13,8 +13,8 @@ from instantstart.aws import hyperpod as hp_api
 from instantstart.context import AppContext
 from instantstart.services.base.facts import facts_of
 from instantstart.services.base.lifecycle import lifecycle_problems
+from instantstart.services.base.observability import METRIC, observability_workspace
 from instantstart.services.base.registry import hyperpod_cluster_name
-from instantstart.services.monitoring.gpu import METRIC, observability_workspace
 from instantstart.store.models import ClusterRow
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,5 @@
-"""HyperPod reads shared by the stage and the status tools: DescribeCluster through the cache, capacity events."""
+"""HyperPod reads shared by the stage and the status tools: DescribeCluster through the cache, capacity events,
+node ids."""
 
 from __future__ import annotations
 
@@ -10,6 +11,13 @@ from instantstart.context import AppContext
 from instantstart.operations.waiting import blocking
 
 CAPACITY_WORDS = ("insufficient capacity", "sufficient capacity", "insufficientcapacity")
+# A HyperPod node id as its APIs take it, or as Kubernetes names the Node (hyperpod-<instance id>).
+NODE_ID = r"^(hyperpod-)?i-[0-9a-f]{8}([0-9a-f]{9})?$"
+
+
+def instance_id(node_id: str) -> str:
+    """The EC2 instance id of a node id or Kubernetes Node name."""
+    return node_id.removeprefix("hyperpod-")
 
 
 async def cached_describe(

@@ -20,6 +20,7 @@ from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
 from instantstart.operations.waiting import blocking, wait_until
 from instantstart.services.base.facts import facts_of
+from instantstart.services.base.hyperpod_groups import capacity_type, karpenter_groups, placement
 from instantstart.services.base.registry import (
     ClusterParams,
     get_cluster,
@@ -27,7 +28,6 @@ from instantstart.services.base.registry import (
     resolve_tag,
     submit_for_cluster,
 )
-from instantstart.services.capacity.groups import capacity_type, karpenter_groups, placement
 from instantstart.validation import ClusterTag
 
 NODEGROUP_TIMEOUT = 3600

@@ -19,6 +19,8 @@ from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.waiting import blocking, wait_until
 from instantstart.services.base.facts import facts_of
+from instantstart.services.base.hyperpod_groups import described
+from instantstart.services.base.hyperpod_reads import NODE_ID, instance_id
 from instantstart.services.base.lifecycle import verify_groups
 from instantstart.services.base.registry import (
     ClusterParams,
@@ -27,7 +29,6 @@ from instantstart.services.base.registry import (
     resolve_tag,
     submit_for_cluster,
 )
-from instantstart.services.capacity.groups import described
 from instantstart.services.capacity.node_guards import refuse_unowned, verify_node_script
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow
@@ -35,7 +36,6 @@ from instantstart.validation import ClusterTag
 
 NODE_TIMEOUT = 3600
 SOFTWARE_TIMEOUT = 6 * 3600
-NODE_ID = r"^(hyperpod-)?i-[0-9a-f]{8}([0-9a-f]{9})?$"
 NodeAction = Literal["reboot", "replace", "delete"]
 
 
@@ -51,11 +51,6 @@ class NodeActionParams(ClusterParams):
 
     node_id: str
     action: NodeAction
-
-
-def instance_id(node_id: str) -> str:
-    """The EC2 instance id of a node id or Kubernetes Node name."""
-    return node_id.removeprefix("hyperpod-")
 
 
 def kube_node(app: AppContext, row: ClusterRow, name: str) -> dict[str, Any] | None:

@@ -24,9 +24,9 @@ from instantstart.manifests.labels import INSTANCE_TYPE_LABEL
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.waiting import blocking, next_poll
+from instantstart.services.base import hardware_output as parse
 from instantstart.services.base.registry import ClusterParams, get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.capacity.validate_report import report
-from instantstart.services.diagnostics import hardware_output as parse
 from instantstart.validation import ClusterTag
 
 KIND = "cluster_validate"

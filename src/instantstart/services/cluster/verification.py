@@ -11,9 +11,9 @@ from instantstart.errors import PreconditionFailed, ProviderError, VerificationF
 from instantstart.manifests.storage import DEFAULT_CLAIM
 from instantstart.operations.kinds import StageSpec
 from instantstart.operations.waiting import next_poll
+from instantstart.services.base.cluster_status import collect_status
 from instantstart.services.base.params import VerificationParams
 from instantstart.services.base.registry import record_details
-from instantstart.services.cluster.status import collect_status
 
 VERIFY_WAIT_SECONDS = 20 * 60
 

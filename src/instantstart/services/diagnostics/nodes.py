@@ -17,9 +17,9 @@ from instantstart.kube.calls import as_dict, kube_api, kube_call
 from instantstart.kube.gateway import api_status
 from instantstart.manifests.labels import HEALTH_LABEL
 from instantstart.operations.waiting import blocking
+from instantstart.services.base.hyperpod_reads import NODE_ID, instance_id
 from instantstart.services.base.registry import get_cluster, hyperpod_cluster_name, resolve_tag
 from instantstart.services.base.status_reads import GPU, pod_request
-from instantstart.services.capacity.nodes import NODE_ID, instance_id
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag
 

@@ -11,10 +11,11 @@ from instantstart.context import StageContext
 from instantstart.errors import DependencyFailed, InvalidInput, PreconditionFailed
 from instantstart.manifests import iam_feature_policies as feature_pol
 from instantstart.operations.waiting import blocking, wait_until
+from instantstart.services.base.observability import current_grafana, summary
 from instantstart.services.base.registry import record_facts
+from instantstart.services.base.workload_identity import Where, ensure_role, remove_role
 from instantstart.services.core.installation import installation_id
 from instantstart.services.core.ledger import TAG_CLUSTER, mark_gone, record, resources_of, tag_map
-from instantstart.services.features.identity import Where, ensure_role, remove_role
 
 ID_FIELD = "observability.grafanaWorkspaceId"
 CREATE_FIELD = "observability.grafana"
@@ -28,20 +29,6 @@ DETAILS_KEY = "grafana"
 def name_of(tag: str) -> str:
     """The name InstantStart gives the cluster's workspace."""
     return f"instantstart-{tag}"
-
-
-def url_of(workspace: dict[str, Any]) -> str | None:
-    """The workspace's sign-in URL (`https://<endpoint>`)."""
-    endpoint = str(workspace.get("endpoint") or "")
-    return f"https://{endpoint}" if endpoint else None
-
-
-def summary(workspace: dict[str, Any] | None, created: bool) -> dict[str, Any] | None:
-    """A workspace as the feature status and the monitoring links show it."""
-    if workspace is None:
-        return None
-    return {"workspaceId": workspace.get("id"), "status": workspace.get("status"), "url": url_of(workspace),
-            "name": workspace.get("name"), "createdByInstantStart": created}
 
 
 def check_adoptable(aws: AwsClients, region: str, workspace_id: str) -> dict[str, Any]:
@@ -165,15 +152,4 @@ async def reconcile(stage: StageContext, where: Where, settings: dict[str, Any],
         await blocking(record_facts, where.db, where.tag, grafana={"workspaceId": found["id"],
                                                                            "created": True})
         return summary(found, True), changed + wrote
-    return await blocking(current, where.aws, where.region, where.tag, recorded), changed
-
-
-def current(aws: AwsClients, region: str, tag: str, recorded: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The cluster's Grafana workspace now, as the cluster facts' `grafana` names it (adopted: described by id;
-    ours: found again by the cluster tag); None, without an AWS call, when the feature has none."""
-    known = recorded or {}
-    if not known.get("workspaceId"):
-        return None
-    if not known.get("created"):
-        return summary(grafana_api.describe_workspace(aws, region, str(known["workspaceId"])), False)
-    return summary(grafana_api.find_tagged(aws, region, TAG_CLUSTER, tag), True)
+    return await blocking(current_grafana, where.aws, where.region, where.tag, recorded), changed

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
 from instantstart.aws import amp as amp_api
-from instantstart.aws import eks as eks_api
-from instantstart.aws import hyperpod as hyperpod_api
-from instantstart.aws.clients import AwsClients
 from instantstart.errors import DependencyFailed
+from instantstart.services.base.observability import alias
+from instantstart.services.base.workload_identity import Where
 from instantstart.services.core.installation import installation_id
 from instantstart.services.core.ledger import mark_gone, record, tag_map
-from instantstart.services.features.identity import Where
 
-ADDON = "amazon-sagemaker-hyperpod-observability"
 WAIT_SECONDS = 300
 SCRAPE_SECONDS = 30
 # The add-on's metrics categories and the levels its documented defaults give them.
@@ -24,11 +20,6 @@ METRICS_LEVELS = {
     "scalingMetrics": "DISABLED", "customMetrics": "BASIC", "nodeMetrics": "BASIC",
     "acceleratedComputeMetrics": "BASIC", "networkMetrics": "DISABLED",
 }
-
-
-def alias(tag: str) -> str:
-    """The workspace alias InstantStart uses for a cluster."""
-    return f"instantstart-{tag}"
 
 
 def urls(workspace: dict[str, Any]) -> dict[str, Any]:
@@ -54,23 +45,6 @@ def addon_values(workspace: dict[str, Any], logging: bool) -> dict[str, Any]:
                             for name, level in METRICS_LEVELS.items()},
         "logging": {"enabled": logging},
     }
-
-
-def log_group(hyperpod_name: str, cluster_arn: str) -> str:
-    """The CloudWatch group the add-on's collector ships pod logs to: /aws/sagemaker/Clusters/<name>/<id>
-    (FACTS §4; the HyperPod service-linked role's log prefix)."""
-    return f"/aws/sagemaker/Clusters/{hyperpod_name}/{cluster_arn.rsplit('/', 1)[-1]}"
-
-
-def pod_log_group(aws: AwsClients, region: str, eks_cluster: str, hyperpod_name: str | None) -> str | None:
-    """The cluster's pod-log group when the observability add-on is installed with logging on; None otherwise."""
-    if not hyperpod_name:
-        return None
-    addon = eks_api.describe_addon(aws, region, eks_cluster, ADDON)
-    if addon is None or not (json.loads(addon.get("configurationValues") or "{}").get("logging") or {}).get("enabled"):
-        return None
-    cluster = hyperpod_api.describe_cluster(aws, region, hyperpod_name)
-    return log_group(hyperpod_name, str(cluster["ClusterArn"])) if cluster else None
 
 
 def ensure_workspace(where: Where, poll_seconds: float) -> tuple[dict[str, Any], bool]:

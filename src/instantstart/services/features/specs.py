@@ -6,24 +6,12 @@ from dataclasses import dataclass
 
 from instantstart.services.base.facts import facts_of
 from instantstart.services.base.registry import get_cluster, record_facts
+from instantstart.services.base.workload_identity import Identity
 from instantstart.services.dependencies.catalog import load_catalog
 from instantstart.store.db import Database
 
 CLUSTER_OWNER = "cluster"
 """Owner of a dependency the cluster had before any feature asked for it (defaults, or installed by hand)."""
-
-
-@dataclass(frozen=True)
-class Identity:
-    """An IAM role for a feature's service account: EKS Pod Identity, or IRSA (trust on the cluster's OIDC
-    provider for exactly namespace/serviceAccount), with managed policies and/or an inline policy."""
-
-    namespace: str
-    service_account: str
-    role: str  # suffix: instantstart-<tag>-<role>
-    managed_policies: tuple[str, ...] = ()
-    irsa: bool = False
-    trust_services: tuple[str, ...] = ()  # extra service principals in the trust (IRSA roles)
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,13 @@ from instantstart.errors import InstantStartError
 from instantstart.kube.calls import kube_api
 from instantstart.operations.waiting import blocking
 from instantstart.services.base.facts import facts_of
+from instantstart.services.base.observability import alias, current_grafana
 from instantstart.services.base.registry import hyperpod_cluster_name as hyperpod_name
+from instantstart.services.base.workload_identity import Where, identity_state
 from instantstart.services.dependencies.catalog import load_catalog
 from instantstart.services.dependencies.stage import live_look
-from instantstart.services.features import grafana, tiered
 from instantstart.services.features import observability as obs
-from instantstart.services.features.identity import Where, identity_state
+from instantstart.services.features import tiered
 from instantstart.services.features.specs import FEATURES, dependents, needs, owners
 from instantstart.services.features.verify import kube_checks
 from instantstart.store.models import ClusterRow
@@ -77,11 +78,11 @@ async def feature_view(app: AppContext, row: ClusterRow, key: str) -> FeatureVie
             if spec.identity is not None:
                 actual["identity"] = await blocking(identity_state, where, spec.identity)
             if key == "observability":
-                workspace = await blocking(amp_api.find_workspace, app.aws, row.region, obs.alias(row.tag))
+                workspace = await blocking(amp_api.find_workspace, app.aws, row.region, alias(row.tag))
                 actual["workspace"] = obs.urls(workspace) if workspace else None
                 try:
                     recorded = facts_of(row).grafana
-                    actual["grafana"] = await blocking(grafana.current, app.aws, row.region, row.tag, recorded)
+                    actual["grafana"] = await blocking(current_grafana, app.aws, row.region, row.tag, recorded)
                 except InstantStartError as exc:  # the metrics path is fine without it: not the feature's state
                     actual["grafana"] = {"error": exc.message, "hint": exc.hint}
     except InstantStartError as exc:

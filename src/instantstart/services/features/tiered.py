@@ -15,16 +15,16 @@ from instantstart.kube.calls import kube_call
 from instantstart.kube.gateway import Api, api_status
 from instantstart.manifests import iam_policies as pol
 from instantstart.manifests.labels import LABEL_MANAGED, MANAGED_LABELS, MANAGER
-from instantstart.services.capacity.group_allowlist import resubmit_spec
-from instantstart.services.core.installation import installation_id
-from instantstart.services.core.ledger import aws_tags, record
-from instantstart.services.features.identity import (
+from instantstart.services.base.workload_identity import (
     AUDIENCE,
     ROLE_ANNOTATION,
     Where,
     ensure_role,
     remove_role,
 )
+from instantstart.services.capacity.group_allowlist import resubmit_spec
+from instantstart.services.core.installation import installation_id
+from instantstart.services.core.ledger import aws_tags, record
 
 NAMESPACE = "default"
 SERVICE_ACCOUNT = "hyperpod-checkpointing"

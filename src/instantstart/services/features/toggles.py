@@ -15,14 +15,15 @@ from instantstart.manifests import iam_feature_policies as feature_pol
 from instantstart.manifests import iam_policies as pol
 from instantstart.operations.waiting import blocking
 from instantstart.services.base.facts import facts_of
+from instantstart.services.base.observability import alias
 from instantstart.services.base.registry import get_cluster, record_facts
 from instantstart.services.base.registry import hyperpod_cluster_name as hyperpod_name
+from instantstart.services.base.workload_identity import Where, ensure_identity, remove_identity
 from instantstart.services.dependencies.catalog import load_catalog
 from instantstart.services.dependencies.reconcile import Reconciler, Target
 from instantstart.services.dependencies.stage import reconcile_dependencies, remove_dependencies
 from instantstart.services.features import governance, grafana, tiered
 from instantstart.services.features import observability as obs
-from instantstart.services.features.identity import Where, ensure_identity, remove_identity
 from instantstart.services.features.karpenter import KEY as KARPENTER
 from instantstart.services.features.karpenter import run_karpenter
 from instantstart.services.features.specs import FEATURES, claim, closure, needs, release
@@ -71,9 +72,9 @@ async def feature_values(app: AppContext, row: ClusterRow, key: str, settings: d
     """Computed add-on configuration: the inference operator's execution role, TLS bucket and cluster ARN; the
     observability add-on's AMP workspace, metrics levels and logging."""
     if key == "observability":
-        workspace = await blocking(amp_api.find_workspace, app.aws, row.region, obs.alias(row.tag))
+        workspace = await blocking(amp_api.find_workspace, app.aws, row.region, alias(row.tag))
         if workspace is None or not workspace.get("prometheusEndpoint"):
-            raise DependencyFailed(f"observability: the AMP workspace {obs.alias(row.tag)} is missing.",
+            raise DependencyFailed(f"observability: the AMP workspace {alias(row.tag)} is missing.",
                                    hint="operation_retry creates it again.", retryable=True)
         return {FEATURES[key].primary or "": obs.addon_values(workspace, bool(settings.get("logging")))}
     if key != "inferenceOperator":
@@ -179,9 +180,9 @@ async def enable(app: AppContext, stage: StageContext, row: ClusterRow, key: str
 async def observability_grafana(app: AppContext, stage: StageContext, row: ClusterRow,
                                 settings: dict[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
     """The observability feature's Grafana workspace as `settings` ask (adopted, created, removed or kept)."""
-    workspace = await blocking(amp_api.find_workspace, app.aws, row.region, obs.alias(row.tag))
+    workspace = await blocking(amp_api.find_workspace, app.aws, row.region, alias(row.tag))
     if workspace is None:
-        raise DependencyFailed(f"observability: the AMP workspace {obs.alias(row.tag)} is missing.",
+        raise DependencyFailed(f"observability: the AMP workspace {alias(row.tag)} is missing.",
                                hint="operation_retry creates it again.", retryable=True)
     fresh = await blocking(get_cluster, app.db, row.tag)
     return await grafana.reconcile(stage, where_of(app, row, stage.operation_id), settings, str(workspace["arn"]),

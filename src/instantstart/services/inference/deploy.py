@@ -22,11 +22,11 @@ from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
 from instantstart.operations.waiting import blocking, wait_until
+from instantstart.services.base.cluster_status import collect_status
+from instantstart.services.base.fsx_claims import mountable_fsx
 from instantstart.services.base.registry import get_cluster, resolve_tag, submit_for_cluster
-from instantstart.services.cluster.status import collect_status
 from instantstart.services.inference import server_sizing as sz
 from instantstart.services.inference.placement import check_types, place
-from instantstart.services.storage.fsx_claims import mountable_fsx
 from instantstart.store.models import ClusterRow, utcnow
 from instantstart.validation import ClusterTag, KubeName, SourceRange
 

@@ -24,13 +24,13 @@ from instantstart.operations.params import ParamsModel
 from instantstart.operations.waiting import blocking, wait_until
 from instantstart.services.base.registry import submit_for_cluster
 from instantstart.services.base.status_model import WatchFreshness
+from instantstart.services.base.watch import custom, watched
+from instantstart.services.base.watch.state import memoised
 from instantstart.services.core.instance_types import catalog
 from instantstart.services.inference.managed_autoscaling import ManagedAutoscaling, to_spec
 from instantstart.services.inference.managed_models import KvCache, ModelSource
 from instantstart.services.inference.placement import endpoint_cpu_memory
 from instantstart.services.inference.services import cluster_row
-from instantstart.services.monitoring import custom, watched
-from instantstart.services.monitoring.state import memoised
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag, InvocationPath, KubeName
 
@@ -300,7 +300,7 @@ def _from_watches(namespace: str | None, infs: list[Informer]) -> list[ManagedEn
 
 
 async def _watched(app: AppContext, tag: str | None, namespace: str | None) -> ManagedEndpoints:
-    """The endpoints by the status tools' rule (monitoring/watched.py): from the watches, stale with its age while
+    """The endpoints by the status tools' rule (base/watch/watched.py): from the watches, stale with its age while
     one is down; read directly only when they have not synced."""
     row = await to_thread.run_sync(cluster_row, app, tag)
     got = await watched.from_watches(app, row, custom.ENDPOINT_KINDS, partial(_from_watches, namespace),

@@ -19,8 +19,8 @@ from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
 from instantstart.operations.waiting import blocking, wait_until
+from instantstart.services.base.cluster_status import collect_status
 from instantstart.services.base.registry import submit_for_cluster
-from instantstart.services.cluster.status import collect_status
 from instantstart.services.inference.placement import place
 from instantstart.services.inference.pool import business, workers
 from instantstart.services.inference.services import cluster_row

@@ -18,8 +18,8 @@ from instantstart.manifests import inference as inference_manifests
 from instantstart.manifests import router as router_manifests
 from instantstart.services.base.registry import get_cluster, resolve_tag
 from instantstart.services.base.status_model import WatchFreshness
-from instantstart.services.monitoring import watched
-from instantstart.services.monitoring.state import memoised
+from instantstart.services.base.watch import watched
+from instantstart.services.base.watch.state import memoised
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag, KubeName
 
@@ -138,7 +138,7 @@ def _url(name: str, namespace: str, port: Any, service_type: str | None, externa
 
 
 def _watched_service(dep: dict[str, Any], svc: dict[str, Any] | None) -> ModelService:
-    """ModelService from the watched projections (monitoring.projections), as _model_service from typed objects."""
+    """ModelService from the watched projections (base.watch.projections), as _model_service from typed objects."""
     notes = dep["annotations"]
     url = None
     if svc is not None:

@@ -16,17 +16,13 @@ from instantstart.context import AppContext, Slot
 from instantstart.errors import InstantStartError, NotFound
 from instantstart.services.base.registry import get_cluster, hyperpod_cluster_name, list_clusters
 from instantstart.services.base.target import cluster_of
-from instantstart.services.monitoring.state import FIRST_SYNC_SECONDS, informer, informer_key
-from instantstart.services.monitoring.timeline import record_hyperpod_events
+from instantstart.services.base.watch.state import FIRST_SYNC_SECONDS, informer, informer_key
+from instantstart.services.base.watch.timeline import record_hyperpod_events
+from instantstart.services.base.watch.watched import events_attachable
 from instantstart.store.models import ClusterRow
 
 log = logging.getLogger(__name__)
 MAX_POLL_SECONDS = 300.0  # the HyperPod events poll's longest pause while the cluster cannot be read
-
-
-def events_attachable(row: ClusterRow) -> bool:
-    """Whether the cluster's Kubernetes API can be watched: imported, or its EKS stage succeeded."""
-    return bool(row.eks_cluster_name) and (row.imported or (row.stages or {}).get("eks") == "SUCCEEDED")
 
 
 def has_hyperpod(row: ClusterRow) -> bool:

@@ -9,25 +9,18 @@ from typing import Any
 from anyio import to_thread
 from pydantic import Field
 
-from instantstart.aws import amp as amp_api
 from instantstart.aws import amp_query
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext
-from instantstart.errors import InstantStartError
 from instantstart.operations.waiting import blocking
-from instantstart.services.base.facts import facts_of
+from instantstart.services.base.observability import METRIC, grafana_workspace, observability_workspace
 from instantstart.services.base.registry import get_cluster, resolve_tag
-from instantstart.services.features import grafana
-from instantstart.services.features.observability import alias
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag
 
-METRIC = "DCGM_FI_DEV_GPU_UTIL"
 MAX_NODES = 50
 POINTS = 60
-WORKSPACE_CACHE_KEY = "amp-workspace"
-GRAFANA_CACHE_KEY = "grafana-workspace"
 
 
 class GpuUtilizationRequest(WireModel):
@@ -96,7 +89,7 @@ class GpuUtilization(WireModel):
 def links(region: str, workspace: dict[str, Any] | None, off_reason: str | None,
           grafana_workspace: dict[str, Any] | None = None) -> ObservabilityLinks:
     """The links of a workspace (None or a reason: the feature is off), with the Grafana workspace's URL when the
-    feature has one (its summary, see features.grafana.summary) and it is ACTIVE."""
+    feature has one (its summary, see base/observability.py:summary) and it is ACTIVE."""
     if workspace is None or off_reason:
         return ObservabilityLinks(enabled=False, reason=off_reason or "The observability feature is off.")
     wid = str(workspace["workspaceId"])
@@ -112,40 +105,6 @@ def links(region: str, workspace: dict[str, Any] | None, off_reason: str | None,
         grafana_console_url=grafana_console, grafana_workspace_id=grafana_ws.get("workspaceId"),
         grafana_workspace_url=grafana_url, grafana_url=grafana_url or grafana_console,
     )
-
-
-async def observability_workspace(app: AppContext, row: ClusterRow) -> tuple[dict[str, Any] | None, str | None]:
-    """(the cluster's AMP workspace, None) when the observability feature is on, else (None, why it is off).
-    One workspace lookup per cache interval however many readers."""
-    last = facts_of(row).feature_results.get("observability") or {}
-    if last.get("status") == "SUCCEEDED" and not (last.get("desired") or {}).get("enabled", True):
-        return None, "The observability feature was turned off (hyperpod_update_advanced_features)."
-
-    async def fetch() -> dict[str, Any] | None:
-        return await blocking(amp_api.find_workspace, app.aws, row.region, alias(row.tag))
-
-    found: dict[str, Any] | None = await app.cache.get(f"{WORKSPACE_CACHE_KEY}:{row.region}:{row.tag}", fetch)
-    turn_on = "Turn it on with hyperpod_update_advanced_features {observability: {enabled: true}}."
-    if found is None:
-        return None, f"The observability feature is off: no AMP workspace {alias(row.tag)}. {turn_on}"
-    status = (found.get("status") or {}).get("statusCode")
-    if status != "ACTIVE":
-        return None, f"The AMP workspace {alias(row.tag)} is {status}. {turn_on}"
-    return found, None
-
-
-async def grafana_workspace(app: AppContext, row: ClusterRow) -> dict[str, Any] | None:
-    """The observability feature's Grafana workspace (summary), one lookup per cache interval; None when it has
-    none or it cannot be read (the console link stands in)."""
-
-    async def fetch() -> dict[str, Any] | None:
-        try:
-            return await blocking(grafana.current, app.aws, row.region, row.tag, facts_of(row).grafana)
-        except InstantStartError:
-            return None
-
-    found: dict[str, Any] | None = await app.cache.get(f"{GRAFANA_CACHE_KEY}:{row.region}:{row.tag}", fetch)
-    return found
 
 
 def _vector(data: dict[str, Any]) -> list[tuple[dict[str, str], float]]:

@@ -13,8 +13,8 @@ from instantstart.context import CallContext
 from instantstart.errors import InvalidInput
 from instantstart.services.base.registry import get_cluster, resolve_tag
 from instantstart.services.base.status_model import NodeStatus, WatchFreshness
-from instantstart.services.monitoring.digest import node_status, unhealthy
-from instantstart.services.monitoring.view import node_state
+from instantstart.services.base.watch.digest import node_status, unhealthy
+from instantstart.services.base.watch.view import node_state
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 200

@@ -12,16 +12,17 @@ from pydantic import Field
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import CallContext
+from instantstart.services.base.hyperpod_reads import NODE_ID
 from instantstart.services.base.registry import get_cluster, resolve_tag
+from instantstart.services.base.watch.timeline import writer
+from instantstart.services.base.watch.watched import events_attachable
 from instantstart.services.monitoring import feeds
-from instantstart.services.monitoring.timeline import writer
 from instantstart.store import timeline as store
 from instantstart.store.models import ClusterRow, utcnow
 from instantstart.validation import ClusterTag
 
 MESSAGE_CHARS = 300
 DNS_NAME = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
-NODE_ID = r"^(hyperpod-)?i-[0-9a-f]{8}([0-9a-f]{9})?$"
 
 
 class TimelineRequest(WireModel):
@@ -88,7 +89,7 @@ async def _refresh(ctx: CallContext, row: ClusterRow, req: TimelineRequest) -> l
     live and writes nothing: the feeds (monitoring.feeds), started by the cluster registry, record the timeline."""
     app, unavailable = ctx.app, []
     if req.source in ("all", "kubernetes"):
-        if feeds.events_attachable(row):
+        if events_attachable(row):
             if why := await feeds.events_unavailable(app, row):
                 unavailable.append(f"kubernetes: {why}")
         elif req.source == "kubernetes":

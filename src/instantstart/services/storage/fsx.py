@@ -13,15 +13,12 @@ from instantstart.errors import InvalidInput, NotFound, PreconditionFailed, Prov
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.manifests import fsx as fsx_manifests
 from instantstart.manifests import storage as storage_manifests
-from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.waiting import blocking, wait_until
 from instantstart.services.base.facts import facts_of
 from instantstart.services.base.registry import get_cluster, record_details
 from instantstart.services.core.installation import installation_id
 from instantstart.services.core.ledger import TAG_CLUSTER, TAG_ROLE, aws_tags, record
-from instantstart.services.features.orchestrate import save_result
-from instantstart.services.features.toggles import run_feature
 from instantstart.services.storage.fsx_adopt import add_lustre_rules, check_adoptable
 from instantstart.services.storage.fsx_params import FsxCreateRequest, FsxParams, lustre_options, read_cache
 from instantstart.services.storage.s3_claims import active_cluster, claim_phase, csi_driver_installed, ensure_object
@@ -45,38 +42,6 @@ def driver_hint(name: str) -> str:
         "Enable it with hyperpod_update_advanced_features {\"fsxCsiDriver\": {\"enabled\": true}}, or call "
         f"fsx_storage_create again with enableCsiDriver: true (name {name}) to enable it in the same operation."
     )
-
-
-# -- stage 1: the CSI driver ------------------------------------------------------------------------------------
-
-
-async def stage_driver(stage: StageContext) -> dict[str, Any]:
-    """The FSx CSI driver must be on the cluster: present → nothing to do; absent → enable the fsxCsiDriver
-    feature when the caller asked (enableCsiDriver), else refuse with the hint."""
-    p = stage.params_as(FsxParams)
-    app = stage.app
-    row = await blocking(get_cluster, app.db, p.cluster_tag)
-    api = await blocking(kube_api, app.kube, row.eks_cluster_name, row.region)
-    if await blocking(kube_call, "read CSIDriver", csi_driver_installed, api, fsx_manifests.FSX_CSI_DRIVER):
-        await stage.progress(f"CSIDriver {fsx_manifests.FSX_CSI_DRIVER} is installed")
-        return {"enabled": False}
-    if not p.enable_csi_driver:
-        raise PreconditionFailed(
-            f"The FSx for Lustre CSI driver ({fsx_manifests.FSX_CSI_DRIVER}) is not enabled on cluster "
-            f"{p.cluster_tag}.",
-            hint=driver_hint(p.name),
-            retryable=False,
-        )
-    await stage.progress("enabling the fsxCsiDriver feature (FSx CSI add-on and its role)")
-    result = await run_feature(app, stage, p.cluster_tag, "fsxCsiDriver", {"enabled": True})
-    await blocking(save_result, app.db, p.cluster_tag, "fsxCsiDriver", result.to_dict())
-
-    async def registered() -> tuple[bool, str]:
-        there = await blocking(kube_call, "read CSIDriver", csi_driver_installed, api, fsx_manifests.FSX_CSI_DRIVER)
-        return there, f"CSIDriver {fsx_manifests.FSX_CSI_DRIVER}: {'registered' if there else 'waiting'}"
-
-    await wait_until(stage, registered, limit_seconds=DRIVER_TIMEOUT, what=f"CSIDriver {fsx_manifests.FSX_CSI_DRIVER}")
-    return {"enabled": True, "feature": result.to_dict()}
 
 
 # -- stage 2: the file system ---------------------------------------------------------------------------------
@@ -241,19 +206,6 @@ async def stage_claim(stage: StageContext) -> dict[str, Any]:
     storage_all = {**facts_of(row).storage, p.name: record_}
     await record_details(stage, p.cluster_tag, storage=storage_all)
     return {"claim": p.name, **record_, "created": {"persistentVolume": pv_created, "claim": pvc_created}}
-
-
-KINDS.register(
-    OperationKind(
-        name=KIND,
-        params=FsxParams,
-        stages=(
-            StageSpec("csi-driver", stage_driver, max_attempts=3, timeout_seconds=DRIVER_TIMEOUT + 600),
-            StageSpec("filesystem", stage_file_system, max_attempts=3, timeout_seconds=CREATE_TIMEOUT + 300),
-            StageSpec("claim", stage_claim, max_attempts=5, timeout_seconds=BIND_TIMEOUT + 300),
-        ),
-    )
-)
 
 
 def network_of(row: ClusterRow, subnet_id: str | None) -> dict[str, Any]:

@@ -19,9 +19,9 @@ from instantstart.manifests.resources import GPU, NEURON
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.waiting import blocking, wait_until
+from instantstart.services.base.fsx_claims import check_fsx_claim
 from instantstart.services.core.instance_types import catalog
 from instantstart.services.storage import model_token as token
-from instantstart.services.storage.fsx_claims import check_fsx_claim
 from instantstart.services.storage.model_fsx import fsx_result, fsx_status
 from instantstart.services.storage.model_hub import check_on_hub
 from instantstart.services.storage.model_job import raise_failed_download

@@ -15,7 +15,7 @@ from instantstart.kube.gateway import Api
 from instantstart.manifests import training as training_manifests
 from instantstart.manifests.fsx import FSX_MOUNT
 from instantstart.manifests.resources import PodResources
-from instantstart.services.capacity.groups import capacity_type, described
+from instantstart.services.base.hyperpod_groups import capacity_type, described
 from instantstart.services.core import sizing
 from instantstart.services.core.instance_types import InstanceType, catalog
 from instantstart.store.models import ClusterRow

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 from instantstart.aws import cloudwatch_logs
 from instantstart.context import AppContext
+from instantstart.services.base.observability import pod_log_group
+from instantstart.services.base.pod_logs import LIMIT_BYTES, LINE_CHARS
 from instantstart.services.base.registry import hyperpod_cluster_name
-from instantstart.services.diagnostics.logs import LIMIT_BYTES, LINE_CHARS
-from instantstart.services.features import observability
 from instantstart.store.models import ClusterRow
 
 
@@ -34,7 +34,7 @@ def shipped(app: AppContext, row: ClusterRow, job: str, namespace: str, containe
     """Blocking: the job's pod streams in the cluster's pod-log group (`<pod>_<namespace>_<container>`, one per
     container as the collector names them); None when logging is off or nothing of the job was shipped. Bounded
     like a pod log: the last `tail` lines, at most 64 KiB, lines cut to 2000 characters."""
-    group = observability.pod_log_group(app.aws, row.region, row.eks_cluster_name, hyperpod_cluster_name(row))
+    group = pod_log_group(app.aws, row.region, row.eks_cluster_name, hyperpod_cluster_name(row))
     if group is None:
         return None
     # A job's pods are `<job>-<replicaSpec>-<index>`; another job whose name extends this one's is filtered out.

@@ -7,7 +7,7 @@ from typing import Any
 from instantstart.kube.informers import Informer
 from instantstart.manifests import ray_job as ray_job_manifests
 from instantstart.manifests import training as training_manifests
-from instantstart.services.monitoring.state import PodState
+from instantstart.services.base.watch.state import PodState
 from instantstart.services.training.models import JobPod
 
 # The job kinds, then the pods (the pods watch is part of the answer's freshness).

@@ -21,11 +21,11 @@ from instantstart.manifests import ray_job
 from instantstart.manifests import training as training_manifests
 from instantstart.manifests.labels import INSTANCE_TYPE_LABEL
 from instantstart.operations.waiting import blocking
+from instantstart.services.base.pod_logs import PodLogsRequest, read_log
 from instantstart.services.base.registry import get_cluster, resolve_tag
 from instantstart.services.base.status_model import WatchFreshness
-from instantstart.services.diagnostics.logs import PodLogsRequest, read_log
-from instantstart.services.monitoring import custom, watched
-from instantstart.services.monitoring.state import memoised
+from instantstart.services.base.watch import custom, watched
+from instantstart.services.base.watch.state import memoised
 from instantstart.services.training import job_logs, job_watch, ray_jobs
 from instantstart.services.training.models import JobPod, JobSummary
 from instantstart.services.training.network import NetworkUse, network_use
@@ -127,7 +127,7 @@ def _from_watches(namespace: str | None, infs: list[Informer]) -> list[JobSummar
 
 
 async def watched_training(app: AppContext, row: ClusterRow, namespace: str | None) -> JobList:
-    """HyperPodPyTorchJobs and RayJobs by the status tools' rule (monitoring/watched.py): from the cluster's
+    """HyperPodPyTorchJobs and RayJobs by the status tools' rule (base/watch/watched.py): from the cluster's
     watches, the last watched state marked stale with its age while a watch is down; read directly only when the
     watches have not synced (a job kind whose CRD is not installed counts as synced with no jobs)."""
     got = await watched.from_watches(app, row, custom.TRAINING_KINDS, partial(_from_watches, namespace),

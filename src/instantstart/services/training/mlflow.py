@@ -26,11 +26,10 @@ from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
 from instantstart.operations.waiting import blocking, wait_until
 from instantstart.services.base.registry import get_cluster, resolve_tag, submit_for_cluster
+from instantstart.services.base.workload_identity import Identity, Where, ensure_association, ensure_role
 from instantstart.services.core.installation import installation_id, refuse_foreign
 from instantstart.services.core.ledger import TAG_CLUSTER, TAG_INSTALLATION, aws_tags, record
 from instantstart.services.core.stages import project_bucket
-from instantstart.services.features.identity import Where, ensure_association, ensure_role
-from instantstart.services.features.specs import Identity
 from instantstart.store.db import Database
 from instantstart.store.state import read_state, write_state
 from instantstart.validation import ClusterTag, KubeName

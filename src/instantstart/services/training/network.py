@@ -15,7 +15,7 @@ from instantstart.errors import InstantStartError
 from instantstart.kube import core_kinds
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.gateway import Api
-from instantstart.services.diagnostics.hardware_output import Transport, nccl_transport
+from instantstart.services.base.hardware_output import Transport, nccl_transport
 from instantstart.services.training.models import JobPod
 from instantstart.store.models import ClusterRow
 

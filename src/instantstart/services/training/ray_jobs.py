@@ -21,9 +21,9 @@ from instantstart.manifests.labels import INSTANCE_TYPE_LABEL
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.waiting import blocking
+from instantstart.services.base.fsx_claims import mountable_fsx
 from instantstart.services.base.registry import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.core import sizing
-from instantstart.services.storage.fsx_claims import mountable_fsx
 from instantstart.services.training import checks
 from instantstart.services.training.env import ENV_DESCRIPTION, EnvEntry, spec_env
 from instantstart.services.training.models import JobPod, JobSummary

@@ -20,8 +20,8 @@ from instantstart.operations.kinds import KINDS, OperationKind, StageFn, StageSp
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
 from instantstart.operations.waiting import blocking
+from instantstart.services.base.fsx_claims import mountable_fsx
 from instantstart.services.base.registry import get_cluster, resolve_tag, submit_for_cluster
-from instantstart.services.storage.fsx_claims import mountable_fsx
 from instantstart.services.training import checks, inputs, scheduling
 from instantstart.services.training.env import ENV_DESCRIPTION, EnvEntry, spec_env
 from instantstart.services.training.mlflow import mlflow_config

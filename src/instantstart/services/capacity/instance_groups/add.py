@@ -19,16 +19,7 @@ from instantstart.operations.params import ParamsModel
 from instantstart.operations.waiting import blocking
 from instantstart.services.base import network as net
 from instantstart.services.base.facts import ClusterFacts, facts_of
-from instantstart.services.base.lifecycle import ensure_lifecycle, lifecycle_uri
-from instantstart.services.base.registry import (
-    get_cluster,
-    hyperpod_cluster_name,
-    record_facts,
-    resolve_tag,
-    submit_for_cluster,
-)
-from instantstart.services.base.zones import validate_zone
-from instantstart.services.capacity.groups import (
+from instantstart.services.base.hyperpod_groups import (
     GROUP_NAME,
     GROUP_TIMEOUT,
     capacity_type,
@@ -38,6 +29,15 @@ from instantstart.services.capacity.groups import (
     seen_events,
     wait_group,
 )
+from instantstart.services.base.lifecycle import ensure_lifecycle, lifecycle_uri
+from instantstart.services.base.registry import (
+    get_cluster,
+    hyperpod_cluster_name,
+    record_facts,
+    resolve_tag,
+    submit_for_cluster,
+)
+from instantstart.services.base.zones import validate_zone
 from instantstart.services.core.instance_types import InstanceType, lookup
 from instantstart.services.core.training_plans import PlanPlacement, reconcile_plan_zone
 from instantstart.store.models import ClusterRow

@@ -16,6 +16,16 @@ from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.waiting import blocking, wait_until
 from instantstart.services.base.facts import facts_of
+from instantstart.services.base.hyperpod_groups import (
+    GROUP_NAME,
+    GROUP_TIMEOUT,
+    capacity_type,
+    described,
+    find_group,
+    karpenter_groups,
+    seen_events,
+    wait_group,
+)
 from instantstart.services.base.lifecycle import verify_groups
 from instantstart.services.base.registry import (
     ClusterParams,
@@ -26,16 +36,6 @@ from instantstart.services.base.registry import (
     submit_for_cluster,
 )
 from instantstart.services.capacity.group_allowlist import resubmit_spec
-from instantstart.services.capacity.groups import (
-    GROUP_NAME,
-    GROUP_TIMEOUT,
-    capacity_type,
-    described,
-    find_group,
-    karpenter_groups,
-    seen_events,
-    wait_group,
-)
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag
 

@@ -8,9 +8,9 @@ from instantstart.aws.hyperpod import HyperPod
 from instantstart.context import StageContext
 from instantstart.errors import ProviderError
 from instantstart.operations.waiting import blocking, wait_until
+from instantstart.services.base.hyperpod_groups import described
 from instantstart.services.base.lifecycle import verify_groups
 from instantstart.services.base.registry import ClusterParams, get_cluster, hyperpod_cluster_name
-from instantstart.services.capacity.groups import described
 from instantstart.services.capacity.karpenter.state import WAIT, record_state, state_of
 
 

@@ -11,9 +11,9 @@ from instantstart.errors import NotFound
 from instantstart.manifests import iam_policies as pol
 from instantstart.manifests import karpenter as karpenter_manifests
 from instantstart.operations.waiting import blocking
+from instantstart.services.base.hyperpod_groups import described
 from instantstart.services.base.iam import ensure_role
 from instantstart.services.base.registry import ClusterParams, get_cluster, record_facts
-from instantstart.services.capacity.groups import described
 from instantstart.services.capacity.karpenter.state import record_state, state_of
 from instantstart.services.core.ledger import mark_deleted, resources_of
 

@@ -15,8 +15,8 @@ from instantstart.manifests import karpenter as karpenter_manifests
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.services.base.facts import facts_of
+from instantstart.services.base.hyperpod_groups import GROUP_NAME, described, find_group
 from instantstart.services.base.registry import ClusterParams, get_cluster, resolve_tag, submit_for_cluster
-from instantstart.services.capacity.groups import GROUP_NAME, described, find_group
 from instantstart.services.capacity.karpenter.autoscaling import stage_autoscaling, stage_remove_autoscaling
 from instantstart.services.capacity.karpenter.nodepool import stage_nodepool, stage_remove_nodepool
 from instantstart.services.capacity.karpenter.role import stage_remove_role, stage_role

@@ -18,7 +18,7 @@ from anyio import to_thread
 from instantstart.context import AppContext
 from instantstart.kube.informers import Informer
 from instantstart.services.base.status_model import WatchFreshness
-from instantstart.services.monitoring.state import Freshness, freshness, watched
+from instantstart.services.base.watch.state import Freshness, freshness, watched
 from instantstart.store.models import ClusterRow
 
 T = TypeVar("T")
@@ -59,3 +59,8 @@ async def from_watches(app: AppContext, row: ClusterRow, kinds: tuple[str, ...],
         why = f"the watches of {row.eks_cluster_name} have not synced{': ' + errors if errors else ''}"
     value = await to_thread.run_sync(direct)
     return Watched(value, "direct", fresh, f"read directly from the API server: {why}.")
+
+
+def events_attachable(row: ClusterRow) -> bool:
+    """Whether the cluster's Kubernetes API can be watched: imported, or its EKS stage succeeded."""
+    return bool(row.eks_cluster_name) and (row.imported or (row.stages or {}).get("eks") == "SUCCEEDED")

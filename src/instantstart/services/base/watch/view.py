@@ -6,8 +6,8 @@ from typing import Any
 
 from instantstart.context import AppContext
 from instantstart.errors import ProviderError
-from instantstart.services.monitoring.digest import NodeDigest, digest
-from instantstart.services.monitoring.state import (
+from instantstart.services.base.watch.digest import NodeDigest, digest
+from instantstart.services.base.watch.state import (
     STATUS_KINDS,
     Allocations,
     Freshness,

@@ -4,7 +4,7 @@
 Each kind is watched cluster-wide once its CRD exists (an operator add-on that is off is no error: the informer
 reports "absent" and checks again with backoff). Objects are kept as pruned copies in their own shape, holding
 only the fields the list and status tools read, so the tools build their answers from a watched object or a
-directly read one with the same code. The tools read them by the status tools' rule (monitoring/watched.py:
+directly read one with the same code. The tools read them by the status tools' rule (base/watch/watched.py:
 `from_watches`): stale with its age while a watch is down, a direct read only when the watches have not synced.
 """
 
@@ -16,7 +16,7 @@ from instantstart.manifests import inference_endpoint as iec
 from instantstart.manifests import ray_job as ray_m
 from instantstart.manifests import training as train_m
 from instantstart.manifests.labels import INSTANCE_TYPE_LABEL, LABEL_MANAGED
-from instantstart.services.monitoring.state import register_kinds
+from instantstart.services.base.watch.state import register_kinds
 
 Obj = dict[str, Any]
 _KEPT_LABELS = (train_m.LABEL_RECIPE, LABEL_MANAGED)

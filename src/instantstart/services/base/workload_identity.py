@@ -1,4 +1,5 @@
-"""Feature IAM roles: Pod Identity or IRSA trust, managed and inline policies, associations, and the IRSA chain."""
+"""Workload IAM roles (the features' service accounts, MLflow's): Pod Identity or IRSA trust, managed and inline
+policies, associations, and the IRSA chain."""
 
 from __future__ import annotations
 
@@ -14,8 +15,21 @@ from instantstart.errors import DependencyFailed, InstantStartError
 from instantstart.manifests import iam_policies as pol
 from instantstart.services.core.installation import installation_id
 from instantstart.services.core.ledger import aws_tags, mark_gone, record, tag_map
-from instantstart.services.features.specs import Identity
 from instantstart.store.db import Database
+
+
+@dataclass(frozen=True)
+class Identity:
+    """An IAM role for a feature's service account: EKS Pod Identity, or IRSA (trust on the cluster's OIDC
+    provider for exactly namespace/serviceAccount), with managed policies and/or an inline policy."""
+
+    namespace: str
+    service_account: str
+    role: str  # suffix: instantstart-<tag>-<role>
+    managed_policies: tuple[str, ...] = ()
+    irsa: bool = False
+    trust_services: tuple[str, ...] = ()  # extra service principals in the trust (IRSA roles)
+
 
 AUDIENCE = pol.IRSA_AUDIENCE
 ROLE_ANNOTATION = "eks.amazonaws.com/role-arn"

@@ -20,7 +20,7 @@ from instantstart.context import AppContext, ListenerFactory
 from instantstart.describe_cache import DbReadCache
 from instantstart.kube.calls import kube_api
 from instantstart.kube.informers import ChangeListener, Informer, InformerOptions, Projection
-from instantstart.services.monitoring.projections import (
+from instantstart.services.base.watch.projections import (
     claim_view,
     deployment_view,
     event_view,

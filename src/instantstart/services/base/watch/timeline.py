@@ -18,7 +18,7 @@ from instantstart.context import AppContext, Slot
 from instantstart.kube.informers import ChangeListener
 from instantstart.readonly import refuse_write
 from instantstart.services.base.target import cluster_of
-from instantstart.services.monitoring.state import db_cache, register_listener
+from instantstart.services.base.watch.state import db_cache, register_listener
 from instantstart.store import timeline as store
 from instantstart.store.models import utcnow
 
