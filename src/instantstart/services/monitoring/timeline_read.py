@@ -17,6 +17,7 @@ from instantstart.services.monitoring import feeds
 from instantstart.services.monitoring.timeline import writer
 from instantstart.store import timeline as store
 from instantstart.store.models import ClusterRow, utcnow
+from instantstart.store.usage import SOURCE as USAGE  # pod holds: usage_report's, not this listing's
 from instantstart.validation import ClusterTag
 
 MESSAGE_CHARS = 300
@@ -117,7 +118,8 @@ async def read_timeline(ctx: CallContext, req: TimelineRequest) -> TimelineResul
         app.db, tag, object_kind=req.object_kind, object_name=req.object_name, object_prefix=req.object_prefix,
         object_names=(node, f"hyperpod-{node}") if node else (),
         namespace=req.instance_group_name or req.namespace, type_="Warning" if req.warnings_only else req.type,
-        source=None if req.source == "all" else req.source, since=since, before_id=req.before, limit=req.limit + 1,
+        source=None if req.source == "all" else req.source, exclude_source=USAGE, since=since, before_id=req.before,
+        limit=req.limit + 1,
     ))
     page = rows[: req.limit]
     entries = [
