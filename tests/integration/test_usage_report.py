@@ -2,7 +2,8 @@
 known twin-clock time) attributed to her and her team, pods made outside InstantStart (no user), a pod deleted
 while running (held until its deletion deadline); GPU-hours and node-hours per team and user compared with the pods'
 own start and end times as the twin's API server shows them (within one sampling interval), a member seeing only
-her own usage, the CSV through the CLI (`-o csv`), and the refusals."""
+her own usage, the CSV through the CLI (`-o csv`), and the refusals; the job's operation in the cluster timeline
+names who started it (the audit trail's actor)."""
 
 from __future__ import annotations
 
@@ -89,6 +90,10 @@ def test_usage_report_adds_up_to_what_the_pods_held(cp: Running, twin: TwinProce
     assert status == 202 or status == 200, ref
     with cp.client() as client:
         assert wait_terminal(client, ref["operationId"], timeout=120)["status"] == "SUCCEEDED"
+    # The audit trail kept with the timeline: the job's operation entries name who started it, with which token.
+    _, ops = call(cp, "cluster_timeline", {"objectKind": "Operation", "objectName": ref["operationId"]})
+    assert ops["entries"] and {(e["actor"]["user"], e["actor"]["tokenName"], e["actor"]["face"], e["actor"]["source"])
+                               for e in ops["entries"]} == {("alice", "main", "rest", "127.0.0.1")}
     core.create_namespaced_pod(TEAM_B, pod("b-burn", 1, 3600))
     core.create_namespaced_pod("default", pod("loose", 1, 600))
     core.create_namespaced_pod(TEAM_B, pod("b-long", 1, 10_000_000))  # runs until deleted
