@@ -19,7 +19,12 @@ from kubernetes import client as k8s
 from typer.testing import CliRunner
 
 from instantstart.cli.main import build_app
+from instantstart.services.base.registry import get_cluster
+from instantstart.services.monitoring import usage_feed
 from instantstart.settings import Settings
+from instantstart.store import timeline
+from instantstart.store import usage as usage_store
+from instantstart.store.models import utcnow
 from instantstart.twin_process import TwinProcess
 from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_wait
 from tests.support.servers import Running
@@ -155,6 +160,19 @@ def test_usage_report_adds_up_to_what_the_pods_held(cp: Running, twin: TwinProce
     lines = list(csv.DictReader(io.StringIO(text)))
     assert {(r["team"], r["user"]) for r in lines} == {(r["team"], r["user"]) for r in done["rows"]}
     assert abs(sum(float(r["gpu_hours"]) for r in lines) - done["total"]["gpuHours"]) <= 0.001
+
+    # A hold recorded before a restart whose pod went while nobody watched: counted until now while open, then
+    # closed by the sampler at its last sample (the report's precision is one sampling interval).
+    now = utcnow()
+    timeline.record(cp.context.db, [usage_store.pod_entry(
+        TAG, "uid-unseen", "hyperpod-ns-ghosts", "ghost-0", usage_store.PodHold(1, 0, "n-ghost", "alice"),
+        now - timedelta(hours=2), now - timedelta(hours=1), open_=True)])
+    window = {"since": (now - timedelta(hours=3)).isoformat(), "until": (now + timedelta(hours=1)).isoformat(),
+              "team": "ghosts"}
+    assert report(**window)["total"]["gpuHours"] >= 2.0  # still open: up to now
+    row = get_cluster(cp.context.db, TAG)
+    assert usage_feed.sample(cp.context, TAG, row.region, row.eks_cluster_name)
+    assert report(**window)["total"]["gpuHours"] == 1.0  # closed at its last sample
 
     # Refusals name the field; viewers may not read who used what.
     status, bad = call(cp, "usage_report", {"since": period["until"], "until": period["since"]})
