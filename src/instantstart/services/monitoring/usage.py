@@ -173,6 +173,12 @@ def period(req: UsageRequest, now: datetime) -> tuple[datetime, datetime]:
     return since, until
 
 
+def visible_to_member(span: Span, user: str) -> bool:
+    """Whether a member may see a hold: their own. (When teams have members, a member's teams' holds too: the one
+    place to widen it.)"""
+    return span.user == user
+
+
 def _unavailable(ctx: CallContext, region: str, eks_cluster: str | None) -> list[str]:
     if not eks_cluster:
         return ["pods: the cluster has no EKS cluster yet, so no pod has been seen"]
@@ -201,7 +207,7 @@ async def usage_report(ctx: CallContext, req: UsageRequest) -> UsageReport:
     found = spans(held, since, until, now)
     own = ctx.principal is not None and not ctx.principal.at_least("operator")
     if own and ctx.principal is not None:
-        found = [s for s in found if s.user == ctx.principal.user]
+        found = [s for s in found if visible_to_member(s, ctx.principal.user)]
     found = [s for s in found if (req.team is None or s.team == req.team) and (req.user is None or s.user == req.user)]
     rows = group(found, lambda s: (s.team, s.namespace, s.user), ("team", "namespace", "user"))
     [total] = group(found, lambda _s: (), ()) or [UsageGroup(gpu_hours=0, neuron_device_hours=0, node_hours=0, pods=0)]
