@@ -112,6 +112,11 @@ class Settings(BaseSettings):
     timeline_retention_days: float = Field(
         default=30.0, gt=0, le=3650, description="Timeline entries older than this are deleted."
     )
+    usage_sample_seconds: float = Field(
+        default=60.0, gt=0, le=3600,
+        description="How often each cluster's accelerator holds are sampled for usage_report: a pod that ends "
+        "while the control plane cannot see it is counted to its last sample (the report's precision).",
+    )
     audit_retention_days: float = Field(
         default=365.0, gt=0, le=3650, description="Audit trail entries older than this are deleted."
     )

@@ -28,7 +28,7 @@ EXCLUSIONS = {
 
 # Every route of the UI; the detail routes are filled in by the walk (a node, a running and a cancelled operation).
 PAGES = ["clusters", "operations", "storage", "monitoring", "training", "training/walk-job", "inference",
-         "inference/walk-model", "alerts", "admin"]
+         "inference/walk-model", "usage", "alerts", "admin"]
 
 # Visible elements only (collapsed <details> opened first). A progress panel's data-operation is the id of the
 # operation it shows, not an operation offered.

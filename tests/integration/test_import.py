@@ -38,6 +38,10 @@ def test_import_detects_and_deletion_leaves_it_alone(cp: Running, twin: TwinProc
         key = informer_key(clusters[0]["region"], "theirs", "events")
         feed = waits.until(lambda: cp.context.informers.peek(key), "the events feed of the imported cluster")
         assert feed.idle_seconds is None
+        # And its pods feed (usage_report's accelerator holds), pinned the same way.
+        pods = waits.until(lambda: cp.context.informers.peek(informer_key(clusters[0]["region"], "theirs", "pods")),
+                           "the pods feed of the imported cluster")
+        assert pods.idle_seconds is None
         page = client.get("/api/v1/clusters/timeline", params={"clusterTag": "theirs", "source": "kubernetes"})
         assert page.status_code == 200 and page.json()["unavailable"] == [], page.text
         plan = client.get("/api/v1/clusters/theirs/deletion-plan").json()
@@ -46,6 +50,7 @@ def test_import_detects_and_deletion_leaves_it_alone(cp: Running, twin: TwinProc
         assert wait_terminal(client, go["operationId"], timeout=60)["status"] == "SUCCEEDED"
         assert client.get("/api/v1/clusters").json()["count"] == 0
         waits.until(lambda: cp.context.informers.peek(key) is None, "the feed stopped with the cluster's deletion")
+        assert cp.context.informers.peek(informer_key(clusters[0]["region"], "theirs", "pods")) is None
     assert eks.describe_cluster(name="theirs")["cluster"]["name"] == "theirs"
     assert ec2.describe_vpcs(VpcIds=[vpc])["Vpcs"]
 

@@ -32,6 +32,7 @@ _MEMBER_OPS = (
     " inference_managed_delete inference_managed_deploy inference_router_deploy inference_scale inference_undeploy"
     " model_download_enhanced ray_job_submit training_job_delete training_job_submit training_recipe_submit"
     " workspace_delete_file workspace_read_file workspace_write_file"
+    " usage_report"  # a read, but of who used what: members see their own, operators and admins everyone's
 )
 _OPERATOR_OPS = (
     "cluster_configure_dependencies cluster_create cluster_create_eks cluster_create_eks_with_cidr cluster_delete"

@@ -82,7 +82,7 @@ def _parameters(entry: dict[str, Any]) -> list[inspect.Parameter]:
                 ),
             )
     add("client_token", str | None, typer.Option(None, "--client-token", help="Idempotency key for safe retries."))
-    add("output", str, typer.Option("table", "-o", "--output", help="Output format: table or json."))
+    add("output", str, typer.Option("table", "-o", "--output", help=OUTPUT_HELP))
     if entry["mutating"]:
         add("wait", bool, typer.Option(False, "--wait/--no-wait", help="Poll until the operation ends."))
         add("wait_timeout", float, typer.Option(3600.0, "--wait-timeout", help="Seconds --wait polls at most."))
@@ -107,8 +107,17 @@ def _coerce(value: str) -> Any:
     return value
 
 
+OUTPUT_HELP = "Output format: table or json; csv for a result that has a CSV form (usage report)."
+OUTPUTS = ("table", "json", "csv")
+
+
 def render(payload: dict[str, Any], output: str) -> None:
-    """Print a result: JSON, or a compact Rich view."""
+    """Print a result: JSON, its CSV form, or a compact Rich view."""
+    if output == "csv":
+        if not isinstance(payload.get("csv"), str):
+            raise typer.BadParameter("this command's result has no CSV form; use table or json", param_hint="--output")
+        sys.stdout.write(payload["csv"])
+        return
     if output == "json":
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
         return
@@ -167,8 +176,8 @@ def make_command(entry: dict[str, Any], config: ConfigSource) -> Callable[..., N
 
     def command(**kwargs: Any) -> None:
         output = kwargs.pop("output")
-        if output not in ("table", "json"):
-            raise typer.BadParameter("must be table or json", param_hint="--output")
+        if output not in OUTPUTS:
+            raise typer.BadParameter("must be table, json or csv", param_hint="--output")
         server = kwargs.pop("server")
         wait = kwargs.pop("wait", False)
         wait_timeout = kwargs.pop("wait_timeout", 3600.0)

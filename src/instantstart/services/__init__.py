@@ -63,6 +63,7 @@ def _import_operation_modules() -> None:
     from instantstart.services.monitoring import gpu as monitoring_gpu  # noqa: F401
     from instantstart.services.monitoring import nodes as monitoring_nodes  # noqa: F401
     from instantstart.services.monitoring import timeline_read  # noqa: F401
+    from instantstart.services.monitoring import usage as monitoring_usage  # noqa: F401
     from instantstart.services.storage import (  # noqa: F401
         fsx,
         fsx_delete,

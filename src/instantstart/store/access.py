@@ -124,6 +124,19 @@ def record_audit(db: Database, row: AuditRow) -> None:
         session.add(row)
 
 
+def actors(db: Database, operation_ids: list[str]) -> dict[str, AuditRow]:
+    """The audit entry of the call that started each of these operations (outcome ok), by operation id."""
+    if not operation_ids:
+        return {}
+    with db.read_session() as session:
+        rows = session.scalars(
+            select(AuditRow).where(AuditRow.operation_id.in_(operation_ids), AuditRow.outcome == "ok")
+        ).all()
+        for row in rows:
+            session.expunge(row)
+        return {row.operation_id: row for row in rows}
+
+
 def prune_audit(db: Database, retention_days: float, now: datetime | None = None) -> int:
     """Delete audit entries older than the retention; returns how many went."""
     cutoff = (now or utcnow()) - timedelta(days=retention_days)

@@ -72,6 +72,8 @@ def record(db: Database, entries: list[Entry]) -> int:
             if row is None:
                 session.add(TimelineRow(**e.__dict__))
                 new += 1
+            elif e.source == "usage":  # a pod's hold: the latest observation replaces the last (store.usage)
+                row.first_at, row.last_at, row.reason, row.message = e.first_at, e.last_at, e.reason, e.message
             elif e.last_at >= row.last_at or e.count != row.count:
                 row.count, row.last_at, row.message, row.type = e.count, max(e.last_at, row.last_at), e.message, e.type
     return new
@@ -88,13 +90,14 @@ def query(
     namespace: str | None = None,
     type_: str | None = None,
     source: str | None = None,
+    exclude_source: str | None = None,
     since: datetime | None = None,
     before_id: int | None = None,
     limit: int = 50,
 ) -> list[TimelineRow]:
     """Entries of one cluster, newest first (by id), filtered; at most `limit`. `object_names`: any of these
     objects; `object_prefix`: the object named so or `<prefix>-…` (a job and its pods); `since`: last seen at or
-    after it."""
+    after it; `exclude_source`: not from this source."""
     conditions: list[Any] = [TimelineRow.cluster_tag == cluster_tag]
     if object_kind:
         conditions.append(TimelineRow.object_kind == object_kind)
@@ -112,6 +115,8 @@ def query(
         conditions.append(TimelineRow.type == type_)
     if source:
         conditions.append(TimelineRow.source == source)
+    if exclude_source:
+        conditions.append(TimelineRow.source != exclude_source)
     if since is not None:
         conditions.append(TimelineRow.last_at >= since)
     if before_id is not None:

@@ -25,6 +25,7 @@ from instantstart.services.base.target import cluster_of, cluster_target
 from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow, OperationRow, StateRow, utcnow
 from instantstart.store.state import read_state, write_state
+from instantstart.store.usage import record_workload
 from instantstart.validation import ClusterTag, Region
 
 ACTIVE_CLUSTER_KEY = "active_cluster"
@@ -131,11 +132,15 @@ async def submit_for_cluster(
     *,
     status_tool: str,
     poll_after_seconds: int,
+    workload: tuple[str, str] | None = None,
 ) -> OperationRef:
     """Record a mutation of one cluster: the cluster is the target (one at a time), the caller's
     idempotency key makes a retry return the same operation. `params`: the kind's params model (stored as
-    dumped, once), or a dict validated as it."""
+    dumped, once), or a dict validated as it. `workload`: (namespace, name) of the job or model server this
+    submits, recorded with the calling user as its submitter (usage_report attributes its pods to them)."""
     model = params if isinstance(params, ParamsModel) else ctx.app.runner.params_model(kind, params)
+    if workload is not None and ctx.principal is not None:
+        await to_thread.run_sync(record_workload, ctx.app.db, tag, *workload, ctx.principal.user, utcnow())
     return await ctx.app.runner.submit(
         kind,
         model,

@@ -236,7 +236,7 @@ async def inference_deploy_container(ctx: CallContext, req: DeployRequest) -> Op
         memory_mib=sized.memory_mib,
     )
     return await submit_for_cluster(ctx, KIND, tag, params.model_dump(mode="json", by_alias=True),
-                                    status_tool="operation_get", poll_after_seconds=15)
+                                    status_tool="operation_get", poll_after_seconds=15, workload=(req.namespace, name))
 
 
 def _lb_controller(api: Api) -> bool:

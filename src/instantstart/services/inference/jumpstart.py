@@ -122,7 +122,7 @@ async def inference_jumpstart_deploy(ctx: CallContext, req: JumpStartRequest) ->
     operator (inferenceOperator advanced feature)."""
     params = await blocking(_check, ctx.app, req)
     return await submit_for_cluster(ctx, KIND, params.cluster_tag, params, status_tool="operation_get",
-                                    poll_after_seconds=15)
+                                    poll_after_seconds=15, workload=(params.namespace, params.name))
 
 
 async def stage_apply(stage: StageContext) -> dict[str, Any]:

@@ -182,7 +182,7 @@ async def inference_managed_deploy(ctx: CallContext, req: ManagedRequest) -> Ope
     params = ManagedParams(cluster_tag=row.tag, region=row.region, eks_cluster=row.eks_cluster_name,
                            name=req.name, namespace=req.namespace, manifest=verdict.manifest)
     return await submit_for_cluster(ctx, "inference_managed_deploy", row.tag, params, status_tool="operation_get",
-                                    poll_after_seconds=15)
+                                    poll_after_seconds=15, workload=(req.namespace, req.name))
 
 
 async def stage_apply(stage: StageContext) -> dict[str, Any]:

@@ -16,9 +16,10 @@ from instantstart.context import AppContext, Slot
 from instantstart.errors import InstantStartError, NotFound
 from instantstart.services.base.registry import get_cluster, hyperpod_cluster_name, list_clusters
 from instantstart.services.base.target import cluster_of
-from instantstart.services.base.watch.state import FIRST_SYNC_SECONDS, informer, informer_key
+from instantstart.services.base.watch.state import FIRST_SYNC_SECONDS, informer, informer_key, register_listener
 from instantstart.services.base.watch.timeline import record_hyperpod_events
 from instantstart.services.base.watch.watched import events_attachable
+from instantstart.services.monitoring import usage_feed
 from instantstart.store.models import ClusterRow
 
 log = logging.getLogger(__name__)
@@ -43,10 +44,12 @@ class HyperPodPoll:
 
 @dataclass
 class ClusterFeeds:
-    """The feeds of one cluster: its events watch's key and its HyperPod poll."""
+    """The feeds of one cluster: its events watch's key, its HyperPod poll, its pods watch's key and usage sampler."""
 
     events_key: str | None = None
     hyperpod: HyperPodPoll | None = None
+    pods_key: str | None = None
+    usage: asyncio.Task[None] | None = None
 
 
 FEEDS: Slot[dict[str, ClusterFeeds]] = Slot("cluster feeds")  # per application: {cluster tag: its feeds}
@@ -75,6 +78,16 @@ async def _poll_hyperpod(app: AppContext, row: ClusterRow, poll: HyperPodPoll) -
         poll.wake.clear()
 
 
+def _ensure_usage(app: AppContext, row: ClusterRow, feeds: ClusterFeeds) -> None:
+    """The pods watch whose listener records accelerator holds (usage_feed.pod_holds), and the usage sampler."""
+    key = informer_key(row.region, row.eks_cluster_name, "pods")
+    if feeds.pods_key != key or app.informers.peek(key) is None:
+        informer(app, row.tag, row.region, row.eks_cluster_name, "pods", pinned=True)
+        feeds.pods_key = key
+    if feeds.usage is None or feeds.usage.done():
+        feeds.usage = usage_feed.start_sampler(app, row.tag, row.region, row.eks_cluster_name)
+
+
 def ensure(app: AppContext, row: ClusterRow) -> None:
     """Start what the cluster's timeline needs and is not running yet (on the event loop; idempotent)."""
     feeds = _feeds(app).setdefault(row.tag, ClusterFeeds())
@@ -83,6 +96,7 @@ def ensure(app: AppContext, row: ClusterRow) -> None:
         if feeds.events_key != key or app.informers.peek(key) is None:
             informer(app, row.tag, row.region, row.eks_cluster_name, "events", pinned=True)
             feeds.events_key = key
+        _ensure_usage(app, row, feeds)
     running = feeds.hyperpod
     if running is not None and running.error is not None:
         running.wake.set()  # an operation changed the cluster: its HyperPod cluster may be readable now
@@ -103,6 +117,12 @@ async def stop(app: AppContext, tag: str) -> None:
         return
     if feeds.events_key:
         app.informers.stop(feeds.events_key)
+    if feeds.pods_key:
+        app.informers.stop(feeds.pods_key)
+    if feeds.usage is not None:
+        feeds.usage.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await feeds.usage
     if feeds.hyperpod is not None and feeds.hyperpod.task is not None:
         feeds.hyperpod.task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -127,7 +147,9 @@ async def stop_all(app: AppContext) -> None:
 
 def attach(app: AppContext) -> None:
     """Follow the registry: when an operation on a cluster changes (creation, import, deletion), start the feeds
-    it now needs, or stop them when the cluster left the registry (the runner's listener)."""
+    it now needs, or stop them when the cluster left the registry (the runner's listener). The pods watches
+    record accelerator holds (usage_feed)."""
+    register_listener(app, "pods", usage_feed.pod_holds)
 
     async def listener(operation_id: str) -> None:
         try:

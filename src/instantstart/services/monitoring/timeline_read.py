@@ -18,7 +18,9 @@ from instantstart.services.base.watch.timeline import writer
 from instantstart.services.base.watch.watched import events_attachable
 from instantstart.services.monitoring import feeds
 from instantstart.store import timeline as store
+from instantstart.store.access import AuditRow, actors
 from instantstart.store.models import ClusterRow, utcnow
+from instantstart.store.usage import SOURCE as USAGE  # pod holds: usage_report's, not this listing's
 from instantstart.validation import ClusterTag
 
 MESSAGE_CHARS = 300
@@ -57,6 +59,15 @@ class TimelineRequest(WireModel):
     before: int | None = Field(default=None, ge=1, description="nextBefore of the previous page.")
 
 
+class Actor(WireModel):
+    """Who started an operation (its audit trail entry)."""
+
+    user: str
+    token_name: str
+    face: str = Field(description="rest, mcp, cli or ui.")
+    source: str = Field(description="The caller's address.")
+
+
 class TimelineEntry(WireModel):
     """One happening."""
 
@@ -71,6 +82,7 @@ class TimelineEntry(WireModel):
     count: int
     first_at: datetime
     last_at: datetime
+    actor: Actor | None = Field(default=None, description="An operation's entry: who started it (audit trail).")
 
 
 class TimelineResult(WireModel):
@@ -118,14 +130,16 @@ async def read_timeline(ctx: CallContext, req: TimelineRequest) -> TimelineResul
         app.db, tag, object_kind=req.object_kind, object_name=req.object_name, object_prefix=req.object_prefix,
         object_names=(node, f"hyperpod-{node}") if node else (),
         namespace=req.instance_group_name or req.namespace, type_="Warning" if req.warnings_only else req.type,
-        source=None if req.source == "all" else req.source, since=since, before_id=req.before, limit=req.limit + 1,
+        source=None if req.source == "all" else req.source, exclude_source=USAGE, since=since, before_id=req.before,
+        limit=req.limit + 1,
     ))
     page = rows[: req.limit]
+    started = await to_thread.run_sync(actors, app.db, [r.object_name for r in page if r.object_kind == "Operation"])
     entries = [
         TimelineEntry(
             id=r.id, source=r.source, object_kind=r.object_kind, object_name=r.object_name, namespace=r.namespace,
             type=r.type, reason=r.reason, message=_short(r.message), count=r.count, first_at=r.first_at,
-            last_at=r.last_at,
+            last_at=r.last_at, actor=_actor(started.get(r.object_name) if r.object_kind == "Operation" else None),
         )
         for r in page
     ]
@@ -133,6 +147,10 @@ async def read_timeline(ctx: CallContext, req: TimelineRequest) -> TimelineResul
     return TimelineResult(
         cluster_tag=tag, entries=entries, next_before=page[-1].id if more else None, unavailable=unavailable
     )
+
+
+def _actor(row: AuditRow | None) -> Actor | None:
+    return None if row is None else Actor(user=row.user, token_name=row.token_name, face=row.face, source=row.source)
 
 
 def _short(text: str) -> str:
@@ -146,7 +164,8 @@ async def cluster_timeline(ctx: CallContext, req: TimelineRequest) -> TimelineRe
     server expires them), HyperPod cluster and node events, and the control plane's operations and stage
     transitions. Filter by source, objectKind/objectName/objectPrefix/namespace, nodeId (its HyperPod and Kubernetes
     events), instanceGroupName, sinceMinutes, warningsOnly or type; page with `before`. A cluster read for
-    the first time waits (bounded) for its feeds' first pass; a source not current is listed in `unavailable`."""
+    the first time waits (bounded) for its feeds' first pass; a source not current is listed in `unavailable`. An
+    operation's entry names who started it (`actor`: user, token name, face, source address; audit trail)."""
     return await read_timeline(ctx, req)
 
 

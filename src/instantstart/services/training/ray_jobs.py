@@ -134,7 +134,8 @@ async def submit_ray(ctx: CallContext, req: RayJobRequest, entry: list[str], *, 
     )
     params = JobParams(cluster_tag=tag, region=row.region, eks_cluster=row.eks_cluster_name, name=spec.name,
                        namespace=spec.namespace, body=ray_job_manifests.ray_job(spec))
-    return await submit_for_cluster(ctx, KIND, tag, params, status_tool="job_get_status", poll_after_seconds=10)
+    return await submit_for_cluster(ctx, KIND, tag, params, status_tool="job_get_status", poll_after_seconds=10,
+                                    workload=(spec.namespace, spec.name))
 
 
 @operation(

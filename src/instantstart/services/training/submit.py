@@ -224,7 +224,8 @@ async def submit_job(ctx: CallContext, shape: JobShape, image: str, entry: list[
     )
     params = JobParams(cluster_tag=tag, region=row.region, eks_cluster=row.eks_cluster_name, name=spec.name,
                        namespace=spec.namespace, body=training_manifests.job(spec))
-    return await submit_for_cluster(ctx, KIND, tag, params, status_tool="job_get_status", poll_after_seconds=10)
+    return await submit_for_cluster(ctx, KIND, tag, params, status_tool="job_get_status", poll_after_seconds=10,
+                                    workload=(spec.namespace, spec.name))
 
 
 def mlflow_env(db: Database, tag: str, use: MlflowUse, job_name: str, namespace: str,

@@ -29,7 +29,7 @@ def node_view(node: Obj) -> Obj:
 
 
 def pod_view(pod: Obj) -> Obj:
-    """A Pod: where it runs, its phase and readiness, accelerators requested, its owner."""
+    """A Pod: where it runs, its phase and readiness, accelerators requested, its owner, when it ran."""
     md, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
     containers = status.get("containerStatuses") or []
     owners = md.get("ownerReferences") or []
@@ -45,6 +45,12 @@ def pod_view(pod: Obj) -> Obj:
         "owner": f"{owners[0].get('kind')}/{owners[0].get('name')}" if owners else None,
         "created": md.get("creationTimestamp"),
         "labels": _kept(md.get("labels"), JOB_POD_LABELS),
+        # When it held its node's accelerators (usage_report): started, containers finished, deletion deadline.
+        "uid": md.get("uid", ""),
+        "started": status.get("startTime"),
+        "finished": max((t for t in (((c.get("state") or {}).get("terminated") or {}).get("finishedAt")
+                                     for c in containers) if t), default=None),
+        "deleting": md.get("deletionTimestamp"),
     }
 
 
