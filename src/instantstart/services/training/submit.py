@@ -22,6 +22,7 @@ from instantstart.operations.params import ParamsModel
 from instantstart.operations.waiting import blocking
 from instantstart.services.base.registry import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.storage.fsx_claims import mountable_fsx
+from instantstart.services.teams import placement
 from instantstart.services.training import checks, inputs, scheduling
 from instantstart.services.training.env import ENV_DESCRIPTION, EnvEntry, spec_env
 from instantstart.services.training.mlflow import mlflow_config
@@ -123,7 +124,8 @@ class JobShape(WireModel):
     mlflow: MlflowUse | None = Field(default=None, description="Track the job in MLflow: the pods get "
                                      "MLFLOW_TRACKING_URI (the tracking server ARN), MLFLOW_EXPERIMENT_NAME, "
                                      "MLFLOW_RUN_NAME and the service account allowed to write to the server.")
-    namespace: KubeName = "default"
+    namespace: KubeName = Field(default="default", description="Default: the namespace of the caller's team on the "
+                                "cluster (hyperpod-ns-<team>, whose queue the job then joins), else default.")
     cluster_tag: ClusterTag | None = None
 
 
@@ -181,6 +183,10 @@ async def submit_job(ctx: CallContext, shape: JobShape, image: str, entry: list[
     )
     tag = await to_thread.run_sync(resolve_tag, ctx.app.db, shape.cluster_tag)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
+    namespace, queue = await to_thread.run_sync(
+        placement.place, ctx.app.db, ctx.principal, tag,
+        shape.namespace if "namespace" in shape.model_fields_set else None, shape.queue_name)
+    shape = shape.model_copy(update={"namespace": namespace, "queue_name": queue})
     env, service_account = spec_env(shape.env), None
     if shape.mlflow is not None:
         env, service_account = await to_thread.run_sync(mlflow_env, ctx.app.db, tag, shape.mlflow, shape.job_name,
