@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from anyio import to_thread
 from pydantic import Field
@@ -129,6 +129,9 @@ class JobShape(WireModel):
     cluster_tag: ClusterTag | None = None
 
 
+J = TypeVar("J", bound=JobShape)
+
+
 class JobRequest(JobShape):
     """A PyTorch training job: the image and the entry point hyperpodrun launches."""
 
@@ -183,10 +186,7 @@ async def submit_job(ctx: CallContext, shape: JobShape, image: str, entry: list[
     )
     tag = await to_thread.run_sync(resolve_tag, ctx.app.db, shape.cluster_tag)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
-    namespace, queue = await to_thread.run_sync(
-        placement.place, ctx.app.db, ctx.principal, tag,
-        shape.namespace if "namespace" in shape.model_fields_set else None, shape.queue_name)
-    shape = shape.model_copy(update={"namespace": namespace, "queue_name": queue})
+    shape = await placed(ctx, tag, shape)
     env, service_account = spec_env(shape.env), None
     if shape.mlflow is not None:
         env, service_account = await to_thread.run_sync(mlflow_env, ctx.app.db, tag, shape.mlflow, shape.job_name,
@@ -231,6 +231,14 @@ async def submit_job(ctx: CallContext, shape: JobShape, image: str, entry: list[
     params = JobParams(cluster_tag=tag, region=row.region, eks_cluster=row.eks_cluster_name, name=spec.name,
                        namespace=spec.namespace, body=training_manifests.job(spec))
     return await submit_for_cluster(ctx, KIND, tag, params, status_tool="job_get_status", poll_after_seconds=10)
+
+
+async def placed(ctx: CallContext, tag: str, shape: J) -> J:
+    """The job with its team's namespace and queue filled in (`services/teams/placement.py`)."""
+    namespace, queue = await to_thread.run_sync(
+        placement.place, ctx.app.db, ctx.principal, tag,
+        shape.namespace if "namespace" in shape.model_fields_set else None, shape.queue_name)
+    return shape.model_copy(update={"namespace": namespace, "queue_name": queue})
 
 
 def mlflow_env(db: Database, tag: str, use: MlflowUse, job_name: str, namespace: str,
