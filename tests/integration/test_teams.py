@@ -149,3 +149,21 @@ def test_two_teams_borrow_reclaim_and_preemption_over_mcp(cp: Running, twin: Twi
     assert queue_until(as_alice, "a1", "admitted")["queue"]["inUse"] == {"nvidia.com/gpu": 2.0}
     until(lambda: (running("hyperpod-ns-a"), running("hyperpod-ns-b")) == (["a1-pod-0"], ["b1-pod-0"]),
           "a1 and b1 running, a2's pod gone")
+
+    # The operator changes b's quota (UpdateComputeQuota → its ClusterQueue) and deletes team a (its queues go).
+    failed, ref = call(ops, "team_update", {"name": "b", "quota": {**quota, "accelerators": 1}})
+    assert not failed and mcp_wait(ops, ref["operationId"])["status"] == "SUCCEEDED", ref
+
+    def gpu_quota() -> str:
+        cq = objects.get_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "clusterqueues",
+                                               "hyperpod-ns-b-clusterqueue")
+        flavor = cq["spec"]["resourceGroups"][0]["flavors"][0]
+        return str(next(r["nominalQuota"] for r in flavor["resources"] if r["name"] == "nvidia.com/gpu"))
+
+    until(lambda: gpu_quota() == "1", "team b's ClusterQueue at 1 GPU")
+    failed, ref = call(ops, "team_delete", {"name": "a"})
+    assert not failed and mcp_wait(ops, ref["operationId"])["status"] == "SUCCEEDED", ref
+    failed, left = call(as_bob, "team_list", {})
+    assert [t["name"] for t in left["teams"]] == ["b"]
+    until(lambda: [q["metadata"]["name"] for q in objects.list_cluster_custom_object(
+        "kueue.x-k8s.io", "v1beta1", "clusterqueues")["items"]] == ["hyperpod-ns-b-clusterqueue"], "a's queue gone")
