@@ -136,6 +136,10 @@ def test_two_teams_borrow_reclaim_and_preemption_over_mcp(cp: Running, twin: Twi
     # alice may not submit into team b's namespace.
     denied, outside = call(as_alice, "training_job_submit", {**JOB, "jobName": "sneak", "namespace": "hyperpod-ns-b"})
     assert denied and outside["error"]["code"] == "FORBIDDEN" and "hyperpod-ns-a" in outside["error"]["hint"]
+    denied, server = call(as_alice, "inference_deploy_container", {
+        "deploymentCommand": "vllm serve Qwen/Qwen3-0.6B --max-model-len 1280", "gpuCount": 1,
+        "namespace": "hyperpod-ns-b"})
+    assert denied and server["error"]["code"] == "FORBIDDEN", server
 
     # bob needs b's quota back: a's borrowing job is preempted and requeued, b's is admitted.
     submit(as_bob, "b1")

@@ -1,11 +1,12 @@
 """The role each operation needs, checked in one place (`catalog.invoke`) for every face.
 
 Roles are ordered (principal.ROLES): viewer reads; member also runs jobs, model servers, model downloads and
-calls models; operator also drives clusters, capacity, features and storage; admin also manages users, other
-users' tokens and reads the audit trail. Every operation of the catalog has an entry here (a test checks it); an
+calls models; operator also drives clusters, capacity, features, storage and teams (a team's compute quota is
+capacity, and its member list part of the team); admin also manages users, other users' tokens and reads the audit
+trail. Every operation of the catalog has an entry here (a test checks it); an
 operation without one needs admin, so a new operation is never open by accident. A member who belongs to teams of a
-cluster submits training jobs only into those teams' namespaces (`services/teams/placement.py`); a member of no
-team, and the other member operations, are not scoped by namespace yet.
+cluster submits training jobs and model servers (inference_deploy_container) only into those teams' namespaces
+(`services/teams/placement.py`); a member of no team, and the other member operations, are not scoped yet.
 """
 
 from __future__ import annotations
