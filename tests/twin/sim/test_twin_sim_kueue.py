@@ -138,3 +138,21 @@ def test_dont_lend_keeps_idle_quota_and_webhook_ignores_unqueued_jobs(cluster: S
     assert rtype is not None
     suspend_queued(cluster.store, rtype, plain)
     assert "suspend" not in plain["spec"]["runPolicy"]
+
+
+def test_instance_count_quota_and_lend_only_strategy() -> None:
+    quota = _quota("c", "cccccccccccc", 0, strategy="Lend")
+    quota["ComputeQuotaConfig"]["ComputeQuotaResources"] = [{"InstanceType": "ml.g5.12xlarge", "Count": 2}]
+    quota["ComputeQuotaConfig"]["PreemptTeamTasks"] = "Never"
+    cq = governance_sync.cluster_queue(quota, fair_share=True)
+    resources = {r["name"]: r for r in cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"]}
+    # Two ml.g5.12xlarge: 2 x (48 vCPU, 192 GiB, 4 GPUs, 1 EFA); Lend borrows nothing.
+    assert resources["cpu"] == {"name": "cpu", "nominalQuota": "96", "borrowingLimit": "0"}
+    assert resources["memory"]["nominalQuota"] == f"{2 * 192 * 1024}Mi"
+    assert resources["nvidia.com/gpu"]["nominalQuota"] == "8"
+    assert cq["spec"]["preemption"]["withinClusterQueue"] == "Never"
+    assert cq["spec"]["fairSharing"] == {"weight": "0"}
+    dont = governance_sync.cluster_queue(_quota("d", "dddddddddddd", 2, strategy="DontLend"), fair_share=False)
+    gpu = next(r for r in dont["spec"]["resourceGroups"][0]["flavors"][0]["resources"] if r["name"] == "nvidia.com/gpu")
+    assert gpu == {"name": "nvidia.com/gpu", "nominalQuota": "2", "borrowingLimit": "0", "lendingLimit": "0"}
+    assert "fairSharing" not in dont["spec"]
