@@ -169,5 +169,9 @@ def test_two_teams_borrow_reclaim_and_preemption_over_mcp(cp: Running, twin: Twi
     assert not failed and mcp_wait(ops, ref["operationId"])["status"] == "SUCCEEDED", ref
     failed, left = call(as_bob, "team_list", {})
     assert [t["name"] for t in left["teams"]] == ["b"]
+    # b1 holds 2 GPUs of a quota now 1: one is borrowed (a's lapsed quota no longer lends, Kueue evicts nothing
+    # already admitted).
+    assert left["teams"][0]["usage"] == {"admittedWorkloads": 1, "pendingWorkloads": 0,
+                                         "inUse": {"nvidia.com/gpu": 2.0}, "borrowed": {"nvidia.com/gpu": 1.0}}
     until(lambda: [q["metadata"]["name"] for q in objects.list_cluster_custom_object(
         "kueue.x-k8s.io", "v1beta1", "clusterqueues")["items"]] == ["hyperpod-ns-b-clusterqueue"], "a's queue gone")

@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from instantstart.catalog.base import WireModel
 from instantstart.operations.params import ParamsModel
+from instantstart.services.teams.queueing import QueueUsage
 from instantstart.validation import ClusterTag
 
 TEAM_NAME = r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$"  # ComputeQuotaTargetTeamName: 1-40, a DNS label
@@ -117,6 +118,8 @@ class TeamView(WireModel):
     quota: dict[str, Any] = Field(description="The quota as given (instanceType, accelerators|instanceCount, ...).")
     quota_id: str
     quota_status: str | None = Field(description="SageMaker's status of the compute quota (None: it is gone).")
+    usage: QueueUsage | None = Field(default=None, description="Its Kueue queue now (None until the task governance "
+                                     "add-on has created it).")
     created_by: str
 
 

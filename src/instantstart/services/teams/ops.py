@@ -31,10 +31,11 @@ from instantstart.services.teams.models import (
     TeamUpdateRequest,
     TeamView,
 )
+from instantstart.services.teams.queueing import queue_usage
 from instantstart.store import teams as store
 from instantstart.store.access import UserRow
 from instantstart.store.db import Database
-from instantstart.store.models import utcnow
+from instantstart.store.models import ClusterRow, utcnow
 
 ADDON = "amazon-sagemaker-hyperpod-taskgovernance"
 
@@ -74,14 +75,13 @@ def _target(app: AppContext, tag: str, instance_type: str | None) -> tuple[str, 
     return row.region, str(described["ClusterArn"])
 
 
-def _view(app: AppContext, team: store.Team, region: str | None) -> TeamView:
-    status = None
-    if region is not None:
-        found = gov_api.describe_quota(app.aws, region, team.quota_id)
-        status = None if found is None else str(found.get("Status"))
+def _view(app: AppContext, team: store.Team, row: ClusterRow) -> TeamView:
+    found = gov_api.describe_quota(app.aws, row.region, team.quota_id)
+    status = None if found is None else str(found.get("Status"))
+    usage = queue_usage(app, row, f"{team.namespace}-clusterqueue") if found is not None else None
     return TeamView(name=team.name, cluster_tag=team.cluster_tag, namespace=team.namespace, queue=team.queue,
                     members=team.members, quota=team.settings, quota_id=team.quota_id, quota_status=status,
-                    created_by=team.created_by)
+                    usage=usage, created_by=team.created_by)
 
 
 async def stage_team_apply(stage: StageContext) -> dict[str, Any]:
@@ -190,15 +190,15 @@ async def team_delete(ctx: CallContext, req: TeamRef) -> OperationRef:
 
 @operation("team_list", method="GET", path="/teams", example={})
 async def team_list(ctx: CallContext, req: TeamsRequest) -> TeamList:
-    """Every team (of one cluster when clusterTag is given) with its namespace, queue, members, the quota as given
-    and SageMaker's status of its compute quota. Read-only."""
+    """Every team (of one cluster when clusterTag is given) with its namespace, queue, members, the quota as given,
+    SageMaker's status of its compute quota, and its Kueue queue now (admitted and pending jobs, accelerators in use
+    and borrowed from other teams). Read-only."""
     teams = await to_thread.run_sync(store.list_teams, ctx.app.db, req.cluster_tag)
 
     def views() -> list[TeamView]:
         out = []
         for team in teams:
-            row = get_cluster(ctx.app.db, team.cluster_tag)
-            out.append(_view(ctx.app, team, row.region))
+            out.append(_view(ctx.app, team, get_cluster(ctx.app.db, team.cluster_tag)))
         return out
 
     return TeamList(teams=await blocking(views))

@@ -140,3 +140,31 @@ def queue_state(app: AppContext, row: ClusterRow, job: dict[str, Any]) -> QueueS
     return QueueState(state="pending", explanation=(
         f"Pending in queue {queue}: over the team's quota and no idle capacity to borrow ({team_use}). "
         f"Kueue: {waiting}."), **base)
+
+
+class QueueUsage(WireModel):
+    """A team's Kueue queue now: admitted and pending jobs, accelerators in use and borrowed."""
+
+    admitted_workloads: int
+    pending_workloads: int
+    in_use: dict[str, float] = Field(description="Accelerators its admitted jobs hold.")
+    borrowed: dict[str, float] = Field(description="Of those, beyond the team's quota (lent by other teams).")
+
+
+def queue_usage(app: AppContext, row: ClusterRow, cluster_queue: str) -> QueueUsage | None:
+    """The ClusterQueue's status (None while it does not exist; blocking)."""
+    api = kube_api(app.kube, row.eks_cluster_name, row.region)
+    cq: Any = kube_call("read the ClusterQueue", reads.read_cluster_object, api, GROUP, VERSION, "clusterqueues",
+                        cluster_queue)
+    if cq is None:
+        return None
+    status = cq.get("status") or {}
+    in_use: dict[str, float] = {}
+    borrowed: dict[str, float] = {}
+    for flavor in status.get("flavorsUsage") or []:
+        for res in flavor.get("resources") or []:
+            if res["name"] in ACCELERATORS:
+                in_use[res["name"]] = in_use.get(res["name"], 0.0) + _number(res.get("total") or 0)
+                borrowed[res["name"]] = borrowed.get(res["name"], 0.0) + _number(res.get("borrowed") or 0)
+    return QueueUsage(admitted_workloads=int(status.get("admittedWorkloads") or 0),
+                      pending_workloads=int(status.get("pendingWorkloads") or 0), in_use=in_use, borrowed=borrowed)
