@@ -3,9 +3,11 @@ LocalQueue, admitted in priority then creation order when its ClusterQueue has q
 idle quota borrowed from its cohort within borrowingLimit), else left pending with Kueue's reason. A workload
 whose queue is entitled to the quota (within nominal) but finds it lent out reclaims it: the newest, lowest-
 priority workloads of queues borrowing in the cohort are evicted (Evicted/Preempted, reason InCohortReclamation)
-and requeued. Admission unsuspends the job (spec.runPolicy.suspend: false), eviction suspends it again, which
-removes its pods; the job webhook (`kube/kueue_webhook.py`) suspends a queued job at creation. Not modelled: fair
-sharing weights (borrowing is first come, first served), partial admission, topology, admission checks."""
+and requeued; with withinClusterQueue LowerPriority, a workload that still does not fit evicts lower-priority
+workloads of its own queue (reason InClusterQueue). Admission unsuspends the job (spec.runPolicy.suspend: false),
+eviction suspends it again, which removes its pods; the job webhook (`kube/kueue_webhook.py`) suspends a queued
+job at creation. Not modelled: fair sharing weights (borrowing is first come, first served), partial admission,
+topology, admission checks."""
 
 from __future__ import annotations
 
@@ -157,7 +159,11 @@ class KueueController(Controller):
         need, pod_set = _needs(wl), wl["spec"]["podSets"][0]["name"]
         flavor = self._flavor(wl, queue)
         verdict = fit(queue, list(queues.values()), flavor, need, pod_set)
-        if not verdict.fits and verdict.within_nominal and self._reclaim(wl, queue, flavor, need, workloads, queues):
+        if not verdict.fits and verdict.within_nominal and self._reclaim(wl, queue, flavor, need, workloads, queues,
+                                                                         cohort=True):
+            verdict = fit(queue, list(queues.values()), flavor, need, pod_set)
+        if not verdict.fits and queue.preempts_lower and self._reclaim(wl, queue, flavor, need, workloads, queues,
+                                                                       cohort=False):
             verdict = fit(queue, list(queues.values()), flavor, need, pod_set)
         if not verdict.fits:
             kobj.set_condition(status, "QuotaReserved", "False", now, "Pending", verdict.reason)
@@ -193,43 +199,53 @@ class KueueController(Controller):
         return queue.flavors[0] if queue.flavors else ""
 
     def _reclaim(self, wl: Obj, queue: Queue, flavor: str, need: dict[str, float],
-                 workloads: dict[tuple[str, str], Obj], queues: dict[str, Queue]) -> bool:
-        """Evict workloads of other queues of the cohort that borrow, newest and lowest priority first, until `wl`
-        fits; nothing is evicted unless that is enough."""
+                 workloads: dict[tuple[str, str], Obj], queues: dict[str, Queue], *, cohort: bool) -> bool:
+        """Evict, lowest priority and newest first, until `wl` fits (nothing is evicted unless that is enough):
+        with `cohort`, workloads of other queues of the cohort that borrow (reclaiming lent quota); else
+        workloads of `wl`'s own queue of lower priority (withinClusterQueue: LowerPriority)."""
+        mine = int(wl["spec"].get("priority") or 0)
         candidates = []
         for other in workloads.values():
             admission = (other.get("status") or {}).get("admission") or {}
             lender = queues.get(str(admission.get("clusterQueue")))
-            if (lender is None or lender is queue or lender.cohort != queue.cohort
-                    or not kobj.is_true(other, "Admitted") or kobj.is_true(other, "Finished")):
+            if lender is None or not kobj.is_true(other, "Admitted") or kobj.is_true(other, "Finished"):
                 continue
-            if any(lender.borrowed((flavor, r)) > 0 for r in need):
-                candidates.append((int(other["spec"].get("priority") or 0),
-                                   str((kobj.condition(other, "QuotaReserved") or {}).get("lastTransitionTime")),
-                                   other, lender))
+            priority = int(other["spec"].get("priority") or 0)
+            if (cohort and lender is not queue and lender.cohort == queue.cohort
+                    and any(lender.borrowed((flavor, r)) > 0 for r in need)) or (
+                    not cohort and lender is queue and priority < mine):
+                candidates.append((priority, str((kobj.condition(other, "QuotaReserved") or {}).get(
+                    "lastTransitionTime")), other, lender))
         candidates.sort(key=lambda c: (c[0], [-ord(ch) for ch in c[1]]))
         chosen: list[tuple[Obj, Queue]] = []
         for _, _, victim, lender in candidates:
-            if not any(lender.borrowed((flavor, r)) > 0 for r in need):
+            if cohort and not any(lender.borrowed((flavor, r)) > 0 for r in need):
                 continue
             for res, amount in _needs(victim).items():
                 lender.used[(flavor, res)] -= amount
             chosen.append((victim, lender))
             if fit(queue, list(queues.values()), flavor, need, "").fits:
                 for victim_wl, _ in chosen:
-                    self._evict(victim_wl, wl, queue)
+                    self._evict(victim_wl, wl, queue, cohort=cohort)
                 return True
         for victim, lender in chosen:  # not enough: give the usage back, evict nobody
             for res, amount in _needs(victim).items():
                 lender.used[(flavor, res)] += amount
         return False
 
-    def _evict(self, victim: Obj, preemptor: Obj, queue: Queue) -> None:
+    def _evict(self, victim: Obj, preemptor: Obj, queue: Queue, *, cohort: bool) -> None:
         now, status = self.sim.now(), copy.deepcopy(victim.get("status") or {})
-        message = (f"Preempted to accommodate a workload (UID: {preemptor['metadata']['uid']}) due to reclamation "
-                   f"within the cohort (ClusterQueue {queue.name} reclaimed its lent quota)")
+        uid = preemptor["metadata"]["uid"]
+        if cohort:
+            reason = "InCohortReclamation"
+            message = (f"Preempted to accommodate a workload (UID: {uid}) due to reclamation within the cohort "
+                       f"(ClusterQueue {queue.name} reclaimed its lent quota)")
+        else:
+            reason = "InClusterQueue"
+            message = (f"Preempted to accommodate a workload (UID: {uid}) due to prioritization in the "
+                       f"ClusterQueue {queue.name} (a higher-priority workload of the same team)")
         kobj.set_condition(status, "Evicted", "True", now, "Preempted", message)
-        kobj.set_condition(status, "Preempted", "True", now, "InCohortReclamation", message)
+        kobj.set_condition(status, "Preempted", "True", now, reason, message)
         kobj.set_condition(status, "QuotaReserved", "False", now, "Pending", "Preempted; requeued")
         kobj.set_condition(status, "Admitted", "False", now, "NoReservation", "The workload has no reservation")
         kobj.set_condition(status, "Requeued", "True", now, "Preempted", "Requeued after preemption")

@@ -27,6 +27,7 @@ class Queue:
     borrowing: dict[Cell, float]
     lending: dict[Cell, float]
     used: dict[Cell, float] = field(default_factory=lambda: defaultdict(float))
+    preempts_lower: bool = False  # withinClusterQueue: a workload preempts lower-priority ones of its queue
 
     def guaranteed(self, cell: Cell) -> float:
         """The part of the nominal quota no other queue may use."""
@@ -49,6 +50,8 @@ def parse_queue(cq: Obj) -> Queue:
     """A ClusterQueue object as a Queue (its resource groups flattened)."""
     spec = cq.get("spec") or {}
     queue = Queue(cq["metadata"]["name"], str(spec.get("cohort") or ""), [], set(), {}, {}, {})
+    queue.preempts_lower = (spec.get("preemption") or {}).get("withinClusterQueue") in (
+        "LowerPriority", "LowerOrNewerEqualPriority")
     for group in spec.get("resourceGroups") or []:
         queue.covered.update(group.get("coveredResources") or [])
         for flavor in group.get("flavors") or []:

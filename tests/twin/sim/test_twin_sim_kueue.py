@@ -22,10 +22,12 @@ def _quota(team: str, quota_id: str, gpus: int, strategy: str = "LendAndBorrow")
                                    "PreemptTeamTasks": "LowerPriority"}}
 
 
-def _job(cluster: SimCluster, team: str, name: str, gpus: int = 2) -> None:
+def _job(cluster: SimCluster, team: str, name: str, gpus: int = 2, priority: str | None = None) -> None:
     body = hpjob(name, 1)
     body["metadata"]["namespace"] = f"hyperpod-ns-{team}"
     body["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": f"hyperpod-ns-{team}-localqueue"}
+    if priority:
+        body["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = priority
     container = body["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]
     container["resources"] = {"requests": {"nvidia.com/gpu": gpus}, "limits": {"nvidia.com/gpu": gpus}}
     body["spec"]["replicaSpecs"][0]["template"]["metadata"]["annotations"]["twin.instantstart.io/run-seconds"] = "600"
@@ -156,3 +158,24 @@ def test_instance_count_quota_and_lend_only_strategy() -> None:
     gpu = next(r for r in dont["spec"]["resourceGroups"][0]["flavors"][0]["resources"] if r["name"] == "nvidia.com/gpu")
     assert gpu == {"name": "nvidia.com/gpu", "nominalQuota": "2", "borrowingLimit": "0", "lendingLimit": "0"}
     assert "fairSharing" not in dont["spec"]
+
+
+def test_higher_priority_task_preempts_its_own_teams_lower_priority_one(cluster: SimCluster) -> None:
+    install_crds(cluster.sim, "training-operator")
+    install_crds(cluster.sim, "task-governance")
+    cluster.add_node("i-01111111111111111")
+    scheduler = {"SchedulerConfig": {"PriorityClasses": [{"Name": "inference", "Weight": 90},
+                                                         {"Name": "training", "Weight": 10}]}}
+    cluster.sim.extra[governance_sync.KEY] = (scheduler, [_quota("a", "aaaaaaaaaaaa", 2, strategy="DontLend")])
+    cluster.sim.run(lambda: governance_sync.sync(cluster.sim))
+
+    _job(cluster, "a", "low", priority="training-priority")
+    cluster.advance(3)
+    assert _cond(_workload(cluster, "a", "low"), "Admitted")["status"] == "True"
+    _job(cluster, "a", "high", priority="inference-priority")
+    cluster.advance(30)
+    victim = _workload(cluster, "a", "low")
+    assert _cond(victim, "Preempted")["reason"] == "InClusterQueue"
+    assert _cond(_workload(cluster, "a", "high"), "Admitted")["status"] == "True"
+    assert _workload(cluster, "a", "high")["spec"]["priority"] == 90
+    assert _running_pods(cluster, "a") == ["high-pod-0"]

@@ -134,9 +134,12 @@ def queue_state(app: AppContext, row: ClusterRow, job: dict[str, Any]) -> QueueS
     waiting = _cond(wl, "QuotaReserved").get("message") or "waiting for quota"
     if _true(wl, "Evicted") or _true(wl, "Preempted"):
         why = _cond(wl, "Preempted").get("message") or _cond(wl, "Evicted").get("message")
+        cause = ("a higher-priority job of the same team needed the team's quota"
+                 if _cond(wl, "Preempted").get("reason") == "InClusterQueue"
+                 else "it ran on borrowed capacity, which its lender reclaimed")
         return QueueState(state="preempted", explanation=(
-            f"Preempted and requeued: {why}. It ran on borrowed capacity, which its lender reclaimed; it is admitted "
-            f"again when quota frees up ({team_use}; Kueue: {waiting})."), **base)
+            f"Preempted and requeued: {why}. {cause[0].upper()}{cause[1:]}; it is admitted again when quota frees "
+            f"up ({team_use}; Kueue: {waiting})."), **base)
     return QueueState(state="pending", explanation=(
         f"Pending in queue {queue}: over the team's quota and no idle capacity to borrow ({team_use}). "
         f"Kueue: {waiting}."), **base)
