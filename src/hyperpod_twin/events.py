@@ -27,6 +27,7 @@ Topic = Literal[
     "hyperpod.cluster.changed",
     "hyperpod.autoscaling.active",
     "hyperpod.cluster.deleted",
+    "hyperpod.governance.changed",
     "fsx.filesystem.changed",
     "kube.cluster.started",
     "kube.cluster.stopped",
@@ -92,6 +93,9 @@ class EventBus:
     - ``hyperpod.autoscaling.active`` cluster_name, cluster_arn, eks_cluster_arn: AutoScaling
       (Karpenter) reached InService with Mode Enable
     - ``hyperpod.cluster.deleted`` cluster_name, cluster_arn, eks_cluster_arn
+    - ``hyperpod.governance.changed`` eks_cluster_arn, cluster_arn, scheduler (the
+      DescribeClusterSchedulerConfig dict or None), quotas (DescribeComputeQuota dicts): the cluster's whole
+      task governance after any Create/Update/DeleteComputeQuota or …ClusterSchedulerConfig
     - ``kube.cluster.started`` runtime (hyperpod_twin.kube.runtime.ClusterRuntime): the API server
       of an EKS cluster is up (published by hyperpod_twin.kube.plugin once it listens, before the
       AWS side marks the cluster ACTIVE); the simulator starts its controllers on ``runtime.store``.

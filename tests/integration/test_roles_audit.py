@@ -78,6 +78,11 @@ def test_every_builtin_operation_declares_a_role_and_the_roles_keep_their_promis
         assert not expected(name, "member") and expected(name, "operator"), name
     for name in ("user_create", "user_update", "user_delete", "user_list", "audit_list"):
         assert not expected(name, "operator") and expected(name, "admin"), name
+    # Teams are task governance capacity (compute quotas): operators create, change and delete them (with their
+    # member lists); everyone may list them.
+    for name in ("team_create", "team_update", "team_delete"):
+        assert not expected(name, "member") and expected(name, "operator"), name
+    assert expected("team_list", "viewer")
     assert expected("training_job_submit", "member") and not expected("training_job_submit", "viewer")
     assert expected("cluster_get_status", "viewer") and not expected("inference_call_model", "viewer")
     for name in ("user_create", "token_create", "token_revoke"):  # says what it changes, never "Read-only."

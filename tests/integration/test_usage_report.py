@@ -22,6 +22,7 @@ from instantstart.cli.main import build_app
 from instantstart.services.base.registry import get_cluster
 from instantstart.services.monitoring import usage_feed
 from instantstart.settings import Settings
+from instantstart.store import teams as teams_store
 from instantstart.store import timeline
 from instantstart.store import usage as usage_store
 from instantstart.store.models import utcnow
@@ -154,6 +155,16 @@ def test_usage_report_adds_up_to_what_the_pods_held(cp: Running, twin: TwinProce
     assert mine["scope"] == "own" and {u["user"] for u in mine["byUser"]} == {"alice"}
     assert [t["team"] for t in mine["byTeam"]] == ["team-a"]
     assert [t["team"] for t in report(team="team-b")["byTeam"]] == ["team-b"]
+    # ... and her teams' usage once she is a member of one (the team record as team_create stores it).
+    teams_store.save_team(cp.context.db, teams_store.Team(
+        name="team-b", cluster_tag=TAG, quota_id="", settings={}, members=["alice"], created_by="test",
+        created_at=utcnow()))
+    theirs = report(alice)
+    assert sorted(t["team"] for t in theirs["byTeam"]) == ["team-a", "team-b"]
+    assert abs(next(t for t in theirs["byTeam"] if t["team"] == "team-b")["gpuHours"] - teams["team-b"]["gpuHours"]) \
+        <= tolerance
+    assert "" not in {t["team"] for t in theirs["byTeam"]}  # the loose pod in no team's namespace stays hidden
+    teams_store.delete_team(cp.context.db, "team-b", TAG)
 
     # The CSV: through the CLI's -o csv, the same rows.
     text = run_cli(cp, ["usage", "report", "--since", period["since"], "--until", period["until"], "-o", "csv"])

@@ -10,7 +10,7 @@ import io
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from instantstart.services.monitoring.projections import pod_view
+from instantstart.services.base.watch.projections import pod_view
 
 from instantstart.errors import InvalidInput
 from instantstart.services.monitoring.usage import UsageRequest, as_csv, group, node_seconds, period, spans

@@ -31,6 +31,7 @@ from . import (
     sagemaker_hyperpod,
     sts_web_identity,
     tagging,
+    task_governance,
     training_plans,
 )
 from .context import AwsContext
@@ -85,6 +86,7 @@ class AwsSide:
         quotas.register(self.ctx, self.quotas)
         training_plans.register(self.ctx, self.plans)
         sagemaker_cluster_api.register(self.ctx, self.hyperpod)
+        self.governance = task_governance.register(self.ctx, self.hyperpod)
         self.mlflow = mlflow_servers.MlflowServers(self.ctx)
         mlflow_servers.register(self.ctx, self.mlflow)  # after HyperPod's AddTags/ListTags, which it chains
         eks_cluster_api.register(self.ctx, self.eks)

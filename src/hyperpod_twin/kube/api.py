@@ -21,6 +21,7 @@ import yaml
 from hyperpod_twin.kube import graceful
 from hyperpod_twin.kube.apply import record_update, server_side_apply
 from hyperpod_twin.kube.defaults import apply_defaults, fold_string_data
+from hyperpod_twin.kube.kueue_webhook import suspend_queued
 from hyperpod_twin.kube.patch import json_patch, merge_patch, strategic_merge
 from hyperpod_twin.kube.priority import admit_priority
 from hyperpod_twin.kube.resource_checks import ResourceChecks, Target, WriteOptions
@@ -117,6 +118,7 @@ class ResourceApi(ResourceChecks):
         apply_defaults(target.rtype, obj, self._ips)
         if target.rtype.key == ("", "pods"):
             admit_priority(self.store, obj)
+        suspend_queued(self.store, target.rtype, obj)
         self._admit(target, obj, None, opts)
         if not opts.applying:
             meta["managedFields"] = record_update(None, obj, opts.field_manager, target.api_version)

@@ -12,6 +12,7 @@ from hyperpod_twin.sim.jumpstart import JumpStartOperator
 from hyperpod_twin.sim.karpenter import KarpenterController
 from hyperpod_twin.sim.keda import KedaOperator
 from hyperpod_twin.sim.kubelet import Kubelet
+from hyperpod_twin.sim.kueue import KueueController
 from hyperpod_twin.sim.load_balancers import LoadBalancerController
 from hyperpod_twin.sim.metrics import MetricsServer
 from hyperpod_twin.sim.model_download import ModelDownloadContainer
@@ -40,6 +41,7 @@ def all_controllers() -> list[type[Controller]]:
         DaemonSetController,
         StatefulSetController,
         VolumeBinder,
+        KueueController,
         TrainingOperator,
         PyTorchJobController,
         MPIJobController,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from hyperpod_twin.aws.protocol import AwsRequest, RawResponse
 from hyperpod_twin.clock import TwinClock
 from hyperpod_twin.kube.runtime import ClusterRuntime
-from hyperpod_twin.sim import addons, crds, dcgm, fsx_mounts, jumpstart, nccl_tests
+from hyperpod_twin.sim import addons, crds, dcgm, fsx_mounts, governance_sync, jumpstart, nccl_tests
 from hyperpod_twin.sim.core import ClusterSim, SimConfig
 from hyperpod_twin.sim.hf_hub_http import HubServer
 from hyperpod_twin.sim.kinds import CRDS
@@ -85,6 +85,8 @@ class SimPlugin:
     _pending_bundles: dict[str, set[str]] = field(default_factory=dict)
     _pending_addons: dict[str, dict[str, tuple[str, str | None]]] = field(default_factory=dict)
     _clusters: dict[str, Obj] = field(default_factory=dict)  # eks arn → latest HyperPod DescribeCluster view
+    # eks arn → the latest task governance (scheduler config, compute quotas) the AWS side published
+    _governance: dict[str, tuple[Obj | None, list[Obj]]] = field(default_factory=dict)
     # FSx file system id → the AWS side's view (one account: every cluster's CSI node plugin sees the same).
     fsx_file_systems: dict[str, Obj] = field(default_factory=dict)
     # FSx file system id → its files (path → bytes): what pods of any cluster write through their Lustre mounts.
@@ -103,6 +105,7 @@ class SimPlugin:
         self.bus.subscribe("hyperpod.cluster.changed", self.on_hyperpod_changed)
         self.bus.subscribe("hyperpod.autoscaling.active", self.on_autoscaling_active)
         self.bus.subscribe("eks.addon.active", self.on_addon_active)
+        self.bus.subscribe("hyperpod.governance.changed", self.on_governance_changed)
         self.bus.subscribe("eks.addon.deleted", self.on_addon_deleted)
         self.bus.subscribe("fsx.filesystem.changed", self.on_fsx_changed)
         self.bus.subscribe("twin.reset", self.on_reset)
@@ -127,6 +130,9 @@ class SimPlugin:
             cluster = self._clusters.get(runtime.arn)
             if cluster is not None:
                 sim.extra["hyperpod_cluster"] = cluster
+            if runtime.arn in self._governance:
+                sim.extra[governance_sync.KEY] = self._governance[runtime.arn]
+                sim.run(lambda: log.info("task governance: %s", governance_sync.sync(sim)))
             held = self._pending_nodes.pop(runtime.arn, {})
             for instance_id, (cluster_name, node, group, sequence) in held.items():
                 if node is None:
@@ -265,6 +271,22 @@ class SimPlugin:
         sim.run(
             lambda: log.info("add-on %s: %s", addon_name, addons.install(sim, addon_name, addon_version, namespace))
         )
+        if bundle == "task-governance":
+            sim.run(lambda: log.info("task governance: %s", governance_sync.sync(sim)))
+
+    def on_governance_changed(
+        self, eks_cluster_arn: str | None = None, scheduler: Obj | None = None, quotas: list[Obj] | None = None,
+        **_: Any,
+    ) -> None:
+        """A scheduler config or compute quota changed: the task governance add-on syncs its Kueue objects."""
+        if not eks_cluster_arn:
+            return
+        with self._lock:
+            self._governance[eks_cluster_arn] = (scheduler, list(quotas or []))
+            sim = self.sims.get(eks_cluster_arn)
+        if sim is not None:
+            sim.extra[governance_sync.KEY] = (scheduler, list(quotas or []))
+            sim.run(lambda: log.info("task governance: %s", governance_sync.sync(sim)))
 
     def on_addon_deleted(self, cluster_arn: str, addon_name: str, preserve: bool = False, **_: Any) -> None:
         """An add-on was deleted: its workloads go; its CRDs (and custom resources) too unless preserved."""
@@ -311,6 +333,7 @@ class SimPlugin:
                 sim.stop()
             self.sims.clear()
             self._clusters.clear()
+            self._governance.clear()
             self.fsx_file_systems.clear()
             self.fsx_contents.clear()
             self._pending_nodes.clear()

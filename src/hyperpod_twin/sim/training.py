@@ -84,6 +84,10 @@ class TrainingOperator(OwnerController):
         if job.get("spec", {}).get("runPolicy", {}).get("suspend"):
             for pod_name in pods:
                 self.sim.delete_pod(ns, pod_name)
+            self._live.pop((ns, name), None)  # pods removed by suspension are no failure when it resumes
+            if kobj.is_true(job, "Running"):
+                kobj.set_condition(status, "Running", "False", now, "JobSuspended", f"HyperPodPyTorchJob {name} "
+                                   "is suspended.")
             self._write(job, status, {})
             return
         if self._past_deadline(job, status, pods):

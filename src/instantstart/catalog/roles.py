@@ -1,10 +1,12 @@
 """The role each operation needs, checked in one place (`catalog.invoke`) for every face.
 
 Roles are ordered (principal.ROLES): viewer reads; member also runs jobs, model servers, model downloads and
-calls models; operator also drives clusters, capacity, features and storage; admin also manages users, other
-users' tokens and reads the audit trail. Every operation of the catalog has an entry here (a test checks it); an
-operation without one needs admin, so a new operation is never open by accident. Namespace scoping for members
-awaits teams (issue 28, item 3): today a member may call the member operations on any namespace.
+calls models; operator also drives clusters, capacity, features, storage and teams (a team's compute quota is
+capacity, and its member list part of the team); admin also manages users, other users' tokens and reads the audit
+trail. Every operation of the catalog has an entry here (a test checks it); an
+operation without one needs admin, so a new operation is never open by accident. A member who belongs to teams of a
+cluster submits training jobs and model servers (inference_deploy_container) only into those teams' namespaces
+(`services/teams/placement.py`); a member of no team, and the other member operations, are not scoped yet.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ _OPERATOR_OPS = (
     " hyperpod_node_delete hyperpod_node_reboot hyperpod_node_replace hyperpod_scale_instance_group"
     " hyperpod_update_advanced_features hyperpod_update_software inference_pool_assign inference_pool_release"
     " karpenter_install karpenter_uninstall mlflow_configure operation_cancel operation_retry s3_storage_create"
-    " storage_delete alert_rules_update"
+    " storage_delete alert_rules_update team_create team_delete team_update"
 )
 # alert_channels_update sends cluster information to a URL the caller names: admin.
 _ADMIN_OPS = "alert_channels_update audit_list user_create user_delete user_list user_update"
@@ -54,7 +56,7 @@ _VIEWER_OPS = (
     " hyperpod_get_advanced_features hyperpod_get_creation_status inference_list_public_services"
     " inference_list_services inference_managed_lint inference_managed_list job_get_status job_list_all"
     " karpenter_get_status model_download_status model_list monitoring_gpu_utilization node_describe node_list"
-    " operation_get operation_list pod_logs s3_storage_get_defaults s3_storage_list_contents storage_list"
+    " operation_get operation_list pod_logs team_list s3_storage_get_defaults s3_storage_list_contents storage_list"
     " training_history training_job_list training_job_logs training_recipe_list user_me wait_seconds"
     " workspace_list_files"
 )

@@ -73,5 +73,6 @@ def _import_operation_modules() -> None:
         s3_tools,
         workspace,
     )
+    from instantstart.services.teams import ops as team_ops  # noqa: F401
     from instantstart.services.tracking import operations, wait  # noqa: F401
     from instantstart.services.training import history, job_delete, jobs, mlflow, ray_jobs, recipes, submit  # noqa: F401

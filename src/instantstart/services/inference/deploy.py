@@ -27,6 +27,7 @@ from instantstart.services.base.fsx_claims import mountable_fsx
 from instantstart.services.base.registry import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.inference import server_sizing as sz
 from instantstart.services.inference.placement import check_types, place
+from instantstart.services.teams.placement import in_team_namespace
 from instantstart.store.models import ClusterRow, utcnow
 from instantstart.validation import ClusterTag, KubeName, SourceRange
 
@@ -80,7 +81,8 @@ class DeployRequest(WireModel):
                                    "and given to the server's --api-key from it; never stored or echoed.")
     port: int = Field(default=8000, ge=1, le=65535, description="Used when the command sets no --port "
                       "(vLLM and SGLang get an explicit --port).")
-    namespace: KubeName = "default"
+    namespace: KubeName = Field(default="default", description="Default: the namespace of the caller's team on the "
+                                "cluster (hyperpod-ns-<team>), else default.")
     fsx_claim: KubeName | None = Field(default=None, description="An FSx for Lustre claim of the namespace "
                                        "(fsx_storage_create) mounted read-only at /fsx, e.g. to serve a model "
                                        "model_download_enhanced put there (`vllm serve /fsx/models/<id>/<rev>`); "
@@ -199,6 +201,7 @@ async def inference_deploy_container(ctx: CallContext, req: DeployRequest) -> Op
     wanted = check_types(sz.preference(req.instance_types), req.gpu_count)
     gib = sz.gpu_memory_gib(req.gpu_memory) if req.gpu_memory is not None else None
     tag = await to_thread.run_sync(resolve_tag, ctx.app.db, req.cluster_tag)
+    req = await in_team_namespace(ctx, tag, req)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
     status = await collect_status(ctx.app, tag, ())
     placement = place(status, sz.choose_types(status, wanted, gib, req.gpu_count), req.gpu_count, req.replicas)

@@ -29,6 +29,7 @@ from instantstart.services.base.watch.timeline import writer
 from instantstart.services.monitoring.usage_feed import team_of
 from instantstart.store import usage as store
 from instantstart.store.models import utcnow
+from instantstart.store.teams import teams_of
 from instantstart.validation import ClusterTag
 
 DEFAULT_DAYS = 7
@@ -173,10 +174,10 @@ def period(req: UsageRequest, now: datetime) -> tuple[datetime, datetime]:
     return since, until
 
 
-def visible_to_member(span: Span, user: str) -> bool:
-    """Whether a member may see a hold: their own. (When teams have members, a member's teams' holds too: the one
-    place to widen it.)"""
-    return span.user == user
+def visible_to_member(span: Span, user: str, teams: set[str]) -> bool:
+    """Whether a member may see a hold: their own, and their teams' (members listed on the team, or mapped to it
+    from their SSO groups: store/teams.teams_of)."""
+    return span.user == user or (bool(span.team) and span.team in teams)
 
 
 def _unavailable(ctx: CallContext, region: str, eks_cluster: str | None) -> list[str]:
@@ -197,7 +198,7 @@ async def usage_report(ctx: CallContext, req: UsageRequest) -> UsageReport:
     user and per (team, namespace, user) over a period (default: the last 7 days), with those rows as CSV. Counted
     from the pods that held accelerators (their start to their end, or now), as the pods watch recorded them; the
     team is the namespace's (hyperpod-ns-<team>), the user who submitted the job or model server through
-    InstantStart. A member sees their own usage; operators and admins see everyone's."""
+    InstantStart. A member sees their own usage and their teams'; operators and admins see everyone's."""
     app, now = ctx.app, utcnow()
     since, until = period(req, now)
     tag = await to_thread.run_sync(resolve_tag, app.db, req.cluster_tag)
@@ -207,7 +208,9 @@ async def usage_report(ctx: CallContext, req: UsageRequest) -> UsageReport:
     found = spans(held, since, until, now)
     own = ctx.principal is not None and not ctx.principal.at_least("operator")
     if own and ctx.principal is not None:
-        found = [s for s in found if visible_to_member(s, ctx.principal.user)]
+        user = ctx.principal.user
+        teams = {t.name for t in await to_thread.run_sync(teams_of, app.db, user, tag)}
+        found = [s for s in found if visible_to_member(s, user, teams)]
     found = [s for s in found if (req.team is None or s.team == req.team) and (req.user is None or s.user == req.user)]
     rows = group(found, lambda s: (s.team, s.namespace, s.user), ("team", "namespace", "user"))
     [total] = group(found, lambda _s: (), ()) or [UsageGroup(gpu_hours=0, neuron_device_hours=0, node_hours=0, pods=0)]

@@ -24,11 +24,12 @@ from instantstart.services.base.watch.state import informer_key
 from instantstart.services.base.watch.timeline import writer
 from instantstart.store import usage as store
 from instantstart.store.models import utcnow
+from instantstart.store.teams import NAMESPACE_PREFIX
 from instantstart.store.timeline import Entry
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
-TEAM_NAMESPACE_PREFIX = "hyperpod-ns-"  # HyperPod task governance names a team's namespace so
+TEAM_NAMESPACE_PREFIX = NAMESPACE_PREFIX  # HyperPod task governance names a team's namespace so
 
 
 def team_of(namespace: str) -> str:

@@ -26,6 +26,7 @@ from instantstart.services.base.registry import get_cluster, resolve_tag
 from instantstart.services.base.status_model import WatchFreshness
 from instantstart.services.base.watch import custom, watched
 from instantstart.services.base.watch.state import memoised
+from instantstart.services.teams.queueing import QueueState, queue_state
 from instantstart.services.training import job_logs, job_watch, ray_jobs
 from instantstart.services.training.models import JobPod, JobSummary
 from instantstart.services.training.network import NetworkUse, network_use
@@ -196,6 +197,9 @@ class JobStatus(WireModel):
     watch: WatchFreshness | None = Field(default=None, description="How current the watched job and pods are.")
     note: str | None = Field(default=None, description="Why the answer was read directly, or how stale it is.")
     network: NetworkUse | None = Field(default=None, description="Multi-node jobs: does NCCL use EFA? (pod logs)")
+    queue: QueueState | None = Field(default=None, description="A job in a Kueue queue (task governance): pending "
+                                     "over quota, admitted, running on borrowed capacity, or preempted and requeued, "
+                                     "with why.")
 
 
 def _pods(api: Api, name: str, namespace: str) -> list[JobPod]:
@@ -244,7 +248,9 @@ async def job_get_status(ctx: CallContext, req: JobRef) -> JobStatus:
     the restarts used of it (in place and full), and its pods with node and phase. Read-only; served from the
     cluster's watches (`watch` says how fresh; stale with its age while a watch is down). For a multi-node job,
     `network` says whether NCCL chose EFA (NET/OFI) or TCP sockets (NET/Socket) in its pods' logs, with a
-    warning when it runs without EFA."""
+    warning when it runs without EFA. For a job in a task governance queue, `queue` says whether Kueue admitted it
+    within its team's quota, on capacity borrowed from other teams, keeps it pending over quota, or preempted and
+    requeued it, and why (from its Workload's conditions)."""
     row = await _row(ctx.app, req.cluster_tag)
     got = await watched.from_watches(
         ctx.app, row, job_watch.JOB_STATUS_KINDS, partial(job_watch.job_in_watches, req.job_name, req.namespace),
@@ -268,6 +274,7 @@ async def job_get_status(ctx: CallContext, req: JobRef) -> JobStatus:
         pods=pods, image=containers[0].get("image"), command=list(containers[0].get("command") or []),
         source=got.source, watch=got.watch, note=got.note,
         network=await blocking(network_use, ctx.app, row, obj, pods, req.namespace),
+        queue=await blocking(queue_state, ctx.app, row, obj),
     )
 
 

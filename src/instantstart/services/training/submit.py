@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from anyio import to_thread
 from pydantic import Field
@@ -22,6 +22,7 @@ from instantstart.operations.params import ParamsModel
 from instantstart.operations.waiting import blocking
 from instantstart.services.base.fsx_claims import mountable_fsx
 from instantstart.services.base.registry import get_cluster, resolve_tag, submit_for_cluster
+from instantstart.services.teams import placement
 from instantstart.services.training import checks, inputs, scheduling
 from instantstart.services.training.env import ENV_DESCRIPTION, EnvEntry, spec_env
 from instantstart.services.training.mlflow import mlflow_config
@@ -123,8 +124,12 @@ class JobShape(WireModel):
     mlflow: MlflowUse | None = Field(default=None, description="Track the job in MLflow: the pods get "
                                      "MLFLOW_TRACKING_URI (the tracking server ARN), MLFLOW_EXPERIMENT_NAME, "
                                      "MLFLOW_RUN_NAME and the service account allowed to write to the server.")
-    namespace: KubeName = "default"
+    namespace: KubeName = Field(default="default", description="Default: the namespace of the caller's team on the "
+                                "cluster (hyperpod-ns-<team>, whose queue the job then joins), else default.")
     cluster_tag: ClusterTag | None = None
+
+
+J = TypeVar("J", bound=JobShape)
 
 
 class JobRequest(JobShape):
@@ -181,6 +186,7 @@ async def submit_job(ctx: CallContext, shape: JobShape, image: str, entry: list[
     )
     tag = await to_thread.run_sync(resolve_tag, ctx.app.db, shape.cluster_tag)
     row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
+    shape = await placed(ctx, tag, shape)
     env, service_account = spec_env(shape.env), None
     if shape.mlflow is not None:
         env, service_account = await to_thread.run_sync(mlflow_env, ctx.app.db, tag, shape.mlflow, shape.job_name,
@@ -226,6 +232,14 @@ async def submit_job(ctx: CallContext, shape: JobShape, image: str, entry: list[
                        namespace=spec.namespace, body=training_manifests.job(spec))
     return await submit_for_cluster(ctx, KIND, tag, params, status_tool="job_get_status", poll_after_seconds=10,
                                     workload=(spec.namespace, spec.name))
+
+
+async def placed(ctx: CallContext, tag: str, shape: J) -> J:
+    """The job with its team's namespace and queue filled in (`services/teams/placement.py`)."""
+    namespace, queue = await to_thread.run_sync(
+        placement.place, ctx.app.db, ctx.principal, tag,
+        shape.namespace if "namespace" in shape.model_fields_set else None, shape.queue_name)
+    return shape.model_copy(update={"namespace": namespace, "queue_name": queue})
 
 
 def mlflow_env(db: Database, tag: str, use: MlflowUse, job_name: str, namespace: str,

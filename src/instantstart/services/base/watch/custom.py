@@ -19,7 +19,7 @@ from instantstart.manifests.labels import INSTANCE_TYPE_LABEL, LABEL_MANAGED
 from instantstart.services.base.watch.state import register_kinds
 
 Obj = dict[str, Any]
-_KEPT_LABELS = (train_m.LABEL_RECIPE, LABEL_MANAGED)
+_KEPT_LABELS = (train_m.LABEL_RECIPE, LABEL_MANAGED, train_m.QUEUE_LABEL, train_m.PRIORITY_LABEL)
 _CONDITION_KEYS = ("type", "status", "reason", "message", "lastTransitionTime")
 
 
