@@ -39,6 +39,7 @@ _REAL = {
         "localqueues.kueue.x-k8s.io",
         "workloadpriorityclasses.kueue.x-k8s.io",
         "resourceflavors.kueue.x-k8s.io",
+        "workloads.kueue.x-k8s.io",
     ],
     # KubeRay and KEDA arrive through helm charts (whose crds/ carry the same definitions); these
     # bundles let a test or the simulator install them too.
