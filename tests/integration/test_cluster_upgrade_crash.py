@@ -13,6 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
+from instantstart.services.base.registry import get_cluster
+from instantstart.store.db import Database
 from instantstart.twin_process import TwinProcess
 from tests.support.crash import ControlPlane, twin_writes
 from tests.support.flows import make_hyperpod
@@ -114,6 +116,7 @@ def test_upgrade_plan_then_kill_9_mid_stage_ends_with_every_addon_compatible(
     stages = {s["name"]: s for s in view["stages"]}
     assert stages[stage]["attempts"] >= 2, f"{stage} did not run again after the restart"
     assert eks.describe_cluster(name=cluster)["cluster"]["version"] == "1.33"
+    assert get_cluster(Database(plane.database_url), tag).details["kubernetesVersion"] == "1.33"
     versions = [eks.describe_update(name=cluster, updateId=u)["update"]
                 for u in eks.list_updates(name=cluster)["updateIds"]]
     assert [u["type"] for u in versions] == ["VersionUpdate"] and versions[0]["status"] == "Successful"

@@ -23,7 +23,12 @@ from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
 from instantstart.operations.waiting import blocking, wait_until
-from instantstart.services.base.registry import get_cluster, hyperpod_cluster_name, submit_for_cluster
+from instantstart.services.base.registry import (
+    get_cluster,
+    hyperpod_cluster_name,
+    record_details,
+    submit_for_cluster,
+)
 from instantstart.services.cluster.upgrade_plan import TARGET_DOC, addon_plan, build_plan
 from instantstart.services.dependencies.addons import AddonSteps
 from instantstart.services.dependencies.stage import target_of
@@ -78,6 +83,7 @@ async def stage_control_plane(stage: StageContext) -> dict[str, Any]:
         return finished, f"{name}: {now.get('status')}, Kubernetes {now.get('version')}"
 
     await wait_until(stage, done, limit_seconds=VERSION_TIMEOUT, what=f"the version update of {name}")
+    await record_details(stage, p.cluster_tag, kubernetesVersion=p.target_version)  # the EKS stage's fact, kept true
     return {"eksCluster": name, "version": p.target_version, "updateId": update_id}
 
 
