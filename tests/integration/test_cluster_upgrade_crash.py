@@ -12,12 +12,13 @@ from typing import Any
 
 import httpx
 import pytest
+from kubernetes import client as k8s
 
 from instantstart.services.base.registry import get_cluster
 from instantstart.store.db import Database
 from instantstart.twin_process import TwinProcess
 from tests.support.crash import ControlPlane, twin_writes
-from tests.support.flows import make_hyperpod
+from tests.support.flows import kube, make_hyperpod
 from tests.support.twin import twin_client
 from tests.support.waits import wait_terminal
 
@@ -94,7 +95,8 @@ def moment_in(stage: str, call: str, client: httpx.Client, twin: TwinProcess, op
 
 @pytest.mark.parametrize(("stage", "call"), [("control-plane", "UpdateClusterVersion"), ("addons", "UpdateAddon")])
 def test_upgrade_plan_then_kill_9_mid_stage_ends_with_every_addon_compatible(
-    stage: str, call: str, plane: ControlPlane, twin_process: TwinProcess
+    stage: str, call: str, plane: ControlPlane, twin_process: TwinProcess, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     twin = twin_process
     tag = f"upg-{stage[:5]}"
@@ -117,6 +119,10 @@ def test_upgrade_plan_then_kill_9_mid_stage_ends_with_every_addon_compatible(
     assert stages[stage]["attempts"] >= 2, f"{stage} did not run again after the restart"
     assert eks.describe_cluster(name=cluster)["cluster"]["version"] == "1.33"
     assert get_cluster(Database(plane.database_url), tag).details["kubernetesVersion"] == "1.33"
+    # The cluster's Kubernetes API server reports the new version too (helm checks kubeVersion against it).
+    for key, value in twin.env.items():  # the twin's credentials sign the test's EKS token
+        monkeypatch.setenv(key, value)
+    assert k8s.VersionApi(kube(twin, tmp_path, tag).api_client).get_code().minor == "33"
     versions = [eks.describe_update(name=cluster, updateId=u)["update"]
                 for u in eks.list_updates(name=cluster)["updateIds"]]
     assert [u["type"] for u in versions] == ["VersionUpdate"] and versions[0]["status"] == "Successful"

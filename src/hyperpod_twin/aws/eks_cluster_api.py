@@ -291,6 +291,7 @@ def update_version(ctx: AwsContext, state: EksState, req: AwsRequest) -> RawResp
             update["status"] = "Successful"
             if cluster.status == "UPDATING":
                 cluster.status = "ACTIVE"
+            ctx.emit("eks.cluster.version_updated", name=cluster.name, arn=cluster.arn, version=wanted)
 
         ctx.later(VERSION_UPDATE, done)
     return json_response(req, {"update": _shown(update)})
