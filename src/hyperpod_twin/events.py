@@ -20,6 +20,7 @@ Topic = Literal[
     "eks.addon.active",
     "eks.addon.deleted",
     "eks.access_entries.changed",
+    "eks.cluster.version_updated",
     "eks.pod_identity.changed",
     "hyperpod.node.changed",
     "hyperpod.node.removed",
@@ -64,6 +65,8 @@ class EventBus:
       principalArn, kubernetesGroups, username, type, accessPolicies [{policyArn, accessScope}]).
       Published at ACTIVE (the creator's entry when bootstrapClusterCreatorAdminPermissions) and on
       every access entry / policy change; the Kubernetes side maps IAM principals through it.
+    - ``eks.cluster.version_updated`` name, arn, version: UpdateClusterVersion finished; the cluster's
+      Kubernetes API server reports `version` from then on (``eks.cluster.activating`` carries the first one)
     - ``eks.pod_identity.changed`` cluster_name, cluster_arn, associations (list of
       PodIdentityAssociation dicts)
     - ``hyperpod.node.changed`` cluster_name, cluster_arn, eks_cluster_arn, node (dict exactly as

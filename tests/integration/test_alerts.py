@@ -311,3 +311,41 @@ def test_a_launch_waiting_for_capacity_alerts_after_its_hold_time_and_resolves_o
 
     until(launched, "the launch after the shortage in the timeline")
     resolved(setup, alert)
+
+
+def test_a_job_pending_over_its_quota_alerts_after_an_hour_and_resolves_once_it_is_gone(
+    setup: dict[str, Any], twin_process: TwinProcess, tmp_path: Path
+) -> None:
+    from kubernetes import client as k8s
+
+    # Task governance installs Kueue; a team queue with no GPU quota and a job's Workload asking for one GPU.
+    twin_client(twin_process, "eks").create_addon(clusterName=f"eks-cluster-{TAG}",
+                                                  addonName="amazon-sagemaker-hyperpod-taskgovernance")
+    core = kube(twin_process, tmp_path, TAG)
+    crds = k8s.ApiextensionsV1Api(core.api_client)
+    until(lambda: "workloads.kueue.x-k8s.io" in {c.metadata.name for c in crds.list_custom_resource_definition().items},
+          "Kueue's Workload kind installed", timeout=60)
+    custom = k8s.CustomObjectsApi(core.api_client)
+    ns, group = "hyperpod-ns-alerts", ("kueue.x-k8s.io", "v1beta1")
+    core.create_namespace({"metadata": {"name": ns}})
+    custom.create_cluster_custom_object(*group, "clusterqueues", {
+        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": f"{ns}-clusterqueue"},
+        "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+            {"name": "default-flavor", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 0}]}]}]}})
+    custom.create_namespaced_custom_object(*group, ns, "localqueues", {
+        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue", "metadata": {"name": f"{ns}-localqueue"},
+        "spec": {"clusterQueue": f"{ns}-clusterqueue"}})
+    custom.create_namespaced_custom_object(*group, ns, "workloads", {
+        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload", "metadata": {"name": "job-over-quota"},
+        "spec": {"queueName": f"{ns}-localqueue", "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]}}}]}})
+    # What Kueue reports for it: no quota reserved, reason Pending (over the team's quota, nothing to borrow).
+    message = ("couldn't assign flavors to pod set main: insufficient quota for nvidia.com/gpu in flavor "
+               "default-flavor, request > maximum capacity (1 > 0)")
+    custom.patch_namespaced_custom_object_status(*group, ns, "workloads", "job-over-quota", {"status": {
+        "conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": message,
+                        "lastTransitionTime": "2026-12-05T12:00:00Z", "observedGeneration": 1}]}})
+    alert = fire_and_clear(setup, "job_pending_quota", f"workload/{ns}/job-over-quota", hold_minutes=61)
+    assert "waits for quota in queue hyperpod-ns-alerts-localqueue" in alert.message, alert.message
+    custom.delete_namespaced_custom_object(*group, ns, "workloads", "job-over-quota")
+    resolved(setup, alert)

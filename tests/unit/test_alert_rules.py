@@ -69,6 +69,31 @@ def test_watches_gpu_and_lifecycle_conditions() -> None:
     assert fired("gpu_idle", snap, value=0.5) == {}
 
 
+def workload(name: str, *conditions: tuple[str, str, str]) -> dict[str, Any]:
+    """A Kueue Workload of a HyperPodPyTorchJob with (type, status, reason) conditions."""
+    return {"metadata": {"namespace": "hyperpod-ns-a", "name": name,
+                         "ownerReferences": [{"kind": "HyperPodPyTorchJob", "name": f"job-{name}"}]},
+            "spec": {"queueName": "hyperpod-ns-a-localqueue"},
+            "status": {"conditions": [{"type": t, "status": s, "reason": r, "message": f"{r} message"}
+                                      for t, s, r in conditions]}}
+
+
+def test_a_job_pending_over_quota_fires_admitted_inadmissible_and_finished_do_not() -> None:
+    snap = Snapshot("c", NOW, workloads=[
+        workload("over", ("QuotaReserved", "False", "Pending")),
+        workload("admitted", ("QuotaReserved", "True", "QuotaReserved"), ("Admitted", "True", "Admitted")),
+        workload("no-queue", ("QuotaReserved", "False", "Inadmissible")),
+        workload("done", ("QuotaReserved", "False", "Pending"), ("Finished", "True", "Succeeded")),
+        workload("new"),  # Kueue has not looked at it yet
+    ])
+    found = fired("job_pending_quota", snap)
+    assert list(found) == ["workload/hyperpod-ns-a/over"]
+    assert found["workload/hyperpod-ns-a/over"] == (
+        "HyperPodPyTorchJob job-over in hyperpod-ns-a waits for quota in queue hyperpod-ns-a-localqueue: "
+        "Pending message")
+    assert RULES["job_pending_quota"].default.minutes == 60
+
+
 @pytest.fixture
 def receiver(request: pytest.FixtureRequest) -> Iterator[Receiver]:
     found = Receiver(request.param)

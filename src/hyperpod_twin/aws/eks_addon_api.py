@@ -15,7 +15,7 @@ from hyperpod_twin.events import Topic
 
 from .context import AwsContext, hex_id
 from .eks_addon_schemas import check_config, schema_of
-from .eks_addons import CATALOG, addon_info, health_issues
+from .eks_addons import CATALOG, addon_info, compatible, default_version, health_issues
 from .eks_clusters import DEFAULT_K8S_VERSION, EKS, K8S_VERSIONS, EksState, invalid_param, not_found
 from .eks_pod_identity import create_association
 from .protocol import AwsError, AwsRequest, RawResponse, json_response, page
@@ -198,12 +198,17 @@ class AddonApi:
         return addon
 
     @staticmethod
-    def check_version(name: str, version: Any) -> str:
-        """The version to install (latest by default); InvalidParameterException for an unknown one."""
+    def check_version(name: str, version: Any, k8s: str | None = None) -> str:
+        """The version to install (by default the newest that runs on the cluster's Kubernetes version `k8s`);
+        InvalidParameterException for an unknown one or, as EKS refuses it, one that does not run on `k8s`."""
         versions = CATALOG[name][3]
         if version in (None, "", "latest"):
-            return versions[0]
-        if version not in versions:
+            chosen = default_version(name, k8s) if k8s else versions[0]
+            if chosen is None:
+                raise invalid_param(f"Addon {name} specified is not supported in {k8s} cluster version",
+                                    addonName=name)
+            return chosen
+        if version not in versions or (k8s and not compatible(name, str(version), k8s)):
             raise invalid_param(f"Addon version specified is not supported: {version}", addonName=name)
         return str(version)
 
@@ -260,7 +265,7 @@ class AddonApi:
             if name in extra.addons:
                 raise AwsError("ResourceInUseException", "Addon already exists.", 409, clusterName=cluster.name,
                                addonName=name)
-            version = self.check_version(name, p.get("addonVersion"))
+            version = self.check_version(name, p.get("addonVersion"), str(cluster.version))
             check_config(name, p.get("configurationValues"))
             addon = self._new_addon(req, cluster, name, version)
             extra.addons[name] = addon
@@ -316,7 +321,7 @@ class AddonApi:
             if addon["status"] not in ("ACTIVE", "DEGRADED", "UPDATE_FAILED", "CREATE_FAILED"):
                 raise AwsError("ResourceInUseException", f"Addon {addon['addonName']} is {addon['status']}", 409,
                                clusterName=cluster.name)
-            changes, params = self._changes(addon["addonName"], p)
+            changes, params = self._changes(addon["addonName"], p, str(cluster.version))
             record: dict[str, Any] = {
                 "id": "-".join((hex_id(8), hex_id(4), hex_id(4), hex_id(4), hex_id(12))),
                 "status": "InProgress", "type": "AddonUpdate", "params": params,
@@ -332,11 +337,11 @@ class AddonApi:
             shown = {k: v for k, v in record.items() if k != "addon"}
         return json_response(req, {"update": shown})
 
-    def _changes(self, name: str, p: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, str]]]:
+    def _changes(self, name: str, p: dict[str, Any], k8s: str) -> tuple[dict[str, Any], list[dict[str, str]]]:
         params: list[dict[str, str]] = []
         changes: dict[str, Any] = {}
         if p.get("addonVersion"):
-            changes["addonVersion"] = self.check_version(name, p["addonVersion"])
+            changes["addonVersion"] = self.check_version(name, p["addonVersion"], k8s)
             params.append({"type": "AddonVersion", "value": changes["addonVersion"]})
         if "configurationValues" in p:
             check_config(name, p["configurationValues"])

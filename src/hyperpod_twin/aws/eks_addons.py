@@ -19,7 +19,14 @@ from .eks_clusters import K8S_VERSIONS
 CATALOG: dict[str, tuple[str, str, str, list[str], str]] = {
     "vpc-cni": ("networking", "eks", "aws", ["v1.20.4-eksbuild.2", "v1.19.6-eksbuild.7"], "kube-system"),
     "coredns": ("networking", "eks", "aws", ["v1.12.3-eksbuild.1", "v1.11.4-eksbuild.14"], "kube-system"),
-    "kube-proxy": ("networking", "eks", "aws", ["v1.33.3-eksbuild.4", "v1.32.6-eksbuild.8"], "kube-system"),
+    "kube-proxy": (
+        "networking",
+        "eks",
+        "aws",
+        ["v1.34.1-eksbuild.2", "v1.33.3-eksbuild.4", "v1.32.6-eksbuild.8", "v1.31.10-eksbuild.8",
+         "v1.30.14-eksbuild.6", "v1.29.15-eksbuild.11", "v1.28.15-eksbuild.27"],
+        "kube-system",
+    ),
     "eks-pod-identity-agent": ("security", "eks", "aws", ["v1.3.8-eksbuild.2", "v1.3.7-eksbuild.2"], "kube-system"),
     "aws-ebs-csi-driver": ("storage", "eks", "aws", ["v1.48.0-eksbuild.2", "v1.46.0-eksbuild.1"], "kube-system"),
     "aws-mountpoint-s3-csi-driver": (
@@ -76,19 +83,48 @@ CATALOG: dict[str, tuple[str, str, str, list[str], str]] = {
 }
 
 
+# The version matrix: add-on version -> the Kubernetes minor versions it runs on (first, last). A version not
+# listed runs on every version the twin offers. As on EKS, kube-proxy follows the cluster's minor version and an
+# older CoreDNS stops at the minor its successor took over from, so an upgrade has add-ons to move.
+SUPPORT: dict[str, dict[str, tuple[str, str]]] = {
+    "kube-proxy": {v: (f"1.{v.split('.')[1]}", f"1.{v.split('.')[1]}") for v in CATALOG["kube-proxy"][3]},
+    "coredns": {"v1.11.4-eksbuild.14": ("1.28", "1.32"), "v1.12.3-eksbuild.1": ("1.30", "1.34")},
+}
+
+
+def _minor(version: str) -> int:
+    return int(version.split(".")[1])
+
+
+def compatible(name: str, version: str, k8s: str) -> bool:
+    """Whether add-on `name` at `version` runs on Kubernetes `k8s` (the twin's version matrix)."""
+    first, last = SUPPORT.get(name, {}).get(version, (K8S_VERSIONS[0], K8S_VERSIONS[-1]))
+    return _minor(first) <= _minor(k8s) <= _minor(last)
+
+
+def default_version(name: str, k8s: str) -> str | None:
+    """The version EKS installs by default on Kubernetes `k8s`: the newest compatible one."""
+    return next((v for v in CATALOG[name][3] if compatible(name, v, k8s)), None)
+
+
 def addon_info(name: str, k8s: str | None) -> dict[str, Any]:
-    """DescribeAddonVersions entry for one add-on."""
+    """DescribeAddonVersions entry for one add-on: with `k8s`, only the versions that run on it."""
     kind, publisher, owner, versions, namespace = CATALOG[name]
     clusters = [k8s] if k8s else list(K8S_VERSIONS)
     out_versions = []
-    for i, version in enumerate(versions):
+    for version in versions:
+        compat = [c for c in clusters if compatible(name, version, c)]
+        if not compat:
+            continue
         out_versions.append(
             {
                 "addonVersion": version,
                 "architecture": ["amd64", "arm64"],
                 "computeTypes": ["ec2", "hyperpod"],
                 "compatibilities": [
-                    {"clusterVersion": c, "platformVersions": ["*"], "defaultVersion": i == 0} for c in clusters
+                    {"clusterVersion": c, "platformVersions": ["*"],
+                     "defaultVersion": default_version(name, c) == version}
+                    for c in compat
                 ],
                 "requiresConfiguration": False,
                 "requiresIamPermissions": name.startswith("amazon-sagemaker-hyperpod") or "csi" in name,

@@ -1,4 +1,4 @@
-"""The EKS cluster APIs the twin takes over from moto: create, describe, delete, update config, updates.
+"""The EKS cluster APIs the twin takes over from moto: create, describe, delete, update config and version, updates.
 
 moto keeps node groups and tags. CreateCluster checks what EKS checks before it accepts a cluster:
 subnets in two AZs of one VPC, existing security groups, a supported version and authentication mode,
@@ -35,6 +35,7 @@ from .eks_pod_identity import iam_principal_exists
 from .protocol import AwsError, AwsRequest, PassThrough, RawResponse, json_response
 
 Handler = Callable[[AwsContext, EksState, AwsRequest], RawResponse]
+VERSION_UPDATE = 480.0  # twin seconds: a control plane version update takes minutes on EKS
 
 
 def _check_network(ctx: AwsContext, region: str, name: Any, vpc: dict[str, Any]) -> str:
@@ -255,6 +256,51 @@ def update_config(ctx: AwsContext, state: EksState, req: AwsRequest) -> RawRespo
     return json_response(req, {"update": update})
 
 
+def update_version(ctx: AwsContext, state: EksState, req: AwsRequest) -> RawResponse:
+    """UpdateClusterVersion: one minor version up only (as EKS, InvalidParameterException otherwise), one update
+    at a time; UPDATING with a VersionUpdate InProgress, then Successful and the new version after
+    VERSION_UPDATE twin seconds. The same clientRequestToken returns the same update."""
+    p = req.params
+    with ctx.locked():
+        cluster = state.active(req.region, p.get("name"))
+        extra = state.cluster_extras(req.region, cluster.name)
+        token = p.get("clientRequestToken")
+        for update in extra.updates.values():
+            if token and update.get("type") == "VersionUpdate" and update.get("token") == token:
+                return json_response(req, {"update": _shown(update)})
+        if any(u["status"] == "InProgress" for u in extra.updates.values()):
+            raise AwsError("ResourceInUseException", "An update is already in progress", 409, clusterName=cluster.name)
+        wanted, current = str(p.get("version") or ""), str(cluster.version)
+        if wanted not in K8S_VERSIONS:
+            raise invalid_param(f"unsupported Kubernetes version {wanted}", clusterName=cluster.name)
+        if int(wanted.split(".")[1]) != int(current.split(".")[1]) + 1:
+            raise invalid_param(f"Unsupported Kubernetes minor version update from {current} to {wanted}",
+                                clusterName=cluster.name)
+        update = update_record("VersionUpdate", [{"type": "Version", "value": wanted},
+                                                 {"type": "PlatformVersion", "value": "eks.1"}], ctx.clock.wall())
+        if token:
+            update["token"] = token
+        extra.updates[update["id"]] = update
+        cluster.status = "UPDATING"
+        region, generation = req.region, extra.generation
+
+        def done() -> None:
+            if ctx.eks(region).clusters.get(cluster.name) is not cluster or extra.generation != generation:
+                return
+            cluster.version, cluster.platformVersion = wanted, "eks.1"
+            update["status"] = "Successful"
+            if cluster.status == "UPDATING":
+                cluster.status = "ACTIVE"
+            ctx.emit("eks.cluster.version_updated", name=cluster.name, arn=cluster.arn, version=wanted)
+
+        ctx.later(VERSION_UPDATE, done)
+    return json_response(req, {"update": _shown(update)})
+
+
+def _shown(update: dict[str, Any]) -> dict[str, Any]:
+    return {k: copy.deepcopy(v) for k, v in update.items() if k != "token"}
+
+
 def describe_update(ctx: AwsContext, state: EksState, req: AwsRequest) -> RawResponse:
     """DescribeUpdate (node group updates are moto's)."""
     p = req.params
@@ -265,7 +311,7 @@ def describe_update(ctx: AwsContext, state: EksState, req: AwsRequest) -> RawRes
             if p.get("nodegroupName"):
                 raise PassThrough()
             raise not_found(f"No update found for ID: {p.get('updateId')}", clusterName=cluster.name)
-        return json_response(req, {"update": copy.deepcopy(update)})
+        return json_response(req, {"update": _shown(update)})
 
 
 def list_updates(ctx: AwsContext, state: EksState, req: AwsRequest) -> RawResponse:
@@ -284,6 +330,7 @@ HANDLERS: dict[str, Handler] = {
     "DescribeCluster": describe,
     "DeleteCluster": delete,
     "UpdateClusterConfig": update_config,
+    "UpdateClusterVersion": update_version,
     "DescribeUpdate": describe_update,
     "ListUpdates": list_updates,
 }

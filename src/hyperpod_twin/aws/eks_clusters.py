@@ -152,7 +152,7 @@ def schedule_activation(ctx: AwsContext, state: EksState, region: str, cluster: 
                 return
         endpoint: tuple[str, str] | None = None
         for result in ctx.bus.publish(
-            "eks.cluster.activating", name=cluster.name, arn=cluster.arn, region=region,
+            "eks.cluster.activating", name=cluster.name, arn=cluster.arn, region=region, version=str(cluster.version),
             issuer=((getattr(cluster, "identity", None) or {}).get("oidc") or {}).get("issuer"),
         ):
             if result is not None:

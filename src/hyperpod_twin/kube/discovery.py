@@ -26,10 +26,13 @@ SUBRESOURCE_VERBS = {
 }
 
 
-def version_info() -> Obj:
-    """The /version document of an EKS 1.32 cluster."""
+def version_info(minor_version: str = "1.32") -> Obj:
+    """The /version document of an EKS cluster on Kubernetes `minor_version` (e.g. 1.32)."""
+    minor = minor_version.split(".")[1]
     return {
         **KUBE_VERSION,
+        "minor": minor,
+        "gitVersion": f"v1.{minor}.3-eks-twin",
         "gitCommit": "0" * 40,
         "gitTreeState": "clean",
         "buildDate": "2025-03-01T00:00:00Z",

@@ -104,7 +104,7 @@ class KubePlugin:
 
     # -- lifecycle ---------------------------------------------------------------------------
     def on_activating(
-        self, name: str, arn: str, region: str, issuer: str | None = None, **_: Any
+        self, name: str, arn: str, region: str, issuer: str | None = None, version: str | None = None, **_: Any
     ) -> tuple[str, str]:
         """Start the cluster's API server; return (endpoint, ca_data_b64) for describe_cluster."""
         with self._lock:
@@ -120,6 +120,8 @@ class KubePlugin:
 
             runtime = new_cluster_runtime(name, arn)
             runtime.oidc_issuer = issuer
+            if version:
+                runtime.kubernetes_version = version
             clock = getattr(self.twin, "clock", None)
             if clock is not None:  # grace periods and other computed times run on the twin clock
                 runtime.store.clock = clock.wall
@@ -130,6 +132,13 @@ class KubePlugin:
         log.info("Kubernetes API server for EKS cluster %s at %s", name, server.url)
         self.twin.bus.publish("kube.cluster.started", runtime=runtime)
         return server.url, server.ca_data_b64
+
+    def on_version_updated(self, name: str, arn: str, version: str, **_: Any) -> None:
+        """The EKS cluster moved to Kubernetes `version`: its API server reports it (helm's capabilities follow)."""
+        with self._lock:
+            runtime = self.runtimes.get(name)
+            if runtime is not None and runtime.arn == arn:
+                runtime.kubernetes_version = version
 
     def on_access_entries(self, cluster_name: str, entries: list[dict[str, Any]], **_: Any) -> None:
         """Keep the principal → Kubernetes identity mapping current."""
@@ -175,6 +184,7 @@ def attach(twin: Any) -> None:
     twin.kube_endpoint = plugin.endpoint
     twin.chart_repo_url = plugin.chart_repo.url
     twin.bus.subscribe("eks.cluster.activating", plugin.on_activating)
+    twin.bus.subscribe("eks.cluster.version_updated", plugin.on_version_updated)
     twin.bus.subscribe("eks.access_entries.changed", plugin.on_access_entries)
     twin.bus.subscribe("eks.cluster.deleted", plugin.on_deleted)
     twin.bus.subscribe("twin.reset", plugin.stop_all)

@@ -127,3 +127,4 @@ class ClusterRuntime:
     logs: PodLogStore = field(default_factory=PodLogStore)
     pod_http: PodHttpRegistry = field(default_factory=PodHttpRegistry)
     oidc_issuer: str | None = None  # the EKS cluster's OIDC issuer: service-account tokens are signed for it
+    kubernetes_version: str = "1.32"  # the EKS cluster's minor version: what /version reports

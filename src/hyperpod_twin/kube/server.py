@@ -116,7 +116,7 @@ class KubeApiServer:
         store = self.runtime.store
         gv = discovery.group_versions(list(store.types.values()), self.control.crds)
         if path == "/version" or request.path == "/version/":
-            return Response.json(200, discovery.version_info())
+            return Response.json(200, discovery.version_info(self.runtime.kubernetes_version))
         if path in ("/healthz", "/livez", "/readyz"):
             return Response(200, b"ok", "text/plain; charset=utf-8")
         if path == "/api":

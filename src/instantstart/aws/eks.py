@@ -37,6 +37,21 @@ def delete_cluster(aws: AwsClients, region: str, name: str) -> None:
     call(f"delete EKS cluster {name}", eks.delete_cluster, name=name)
 
 
+def update_cluster_version(aws: AwsClients, region: str, name: str, version: str, token: str) -> dict[str, Any]:
+    """UpdateClusterVersion to `version` (EKS takes one minor version at a time); the `update`. The same
+    `token` returns the same update, so a retry after a crash does not start a second one."""
+    found = call(f"update EKS cluster {name} to Kubernetes {version}", aws.eks(region).update_cluster_version,
+                 name=name, version=version, clientRequestToken=token)
+    return cast("dict[str, Any]", found["update"])
+
+
+def describe_update(aws: AwsClients, region: str, name: str, update_id: str) -> dict[str, Any]:
+    """DescribeUpdate of a cluster update (status InProgress, Successful, Failed or Cancelled; errors)."""
+    found = call(f"describe update {update_id} of {name}", aws.eks(region).describe_update, name=name,
+                 updateId=update_id)
+    return cast("dict[str, Any]", found["update"])
+
+
 def ensure_admin_access(aws: AwsClients, region: str, *, name: str, principal_arn: str) -> None:
     """An access entry for `principal_arn` with the cluster-admin access policy (idempotent)."""
     eks = aws.eks(region)

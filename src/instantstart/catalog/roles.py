@@ -38,7 +38,7 @@ _MEMBER_OPS = (
 )
 _OPERATOR_OPS = (
     "cluster_configure_dependencies cluster_create cluster_create_eks cluster_create_eks_with_cidr cluster_delete"
-    " cluster_import cluster_nodegroup_delete cluster_nodegroup_scale cluster_switch cluster_validate"
+    " cluster_import cluster_nodegroup_delete cluster_nodegroup_scale cluster_switch cluster_upgrade cluster_validate"
     " fsx_storage_create hyperpod_add_instance_group hyperpod_create hyperpod_delete_instance_group"
     " hyperpod_node_delete hyperpod_node_reboot hyperpod_node_replace hyperpod_scale_instance_group"
     " hyperpod_update_advanced_features hyperpod_update_software inference_pool_assign inference_pool_release"
@@ -52,7 +52,8 @@ _VIEWER_OPS = (
     "alert_list alert_rules_get cluster_delete_plan cluster_events cluster_get_availability_zones"
     " cluster_get_available_instances"
     " cluster_get_dependency_status cluster_get_eks_creation_status cluster_get_instance_groups cluster_get_status"
-    " cluster_list_all cluster_list_workloads cluster_plan_create cluster_timeline fsx_storage_list"
+    " cluster_list_all cluster_list_workloads cluster_plan_create cluster_timeline cluster_upgrade_plan"
+    " fsx_storage_list"
     " hyperpod_get_advanced_features hyperpod_get_creation_status inference_list_public_services"
     " inference_list_services inference_managed_lint inference_managed_list job_get_status job_list_all"
     " karpenter_get_status model_download_status model_list monitoring_gpu_utilization node_describe node_list"

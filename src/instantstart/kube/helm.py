@@ -206,6 +206,16 @@ class Helm:
         parsed: dict[str, Any] = json.loads(out)
         return parsed
 
+    def show_chart(self, chart: str, version: str | None, repo: str | None) -> dict[str, Any]:
+        """`helm show chart`: the chart's Chart.yaml (name, version, kubeVersion …) from its repository."""
+        args = ["show", "chart", _check(chart, _CHART_RE, "chart")]
+        if version:
+            args += ["--version", _check(version, _VERSION_RE, "chart version")]
+        if repo:
+            args += ["--repo", _check(repo, _REPO_RE, "chart repository")]
+        parsed = yaml.safe_load(self.run(args))
+        return parsed if isinstance(parsed, dict) else {}
+
     def user_values(self, release: str, namespace: str) -> dict[str, Any]:
         """The values the release was installed with (`helm get values -o json`)."""
         out = self.run(

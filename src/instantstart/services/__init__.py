@@ -42,6 +42,8 @@ def _import_operation_modules() -> None:
         import_existing,
         preflight,
         status,
+        upgrade,
+        upgrade_plan,
         workloads,
     )
     from instantstart.services.dependencies import stage  # noqa: F401

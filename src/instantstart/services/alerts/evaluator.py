@@ -81,6 +81,10 @@ class Evaluator:
         snap.gpu_idle = await gather.gpu_utilisation(app, row, allocated)
         if snap.gpu_idle is None:
             snap.unknown.add("gpu_idle")
+        workloads = await gather.kueue_workloads(app, row) if events_attachable(row) else None
+        if workloads is None:
+            snap.unknown.add("job_pending_quota")
+        snap.workloads = workloads or []
         return snap
 
     def held(self, key: Key, limit: Threshold, now: datetime) -> bool:

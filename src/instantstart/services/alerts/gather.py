@@ -1,5 +1,6 @@
-"""What the alert rules read beyond the timeline and the watches: lifecycle scripts (S3) and GPU utilisation
-(the observability add-on's AMP workspace, PromQL over DCGM). Network reads only; no database session is held."""
+"""What the alert rules read beyond the timeline and the watches: lifecycle scripts (S3), GPU utilisation (the
+observability add-on's AMP workspace, PromQL over DCGM) and Kueue Workloads (task governance). Network reads only;
+no database session is held."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from anyio import to_thread
 from instantstart.aws import amp_query
 from instantstart.aws import hyperpod as hp_api
 from instantstart.context import AppContext
+from instantstart.errors import NotFound
+from instantstart.kube import custom_objects
+from instantstart.kube.calls import kube_api, kube_call
 from instantstart.services.base.facts import facts_of
 from instantstart.services.base.lifecycle import lifecycle_problems
 from instantstart.services.base.observability import METRIC, observability_workspace
@@ -60,3 +64,22 @@ async def gpu_utilisation(app: AppContext, row: ClusterRow, nodes: list[str]) ->
         return None
     means = {str((r.get("metric") or {}).get("Hostname")): float(r["value"][1]) for r in data.get("result") or []}
     return {n: means[n] for n in nodes if n in means}
+
+
+async def kueue_workloads(app: AppContext, row: ClusterRow) -> list[dict[str, Any]] | None:
+    """The Kueue Workloads of every namespace ([] when Kueue is not installed: the cluster has no Workload kind);
+    None when they cannot be read now (unknown, not "none pending")."""
+
+    def read() -> dict[str, Any]:
+        api = kube_api(app.kube, row.eks_cluster_name, row.region)
+        return kube_call("list Kueue workloads", custom_objects.list_custom, api, "kueue.x-k8s.io", "v1beta1",
+                         "workloads", None)
+
+    try:
+        found = await to_thread.run_sync(read)
+    except NotFound:
+        return []
+    except Exception as exc:
+        log.info("alerts: Kueue workloads of %s not read: %s", row.tag, exc)
+        return None
+    return [w for w in found.get("items") or [] if isinstance(w, dict)]

@@ -1,5 +1,6 @@
 """The alert rules: each a pure condition over one cluster's snapshot (timeline, watched pods and watches, lifecycle
-scripts, GPU utilisation), with a default threshold and hold time the operator can change (alert_rules_update)."""
+scripts, GPU utilisation, Kueue Workloads), with a default threshold and hold time the operator can change
+(alert_rules_update)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ class Snapshot:
     watches: list[Obj] = field(default_factory=list)  # WatchHealth.as_dict() of each running watch
     lifecycle: list[str] = field(default_factory=list)  # lifecycle_problems sentences
     gpu_idle: dict[str, float] | None = None  # node → mean utilisation % now (allocated nodes only)
+    workloads: list[Obj] = field(default_factory=list)  # Kueue Workloads of every namespace (task governance)
     unknown: set[str] = field(default_factory=set)  # rules whose sources could not be read now: their alerts stay
 
 
@@ -107,6 +109,31 @@ def gpu_idle(snap: Snapshot, t: Threshold) -> dict[str, str]:
             for n, u in (snap.gpu_idle or {}).items() if u < (t.value or 0)}
 
 
+def _condition(workload: Obj, ctype: str) -> Obj:
+    return next((c for c in (workload.get("status") or {}).get("conditions") or [] if c.get("type") == ctype), {})
+
+
+def job_pending_quota(snap: Snapshot, _t: Threshold) -> dict[str, str]:
+    """Queued jobs whose Kueue Workload waits for quota: not admitted, QuotaReserved False with Kueue's reason
+    Pending (over its team's quota and nothing idle to borrow; a queue that does not exist is Inadmissible, not
+    this); opens once this held for `minutes`."""
+    out = {}
+    for w in snap.workloads:
+        if any(_condition(w, c).get("status") == "True" for c in ("Admitted", "Finished", "QuotaReserved")):
+            continue
+        quota = _condition(w, "QuotaReserved")
+        if quota.get("status") != "False" or quota.get("reason") != "Pending":
+            continue
+        meta = w.get("metadata") or {}
+        ns, name = meta.get("namespace"), meta.get("name")
+        owner = next((f"{o.get('kind')} {o.get('name')}" for o in meta.get("ownerReferences") or []),
+                     f"Workload {name}")
+        queue = (w.get("spec") or {}).get("queueName")
+        out[f"workload/{ns}/{name}"] = (f"{owner} in {ns} waits for quota in queue {queue}: "
+                                        f"{str(quota.get('message') or 'pending')[:300]}")
+    return out
+
+
 def lifecycle_changed(snap: Snapshot, _t: Threshold) -> dict[str, str]:
     """The cluster's lifecycle scripts that are no longer InstantStart's (changed or deleted behind our back)."""
     out = {}
@@ -131,6 +158,8 @@ RULES: dict[str, Rule] = {r.name: r for r in (
     Rule("capacity_stuck", "A replacement or launch waiting for capacity for N minutes.",
          Threshold(None, 30), "minutes", capacity_stuck),
     Rule("pod_crash_looping", "A pod crash-looping for N minutes.", Threshold(None, 60), "minutes", pod_crash_looping),
+    Rule("job_pending_quota", "A queued job pending over its team's quota (Kueue) for N minutes.",
+         Threshold(None, 60), "minutes", job_pending_quota),
     Rule("gpu_idle", "GPUs allocated but DCGM utilisation under N % for the hold time.", Threshold(5, 60),
          "percent", gpu_idle),
     Rule("lifecycle_script_changed", "A lifecycle script changed or deleted behind InstantStart's back.",

@@ -1,4 +1,4 @@
-// Cluster Management: create (with preflight), staged progress, list, switch, import, delete with its plan.
+// Cluster Management: create (with preflight), staged progress, list, switch, import, upgrade, delete with its plan.
 import { ApiError, get, newKey, post } from "./api.js";
 import { badge, clearErrors, errorBox, field, h, replace, showError, table, tick, when } from "./dom.js";
 import { events, fresher } from "./live.js";
@@ -7,8 +7,9 @@ import { capacitySection } from "./capacity.js";
 import { featuresSection } from "./features.js";
 import { stagesSection } from "./stages.js";
 import { timelineCard } from "./timeline.js";
+import { upgradeCard } from "./upgrade.js";
 
-const CLUSTER_KINDS = ["cluster_create", "cluster_delete", "cluster_import", "cluster_create_eks", "cluster_configure_dependencies", "hyperpod_create"];
+const CLUSTER_KINDS = ["cluster_create", "cluster_delete", "cluster_import", "cluster_create_eks", "cluster_configure_dependencies", "hyperpod_create", "cluster_upgrade"];
 const STAGES = ["eks", "activate", "dependencies", "hyperpod", "storage", "verification"];
 
 export async function render(view, opArg, shell) {
@@ -28,7 +29,7 @@ export async function render(view, opArg, shell) {
   const stages = stagesSection(shell, zones, instances);
   replace(view, h("div", { class: "stack" }, h("div", { class: "grid" },
     h("div", { class: "stack" }, createCard, importCard(shell)),
-    h("div", { class: "stack" }, progressCard, listCard)), stages.el, capacity.el, features.el, timeline.card));
+    h("div", { class: "stack" }, progressCard, listCard)), stages.el, upgradeCard(), capacity.el, features.el, timeline.card));
 
   let op = null;
   let listTimer = null;
