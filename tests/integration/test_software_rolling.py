@@ -65,7 +65,8 @@ def test_three_batches_an_alarm_in_batch_two_rolls_the_group_back(
 ) -> None:
     sm, cw = twin_client(twin_process, "sagemaker"), twin_client(twin_process, "cloudwatch")
     listed = nodes(sm)
-    order = [n["InstanceId"] for n in sorted(listed.values(), key=lambda n: (n["LaunchTime"], n["InstanceId"]))]
+    oldest_first = sorted(listed.values(), key=lambda n: (round(n["LaunchTime"].timestamp(), 3), n["InstanceId"]))
+    order = [n["InstanceId"] for n in oldest_first]
     assert len(order) == 6
     before = {listed[i]["CurrentImageReleaseVersion"] for i in order}
     assert len(before) == 1

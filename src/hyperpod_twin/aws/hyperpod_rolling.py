@@ -111,7 +111,9 @@ class Rollout:
         group = part.group
         group.status = "SystemUpdating"
         group.software_update_status = "InProgress"
-        nodes = [n.instance_id for n in self.cluster.group_nodes(group.name) if n.status == "Running"]
+        # Oldest first, LaunchTime to the millisecond (what a client sees of it), then instance id.
+        running = [n for n in self.cluster.group_nodes(group.name) if n.status == "Running"]
+        nodes = [n.instance_id for n in sorted(running, key=lambda n: (round(n.launch_time, 3), n.instance_id))]
         size = batch_size(self.batch_config, len(nodes))
         part.batches = [nodes[i : i + size] for i in range(0, len(nodes), size)]
         self.event(

@@ -35,8 +35,8 @@ from instantstart.store.models import ClusterRow
 # A pod label that names the training job it belongs to, and the kind it names.
 JOB_LABELS = ((train_m.POD_JOB_LABEL, "HyperPodPyTorchJob"), (ray_m.CLUSTER_LABEL, "RayCluster"),
               (ray_m.SUBMITTER_LABEL, "Job"), ("job-name", "Job"))
-ORDER_NOTE = ("HyperPod picks the nodes of each batch itself; the plan takes them oldest first (LaunchTime, then "
-              "instance id), the order the progress of hyperpod_update_software reports against.")
+ORDER_NOTE = ("HyperPod picks the nodes of each batch itself; the plan takes them oldest first (LaunchTime to the "
+              "millisecond, then instance id), the order the progress of hyperpod_update_software reports against.")
 
 
 def row_for(db: Database, req: SoftwareRequest) -> ClusterRow:
@@ -78,7 +78,7 @@ def chosen_groups(cluster: dict[str, Any], request: dict[str, Any]) -> list[dict
 def update_order(nodes: list[dict[str, Any]]) -> list[str]:
     """Running nodes of a group (ListClusterNodes summaries), oldest first: the order batches take them."""
     running = [n for n in nodes if (n.get("InstanceStatus") or {}).get("Status") == "Running" and n.get("InstanceId")]
-    return [str(n["InstanceId"]) for n in sorted(running, key=lambda n: (_stamp(n.get("LaunchTime")),
+    return [str(n["InstanceId"]) for n in sorted(running, key=lambda n: (round(_stamp(n.get("LaunchTime")), 3),
                                                                           str(n["InstanceId"])))]
 
 
