@@ -129,3 +129,26 @@ def test_three_batches_an_alarm_in_batch_two_rolls_the_group_back(
     assert not core.read_node(f"hyperpod-{order[0]}").spec.unschedulable  # uncordoned once Running again
     events = [e["Description"] for e in sm.list_cluster_events(ClusterName=CLUSTER, MaxResults=100)["Events"]]
     assert any(ALARM in e and "rolling back" in e for e in events), events
+
+
+def test_a_percentage_rollout_without_alarm_completes_with_every_nodes_release(
+    shared_cp: Running, twin_process: TwinProcess
+) -> None:
+    sm = twin_client(twin_process, "sagemaker")
+    group = sm.describe_cluster(ClusterName=CLUSTER)["InstanceGroups"][0]["InstanceGroupName"]
+    body = {"instanceGroups": [{"instanceGroupName": group, "imageReleaseVersion": "2026.01.15"}],
+            "deploymentConfig": {"rollingUpdatePolicy": {"maximumBatchSize": {"type": "CAPACITY_PERCENTAGE",
+                                                                              "value": 50}}}}
+    with shared_cp.client() as client:  # REST this time
+        plan = client.post("/api/v1/capacity/software-update/plan", json=body)
+        assert plan.status_code == 200, plan.text
+        assert [len(b["nodes"]) for b in plan.json()["groups"][0]["batches"]] == [3, 3]
+        assert plan.json()["groups"][0]["targetRelease"] == "2026.01.15"
+        ref = client.post("/api/v1/capacity/software-update", json=body)
+        assert ref.status_code == 202, ref.text
+    view = mcp_wait(shared_cp, ref.json()["operationId"])
+    assert view["status"] == "SUCCEEDED", view
+    report = view["stages"][-1]["outputs"]
+    assert report["outcome"] == "completed" and report["groups"] == {group: "Succeeded"}, report
+    assert set(report["nodes"].values()) == {"2026.01.15"} and len(report["nodes"]) == 6
+    assert [b["state"] for b in view["stages"][1]["outputs"]["batches"]] == ["updated", "updated"]
