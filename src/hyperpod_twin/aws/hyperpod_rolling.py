@@ -141,11 +141,20 @@ class Rollout:
     def batch_done(self, part: GroupRollout) -> None:
         now = self.ctx.clock.wall()
         batch = part.batches[part.done]
+        problem = self.life.lifecycle_script_problem(part.group)  # HyperPod runs the lifecycle again on each node
+        if problem is not None:
+            self.roll_back(part, f"the lifecycle script failed on batch {part.done + 1}: {problem}")
+            return
+        lcc = part.group.spec.get("LifeCycleConfig") or {}
         for iid in batch:
             node = self.cluster.nodes.get(iid)
             if node is not None and iid in part.previous:
                 node.image_release = part.target
                 node.last_software_update = now
+                if lcc.get("SourceS3Uri"):
+                    self.cluster.add_event(now, f"Lifecycle script {str(lcc['SourceS3Uri']).rstrip('/')}/"
+                                           f"{lcc.get('OnCreate')} ran on {iid}", resource_type="Instance",
+                                           group=part.group.name, instance_id=iid)
                 if node.status == "SystemUpdating":
                     self.life._set(self.cluster, node, "Running")
         part.done += 1
@@ -168,7 +177,7 @@ class Rollout:
         name = self.alarm()
         if name is None:
             return False
-        self.roll_back(part, name)
+        self.roll_back(part, f"alarm {name} is in ALARM")
         return True
 
     def group_done(self, part: GroupRollout) -> None:
@@ -183,7 +192,7 @@ class Rollout:
             self.next_group()
 
     # roll back --------------------------------------------------------------------------------
-    def roll_back(self, part: GroupRollout, alarm: str) -> None:
+    def roll_back(self, part: GroupRollout, cause: str) -> None:
         """The updated nodes go back to the release they ran, RollbackMaximumBatchSize at a time (all at once
         when absent, as the API documents)."""
         group = part.group
@@ -191,13 +200,13 @@ class Rollout:
         updated = [iid for iid in part.previous if iid in self.cluster.nodes]
         size = batch_size(self.rollback_config, len(self.cluster.group_nodes(group.name)))
         batches = [updated[i : i + size] for i in range(0, len(updated), size)]
-        self.event(f"Alarm {alarm} is in ALARM: rolling back the software update of instance group {group.name} "
+        self.event(f"{cause[:1].upper()}{cause[1:]}: rolling back the software update of instance group {group.name} "
                    f"({len(updated)} updated node(s))", group.name, level="Error")
-        self.rollback_batch(part, batches, alarm)
+        self.rollback_batch(part, batches, cause)
 
-    def rollback_batch(self, part: GroupRollout, batches: list[list[str]], alarm: str) -> None:
+    def rollback_batch(self, part: GroupRollout, batches: list[list[str]], cause: str) -> None:
         if not batches:
-            self.rolled_back(part, alarm)
+            self.rolled_back(part, cause)
             return
         batch, rest = batches[0], batches[1:]
         for iid in batch:
@@ -213,11 +222,11 @@ class Rollout:
                     node.last_software_update = self.ctx.clock.wall()
                     if node.status == "SystemUpdating":
                         self.life._set(self.cluster, node, "Running")
-            self.rollback_batch(part, rest, alarm)
+            self.rollback_batch(part, rest, cause)
 
         self.later(SOFTWARE_UPDATE, done)
 
-    def rolled_back(self, part: GroupRollout, alarm: str) -> None:
+    def rolled_back(self, part: GroupRollout, cause: str) -> None:
         group = part.group
         group.software_update_status = "RollbackComplete"
         group.desired_image_release = group.image_release
@@ -225,8 +234,8 @@ class Rollout:
         for later in self.groups[self.index + 1 :]:  # never started: as they were
             later.group.software_update_status = later.before_status
             later.group.desired_image_release = later.group.image_release
-        self.finish(f"Cluster software update rolled back: alarm {alarm} went into ALARM during the update of "
-                    f"instance group {group.name}", level="Error")
+        self.finish(f"Cluster software update rolled back: {cause} during the update of instance group "
+                    f"{group.name}", level="Error")
 
     def finish(self, text: str, level: str = "Info") -> None:
         self.cluster.rollout = None

@@ -12,7 +12,7 @@ from instantstart.aws import amp_query
 from instantstart.aws import hyperpod as hp_api
 from instantstart.context import AppContext
 from instantstart.services.base.facts import facts_of
-from instantstart.services.base.lifecycle import lifecycle_problems
+from instantstart.services.base.lifecycle import approved_scripts, lifecycle_problems
 from instantstart.services.base.registry import hyperpod_cluster_name
 from instantstart.services.monitoring.gpu import METRIC, observability_workspace
 from instantstart.store.models import ClusterRow
@@ -30,7 +30,8 @@ async def lifecycle(app: AppContext, row: ClusterRow) -> list[str] | None:
 
     def check() -> list[str]:
         hp = hp_api.describe_cluster(app.aws, row.region, name) or {}
-        return lifecycle_problems(app.aws, row.region, bucket, row.tag, list(hp.get("InstanceGroups") or []))
+        return lifecycle_problems(app.aws, row.region, bucket, row.tag, list(hp.get("InstanceGroups") or []),
+                                  approved=approved_scripts(facts_of(row)))
 
     try:
         return await to_thread.run_sync(check)

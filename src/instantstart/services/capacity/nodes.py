@@ -17,6 +17,8 @@ from instantstart.kube.reads import read_node
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.waiting import blocking, wait_until
+from instantstart.services.base.facts import facts_of
+from instantstart.services.base.lifecycle import approved_scripts
 from instantstart.services.base.registry import (
     ClusterParams,
     get_cluster,
@@ -85,7 +87,7 @@ async def submit_node_op(ctx: CallContext, req: NodeRequest, action: NodeAction)
     if action in ("replace", "delete"):
         await blocking(refuse_unowned, ctx.app, row.region, cluster, action)
     if action == "replace":  # refused at once (the stage checks again just before the call)
-        await blocking(verify_node_script, ctx.app.aws, row.region, cluster, found)
+        await blocking(verify_node_script, ctx.app.aws, row.region, cluster, found, approved_scripts(facts_of(row)))
     return await submit_for_cluster(
         ctx,
         f"node_{action}",
@@ -133,7 +135,7 @@ async def stage_request(stage: StageContext) -> dict[str, Any]:
         mates = [n for n in mates if _stamp(n.get("LaunchTime")) <= launched]
     if not already:
         if p.action == "replace":
-            await blocking(verify_node_script, stage.app.aws, p.region, cluster, node)
+            await blocking(verify_node_script, stage.app.aws, p.region, cluster, node, approved_scripts(facts_of(row)))
         await stage.progress(f"{p.action} {p.node_id} ({group}, {status})")
         await blocking(batch, sm, cluster, p.node_id, p.action)
     # A node still provisioning has no InstanceId yet (listed only with IncludeNodeLogicalIds, which we do

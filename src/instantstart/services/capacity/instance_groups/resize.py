@@ -16,7 +16,7 @@ from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.waiting import blocking, wait_until
 from instantstart.services.base.facts import facts_of
-from instantstart.services.base.lifecycle import verify_groups
+from instantstart.services.base.lifecycle import approved_scripts, verify_groups
 from instantstart.services.base.registry import (
     ClusterParams,
     get_cluster,
@@ -128,7 +128,7 @@ async def stage_scale(stage: StageContext) -> dict[str, Any]:
     seen = await seen_events(sm, cluster_name, name)
     if int(found.get("TargetCount", -1)) != target:
         spec = resubmit_spec(found, count=target)
-        await blocking(verify_groups, stage.app.aws, p.region, [spec])
+        await blocking(verify_groups, stage.app.aws, p.region, [spec], approved=approved_scripts(facts_of(row)))
         await stage.progress(f"UpdateCluster {cluster_name}: {name} {found.get('TargetCount')} -> {target}")
         await blocking(
             sm.update_cluster, f"scale instance group {name}", ClusterName=cluster_name, InstanceGroups=[spec]

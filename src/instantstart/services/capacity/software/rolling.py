@@ -15,7 +15,8 @@ from instantstart.errors import NotFound, ProviderError
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.waiting import blocking, wait_until
-from instantstart.services.base.lifecycle import verify_groups
+from instantstart.services.base.facts import facts_of
+from instantstart.services.base.lifecycle import approved_scripts, verify_groups
 from instantstart.services.base.registry import get_cluster, hyperpod_cluster_name, submit_for_cluster
 from instantstart.services.capacity.groups import described
 from instantstart.services.capacity.software.models import SoftwareParams, SoftwareRequest, api_request
@@ -49,7 +50,16 @@ async def stage_plan(stage: StageContext) -> dict[str, Any]:
     p = stage.params_as(SoftwareParams)
     row = await blocking(get_cluster, stage.app.db, p.cluster_tag)
     plan = await blocking(build_plan, stage.app, row, request_of(p))
-    return plan.model_dump(mode="json", by_alias=True)
+    sm = HyperPod(stage.app.aws, p.region)
+    name = hyperpod_cluster_name(row)
+    # When each node was last updated: a batch that keeps its release (a lifecycle script roll) is done when it moved.
+    last = {str(n["InstanceId"]): _iso(n.get("LastSoftwareUpdateTime")) for g in plan.groups
+            for n in await blocking(group_nodes, sm, name, g.instance_group) if n.get("InstanceId")}
+    return {**plan.model_dump(mode="json", by_alias=True), "lastSoftwareUpdate": last}
+
+
+def _iso(value: Any) -> str | None:
+    return value.isoformat() if hasattr(value, "isoformat") else (None if value is None else str(value))
 
 
 def batch_states(plan: dict[str, Any], nodes: dict[str, dict[str, Any]], statuses: dict[str, str]) -> list[Any]:
@@ -61,7 +71,10 @@ def batch_states(plan: dict[str, Any], nodes: dict[str, dict[str, Any]], statuse
         for batch in group["batches"]:
             live = [nodes.get(n) or {} for n in batch["nodes"]]
             busy = any((n.get("InstanceStatus") or {}).get("Status") == "SystemUpdating" for n in live)
-            moved = all(n.get("CurrentImageReleaseVersion") not in (None, before) for n in live)
+            last = plan.get("lastSoftwareUpdate") or {}
+            moved = all(n.get("CurrentImageReleaseVersion") not in (None, before)
+                        or _iso(n.get("LastSoftwareUpdateTime")) not in (None, last.get(n.get("InstanceId")))
+                        for n in live)
             state = "updating" if busy else "updated" if moved else "pending"
             if status == "RollbackInProgress" and busy:
                 state = "rolling back"
@@ -81,7 +94,8 @@ async def stage_update(stage: StageContext) -> dict[str, Any]:
     groups = chosen_groups(cluster, request)
     if not any(g.get("SoftwareUpdateStatus") in RUNNING for g in groups):
         # UpdateClusterSoftware re-runs the lifecycle scripts on every instance it updates (HyperPod docs).
-        await blocking(verify_groups, stage.app.aws, p.region, groups, only_ours=True)
+        await blocking(verify_groups, stage.app.aws, p.region, groups, only_ours=True,
+                       approved=approved_scripts(facts_of(row)))
         await stage.progress(f"UpdateClusterSoftware {name}")
         await blocking(sm.update_cluster_software, name, **request)
     plan = stage.outputs["plan"]
