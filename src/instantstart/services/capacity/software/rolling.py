@@ -83,6 +83,17 @@ def batch_states(plan: dict[str, Any], nodes: dict[str, dict[str, Any]], statuse
     return out
 
 
+def updated_since_plan(sm: HyperPod, name: str, plan: dict[str, Any]) -> bool:
+    """Whether a node of the plan was updated after the plan was read (LastSoftwareUpdateTime moved; blocking)."""
+    last = plan.get("lastSoftwareUpdate") or {}
+    for group in plan["groups"]:
+        for node in group_nodes(sm, name, group["instanceGroup"]):
+            iid = node.get("InstanceId")
+            if iid in last and _iso(node.get("LastSoftwareUpdateTime")) != last[iid]:
+                return True
+    return False
+
+
 async def stage_update(stage: StageContext) -> dict[str, Any]:
     """UpdateClusterSoftware once, then every batch's progress until no group's update is pending or running."""
     p = stage.params_as(SoftwareParams)
@@ -92,13 +103,17 @@ async def stage_update(stage: StageContext) -> dict[str, Any]:
     request = request_of(p)
     cluster = await blocking(describe_hyperpod_or_fail, sm, name)
     groups = chosen_groups(cluster, request)
-    if not any(g.get("SoftwareUpdateStatus") in RUNNING for g in groups):
+    plan = stage.outputs["plan"]
+    # A retry or a resumed run asks HyperPod once: an update under way, or nodes updated since the plan, mean an
+    # earlier attempt's call went through.
+    if not any(g.get("SoftwareUpdateStatus") in RUNNING for g in groups) and not (
+        stage.attempt > 1 and await blocking(updated_since_plan, sm, name, plan)
+    ):
         # UpdateClusterSoftware re-runs the lifecycle scripts on every instance it updates (HyperPod docs).
         await blocking(verify_groups, stage.app.aws, p.region, groups, only_ours=True,
                        approved=approved_scripts(facts_of(row)))
         await stage.progress(f"UpdateClusterSoftware {name}")
         await blocking(sm.update_cluster_software, name, **request)
-    plan = stage.outputs["plan"]
     seen: dict[str, Any] = {"states": [], "updatingWhenRollbackStarted": {}}
 
     async def done() -> tuple[bool, str]:
