@@ -153,6 +153,16 @@ def test_a_percentage_rollout_without_alarm_completes_with_every_nodes_release(
     assert set(report["nodes"].values()) == {"2026.01.15"} and len(report["nodes"]) == 6
     assert [b["state"] for b in view["stages"][1]["outputs"]["batches"]] == ["updated", "updated"]
 
+    # A retry or resumed run of this update would not ask HyperPod again: its nodes moved since its plan; against a
+    # plan read now, nothing has moved.
+    from instantstart.aws.hyperpod import HyperPod
+    from instantstart.services.capacity.software.rolling import updated_since_plan
+
+    plan, adapter = view["stages"][0]["outputs"], HyperPod(shared_cp.context.aws, twin_process.env["AWS_REGION"])
+    assert updated_since_plan(adapter, CLUSTER, plan)
+    now = {i: n["LastSoftwareUpdateTime"].isoformat() for i, n in nodes(sm).items()}
+    assert not updated_since_plan(adapter, CLUSTER, {**plan, "lastSoftwareUpdate": now})
+
 
 def test_a_new_lifecycle_script_rolls_through_the_nodes_and_is_the_one_verified_from_then_on(
     shared_cp: Running, twin_process: TwinProcess
