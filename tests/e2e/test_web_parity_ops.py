@@ -314,6 +314,15 @@ def test_software_update_node_groups_and_karpenter(page: Any, served: Served) ->
     expect(panel).to_have_attribute("data-status", "SUCCEEDED", timeout=120_000)
     groups = sm.describe_cluster(ClusterName=f"hp-cluster-{TAG}")["InstanceGroups"]
     assert all(g["SoftwareUpdateStatus"] == "Succeeded" for g in groups), groups
+
+    # The rolling update's plan (cluster_update_plan): one node a batch, shown batch by batch; nothing changes.
+    software = capacity.locator("#software")
+    software.locator("#rolling-batch-value").fill("1")
+    software.get_by_role("button", name="Plan").click()
+    expect(software.locator("#update-plan")).to_contain_text("batches of 1")
+    expect(software.locator("#update-plan tbody tr").first).to_contain_text("1/")
+    assert {"cluster_update_plan", "hyperpod_update_lifecycle_script"} <= operations_on_page(page)
+    audit(page, "Capacity with a software update plan")
     shot(page, "65-capacity-software-nodegroups-karpenter")
     audit(page, "Capacity after the software update")
     assert {"hyperpod_update_software", "karpenter_get_status", "karpenter_install"} <= operations_on_page(page)

@@ -45,7 +45,15 @@ STORED: dict[str, dict[str, Any]] = {
     "node_reboot": {**WHERE, "nodeId": "i-0123456789abcdef0", "action": "reboot"},
     "node_replace": {**WHERE, "nodeId": "i-0123456789abcdef0", "action": "replace"},
     "node_delete": {**WHERE, "nodeId": "i-0123456789abcdef0", "action": "delete"},
-    "hyperpod_software_update": dict(WHERE),
+    "hyperpod_software_update": {
+        **WHERE,
+        "instanceGroups": [{"InstanceGroupName": "gpu-b", "ImageReleaseVersion": "2026.01.15"}],
+        "deploymentConfig": {
+            "RollingUpdatePolicy": {"MaximumBatchSize": {"Type": "CAPACITY_PERCENTAGE", "Value": 34}},
+            "WaitIntervalInSeconds": 60,
+            "AutoRollbackConfiguration": [{"AlarmName": "gpu-xid-errors"}],
+        },
+    },
     "nodegroup_scale": {
         **WHERE,
         "eksCluster": "eks-demo",
@@ -102,3 +110,11 @@ def test_submit_stores_the_kinds_own_model_and_refuses_another() -> None:
     foreign = params_for_load(other.params, "instance_group_add", "op-0001", STORED["instance_group_add"])
     with pytest.raises(InvalidInput, match=r"node_reboot are a \w+, not its \w+"):
         params_to_store(registered.params, "node_reboot", foreign)
+
+
+def test_a_software_update_stored_before_deployment_configs_still_loads() -> None:
+    """Stored before DeploymentConfig existed: only the cluster; loads as every group, all at once."""
+    registered = KINDS.get("hyperpod_software_update")
+    assert registered is not None
+    loaded = params_for_load(registered.params, "hyperpod_software_update", "op-0001", dict(WHERE))
+    assert loaded.model_dump(mode="json", by_alias=True) == {**WHERE, "instanceGroups": None, "deploymentConfig": None}

@@ -10,9 +10,9 @@ import io
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from instantstart.services.base.watch.projections import pod_view
 
 from instantstart.errors import InvalidInput
+from instantstart.services.base.watch.projections import pod_view
 from instantstart.services.monitoring.usage import UsageRequest, as_csv, group, node_seconds, period, spans
 from instantstart.services.monitoring.usage_feed import hold_entry, holding, team_of
 from instantstart.store import timeline

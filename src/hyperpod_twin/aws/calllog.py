@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import threading
 from urllib.parse import parse_qs
 
@@ -10,6 +11,11 @@ from .protocol import AwsRequest
 
 ENV = "HYPERPOD_TWIN_CALL_LOG"
 _lock = threading.Lock()
+# Calls of services the twin passes to moto unparsed (CloudWatch): the operation is the X-Amz-Target's (JSON
+# protocol) or the path's (Smithy RPC v2 CBOR), the service the credential scope's signing name, as botocore names it.
+_RPC_V2_PATH = re.compile(r"^/service/[^/]+/operation/([A-Za-z0-9]+)$")
+_SCOPE = re.compile(r"Credential=[^/]+/[^/]+/[^/]+/([^/]+)/")
+_UNPARSED_SERVICES = {"monitoring": "cloudwatch"}
 
 
 def s3_operation(method: str, path: str, raw_query: str) -> str:
@@ -57,3 +63,17 @@ def record(req: AwsRequest, raw_query: str, user_agent: str) -> None:
     agent = user_agent.split()[-1] if user_agent.split() else "-"
     with _lock, open(target, "a") as handle:
         handle.write(f"{req.service} {operation or '?'} {agent}\n")
+
+
+def record_unparsed(path: str, headers: dict[str, str]) -> None:
+    """Log a call of a service the twin does not parse (CloudWatch's DescribeAlarms …), when the log is on."""
+    if not os.environ.get(ENV):
+        return
+    lower = {k.lower(): v for k, v in headers.items()}
+    scope = _SCOPE.search(lower.get("authorization", ""))
+    service = _UNPARSED_SERVICES.get(scope.group(1)) if scope else None
+    target = lower.get("x-amz-target", "")
+    path_op = _RPC_V2_PATH.match(path)
+    operation = target.rpartition(".")[2] if target else (path_op.group(1) if path_op else "")
+    if service and operation:
+        record_action(service, operation, lower.get("user-agent", ""))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from .hyperpod_model import (
     LATEST_IMAGE_RELEASE,
     LEAVING,
@@ -10,6 +12,7 @@ from .hyperpod_model import (
     Node,
 )
 from .hyperpod_progress import Progressions
+from .hyperpod_rolling import GroupRollout, Rollout
 from .hyperpod_timings import AUTO_REPAIR_DELAY, CLUSTER_DELETE, DEEP_HEALTH_CHECK, REBOOT, SHUTDOWN, SOFTWARE_UPDATE
 
 
@@ -104,12 +107,25 @@ class Lifecycle(Progressions):
 
         self.ctx.later(SHUTDOWN + 1, gone)
 
-    def software_update(self, cluster: Cluster, groups: list[InstanceGroup]) -> None:
-        """UpdateClusterSoftware: nodes go SystemUpdating, then run the latest image release."""
+    def software_update(
+        self,
+        cluster: Cluster,
+        groups: list[InstanceGroup],
+        targets: dict[str, str] | None = None,
+        deployment: dict[str, Any] | None = None,
+    ) -> None:
+        """UpdateClusterSoftware: with a DeploymentConfig, a rolling update (hyperpod_rolling); without one,
+        every node of the groups goes SystemUpdating at once, then runs its target release (default latest)."""
+        targets = targets or {}
+        if deployment is not None:
+            parts = [GroupRollout(g, targets.get(g.name, LATEST_IMAGE_RELEASE), g.software_update_status)
+                     for g in groups]
+            Rollout(self, cluster, parts, deployment).start()
+            return
         cluster.status = "SystemUpdating"
         for group in groups:
             group.software_update_status = "InProgress"
-            group.desired_image_release = LATEST_IMAGE_RELEASE
+            group.desired_image_release = targets.get(group.name, LATEST_IMAGE_RELEASE)
             group.status = "SystemUpdating"
             for node in cluster.group_nodes(group.name):
                 if node.status == "Running":
@@ -121,11 +137,11 @@ class Lifecycle(Progressions):
                 return
             now = self.ctx.clock.wall()
             for group in groups:
-                group.image_release = LATEST_IMAGE_RELEASE
+                group.image_release = group.desired_image_release
                 group.software_update_status = "Succeeded"
                 group.status = "InService"
                 for node in cluster.group_nodes(group.name):
-                    node.image_release = LATEST_IMAGE_RELEASE
+                    node.image_release = group.desired_image_release
                     node.last_software_update = now
                     if node.status == "SystemUpdating":
                         self._set(cluster, node, "Running")

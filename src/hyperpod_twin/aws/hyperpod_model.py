@@ -14,6 +14,7 @@ LEAVING = ("ShuttingDown",)
 
 DEFAULT_IMAGE_RELEASE = "2025.11.05"
 LATEST_IMAGE_RELEASE = "2026.01.15"
+IMAGE_RELEASES = (DEFAULT_IMAGE_RELEASE, LATEST_IMAGE_RELEASE)  # the releases UpdateClusterSoftware can install
 
 
 @dataclass
@@ -94,6 +95,7 @@ class Cluster:
     events: list[dict[str, Any]] = field(default_factory=list)
     version: int = 0
     setup_done: bool = True
+    rollout: Any = None  # the rolling software update under way (hyperpod_rolling.Rollout)
 
     @property
     def eks_arn(self) -> str | None:

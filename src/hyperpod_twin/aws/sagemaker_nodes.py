@@ -7,7 +7,8 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from .context import AwsContext
-from .hyperpod_model import LEAVING, Cluster, Node, node_details, node_summary, without_instance
+from .hyperpod_model import IMAGE_RELEASES, LEAVING, Cluster, Node, node_details, node_summary, without_instance
+from .hyperpod_rolling import deployment_problem
 from .protocol import AwsError, AwsRequest, PassThrough, RawResponse, json_response, page, validation
 
 if TYPE_CHECKING:
@@ -218,12 +219,22 @@ class NodeOps:
                 raise AwsError(
                     "ConflictException", f"Cluster {cluster.name} is {cluster.status}; it must be InService."
                 )
-            names = [str(g.get("InstanceGroupName")) for g in p.get("InstanceGroups") or []] or list(cluster.groups)
+            asked = {str(g.get("InstanceGroupName")): g for g in p.get("InstanceGroups") or []}
+            names = list(asked) or list(cluster.groups)
             for n in names:
                 if n not in cluster.groups:
                     raise validation(f"Instance group {n} does not exist in cluster {cluster.name}.")
+            targets = {n: str(g["ImageReleaseVersion"]) for n, g in asked.items() if g.get("ImageReleaseVersion")}
+            for n, release in targets.items():
+                if release not in IMAGE_RELEASES:
+                    raise validation(f"ImageReleaseVersion {release} of instance group {n} is not a HyperPod "
+                                     f"release; available: {', '.join(IMAGE_RELEASES)}.")
+            deployment = p.get("DeploymentConfig")
+            problem = deployment_problem(deployment) if deployment is not None else None
+            if problem is not None:
+                raise validation(problem)
             cluster.add_event(self.ctx.clock.wall(), "Cluster software update started")
-            self.life.software_update(cluster, [cluster.groups[n] for n in names])
+            self.life.software_update(cluster, [cluster.groups[n] for n in names], targets, deployment)
         return json_response(req, {"ClusterArn": cluster.arn})
 
     def health_check(self, req: AwsRequest) -> RawResponse:

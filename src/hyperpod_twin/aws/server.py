@@ -75,6 +75,8 @@ class TwinAwsApp:
         )
         if req is not None:
             calllog.record(req, environ.get("QUERY_STRING", ""), headers.get("User-Agent", ""))
+        else:
+            calllog.record_unparsed(raw_path, headers)
         if req is not None and not known_region(req.region):
             # With an endpoint override AWS receives the call and refuses the credential scope.
             code = "InvalidSignatureException" if req.protocol in ("json", "rest-json") else "SignatureDoesNotMatch"

@@ -9,7 +9,7 @@ from collections.abc import Hashable, Iterable
 from typing import Any
 
 from hyperpod_twin.kube.store import WatchEvent
-from hyperpod_twin.sim import kobj
+from hyperpod_twin.sim import kobj, node_drain
 from hyperpod_twin.sim.controller_base import Controller
 from hyperpod_twin.sim.core import ClusterSim
 from hyperpod_twin.sim.kinds import NODES
@@ -112,8 +112,10 @@ class NodeController(Controller):
                     self.sim.event(created, "NodeReady", f"Node {name} status is now: NodeReady")
                 return
             existing = self._refresh(existing, node, status)
-            self._set_ready(existing, True, status)
+            self._set_ready(node_drain.uncordon(self.sim, existing) if status in _UP else existing, True, status)
         elif existing is not None:
+            if status == "SystemUpdating":  # HyperPod drains a node before it patches it
+                existing = node_drain.drain(self.sim, existing, status)
             self._set_ready(existing, False, status)
 
     def _refresh(self, existing: Obj, node: Obj, status: str) -> Obj:

@@ -52,9 +52,11 @@ def update_cluster(aws: AwsClients, region: str, action: str, **request: Any) ->
     call(action, aws.sagemaker(region).update_cluster, **request)
 
 
-def update_cluster_software(aws: AwsClients, region: str, name: str) -> None:
-    """UpdateClusterSoftware: every group to the latest HyperPod AMI."""
-    call(f"update the software of {name}", aws.sagemaker(region).update_cluster_software, ClusterName=name)
+def update_cluster_software(aws: AwsClients, region: str, name: str, **request: Any) -> None:
+    """UpdateClusterSoftware: every group (or the request's InstanceGroups) to the latest HyperPod AMI (or each
+    group's ImageReleaseVersion), all at once or as the request's DeploymentConfig rolls it."""
+    call(f"update the software of {name}", aws.sagemaker(region).update_cluster_software, ClusterName=name,
+         **request)
 
 
 def delete_cluster(aws: AwsClients, region: str, name: str) -> None:
@@ -136,9 +138,9 @@ class HyperPod:
         """UpdateCluster; `action` names it in errors."""
         update_cluster(self.aws, self.region, action, **request)
 
-    def update_cluster_software(self, name: str) -> None:
-        """UpdateClusterSoftware."""
-        update_cluster_software(self.aws, self.region, name)
+    def update_cluster_software(self, name: str, **request: Any) -> None:
+        """UpdateClusterSoftware (InstanceGroups, DeploymentConfig as the API takes them)."""
+        update_cluster_software(self.aws, self.region, name, **request)
 
     def describe_node(self, cluster: str, node: str) -> dict[str, Any] | None:
         """DescribeClusterNode's NodeDetails, or None when the node is gone."""

@@ -38,10 +38,12 @@ _MEMBER_OPS = (
 )
 _OPERATOR_OPS = (
     "cluster_configure_dependencies cluster_create cluster_create_eks cluster_create_eks_with_cidr cluster_delete"
-    " cluster_import cluster_nodegroup_delete cluster_nodegroup_scale cluster_switch cluster_upgrade cluster_validate"
+    " cluster_import cluster_nodegroup_delete cluster_nodegroup_scale cluster_switch cluster_update_plan"
+    " cluster_upgrade cluster_validate"
     " fsx_storage_create hyperpod_add_instance_group hyperpod_create hyperpod_delete_instance_group"
     " hyperpod_node_delete hyperpod_node_reboot hyperpod_node_replace hyperpod_scale_instance_group"
-    " hyperpod_update_advanced_features hyperpod_update_software inference_pool_assign inference_pool_release"
+    " hyperpod_update_advanced_features hyperpod_update_lifecycle_script hyperpod_update_software"
+    " inference_pool_assign inference_pool_release"
     " karpenter_install karpenter_uninstall mlflow_configure operation_cancel operation_retry s3_storage_create"
     " storage_delete alert_rules_update team_create team_delete team_update"
 )

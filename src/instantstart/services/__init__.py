@@ -34,6 +34,8 @@ def _import_operation_modules() -> None:
         nodes,
         validate,
     )
+    from instantstart.services.capacity.software import lifecycle_update, rolling  # noqa: F401
+    from instantstart.services.capacity.software import plan as software_plan  # noqa: F401
     from instantstart.services.cluster import (  # noqa: F401
         create,
         deletion,

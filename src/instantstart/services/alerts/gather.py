@@ -16,7 +16,7 @@ from instantstart.errors import NotFound
 from instantstart.kube import custom_objects
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.services.base.facts import facts_of
-from instantstart.services.base.lifecycle import lifecycle_problems
+from instantstart.services.base.lifecycle import approved_scripts, lifecycle_problems
 from instantstart.services.base.observability import METRIC, observability_workspace
 from instantstart.services.base.registry import hyperpod_cluster_name
 from instantstart.store.models import ClusterRow
@@ -34,7 +34,8 @@ async def lifecycle(app: AppContext, row: ClusterRow) -> list[str] | None:
 
     def check() -> list[str]:
         hp = hp_api.describe_cluster(app.aws, row.region, name) or {}
-        return lifecycle_problems(app.aws, row.region, bucket, row.tag, list(hp.get("InstanceGroups") or []))
+        return lifecycle_problems(app.aws, row.region, bucket, row.tag, list(hp.get("InstanceGroups") or []),
+                                  approved=approved_scripts(facts_of(row)))
 
     try:
         return await to_thread.run_sync(check)

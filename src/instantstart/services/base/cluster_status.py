@@ -20,7 +20,7 @@ from instantstart.kube.gateway import Api
 from instantstart.manifests.storage import DEFAULT_CLAIM, DEFAULT_NAMESPACE
 from instantstart.services.base.facts import facts_of
 from instantstart.services.base.hyperpod_reads import cached_describe
-from instantstart.services.base.lifecycle import lifecycle_problems
+from instantstart.services.base.lifecycle import approved_scripts, lifecycle_problems
 from instantstart.services.base.registry import get_cluster, hyperpod_cluster_name
 from instantstart.services.base.status_model import (
     AcceleratorTotals,
@@ -133,7 +133,8 @@ async def _lifecycle(app: AppContext, row: ClusterRow, hp: dict[str, Any] | None
         # The account (ExpectedBucketOwner) of the same credentials: read once an hour, not per status interval.
         account = await _cached_for(app, f"sts:{row.region}:account", ACCOUNT_SECONDS,
                                     lambda: identity.account_id(app.aws, row.region))
-        return await to_thread.run_sync(lifecycle_problems, app.aws, row.region, bucket, row.tag, groups, account)
+        return await to_thread.run_sync(lifecycle_problems, app.aws, row.region, bucket, row.tag, groups, account,
+                                        approved_scripts(facts_of(row)))
 
     try:
         found: list[str] = await app.cache.get(f"s3:{row.region}:lifecycle:{row.tag}", fetch, ttl)

@@ -38,6 +38,8 @@ class ClusterFacts(BaseModel):
     hyperpod_status: str | None = Field(default=None, alias="hyperpodStatus")
     execution_role_arn: str | None = Field(default=None, alias="executionRoleArn")
     instance_groups: dict[str, Any] | list[str] = Field(default_factory=dict, alias="instanceGroups")
+    # lifecycle scripts an operator uploaded (hyperpod_update_lifecycle_script): group -> bucket, key, sha256 …
+    lifecycle_scripts: dict[str, dict[str, Any]] = Field(default_factory=dict, alias="lifecycleScripts")
     # storage: the project bucket and the recorded claims (claim name → its record)
     bucket: str | None = None
     storage: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -93,7 +95,8 @@ class ClusterFacts(BaseModel):
         return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
-_NOT_NULL = {"computeSubnets", "addons", "instanceGroups", "storage", "featureResults", "featureOwners", "karpenter"}
+_NOT_NULL = {"computeSubnets", "addons", "instanceGroups", "storage", "featureResults", "featureOwners", "karpenter",
+             "lifecycleScripts"}
 
 
 def facts_of(row: ClusterRow) -> ClusterFacts:

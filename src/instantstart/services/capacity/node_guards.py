@@ -29,10 +29,12 @@ def refuse_unowned(app: AppContext, region: str, cluster: str, action: str) -> N
     )
 
 
-def verify_node_script(aws: AwsClients, region: str, cluster: str, node: dict[str, Any]) -> None:
-    """Verify the lifecycle script a replacement of `node` runs as root (its instance group's); Conflict with
-    the fix when it changed (blocking)."""
+def verify_node_script(aws: AwsClients, region: str, cluster: str, node: dict[str, Any],
+                       approved: dict[str, str] | None = None) -> None:
+    """Verify the lifecycle script a replacement of `node` runs as root (its instance group's; `approved`: the
+    scripts an operator uploaded, lifecycle.approved_scripts); Conflict with the fix when it changed (blocking)."""
     described = HyperPod(aws, region).describe_cluster(cluster) or {}
     group = node.get("InstanceGroupName")
     groups = described.get("InstanceGroups") or []
-    verify_groups(aws, region, [g for g in groups if g.get("InstanceGroupName") == group], only_ours=True)
+    verify_groups(aws, region, [g for g in groups if g.get("InstanceGroupName") == group], only_ours=True,
+                  approved=approved)

@@ -6,7 +6,6 @@ from typing import Any, Literal
 
 from anyio import to_thread
 from pydantic import Field
-from sqlalchemy import select
 
 from instantstart.aws.hyperpod import HyperPod
 from instantstart.catalog import operation
@@ -19,9 +18,8 @@ from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.waiting import blocking, wait_until
 from instantstart.services.base.facts import facts_of
-from instantstart.services.base.hyperpod_groups import described
 from instantstart.services.base.hyperpod_reads import NODE_ID, instance_id
-from instantstart.services.base.lifecycle import verify_groups
+from instantstart.services.base.lifecycle import approved_scripts
 from instantstart.services.base.registry import (
     ClusterParams,
     get_cluster,
@@ -30,7 +28,6 @@ from instantstart.services.base.registry import (
     submit_for_cluster,
 )
 from instantstart.services.capacity.node_guards import refuse_unowned, verify_node_script
-from instantstart.store.db import Database
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag
 
@@ -85,7 +82,7 @@ async def submit_node_op(ctx: CallContext, req: NodeRequest, action: NodeAction)
     if action in ("replace", "delete"):
         await blocking(refuse_unowned, ctx.app, row.region, cluster, action)
     if action == "replace":  # refused at once (the stage checks again just before the call)
-        await blocking(verify_node_script, ctx.app.aws, row.region, cluster, found)
+        await blocking(verify_node_script, ctx.app.aws, row.region, cluster, found, approved_scripts(facts_of(row)))
     return await submit_for_cluster(
         ctx,
         f"node_{action}",
@@ -133,7 +130,7 @@ async def stage_request(stage: StageContext) -> dict[str, Any]:
         mates = [n for n in mates if _stamp(n.get("LaunchTime")) <= launched]
     if not already:
         if p.action == "replace":
-            await blocking(verify_node_script, stage.app.aws, p.region, cluster, node)
+            await blocking(verify_node_script, stage.app.aws, p.region, cluster, node, approved_scripts(facts_of(row)))
         await stage.progress(f"{p.action} {p.node_id} ({group}, {status})")
         await blocking(batch, sm, cluster, p.node_id, p.action)
     # A node still provisioning has no InstanceId yet (listed only with IncludeNodeLogicalIds, which we do
@@ -262,114 +259,3 @@ async def hyperpod_node_delete(ctx: CallContext, req: NodeRequest) -> OperationR
     """Terminate one HyperPod node (i-… or hyperpod-i-…); its group's target count drops by one so
     no replacement is launched. Finished when the instance and its Kubernetes Node are gone."""
     return await submit_node_op(ctx, req, "delete")
-
-
-# -- software ---------------------------------------------------------------------------------------------------
-
-
-class SoftwareRequest(WireModel):
-    """Which HyperPod cluster: its ARN, or the active cluster's when absent."""
-
-    cluster_arn: str | None = Field(
-        default=None, pattern=r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]+:\d{12}:cluster/[a-z0-9]+$"
-    )
-
-
-def row_by_arn(db: Database, arn: str) -> ClusterRow:
-    """The managed cluster whose HyperPod cluster has this ARN."""
-    with db.session() as session:
-        rows = list(session.scalars(select(ClusterRow)).all())
-        for row in rows:
-            session.expunge(row)
-    for row in rows:
-        if facts_of(row).hyperpod_cluster_arn == arn:
-            return row
-    raise NotFound(
-        f"Invalid input: clusterArn: no managed cluster has HyperPod cluster {arn}",
-        hint="cluster_list_all lists the managed clusters.",
-        details={"fields": [{"field": "clusterArn", "message": "not a managed HyperPod cluster"}]},
-    )
-
-
-@operation(
-    "hyperpod_update_software",
-    destructive=True,
-    idempotent=False,
-    method="POST",
-    path="/capacity/software-update",
-    completion="operation_get",
-    example={},
-)
-async def hyperpod_update_software(ctx: CallContext, req: SoftwareRequest) -> OperationRef:
-    """Patch every instance group of the HyperPod cluster (clusterArn, default the active cluster's)
-    to the latest HyperPod AMI release with UpdateClusterSoftware; nodes go SystemUpdating in turn.
-    Finished when the cluster is InService and no group's software update is pending or running."""
-    replayed = await ctx.app.runner.replay("hyperpod_software_update", ctx.idempotency_key, status_tool="operation_get")
-    if replayed is not None:
-        return replayed
-    if req.cluster_arn:
-        row = await to_thread.run_sync(row_by_arn, ctx.app.db, req.cluster_arn)
-    else:
-        tag = await to_thread.run_sync(resolve_tag, ctx.app.db, None)
-        row = await to_thread.run_sync(get_cluster, ctx.app.db, tag)
-    await described(ctx.app, row)
-    return await submit_for_cluster(
-        ctx,
-        "hyperpod_software_update",
-        row.tag,
-        ClusterParams(cluster_tag=row.tag, region=row.region),
-        status_tool="operation_get",
-        poll_after_seconds=60,
-    )
-
-
-async def stage_software(stage: StageContext) -> dict[str, Any]:
-    """UpdateClusterSoftware once, then until every group reports its update Succeeded."""
-    p = stage.params_as(ClusterParams)
-    row = await blocking(get_cluster, stage.app.db, p.cluster_tag)
-    sm = HyperPod(stage.app.aws, p.region)
-    name = hyperpod_cluster_name(row)
-    cluster = await blocking(describe_hyperpod_or_fail, sm, name)
-    running = {"Pending", "InProgress", "RollbackInProgress"}
-    if not any(g.get("SoftwareUpdateStatus") in running for g in cluster.get("InstanceGroups", [])):
-        # UpdateClusterSoftware re-runs the lifecycle scripts on every instance of every group (HyperPod docs).
-        groups = list(cluster.get("InstanceGroups") or [])
-        await blocking(verify_groups, stage.app.aws, p.region, groups, only_ours=True)
-        await stage.progress(f"UpdateClusterSoftware {name}")
-        await blocking(sm.update_cluster_software, name)
-
-    async def done() -> tuple[bool, str]:
-        now = await blocking(describe_hyperpod_or_fail, sm, name)
-        states = {g["InstanceGroupName"]: g.get("SoftwareUpdateStatus", "-") for g in now.get("InstanceGroups", [])}
-        failed = [g for g, s in states.items() if s in ("Failed", "RollbackComplete")]
-        if failed:
-            raise ProviderError(f"Software update failed for {', '.join(failed)}.", retryable=False)
-        busy = [g for g, s in states.items() if s in running]
-        finished = now.get("ClusterStatus") == "InService" and not busy
-        return finished, f"{name}: {now.get('ClusterStatus')}; " + ", ".join(f"{g} {s}" for g, s in states.items())
-
-    await wait_until(stage, done, limit_seconds=SOFTWARE_TIMEOUT, what=f"software update of {name}")
-    final = await blocking(describe_hyperpod_or_fail, sm, name)
-    return {
-        "cluster": name,
-        "groups": {
-            g["InstanceGroupName"]: g.get("CurrentImageReleaseVersion") for g in final.get("InstanceGroups", [])
-        },
-    }
-
-
-def describe_hyperpod_or_fail(sm: HyperPod, name: str) -> dict[str, Any]:
-    """DescribeCluster; NotFound when the cluster is gone (blocking)."""
-    cluster = sm.describe_cluster(name)
-    if cluster is None:
-        raise NotFound(f"HyperPod cluster {name} does not exist.")
-    return cluster
-
-
-KINDS.register(
-    OperationKind(
-        name="hyperpod_software_update",
-        params=ClusterParams,
-        stages=(StageSpec("update", stage_software, max_attempts=3, timeout_seconds=SOFTWARE_TIMEOUT + 600),),
-    )
-)

@@ -5,6 +5,7 @@ import { badge, clearErrors, confirmDialog, errorBox, field, h, replace, showErr
 import { events, fresher } from "./live.js";
 import { progressPanel } from "./operations.js";
 import { karpenterBox, nodeGroupsTable, softwareButton } from "./capacity_more.js";
+import { softwareForms } from "./software.js";
 
 export function capacitySection(shell) {
   const el = h("section", { class: "card", id: "capacity" });
@@ -15,7 +16,9 @@ export function capacitySection(shell) {
   const opBox = h("div", { class: "capacity-op" });
   const nodeGroupsBox = h("div", { id: "nodegroups" });
   const karpenter = karpenterBox(act);
-  const more = h("div", {}, h("h3", {}, "EKS node groups"), nodeGroupsBox, h("h3", {}, "Karpenter autoscaling"), karpenter.el);
+  const softwareBox = h("div");
+  const more = h("div", {}, h("h3", {}, "EKS node groups"), nodeGroupsBox, h("h3", {}, "Karpenter autoscaling"), karpenter.el,
+    h("h3", {}, "Software and lifecycle scripts"), softwareBox);
   replace(el, head, opBox, h("h3", {}, "Instance groups"), groupsBox, addBox, more, h("h3", {}, "Nodes"), nodesBox);
   let groups = null;
   let instances = null;
@@ -53,6 +56,8 @@ export function capacitySection(shell) {
     replace(head, h("h2", {}, "Capacity"), h("span", { class: "muted small" }, groups.clusterTag), h("span", { class: "spacer" }),
       h("span", { class: "small" }, "HyperPod ", badge(groups.hyperpodStatus ?? "NOT_FOUND")), groups.hyperpodStatus ? softwareButton(act) : null);
     replace(nodeGroupsBox, nodeGroupsTable(groups.nodeGroups ?? [], act));
+    // Drawn once: a refresh must not wipe what is typed in the forms.
+    if (!softwareBox.firstChild && groups.hyperpodStatus) replace(softwareBox, softwareForms(groups.instanceGroups, act));
     replace(groupsBox, table([
       { label: "Group", cell: (g) => h("strong", {}, g.name) },
       { label: "Type", cell: (g) => g.instanceType ?? "—" },

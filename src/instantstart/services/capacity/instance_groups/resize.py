@@ -26,7 +26,7 @@ from instantstart.services.base.hyperpod_groups import (
     seen_events,
     wait_group,
 )
-from instantstart.services.base.lifecycle import verify_groups
+from instantstart.services.base.lifecycle import approved_scripts, verify_groups
 from instantstart.services.base.registry import (
     ClusterParams,
     get_cluster,
@@ -128,7 +128,7 @@ async def stage_scale(stage: StageContext) -> dict[str, Any]:
     seen = await seen_events(sm, cluster_name, name)
     if int(found.get("TargetCount", -1)) != target:
         spec = resubmit_spec(found, count=target)
-        await blocking(verify_groups, stage.app.aws, p.region, [spec])
+        await blocking(verify_groups, stage.app.aws, p.region, [spec], approved=approved_scripts(facts_of(row)))
         await stage.progress(f"UpdateCluster {cluster_name}: {name} {found.get('TargetCount')} -> {target}")
         await blocking(
             sm.update_cluster, f"scale instance group {name}", ClusterName=cluster_name, InstanceGroups=[spec]

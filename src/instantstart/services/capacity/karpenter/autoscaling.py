@@ -8,8 +8,9 @@ from instantstart.aws.hyperpod import HyperPod
 from instantstart.context import StageContext
 from instantstart.errors import ProviderError
 from instantstart.operations.waiting import blocking, wait_until
+from instantstart.services.base.facts import facts_of
 from instantstart.services.base.hyperpod_groups import described
-from instantstart.services.base.lifecycle import verify_groups
+from instantstart.services.base.lifecycle import approved_scripts, verify_groups
 from instantstart.services.base.registry import ClusterParams, get_cluster, hyperpod_cluster_name
 from instantstart.services.capacity.karpenter.state import WAIT, record_state, state_of
 
@@ -25,7 +26,8 @@ async def stage_autoscaling(stage: StageContext) -> dict[str, Any]:
     auto = cluster.get("AutoScaling") or {}
     ours = bool(state_of(row).get("autoscalingEnabled"))
     if auto.get("Mode") != "Enable":
-        await blocking(verify_groups, app.aws, p.region, list(cluster.get("InstanceGroups") or []))
+        await blocking(verify_groups, app.aws, p.region, list(cluster.get("InstanceGroups") or []),
+                       approved=approved_scripts(facts_of(row)))
         await stage.progress(f"UpdateCluster {name}: AutoScaling Karpenter")
         await blocking(
             sm.update_cluster,
