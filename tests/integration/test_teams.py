@@ -92,8 +92,9 @@ def test_two_teams_borrow_reclaim_and_preemption_over_mcp(cp: Running, twin: Twi
     [features] = mcp_calls(cp, [("hyperpod_update_advanced_features", {
         "trainingOperator": {"enabled": True}, "taskGovernance": {"enabled": True}})])
     assert mcp_wait(cp, features["operationId"])["status"] == "SUCCEEDED"
-    scheduler = {"priorityClasses": [{"name": "training", "weight": 50}], "fairShare": True}
-    for team, member in (("a", "alice"), ("b", "bob")):
+    # The cluster's scheduler config: created with team a, changed (UpdateClusterSchedulerConfig) with team b.
+    for team, member, weight in (("a", "alice", 50), ("b", "bob", 60)):
+        scheduler = {"priorityClasses": [{"name": "training", "weight": weight}], "fairShare": True}
         failed, ref = call(ops, "team_create", {"name": team, "quota": quota, "members": [member],
                                                 "scheduler": scheduler})
         assert not failed, ref
@@ -107,7 +108,7 @@ def test_two_teams_borrow_reclaim_and_preemption_over_mcp(cp: Running, twin: Twi
     cq = objects.get_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "clusterqueues", "hyperpod-ns-a-clusterqueue")
     assert cq["spec"]["cohort"] and cq["spec"]["preemption"]["reclaimWithinCohort"] == "Any"
     assert objects.get_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "workloadpriorityclasses",
-                                             "training-priority")["value"] == 50
+                                             "training-priority")["value"] == 60  # team b's update reached Kueue
 
     core = kube(twin, tmp_path, TAG)
 

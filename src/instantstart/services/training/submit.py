@@ -199,8 +199,6 @@ async def submit_job(ctx: CallContext, shape: JobShape, image: str, entry: list[
                          [*entry, *shape.env.values()])
     sched = scheduling.scheduling(shape.queue_name, shape.priority, shape.topology)
     await blocking(scheduling.check_scheduling, ctx.app, row, shape.namespace, sched)
-    r = shape.recovery
-    monitors = checks.hang_monitors(shape.hang_detection)
     spec = training_manifests.JobSpec(
         name=shape.job_name,
         namespace=shape.namespace,
@@ -217,21 +215,27 @@ async def submit_job(ctx: CallContext, shape: JobShape, image: str, entry: list[
         pod_annotations=dict(shape.pod_annotations),
         scheduling=sched,
         service_account=service_account,
-        run_policy=training_manifests.RunPolicy(
-            r.job_max_retry_count,
-            r.num_restart_before_full_job_restart,
-            r.eval_period_seconds,
-            r.max_full_job_restarts,
-            r.clean_pod_policy,
-            monitors,
-            r.ttl_seconds_after_finished,
-        ),
+        run_policy=run_policy(shape),
         elastic=(shape.elastic.min_replicas, shape.elastic.max_replicas) if shape.elastic else None,
     )
     params = JobParams(cluster_tag=tag, region=row.region, eks_cluster=row.eks_cluster_name, name=spec.name,
                        namespace=spec.namespace, body=training_manifests.job(spec))
     return await submit_for_cluster(ctx, KIND, tag, params, status_tool="job_get_status", poll_after_seconds=10,
                                     workload=(spec.namespace, spec.name))
+
+
+def run_policy(shape: JobShape) -> training_manifests.RunPolicy:
+    """The job's recovery settings and hang monitors as the operator's runPolicy."""
+    r = shape.recovery
+    return training_manifests.RunPolicy(
+        r.job_max_retry_count,
+        r.num_restart_before_full_job_restart,
+        r.eval_period_seconds,
+        r.max_full_job_restarts,
+        r.clean_pod_policy,
+        checks.hang_monitors(shape.hang_detection),
+        r.ttl_seconds_after_finished,
+    )
 
 
 async def placed(ctx: CallContext, tag: str, shape: J) -> J:
