@@ -35,6 +35,8 @@ async def test_workloads_of_the_active_cluster_over_rest_and_mcp(cp: Running, tw
         status = client.get("/api/v1/clusters/status").json()
         only = client.get("/api/v1/clusters/workloads", params={"namespace": "kube-system"}).json()
         bad = client.get("/api/v1/clusters/workloads", params={"namespace": "Not_A_Namespace"})
+        server_pod = next(p for p in result["pods"] if p["name"].startswith("metrics-server") and p["node"])
+        described = client.get("/api/v1/diagnostics/node", params={"nodeId": server_pod["node"]})
     assert result["clusterTag"] == "wl" and result["namespace"] is None and not result["truncated"]
     deployments = {(d["namespace"], d["name"]): d for d in result["deployments"]}
     metrics = deployments[("kube-system", "metrics-server")]
@@ -49,6 +51,13 @@ async def test_workloads_of_the_active_cluster_over_rest_and_mcp(cp: Running, tw
     assert {p["namespace"] for p in only["pods"] + only["services"] + only["deployments"]} == {"kube-system"}
     assert bad.status_code == 422
     assert bad.json()["error"]["details"]["fields"][0]["field"] == "namespace"
+    # node_describe reads the same API server's Node and the pods bound to it (wire dicts, no client models).
+    assert described.status_code == 200, described.text
+    node = described.json()
+    assert node["kubernetesFound"] and node["nodeName"] == server_pod["node"]
+    assert ("kube-system", server_pod["name"]) in {(p["namespace"], p["name"]) for p in node["pods"]}
+    assert any(c["type"] == "Ready" and c["status"] == "True" for c in node["conditions"])
+    assert node["labels"]["node.kubernetes.io/instance-type"] == "ml.g6.4xlarge" and node["gpus"]["allocatable"] >= 1
     async with mcp_http(cp) as mcp:
         answer = await mcp.call_tool("cluster_list_workloads", {"namespace": "default"})
         payload = json.loads(answer.content[0].text)

@@ -9,7 +9,6 @@ import re
 from typing import Any
 
 import pytest
-from kubernetes import client as k8s
 from pydantic import SecretStr, ValidationError
 
 from hyperpod_twin.sim.model_server import ModelServer
@@ -106,10 +105,10 @@ def test_service_name_is_a_dns_label() -> None:
             CallRequest.model_validate({"service_name": bad, "prompt": "hi"})
 
 
-def _service(*refs: dict[str, str]) -> k8s.V1Service:
-    owners = [k8s.V1OwnerReference(api_version=r["apiVersion"], kind=r["kind"], name=r["name"], uid=r["uid"])
-              for r in refs]
-    return k8s.V1Service(metadata=k8s.V1ObjectMeta(name="qwen", owner_references=owners))
+def _service(*refs: dict[str, str]) -> dict[str, Any]:
+    """A Service as the API server sends it, owned by `refs` (ownerReferences)."""
+    owners = [{"apiVersion": r["apiVersion"], "kind": r["kind"], "name": r["name"], "uid": r["uid"]} for r in refs]
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "qwen", "ownerReferences": owners}}
 
 
 def test_an_owner_is_matched_by_uid_not_by_kind_and_name() -> None:

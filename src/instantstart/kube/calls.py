@@ -1,4 +1,4 @@
-"""Calling the Kubernetes API: the ApiClient of an EKS cluster, error translation, wire-form dicts."""
+"""Calling the Kubernetes API: the ApiClient of an EKS cluster, error translation."""
 
 from __future__ import annotations
 
@@ -58,9 +58,3 @@ def kube_api(kube: KubeClients, eks_cluster_name: str, region: str) -> k8s.ApiCl
         return kube.api_client(eks_cluster_name, region)
     except Exception as exc:
         raise translate(exc, f"reach the Kubernetes API of {eks_cluster_name}") from exc
-
-
-def as_dict(api: k8s.ApiClient, obj: Any) -> dict[str, Any]:
-    """A Kubernetes client model as its wire (camelCase) dict."""
-    value: dict[str, Any] = api.sanitize_for_serialization(obj)  # type: ignore[no-untyped-call]
-    return value

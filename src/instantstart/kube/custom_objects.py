@@ -7,35 +7,34 @@ from typing import Any, cast
 
 from instantstart.kube import k8s
 from instantstart.kube.gateway import Api
+from instantstart.kube.wire import Obj, ObjList
 
 
 def list_custom(api: Api, group: str, version: str, plural: str, namespace: str | None, **query: Any
-                ) -> dict[str, Any]:
+                ) -> ObjList:
     """GET the custom objects of `namespace` (every namespace, or cluster-scoped ones, when None)."""
     custom = k8s.CustomObjectsApi(api)
     if namespace is None:
-        return cast("dict[str, Any]", custom.list_cluster_custom_object(group, version, plural, **query))
-    return cast("dict[str, Any]", custom.list_namespaced_custom_object(group, version, namespace, plural, **query))
+        return cast("Obj", custom.list_cluster_custom_object(group, version, plural, **query))
+    return cast("Obj", custom.list_namespaced_custom_object(group, version, namespace, plural, **query))
 
 
 def get_custom(api: Api, group: str, version: str, namespace: str, plural: str, name: str, **options: Any
-               ) -> dict[str, Any]:
+               ) -> Obj:
     """GET the custom object `namespace/name`."""
     custom = k8s.CustomObjectsApi(api)
-    return cast("dict[str, Any]", custom.get_namespaced_custom_object(group, version, namespace, plural, name,
-                                                                      **options))
+    return cast("Obj", custom.get_namespaced_custom_object(group, version, namespace, plural, name, **options))
 
 
 def create_custom(api: Api, group: str, version: str, namespace: str, plural: str, body: dict[str, Any],
-                  **options: Any) -> dict[str, Any]:
+                  **options: Any) -> Obj:
     """POST a custom object into `namespace`."""
     custom = k8s.CustomObjectsApi(api)
-    return cast("dict[str, Any]", custom.create_namespaced_custom_object(group, version, namespace, plural, body,
-                                                                         **options))
+    return cast("Obj", custom.create_namespaced_custom_object(group, version, namespace, plural, body, **options))
 
 
 def delete_custom(api: Api, group: str, version: str, namespace: str, plural: str, name: str, **options: Any
-                  ) -> Any:
-    """DELETE the custom object `namespace/name`."""
-    return k8s.CustomObjectsApi(api).delete_namespaced_custom_object(group, version, namespace, plural, name,
-                                                                     **options)
+                  ) -> Obj:
+    """DELETE the custom object `namespace/name` (the answer: the object as deleted, or a Status)."""
+    custom = k8s.CustomObjectsApi(api)
+    return cast("Obj", custom.delete_namespaced_custom_object(group, version, namespace, plural, name, **options))

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
-from instantstart.kube import k8s
-from instantstart.kube.calls import as_dict
+from instantstart.kube import core_kinds, k8s, wire
 
 TAIL_LINES = 20
 LINE_CHARS = 300
@@ -26,20 +24,17 @@ def clip(text: str, lines: int = TAIL_LINES) -> list[str]:
 
 def job_log_tail(api: k8s.ApiClient, namespace: str, job: str, container: str) -> list[str]:
     """The clipped last lines of the newest pod of `job` (a failed one first); [] when there is no log (blocking)."""
-    core = k8s.CoreV1Api(api)
     try:
-        pods = as_dict(api, core.list_namespaced_pod(namespace, label_selector=f"job-name={job}")).get("items") or []
+        pods = wire.items(core_kinds.list_pods(api, namespace, label_selector=f"job-name={job}"))
     except k8s.ApiException:
         return []
 
-    def order(pod: dict[str, Any]) -> tuple[bool, str]:
-        return ((pod.get("status") or {}).get("phase") == "Failed", pod["metadata"].get("creationTimestamp") or "")
+    def order(pod: wire.Obj) -> tuple[bool, str]:
+        return (wire.phase(pod) == "Failed", str(wire.metadata(pod).get("creationTimestamp") or ""))
 
     for pod in sorted(pods, key=order, reverse=True):
         try:
-            text = core.read_namespaced_pod_log(
-                pod["metadata"]["name"], namespace, container=container, tail_lines=TAIL_LINES
-            )
+            text = core_kinds.read_pod_log(api, wire.name(pod), namespace, container=container, tail_lines=TAIL_LINES)
         except k8s.ApiException:
             continue
         if str(text).strip():

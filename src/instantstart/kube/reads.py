@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from instantstart.kube import k8s
+from instantstart.kube import core_kinds, k8s
 
 
 def cluster_version(api: k8s.ApiClient) -> tuple[str, int]:
@@ -17,13 +17,11 @@ def cluster_version(api: k8s.ApiClient) -> tuple[str, int]:
 def read_node(api: k8s.ApiClient, name: str) -> dict[str, Any] | None:
     """The Node `name` in its wire (camelCase) form, or None when the API server has none."""
     try:
-        node = k8s.CoreV1Api(api).read_node(name)
+        return core_kinds.read_node(api, name)
     except k8s.ApiException as exc:
         if exc.status == 404:
             return None
         raise
-    value: dict[str, Any] = api.sanitize_for_serialization(node)  # type: ignore[no-untyped-call]
-    return value
 
 
 def crds_served(api: k8s.ApiClient, names: tuple[str, ...]) -> bool:

@@ -91,7 +91,8 @@ def load_query(router: str, namespace: str) -> str:
     return f'sum({RUNNING_METRIC}{{namespace="{namespace}",app_kubernetes_io_name="{router}"}})'
 
 
-def command_of(deployment: Any) -> list[str]:
-    """The router container's command of a live Deployment (kubernetes client model)."""
-    containers = deployment.spec.template.spec.containers or []
-    return [str(w) for w in (containers[0].command or [])] if containers else []
+def command_of(deployment: dict[str, Any]) -> list[str]:
+    """The router container's command of a live Deployment (its wire dict)."""
+    template = (deployment.get("spec") or {}).get("template") or {}
+    containers = (template.get("spec") or {}).get("containers") or []
+    return [str(w) for w in (containers[0].get("command") or [])] if containers else []

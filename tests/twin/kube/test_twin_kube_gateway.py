@@ -1,4 +1,5 @@
-"""The kube gateway (core_kinds, gateway) against the twin's API server: the requests it sends and its errors."""
+"""The kube gateway (core_kinds, gateway) against the twin's API server: the requests it sends, its errors, and its
+answers as plain wire dicts."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import kubernetes
 import pytest
 
 from instantstart.errors import NotFound
-from instantstart.kube import core_kinds
+from instantstart.kube import core_kinds, wire
 from instantstart.kube.calls import kube_call
 from instantstart.kube.gateway import ApiFailure, api_failure, api_status
 from tests.support.twin_kube import Cluster
@@ -44,15 +45,32 @@ def test_pods_and_services_list_one_namespace_or_all(cluster: Cluster, ns: str) 
     core_kinds.create_pod(cluster.api, ns, _pod("one"))
     core_kinds.create_pod(cluster.api, "default", _pod("elsewhere-" + ns))
     try:
-        here = [p.metadata.name for p in core_kinds.list_pods(cluster.api, ns).items]
-        everywhere = [p.metadata.name for p in core_kinds.list_pods(cluster.api, None, label_selector="app").items]
+        here = [wire.name(p) for p in wire.items(core_kinds.list_pods(cluster.api, ns))]
+        everywhere = [wire.name(p) for p in wire.items(core_kinds.list_pods(cluster.api, None, label_selector="app"))]
         assert here == ["one"]
         assert {"one", "elsewhere-" + ns} <= set(everywhere)
-        picked = core_kinds.list_pods(cluster.api, ns, label_selector="app=other").items
+        picked = wire.items(core_kinds.list_pods(cluster.api, ns, label_selector="app=other"))
         assert picked == []
         core_kinds.delete_pods(cluster.api, ns, label_selector="app=one")
-        assert core_kinds.list_pods(cluster.api, ns).items == []
+        assert wire.items(core_kinds.list_pods(cluster.api, ns)) == []
     finally:
         core_kinds.delete_pod(cluster.api, "elsewhere-" + ns, "default")
-    assert all(s.metadata.namespace == ns for s in core_kinds.list_services(cluster.api, ns).items)
-    assert core_kinds.list_services(cluster.api, None).items  # the default namespace's kubernetes Service
+    assert all(wire.namespace(s) == ns for s in wire.items(core_kinds.list_services(cluster.api, ns)))
+    assert wire.items(core_kinds.list_services(cluster.api, None))  # the default namespace's kubernetes Service
+
+
+def test_answers_are_the_api_servers_json_as_plain_dicts(cluster: Cluster, ns: str) -> None:
+    created = core_kinds.create_pod(cluster.api, ns, _pod("plain"))
+    listed = core_kinds.list_pods(cluster.api, ns)
+    read = wire.items(listed)[0]
+    # No client model anywhere: dicts and lists all the way down, keys as the API server spells them.
+    assert type(created) is dict and type(listed) is dict and type(read) is dict
+    assert listed["kind"] == "PodList" and read["kind"] == "Pod" and read["apiVersion"] == "v1"
+    assert read["spec"]["containers"][0]["image"] == "busybox:1.36"
+    assert "creationTimestamp" in read["metadata"] and "creation_timestamp" not in read["metadata"]
+    assert isinstance(read["metadata"]["creationTimestamp"], str)  # RFC 3339 text, not a datetime
+    assert wire.uid(read) == wire.uid(created) and wire.labels(read) == {"app": "plain"}
+    patched = core_kinds.patch_pod(cluster.api, "plain", ns, {"metadata": {"labels": {"business": "chat"}}})
+    assert wire.labels(patched) == {"app": "plain", "business": "chat"}
+    gone = core_kinds.delete_pod(cluster.api, "plain", ns)
+    assert type(gone) is dict and wire.name(gone) == "plain"

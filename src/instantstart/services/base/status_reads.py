@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from instantstart.kube import core_kinds
-from instantstart.kube.calls import as_dict, kube_call
+from instantstart.kube import core_kinds, wire
+from instantstart.kube.calls import kube_call
 from instantstart.kube.gateway import Api
 from instantstart.manifests.labels import HEALTH_LABEL, INSTANCE_TYPE_LABEL, LABEL_MANAGED, MANAGER
 from instantstart.manifests.storage import DEFAULT_NAMESPACE
@@ -80,7 +80,7 @@ def pod_request(spec: dict[str, Any], resource: str) -> int:
 def read_nodes(api: Api) -> list[dict[str, Any]]:
     """Every Node, summarised (blocking)."""
     result = kube_call("list nodes", core_kinds.list_nodes, api)
-    return [node_summary(as_dict(api, n)) for n in result.items]
+    return [node_summary(n) for n in wire.items(result)]
 
 
 def read_allocations(api: Api) -> dict[str, dict[str, int]]:
@@ -91,11 +91,10 @@ def read_allocations(api: Api) -> dict[str, dict[str, int]]:
         field_selector="status.phase!=Succeeded,status.phase!=Failed",
     )
     used: dict[str, dict[str, int]] = {}
-    for pod in result.items:
-        body = as_dict(api, pod)
-        spec = body.get("spec") or {}
+    for pod in wire.items(result):
+        spec = wire.spec(pod)
         node = spec.get("nodeName")
-        if not node or (body.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        if not node or wire.phase(pod) in ("Succeeded", "Failed"):
             continue
         slot = used.setdefault(node, {"gpu": 0, "neuron": 0})
         slot["gpu"] += pod_request(spec, GPU)
@@ -107,10 +106,9 @@ def read_claims(api: Api) -> list[dict[str, Any]]:
     """Every PersistentVolumeClaim with its phase and volume (blocking)."""
     result = kube_call("list persistent volume claims", core_kinds.list_claims, api)
     claims = []
-    for item in result.items:
-        body = as_dict(api, item)
-        md, spec = body.get("metadata") or {}, body.get("spec") or {}
-        phase = (body.get("status") or {}).get("phase", "Pending")
+    for body in wire.items(result):
+        md, spec = wire.metadata(body), wire.spec(body)
+        phase = wire.status(body).get("phase", "Pending")
         claims.append(
             {
                 "namespace": md.get("namespace", DEFAULT_NAMESPACE),

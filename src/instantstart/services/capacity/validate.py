@@ -15,7 +15,7 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import CallContext, StageContext
 from instantstart.errors import Conflict, NotFound, PreconditionFailed
-from instantstart.kube import core_kinds, custom_objects
+from instantstart.kube import core_kinds, custom_objects, wire
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.gateway import Api
 from instantstart.kube.reads import crds_served
@@ -59,7 +59,7 @@ def run_name(operation_id: str) -> str:
 
 
 def _alloc(node: dict[str, Any], resource: str) -> int:
-    value = str(((node.get("status") or {}).get("allocatable") or {}).get(resource, "0"))
+    value = str(wire.allocatable(node).get(resource, "0"))
     return int(value) if value.isdigit() else 0
 
 
@@ -70,8 +70,7 @@ def _ready(node: dict[str, Any]) -> bool:
 
 def list_nodes(api: Api) -> list[dict[str, Any]]:
     """Every Kubernetes Node as a wire dict (blocking)."""
-    found: Any = kube_call("list Nodes", core_kinds.list_nodes, api)
-    return [api.sanitize_for_serialization(n) for n in found.items or []]  # type: ignore[no-untyped-call]
+    return wire.items(kube_call("list Nodes", core_kinds.list_nodes, api))
 
 
 def choose_nodes(nodes: list[dict[str, Any]], asked: list[str] | None) -> list[str]:
@@ -127,9 +126,9 @@ def _create(api: Api, body: dict[str, Any]) -> None:
 
 
 def _pods(api: Api, selector: str) -> dict[str, dict[str, Any]]:
-    found: Any = kube_call("list validation pods", core_kinds.list_pods, api,
-                           validation_manifests.NAMESPACE, label_selector=selector)
-    return {p.metadata.name: api.sanitize_for_serialization(p) for p in found.items or []}  # type: ignore[no-untyped-call]
+    found = kube_call("list validation pods", core_kinds.list_pods, api,
+                      validation_manifests.NAMESPACE, label_selector=selector)
+    return {wire.name(p): p for p in wire.items(found)}
 
 
 def _log(api: Api, pod: str) -> str:

@@ -7,7 +7,7 @@ import logging
 
 from instantstart.aws import ec2_network, elbv2, fsx
 from instantstart.context import AppContext
-from instantstart.kube import core_kinds
+from instantstart.kube import core_kinds, wire
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.services.base.network import tagged
 from instantstart.services.core.installation import installation_id
@@ -45,11 +45,11 @@ def load_balancer_holders(app: AppContext, row: ClusterRow) -> list[tuple[str, s
     found: list[tuple[str, str]] = []
     try:
         api = kube_api(app.kube, row.eks_cluster_name, row.region)
-        services = kube_call("list services", core_kinds.list_services, api, None).items
+        services = wire.items(kube_call("list services", core_kinds.list_services, api, None))
         found += [
-            ("k8s:loadbalancer-service", f"{svc.metadata.namespace}/{svc.metadata.name}")
+            ("k8s:loadbalancer-service", f"{wire.namespace(svc)}/{wire.name(svc)}")
             for svc in services
-            if svc.spec and svc.spec.type == "LoadBalancer" and svc.metadata
+            if wire.service_type(svc) == "LoadBalancer" and wire.metadata(svc)
         ]
     except Exception:
         log.info("deletion plan: Kubernetes API of %s not reachable; no Services listed", row.eks_cluster_name)

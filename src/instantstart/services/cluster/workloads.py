@@ -11,8 +11,9 @@ from pydantic import Field
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext
-from instantstart.kube import core_kinds
+from instantstart.kube import core_kinds, wire
 from instantstart.kube.calls import kube_api, kube_call
+from instantstart.kube.wire import Obj
 from instantstart.services.base.registry import get_cluster, resolve_tag
 from instantstart.store.models import ClusterRow, utcnow
 from instantstart.validation import KubeName
@@ -72,12 +73,12 @@ class WorkloadsResult(WireModel):
     checked_at: datetime
 
 
-def _gpus(pod: Any) -> int:
+def _gpus(pod: Obj) -> int:
     total = 0
-    for container in (pod.spec.containers if pod.spec else None) or []:
-        resources = container.resources
-        limits = (resources.limits if resources else None) or {}
-        requests = (resources.requests if resources else None) or {}
+    for container in wire.spec(pod).get("containers") or []:
+        resources = wire.section(container, "resources")
+        limits = resources.get("limits") or {}
+        requests = resources.get("requests") or {}
         value = limits.get("nvidia.com/gpu") or requests.get("nvidia.com/gpu") or "0"
         try:
             total += int(str(value))
@@ -86,45 +87,45 @@ def _gpus(pod: Any) -> int:
     return total
 
 
-def _pod(pod: Any) -> PodInfo:
-    statuses = (pod.status.container_statuses if pod.status else None) or []
-    containers = (pod.spec.containers if pod.spec else None) or []
-    ready = sum(1 for s in statuses if s.ready)
+def _pod(pod: Obj) -> PodInfo:
+    statuses = wire.container_statuses(pod)
+    containers = wire.spec(pod).get("containers") or []
+    ready = sum(1 for s in statuses if s.get("ready"))
     return PodInfo(
-        namespace=pod.metadata.namespace or "",
-        name=pod.metadata.name or "",
-        phase=(pod.status.phase if pod.status else None) or "Unknown",
+        namespace=wire.namespace(pod),
+        name=wire.name(pod),
+        phase=wire.phase(pod) or "Unknown",
         ready=f"{ready}/{len(containers)}",
-        restarts=sum(int(s.restart_count or 0) for s in statuses),
-        node=pod.spec.node_name if pod.spec else None,
+        restarts=wire.restarts(pod),
+        node=wire.node_name(pod),
         gpus_requested=_gpus(pod),
-        created_at=pod.metadata.creation_timestamp,
+        created_at=wire.created_at(pod),
     )
 
 
-def _service(svc: Any) -> ServiceInfo:
+def _service(svc: Obj) -> ServiceInfo:
     ports = []
-    for port in (svc.spec.ports if svc.spec else None) or []:
-        text = f"{port.port}/{port.protocol or 'TCP'}"
-        ports.append(f"{text}:{port.node_port}" if port.node_port else text)
+    for port in wire.ports(svc):
+        text = f"{port.get('port')}/{port.get('protocol') or 'TCP'}"
+        ports.append(f"{text}:{port['nodePort']}" if port.get("nodePort") else text)
     return ServiceInfo(
-        namespace=svc.metadata.namespace or "",
-        name=svc.metadata.name or "",
-        type=(svc.spec.type if svc.spec else None) or "ClusterIP",
-        cluster_ip=svc.spec.cluster_ip if svc.spec else None,
+        namespace=wire.namespace(svc),
+        name=wire.name(svc),
+        type=wire.service_type(svc) or "ClusterIP",
+        cluster_ip=wire.spec(svc).get("clusterIP"),
         ports=ports,
     )
 
 
-def _deployment(dep: Any) -> DeploymentInfo:
-    status = dep.status
+def _deployment(dep: Obj) -> DeploymentInfo:
+    status = wire.status(dep)
     return DeploymentInfo(
-        namespace=dep.metadata.namespace or "",
-        name=dep.metadata.name or "",
-        replicas=int((dep.spec.replicas if dep.spec else 0) or 0),
-        ready_replicas=int((status.ready_replicas if status else 0) or 0),
-        available_replicas=int((status.available_replicas if status else 0) or 0),
-        updated_replicas=int((status.updated_replicas if status else 0) or 0),
+        namespace=wire.namespace(dep),
+        name=wire.name(dep),
+        replicas=wire.replicas(dep),
+        ready_replicas=wire.ready_replicas(dep),
+        available_replicas=int(status.get("availableReplicas") or 0),
+        updated_replicas=int(status.get("updatedReplicas") or 0),
     )
 
 
@@ -140,7 +141,7 @@ def read_workloads(app: AppContext, row: ClusterRow, namespace: str | None) -> W
         pods = kube_call(f"list pods {where}", core_kinds.list_pods, api, None, limit=LIMIT)
         services = kube_call(f"list services {where}", core_kinds.list_services, api, None, limit=LIMIT)
         deps = kube_call(f"list deployments {where}", core_kinds.list_deployments, api, None, limit=LIMIT)
-    truncated = any(bool(getattr(x.metadata, "_continue", None)) for x in (pods, services, deps))
+    truncated = any(bool(wire.metadata(x).get("continue")) for x in (pods, services, deps))
 
     def key(item: Any) -> tuple[str, str]:
         return (item.namespace, item.name)
@@ -148,9 +149,9 @@ def read_workloads(app: AppContext, row: ClusterRow, namespace: str | None) -> W
     return WorkloadsResult(
         cluster_tag=row.tag,
         namespace=namespace,
-        pods=sorted((_pod(p) for p in pods.items or []), key=key),
-        services=sorted((_service(s) for s in services.items or []), key=key),
-        deployments=sorted((_deployment(d) for d in deps.items or []), key=key),
+        pods=sorted((_pod(p) for p in wire.items(pods)), key=key),
+        services=sorted((_service(s) for s in wire.items(services)), key=key),
+        deployments=sorted((_deployment(d) for d in wire.items(deps)), key=key),
         truncated=truncated,
         checked_at=utcnow(),
     )

@@ -8,7 +8,7 @@ from typing import Any
 
 from instantstart.context import AppContext
 from instantstart.errors import DependencyFailed
-from instantstart.kube import core_kinds
+from instantstart.kube import core_kinds, wire
 from instantstart.kube.gateway import api_status
 from instantstart.operations.waiting import blocking, next_poll
 from instantstart.services.dependencies.catalog import Dependency, WorkloadRef
@@ -57,13 +57,13 @@ def workload_states(app: AppContext, target: Target, refs: list[tuple[str, Workl
         try:
             if kind == "DaemonSet":
                 ds = core_kinds.read_daemon_set(api, ref.name, ref.namespace)
-                desired = ds.status.desired_number_scheduled if ds.status else None
-                ready = (ds.status.number_ready or 0) if ds.status else 0
+                desired = wire.status(ds).get("desiredNumberScheduled")
+                ready = int(wire.status(ds).get("numberReady") or 0)
             else:
                 dep = core_kinds.read_deployment(api, ref.name, ref.namespace)
-                desired = dep.spec.replicas if dep.spec.replicas is not None else 1
-                ready = (dep.status.ready_replicas or 0) if dep.status else 0
-                if dep.status is None or dep.status.observed_generation is None:
+                desired = wire.replicas(dep, default=1)
+                ready = wire.ready_replicas(dep)
+                if wire.status(dep).get("observedGeneration") is None:
                     desired = None
         except Exception as exc:
             if api_status(exc) != 404:

@@ -12,8 +12,8 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext
 from instantstart.errors import NotFound
-from instantstart.kube import core_kinds
-from instantstart.kube.calls import as_dict, kube_api, kube_call
+from instantstart.kube import core_kinds, wire
+from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.gateway import api_status
 from instantstart.manifests.labels import HEALTH_LABEL
 from instantstart.operations.waiting import blocking
@@ -62,14 +62,14 @@ def kube_view(app: AppContext, row: ClusterRow, name: str) -> tuple[dict[str, An
     """The Node and the non-terminated pods bound to it (blocking)."""
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
     try:
-        node = as_dict(api, core_kinds.read_node(api, name))
+        node = core_kinds.read_node(api, name)
     except Exception as exc:
         if api_status(exc) != 404:
             raise
         node = None
     selector = f"spec.nodeName={name},status.phase!=Succeeded,status.phase!=Failed"
     listed = kube_call("list pods on the node", core_kinds.list_pods, api, None, field_selector=selector)
-    return node, [as_dict(api, p) for p in listed.items]
+    return node, wire.items(listed)
 
 
 def hyperpod_view(app: AppContext, row: ClusterRow, node: str) -> dict[str, Any] | None:

@@ -10,9 +10,10 @@ from instantstart.aws import eks as eks_api
 from instantstart.aws import hyperpod as hp_api
 from instantstart.aws import iam as iam_api
 from instantstart.errors import DependencyFailed, PreconditionFailed
-from instantstart.kube import core_kinds
+from instantstart.kube import core_kinds, wire
 from instantstart.kube.calls import kube_call
 from instantstart.kube.gateway import Api, api_status
+from instantstart.kube.wire import Obj
 from instantstart.manifests import iam_policies as pol
 from instantstart.manifests.labels import LABEL_MANAGED, MANAGED_LABELS, MANAGER
 from instantstart.services.base.workload_identity import (
@@ -114,7 +115,7 @@ def ensure_provider(where: Where, issuer: str) -> tuple[str, bool]:
     return arn, True
 
 
-def read_sa(api: Api, who: Subject) -> Any:
+def read_sa(api: Api, who: Subject) -> Obj | None:
     """The checkpointing ServiceAccount, or None."""
     try:
         return core_kinds.read_service_account(api, who.service_account, who.namespace)
@@ -151,7 +152,7 @@ def ensure_annotation(api: Api, who: Subject, role_arn: str) -> str | None:
         kube_call("create the checkpointing service account", core_kinds.create_service_account, api,
                   who.namespace, body)
         return "serviceAccount"
-    if (sa.metadata.annotations or {}).get(ROLE_ANNOTATION) == role_arn:
+    if wire.annotations(sa).get(ROLE_ANNOTATION) == role_arn:
         return None
     patch = {"metadata": {"annotations": {ROLE_ANNOTATION: role_arn}}}
     kube_call("annotate the checkpointing service account", core_kinds.patch_service_account, api,
@@ -164,11 +165,11 @@ def remove_annotation(api: Api, who: Subject) -> str | None:
     sa = kube_call("read the checkpointing service account", read_sa, api, who)
     if sa is None:
         return None
-    if (sa.metadata.labels or {}).get(LABEL_MANAGED) == MANAGER:
+    if wire.labels(sa).get(LABEL_MANAGED) == MANAGER:
         kube_call("delete the checkpointing service account", core_kinds.delete_service_account, api,
                   who.service_account, who.namespace)
         return "serviceAccount"
-    if ROLE_ANNOTATION not in (sa.metadata.annotations or {}):
+    if ROLE_ANNOTATION not in wire.annotations(sa):
         return None
     patch = {"metadata": {"annotations": {ROLE_ANNOTATION: None}}}
     kube_call("remove the role annotation", core_kinds.patch_service_account, api, who.service_account,
@@ -242,9 +243,9 @@ def chain(where: Where, api: Api, cluster: dict[str, Any] | None, bucket: str | 
     link("policy", ok, f"S3 limited to s3://{bucket}/{pol.checkpoint_prefix(where.tag)} + CloudWatch metrics" if ok
          else ("no permissions policy" if policy is None else "the permissions policy differs"))
     sa = kube_call("read the checkpointing service account", read_sa, api, who)
-    annotation = (sa.metadata.annotations or {}).get(ROLE_ANNOTATION) if sa is not None else None
+    annotation = wire.annotations(sa).get(ROLE_ANNOTATION) if sa is not None else None
     link("serviceAccount", sa is not None,
-         f"{who.namespace}/{who.service_account} " + ("exists" if sa else "does not exist"))
+         f"{who.namespace}/{who.service_account} " + ("exists" if sa is not None else "does not exist"))
     ok = role is not None and annotation == role["Arn"]
     link("annotation", ok, f"{ROLE_ANNOTATION} = {annotation}" if ok
          else f"{ROLE_ANNOTATION} is {annotation or 'missing'}, want {role['Arn'] if role else 'the role ARN'}")

@@ -9,7 +9,7 @@ from typing import Any
 from instantstart.aws import eks as eks_api
 from instantstart.context import AppContext
 from instantstart.errors import DependencyFailed
-from instantstart.kube import core_kinds
+from instantstart.kube import core_kinds, wire
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.gateway import Api, api_status
 from instantstart.operations.waiting import blocking
@@ -46,8 +46,8 @@ def _crd_served(api: Api, name: str) -> tuple[bool, str]:
         if api_status(exc) == 404:
             return False, "not installed"
         raise
-    conditions = {c.type: c.status for c in (crd.status.conditions or [])} if crd.status else {}
-    served = any(v.served for v in crd.spec.versions)
+    conditions = {c.get("type"): c.get("status") for c in wire.conditions(crd)}
+    served = any(v.get("served") for v in wire.spec(crd).get("versions") or [])
     ok = served and conditions.get("Established") == "True"
     return ok, "served and Established" if ok else f"served={served}, Established={conditions.get('Established')}"
 
@@ -59,8 +59,8 @@ def _deployment_ready(api: Api, namespace: str, name: str) -> tuple[bool, str]:
         if api_status(exc) == 404:
             return False, "not found"
         raise
-    want = dep.spec.replicas if dep.spec.replicas is not None else 1
-    have = (dep.status.ready_replicas or 0) if dep.status else 0
+    want = wire.replicas(dep, default=1)
+    have = wire.ready_replicas(dep)
     return have >= want and want > 0, f"{have}/{want} ready"
 
 

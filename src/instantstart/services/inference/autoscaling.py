@@ -10,6 +10,7 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import InvalidInput, PreconditionFailed
+from instantstart.kube import wire
 from instantstart.kube.apply import apply_object, read_object
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.gateway import Api
@@ -104,7 +105,7 @@ def _check(app: AppContext, req: AutoscalingRequest) -> AutoscalingParams:
     row = cluster_row(app, req.cluster_tag)
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
     dep = model_server(api, req.deployment_name, req.namespace)
-    labels = dep.metadata.labels or {}
+    labels = wire.labels(dep)
     if labels.get(inference_manifests.LABEL_COMPONENT) == router_manifests.COMPONENT:
         workers = next(
             (

@@ -17,12 +17,13 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext
 from instantstart.errors import Conflict, NotFound, PreconditionFailed, ProviderError
-from instantstart.kube import core_kinds
+from instantstart.kube import core_kinds, wire
 from instantstart.kube.apply import read_object
 from instantstart.kube.balancer import balancer_request
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.gateway import Api
 from instantstart.kube.proxy import service_request
+from instantstart.kube.wire import Obj
 from instantstart.manifests import inference as inference_manifests
 from instantstart.manifests import inference_endpoint as iec
 from instantstart.operations.waiting import blocking
@@ -115,21 +116,22 @@ def managed_object(api: Api, name: str, namespace: str) -> dict[str, Any] | None
     return None
 
 
-def owned_by(svc: Any, obj: dict[str, Any]) -> bool:
+def owned_by(svc: Obj, obj: dict[str, Any]) -> bool:
     """Whether `svc` names `obj` as an owner by its uid (a kind and name alone can be written by anyone who can
     create a Service in the namespace, for an object that is not theirs)."""
     uid = obj["metadata"].get("uid")
     group = str(obj.get("apiVersion", "")).split("/")[0]
-    return bool(uid) and any(o.uid == uid and o.kind == obj["kind"] and str(o.api_version).split("/")[0] == group
-                             for o in svc.metadata.owner_references or [])
+    return bool(uid) and any(o.get("uid") == uid and o.get("kind") == obj["kind"]
+                             and str(o.get("apiVersion")).split("/")[0] == group
+                             for o in wire.owner_references(svc))
 
 
-def _owned_service(api: Api, obj: dict[str, Any]) -> Any:
+def _owned_service(api: Api, obj: dict[str, Any]) -> Obj:
     """The Service the operator made for a managed endpoint: owned by it (uid), preferring the one named like it."""
     meta = obj["metadata"]
-    listed: Any = kube_call("list services", core_kinds.list_services, api, meta["namespace"])
-    owned = [s for s in listed.items or [] if owned_by(s, obj)]
-    owned.sort(key=lambda s: s.metadata.name != meta["name"])
+    listed = kube_call("list services", core_kinds.list_services, api, meta["namespace"])
+    owned = [s for s in wire.items(listed) if owned_by(s, obj)]
+    owned.sort(key=lambda s: wire.name(s) != meta["name"])
     if not owned:
         raise PreconditionFailed(f"{obj['kind']} {meta['namespace']}/{meta['name']} has no Service yet.",
                                  hint="Wait until inference_managed_list shows it DeploymentComplete.")
@@ -166,11 +168,11 @@ def _managed_target(api: Api, obj: dict[str, Any]) -> Target:
         return Target(label=f"SageMaker endpoint {endpoint}", namespace=meta["namespace"], path=path, model=model,
                       endpoint=endpoint)
     svc = _owned_service(api, obj)
-    return Target(label=f"{meta['namespace']}/{svc.metadata.name}", namespace=meta["namespace"], path=path,
-                  model=model, service=svc.metadata.name, port=svc.spec.ports[0].port)
+    return Target(label=f"{meta['namespace']}/{wire.name(svc)}", namespace=meta["namespace"], path=path,
+                  model=model, service=wire.name(svc), port=wire.ports(svc)[0]["port"])
 
 
-def _read_service(api: Api, name: str, namespace: str) -> Any:
+def _read_service(api: Api, name: str, namespace: str) -> Obj | None:
     try:
         return kube_call("read the Service", core_kinds.read_service, api, name, namespace)
     except NotFound:
@@ -208,8 +210,8 @@ def resolve(api: Api, name: str, namespace: str, kind: str | None = None) -> Tar
                        hint="inference_list_services and inference_managed_list list what is deployed.")
     keyed = _has_key(api, service.removesuffix("-service"), namespace)
     return Target(label=f"{namespace}/{service}", namespace=namespace, path=OPENAI_CHAT,
-                  model=(svc.metadata.annotations or {}).get(inference_manifests.ANNOTATION_MODEL), service=service,
-                  port=svc.spec.ports[0].port, keyed=keyed, self_managed=True)
+                  model=wire.annotations(svc).get(inference_manifests.ANNOTATION_MODEL), service=service,
+                  port=wire.ports(svc)[0]["port"], keyed=keyed, self_managed=True)
 
 
 def _has_key(api: Api, deployment: str, namespace: str) -> bool:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from instantstart.context import AppContext
 from instantstart.errors import NotFound, PreconditionFailed
-from instantstart.kube import core_kinds
+from instantstart.kube import core_kinds, wire
 from instantstart.kube.calls import kube_call
 from instantstart.kube.gateway import Api
 from instantstart.logs import register_secret
@@ -42,11 +42,11 @@ def recorded_service_uid(app: AppContext, tag: str, namespace: str, name: str) -
 def api_key(api: Api, deployment: str, namespace: str) -> str | None:
     """The server's API key from `<deployment>-api-key` (None when the server has none); never logged."""
     try:
-        secret: Any = kube_call("read the API key Secret", core_kinds.read_secret, api,
-                                inference_manifests.api_key_secret_name(deployment), namespace)
+        secret = kube_call("read the API key Secret", core_kinds.read_secret, api,
+                           inference_manifests.api_key_secret_name(deployment), namespace)
     except NotFound:
         return None
-    encoded = (secret.data or {}).get(inference_manifests.API_KEY_KEY)
+    encoded = (secret.get("data") or {}).get(inference_manifests.API_KEY_KEY)
     if not encoded:
         return None
     key = base64.b64decode(encoded).decode(errors="replace")
@@ -65,30 +65,30 @@ def through_balancer(app: AppContext, row: ClusterRow, api: Api, target: Target,
     created (uid), or without an address yet."""
     ns, service = target.namespace, str(target.service)
     deployment = service.removesuffix("-service")
-    svc: Any = kube_call("read the Service", core_kinds.read_service, api, service, ns)
+    svc = kube_call("read the Service", core_kinds.read_service, api, service, ns)
     secret = inference_manifests.api_key_secret_name(deployment)
-    if svc.spec.type != "LoadBalancer":
+    if wire.service_type(svc) != "LoadBalancer":
         if keyed:
             raise _refuse(f"{ns}/{deployment} demands an API key (Secret {ns}/{secret}) but has no load balancer; "
                           "the Kubernetes API server's service proxy does not forward an Authorization header, so "
                           "inference_call_model cannot call it.",
                           "Redeploy it with serviceType external (sourceRanges including this control plane's "
                           "address) and apiKey.", apiKeySecret=f"{ns}/{secret}")
-        raise _refuse(f"{ns}/{service} is a {svc.spec.type} Service, not a load balancer.",
+        raise _refuse(f"{ns}/{service} is a {wire.service_type(svc)} Service, not a load balancer.",
                       'Leave via out (the service proxy reaches it), or deploy with serviceType "external".')
     recorded = recorded_service_uid(app, row.tag, ns, deployment)
-    if recorded is None or recorded != svc.metadata.uid:
+    if recorded is None or recorded != wire.uid(svc):
         raise _refuse(f"{ns}/{service} is not the Service InstantStart created for {ns}/{deployment} (uid "
-                      f"{svc.metadata.uid} is not the one its deploy operation recorded), so its load balancer "
+                      f"{wire.uid(svc)} is not the one its deploy operation recorded), so its load balancer "
                       "address is not followed.",
                       "Redeploy it with inference_deploy_container (inference_undeploy first), or ask the "
                       "namespace's owner who replaced the Service.", service=f"{ns}/{service}")
-    ingress = (svc.status.load_balancer.ingress if svc.status and svc.status.load_balancer else None) or []
-    address = (ingress[0].hostname or ingress[0].ip) if ingress else None
+    ingress = wire.ingress(svc)
+    address = (ingress[0].get("hostname") or ingress[0].get("ip")) if ingress else None
     if not address:
         raise _refuse(f"{ns}/{service} has no load balancer address yet.",
                       "Wait until inference_list_public_services shows its URL (AWS takes a few minutes to "
                       "provision a load balancer), then call again.", service=f"{ns}/{service}")
-    port = int(svc.spec.ports[0].port)
+    port = int(wire.ports(svc)[0]["port"])
     return replace(target, address=str(address), port=port, api_key=api_key(api, deployment, ns) if keyed else None,
                    label=f"the load balancer {address}:{port} of {ns}/{service}")

@@ -12,7 +12,7 @@ from instantstart.catalog.base import WireModel
 from instantstart.catalog.secret import Secret
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import InvalidInput, NotFound, PreconditionFailed, ProviderError
-from instantstart.kube import core_kinds
+from instantstart.kube import core_kinds, wire
 from instantstart.kube.apply import apply_object, read_object
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.gateway import Api
@@ -264,22 +264,22 @@ async def stage_apply(stage: StageContext) -> dict[str, Any]:
 
 
 def _rollout(api: Api, p: DeployParams) -> tuple[bool, str]:
-    dep: Any = kube_call("read the Deployment", core_kinds.read_deployment, api, p.name, p.namespace)
-    ready = int((dep.status.ready_replicas if dep.status else 0) or 0)
+    dep = kube_call("read the Deployment", core_kinds.read_deployment, api, p.name, p.namespace)
+    ready = wire.ready_replicas(dep)
     message = f"{p.name}: {ready}/{p.replicas} replicas Ready"
     if ready >= p.replicas:
         return True, message
-    pods: Any = kube_call(
+    pods = kube_call(
         "list pods", core_kinds.list_pods, api, p.namespace, label_selector=f"{inference_manifests.LABEL_APP}={p.name}"
     )
-    for pod in pods.items or []:
-        for cond in (pod.status.conditions if pod.status else None) or []:
-            if cond.type == "PodScheduled" and cond.status == "False" and cond.message:
-                return False, f"{message}; {pod.metadata.name} unschedulable: {cond.message}"
-        for cs in (pod.status.container_statuses if pod.status else None) or []:
-            waiting = cs.state.waiting if cs.state else None
-            if waiting and waiting.reason in ("ImagePullBackOff", "ErrImagePull", "CrashLoopBackOff"):
-                raise ProviderError(f"{pod.metadata.name}: {waiting.reason}: {waiting.message or ''}",
+    for pod in wire.items(pods):
+        for cond in wire.conditions(pod):
+            if cond.get("type") == "PodScheduled" and cond.get("status") == "False" and cond.get("message"):
+                return False, f"{message}; {wire.name(pod)} unschedulable: {cond['message']}"
+        for cs in wire.container_statuses(pod):
+            waiting = wire.section(cs.get("state"), "waiting")
+            if waiting.get("reason") in ("ImagePullBackOff", "ErrImagePull", "CrashLoopBackOff"):
+                raise ProviderError(f"{wire.name(pod)}: {waiting['reason']}: {waiting.get('message') or ''}",
                                     hint="Check dockerImage and the command (pod_logs shows the server's output).",
                                     retryable=False)
     return False, message
@@ -290,14 +290,14 @@ def _balancer_url(api: Api, p: DeployParams) -> str | None:
     in-cluster servers): the DNS name AWS gives, or an IP."""
     if p.service_type != "external":
         return None
-    svc: Any = kube_call(
+    svc = kube_call(
         "read the Service",
         core_kinds.read_service, api,
         inference_manifests.service_name(p.name),
         p.namespace,
     )
-    ingress = (svc.status.load_balancer.ingress if svc.status and svc.status.load_balancer else None) or []
-    address = (ingress[0].hostname or ingress[0].ip) if ingress else None
+    ingress = wire.ingress(svc)
+    address = (ingress[0].get("hostname") or ingress[0].get("ip")) if ingress else None
     return f"http://{address}:{p.port}" if address else None
 
 

@@ -10,10 +10,11 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import InvalidInput, PreconditionFailed
-from instantstart.kube import core_kinds
+from instantstart.kube import core_kinds, wire
 from instantstart.kube.apply import apply_object, delete_object, read_object
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.gateway import Api
+from instantstart.kube.wire import Obj
 from instantstart.manifests import inference as inference_manifests
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
@@ -31,15 +32,15 @@ def _invalid(field: str, message: str, hint: str) -> InvalidInput:
                         details={"fields": [{"field": field, "message": message}]})
 
 
-def pools(api: Api, namespace: str) -> dict[str, Any]:
+def pools(api: Api, namespace: str) -> dict[str, Obj]:
     """The model-pool Deployments of a namespace, by name."""
     selector = (f"{inference_manifests.LABEL_MANAGED}={inference_manifests.MANAGED_BY},"
                 f"{inference_manifests.LABEL_BUSINESS}={inference_manifests.UNASSIGNED}")
-    found: Any = kube_call("list deployments", core_kinds.list_deployments, api, namespace, label_selector=selector)
-    return {d.metadata.name: d for d in found.items or []}
+    found = kube_call("list deployments", core_kinds.list_deployments, api, namespace, label_selector=selector)
+    return {wire.name(d): d for d in wire.items(found)}
 
 
-def pick_pool(api: Api, namespace: str, pool: str | None) -> Any:
+def pick_pool(api: Api, namespace: str, pool: str | None) -> Obj:
     """The named pool, or the only one in the namespace; InvalidInput lists the choices otherwise."""
     found = pools(api, namespace)
     names = ", ".join(sorted(found)) or "none (deploy one: inference_deploy_container serviceType=modelpool)"
@@ -52,27 +53,26 @@ def pick_pool(api: Api, namespace: str, pool: str | None) -> Any:
     return next(iter(found.values()))
 
 
-def workers(api: Api, namespace: str, pool: str) -> list[Any]:
+def workers(api: Api, namespace: str, pool: str) -> list[Obj]:
     """The pool's live pods (not being deleted), by name."""
-    found: Any = kube_call(
+    found = kube_call(
         "list pods", core_kinds.list_pods, api, namespace, label_selector=f"{inference_manifests.LABEL_APP}={pool}"
     )
-    live = [p for p in found.items or [] if not p.metadata.deletion_timestamp]
-    return sorted(live, key=lambda p: str(p.metadata.name))
+    live = [p for p in wire.items(found) if not wire.deleting(p)]
+    return sorted(live, key=wire.name)
 
 
-def business(pod: Any) -> str:
+def business(pod: Obj) -> str:
     """The service a worker serves (`unassigned` when warm and free)."""
-    return str((pod.metadata.labels or {}).get(inference_manifests.LABEL_BUSINESS, inference_manifests.UNASSIGNED))
+    return str(wire.labels(pod).get(inference_manifests.LABEL_BUSINESS, inference_manifests.UNASSIGNED))
 
 
-def is_ready(pod: Any) -> bool:
+def is_ready(pod: Obj) -> bool:
     """The pod passes its readiness probe."""
-    conditions = (pod.status.conditions if pod.status else None) or []
-    return any(c.type == "Ready" and c.status == "True" for c in conditions)
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in wire.conditions(pod))
 
 
-def _relabel(api: Api, pod: Any, service: str) -> dict[str, Any]:
+def _relabel(api: Api, pod: Obj, service: str) -> dict[str, Any]:
     """Change only the pod's `business` label (and its deletion cost): the container keeps running."""
     cost = inference_manifests.BOUND_DELETION_COST if service != inference_manifests.UNASSIGNED else None
     body = {
@@ -81,9 +81,9 @@ def _relabel(api: Api, pod: Any, service: str) -> dict[str, Any]:
             "annotations": {inference_manifests.DELETION_COST: cost},
         }
     }
-    patched: Any = kube_call("relabel the worker", core_kinds.patch_pod, api, pod.metadata.name,
-                             pod.metadata.namespace, body)
-    return {"pod": patched.metadata.name, "uid": patched.metadata.uid, "node": patched.spec.node_name,
+    patched = kube_call("relabel the worker", core_kinds.patch_pod, api, wire.name(pod), wire.namespace(pod),
+                        body)
+    return {"pod": wire.name(patched), "uid": wire.uid(patched), "node": wire.node_name(patched),
             "service": business(patched)}
 
 
@@ -126,7 +126,7 @@ def _check_assign(app: AppContext, tag: str, req: AssignRequest) -> PoolParams:
     row = cluster_row(app, tag)
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
     pool = pick_pool(api, req.namespace, req.pool)
-    name = str(pool.metadata.name)
+    name = wire.name(pool)
     if req.service == inference_manifests.UNASSIGNED:
         raise _invalid("service", "`unassigned` marks free workers", "Name the service the workers will serve.")
     existing = read_object(
@@ -149,7 +149,7 @@ def _check_assign(app: AppContext, tag: str, req: AssignRequest) -> PoolParams:
         p for p in workers(api, req.namespace, name) if business(p) == inference_manifests.UNASSIGNED and is_ready(p)
     ]
     if len(free) < req.count:
-        replicas = int(pool.spec.replicas or 0) + req.count - len(free)
+        replicas = wire.replicas(pool) + req.count - len(free)
         raise PreconditionFailed(
             f"Model pool {req.namespace}/{name} has {len(free)} warm unassigned worker(s); {req.count} asked.",
             hint=f"Grow the pool (inference_scale deploymentName={name} replicas={replicas}) and wait until "
@@ -180,12 +180,12 @@ async def inference_pool_assign(ctx: CallContext, req: AssignRequest) -> Operati
                                     poll_after_seconds=2)
 
 
-def _service_for(api: Api, p: PoolParams, pool: Any) -> str:
+def _service_for(api: Api, p: PoolParams, pool: Obj) -> str:
     """Make sure the service's Service exists (a pool's own Service already selects business=<pool>)."""
     name = inference_manifests.service_name(p.service)
     body = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": p.namespace}}
     if read_object(api, body) is None:
-        notes = dict(pool.metadata.annotations or {})
+        notes = wire.annotations(pool)
         kube_call(
             "make the service's Service",
             apply_object,
@@ -232,8 +232,8 @@ class ReleaseRequest(WireModel):
 def _check_release(app: AppContext, tag: str, req: ReleaseRequest) -> PoolParams:
     row = cluster_row(app, tag)
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
-    pool = str(pick_pool(api, req.namespace, req.pool).metadata.name)
-    bound = [str(w.metadata.name) for w in workers(api, req.namespace, pool) if business(w) == req.service]
+    pool = wire.name(pick_pool(api, req.namespace, req.pool))
+    bound = [wire.name(w) for w in workers(api, req.namespace, pool) if business(w) == req.service]
     unknown = sorted(set(req.pods or []) - set(bound))
     if unknown:
         raise _invalid("pods", f"{', '.join(unknown)} do(es) not serve {req.service}",
@@ -267,9 +267,9 @@ def _release(app: AppContext, p: PoolParams) -> PoolResult:
     moved = [
         _relabel(api, w, inference_manifests.UNASSIGNED)
         for w in pods
-        if w.metadata.name in p.pods and business(w) == p.service
+        if wire.name(w) in p.pods and business(w) == p.service
     ]
-    left = [w for w in pods if business(w) == p.service and w.metadata.name not in p.pods]
+    left = [w for w in pods if business(w) == p.service and wire.name(w) not in p.pods]
     service_name = inference_manifests.service_name(p.service)
     if not left and p.service != p.pool:
         body = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": service_name, "namespace": p.namespace}}

@@ -10,7 +10,7 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import InvalidInput
-from instantstart.kube import core_kinds
+from instantstart.kube import core_kinds, wire
 from instantstart.kube.apply import apply_object
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.gateway import Api
@@ -56,15 +56,15 @@ class RouterParams(ParamsModel):
 
 def routers_of(api: Api, workers: str, namespace: str) -> list[str]:
     """The routers (made by inference_router_deploy) that discover the Deployment `workers`' pods."""
-    listed: Any = kube_call(
+    listed = kube_call(
         "list routers",
         core_kinds.list_deployments, api,
         namespace,
         label_selector=f"{inference_manifests.LABEL_MANAGED}={inference_manifests.MANAGED_BY},{inference_manifests.LABEL_COMPONENT}={router_manifests.COMPONENT}",
     )
     return sorted(
-        d.metadata.name
-        for d in listed.items or []
+        wire.name(d)
+        for d in wire.items(listed)
         if f"{inference_manifests.LABEL_APP}={workers}" in router_manifests.command_of(d)
     )
 
@@ -73,11 +73,11 @@ def _check(app: AppContext, req: RouterRequest) -> RouterParams:
     row = cluster_row(app, req.cluster_tag)
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
     dep = model_server(api, req.deployment_name, req.namespace)
-    if (dep.metadata.labels or {}).get(inference_manifests.LABEL_COMPONENT) == router_manifests.COMPONENT:
+    if wire.labels(dep).get(inference_manifests.LABEL_COMPONENT) == router_manifests.COMPONENT:
         raise InvalidInput("Invalid input: deploymentName: that is a router, not model workers",
                            hint="Name the model server's Deployment.",
                            details={"fields": [{"field": "deploymentName", "message": "a router"}]})
-    notes = dep.metadata.annotations or {}
+    notes = wire.annotations(dep)
     return RouterParams(
         cluster_tag=row.tag,
         region=row.region,
@@ -121,8 +121,8 @@ def _apply(api: Api, p: RouterParams) -> None:
 
 
 def _ready(api: Api, p: RouterParams) -> tuple[bool, str]:
-    dep: Any = kube_call("read the router", core_kinds.read_deployment, api, p.name, p.namespace)
-    ready = int((dep.status.ready_replicas if dep.status else 0) or 0)
+    dep = kube_call("read the router", core_kinds.read_deployment, api, p.name, p.namespace)
+    ready = wire.ready_replicas(dep)
     return ready >= 1, f"router {p.name}: {ready}/1 Ready"
 
 

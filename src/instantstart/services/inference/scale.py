@@ -10,9 +10,10 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import InvalidInput, NotFound, PreconditionFailed
-from instantstart.kube import core_kinds
+from instantstart.kube import core_kinds, wire
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.gateway import Api
+from instantstart.kube.wire import Obj
 from instantstart.manifests import inference as inference_manifests
 from instantstart.manifests.labels import INSTANCE_TYPE_LABEL
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
@@ -49,48 +50,48 @@ class ScaleParams(ParamsModel):
     replicas: int
 
 
-def model_server(api: Api, name: str, namespace: str) -> Any:
+def model_server(api: Api, name: str, namespace: str) -> Obj:
     """A Deployment made by this control plane; InvalidInput otherwise."""
+    dep: Obj | None
     try:
-        dep: Any = kube_call("read the Deployment", core_kinds.read_deployment, api, name, namespace)
+        dep = kube_call("read the Deployment", core_kinds.read_deployment, api, name, namespace)
     except NotFound:
         dep = None
-    if (
-        dep is None
-        or (dep.metadata.labels or {}).get(inference_manifests.LABEL_MANAGED) != inference_manifests.MANAGED_BY
-    ):
+    if dep is None or wire.labels(dep).get(inference_manifests.LABEL_MANAGED) != inference_manifests.MANAGED_BY:
         raise InvalidInput(f"Invalid input: deploymentName: no model server {namespace}/{name}",
                            hint="inference_list_services lists the model servers this control plane deployed.",
                            details={"fields": [{"field": "deploymentName", "message": "not deployed"}]})
     return dep
 
 
-def bound_guard(api: Api, dep: Any, replicas: int) -> None:
+def bound_guard(api: Api, dep: Obj, replicas: int) -> None:
     """Refuse a scale-in of a model pool that would have to remove workers still serving a service."""
-    if (dep.metadata.labels or {}).get(inference_manifests.LABEL_BUSINESS) != inference_manifests.UNASSIGNED:
+    if wire.labels(dep).get(inference_manifests.LABEL_BUSINESS) != inference_manifests.UNASSIGNED:
         return
-    pods = workers(api, dep.metadata.namespace, dep.metadata.name)
+    pods = workers(api, wire.namespace(dep), wire.name(dep))
     bound = [p for p in pods if business(p) != inference_manifests.UNASSIGNED]
     remove = len(pods) - replicas
     if remove <= 0 or replicas >= len(bound):
         return
-    names = ", ".join(f"{p.metadata.name} (service {business(p)})" for p in bound)
+    names = ", ".join(f"{wire.name(p)} (service {business(p)})" for p in bound)
     services = " ".join(sorted({business(p) for p in bound}))
     raise PreconditionFailed(
-        f"Scaling {dep.metadata.name} to {replicas} would remove {remove} worker(s), but only "
+        f"Scaling {wire.name(dep)} to {replicas} would remove {remove} worker(s), but only "
         f"{len(pods) - len(bound)} are unassigned; still bound to a service: {names}.",
         hint=f"Release them first (inference_pool_release service=<{services}>), or keep replicas >= {len(bound)}.",
-        details={"replicas": replicas, "bound": [str(p.metadata.name) for p in bound]},
+        details={"replicas": replicas, "bound": [wire.name(p) for p in bound]},
     )
 
 
-def _instance_types(dep: Any) -> list[str] | None:
-    affinity = dep.spec.template.spec.affinity
-    required = affinity.node_affinity.required_during_scheduling_ignored_during_execution if affinity else None
-    for term in (required.node_selector_terms if required else None) or []:
-        for expr in term.match_expressions or []:
-            if expr.key == INSTANCE_TYPE_LABEL and expr.operator == "In":
-                return list(expr.values or [])
+def _instance_types(dep: Obj) -> list[str] | None:
+    template = wire.section(wire.spec(dep), "template")
+    affinity = wire.section(wire.spec(template), "affinity")
+    required = wire.section(wire.section(affinity, "nodeAffinity"),
+                               "requiredDuringSchedulingIgnoredDuringExecution")
+    for term in required.get("nodeSelectorTerms") or []:
+        for expr in term.get("matchExpressions") or []:
+            if expr.get("key") == INSTANCE_TYPE_LABEL and expr.get("operator") == "In":
+                return list(expr.get("values") or [])
     return None
 
 
@@ -99,10 +100,10 @@ def _check(app: AppContext, req: ScaleRequest) -> tuple[ScaleParams, int, int, l
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
     dep = model_server(api, req.deployment_name, req.namespace)
     bound_guard(api, dep, req.replicas)
-    gpus = int((dep.metadata.annotations or {}).get(inference_manifests.ANNOTATION_GPUS, "0") or 0)
+    gpus = int(wire.annotations(dep).get(inference_manifests.ANNOTATION_GPUS, "0") or 0)
     params = ScaleParams(cluster_tag=row.tag, region=row.region, eks_cluster=row.eks_cluster_name,
                          name=req.deployment_name, namespace=req.namespace, replicas=req.replicas)
-    return params, int(dep.spec.replicas or 0), gpus, _instance_types(dep)
+    return params, wire.replicas(dep), gpus, _instance_types(dep)
 
 
 @operation(
@@ -132,12 +133,12 @@ def _scale(api: Api, p: ScaleParams) -> int:
     bound_guard(api, dep, p.replicas)
     kube_call("scale the Deployment", core_kinds.patch_deployment, api, p.name, p.namespace,
               {"spec": {"replicas": p.replicas}})
-    return int(dep.spec.replicas or 0)
+    return wire.replicas(dep)
 
 
 def _settled(api: Api, p: ScaleParams) -> tuple[bool, str]:
     dep = model_server(api, p.name, p.namespace)
-    ready = int((dep.status.ready_replicas if dep.status else 0) or 0)
+    ready = wire.ready_replicas(dep)
     live = len(workers(api, p.namespace, p.name))
     return ready >= p.replicas and live == p.replicas, f"{p.name}: {ready}/{p.replicas} Ready, {live} pod(s)"
 
@@ -156,7 +157,7 @@ async def stage_scale(stage: StageContext) -> dict[str, Any]:
     await wait_until(stage, settled, limit_seconds=READY_TIMEOUT, what=f"{p.name} at {p.replicas} replica(s)")
     pods = await blocking(workers, api, p.namespace, p.name)
     return {"name": p.name, "namespace": p.namespace, "replicasBefore": before, "replicas": p.replicas,
-            "pods": [{"pod": w.metadata.name, "uid": w.metadata.uid, "service": business(w)} for w in pods]}
+            "pods": [{"pod": wire.name(w), "uid": wire.uid(w), "service": business(w)} for w in pods]}
 
 
 KINDS.register(OperationKind(

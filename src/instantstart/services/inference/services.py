@@ -11,9 +11,10 @@ from pydantic import Field
 from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext
-from instantstart.kube import core_kinds
+from instantstart.kube import core_kinds, wire
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.informers import Informer
+from instantstart.kube.wire import Obj, ObjList
 from instantstart.manifests import inference as inference_manifests
 from instantstart.manifests import router as router_manifests
 from instantstart.services.base.registry import get_cluster, resolve_tag
@@ -78,31 +79,31 @@ def _engine(labels: dict[str, str]) -> str:
     return "sglang-router" if kind_of(labels) == "router" else labels.get(inference_manifests.LABEL_ENGINE, "other")
 
 
-def _model_service(dep: Any, svc: Any) -> ModelService:
-    meta = dep.metadata
-    notes = meta.annotations or {}
+def _model_service(dep: Obj, svc: Obj | None) -> ModelService:
+    notes, labels = wire.annotations(dep), wire.labels(dep)
     url = None
     if svc is not None:
-        port = svc.spec.ports[0].port if svc.spec.ports else notes.get(inference_manifests.ANNOTATION_PORT)
-        ingress = (svc.status.load_balancer.ingress if svc.status and svc.status.load_balancer else None) or []
-        external = (ingress[0].hostname or ingress[0].ip) if ingress else None
-        url = _url(svc.metadata.name, meta.namespace, port, svc.spec.type, external)
+        ports = wire.ports(svc)
+        port = ports[0].get("port") if ports else notes.get(inference_manifests.ANNOTATION_PORT)
+        ingress = wire.ingress(svc)
+        external = (ingress[0].get("hostname") or ingress[0].get("ip")) if ingress else None
+        url = _url(wire.name(svc), wire.namespace(dep), port, wire.service_type(svc), external)
     return ModelService(
-        name=str(meta.name),
-        namespace=str(meta.namespace),
-        kind=kind_of(meta.labels or {}) or "server",
-        engine=_engine(meta.labels or {}),
+        name=wire.name(dep),
+        namespace=wire.namespace(dep),
+        kind=kind_of(labels) or "server",
+        engine=_engine(labels),
         model=notes.get(inference_manifests.ANNOTATION_MODEL),
-        service=svc.metadata.name if svc is not None else None,
-        service_type=svc.spec.type if svc is not None else None,
-        replicas_ready=int((dep.status.ready_replicas if dep.status else 0) or 0),
-        replicas_desired=int((dep.spec.replicas if dep.spec else 0) or 0),
+        service=wire.name(svc) if svc is not None else None,
+        service_type=wire.service_type(svc) if svc is not None else None,
+        replicas_ready=wire.ready_replicas(dep),
+        replicas_desired=wire.replicas(dep),
         gpus_per_replica=int(notes.get(inference_manifests.ANNOTATION_GPUS, "0") or 0),
         url=url,
-        load_balancer=inference_manifests.load_balancer_scheme(svc.spec.type, svc.metadata.annotations)
+        load_balancer=inference_manifests.load_balancer_scheme(wire.service_type(svc), wire.annotations(svc))
         if svc is not None
         else None,
-        source_ranges=list((svc.spec.load_balancer_source_ranges if svc is not None else None) or []),
+        source_ranges=list(wire.spec(svc).get("loadBalancerSourceRanges") or []),
     )
 
 
@@ -110,8 +111,8 @@ def _services(app: AppContext, row: ClusterRow, namespace: str | None) -> list[M
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
     # Model servers (an engine label) and routers (component=router): one selector cannot say "or", kind_of can.
     selector = f"{inference_manifests.LABEL_MANAGED}={inference_manifests.MANAGED_BY}"
-    deps: Any
-    svcs: Any
+    deps: ObjList
+    svcs: ObjList
     if namespace:
         deps = kube_call("list deployments", core_kinds.list_deployments, api, namespace, label_selector=selector)
         svcs = kube_call(
@@ -122,11 +123,11 @@ def _services(app: AppContext, row: ClusterRow, namespace: str | None) -> list[M
         svcs = kube_call(
             "list services", core_kinds.list_services, api, None, label_selector=inference_manifests.LABEL_MANAGED
         )
-    by_name = {(s.metadata.namespace, s.metadata.name): s for s in svcs.items or []}
+    by_name = {(wire.namespace(s), wire.name(s)): s for s in wire.items(svcs)}
     out = [
-        _model_service(dep, by_name.get((dep.metadata.namespace, inference_manifests.service_name(dep.metadata.name))))
-        for dep in deps.items or []
-        if kind_of(dep.metadata.labels or {})
+        _model_service(dep, by_name.get((wire.namespace(dep), inference_manifests.service_name(wire.name(dep)))))
+        for dep in wire.items(deps)
+        if kind_of(wire.labels(dep))
     ]
     return sorted(out, key=lambda s: (s.namespace, s.name))
 
@@ -138,7 +139,7 @@ def _url(name: str, namespace: str, port: Any, service_type: str | None, externa
 
 
 def _watched_service(dep: dict[str, Any], svc: dict[str, Any] | None) -> ModelService:
-    """ModelService from the watched projections (base.watch.projections), as _model_service from typed objects."""
+    """ModelService from the watched projections (base.watch.projections), as _model_service from read ones."""
     notes = dep["annotations"]
     url = None
     if svc is not None:

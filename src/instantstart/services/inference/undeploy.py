@@ -11,7 +11,7 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import InvalidInput
-from instantstart.kube import core_kinds, custom_objects
+from instantstart.kube import core_kinds, custom_objects, wire
 from instantstart.kube.apply import delete_object
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.gateway import Api
@@ -76,24 +76,24 @@ def router_objects(name: str) -> list[dict[str, str]]:
 
 def _scalers(api: Api, name: str, namespace: str) -> list[dict[str, str]]:
     """The KEDA ScaledObjects whose target is the Deployment `name` (none when KEDA is not installed)."""
-    crds: Any = kube_call("list CRDs", core_kinds.list_crds, api, field_selector=f"metadata.name={KEDA_CRD}")
-    if not crds.items:
+    crds = kube_call("list CRDs", core_kinds.list_crds, api, field_selector=f"metadata.name={KEDA_CRD}")
+    if not wire.items(crds):
         return []
-    found: Any = kube_call("list ScaledObjects", custom_objects.list_custom, api,
-                           "keda.sh", "v1alpha1", "scaledobjects", namespace)
-    return [_ref("keda.sh/v1alpha1", "ScaledObject", so["metadata"]["name"]) for so in found.get("items") or []
+    found = kube_call("list ScaledObjects", custom_objects.list_custom, api,
+                      "keda.sh", "v1alpha1", "scaledobjects", namespace)
+    return [_ref("keda.sh/v1alpha1", "ScaledObject", so["metadata"]["name"]) for so in wire.items(found)
             if ((so.get("spec") or {}).get("scaleTargetRef") or {}).get("name") == name
             and ((so.get("spec") or {}).get("scaleTargetRef") or {}).get("kind", "Deployment") == "Deployment"]
 
 
 def _pool_services(api: Api, pool: str, namespace: str) -> list[dict[str, str]]:
-    listed: Any = kube_call(
+    listed = kube_call(
         "list services",
         core_kinds.list_services, api,
         namespace,
         label_selector=f"{inference_manifests.LABEL_APP}={pool},{inference_manifests.LABEL_COMPONENT}={inference_manifests.POOL_SERVICE}",
     )
-    return [_ref("v1", "Service", s.metadata.name) for s in listed.items or []]
+    return [_ref("v1", "Service", wire.name(s)) for s in wire.items(listed)]
 
 
 def plan(api: Api, req: UndeployRequest) -> tuple[list[dict[str, str]], list[str]]:
@@ -101,7 +101,7 @@ def plan(api: Api, req: UndeployRequest) -> tuple[list[dict[str, str]], list[str
     nothing of that name to remove."""
     dep = model_server(api, req.deployment_name, req.namespace)
     name = req.deployment_name
-    is_router = (dep.metadata.labels or {}).get(inference_manifests.LABEL_COMPONENT) == router_manifests.COMPONENT
+    is_router = wire.labels(dep).get(inference_manifests.LABEL_COMPONENT) == router_manifests.COMPONENT
     scalers = _scalers(api, name, req.namespace)
     if req.scope == "autoscaling":
         if not scalers:
@@ -163,9 +163,9 @@ def _delete(api: Api, p: UndeployParams) -> list[str]:
 def _pods_left(api: Api, p: UndeployParams) -> tuple[bool, str]:
     left = []
     for name in p.pods_of:
-        pods: Any = kube_call("list pods", core_kinds.list_pods, api, p.namespace,
-                              label_selector=f"{inference_manifests.LABEL_APP}={name}")
-        left += [pod.metadata.name for pod in pods.items or []]
+        pods = kube_call("list pods", core_kinds.list_pods, api, p.namespace,
+                         label_selector=f"{inference_manifests.LABEL_APP}={name}")
+        left += [wire.name(pod) for pod in wire.items(pods)]
     return not left, f"pods still terminating: {', '.join(sorted(left))}" if left else "pods gone"
 
 

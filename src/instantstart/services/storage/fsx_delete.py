@@ -125,7 +125,7 @@ def delete_for_cluster(app: AppContext, res: dict[str, Any]) -> bool:
                 (f"delete volume {claim}-pv", core_kinds.delete_volume, (api, f"{claim}-pv")),
             ):
                 with contextlib.suppress(NotFound):
-                    kube_call(action, fn, *args, _preload_content=False)
+                    kube_call(action, fn, *args)
         except Exception as exc:  # the cluster or its API is gone already: nothing mounts the file system
             log.info("FSx claim %s/%s not deleted through Kubernetes: %s", namespace, claim, exc)
     if fsx_api.lifecycle(app.aws, res["region"], res["resourceId"]) == "CREATING":

@@ -10,8 +10,8 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import NoInput, WireModel
 from instantstart.context import AppContext, CallContext
 from instantstart.errors import Conflict, NotFound, PreconditionFailed
-from instantstart.kube import core_kinds
-from instantstart.kube.calls import as_dict, kube_api, kube_call
+from instantstart.kube import core_kinds, wire
+from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.gateway import api_status
 from instantstart.manifests import storage as storage_m
 from instantstart.manifests.fsx import FSX_CSI_DRIVER
@@ -125,10 +125,10 @@ def _claim_of(pv: dict[str, Any], pvcs: dict[str, dict[str, Any]], mounts: dict[
 def read_claims(app: AppContext, row: ClusterRow) -> list[StorageClaim]:
     """Every S3/FSx CSI PV with its claim and the pods mounting it (blocking; three list calls)."""
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
-    pvs = as_dict(api, kube_call("list volumes", core_kinds.list_volumes, api)).get("items") or []
-    pvc_list = as_dict(api, kube_call("list claims", core_kinds.list_claims, api))
-    pvcs = {f"{c['metadata']['namespace']}/{c['metadata']['name']}": c for c in pvc_list.get("items") or []}
-    pods = as_dict(api, kube_call("list pods", core_kinds.list_pods, api, None)).get("items") or []
+    pvs = wire.items(kube_call("list volumes", core_kinds.list_volumes, api))
+    pvc_list = kube_call("list claims", core_kinds.list_claims, api)
+    pvcs = {f"{wire.namespace(c)}/{wire.name(c)}": c for c in wire.items(pvc_list)}
+    pods = wire.items(kube_call("list pods", core_kinds.list_pods, api, None))
     mounts = _mounts(pods)
     claims = [c for c in (_claim_of(pv, pvcs, mounts) for pv in pvs) if c is not None]
     return sorted(claims, key=lambda c: (c.namespace, c.name))
@@ -217,7 +217,7 @@ def check_ours(app: AppContext, row: ClusterRow, claim: StorageClaim) -> None:
 
 def _delete_ignoring_404(fn: Any, *args: Any) -> None:
     try:
-        fn(*args, _preload_content=False)  # the answer (object or Status) is not needed
+        fn(*args)  # the answer (object or Status) is not needed
     except Exception as exc:
         if api_status(exc) != 404:
             raise

@@ -13,9 +13,9 @@ from pydantic import SecretStr
 
 from instantstart.context import AppContext, StageContext
 from instantstart.errors import InstantStartError, PreconditionFailed
-from instantstart.kube import core_kinds
+from instantstart.kube import core_kinds, wire
 from instantstart.kube.apply import apply_object, delete_object, read_object
-from instantstart.kube.calls import as_dict, kube_call
+from instantstart.kube.calls import kube_call
 from instantstart.kube.gateway import Api
 from instantstart.manifests import model_download as md
 from instantstart.operations.models import ACTIVE
@@ -81,7 +81,7 @@ def sweep_orphans(app: AppContext, api: Api, namespace: str, kind: str) -> list[
         namespace,
         label_selector=f"{md.LABEL_COMPONENT}={md.COMPONENT},{md.LABEL_TOKEN}=true",
     )
-    items = as_dict(api, listed).get("items") or []
+    items = wire.items(listed)
     if not items:
         return []
     named = set()

@@ -9,9 +9,9 @@ from instantstart.aws import identity, s3
 from instantstart.catalog import operation
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import InvalidInput, ProviderError
-from instantstart.kube import core_kinds
+from instantstart.kube import core_kinds, wire
 from instantstart.kube.apply import apply_object, read_object
-from instantstart.kube.calls import as_dict, kube_api, kube_call
+from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.gateway import Api, api_failure
 from instantstart.manifests import model_download as md
 from instantstart.manifests.labels import INSTANCE_TYPE_LABEL
@@ -61,7 +61,7 @@ def read_manifest(app: AppContext, bucket: str, region: str, key: str) -> dict[s
 def gpu_instance_types(api: Api) -> list[str]:
     """Instance types of the cluster's nodes that have accelerators, GPUs or Neuron devices, by the catalog or the
     node's advertised devices (the Job prefers other nodes, so it never sits on an accelerator's cpu/memory)."""
-    nodes = as_dict(api, kube_call("list nodes", core_kinds.list_nodes, api)).get("items") or []
+    nodes = wire.items(kube_call("list nodes", core_kinds.list_nodes, api))
     return accelerated_types(nodes)
 
 
@@ -80,14 +80,14 @@ def accelerated_types(nodes: list[dict[str, Any]]) -> list[str]:
 
 def log_lines(api: Api, job: str) -> list[str]:
     """The last 50 lines the Job's newest started pod printed (blocking; empty while none has started)."""
-    pods = as_dict(api, core_kinds.list_pods(api, NAMESPACE, label_selector=f"job-name={job}")).get("items") or []
+    pods = wire.items(core_kinds.list_pods(api, NAMESPACE, label_selector=f"job-name={job}"))
     if not pods:
         return []
-    pod = max(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "")
-    if (pod.get("status") or {}).get("phase") == "Pending":
+    pod = max(pods, key=lambda p: wire.metadata(p).get("creationTimestamp") or "")
+    if wire.phase(pod) == "Pending":
         return []
     try:
-        text = core_kinds.read_pod_log(api, pod["metadata"]["name"], NAMESPACE, container="download", tail_lines=50)
+        text = core_kinds.read_pod_log(api, wire.name(pod), NAMESPACE, container="download", tail_lines=50)
     except Exception as exc:
         if api_failure(exc) is None:
             raise

@@ -11,7 +11,7 @@ from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import Conflict, InvalidInput, NotFound
 from instantstart.kube import core_kinds
 from instantstart.kube.apply import FIELD_MANAGER
-from instantstart.kube.calls import as_dict, kube_api, kube_call
+from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.gateway import Api, api_status
 from instantstart.manifests import fsx as fsx_m
 from instantstart.manifests import iam_policies as pol
@@ -104,8 +104,8 @@ def refuse_project_bucket(app: AppContext, region: str, bucket: str, field: str)
 def read_object(api: Api, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
     try:
         if kind == "PersistentVolume":
-            return as_dict(api, core_kinds.read_volume(api, name))
-        return as_dict(api, core_kinds.read_claim(api, name, namespace))
+            return core_kinds.read_volume(api, name)
+        return core_kinds.read_claim(api, name, namespace)
     except Exception as exc:
         if api_status(exc) == 404:
             return None
@@ -116,8 +116,8 @@ def _apply(api: Api, body: dict[str, Any]) -> dict[str, Any]:
     name = body["metadata"]["name"]
     kw: dict[str, Any] = {"field_manager": FIELD_MANAGER, "force": True, "_content_type": APPLY}
     if body["kind"] == "PersistentVolume":
-        return as_dict(api, core_kinds.patch_volume(api, name, body, **kw))
-    return as_dict(api, core_kinds.patch_claim(api, name, body["metadata"]["namespace"], body, **kw))
+        return core_kinds.patch_volume(api, name, body, **kw)
+    return core_kinds.patch_claim(api, name, body["metadata"]["namespace"], body, **kw)
 
 
 def ensure_object(api: Api, desired: dict[str, Any]) -> tuple[dict[str, Any], bool]:

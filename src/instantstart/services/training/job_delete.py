@@ -8,7 +8,7 @@ from typing import Any
 from instantstart.catalog import operation
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import NotFound
-from instantstart.kube import core_kinds, custom_objects
+from instantstart.kube import core_kinds, custom_objects, wire
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.manifests import training as training_manifests
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
@@ -59,9 +59,9 @@ def _delete(app: AppContext, p: DeleteParams) -> int:
         )
     kube_call("delete the job's pods", core_kinds.delete_pods, api, p.namespace,
               label_selector=f"{training_manifests.POD_JOB_LABEL}={p.name}")
-    left: Any = kube_call("list the job's pods", core_kinds.list_pods, api, p.namespace,
-                          label_selector=f"{training_manifests.POD_JOB_LABEL}={p.name}")
-    return len(left.items or [])
+    left = kube_call("list the job's pods", core_kinds.list_pods, api, p.namespace,
+                     label_selector=f"{training_manifests.POD_JOB_LABEL}={p.name}")
+    return len(wire.items(left))
 
 
 async def stage_delete(stage: StageContext) -> dict[str, Any]:

@@ -13,8 +13,8 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext
 from instantstart.errors import NotFound
-from instantstart.kube import core_kinds, custom_objects
-from instantstart.kube.calls import as_dict, kube_api, kube_call
+from instantstart.kube import core_kinds, custom_objects, wire
+from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.gateway import Api
 from instantstart.kube.informers import Informer
 from instantstart.manifests import ray_job
@@ -28,7 +28,7 @@ from instantstart.services.base.watch import custom, watched
 from instantstart.services.base.watch.state import memoised
 from instantstart.services.teams.queueing import QueueState, queue_state
 from instantstart.services.training import job_logs, job_watch, ray_jobs
-from instantstart.services.training.models import JobPod, JobSummary
+from instantstart.services.training.models import JobPod, JobSummary, job_pod
 from instantstart.services.training.network import NetworkUse, network_use
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag, KubeName
@@ -140,8 +140,8 @@ async def watched_training(app: AppContext, row: ClusterRow, namespace: str | No
 def list_batch(app: AppContext, row: ClusterRow) -> list[JobSummary]:
     """Kubernetes batch Jobs in every namespace (blocking)."""
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
-    found: Any = kube_call("list Jobs", core_kinds.list_jobs, api)
-    return [_summary(as_dict(api, j), "Job") for j in found.items or []]
+    found = kube_call("list Jobs", core_kinds.list_jobs, api)
+    return [_summary(j, "Job") for j in wire.items(found)]
 
 
 @operation("training_job_list", method="GET", path="/training/jobs", example={})
@@ -203,22 +203,16 @@ class JobStatus(WireModel):
 
 
 def _pods(api: Api, name: str, namespace: str) -> list[JobPod]:
-    found: Any = kube_call("list the job's pods", core_kinds.list_pods, api, namespace,
-                           label_selector=f"{training_manifests.POD_JOB_LABEL}={name}")
-    pods = [
-        JobPod(name=p.metadata.name, node=p.spec.node_name, phase=(p.status.phase if p.status else None) or "Pending",
-               restarts=sum(int(c.restart_count or 0) for c in (p.status.container_statuses or []))
-               if p.status else 0)
-        for p in found.items or []
-    ]
-    return sorted(pods, key=lambda p: p.name)
+    found = kube_call("list the job's pods", core_kinds.list_pods, api, namespace,
+                      label_selector=f"{training_manifests.POD_JOB_LABEL}={name}")
+    return sorted((job_pod(p) for p in wire.items(found)), key=lambda p: p.name)
 
 
 def read_job(app: AppContext, row: ClusterRow, name: str, namespace: str) -> tuple[dict[str, Any], list[JobPod]]:
     """The job object and its pods read directly (blocking); NotFound lists the jobs that exist."""
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
     try:
-        obj: Any = kube_call(
+        obj = kube_call(
             "read the HyperPodPyTorchJob",
             custom_objects.get_custom,
             api,
@@ -239,7 +233,7 @@ def read_job(app: AppContext, row: ClusterRow, name: str, namespace: str) -> tup
         raise NotFound(
             f"No training job {namespace}/{name}.", hint=f"Jobs here: {', '.join(names) or 'none'} (training_job_list)."
         ) from None
-    return dict(obj), _pods(api, name, namespace)
+    return obj, _pods(api, name, namespace)
 
 
 @operation("job_get_status", method="GET", path="/training/jobs/status", example={"jobName": "missing-job"})

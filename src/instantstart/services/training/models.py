@@ -5,6 +5,8 @@ from __future__ import annotations
 from pydantic import Field
 
 from instantstart.catalog.base import WireModel
+from instantstart.kube import wire
+from instantstart.kube.wire import Obj
 
 
 class JobSummary(WireModel):
@@ -28,3 +30,9 @@ class JobPod(WireModel):
     node: str | None
     phase: str
     restarts: int
+
+
+def job_pod(pod: Obj) -> JobPod:
+    """A pod of a job as the API server sent it, summed up."""
+    return JobPod(name=wire.name(pod), node=wire.node_name(pod), phase=wire.phase(pod) or "Pending",
+                  restarts=wire.restarts(pod))

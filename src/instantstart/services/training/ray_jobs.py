@@ -11,7 +11,7 @@ from instantstart.catalog import operation
 from instantstart.catalog.base import WireModel
 from instantstart.context import AppContext, CallContext, StageContext
 from instantstart.errors import NotFound
-from instantstart.kube import core_kinds, custom_objects
+from instantstart.kube import core_kinds, custom_objects, wire
 from instantstart.kube.apply import apply_object, delete_object
 from instantstart.kube.calls import kube_api, kube_call
 from instantstart.kube.gateway import Api
@@ -26,7 +26,7 @@ from instantstart.services.base.registry import get_cluster, resolve_tag, submit
 from instantstart.services.core import sizing
 from instantstart.services.training import checks
 from instantstart.services.training.env import ENV_DESCRIPTION, EnvEntry, spec_env
-from instantstart.services.training.models import JobPod, JobSummary
+from instantstart.services.training.models import JobPod, JobSummary, job_pod
 from instantstart.services.training.submit import JobParams, MlflowUse, apply_stage, mlflow_env
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag, KubeName
@@ -232,19 +232,15 @@ def ray_pods(api: Api, name: str, namespace: str, cluster: str | None) -> list[J
         selectors.insert(0, f"{ray_job_manifests.CLUSTER_LABEL}={cluster}")
     pods: list[JobPod] = []
     for selector in selectors:
-        found: Any = kube_call("list the Ray job's pods", core_kinds.list_pods, api, namespace,
-                               label_selector=selector)
-        pods += [JobPod(name=p.metadata.name, node=p.spec.node_name,
-                        phase=(p.status.phase if p.status else None) or "Pending",
-                        restarts=sum(int(c.restart_count or 0) for c in (p.status.container_statuses or []))
-                        if p.status else 0) for p in found.items or []]
+        found = kube_call("list the Ray job's pods", core_kinds.list_pods, api, namespace, label_selector=selector)
+        pods += [job_pod(p) for p in wire.items(found)]
     return pods
 
 
 def read_ray(api: Api, name: str, namespace: str) -> tuple[dict[str, Any], list[JobPod]] | None:
     """The RayJob and its pods, or None when there is no such RayJob."""
     try:
-        obj: Any = kube_call(
+        obj = kube_call(
             "read the RayJob",
             custom_objects.get_custom,
             api,
@@ -256,14 +252,14 @@ def read_ray(api: Api, name: str, namespace: str) -> tuple[dict[str, Any], list[
         )
     except NotFound:
         return None
-    return dict(obj), ray_pods(api, name, namespace, (obj.get("status") or {}).get("rayClusterName"))
+    return obj, ray_pods(api, name, namespace, wire.status(obj).get("rayClusterName"))
 
 
 def delete_ray(api: Api, name: str, namespace: str, cluster: str | None) -> tuple[int, str | None]:
     """Delete the RayJob if it is still there (its Ray cluster and pods follow): (pods left, Ray cluster name)."""
     found = read_ray(api, name, namespace)
     if found is not None:
-        cluster = (found[0].get("status") or {}).get("rayClusterName") or cluster
+        cluster = wire.status(found[0]).get("rayClusterName") or cluster
         with contextlib.suppress(NotFound):
             kube_call(
                 "delete the RayJob",

@@ -13,7 +13,7 @@ from instantstart.catalog import operation
 from instantstart.context import AppContext, CallContext
 from instantstart.errors import InvalidInput, NotFound
 from instantstart.kube import core_kinds
-from instantstart.kube.calls import as_dict, kube_api, kube_call
+from instantstart.kube.calls import kube_api, kube_call
 from instantstart.manifests import inference as inf
 from instantstart.manifests import ray_job as ray_m
 from instantstart.manifests import training as train_m
@@ -99,7 +99,7 @@ def workloads_by_node(app: AppContext, row: ClusterRow) -> dict[str, list[dict[s
     selector = "status.phase!=Succeeded,status.phase!=Failed"
     listed = kube_call("list pods", core_kinds.list_pods, api, None, field_selector=selector)
     out: dict[str, list[dict[str, Any]]] = {}
-    for pod in as_dict(api, listed).get("items") or []:
+    for pod in listed.get("items") or []:
         node = (pod.get("spec") or {}).get("nodeName")
         if node:
             out.setdefault(str(node), []).append(pod)
