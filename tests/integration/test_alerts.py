@@ -20,7 +20,7 @@ from instantstart.services.alerts.evaluator import Evaluator
 from instantstart.store.alerts import AlertRow
 from instantstart.twin_process import TwinProcess
 from tests.support import webhook
-from tests.support.flows import kube, make_hyperpod, mcp_calls
+from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_wait
 from tests.support.servers import SSL_CONTEXT, Running
 from tests.support.twin import shared_control_plane, twin_client
 from tests.support.waits import until, wait_terminal
@@ -313,39 +313,51 @@ def test_a_launch_waiting_for_capacity_alerts_after_its_hold_time_and_resolves_o
     resolved(setup, alert)
 
 
-def test_a_job_pending_over_its_quota_alerts_after_an_hour_and_resolves_once_it_is_gone(
-    setup: dict[str, Any], twin_process: TwinProcess, tmp_path: Path
+def test_a_job_queued_over_its_teams_quota_alerts_after_an_hour_and_resolves_once_admitted(
+    shared_cp: Running, setup: dict[str, Any], twin_process: TwinProcess, tmp_path: Path
 ) -> None:
     from kubernetes import client as k8s
 
-    # Task governance installs Kueue; a team queue with no GPU quota and a job's Workload asking for one GPU.
-    twin_client(twin_process, "eks").create_addon(clusterName=f"eks-cluster-{TAG}",
-                                                  addonName="amazon-sagemaker-hyperpod-taskgovernance")
-    core = kube(twin_process, tmp_path, TAG)
-    crds = k8s.ApiextensionsV1Api(core.api_client)
-    until(lambda: "workloads.kueue.x-k8s.io" in {c.metadata.name for c in crds.list_custom_resource_definition().items},
-          "Kueue's Workload kind installed", timeout=60)
-    custom = k8s.CustomObjectsApi(core.api_client)
-    ns, group = "hyperpod-ns-alerts", ("kueue.x-k8s.io", "v1beta1")
-    core.create_namespace({"metadata": {"name": ns}})
-    custom.create_cluster_custom_object(*group, "clusterqueues", {
-        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": f"{ns}-clusterqueue"},
-        "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
-            {"name": "default-flavor", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 0}]}]}]}})
-    custom.create_namespaced_custom_object(*group, ns, "localqueues", {
-        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue", "metadata": {"name": f"{ns}-localqueue"},
-        "spec": {"clusterQueue": f"{ns}-clusterqueue"}})
-    custom.create_namespaced_custom_object(*group, ns, "workloads", {
-        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload", "metadata": {"name": "job-over-quota"},
-        "spec": {"queueName": f"{ns}-localqueue", "podSets": [{"name": "main", "count": 1, "template": {"spec": {
-            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]}}}]}})
-    # What Kueue reports for it: no quota reserved, reason Pending (over the team's quota, nothing to borrow).
-    message = ("couldn't assign flavors to pod set main: insufficient quota for nvidia.com/gpu in flavor "
-               "default-flavor, request > maximum capacity (1 > 0)")
-    custom.patch_namespaced_custom_object_status(*group, ns, "workloads", "job-over-quota", {"status": {
-        "conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": message,
-                        "lastTransitionTime": "2026-12-05T12:00:00Z", "observedGeneration": 1}]}})
-    alert = fire_and_clear(setup, "job_pending_quota", f"workload/{ns}/job-over-quota", hold_minutes=61)
-    assert "waits for quota in queue hyperpod-ns-alerts-localqueue" in alert.message, alert.message
-    custom.delete_namespaced_custom_object(*group, ns, "workloads", "job-over-quota")
+    # Task governance (the twin's Kueue), a team with one GPU of quota that neither lends nor borrows.
+    [features] = mcp_calls(shared_cp, [("hyperpod_update_advanced_features", {
+        "trainingOperator": {"enabled": True}, "taskGovernance": {"enabled": True}})])
+    assert mcp_wait(shared_cp, features["operationId"])["status"] == "SUCCEEDED"
+    quota = {"instanceType": "ml.g6.4xlarge", "accelerators": 1, "sharing": "DontLend"}
+    [team] = mcp_calls(shared_cp, [("team_create", {"name": "alerts", "quota": quota})])
+    assert mcp_wait(shared_cp, team["operationId"])["status"] == "SUCCEEDED"
+    ns = "hyperpod-ns-alerts"
+    job = {"image": "example/train:1", "command": "train.py", "instanceType": "ml.g6.4xlarge", "gpusPerNode": 1,
+           "vcpu": 4, "memoryGiB": 16, "namespace": ns,
+           "podAnnotations": {"twin.instantstart.io/run-seconds": "1000000"}}
+    objects = k8s.CustomObjectsApi(kube(twin_process, tmp_path, TAG).api_client)
+
+    def workload(name: str) -> dict[str, Any]:
+        """The Kueue Workload Kueue made for job `name` (its owner); empty until there is one."""
+        items = objects.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", ns, "workloads")["items"]
+        found = [w for w in items if any(o["name"] == name for o in w["metadata"].get("ownerReferences") or [])]
+        assert len(found) <= 1, found
+        return dict(found[0]) if found else {}
+
+    def state(name: str) -> dict[str, str]:
+        return {c["type"]: c["status"] for c in (workload(name).get("status") or {}).get("conditions") or []}
+
+    # The first job takes the team's one GPU; the second queues over the quota, really, in Kueue.
+    for name in ("first", "second"):
+        [ref] = mcp_calls(shared_cp, [("training_job_submit", {**job, "jobName": name})])
+        assert mcp_wait(shared_cp, ref["operationId"])["status"] == "SUCCEEDED"
+    until(lambda: state("first").get("Admitted") == "True", "the first job admitted in the team's quota")
+    until(lambda: state("second").get("QuotaReserved") == "False", "the second job pending over the quota")
+    assert state("second").get("Admitted") != "True"
+    waiting = workload("second")["metadata"]["name"]
+    alert = fire_and_clear(setup, "job_pending_quota", f"workload/{ns}/{waiting}", hold_minutes=61)
+    assert f"in {ns} waits for quota in queue {ns}-localqueue" in alert.message, alert.message
+    # Still pending: no second notification while it stays open.
+    setup["clock"].advance(5)
+    opened, closed = run(setup)
+    assert alert.id not in [a.id for a in opened + closed]
+    check_notified(setup, alert.id, ["open"])
+    # The first job goes: its GPU is free, Kueue admits the second, the alert resolves.
+    [gone] = mcp_calls(shared_cp, [("training_job_delete", {"jobName": "first", "namespace": ns})])
+    assert mcp_wait(shared_cp, gone["operationId"])["status"] == "SUCCEEDED"
+    until(lambda: state("second").get("Admitted") == "True", "the second job admitted once the first is gone")
     resolved(setup, alert)

@@ -1,7 +1,8 @@
 """A rolling software update on a 6-node twin cluster, over MCP: the plan names the job running on a batch; the
-update goes batch by batch (its pods evicted), a CloudWatch alarm during batch 2 rolls the group back, and the
-operation ends with the alarm as the reason and every node's release. The twin clock is held and advanced by the
-test, so each batch is observed in its turn without waiting for its twin minutes."""
+update goes batch by batch (its pods evicted), a CloudWatch alarm set during batch 2 rolls the group back before
+that batch ends, and the operation ends with the alarm as the reason and every node's release. A new lifecycle
+script goes to every node (rolling) or only to nodes launched afterwards (newNodes). The twin clock is held and
+advanced by the test, so each batch is observed in its turn without waiting for its twin minutes."""
 
 from __future__ import annotations
 
@@ -108,12 +109,16 @@ def test_three_batches_an_alarm_in_batch_two_rolls_the_group_back(
     assert [nodes(sm)[i]["CurrentImageReleaseVersion"] for i in order[:2]] == [release] * 2
     clock(twin_process, advance=WAIT)
 
-    # Batch 2 updating: the alarm fires; when the batch ends HyperPod rolls the group back.
+    # Batch 2 updating: the alarm fires; HyperPod watches the alarms during the batch and rolls the group back
+    # within a check (a minute of twin time), long before the batch would end.
     until(lambda: statuses(sm, order)[2:4] == ["SystemUpdating"] * 2, "batch 2 updating")
     until(lambda: "batch 2/3 updating" in progress(shared_cp, op), "the operation reports batch 2")
     cw.set_alarm_state(AlarmName=ALARM, StateValue="ALARM", StateReason="Xid 79 on two nodes")
-    clock(twin_process, advance=BATCH)
+    clock(twin_process, advance=2 * WAIT)
     until(lambda: statuses(sm, order) == ["SystemUpdating"] * 4 + ["Running"] * 2, "the four updated roll back")
+    assert sm.describe_cluster(ClusterName=CLUSTER)["InstanceGroups"][0]["SoftwareUpdateStatus"] == \
+        "RollbackInProgress"
+    assert [nodes(sm)[i]["CurrentImageReleaseVersion"] for i in order[2:4]] != [release] * 2  # never completed
     until(lambda: "rolling back" in progress(shared_cp, op), "the operation reports the roll back")
     clock(twin_process, advance=BATCH)
 
@@ -201,3 +206,50 @@ def test_a_new_lifecycle_script_rolls_through_the_nodes_and_is_the_one_verified_
         again = client.post("/api/v1/capacity/nodes/replace", json={"nodeId": sorted(nodes(sm))[0]})
     assert again.status_code == 409 and upload["sha256"] in again.text, again.text
     assert "hyperpod_update_lifecycle_script" in again.json()["error"]["hint"]
+
+
+def test_a_lifecycle_script_for_new_nodes_leaves_the_running_nodes_and_runs_on_the_next_launch(
+    shared_cp: Running, twin_process: TwinProcess
+) -> None:
+    import hashlib
+
+    sm, s3 = twin_client(twin_process, "sagemaker"), twin_client(twin_process, "s3")
+    group = sm.describe_cluster(ClusterName=CLUSTER)["InstanceGroups"][0]["InstanceGroupName"]
+    before = nodes(sm)
+    script = "#!/bin/bash\nset -euo pipefail\necho lifecycle v3 for new nodes\n"
+    with shared_cp.client() as client:
+        ref = client.post("/api/v1/capacity/lifecycle-script",
+                          json={"instanceGroupName": group, "script": script, "apply": "newNodes"})
+        assert ref.status_code == 202, ref.text
+    view = mcp_wait(shared_cp, ref.json()["operationId"])
+    assert view["status"] == "SUCCEEDED", view
+    # Recorded: stored under its hash, the group's LifeCycleConfig (UpdateCluster) points at it.
+    upload = view["stages"][0]["outputs"]
+    assert upload["sha256"] == hashlib.sha256(script.encode()).hexdigest()
+    assert s3.get_object(Bucket=upload["bucket"], Key=upload["key"])["Body"].read() == script.encode()
+    lcc = sm.describe_cluster(ClusterName=CLUSTER)["InstanceGroups"][0]["LifeCycleConfig"]
+    assert (lcc["SourceS3Uri"], lcc["OnCreate"]) == (upload["sourceS3Uri"], "on_create.sh"), lcc
+    assert "newNodes" in view["stages"][-1]["outputs"]["skipped"], view["stages"][-1]
+    tag = f"Lifecycle script {upload['sourceS3Uri'].rstrip('/')}/on_create.sh ran on "
+
+    def ran_new() -> set[str]:
+        events = sm.list_cluster_events(ClusterName=CLUSTER, MaxResults=100)["Events"]
+        return {e["Description"][len(tag):] for e in events if e["Description"].startswith(tag)}
+
+    # The running nodes are left as they were: same nodes, same release, none ran the new script.
+    after = nodes(sm)
+    assert set(after) == set(before)
+    def kept(listed: dict[str, dict[str, Any]]) -> dict[str, tuple[Any, ...]]:
+        return {i: (n["InstanceStatus"]["Status"], n.get("CurrentImageReleaseVersion"),
+                    n.get("LastSoftwareUpdateTime")) for i, n in listed.items()}
+
+    assert kept(after) == kept(before) and {s for s, _, _ in kept(after).values()} == {"Running"}
+    assert ran_new() == set()
+    # A node added by scaling the group runs the new script, and only it does.
+    with shared_cp.client() as client:
+        scale = client.post("/api/v1/capacity/instance-groups/scale", json={"name": group,
+                                                                             "targetCount": len(before) + 1})
+        assert scale.status_code == 202, scale.text
+    assert mcp_wait(shared_cp, scale.json()["operationId"])["status"] == "SUCCEEDED"
+    [added] = set(nodes(sm)) - set(before)
+    assert until(ran_new, "the new node's lifecycle event") == {added}

@@ -176,7 +176,13 @@ class Progressions:
                 problem = self.lifecycle_script_problem(group) or image_pull_problem(self.ctx, cluster.region, group)
             if problem is not None:
                 self._node_failed(cluster, node, problem)
-            elif checks:
+                return
+            lcc = (group.spec.get("LifeCycleConfig") if group else None) or {}
+            if lcc.get("SourceS3Uri"):  # the group's OnCreate script as of this launch
+                cluster.add_event(self.ctx.clock.wall(), f"Lifecycle script {str(lcc['SourceS3Uri']).rstrip('/')}/"
+                                  f"{lcc.get('OnCreate')} ran on {node.instance_id}", resource_type="Instance",
+                                  group=node.group, instance_id=node.instance_id)
+            if checks:
                 self._set(cluster, node, "DeepHealthCheckInProgress", "Running deep health checks")
                 self._at(DEEP_HEALTH_CHECK, cluster, node, lambda: self._checked(cluster, node, checks))
             else:

@@ -1,5 +1,7 @@
 """UpdateClusterSoftware with a DeploymentConfig on the twin clock: batches of nodes, the wait between them,
-the CloudWatch alarms checked between batches, and an alarm-triggered roll back of the nodes already updated.
+the CloudWatch alarms checked while a batch updates (every ALARM_CHECK twin seconds, as HyperPod monitors them
+during the deployment), when it ends and when the wait ends, and an alarm-triggered roll back of the nodes updated
+or updating.
 
 The group's SoftwareUpdateStatus follows the API's documented sequences (Pending -> InProgress -> Succeeded, or
 -> RollbackInProgress -> RollbackComplete); a node being updated or rolled back is SystemUpdating (its Kubernetes
@@ -12,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .hyperpod_model import Cluster, InstanceGroup
-from .hyperpod_timings import SOFTWARE_UPDATE
+from .hyperpod_timings import ALARM_CHECK, SOFTWARE_UPDATE
 
 if TYPE_CHECKING:
     from .hyperpod_progress import Progressions
@@ -137,8 +139,22 @@ class Rollout:
                 self.life._set(self.cluster, node, "SystemUpdating", f"Applying software update {part.target} "
                                f"(batch {number})")
         self.later(SOFTWARE_UPDATE, lambda: self.batch_done(part))
+        self.later(ALARM_CHECK, lambda: self.watch_batch(part, part.done))
+
+    def watch_batch(self, part: GroupRollout, index: int) -> None:
+        """While batch `index` updates, an alarm in ALARM rolls the group back at once (checked again each
+        ALARM_CHECK twin seconds until the batch ends)."""
+        if part.done != index or part.group.software_update_status != "InProgress" or not self.alarms:
+            return
+        name = self.alarm()
+        if name is None:
+            self.later(ALARM_CHECK, lambda: self.watch_batch(part, index))
+            return
+        self.roll_back(part, f"alarm {name} is in ALARM during batch {index + 1}/{len(part.batches)}")
 
     def batch_done(self, part: GroupRollout) -> None:
+        if part.group.software_update_status != "InProgress":
+            return  # rolled back while it updated
         now = self.ctx.clock.wall()
         batch = part.batches[part.done]
         problem = self.life.lifecycle_script_problem(part.group)  # HyperPod runs the lifecycle again on each node
@@ -177,7 +193,7 @@ class Rollout:
         name = self.alarm()
         if name is None:
             return False
-        self.roll_back(part, f"alarm {name} is in ALARM")
+        self.roll_back(part, f"alarm {name} is in ALARM after batch {part.done}/{len(part.batches)}")
         return True
 
     def group_done(self, part: GroupRollout) -> None:

@@ -8,6 +8,7 @@ SHUTDOWN = 60.0  # ShuttingDown -> gone
 REBOOT = 180.0
 CLUSTER_DELETE = 300.0
 SOFTWARE_UPDATE = 600.0
+ALARM_CHECK = 60.0  # a rolling update checks its rollback alarms this often while a batch updates (1 period)
 CAPACITY_RETRY = 300.0  # Continuous mode retries a short group this often
 ROLLBACK = 120.0
 AUTO_REPAIR_DELAY = 60.0  # NodeRecovery=Automatic acts this long after a health finding

@@ -73,11 +73,12 @@ def test_percentage_batches_with_a_wait_complete(twin: Twin, sm: Any) -> None:
     assert any("5 node(s) in 3 batch(es) of at most 2" in t for t in texts), texts
 
 
-def test_an_alarm_rolls_the_updated_nodes_back_one_at_a_time(twin: Twin, sm: Any) -> None:
+def test_an_alarm_set_during_a_batch_rolls_the_updated_and_updating_nodes_back_one_at_a_time(
+    twin: Twin, sm: Any
+) -> None:
     cw = twin.boto3_client("cloudwatch")
     cw.put_metric_alarm(AlarmName="errors", MetricName="Errors", Namespace="Test", Statistic="Sum", Period=60,
                         EvaluationPeriods=1, Threshold=1, ComparisonOperator="GreaterThanOrEqualToThreshold")
-    cw.set_alarm_state(AlarmName="errors", StateValue="ALARM", StateReason="test")
     new, target = LATEST_IMAGE_RELEASE, DEFAULT_IMAGE_RELEASE
     sm.update_cluster_software(
         ClusterName=NAME,
@@ -87,14 +88,22 @@ def test_an_alarm_rolls_the_updated_nodes_back_one_at_a_time(twin: Twin, sm: Any
                                     "RollbackMaximumBatchSize": {"Type": "INSTANCE_COUNT", "Value": 1}},
             "AutoRollbackConfiguration": [{"AlarmName": "errors"}]})
     up, run = "SystemUpdating", "Running"
-    advance(twin, 601)  # batch 1 done, the alarm is in ALARM: the first updated node rolls back
-    assert state(sm) == (up, "RollbackInProgress", [(up, target), (run, target)] + [(run, new)] * 3)
+    advance(twin, 601)  # batch 1 done with the alarm OK; batch 2 starts (no wait)
+    assert state(sm) == (up, "InProgress", [(run, target)] * 2 + [(up, new)] * 2 + [(run, new)])
+    advance(twin, 200)
+    cw.set_alarm_state(AlarmName="errors", StateValue="ALARM", StateReason="test")
+    advance(twin, 61)  # the next check during batch 2 (not its end, 340 s away): the roll back starts now
+    assert state(sm) == (up, "RollbackInProgress", [(up, target), (run, target)] + [(up, new)] * 2 + [(run, new)])
+    texts = [e["Description"] for e in sm.list_cluster_events(ClusterName=NAME, MaxResults=100)["Events"]]
+    assert any("Alarm errors is in ALARM during batch 2/3" in t for t in texts), texts
+    advance(twin, 400)  # where batch 2 would have ended: it does not complete, nothing starts
+    assert state(sm)[1:] == ("RollbackInProgress", [(up, target), (run, target)] + [(up, new)] * 2 + [(run, new)])
+    advance(twin, 200)  # one node at a time (RollbackMaximumBatchSize 1)
+    assert state(sm)[1:] == ("RollbackInProgress", [(run, new), (up, target)] + [(up, new)] * 2 + [(run, new)])
     advance(twin, 601)
-    assert state(sm) == (up, "RollbackInProgress", [(run, new), (up, target)] + [(run, new)] * 3)
+    advance(twin, 601)
     advance(twin, 601)
     assert state(sm) == ("InService", "RollbackComplete", [(run, new)] * 5)
-    texts = [e["Description"] for e in sm.list_cluster_events(ClusterName=NAME, MaxResults=100)["Events"]]
-    assert any("Alarm errors is in ALARM" in t for t in texts), texts
     cw.set_alarm_state(AlarmName="errors", StateValue="OK", StateReason="test")
 
 

@@ -51,7 +51,7 @@ export function softwareForms(groups, act) {
   const rolling = h("form", { id: "rolling-form", novalidate: true },
     h("div", { class: "row" },
       field("Instance group", groupSelect("group", "rolling-group", groups, "every group")),
-      field("Roll back on CloudWatch alarm", h("input", { type: "text", name: "alarm", id: "rolling-alarm", spellcheck: "false" }), "Checked between batches.")),
+      field("Roll back on CloudWatch alarm", h("input", { type: "text", name: "alarm", id: "rolling-alarm", spellcheck: "false" }), "Watched during and between batches.")),
     batchFields("rolling"));
   const body = () => {
     const d = new FormData(rolling);

@@ -33,7 +33,7 @@ class RollingPolicy(WireModel):
 
 
 class AlarmRef(WireModel):
-    """A CloudWatch alarm HyperPod watches between batches; ALARM rolls the group back."""
+    """A CloudWatch alarm HyperPod watches during and between batches; ALARM rolls the group back."""
 
     alarm_name: str = Field(min_length=1, max_length=255, pattern=r"\S")
 

@@ -197,10 +197,10 @@ async def hyperpod_update_software(ctx: CallContext, req: SoftwareRequest) -> Op
     UpdateClusterSoftware. deploymentConfig as the API takes it: rollingUpdatePolicy.maximumBatchSize
     {type INSTANCE_COUNT|CAPACITY_PERCENTAGE, value} (all nodes at once when absent), rollbackMaximumBatchSize,
     waitIntervalInSeconds (0-3600) between batches, autoRollbackConfiguration [{alarmName}] (CloudWatch alarms
-    checked between batches; ALARM rolls the group back). Nodes of a batch are drained (pods evicted) and go
-    SystemUpdating. Run cluster_update_plan first to see the batches and the jobs they interrupt. Stages: plan,
-    update (progress per batch), report (every node's release). A roll back fails the operation with the alarm
-    and the nodes' releases in the error."""
+    HyperPod watches during and between batches; ALARM rolls the group back). Nodes of a batch are drained (pods
+    evicted) and go SystemUpdating. Run cluster_update_plan first to see the batches and the jobs they interrupt.
+    Stages: plan, update (progress per batch), report (every node's release). A roll back fails the operation with
+    the alarm and the nodes' releases in the error."""
     replayed = await ctx.app.runner.replay("hyperpod_software_update", ctx.idempotency_key, status_tool="operation_get")
     if replayed is not None:
         return replayed
