@@ -120,12 +120,14 @@ def main(count: int, nodes: int, park: float | None) -> None:
     url = f"http://127.0.0.1:{port}"
     tags = [f"fleet{i:02d}" for i in range(count)]
     try:
-        for _ in range(300):
+        healthy_by = time.monotonic() + 180  # a loaded machine starts the server slowly
+        while True:
+            assert cp.poll() is None and time.monotonic() < healthy_by, (tmp / "cp.log").read_text()[-2000:]
             try:
-                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                if httpx.get(url + "/healthz", timeout=2).status_code == 200:
                     break
             except httpx.HTTPError:
-                time.sleep(0.1)
+                time.sleep(0.2)
         time.sleep(2.0)
         idle_rss = rss_mb(cp.pid)
         auth = f"Bearer {(tmp / 'api-token').read_text().strip()}"
