@@ -1,8 +1,10 @@
 """Benchmark (issue 33, fleet): one control plane watching CLUSTERS twin clusters of NODES nodes each.
 
-Run: .venv/bin/python bench/bench_fleet.py [CLUSTERS] [NODES]   (default 20 x 500; loopback only; bounded in time)
+Run: .venv/bin/python bench/bench_fleet.py [CLUSTERS] [NODES] [--park SECONDS]
+     (default 20 x 500; loopback only; bounded in time)
 
-Starts a twin and `instantstart serve` (SQLite) as child processes and builds the fleet: the EKS stage of every
+Starts a twin and `instantstart serve` (SQLite) as child processes and builds the fleet: the account's VPC, internet
+gateway, NAT gateway and Elastic IP quotas raised to CLUSTERS + 5 (defaults 5), the EKS stage of every
 cluster through the control plane (cluster_create_eks, all submitted at once), then NODES HyperPod-labelled Nodes
 per cluster through the twin's bulk registration (`POST /_twin/kube/<cluster>/nodes/create`, one request per
 cluster). Then it reads every cluster once (cluster_get_status with its clusterTag: its watches start) and prints:
@@ -18,6 +20,7 @@ Prints the figures, their targets and ratios; asserts nothing about timing.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import subprocess
@@ -79,6 +82,11 @@ async def poll_spread(url: str, auth: str, tags: list[str], clients: int, second
 def build(client: httpx.Client, twin_url: str, tags: list[str], nodes: int) -> tuple[float, float]:
     """The fleet: every EKS stage (submitted together), then each cluster's nodes in one request. Returns (seconds
     to every EKS stage done, seconds to every node registered) from the start."""
+    # An account sized for a fleet: the VPC-side quotas raised as a platform team would (defaults: 5 each).
+    for service, code in (("vpc", "L-F678F1CE"), ("vpc", "L-A4707A72"), ("vpc", "L-FE5A380F"), ("ec2", "L-0263D0A3")):
+        raised = httpx.post(f"{twin_url}/_twin/quotas",
+                            json={"service_code": service, "quota_code": code, "value": len(tags) + 5}, timeout=30)
+        assert raised.status_code == 200, raised.text
     started = time.monotonic()
     refs = [client.post("/api/v1/clusters/eks", json={"clusterTag": tag}).json() for tag in tags]
     for ref in refs:
@@ -177,9 +185,9 @@ def main(count: int, nodes: int, park: float | None) -> None:
 
 
 if __name__ == "__main__":
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    park_arg = sys.argv[sys.argv.index("--park") + 1] if "--park" in sys.argv else None
-    if park_arg is not None:
-        args.remove(park_arg)
-    main(int(args[0]) if args else 20, int(args[1]) if len(args) > 1 else 500,
-         float(park_arg) if park_arg is not None else None)
+    parser = argparse.ArgumentParser(description="A twin fleet on one control plane.")
+    parser.add_argument("clusters", type=int, nargs="?", default=20)
+    parser.add_argument("nodes", type=int, nargs="?", default=500)
+    parser.add_argument("--park", type=float, default=None, help="the server's watch_idle_seconds; report parking")
+    parsed = parser.parse_args()
+    main(parsed.clusters, parsed.nodes, parsed.park)

@@ -134,6 +134,11 @@ def test_the_fleet_lists_health_reads_any_cluster_and_parks_idle_watches(
         resumed = health(client)["fla"]
         assert (resumed["watch"], resumed["numbers"]["nodes"]) == ("live", 4)
 
+        # A tag no cluster has: NOT_FOUND naming the known ones.
+        unknown = client.get("/api/v1/clusters/status", params={"clusterTag": "nope"})
+        assert unknown.status_code == 404, unknown.text
+        assert unknown.json()["error"]["details"]["knownTags"] == list(TAGS)
+
 
 def test_bulk_node_registration_names_what_is_wrong(twin: TwinProcess, cp: Running) -> None:
     with cp.client() as client:
