@@ -54,6 +54,7 @@ class Evaluator:
             for e in sorted(entries, key=lambda e: (e.last_at, e.id))])  # one poll's batch is stored newest first
         allocated: list[str] = []
         pods_key = informer_key(row.region, row.eks_cluster_name, "pods")
+        app.informers.reap()  # park what nobody read first, so the check below sees it (never restarts it)
         if not events_attachable(row):
             snap.unknown |= {"pod_crash_looping", "gpu_idle", "watch_stale"}
         elif pods_key in app.informers.parked:  # nobody read the cluster for a while: its pods are not watched
