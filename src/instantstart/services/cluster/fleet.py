@@ -139,6 +139,9 @@ async def fleet(app: AppContext) -> FleetListResult:
         FleetCluster(**c.model_dump(), health=cluster_health(app, c, alerts.get(c.cluster_tag, 0)))
         for c in listed.clusters
     ]
+    last, tags = app.owned.get(LAST, dict), {c.cluster_tag for c in listed.clusters}
+    for gone in [tag for tag in last if tag not in tags]:  # a deleted cluster's figures go with it
+        last.pop(gone, None)
     return FleetListResult(
         clusters=items,
         active_cluster=listed.active_cluster,
