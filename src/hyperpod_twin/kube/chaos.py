@@ -1,5 +1,5 @@
 """Control of the twin's Kubernetes API servers for tests: cut watches, block them or the whole API, hold write
-replies, compact history, expire Events.
+replies, compact history, expire Events, and register many Nodes in one request (a fleet built fast).
 
 Reached through `POST /_twin/kube/{cluster}/{action}` (the AWS side's control endpoints publish
 `twin.kube.control`; this module answers it for the clusters the Kubernetes plugin runs).
@@ -11,10 +11,12 @@ import datetime as dt
 from typing import Any
 
 from hyperpod_twin.kube.runtime import ClusterRuntime
-from hyperpod_twin.kube.store_errors import NotFoundError
+from hyperpod_twin.kube.store_errors import NotFoundError, StoreError
 
 EVENT_TTL_SECONDS = 3600.0  # kube-apiserver's default --event-ttl
-ACTIONS = ("watches/cut", "watches/block", "api/block", "writes/hold", "history/compact", "events/expire")
+ACTIONS = ("watches/cut", "watches/block", "api/block", "writes/hold", "history/compact", "events/expire",
+           "nodes/create")
+MAX_NODES_PER_CALL = 5000
 
 
 def _stamp(event: dict[str, Any]) -> float:
@@ -45,6 +47,27 @@ def expire_events(runtime: ClusterRuntime, older_than: float, now: float | None 
                 continue
             gone.append(f"{md.get('namespace', '')}/{md['name']}")
     return gone
+
+
+def create_nodes(runtime: ClusterRuntime, body: dict[str, Any]) -> dict[str, Any]:
+    """`nodes/create {"nodes": [Node, ...]}`: each Node stored as a POST /api/v1/nodes would (one ADDED event to
+    the watches each), in one request instead of one per Node; a bench builds thousands of them in seconds."""
+    nodes = body.get("nodes")
+    if not isinstance(nodes, list) or not nodes or len(nodes) > MAX_NODES_PER_CALL:
+        raise ValueError(f"nodes/create needs 'nodes': a list of 1 to {MAX_NODES_PER_CALL} Node objects")
+    rtype = runtime.store.find_type("", "nodes")
+    if rtype is None:
+        raise ValueError("this API server serves no nodes")
+    created = 0
+    for i, node in enumerate(nodes):
+        if not isinstance(node, dict) or not (node.get("metadata") or {}).get("name"):
+            raise ValueError(f"nodes[{i}].metadata.name: required (created before it: {created})")
+        try:
+            runtime.store.create(rtype, node)
+        except StoreError as exc:
+            raise ValueError(f"nodes[{i}]: {exc} (created before it: {created})") from exc
+        created += 1
+    return {"cluster": runtime.name, "created": created}
 
 
 def control(runtimes: dict[str, ClusterRuntime], cluster: str, action: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -81,6 +104,8 @@ def control(runtimes: dict[str, ClusterRuntime], cluster: str, action: str, body
     if action == "events/expire":
         older = float(body.get("olderThanSeconds", EVENT_TTL_SECONDS))
         return {"cluster": cluster, "expired": expire_events(runtime, older)}
+    if action == "nodes/create":
+        return create_nodes(runtime, body)
     raise ValueError(f"unknown action {action!r}; one of {', '.join(ACTIONS)}")
 
 

@@ -73,7 +73,7 @@ def build_context(settings: Settings, clock: Clock = time.monotonic) -> AppConte
         aws=aws,
         kube=KubeClients(aws),
         cache=DescribeCache(settings.status_cache_seconds, clock=clock),
-        informers=Informers(settings.watch_idle_seconds),
+        informers=Informers(settings.watch_idle_seconds, clock),
         db_reads=DbReadCache(clock=clock),
     )
 

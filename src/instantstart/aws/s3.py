@@ -27,12 +27,19 @@ def bucket_state(aws: AwsClients, region: str, bucket: str, owner: str) -> Bucke
 
 
 def create_bucket(aws: AwsClients, region: str, bucket: str, tags: list[dict[str, str]], owner: str) -> None:
-    """CreateBucket in `region` (LocationConstraint outside us-east-1), then its tags."""
+    """CreateBucket in `region` (LocationConstraint outside us-east-1), then its tags. BucketAlreadyOwnedByYou (S3's
+    answer outside us-east-1 when this account made it meanwhile: clusters of one installation created at once
+    share the project bucket) means the bucket is there: its creator tags it, this call changes nothing."""
     s3 = aws.s3(region)
     kwargs: dict[str, Any] = {"Bucket": bucket}
     if region != "us-east-1":
         kwargs["CreateBucketConfiguration"] = {"LocationConstraint": region}
-    call(f"create bucket {bucket}", s3.create_bucket, **kwargs)
+    try:
+        s3.create_bucket(**kwargs)
+    except Exception as exc:
+        if error_code(exc) == "BucketAlreadyOwnedByYou":
+            return
+        raise translate(exc, f"create bucket {bucket}") from exc
     call(
         f"tag bucket {bucket}",
         s3.put_bucket_tagging,

@@ -79,7 +79,9 @@ class Informer:
         self.health = WatchHealth(kind)
         self.synced = threading.Event()
         self.settled = threading.Event()  # the first answer came: synced, or the collection is absent
-        self.last_used = time.monotonic()
+        self.clock: Callable[[], float] = time.monotonic  # measures idleness (Informers sets its own)
+        self.last_used = self.clock()
+        self.stopped_idle = False  # stopped by itself for being unread (Informers.reap records it as parked)
         self.idle_seconds: float | None = None  # stop by itself after this long unread (set by Informers)
         self.derived: Any = None  # state a listener derives from the items (e.g. totals), owned by the caller
         self.memo: dict[str, tuple[Any, Any]] = {}  # readers' results memoised by the versions they read
@@ -307,7 +309,8 @@ class Informer:
             self._emit([change])
 
     def _idle(self) -> bool:
-        if self.idle_seconds is not None and time.monotonic() - self.last_used > self.idle_seconds:
+        if self.idle_seconds is not None and self.clock() - self.last_used > self.idle_seconds:
+            self.stopped_idle = True
             self.stop()
             return True
         return False

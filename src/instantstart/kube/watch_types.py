@@ -71,16 +71,20 @@ class InformerOptions:
 
 @dataclass
 class Informers:
-    """The running informers by key; each started on first use, stopped after `idle_seconds` unread, except a
-    pinned one (a feed whose listener records what it sees, started and stopped by its owner, not by reads)."""
+    """The running informers by key; each started on first use, stopped after `idle_seconds` unread ("parked":
+    `parked` keeps when, by `clock`, and a read resumes it), except a pinned one (a feed whose listener records
+    what it sees, started and stopped by its owner, not by reads). `clock` measures idleness (a test advances it)."""
 
     idle_seconds: float = 300.0
+    clock: Callable[[], float] = time.monotonic
     running: dict[str, Informer] = field(default_factory=dict)
+    parked: dict[str, float] = field(default_factory=dict)  # key → clock time it was stopped for being unread
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def get(self, key: str, factory: Callable[[], Informer], *, pinned: bool = False) -> Informer:
-        """The informer under `key`, started by `factory()` when absent or stopped; marks it used. `pinned`: it
-        never stops for being unread (only `stop` ends it)."""
+    def get(self, key: str, factory: Callable[[], Informer], *, pinned: bool = False, touch: bool = True) -> Informer:
+        """The informer under `key`, started by `factory()` when absent or stopped (a parked one resumes: it lists
+        again); marks it used unless `touch` is False (a background reader that must not keep it from parking).
+        `pinned`: it never stops for being unread (only `stop` ends it)."""
         self.reap()
         with self._lock:
             informer = self.running.get(key)
@@ -88,26 +92,31 @@ class Informers:
                 if pinned:
                     refuse_write(f"start the feed {key}")  # a feed records what it sees: its owner starts it
                 informer = factory()
+                informer.clock, informer.last_used = self.clock, self.clock()  # before its thread checks idleness
                 informer.idle_seconds = None if pinned else self.idle_seconds
                 self.running[key] = informer.start()
+                self.parked.pop(key, None)
             elif pinned:
                 informer.idle_seconds = None
-            informer.last_used = time.monotonic()
+            if touch:
+                informer.last_used = self.clock()
             return informer
 
     def peek(self, key: str) -> Informer | None:
-        """The running informer under `key`, if any; starts nothing."""
+        """The running informer under `key`, if any; starts nothing and does not count as a read."""
         with self._lock:
             informer = self.running.get(key)
             return None if informer is None or informer.stopped else informer
 
     def reap(self) -> list[str]:
-        """Stop the informers nobody read for `idle_seconds` (never a pinned one); returns their keys."""
-        now = time.monotonic()
+        """Park the informers nobody read for `idle_seconds` (never a pinned one): stop them (their items are
+        released) and record when; one that stopped itself for idleness is recorded too. Returns their keys."""
+        now = self.clock()
         with self._lock:
-            idle = [k for k, i in self.running.items()
-                    if i.idle_seconds is not None and now - i.last_used > self.idle_seconds]
+            idle = [k for k, i in self.running.items() if i.idle_seconds is not None
+                    and (now - i.last_used > i.idle_seconds or (i.stopped and i.stopped_idle))]
             stopped = [self.running.pop(k) for k in idle]
+            self.parked.update(dict.fromkeys(idle, now))
         for informer in stopped:
             informer.stop()
         return idle

@@ -40,6 +40,7 @@ def _import_operation_modules() -> None:
         create,
         deletion,
         eks_stage,
+        fleet,
         hyperpod_stage,
         import_existing,
         preflight,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Index, Integer, String, Text, select
+from sqlalchemy import JSON, Index, Integer, String, Text, func, select
 from sqlalchemy.orm import Mapped, mapped_column
 
 from instantstart.store.db import Database
@@ -42,6 +42,15 @@ def open_alerts(db: Database) -> list[AlertRow]:
         for row in rows:
             session.expunge(row)
         return rows
+
+
+def open_counts(db: Database) -> dict[str, int]:
+    """Open alerts per cluster tag (clusters without one are absent)."""
+    with db.read_session() as session:
+        rows = session.execute(
+            select(AlertRow.cluster_tag, func.count()).where(AlertRow.state == OPEN).group_by(AlertRow.cluster_tag)
+        ).all()
+        return {str(tag): int(count) for tag, count in rows}
 
 
 def query(db: Database, *, state: str | None = None, cluster_tag: str | None = None, rule: str | None = None,

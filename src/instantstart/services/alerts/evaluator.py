@@ -53,10 +53,14 @@ class Evaluator:
             {"namespace": e.namespace, "object_name": e.object_name, "message": e.message, "last_at": e.last_at}
             for e in sorted(entries, key=lambda e: (e.last_at, e.id))])  # one poll's batch is stored newest first
         allocated: list[str] = []
+        pods_key = informer_key(row.region, row.eks_cluster_name, "pods")
+        app.informers.reap()  # park what nobody read first, so the check below sees it (never restarts it)
         if not events_attachable(row):
             snap.unknown |= {"pod_crash_looping", "gpu_idle", "watch_stale"}
-        else:
-            pods = informer(app, row.tag, row.region, row.eks_cluster_name, "pods")
+        elif pods_key in app.informers.parked:  # nobody read the cluster for a while: its pods are not watched
+            snap.unknown |= {"pod_crash_looping", "gpu_idle"}
+        else:  # not a read: the evaluator never keeps a cluster's pods watched by itself (see Informers.reap)
+            pods = informer(app, row.tag, row.region, row.eks_cluster_name, "pods", touch=False)
             if not pods.settled.is_set():  # just started (a restarted server): no pod is known yet
                 snap.unknown |= {"pod_crash_looping", "gpu_idle"}
             snap.pods = list(pods.snapshot()[1].values())

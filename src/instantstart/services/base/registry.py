@@ -12,7 +12,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from instantstart.catalog import operation
-from instantstart.catalog.base import NoInput, WireModel
+from instantstart.catalog.base import WireModel
 from instantstart.context import CallContext, StageContext
 from instantstart.errors import Conflict, InstantStartError, NotFound, PreconditionFailed, ProviderError
 from instantstart.kube.reads import cluster_version
@@ -272,12 +272,6 @@ def scope_region(db: Database, scope: RegionScope, server_region: str) -> str:
 def set_active_cluster(db: Database, tag: str) -> None:
     """Record `tag` as the active cluster."""
     write_state(db, ACTIVE_CLUSTER_KEY, tag)
-
-
-@operation("cluster_list_all", method="GET", path="/clusters")
-async def cluster_list_all(ctx: CallContext, req: NoInput) -> ClusterListResult:
-    """Every managed cluster with its stage statuses and which one is active."""
-    return await to_thread.run_sync(list_clusters, ctx.app.db)
 
 
 async def activate_cluster(stage: StageContext, tag: str) -> dict[str, Any]:

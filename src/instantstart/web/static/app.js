@@ -1,4 +1,4 @@
-// The shell: hash router, active-cluster switcher, banner, manual refresh, live connection.
+// The shell: hash router, active-cluster switcher (the header's and shell.switchCluster for pages), banner, manual refresh, live connection.
 import { ApiError, get, post } from "./api.js";
 import { h } from "./dom.js";
 import { askSnapshot, connect, events } from "./live.js";
@@ -6,6 +6,7 @@ import { startBell } from "./alerts.js";
 import * as admin from "./admin.js";
 import * as alertSettings from "./alert_settings.js";
 import * as clusters from "./clusters.js";
+import * as fleet from "./fleet.js";
 import * as inference from "./inference.js";
 import * as monitoring from "./monitoring.js";
 import * as operations from "./operations.js";
@@ -13,7 +14,7 @@ import * as storage from "./storage.js";
 import * as training from "./training.js";
 import * as usage from "./usage.js";
 
-const pages = { clusters, operations, monitoring, storage, training, inference, usage, admin, alerts: alertSettings };
+const pages = { clusters, fleet, operations, monitoring, storage, training, inference, usage, admin, alerts: alertSettings };
 const view = document.getElementById("view");
 const banner = document.getElementById("banner");
 const select = document.getElementById("active-cluster");
@@ -53,19 +54,25 @@ export const shell = {
   },
 };
 
-select.addEventListener("change", async () => {
-  const tag = select.value;
-  if (!tag) return;
+// cluster_switch to `tag`, then the cluster list again; true when it succeeded (a failure is in the banner).
+shell.switchCluster = async (tag) => {
   select.disabled = true;
   try {
     shell.banner(`Switching the active cluster to ${tag}…`, "info");
     const ref = await post(`/clusters/${encodeURIComponent(tag)}/switch`, {});
     const op = await shell.waitFor(ref.operationId);
-    if (op.status !== "SUCCEEDED") shell.fail(new ApiError(409, op.error ?? { message: `switch ${op.status}` }));
+    const ok = op.status === "SUCCEEDED";
+    if (!ok) shell.fail(new ApiError(409, op.error ?? { message: `switch ${op.status}` }));
     else shell.banner("");
     await shell.reloadClusters();
-    current?.refresh();
-  } catch (err) { shell.fail(err); } finally { select.disabled = false; }
+    return ok;
+  } finally { select.disabled = false; }
+};
+
+select.addEventListener("change", async () => {
+  const tag = select.value;
+  if (!tag) return;
+  try { await shell.switchCluster(tag); current?.refresh(); } catch (err) { shell.fail(err); }
 });
 
 document.getElementById("refresh").addEventListener("click", async () => {

@@ -3,7 +3,7 @@
 // cluster timeline. Live over the WebSocket. #/monitoring/<node> is one node's page.
 import { get } from "./api.js";
 import { badge, errorBox, h, replace, table, when } from "./dom.js";
-import { events } from "./live.js";
+import { askSnapshot, events } from "./live.js";
 import { nodeTable } from "./capacity.js";
 import { observabilityCard } from "./gpu_chart.js";
 import { renderNode } from "./monitoring_node.js";
@@ -26,7 +26,8 @@ export async function render(view, arg, shell) {
   const timeline = timelineCard("timeline", "Timeline", {}, { events: true });
   const validation = validationCard(shell);
   const podLogs = podLogsCard(shell);
-  replace(view, h("div", { class: "stack" }, summary, gpus, observability.card, filters, nodes, validation.card, work, podLogs.card,
+  const switcher = clusterSwitcher(shell, () => refresh());
+  replace(view, h("div", { class: "stack" }, switcher.card, summary, gpus, observability.card, filters, nodes, validation.card, work, podLogs.card,
     jobsCard, endpointsCard, timeline.card));
 
   // The filters: text (names), instance type, instance group, node health, namespace (where each applies).
@@ -204,5 +205,28 @@ export async function render(view, arg, shell) {
   events.addEventListener("resources", onResources);
   const gpuTimer = setInterval(() => observability.refresh(), 15000);  // the workspace scrapes every 30 s
   await refresh();
-  return { refresh, dispose: () => { events.removeEventListener("resources", onResources); clearInterval(gpuTimer); validation.dispose(); } };
+  return { refresh, dispose: () => { events.removeEventListener("resources", onResources); clearInterval(gpuTimer); validation.dispose(); switcher.dispose(); } };
+}
+
+// The Monitoring page's cluster switcher: every managed cluster with its fleet health; choosing one makes it the
+// active cluster (cluster_switch) and the page shows it (the Fleet page compares them all).
+function clusterSwitcher(shell, switched) {
+  const select = h("select", { id: "monitor-cluster", name: "cluster" });
+  const card = h("section", { class: "card", id: "cluster-switcher", "data-op": "cluster_switch" },
+    h("div", { class: "card-head" }, h("label", { for: "monitor-cluster" }, "Cluster shown"), select,
+      h("span", { class: "spacer" }), h("a", { href: "#/fleet" }, "Fleet overview")));
+  const fill = (data) => {
+    if (!data) return;
+    replace(select, data.clusters.map((c) => h("option", { value: c.clusterTag },
+      `${c.clusterTag} (${c.region}) — ${c.health?.state ?? "unknown"}`)));
+    select.value = data.activeCluster ?? "";
+  };
+  const onClusters = (e) => fill(e.detail);
+  select.addEventListener("change", async () => {
+    if (!select.value || select.value === shell.clusters?.activeCluster) return;
+    try { if (await shell.switchCluster(select.value)) { await switched(); askSnapshot(); } } catch (err) { shell.fail(err); }
+  });
+  events.addEventListener("clusters", onClusters);
+  fill(shell.clusters);
+  return { card, dispose: () => events.removeEventListener("clusters", onClusters) };
 }

@@ -147,9 +147,10 @@ def informer_key(region: str, eks_cluster: str, kind: str) -> str:
     return f"{region}:{eks_cluster}:{kind}"
 
 
-def informer(app: AppContext, tag: str, region: str, eks_cluster: str, kind: str, *, pinned: bool = False) -> Informer:
-    """The running informer of `kind` for the cluster, started when absent (marks it read); `pinned`: never
-    stopped for being unread (a feed the cluster registry starts, see monitoring.feeds)."""
+def informer(app: AppContext, tag: str, region: str, eks_cluster: str, kind: str, *, pinned: bool = False,
+             touch: bool = True) -> Informer:
+    """The running informer of `kind` for the cluster, started when absent (marks it read unless `touch` is False);
+    `pinned`: never stopped for being unread (a feed the cluster registry starts, see monitoring.feeds)."""
 
     if kind not in WATCHED_KINDS:
         raise KeyError(f"no watch is registered for {kind!r} (registered: {', '.join(sorted(WATCHED_KINDS))}); "
@@ -176,7 +177,7 @@ def informer(app: AppContext, tag: str, region: str, eks_cluster: str, kind: str
         created.derived = derived
         return created
 
-    return app.informers.get(informer_key(region, eks_cluster, kind), factory, pinned=pinned)
+    return app.informers.get(informer_key(region, eks_cluster, kind), factory, pinned=pinned, touch=touch)
 
 
 @dataclass

@@ -6,6 +6,7 @@ from typing import Any
 
 from instantstart.context import AppContext
 from instantstart.errors import ProviderError
+from instantstart.kube.informers import Informer
 from instantstart.services.base.watch.digest import NodeDigest, digest
 from instantstart.services.base.watch.state import (
     STATUS_KINDS,
@@ -20,6 +21,19 @@ from instantstart.store.models import ClusterRow
 Obj = dict[str, Any]
 
 
+def watched_digest(nodes: Informer, pods: Informer) -> NodeDigest:
+    """The node digest of the watched nodes and pods, computed once per change of either (memoised)."""
+    alloc: Allocations = pods.derived.allocations
+
+    def compute() -> NodeDigest:
+        _, items = nodes.snapshot()
+        _, used = alloc.snapshot()
+        return digest(items, used)
+
+    found: NodeDigest = memoised(nodes, "digest", (nodes.version, alloc.version), compute)
+    return found
+
+
 async def node_state(app: AppContext, row: ClusterRow) -> tuple[NodeDigest, list[Obj], Freshness]:
     """(node digest, storage claims, freshness) of the cluster from its watches. The first read of a
     cluster waits for the initial lists (bounded); every later read is served from memory at once."""
@@ -32,14 +46,7 @@ async def node_state(app: AppContext, row: ClusterRow) -> tuple[NodeDigest, list
             f"the watches of {row.eks_cluster_name} have not synced yet{': ' + errors if errors else ''}",
             retryable=True,
         )
-    alloc: Allocations = pods.derived.allocations
-
-    def compute() -> NodeDigest:
-        _, items = nodes.snapshot()
-        _, used = alloc.snapshot()
-        return digest(items, used)
-
-    node_digest: NodeDigest = memoised(nodes, "digest", (nodes.version, alloc.version), compute)
+    node_digest = watched_digest(nodes, pods)
     claims: list[Obj] = memoised(
         pvcs, "claims", (pvcs.version,),
         lambda: sorted(pvcs.snapshot()[1].values(), key=lambda c: (c["namespace"], c["name"])),
