@@ -140,6 +140,18 @@ def test_two_teams_borrow_reclaim_and_preemption_over_mcp(cp: Running, twin: Twi
         "deploymentCommand": "vllm serve Qwen/Qwen3-0.6B --max-model-len 1280", "gpuCount": 1,
         "namespace": "hyperpod-ns-b"})
     assert denied and server["error"]["code"] == "FORBIDDEN", server
+    # Every other way a member submits a workload follows the same rule (services/teams/placement.py).
+    elsewhere = {"namespace": "hyperpod-ns-b", "instanceType": "ml.g5.12xlarge"}
+    for tool, args in (
+            ("ray_job_submit", {"jobName": "rl", "image": "example/ray:1", "entrypoint": "python3 train.py"}),
+            ("training_recipe_submit", {"recipe": "verl", "jobName": "rl2"}),
+            ("inference_jumpstart_deploy", {"modelId": "huggingface-llm-qwen2-5-7b-instruct"}),
+            ("inference_managed_deploy", {"name": "qwen", "modelName": "qwen", "image": "vllm/vllm-openai:v0.11.0",
+                                          "gpuCount": 1, "modelSource": {"type": "huggingface",
+                                                                         "huggingFaceModelId": "Qwen/Qwen3-0.6B"}})):
+        denied, refused = call(as_alice, tool, {**args, **elsewhere})
+        assert denied and refused["error"]["code"] == "FORBIDDEN", (tool, refused)
+        assert "hyperpod-ns-a" in refused["error"]["hint"], (tool, refused)
 
     # bob needs b's quota back: a's borrowing job is preempted and requeued, b's is admitted.
     submit(as_bob, "b1")
