@@ -200,7 +200,6 @@ async def submit_job(ctx: CallContext, shape: JobShape, image: str, entry: list[
     sched = scheduling.scheduling(shape.queue_name, shape.priority, shape.topology)
     await blocking(scheduling.check_scheduling, ctx.app, row, shape.namespace, sched)
     r = shape.recovery
-    monitors = checks.hang_monitors(shape.hang_detection)
     spec = training_manifests.JobSpec(
         name=shape.job_name,
         namespace=shape.namespace,
@@ -223,7 +222,7 @@ async def submit_job(ctx: CallContext, shape: JobShape, image: str, entry: list[
             r.eval_period_seconds,
             r.max_full_job_restarts,
             r.clean_pod_policy,
-            monitors,
+            checks.hang_monitors(shape.hang_detection),
             r.ttl_seconds_after_finished,
         ),
         elastic=(shape.elastic.min_replicas, shape.elastic.max_replicas) if shape.elastic else None,
