@@ -107,6 +107,10 @@ class Holds:
                     version = event["object"].metadata.resource_version
             except urllib3.exceptions.ProtocolError:
                 continue
+            except k8s.ApiException as exc:
+                if exc.status != 410:  # 410 Gone: too old a resourceVersion, list afresh
+                    raise
+                version = None
 
     def _see(self, p: Any) -> None:
         gpus = int((p.spec.containers[0].resources.limits or {}).get("nvidia.com/gpu", 0))
@@ -249,7 +253,7 @@ def test_two_teams_borrow_reclaim_and_preemption_over_mcp(cp: Running, twin: Twi
         assert mcp_wait(ops, ref["operationId"])["status"] == "SUCCEEDED", ref
     until(lambda: not core.list_namespaced_pod("hyperpod-ns-a").items + core.list_namespaced_pod(
         "hyperpod-ns-b").items, "every pod of the teams gone", timeout=60)
-    until(lambda: all(h[4] is not None for h in holds.seen.values()), "every hold's end seen")
+    until(lambda: all(h[4] is not None for h in list(holds.seen.values())), "every hold's end seen")
     truth = holds.stop()
     names = sorted(name for _, name, *_ in truth.values())
     assert {"a1-pod-0", "a2-pod-0", "b1-pod-0"} <= set(names), names
