@@ -28,7 +28,7 @@ EXCLUSIONS = {
 
 # Every route of the UI; the detail routes are filled in by the walk (a node, a running and a cancelled operation).
 PAGES = ["clusters", "operations", "storage", "monitoring", "training", "training/walk-job", "inference",
-         "inference/walk-model", "usage", "alerts", "admin"]
+         "inference/walk-model", "teams", "usage", "alerts", "admin"]
 
 # Visible elements only (collapsed <details> opened first). A progress panel's data-operation is the id of the
 # operation it shows, not an operation offered.
@@ -51,7 +51,7 @@ def catalog_names() -> set[str]:
 
 @pytest.fixture(scope="module")
 def walk(served: Served) -> Iterator[dict[str, str]]:
-    """A full cluster (nodes, the S3 claim), a second user, an own token, an operation left running and one
+    """A full cluster (nodes, the S3 claim), a second user in a team, an own token, an operation left running and one
     cancelled: their ids and a node."""
     with served.api() as api:
         ref = api.post("/api/v1/clusters", json={"clusterTag": TAG, "instanceType": "ml.g6.4xlarge",
@@ -65,12 +65,17 @@ def walk(served: Served) -> Iterator[dict[str, str]]:
         # What the row controls act on: a training job (its delete), a file in the claim (open, delete), a group
         # at 0 (Karpenter is enabled for it after the walk) and an EKS managed node group (scale, delete), which
         # the product never creates: made with boto3, like an operator's own.
-        ref = api.post("/api/v1/capacity/advanced-features", json={"trainingOperator": {"enabled": True}}).json()
+        ref = api.post("/api/v1/capacity/advanced-features", json={"trainingOperator": {"enabled": True},
+                                                                       "taskGovernance": {"enabled": True}}).json()
         assert wait_terminal(api, ref["operationId"], timeout=240)["status"] == "SUCCEEDED"
         job = api.post("/api/v1/training/jobs", json={
             "jobName": "walk-job", "image": "example/train:1", "command": "train.py", "instanceType": "ml.g6.4xlarge",
             "podAnnotations": {"twin.instantstart.io/run-seconds": str(int(3600 * CLOCK_SCALE))}}).json()
         assert wait_terminal(api, job["operationId"], timeout=120)["status"] == "SUCCEEDED"
+        # A team (the Teams page's rows offer team_update and team_delete).
+        ref = api.post("/api/v1/teams", json={"name": "walkers", "members": ["walker"], "quota": {
+            "instanceType": "ml.g6.4xlarge", "accelerators": 1}}).json()
+        assert wait_terminal(api, ref["operationId"], timeout=120)["status"] == "SUCCEEDED", ref
         wrote = api.post("/api/v1/workspace/files", json={"path": "walk/notes.txt", "contentBase64": "bm90ZXMK"})
         assert wrote.status_code == 200, wrote.text
         ref = api.post("/api/v1/capacity/instance-groups", json={

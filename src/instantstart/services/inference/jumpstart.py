@@ -18,10 +18,11 @@ from instantstart.manifests import inference_endpoint as iec
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.waiting import blocking, wait_until
-from instantstart.services.base.registry import submit_for_cluster
+from instantstart.services.base.registry import resolve_tag, submit_for_cluster
 from instantstart.services.core.instance_types import catalog
 from instantstart.services.inference.managed import ManagedParams
 from instantstart.services.inference.services import cluster_row
+from instantstart.services.teams.placement import in_team_namespace
 from instantstart.validation import ClusterTag, KubeName
 
 KIND = "inference_jumpstart_deploy"
@@ -120,6 +121,8 @@ async def inference_jumpstart_deploy(ctx: CallContext, req: JumpStartRequest) ->
     applied when the JumpStart hub does not list instanceType among the model's supported types (the error names
     them). Call it with inference_call_model service_name=<name> (InvokeEndpoint, else its Service). Needs the
     operator (inferenceOperator advanced feature)."""
+    tag = await blocking(resolve_tag, ctx.app.db, req.cluster_tag)
+    req = await in_team_namespace(ctx, tag, req.model_copy(update={"cluster_tag": tag}))
     params = await blocking(_check, ctx.app, req)
     return await submit_for_cluster(ctx, KIND, params.cluster_tag, params, status_tool="operation_get",
                                     poll_after_seconds=15, workload=(params.namespace, params.name))

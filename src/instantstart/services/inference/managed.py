@@ -22,7 +22,7 @@ from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.params import ParamsModel
 from instantstart.operations.waiting import blocking, wait_until
-from instantstart.services.base.registry import submit_for_cluster
+from instantstart.services.base.registry import resolve_tag, submit_for_cluster
 from instantstart.services.base.status_model import WatchFreshness
 from instantstart.services.base.watch import custom, watched
 from instantstart.services.base.watch.state import memoised
@@ -31,6 +31,7 @@ from instantstart.services.inference.managed_autoscaling import ManagedAutoscali
 from instantstart.services.inference.managed_models import KvCache, ModelSource
 from instantstart.services.inference.placement import endpoint_cpu_memory
 from instantstart.services.inference.services import cluster_row
+from instantstart.services.teams.placement import in_team_namespace
 from instantstart.store.models import ClusterRow
 from instantstart.validation import ClusterTag, InvocationPath, KubeName
 
@@ -165,7 +166,10 @@ async def inference_managed_deploy(ctx: CallContext, req: ManagedRequest) -> Ope
     FSx or Hugging Face; KV cache L1/L2; intelligent routing; TLS output; autoscaling). Refused when
     inference_managed_lint finds an error, or when the operator is not installed (hyperpod_update_advanced_features
     inferenceOperator).
-    Finished when the config's DeploymentComplete condition is True."""
+    Finished when the config's DeploymentComplete condition is True. A member's model server goes to (only) their
+    team's namespace."""
+    tag = await blocking(resolve_tag, ctx.app.db, req.cluster_tag)
+    req = await in_team_namespace(ctx, tag, req.model_copy(update={"cluster_tag": tag}))
     verdict = lint_request(req)
     errors = [f for f in verdict.findings if f.severity == "error"]
     if errors:

@@ -24,6 +24,7 @@ from instantstart.operations.waiting import blocking
 from instantstart.services.base.fsx_claims import mountable_fsx
 from instantstart.services.base.registry import get_cluster, resolve_tag, submit_for_cluster
 from instantstart.services.core import sizing
+from instantstart.services.teams.placement import in_team_namespace
 from instantstart.services.training import checks
 from instantstart.services.training.env import ENV_DESCRIPTION, EnvEntry, spec_env
 from instantstart.services.training.models import JobPod, JobSummary, job_pod
@@ -117,6 +118,7 @@ async def submit_ray(ctx: CallContext, req: RayJobRequest, entry: list[str], *, 
         for w in entry
     )
     tag = await blocking(resolve_tag, ctx.app.db, req.cluster_tag)
+    req = await in_team_namespace(ctx, tag, req)  # a member's Ray job goes to (only) their team's namespace
     row = await blocking(get_cluster, ctx.app.db, tag)
     env, service_account = spec_env(req.env), None
     if req.mlflow is not None:

@@ -218,11 +218,13 @@ async def _submit_on_kuberay(ctx: CallContext, recipe: Recipe, req: RecipeReques
                                      f"Leave {name} out; it applies to HyperPodPyTorchJob recipes.")
     gpus = checks.gpus_per_node(req.instance_type, req.gpus_per_node)
     words, env, values = render(recipe, req.fields, {"nodes": str(req.nodes), "gpusPerNode": str(gpus)})
+    # Only a namespace the caller gave: none given, the team placement picks it (services/teams/placement.py).
+    given: dict[str, Any] = {"namespace": req.namespace} if "namespace" in req.model_fields_set else {}
     ray = RayJobRequest(
         job_name=req.job_name, image=req.image or recipe.image, entrypoint=shlex.join(words),
         instance_type=req.instance_type, nodes=req.nodes, gpus_per_node=gpus, efa=req.efa, env={**env, **req.env},
         retries=min(req.recovery.job_max_retry_count, 10), s3_claim=req.s3_claim, fsx_claim=req.fsx_claim,
-        pod_annotations=dict(req.pod_annotations), namespace=req.namespace, cluster_tag=req.cluster_tag,
-        mlflow=req.mlflow,
+        pod_annotations=dict(req.pod_annotations), cluster_tag=req.cluster_tag, mlflow=req.mlflow,
+        **given,
     )
     return await submit_ray(ctx, ray, words, recipe=recipe.name, needs_claim=needs_s3(recipe, values))

@@ -11,10 +11,11 @@ import * as inference from "./inference.js";
 import * as monitoring from "./monitoring.js";
 import * as operations from "./operations.js";
 import * as storage from "./storage.js";
+import * as teams from "./teams.js";
 import * as training from "./training.js";
 import * as usage from "./usage.js";
 
-const pages = { clusters, fleet, operations, monitoring, storage, training, inference, usage, admin, alerts: alertSettings };
+const pages = { clusters, fleet, operations, monitoring, storage, training, inference, teams, usage, admin, alerts: alertSettings };
 const view = document.getElementById("view");
 const banner = document.getElementById("banner");
 const select = document.getElementById("active-cluster");
