@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from instantstart.services.monitoring.state import STATUS_KINDS, informer_key
+from instantstart.services.base.watch.state import STATUS_KINDS, informer_key
 
 from instantstart.manifests.training import POD_JOB_LABEL
 from instantstart.twin_process import TwinProcess

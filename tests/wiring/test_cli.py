@@ -53,7 +53,8 @@ def test_wait_polls_to_the_terminal_state_with_progress(server: Running, tmp_pat
 def test_json_output_and_errors(server: Running) -> None:
     listing = run_cli(server, "cluster", "list-all", "-o", "json")
     assert listing.returncode == 0
-    assert json.loads(listing.stdout) == {"clusters": [], "activeCluster": None, "count": 0}
+    assert json.loads(listing.stdout) == {"clusters": [], "activeCluster": None, "count": 0, "watched": 0,
+                                          "watchIdleSeconds": 300.0}
     table = run_cli(server, "cluster", "list-all")
     assert "count" in table.stdout and "0" in table.stdout
     missing = run_cli(server, "cluster", "switch", "--cluster-tag", "ghost")
