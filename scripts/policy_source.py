@@ -96,6 +96,8 @@ def policy() -> dict[str, Any]:
             statement(
                 "LookupsRead",
                 [
+                    "cloudwatch:DescribeAlarms",
+                    "sagemaker:ListClusterSchedulerConfigs",
                     "ec2:DescribeAddresses",
                     "ec2:DescribeAvailabilityZones",
                     "ec2:DescribeInstanceTypeOfferings",
@@ -185,6 +187,7 @@ def policy() -> dict[str, Any]:
                     "eks:DescribeCluster",
                     "eks:DescribeNodegroup",
                     "eks:DescribePodIdentityAssociation",
+                    "eks:DescribeUpdate",
                     "eks:ListAccessEntries",
                     "eks:ListAddons",
                     "eks:ListAssociatedAccessPolicies",
@@ -192,6 +195,7 @@ def policy() -> dict[str, Any]:
                     "eks:ListPodIdentityAssociations",
                     "eks:TagResource",
                     "eks:UpdateAddon",
+                    "eks:UpdateClusterVersion",
                     "eks:UpdateNodegroupConfig",
                 ],
                 [
@@ -226,6 +230,24 @@ def policy() -> dict[str, Any]:
                     "sagemaker:UpdateClusterSoftware",
                 ],
                 ["arn:aws:sagemaker:*:*:cluster/*"],
+            ),
+            # Task governance (teams): the cluster's scheduler config and one compute quota per team.
+            statement(
+                "TaskGovernance",
+                [
+                    "sagemaker:CreateClusterSchedulerConfig",
+                    "sagemaker:CreateComputeQuota",
+                    "sagemaker:DeleteComputeQuota",
+                    "sagemaker:DescribeClusterSchedulerConfig",
+                    "sagemaker:DescribeComputeQuota",
+                    "sagemaker:UpdateClusterSchedulerConfig",
+                    "sagemaker:UpdateComputeQuota",
+                ],
+                [
+                    "arn:aws:sagemaker:*:*:cluster-scheduler-config/*",
+                    "arn:aws:sagemaker:*:*:compute-quota/*",
+                    "arn:aws:sagemaker:*:*:cluster/*",
+                ],
             ),
             statement("TrainingPlans", ["sagemaker:DescribeTrainingPlan"], ["arn:aws:sagemaker:*:*:training-plan/*"]),
             statement("InvokeInferenceEndpoints", ["sagemaker:InvokeEndpoint"], ["arn:aws:sagemaker:*:*:endpoint/*"]),

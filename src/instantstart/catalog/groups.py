@@ -28,6 +28,8 @@ GROUP_DESCRIPTIONS: dict[str, str] = {
     "user": "Users and roles (viewer, member, operator, admin): who am I, and the admin's user management.",
     "token": "Your named, expiring API tokens: create (shown once), list, revoke.",
     "audit": "The audit trail: who called what, through which face and token, and the outcome (admin).",
+    "team": "Teams as HyperPod task governance: a namespace, its Kueue queue and a compute quota per team, with "
+    "members.",
     "usage": "Accelerator usage: GPU-hours, Neuron-device-hours and node-hours per team and per user, with CSV.",
     "ray": "Ray-native training on KubeRay: submit a RayJob with its own Ray cluster on HyperPod nodes.",
     "workspace": "Files of an S3 claim, one by one through the control plane (list, read, write, delete), and "

@@ -86,10 +86,10 @@ def test_deletion_planning_reads_answer(twin: Twin) -> None:
 
 
 def test_unimplemented_call_is_a_client_error_not_a_500(twin: Twin) -> None:
-    # moto 5.2.5 has no SageMaker ClusterSchedulerConfig; a bare 500 would be retried for minutes.
+    # moto 5.2.5 has no SageMaker ListOptimizationJobs (nor has the twin); a bare 500 would be retried for minutes.
     sm = twin.boto3_client("sagemaker")
     with pytest.raises(ClientError) as err:
-        sm.list_cluster_scheduler_configs()
+        sm.list_optimization_jobs()
     assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
     assert err.value.response["Error"]["Code"] == "UnknownOperationException"
     assert err.value.response["ResponseMetadata"]["RetryAttempts"] == 0

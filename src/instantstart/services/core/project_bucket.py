@@ -18,7 +18,7 @@ from instantstart.services.core.ledger import TAG_INSTALLATION, aws_tags, record
 from instantstart.settings import Settings
 from instantstart.store.db import Database
 from instantstart.store.models import ResourceRow
-from instantstart.store.state import read_state, write_state
+from instantstart.store.state import claim_state, read_state
 
 SHARE = "s3:prefix"  # ledger type: one cluster's prefixes of the project bucket
 # instantstart-<account>-<region>[-<hex suffix>]: the names ensure_project_bucket makes (and the legacy one).
@@ -29,8 +29,10 @@ def _remembered_key(region: str) -> str:
     return f"project-bucket:{region}"
 
 
-def _remember(db: Database, region: str, name: str) -> None:
-    write_state(db, _remembered_key(region), name)
+def _remember(db: Database, region: str, name: str) -> str:
+    """Remember `name` as the region's project bucket unless one is remembered already; the one remembered (so
+    clusters created at once agree on one bucket)."""
+    return str(claim_state(db, _remembered_key(region), name))
 
 
 def remembered_bucket(db: Database, region: str) -> str | None:
@@ -74,8 +76,7 @@ def ensure_project_bucket(
     configured = settings.project_bucket
     name = configured or remembered_bucket(db, region)
     if name is None:
-        name = f"instantstart-{account}-{region}-{secrets.token_hex(4)}"
-        _remember(db, region, name)
+        name = _remember(db, region, f"instantstart-{account}-{region}-{secrets.token_hex(4)}")
     if not verify_owned(aws, db, region, name, configured=bool(configured)):
         tags = aws_tags(cluster_tag, operation_id, installation=installation_id(db))
         s3.create_bucket(aws, region, name, tags, account)
