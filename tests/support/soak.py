@@ -162,10 +162,8 @@ class SoakMachine(RuleBasedStateMachine):
         secret = secrets.token_hex(16)
         self.h.secrets.add(secret)
         body = {"webhookUrl": "https://hooks.example.com/soak", "webhookSecret": secret}
-        if face == "mcp":
-            self.h.mcp("alert_channels_update", body)
-        else:
-            self.h.rest("POST", "/alerts/channels", body)
+        self.h.submit("alert_channels_update", face, "alert_channels_update", "POST", "/alerts/channels", body,
+                      self.h.new_key())
 
     # -- chaos ---------------------------------------------------------------------------------------------------
 

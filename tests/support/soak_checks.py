@@ -60,6 +60,9 @@ def wait_quiet(h: Harness) -> None:
         if not active:
             return
         now = time.monotonic()
+        unknown = [v["operationId"] for v in active if v["operationId"] not in h.submitted]
+        if unknown:
+            h.fail(f"operations exist that no call started: {unknown}")
         late = [v for v in active if now - h.submitted[v["operationId"]].at > h.profile.op_deadline]
         if late:
             h.fail("operations stuck past their deadline: "

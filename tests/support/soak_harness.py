@@ -50,6 +50,7 @@ class Stats:
     kills: int = 0
     checks: int = 0
     violations: int = 0
+    verbose: bool = False  # print each violation as it is found (the long run; shrinking finds it again and again)
     by_kind: dict[str, int] = field(default_factory=dict)
 
     def line(self) -> str:
@@ -191,6 +192,8 @@ class Harness:
 
     def fail(self, message: str) -> None:
         STATS.violations += 1
+        if STATS.verbose:
+            print(f"  violation in example {STATS.examples}: {message[:600]}", flush=True)
         raise Violation(message)
 
     def new_log_text(self) -> str:
