@@ -61,6 +61,7 @@ def main() -> int:
             while time.monotonic() - started < minutes * 60:
                 example_seed = rng.randrange(2**32)
                 machine = seed(example_seed)(bind(twin, Path(root), profile))
+                STATS.failures.clear()
                 try:
                     # Hypothesis's first example is the simplest sequence (one rule repeated); the others are
                     # drawn from the seed, each with its own subset of the rules enabled (swarm testing).
@@ -70,9 +71,11 @@ def main() -> int:
                 except Exception as exc:  # a violation (shrunk) or an error of the harness: both are reported
                     parts = exc.exceptions if isinstance(exc, BaseExceptionGroup) else [exc]
                     message = " | ".join(f"{type(e).__name__}: {e}" for e in parts)
-                    saved = save_regression(machine.last_steps, f"seed-{example_seed}", message, profile)
+                    # The shortest sequence that failed as it ran (hypothesis's last replay may not have failed).
+                    violation, steps = min(STATS.failures, key=lambda f: len(f[1]), default=(message, []))
+                    saved = save_regression(steps, f"seed-{example_seed}", violation, profile)
                     found.append(message)
-                    print(f"VIOLATION (seed {example_seed}, {len(machine.last_steps)} steps, saved {saved}):\n"
+                    print(f"VIOLATION (seed {example_seed}, {len(steps)} steps, saved {saved}):\n"
                           f"  {message[:1500]}", flush=True)
                 elapsed = (time.monotonic() - started) / 60
                 print(f"[{elapsed:5.1f} min] seed {example_seed}: {STATS.line()}", flush=True)

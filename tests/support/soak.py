@@ -58,7 +58,7 @@ class SoakMachine(RuleBasedStateMachine):
         super().__init__()
         STATS.examples += 1
         self.h = Harness(self.twin, self.root, self.profile)
-        self.steps: list[dict[str, Any]] = []
+        self.steps: list[dict[str, Any]] = self.h.steps
         type(self).last_steps = self.steps
         self.kills = 0
 

@@ -52,6 +52,8 @@ class Stats:
     violations: int = 0
     verbose: bool = False  # print each violation as it is found (the long run; shrinking finds it again and again)
     by_kind: dict[str, int] = field(default_factory=dict)
+    # Every failing sequence as it ran (kill timing makes a shrunk replay flaky: the bench saves the shortest).
+    failures: list[tuple[str, list[dict[str, Any]]]] = field(default_factory=list)
 
     def line(self) -> str:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(self.by_kind.items()))
@@ -91,6 +93,7 @@ class Harness:
         self.clusters: dict[str, dict[str, str | None]] = {}  # tag -> {"create": op id, "delete": op id}
         self.blocked: set[str] = set()
         self.serial = 0
+        self.steps: list[dict[str, Any]] = []  # the machine's step log (its rule calls so far)
 
     # -- calls ---------------------------------------------------------------------------------------------------
 
@@ -192,6 +195,7 @@ class Harness:
 
     def fail(self, message: str) -> None:
         STATS.violations += 1
+        STATS.failures.append((message, list(self.steps)))
         if STATS.verbose:
             print(f"  violation in example {STATS.examples}: {message[:600]}", flush=True)
         raise Violation(message)
