@@ -21,6 +21,7 @@ from instantstart.operations.waiting import blocking, wait_until
 from instantstart.services.base.params import DeleteParams, PlannedStep, stored
 from instantstart.services.base.registry import ACTIVE_CLUSTER_KEY, get_cluster, submit_for_cluster
 from instantstart.services.cluster.deleters import delete_one, is_gone, still_there
+from instantstart.services.cluster.deletion_record import DELETED, DELETING, note_step
 from instantstart.services.cluster.deletion_scan import load_balancer_holders, tag_scan
 from instantstart.services.core.ledger import mark_deleted, resources_of
 from instantstart.services.training.mlflow import config_key as mlflow_config_key
@@ -227,10 +228,14 @@ async def stage_delete(stage: StageContext) -> dict[str, Any]:
         res = {**planned.model_dump(mode="json", by_alias=True), "clusterTag": tag}
         label = f"{planned.resource_type} {planned.resource_id}"
         await stage.progress(f"deleting {label} ({planned.order}/{len(p.plan)})")
+        # The record says DELETING before the call (a cancel lands after the call returns) and DELETED once gone.
+        step = (tag, planned.resource_type, planned.resource_id, stage.operation_id)
+        await note_step(app, step, DELETING)
         try:
             immediate = await blocking(delete_one, app, res)
         except Exception as exc:
             if not is_gone(exc):
+                await note_step(app, step, None)
                 code = error_code(exc)
                 if code in ("DependencyViolation", "ResourceInUse", "ResourceInUseException", "DeleteConflict"):
                     raise DependencyFailed(f"{label} is still in use ({code}); retrying.", retryable=True) from exc
@@ -243,6 +248,7 @@ async def stage_delete(stage: StageContext) -> dict[str, Any]:
                 return not there, f"waiting for {what} to go"
 
             await wait_until(stage, gone, limit_seconds=WAIT_LIMIT, what=f"deletion of {label}")
+        await note_step(app, step, DELETED)
         row_id = ledger.get((res["resourceType"], res["resourceId"]))
         if row_id is not None:
             await blocking(mark_deleted, app.db, row_id)

@@ -33,6 +33,7 @@ from instantstart.services.base.status_model import (
     dependency_health,
     latest_operation,
 )
+from instantstart.services.cluster.deletion_record import deletion_problems
 from instantstart.services.monitoring.digest import NodeDigest, node_status
 from instantstart.services.monitoring.state import Freshness, cached_db, db_cache
 from instantstart.services.monitoring.view import node_state
@@ -202,7 +203,7 @@ async def collect_status(
     idle = settings.status_idle_cache_seconds
     idle = 3 * settings.status_cache_seconds if idle is None else max(idle, settings.status_cache_seconds)
     ttl = settings.status_cache_seconds if latest is not None and not latest.terminal else idle
-    problems: list[str] = []
+    problems: list[str] = deletion_problems(row)
     hp, nodes, pvcs, fresh, unreachable = await _reads(app, row, hp_name, ttl)
     if unreachable is not None:
         problems.append(f"Kubernetes API of {row.eks_cluster_name} not reachable: {unreachable}")
