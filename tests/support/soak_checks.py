@@ -88,11 +88,14 @@ def check_quiet(h: Harness) -> None:
     in the twin, and a cluster whose deletion succeeded is neither listed nor leaves a tagged resource."""
     STATS.checks += 1
     report = ledger_report(h)
-    # A deletion cancelled or failed while AWS was still deleting (a HyperPod cluster in Deleting) leaves the row of
-    # what AWS then finished deleting: operation_retry of that deletion marks it (gone is success). Only those.
-    interrupted = {t for t, r in h.clusters.items()
-                   if r.get("delete") and h.view(str(r["delete"]))["status"] in ("FAILED", "CANCELLED")}
-    report["phantoms"] = [p for p in report["phantoms"] if p["clusterTag"] not in interrupted]
+    # A deletion cancelled or failed after its delete call (a HyperPod cluster still Deleting) leaves the row of what
+    # AWS then finished deleting, and the row names that deletion (deletionStartedBy): operation_retry of it marks
+    # the row (gone is success). Only those rows, and only when the deletion they name ended FAILED or CANCELLED.
+    def interrupted(op: str | None) -> bool:
+        view = h.view(op) if op else {}
+        return view.get("kind") == "cluster_delete" and view.get("status") in ("FAILED", "CANCELLED")
+
+    report["phantoms"] = [p for p in report["phantoms"] if not interrupted(p.get("deletionStartedBy"))]
     if report["orphans"] or report["phantoms"] or report["unchecked"]:
         h.fail(f"ledger differs from the twin: {json.dumps(report)[:1500]}")
     _, listing = h.rest("GET", "/clusters")
