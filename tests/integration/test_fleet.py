@@ -10,9 +10,9 @@ from typing import Any
 
 import httpx
 import pytest
-from instantstart.services.base.watch.state import STATUS_KINDS, informer_key
 
 from instantstart.manifests.training import POD_JOB_LABEL
+from instantstart.services.base.watch.state import STATUS_KINDS, informer_key
 from instantstart.twin_process import TwinProcess
 from tests.support.flows import kube, make_eks
 from tests.support.servers import Running

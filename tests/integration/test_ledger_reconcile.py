@@ -9,7 +9,7 @@ import pytest
 from instantstart.api.app import build_context
 from instantstart.services.cluster.ledger_reconcile import reconcile_ledger
 from instantstart.services.core.installation import installation_id
-from instantstart.services.core.ledger import TAG_CLUSTER, TAG_INSTALLATION, record
+from instantstart.services.core.ledger import TAG_CLUSTER, TAG_INSTALLATION, mark_deleting, record, resources_of
 from instantstart.settings import Settings
 from instantstart.store.models import ClusterRow
 from instantstart.twin_process import TwinProcess
@@ -41,6 +41,13 @@ def test_reconcile_reports_orphans_and_phantoms_and_deletes_nothing(
     for kind, rid in (("ec2:vpc", ledgered), ("ec2:subnet", "subnet-0123456789abcdef0"), ("eks:cluster", "bk1-eks")):
         record(app.db, cluster_tag="bk1", operation_id=None, resource_type=kind, resource_id=rid, region=region)
 
+    rows = {r.resource_type: r.id for r in resources_of(app.db, "bk1")}
+    # A cluster_delete that made its delete calls and ended before AWS finished names itself on the rows it
+    # reached; a delete call that failed takes its stamp back (the resource stays).
+    mark_deleting(app.db, rows["eks:cluster"], "op-interrupted")
+    mark_deleting(app.db, rows["ec2:subnet"], "op-failed-call")
+    mark_deleting(app.db, rows["ec2:subnet"], None)
+
     report = reconcile_ledger(app)
 
     def entry(kind: str, rid: str) -> dict[str, str]:
@@ -48,7 +55,8 @@ def test_reconcile_reports_orphans_and_phantoms_and_deletes_nothing(
 
     assert report["unchecked"] == [], report
     assert report["orphans"] == [entry("ec2:vpc", after_backup)]
-    assert report["phantoms"] == [entry("ec2:subnet", "subnet-0123456789abcdef0"), entry("eks:cluster", "bk1-eks")]
+    assert report["phantoms"] == [entry("ec2:subnet", "subnet-0123456789abcdef0"),
+                                  {**entry("eks:cluster", "bk1-eks"), "deletionStartedBy": "op-interrupted"}]
     left = {v["VpcId"] for v in ec2.describe_vpcs()["Vpcs"]}
     assert {ledgered, after_backup} <= left, "the reconcile only reports"
     app.db.dispose()

@@ -18,6 +18,7 @@ from instantstart.errors import (
 from instantstart.kube.calls import kube_api
 from instantstart.kube.gateway import Api
 from instantstart.manifests.storage import DEFAULT_CLAIM, DEFAULT_NAMESPACE
+from instantstart.services.base.deletion_record import deletion_problems
 from instantstart.services.base.facts import facts_of
 from instantstart.services.base.hyperpod_reads import cached_describe
 from instantstart.services.base.lifecycle import approved_scripts, lifecycle_problems
@@ -200,7 +201,7 @@ async def collect_status(
     idle = settings.status_idle_cache_seconds
     idle = 3 * settings.status_cache_seconds if idle is None else max(idle, settings.status_cache_seconds)
     ttl = settings.status_cache_seconds if latest is not None and not latest.terminal else idle
-    problems: list[str] = []
+    problems: list[str] = deletion_problems(row)
     hp, nodes, pvcs, fresh, unreachable = await _reads(app, row, hp_name, ttl)
     if unreachable is not None:
         problems.append(f"Kubernetes API of {row.eks_cluster_name} not reachable: {unreachable}")

@@ -49,6 +49,9 @@ class ClusterFacts(BaseModel):
     checkpointing: dict[str, Any] | None = None
     grafana: dict[str, Any] | None = None
     karpenter: dict[str, Any] = Field(default_factory=dict)
+    # an unfinished deletion: its operation, the main resources it removed or is removing, the stages before
+    # (services/base/deletion_record.py)
+    deletion: dict[str, Any] | None = None
     # dependencies: add-on/chart name → its last recorded status (an older record: a list of entries)
     dependencies: dict[str, Any] | list[Any] | None = None
 

@@ -26,7 +26,7 @@ from instantstart.manifests.network import (
 )
 from instantstart.services.base import vpc_reuse
 from instantstart.services.core.installation import installation_id
-from instantstart.services.core.ledger import TAG_CLUSTER, TAG_ROLE, aws_tags, record
+from instantstart.services.core.ledger import TAG_CLUSTER, TAG_INSTALLATION, TAG_ROLE, aws_tags, record
 from instantstart.store.db import Database
 
 COMPUTE_ROLE = "compute"
@@ -59,6 +59,14 @@ class NetCtx:
             details=details,
         )
 
+    def adopt(self, resource_type: str, item: dict[str, Any], key: str, **details: Any) -> str:
+        """The id of a resource found by its tags, ledgered when this installation made it: a create whose reply
+        a crash lost (kill -9 mid-call) left it in the account but not in the ledger, which must hold it."""
+        tags = {t["Key"]: t["Value"] for t in item.get("Tags", []) or []}
+        if tags.get(TAG_INSTALLATION) == installation_id(self.db):
+            self.ledger(resource_type, str(item[key]), **details)
+        return str(item[key])
+
     def filters(self, role: str | None = None, vpc_id: str | None = None) -> list[dict[str, Any]]:
         """Filters that find what this cluster tagged (optionally one role, in one VPC)."""
         found = [{"Name": f"tag:{TAG_CLUSTER}", "Values": [self.cluster_tag]}]
@@ -84,7 +92,8 @@ def tagged(items: list[dict[str, Any]], cluster_tag: str, role: str | None = Non
 def ensure_vpc(n: NetCtx, *, vpc_cidr: str | None) -> dict[str, Any]:
     """The cluster's own VPC: ours by tag, or a new one (a reused VPC is vpc_reuse's)."""
     mine = ec2.find_vpcs(n.aws, n.region, filters=n.filters("vpc"))
-    if mine:
+    if mine:  # DNS set again: a crash may have come between CreateVpc and it
+        ec2.enable_vpc_dns(n.aws, n.region, n.adopt("ec2:vpc", mine[0], "VpcId", cidr=mine[0]["CidrBlock"]))
         return {"vpcId": mine[0]["VpcId"], "vpcCidr": mine[0]["CidrBlock"], "vpcCreated": True}
     existing = [
         a["CidrBlock"]
@@ -110,7 +119,7 @@ def ensure_subnet(n: NetCtx, *, vpc_id: str, role: str, cidr: str, az: str, publ
     """A subnet of this cluster with `role` (public-1, eks-private-2, compute-us-west-2c …)."""
     found = ec2.find_subnets(n.aws, n.region, filters=n.filters(role, vpc_id))
     if found:
-        return str(found[0]["SubnetId"])
+        return n.adopt("ec2:subnet", found[0], "SubnetId", role=role, cidr=found[0]["CidrBlock"], az=az)
     tags = n.tags(f"instantstart-{n.cluster_tag}-{role}", role, "subnet")
     subnet_id = ec2.create_subnet(n.aws, n.region, vpc_id=vpc_id, cidr=cidr, az=az, tags=tags)
     n.ledger("ec2:subnet", subnet_id, role=role, cidr=cidr, az=az)
@@ -122,8 +131,8 @@ def ensure_subnet(n: NetCtx, *, vpc_id: str, role: str, cidr: str, az: str, publ
 def ensure_internet_gateway(n: NetCtx, vpc_id: str) -> str:
     """The VPC's internet gateway (an existing attached one is reused)."""
     attached = ec2.find_internet_gateways(n.aws, n.region, vpc_id)
-    if attached:
-        return str(attached[0]["InternetGatewayId"])
+    if attached:  # the operator's in a reused VPC is not ours to ledger (adopt checks the installation tag)
+        return n.adopt("ec2:internet-gateway", attached[0], "InternetGatewayId", vpcId=vpc_id)
     tags = n.tags(f"instantstart-{n.cluster_tag}-igw", "igw", "internet-gateway")
     igw_id = ec2.create_internet_gateway(n.aws, n.region, tags)
     n.ledger("ec2:internet-gateway", igw_id, vpcId=vpc_id)
@@ -138,10 +147,10 @@ def ensure_nat_gateway(n: NetCtx, vpc_id: str, public_subnet_id: str) -> str:
     )
     nats = tagged(found, n.cluster_tag, "nat")
     if nats:
-        return str(nats[0]["NatGatewayId"])
+        return n.adopt("ec2:nat-gateway", nats[0], "NatGatewayId", subnetId=public_subnet_id)
     addresses = tagged(ec2.find_addresses(n.aws, n.region, n.filters("nat-eip")), n.cluster_tag, "nat-eip")
     if addresses:
-        allocation = str(addresses[0]["AllocationId"])
+        allocation = n.adopt("ec2:elastic-ip", addresses[0], "AllocationId")
     else:
         eip_tags = n.tags(f"instantstart-{n.cluster_tag}-nat", "nat-eip", "elastic-ip")
         allocation = ec2.allocate_address(n.aws, n.region, eip_tags)
@@ -167,6 +176,7 @@ def ensure_route_table(
     found = ec2.find_route_tables(n.aws, n.region, n.filters(role, vpc_id))
     if found:
         table = found[0]
+        n.adopt("ec2:route-table", table, "RouteTableId", role=role)
     else:
         tags = n.tags(f"instantstart-{n.cluster_tag}-{role}", role, "route-table")
         table = ec2.create_route_table(n.aws, n.region, vpc_id, tags)
@@ -218,6 +228,7 @@ def ensure_s3_endpoint(n: NetCtx, vpc_id: str, route_table_ids: list[str]) -> st
         serving = [e for e in endpoints if route_table_ids[0] in e.get("RouteTableIds", [])]
         return str((serving or ours or endpoints)[0]["VpcEndpointId"])
     if ours:
+        n.adopt("ec2:vpc-endpoint", ours[0], "VpcEndpointId", service=service)
         ec2.add_endpoint_route_tables(n.aws, n.region, ours[0]["VpcEndpointId"], missing)
         return str(ours[0]["VpcEndpointId"])
     tags = n.tags(f"instantstart-{n.cluster_tag}-s3", "s3-endpoint", "vpc-endpoint")
@@ -233,6 +244,7 @@ def ensure_security_group(n: NetCtx, vpc_id: str) -> str:
     found = ec2.find_security_groups(n.aws, n.region, filters=n.filters("cluster-sg", vpc_id))
     if found:
         group = found[0]
+        n.adopt("ec2:security-group", group, "GroupId")
     else:
         group_id = ec2.create_security_group(
             n.aws,

@@ -18,11 +18,12 @@ from instantstart.errors import Conflict, DependencyFailed
 from instantstart.operations.kinds import KINDS, OperationKind, StageSpec
 from instantstart.operations.models import OperationRef
 from instantstart.operations.waiting import blocking, wait_until
+from instantstart.services.base.deletion_record import DELETED, DELETING, note_step
 from instantstart.services.base.params import DeleteParams, PlannedStep, stored
 from instantstart.services.base.registry import ACTIVE_CLUSTER_KEY, get_cluster, submit_for_cluster
 from instantstart.services.cluster.deleters import delete_one, is_gone, still_there
 from instantstart.services.cluster.deletion_scan import load_balancer_holders, tag_scan
-from instantstart.services.core.ledger import mark_deleted, resources_of
+from instantstart.services.core.ledger import mark_deleted, mark_deleting, resources_of
 from instantstart.services.training.mlflow import config_key as mlflow_config_key
 from instantstart.store.models import ClusterRow, ResourceRow, StateRow
 
@@ -216,6 +217,14 @@ async def cluster_delete(ctx: CallContext, req: DeleteRequest) -> OperationRef:
     )
 
 
+async def _started(app: AppContext, step: tuple[str, str, str, str], row_id: int | None, started: bool) -> None:
+    """Record that a delete call is being made (or, `started` False, that it failed: the resource stays) on the
+    cluster row (its stage view and deletion facts) and on the resource's ledger row."""
+    await note_step(app, step, DELETING if started else None)
+    if row_id is not None:
+        await blocking(mark_deleting, app.db, row_id, step[3] if started else None)
+
+
 async def stage_delete(stage: StageContext) -> dict[str, Any]:
     """Delete every planned resource in order, waiting for each that takes time; gone already is success."""
     app = stage.app
@@ -227,10 +236,15 @@ async def stage_delete(stage: StageContext) -> dict[str, Any]:
         res = {**planned.model_dump(mode="json", by_alias=True), "clusterTag": tag}
         label = f"{planned.resource_type} {planned.resource_id}"
         await stage.progress(f"deleting {label} ({planned.order}/{len(p.plan)})")
+        # The record says DELETING before the call (a cancel lands after the call returns) and DELETED once gone.
+        step = (tag, planned.resource_type, planned.resource_id, stage.operation_id)
+        row_id = ledger.get((planned.resource_type, planned.resource_id))
+        await _started(app, step, row_id, True)
         try:
             immediate = await blocking(delete_one, app, res)
         except Exception as exc:
             if not is_gone(exc):
+                await _started(app, step, row_id, False)
                 code = error_code(exc)
                 if code in ("DependencyViolation", "ResourceInUse", "ResourceInUseException", "DeleteConflict"):
                     raise DependencyFailed(f"{label} is still in use ({code}); retrying.", retryable=True) from exc
@@ -243,7 +257,7 @@ async def stage_delete(stage: StageContext) -> dict[str, Any]:
                 return not there, f"waiting for {what} to go"
 
             await wait_until(stage, gone, limit_seconds=WAIT_LIMIT, what=f"deletion of {label}")
-        row_id = ledger.get((res["resourceType"], res["resourceId"]))
+        await note_step(app, step, DELETED)
         if row_id is not None:
             await blocking(mark_deleted, app.db, row_id)
         deleted += 1

@@ -10,7 +10,7 @@ from sqlalchemy import select
 from instantstart.context import AppContext
 from instantstart.services.cluster.deleters import still_there
 from instantstart.services.cluster.deletion_scan import tag_scan
-from instantstart.services.core.ledger import resources_of
+from instantstart.services.core.ledger import DELETION_STARTED_BY, resources_of
 from instantstart.store.models import ClusterRow
 
 log = logging.getLogger(__name__)
@@ -25,7 +25,8 @@ DESCRIBED = ("eks:cluster", "sagemaker:cluster")
 def reconcile_ledger(app: AppContext) -> dict[str, Any]:
     """Compare every managed cluster's ledger with what the account holds and report, never delete:
     `orphans` carry this installation's tags but are not in the ledger (created after the backup was taken:
-    adopt or delete them by hand), `phantoms` are ledger rows whose resource is gone (deleted after the backup),
+    adopt or delete them by hand), `phantoms` are ledger rows whose resource is gone (deleted after the backup;
+    `deletionStartedBy` names a cluster_delete that made its delete call and ended before AWS finished),
     `unchecked` names the clusters whose account could not be asked, with the error."""
     with app.db.read_session() as session:
         clusters = list(session.scalars(select(ClusterRow).order_by(ClusterRow.tag)).all())
@@ -63,6 +64,7 @@ def _compare(app: AppContext, row: ClusterRow) -> tuple[list[dict[str, str]], li
             gone = not still_there(app, {"resourceType": key[0], "resourceId": key[1], "region": res.region})
         else:
             continue  # no cheap existence check for this kind: neither orphan nor phantom is claimed
-        if gone:
-            phantoms.append(entry(*key, res.region))
+        if gone:  # a deletion that ended before AWS finished names itself (operation_retry of it marks the row)
+            started = (res.details or {}).get(DELETION_STARTED_BY)
+            phantoms.append({**entry(*key, res.region), **({"deletionStartedBy": started} if started else {})})
     return orphans, phantoms

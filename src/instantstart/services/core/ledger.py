@@ -101,6 +101,20 @@ def mark_deleted(db: Database, row_id: int) -> None:
             row.deleted_at = utcnow()
 
 
+DELETION_STARTED_BY = "deletionStartedBy"
+
+
+def mark_deleting(db: Database, row_id: int, operation_id: str | None) -> None:
+    """A ledger resource's delete call is being made by `operation_id` (None: the call failed, it stays). When
+    that operation ends before it can mark the resource deleted (cancelled while AWS still deletes it), the ledger
+    reconcile reports the row as a phantom that names the operation (operation_retry of it marks it deleted)."""
+    with db.session() as session:
+        row = session.get(ResourceRow, row_id)
+        if row is not None:
+            details = {k: v for k, v in (row.details or {}).items() if k != DELETION_STARTED_BY}
+            row.details = {**details, DELETION_STARTED_BY: operation_id} if operation_id else details
+
+
 def mark_gone(db: Database, *, resource_type: str, resource_id: str, region: str) -> None:
     """Mark a ledgered resource deleted because a feature removed it (no row: nothing to do)."""
     with db.session() as session:
