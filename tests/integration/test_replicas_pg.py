@@ -13,18 +13,21 @@ import secrets
 import signal
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
+from mcp import ClientSession
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from instantstart.twin_process import TwinProcess
 from tests.integration.test_crash_resume import STAGES, count_for
 from tests.support.balancer import Balancer, balancer
-from tests.support.databases import new_database_url
+from tests.support.databases import new_database_url, require_pg
 from tests.support.faces import mcp_http
 from tests.support.servers import Running, free_port, process_server
 from tests.support.twin import control_plane_env
@@ -32,6 +35,12 @@ from tests.support.waits import until, wait_terminal
 
 LEASE_SECONDS = 2
 KILL_IN = "dependencies"  # a long stage: helm installs and add-ons, several seconds on the twin
+
+
+@pytest.fixture(autouse=True)
+def postgres() -> str:
+    """Skip (or fail under make test) before the twin starts when there is no PostgreSQL server."""
+    return require_pg()
 
 
 def port_of(running: Running) -> int:
@@ -138,13 +147,70 @@ def operation_count(db: str, kind: str, target: str) -> int:
         engine.dispose()
 
 
-async def mcp_get(running: Running, operation_id: str) -> dict[str, Any]:
-    """operation_get over a fresh MCP session (streamable HTTP is stateless here: any replica answers)."""
-    async with mcp_http(running) as session:
-        result = await session.call_tool("operation_get", {"operationId": operation_id})
-        assert not result.is_error, result.content
-        view: dict[str, Any] = json.loads(result.content[0].text)  # type: ignore[union-attr]
-        return view
+async def operation_over(session: ClientSession, operation_id: str) -> dict[str, Any]:
+    """operation_get over an MCP session."""
+    result = await session.call_tool("operation_get", {"operationId": operation_id})
+    assert not result.is_error, result.content
+    view: dict[str, Any] = json.loads(result.content[0].text)  # type: ignore[union-attr]
+    return view
+
+
+@dataclass
+class Kill:
+    """What happened around the kill."""
+
+    operation_id: str
+    killed_in: str
+    victim: str
+    survivor: str
+    killed_at: datetime
+    dead_lease_expiry: datetime
+    view: dict[str, Any]
+
+
+def create_and_kill_owner(front: Running, replicas: dict[str, tuple[Running, Any]], db: str, tag: str) -> Kill:
+    """Submit cluster_create through the balancer, kill -9 the replica holding its lease once KILL_IN (or a
+    later stage) runs, and wait (through the balancer) for the survivor to finish it."""
+    with front.client() as client:
+        ref = client.post("/api/v1/clusters", json={
+            "clusterTag": tag, "instanceType": "ml.g6.4xlarge", "instanceCount": 1, "availabilityZone": "us-west-2c"})
+        assert ref.status_code == 202, ref.text
+        operation_id = ref.json()["operationId"]
+
+        def running_at_or_after_kill_stage() -> str | None:
+            view = client.get(f"/api/v1/operations/{operation_id}").json()
+            stage = next((s["name"] for s in view["stages"] if s["status"] == "RUNNING"), None)
+            return stage if stage and STAGES.index(stage) >= STAGES.index(KILL_IN) else None
+
+        killed_in = until(running_at_or_after_kill_stage, f"stage {KILL_IN} to run", timeout=120, every=0.01)
+        owner, _ = lease_of(db, operation_id)
+        assert owner in ("replica-a", "replica-b"), owner
+        victim = owner.removeprefix("replica-")
+        os.kill(replicas[victim][1].pid, signal.SIGKILL)
+        replicas[victim][1].wait(timeout=10)
+        killed_at = datetime.now(UTC)
+        _, dead_lease_expiry = lease_of(db, operation_id)
+        assert dead_lease_expiry is not None
+        view = wait_terminal(client, operation_id, timeout=240)
+    return Kill(operation_id, killed_in, victim, "b" if victim == "a" else "a", killed_at, dead_lease_expiry, view)
+
+
+async def with_mcp_sessions(front: Running, lb: Balancer, kill: Any) -> tuple[Kill, list[set[int]]]:
+    """Two MCP sessions through the balancer (one lands on each replica) kept open across `kill()` (run in a
+    thread); each answers operation_get before and after. Returns the kill and each session's backends."""
+    backends: list[set[int]] = []
+    async with contextlib.AsyncExitStack() as stack:
+        sessions: list[ClientSession] = []
+        for _ in range(2):
+            seen = set(lb.routes)
+            sessions.append(await stack.enter_async_context(mcp_http(front)))
+            backends.append({port for peer, port in dict(lb.routes).items() if peer not in seen})
+        for session in sessions:
+            assert (await session.call_tool("operation_list", {})).is_error is False
+        done: Kill = await asyncio.to_thread(kill)
+        for session in sessions:  # the same sessions, now answered by the survivor
+            assert (await operation_over(session, done.operation_id))["status"] == "SUCCEEDED"
+    return done, backends
 
 
 def test_kill_one_replica_mid_stage(twin: TwinProcess, tmp_path: Path) -> None:
@@ -159,52 +225,28 @@ def test_kill_one_replica_mid_stage(twin: TwinProcess, tmp_path: Path) -> None:
             feed.start()
             stack.callback(feed.stop)
         assert sorted(f.backends[0] or 0 for f in feeds) == sorted(lb.backends)  # one feed on each replica
-        with front.client() as client:
-            ref = client.post("/api/v1/clusters", json={
-                "clusterTag": tag, "instanceType": "ml.g6.4xlarge", "instanceCount": 1,
-                "availabilityZone": "us-west-2c"})
-            assert ref.status_code == 202, ref.text
-            operation_id = ref.json()["operationId"]
-            assert asyncio.run(mcp_get(front, operation_id))["operationId"] == operation_id
-
-            def running_at_or_after_kill_stage() -> str | None:
-                view = client.get(f"/api/v1/operations/{operation_id}").json()
-                stage = next((s["name"] for s in view["stages"] if s["status"] == "RUNNING"), None)
-                return stage if stage and STAGES.index(stage) >= STAGES.index(KILL_IN) else None
-
-            killed_in = until(running_at_or_after_kill_stage, f"stage {KILL_IN} to run", timeout=120, every=0.01)
-            owner, _ = lease_of(db, operation_id)
-            assert owner in ("replica-a", "replica-b"), owner
-            victim = owner.removeprefix("replica-")
-            survivor = "b" if victim == "a" else "a"
-            os.kill(replicas[victim][1].pid, signal.SIGKILL)
-            replicas[victim][1].wait(timeout=10)
-            killed_at = datetime.now(UTC)
-            _, dead_lease_expiry = lease_of(db, operation_id)
-            assert dead_lease_expiry is not None
-
-            view = wait_terminal(client, operation_id, timeout=240)
-        # The MCP client, through the same balancer, reaches the survivor.
-        assert asyncio.run(mcp_get(front, operation_id))["status"] == "SUCCEEDED"
+        kill, mcp_backends = asyncio.run(
+            with_mcp_sessions(front, lb, lambda: create_and_kill_owner(front, replicas, db, tag)))
+        operation_id, view = kill.operation_id, kill.view
         until(lambda: all(f.saw(operation_id, "SUCCEEDED") for f in feeds), "the feeds to see the end", timeout=30)
 
     assert view["status"] == "SUCCEEDED", [(s["name"], s["status"], s["message"]) for s in view["stages"]]
     assert [s["status"] for s in view["stages"]] == ["SUCCEEDED"] * len(STAGES)
-    final_owner, _ = lease_of(db, operation_id)
-    interrupted = next(s for s in view["stages"] if s["name"] == killed_in)
+    interrupted = next(s for s in view["stages"] if s["name"] == kill.killed_in)
     assert interrupted["attempts"] == 2, interrupted  # run once by the victim, once by the survivor
-    assert all(s["attempts"] == 1 for s in view["stages"] if s["name"] != killed_in), view["stages"]
+    assert all(s["attempts"] == 1 for s in view["stages"] if s["name"] != kill.killed_in), view["stages"]
     # The survivor started its attempt only after the victim's lease had run out: never both at once.
-    assert interrupted["runner"] == f"replica-{survivor}", interrupted
+    assert interrupted["runner"] == f"replica-{kill.survivor}", interrupted
     resumed_at = datetime.fromisoformat(interrupted["attemptStartedAt"])
-    assert resumed_at >= dead_lease_expiry, (resumed_at, dead_lease_expiry)
-    takeover = (resumed_at - killed_at).total_seconds()
-    print(f"replicas: killed replica-{victim} during {killed_in}; replica-{survivor} resumed it {takeover:.2f}s "
-          f"later (lease {LEASE_SECONDS}s), finished; final lease owner {final_owner}")
+    assert resumed_at >= kill.dead_lease_expiry, (resumed_at, kill.dead_lease_expiry)
+    print(f"replicas: killed replica-{kill.victim} during {kill.killed_in}; replica-{kill.survivor} resumed it "
+          f"{(resumed_at - kill.killed_at).total_seconds():.2f}s later (lease {LEASE_SECONDS}s) and finished it")
     assert tag in str(view["target"]) and operation_count(db, "cluster_create", view["target"]) == 1
     assert count_for(twin, tag) == (1, 1, 1)
+    victim_port = port_of(replicas[kill.victim][0])
     # Each feed that was on the killed replica lost its socket and reconnected through the balancer.
-    victim_port = port_of(replicas[victim][0])
     for feed in feeds:
         assert feed.closed_by_peer == (1 if feed.backends[0] == victim_port else 0), feed.backends
         assert feed.backends[-1] != victim_port
+    # One MCP session had been talking to the killed replica, and kept working through the survivor.
+    assert any(victim_port in ports for ports in mcp_backends), (mcp_backends, victim_port)
