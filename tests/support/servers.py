@@ -134,8 +134,10 @@ def process_server(
     log_path: Path | None = None,
     extra_env: dict[str, str] | None = None,
     healthy_timeout: float = 120.0,
+    token: str | None = None,
 ) -> Iterator[tuple[Running, subprocess.Popen[bytes]]]:
-    """`instantstart serve` as a child process (so a test can kill -9 it)."""
+    """`instantstart serve` as a child process (so a test can kill -9 it); `token`: the API token it was given
+    in INSTANTSTART_API_TOKEN (else the one it wrote to its data directory)."""
     port = port or free_port()
     data_dir.mkdir(parents=True, exist_ok=True)
     env = {
@@ -160,7 +162,7 @@ def process_server(
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url, timeout=healthy_timeout, proc=proc)
-        token = (data_dir / "api-token").read_text().strip()
+        token = token or (data_dir / "api-token").read_text().strip()
         yield Running(url, token, data_dir, database_url), proc
     finally:
         if proc.poll() is None:

@@ -56,6 +56,8 @@ class StageView(_Out):
     finished_at: datetime | None = None
     message: str = ""
     outputs: dict[str, Any] = Field(default_factory=dict)
+    attempt_started_at: datetime | None = Field(default=None, description="When the latest attempt began.")
+    runner: str | None = Field(default=None, description="The worker (replica) that ran the latest attempt.")
 
 
 class OperationView(_Out):

@@ -9,12 +9,13 @@ from typing import Any
 
 from instantstart.operations.models import OpStatus
 
-_KEYS = ("name", "status", "attempts", "startedAt", "finishedAt", "message", "outputs")
+_KEYS = ("name", "status", "attempts", "startedAt", "finishedAt", "message", "outputs", "attemptStartedAt", "runner")
 
 
 @dataclass(frozen=True)
 class StageRecord:
-    """A stage's status, attempts, times (ISO strings, as stored), last message and outputs. Immutable: a change
+    """A stage's status, attempts, times (ISO strings, as stored), last message and outputs, and when and by which
+    runner (its worker id) the latest attempt began: with replicas, who resumed a stage. Immutable: a change
     is a new record (`replace`), so a picture of the stages handed to a save never changes underneath it.
     `extra` keeps keys this version does not know, so a stored stage reads and writes back unchanged."""
 
@@ -25,6 +26,8 @@ class StageRecord:
     finished_at: str | None = None
     message: str = ""
     outputs: Mapping[str, Any] = field(default_factory=dict)
+    attempt_started_at: str | None = None
+    runner: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -38,11 +41,15 @@ class StageRecord:
             finished_at=stored.get("finishedAt"),
             message=stored.get("message") or "",
             outputs=dict(stored.get("outputs") or {}),
+            attempt_started_at=stored.get("attemptStartedAt"),
+            runner=stored.get("runner"),
             extra={k: v for k, v in stored.items() if k not in _KEYS},
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """The stored stage object (camelCase keys, the status as its string)."""
+        """The stored stage object (camelCase keys, the status as its string; the latest attempt's start and runner
+        only once an attempt began, so a record from before they existed writes back unchanged)."""
+        attempt = {"attemptStartedAt": self.attempt_started_at, "runner": self.runner} if self.runner else {}
         return {
             **self.extra,
             "name": self.name,
@@ -52,6 +59,7 @@ class StageRecord:
             "finishedAt": self.finished_at,
             "message": self.message,
             "outputs": dict(self.outputs),
+            **attempt,
         }
 
     def replace(self, **changes: Any) -> StageRecord:

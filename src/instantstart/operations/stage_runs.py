@@ -46,6 +46,7 @@ class StageRuns:
 
     store: OperationStore
     kinds: KindRegistry
+    owner: str
     app: Any
     _listeners: list[Listener]
     _save_locks: dict[str, asyncio.Lock]
@@ -216,12 +217,14 @@ class StageRuns:
 
     async def _begin_attempt(self, run: _Run, index: int) -> None:
         """The stage's RUNNING state and attempt count, committed before its side effects."""
-        stage = run.stages[index]
+        stage, now = run.stages[index], utcnow().isoformat()
         run.stages[index] = stage.replace(
             status=OpStatus.RUNNING,
             attempts=stage.attempts + 1,
-            started_at=stage.started_at or utcnow().isoformat(),
+            started_at=stage.started_at or now,
             finished_at=None,
+            attempt_started_at=now,
+            runner=self.owner,
         )
         await self._save(run.operation_id, run.token, stages=run.stages)
 

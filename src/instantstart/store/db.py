@@ -11,7 +11,7 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -20,6 +20,9 @@ from instantstart.readonly import refuse_write_sql
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 READ_ONLY_OPTION = "instantstart_read_only"
+# The PostgreSQL advisory lock replicas starting together take around their migration, so one migrates and the
+# others find the schema at head (a transaction-level lock: it goes with the migration's transaction).
+MIGRATION_LOCK = 0x1A57A27
 
 
 class Database:
@@ -57,6 +60,8 @@ class Database:
         config = Config()
         config.set_main_option("script_location", str(MIGRATIONS))
         with self.engine.begin() as connection:
+            if not self.is_sqlite:  # SQLite's BEGIN IMMEDIATE already serialises writers
+                connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
             refuse_unknown_revision(_current_revision(connection))
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
