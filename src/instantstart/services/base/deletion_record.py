@@ -4,8 +4,8 @@ A deletion that is cancelled or fails part-way (after DeleteCluster of the EKS c
 registered, so `cluster_delete` can be retried. Its record must then say what is gone at once: the stage view
 (`stages.eks`, `stages.hyperpod`) turns DELETING when the delete call is made and DELETED once AWS confirms it,
 and the `deletion` fact (ClusterFacts.deletion) lists the main resources removed (EKS cluster, HyperPod cluster,
-network) with the operation and how to finish. The creation pipeline's stage mirror (registry.mirror_pipeline_stages) does not
-cover deletion, so these two stage values are written here."""
+network) with the operation and how to finish. The creation pipeline's stage mirror
+(registry.mirror_pipeline_stages) does not cover deletion, so these two stage values are written here."""
 
 from __future__ import annotations
 
