@@ -68,11 +68,12 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
-# Parallel with pytest-xdist: PYTEST_XDIST workers (default 2, CI's core count), whole test files per worker
+# Parallel with pytest-xdist: PYTEST_XDIST workers (default 4 on CI's 2 cores: the files wait on twin time and
+# process starts, so 4 keep both cores busy; docs/PERFORMANCE.md has the figures), whole test files per worker
 # (--dist loadfile keeps module-shared twin clusters per module), in the collection order, which puts the longest
 # files first (tests/support/schedule.py; xdist's own reordering by test count left the longest file for last).
 # PYTEST_XDIST=0 runs serially in one process. The durations of 1 s and more feed bench/suite_durations.py.
-PYTEST_XDIST ?= 2
+PYTEST_XDIST ?= 4
 PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_XDIST)),-n 0,-n $(PYTEST_XDIST) --dist loadfile --no-loadscope-reorder)
 
 pytest: setup postgres-bin chromium-bin image-tools $(AXE)
