@@ -4,9 +4,7 @@ add-on and AMP workspace was created exactly once (the twin's write counts equal
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -14,7 +12,7 @@ import pytest
 
 from instantstart.services.features.specs import ORDER
 from instantstart.twin_process import TwinProcess
-from tests.support.crash import ControlPlane, twin_writes
+from tests.support.crash import ControlPlane, on_fresh_twin, twin_writes
 from tests.support.flows import add_group, make_hyperpod
 from tests.support.twin import twin_client
 from tests.support.waits import wait_terminal
@@ -27,9 +25,7 @@ CREATES = {"CreateRole": "roles", "CreatePodIdentityAssociation": "associations"
 @pytest.fixture(scope="module")
 def plane(twin_process: TwinProcess) -> Iterator[ControlPlane]:
     """One control-plane process (restarted by every test) and one HyperPod cluster with its dependencies."""
-    httpx.post(twin_process.endpoint_url + "/_twin/reset", timeout=60).raise_for_status()
-    tmp = Path(tempfile.mkdtemp(prefix="advfeat-crash-"))
-    cp = ControlPlane(twin_process, tmp / "data", f"sqlite:///{tmp / 'state.db'}")
+    cp = on_fresh_twin(twin_process, "advfeat-crash-")
     with cp.start().client() as client:
         make_hyperpod(client, TAG)
         deps = client.post("/api/v1/clusters/dependencies", json={})

@@ -5,7 +5,6 @@ and ends with the cluster on the target version, one version update, and every a
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from kubernetes import client as k8s
 from instantstart.services.base.registry import get_cluster
 from instantstart.store.db import Database
 from instantstart.twin_process import TwinProcess
-from tests.support.crash import ControlPlane, twin_writes
+from tests.support.crash import ControlPlane, on_fresh_twin, twin_writes
 from tests.support.flows import kube, make_hyperpod
 from tests.support.twin import twin_client
 from tests.support.waits import wait_terminal
@@ -29,9 +28,7 @@ NEW = {"kube-proxy": "v1.33.3-eksbuild.4", "coredns": "v1.12.3-eksbuild.1"}
 @pytest.fixture(scope="module")
 def plane(twin_process: TwinProcess) -> Iterator[ControlPlane]:
     """One control-plane process on a fresh twin (each test restarts it)."""
-    httpx.post(twin_process.endpoint_url + "/_twin/reset", timeout=60).raise_for_status()
-    tmp = Path(tempfile.mkdtemp(prefix="upgrade-crash-"))
-    cp = ControlPlane(twin_process, tmp / "data", f"sqlite:///{tmp / 'state.db'}")
+    cp = on_fresh_twin(twin_process, "upgrade-crash-")
     cp.start()
     try:
         yield cp

@@ -4,16 +4,14 @@ update stage without a second UpdateClusterSoftware call and reports every node 
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from instantstart.twin_process import TwinProcess
-from tests.support.crash import ControlPlane, twin_writes
+from tests.support.crash import ControlPlane, on_fresh_twin, twin_writes
 from tests.support.flows import make_hyperpod
 from tests.support.servers import SSL_CONTEXT
 from tests.support.twin import TWIN_CLOCK_SCALE, twin_client
@@ -31,9 +29,7 @@ def clock(twin: TwinProcess, **body: float) -> None:
 @pytest.fixture(scope="module")
 def plane(twin_process: TwinProcess) -> Iterator[ControlPlane]:
     """One control-plane process on a fresh twin; the twin clock at its usual speed afterwards."""
-    httpx.post(twin_process.endpoint_url + "/_twin/reset", timeout=60).raise_for_status()
-    tmp = Path(tempfile.mkdtemp(prefix="software-crash-"))
-    cp = ControlPlane(twin_process, tmp / "data", f"sqlite:///{tmp / 'state.db'}")
+    cp = on_fresh_twin(twin_process, "software-crash-")
     cp.start()
     try:
         yield cp

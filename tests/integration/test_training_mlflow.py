@@ -6,7 +6,6 @@ training_history."""
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from kubernetes import client as k8s
 
 from instantstart.manifests.iam_policies import lifecycle_deny
 from instantstart.twin_process import TwinProcess
-from tests.support.crash import ControlPlane
+from tests.support.crash import ControlPlane, on_fresh_twin
 from tests.support.flows import kube, make_hyperpod, mcp_calls, mcp_raw, mcp_wait
 from tests.support.twin import twin_client
 from tests.support.waits import until, wait_terminal
@@ -31,9 +30,7 @@ JOB = {"jobName": "once", "image": "example/train:1", "command": "train.py --epo
 @pytest.fixture(scope="module")
 def plane(twin_process: TwinProcess) -> Iterator[ControlPlane]:
     """One control-plane process (a crash test restarts it) and one HyperPod cluster with the training operator."""
-    httpx.post(twin_process.endpoint_url + "/_twin/reset", timeout=60).raise_for_status()
-    tmp = Path(tempfile.mkdtemp(prefix="training-mlflow-"))
-    cp = ControlPlane(twin_process, tmp / "data", f"sqlite:///{tmp / 'state.db'}")
+    cp = on_fresh_twin(twin_process, "training-mlflow-")
     patch = pytest.MonkeyPatch()
     for key, value in twin_process.env.items():  # this process's clients (kube(), twin_client) on the twin
         patch.setenv(key, value)

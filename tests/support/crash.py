@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import tempfile
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -82,3 +83,11 @@ class ControlPlane:
                 return moment
             time.sleep(0.005)
         raise AssertionError("the moment to kill never came")
+
+
+def on_fresh_twin(twin: TwinProcess, prefix: str) -> ControlPlane:
+    """A control plane (not started yet) on an emptied twin account, with its own temporary data directory and
+    SQLite database (the module-scoped `plane` fixtures of the kill -9 tests)."""
+    httpx.post(twin.endpoint_url + "/_twin/reset", timeout=60).raise_for_status()
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    return ControlPlane(twin, tmp / "data", f"sqlite:///{tmp / 'state.db'}")
