@@ -13,12 +13,12 @@ from instantstart.aws import amp_query
 from instantstart.aws import hyperpod as hp_api
 from instantstart.context import AppContext
 from instantstart.errors import NotFound
-from instantstart.kube import custom_objects
-from instantstart.kube.calls import kube_api, kube_call
+from instantstart.kube.calls import kube_api
 from instantstart.services.base.facts import facts_of
 from instantstart.services.base.lifecycle import approved_scripts, lifecycle_problems
 from instantstart.services.base.observability import METRIC, observability_workspace
 from instantstart.services.base.registry import hyperpod_cluster_name
+from instantstart.services.teams.queueing import list_workloads
 from instantstart.store.models import ClusterRow
 
 log = logging.getLogger(__name__)
@@ -71,16 +71,13 @@ async def kueue_workloads(app: AppContext, row: ClusterRow) -> list[dict[str, An
     """The Kueue Workloads of every namespace ([] when Kueue is not installed: the cluster has no Workload kind);
     None when they cannot be read now (unknown, not "none pending")."""
 
-    def read() -> dict[str, Any]:
-        api = kube_api(app.kube, row.eks_cluster_name, row.region)
-        return kube_call("list Kueue workloads", custom_objects.list_custom, api, "kueue.x-k8s.io", "v1beta1",
-                         "workloads", None)
+    def read() -> list[dict[str, Any]]:
+        return list_workloads(kube_api(app.kube, row.eks_cluster_name, row.region), None)
 
     try:
-        found = await to_thread.run_sync(read)
+        return await to_thread.run_sync(read)
     except NotFound:
         return []
     except Exception as exc:
         log.info("alerts: Kueue workloads of %s not read: %s", row.tag, exc)
         return None
-    return [w for w in found.get("items") or [] if isinstance(w, dict)]

@@ -14,6 +14,7 @@ from instantstart.context import AppContext
 from instantstart.errors import NotFound
 from instantstart.kube import custom_objects, reads
 from instantstart.kube.calls import kube_api, kube_call
+from instantstart.kube.gateway import Api
 from instantstart.manifests.training import KIND, QUEUE_LABEL
 from instantstart.store.models import ClusterRow
 
@@ -86,6 +87,14 @@ def _fmt(values: dict[str, float]) -> str:
     return ", ".join(f"{v:g} {k}" for k, v in sorted(values.items())) or "none"
 
 
+def list_workloads(api: Api, namespace: str | None) -> list[dict[str, Any]]:
+    """The Kueue Workloads of `namespace` (every namespace when None); NotFound when the cluster has no Workload
+    kind (Kueue, the task governance add-on, not installed)."""
+    found: Any = kube_call("list Kueue workloads", custom_objects.list_custom, api, GROUP, VERSION, "workloads",
+                           namespace)
+    return [w for w in found.get("items") or [] if isinstance(w, dict)]
+
+
 def queue_state(app: AppContext, row: ClusterRow, job: dict[str, Any]) -> QueueState | None:
     """The Kueue state of a HyperPodPyTorchJob that names a queue (None for one that does not; blocking)."""
     meta = job.get("metadata") or {}
@@ -94,8 +103,7 @@ def queue_state(app: AppContext, row: ClusterRow, job: dict[str, Any]) -> QueueS
         return None
     api = kube_api(app.kube, row.eks_cluster_name, row.region)
     try:
-        found: Any = kube_call("list Kueue workloads", custom_objects.list_custom, api, GROUP, VERSION, "workloads",
-                               meta["namespace"])
+        found = list_workloads(api, meta["namespace"])
         local: Any = kube_call("read the LocalQueue", custom_objects.get_custom, api, GROUP, VERSION,
                                meta["namespace"], "localqueues", queue)
     except NotFound as exc:
@@ -107,7 +115,7 @@ def queue_state(app: AppContext, row: ClusterRow, job: dict[str, Any]) -> QueueS
     if cq is None:
         return QueueState(state="waiting-for-kueue", queue=queue, cluster_queue=cq_name, explanation=(
             f"Kueue cannot admit it: ClusterQueue {cq_name} does not exist (was the team's quota deleted?)."))
-    workloads = [w for w in found.get("items") or []
+    workloads = [w for w in found
                  if any(o.get("kind") == KIND and o.get("name") == meta.get("name")
                         for o in w["metadata"].get("ownerReferences") or [])]
     if not workloads:
@@ -115,7 +123,7 @@ def queue_state(app: AppContext, row: ClusterRow, job: dict[str, Any]) -> QueueS
                           explanation="Kueue has not created the job's Workload yet.")
     wl = workloads[0]
     nominal = _nominal(cq)
-    admitted = [w for w in found.get("items") or [] if _true(w, "Admitted") and not _true(w, "Finished")]
+    admitted = [w for w in found if _true(w, "Admitted") and not _true(w, "Finished")]
     in_use: dict[str, float] = {}
     for other in admitted:
         for res, amount in _accelerators(other).items():
